@@ -1,0 +1,1 @@
+"""Code generation: IR -> C source -> shared library -> callable, with the compilation cache."""

@@ -1,0 +1,152 @@
+"""Argument checking and marshalling for host calls of compiled functions.
+
+For each host-callable function a small Python caller is generated once, specialised to its parameters:
+it checks every argument (count, scalar kind, array type, dtype, shape, contiguity) and passes raw values and
+data pointers to the C function through ctypes. The checks run before any C code, and a failure is a
+`TypeError`/`ValueError` that names the parameter.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from hidet_lang.ir import expr as E
+from hidet_lang.ir.func import Function
+from hidet_lang.ir.types import DataType, PointerType, TensorType
+
+_CTYPES = {
+    "bool": ctypes.c_bool, "int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32,
+    "int64": ctypes.c_int64, "uint8": ctypes.c_uint8, "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32,
+    "uint64": ctypes.c_uint64, "float16": ctypes.c_float, "float32": ctypes.c_float, "float64": ctypes.c_double,
+}
+
+
+def ctype_of(t: Any) -> Any:
+    """The ctypes type a parameter of IR type `t` is passed as (f16 scalars travel as float)."""
+    if isinstance(t, DataType):
+        return _CTYPES[t.name]
+    return ctypes.c_void_p
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return f"a numpy array of {value.dtype} with shape {value.shape}"
+    return f"a {type(value).__name__} ({value!r})" if not hasattr(value, "__dlpack__") else type(value).__name__
+
+
+def as_array(value: Any, func: str, param: str, dtype: np.dtype) -> np.ndarray:
+    """`value` as a numpy array without copying (numpy arrays, or objects with __dlpack__); TypeError else."""
+    if isinstance(value, np.ndarray):
+        return value
+    if hasattr(value, "__dlpack__"):
+        try:
+            return np.from_dlpack(value)
+        except (TypeError, ValueError, RuntimeError, BufferError) as e:
+            raise TypeError(f"{func}(): parameter '{param}' got {type(value).__name__}, which numpy cannot view "
+                            f"without a copy: {e}") from None
+    raise TypeError(f"{func}(): parameter '{param}' expects an array of {dtype}, got {_describe(value)}")
+
+
+def bad_array(func: str, param: str, value: np.ndarray, dtype: np.dtype, shape: tuple[int, ...] | None) -> None:
+    """Raise the error that explains why array `value` does not fit parameter `param`."""
+    if value.dtype != dtype:
+        raise TypeError(f"{func}(): parameter '{param}' expects {dtype}, got an array of {value.dtype}")
+    if shape is not None and value.shape != shape:
+        raise ValueError(f"{func}(): parameter '{param}' expects shape {shape}, got shape {value.shape}")
+    if not value.flags.c_contiguous:
+        raise ValueError(f"{func}(): parameter '{param}' must be C-contiguous; pass np.ascontiguousarray(x)")
+    if not value.flags.writeable:
+        raise ValueError(f"{func}(): parameter '{param}' is a read-only array; the kernel may write to it")
+    raise ValueError(f"{func}(): parameter '{param}' got an unsupported array")
+
+
+def integer_range(t: DataType) -> tuple[int, int]:
+    """The smallest and largest value of integer (or bool) type `t`."""
+    if t.is_bool:
+        return 0, 1
+    bits = t.nbytes * 8
+    return (0, 2**bits - 1) if t.kind == "uint" else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+
+
+def to_int(value: Any, func: str, param: str, t: DataType) -> int:
+    """A Python int for integer parameter `param` (numpy integers accepted; floats and bools refused)."""
+    if isinstance(value, (bool, np.bool_)) and not t.is_bool:
+        raise TypeError(f"{func}(): parameter '{param}' expects {t.name}, got a bool")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(
+            f"{func}(): parameter '{param}' expects an integer ({t.name}), got {_describe(value)}"
+        ) from None
+    lo, hi = integer_range(t)
+    if t.is_bool:
+        return bool(v)
+    if not lo <= v <= hi:
+        raise ValueError(f"{func}(): parameter '{param}' = {v} does not fit in {t.name}")
+    return v
+
+
+def to_float(value: Any, func: str, param: str, t: DataType) -> float:
+    """A Python float for floating-point parameter `param`."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{func}(): parameter '{param}' expects a number ({t.name}), got {_describe(value)}")
+    return float(value)
+
+
+def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] | None) -> Callable[..., None]:
+    """A Python function with `func`'s parameters that checks its arguments and calls `c_function`."""
+    names = [f"a{i}" for i in range(len(func.params))]
+    env: dict[str, Any] = {
+        "_c": c_function, "_nd": np.ndarray, "_as_array": as_array, "_bad": bad_array, "_to_int": to_int,
+        "_to_float": to_float, "_after": after_call, "_fn": func.name,
+    }
+    position = {p: names[i] for i, p in enumerate(func.params)}
+    body: list[str] = []
+    pass_args: list[str] = []
+    for i, (p, a) in enumerate(zip(func.params, names)):
+        t = p.type
+        env[f"_t{i}"] = t
+        pname = p.name
+        if isinstance(t, DataType):
+            conv = "_to_float" if t.is_float else "_to_int"
+            fast = "float" if t.is_float else "int"
+            body.append(f"    if type({a}) is not {fast}: {a} = {conv}({a}, _fn, {pname!r}, _t{i})")
+            if not t.is_float:
+                lo, hi = integer_range(t)
+                body.append(f"    elif not {lo} <= {a} <= {hi}: {a} = _to_int({a}, _fn, {pname!r}, _t{i})")
+            pass_args.append(a)
+            continue
+        assert isinstance(t, (TensorType, PointerType))
+        dtype = np.dtype(t.dtype.numpy_name)
+        env[f"_d{i}"] = dtype
+        shape_expr = "None"
+        if isinstance(t, TensorType):
+            dims = []
+            for d in t.shape:
+                if isinstance(d, int):
+                    dims.append(str(d))
+                elif isinstance(d, E.Var) and d in position:
+                    dims.append(position[d])
+                else:
+                    raise TypeError(f"{func.name}(): the shape of parameter '{pname}' may only use ints and earlier "
+                                    f"integer parameters")
+            shape_expr = "(" + "".join(f"{d}, " for d in dims) + ")"
+        body.append(f"    if type({a}) is not _nd: {a} = _as_array({a}, _fn, {pname!r}, _d{i})")
+        checks = [f"{a}.dtype is not _d{i}", f"not {a}.flags.c_contiguous", f"not {a}.flags.writeable"]
+        if shape_expr != "None":
+            checks.insert(1, f"{a}.shape != {shape_expr}")
+        body.append(f"    if {' or '.join(checks)}: _bad(_fn, {pname!r}, {a}, _d{i}, {shape_expr})")
+        pass_args.append(f"{a}.ctypes.data")
+    sig = ", ".join(names)
+    lines = [f"def {func.name}({sig}):", *body, f"    _c({', '.join(pass_args)})"]
+    if after_call is not None:
+        lines.append("    _after()")
+    exec(compile("\n".join(lines), f"<hidet_lang caller of {func.name}>", "exec"), env)  # noqa: S102
+    caller = env[func.name]
+    caller.__doc__ = f"Call the compiled function {func.name}({', '.join(p.name for p in func.params)})."
+    return caller

@@ -1,0 +1,36 @@
+"""`build_module`: IR module -> lowered IR -> source -> shared library -> `CompiledModule`."""
+
+from __future__ import annotations
+
+from codegen.c_emitter import CEmitter
+from codegen.cache import build_and_load
+from codegen.compiler import DEFAULT_C_FLAGS
+from codegen.module import CompiledModule
+from hidet_lang.ir.func import HOST_CALLABLE_KINDS, IRModule
+from hidet_lang.passes.pipeline import lower
+from hidet_lang.version import __version__
+
+TARGETS = ("cpu",)
+
+
+def infer_target(module: IRModule) -> str:
+    """The target a module's function kinds imply: 'cuda' if any function is a CUDA one, else 'cpu'."""
+    return "cuda" if any(f.attrs.kind.startswith("cuda") for f in module.functions) else "cpu"
+
+
+def build_module(module: IRModule, target: str | None = None, *, check: bool = False) -> CompiledModule:
+    """Compile `module` for `target` ('cpu'; inferred from the function kinds when None)."""
+    if not module.functions:
+        raise ValueError("the module is empty: define functions with @hidet.script inside `with script_module()`")
+    if not any(f.attrs.kind in HOST_CALLABLE_KINDS for f in module.functions):
+        names = ", ".join(f"{f.name} ({f.attrs.kind})" for f in module.functions)
+        raise ValueError(f"the module has no function callable from Python ({names}); mark the entry point with "
+                         "attrs.func_kind = 'public'")
+    target = target or infer_target(module)
+    if target.split(":")[0] not in TARGETS:
+        raise ValueError(f"unknown or unavailable target {target!r}; available: {', '.join(TARGETS)}")
+    lowered = lower(module, check=check)
+    emitter = CEmitter()
+    source = emitter.emit_module(lowered)
+    lib = build_and_load(source, language="c", flags=DEFAULT_C_FLAGS, version=__version__)
+    return CompiledModule(lowered, source, lib, target, emitter.function_names)

@@ -1,0 +1,399 @@
+"""IR -> C source for the CPU target.
+
+The emitter prints one C translation unit per module: a prelude (standard headers, typed min/max/abs helpers,
+the assertion channel), forward declarations, then the functions. Before the code of each DSL statement it
+writes a marker comment `// <file>:<line>`, so compiler diagnostics map back to the user's line.
+Target-specific emitters (CUDA) subclass `CEmitter` and override the spelling of types, functions and
+intrinsics.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from hidet_lang.errors import DSLSyntaxError
+from hidet_lang.ir import expr as E
+from hidet_lang.ir import stmt as S
+from hidet_lang.ir.func import HOST_CALLABLE_KINDS, Function, IRModule
+from hidet_lang.ir.functor import collect
+from hidet_lang.ir.types import DataType, PointerType, TensorType, Type, VoidType
+
+C_KEYWORDS = frozenset("""
+auto break case char const continue default do double else enum extern float for goto if inline int long register
+restrict return short signed sizeof static struct switch typedef union unsigned void volatile while bool true false
+main printf abs fabs exp log sqrt sin cos tan tanh erf floor ceil pow fmod round trunc min max errno NULL
+""".split())
+
+ASSERT_STATUS_SYMBOL = "hidet_lang_assert_status"
+FLUSH_SYMBOL = "hidet_lang_flush"
+
+_MATH_F32 = {
+    "exp": "expf", "log": "logf", "sqrt": "sqrtf", "sin": "sinf", "cos": "cosf", "tan": "tanf", "tanh": "tanhf",
+    "erf": "erff", "floor": "floorf", "ceil": "ceilf", "pow": "powf", "log2": "log2f", "exp2": "exp2f",
+    "atan": "atanf", "asin": "asinf", "acos": "acosf", "sinh": "sinhf", "cosh": "coshf", "log1p": "log1pf",
+    "expm1": "expm1f", "atan2": "atan2f", "fmod": "fmodf", "round": "roundf", "trunc": "truncf",
+}
+
+_PRELUDE = r"""
+#include <stdint.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <math.h>
+
+static volatile int hl_assert_failed = 0;
+static const char *hl_assert_message = 0;
+static int hl_assert_line = 0;
+
+static void hl_assert_fail(const char *message, int line) {
+    if (__atomic_exchange_n(&hl_assert_failed, 1, __ATOMIC_SEQ_CST) == 0) {
+        hl_assert_message = message;
+        hl_assert_line = line;
+    }
+}
+
+int hidet_lang_assert_status(const char **message, int *line) {
+    int failed = hl_assert_failed;
+    if (failed) {
+        *message = hl_assert_message;
+        *line = hl_assert_line;
+        hl_assert_failed = 0;
+    }
+    return failed;
+}
+
+void hidet_lang_flush(void) { fflush(stdout); }
+"""
+
+
+def c_string(text: str) -> str:
+    """A C string literal for `text`."""
+    return json.dumps(text).replace("?", "\\?")
+
+
+class CEmitter:
+    """Prints an IRModule as C."""
+
+    function_prefix = ""
+    parallel_pragma = "#pragma omp parallel for schedule(static)"
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.depth = 0
+        self.names: dict[E.Var, str] = {}
+        self.taken: set[str] = set()
+        self.function_names: dict[str, str] = {}
+        self.last_marker: tuple[str, int] | None = None
+        self.parallel_depth = 0
+        self.current: Function | None = None
+        self.helpers: dict[str, str] = {}
+
+    # ---------------------------------------------------------------------------------------------- types
+    def scalar(self, t: DataType) -> str:
+        """The C spelling of a scalar type."""
+        return t.c_name
+
+    def type_name(self, t: Type) -> str:
+        """The C spelling of a parameter or variable type (tensors decay to pointers)."""
+        if isinstance(t, DataType):
+            return self.scalar(t)
+        if isinstance(t, (TensorType, PointerType)):
+            return self.scalar(t.dtype) + " *"
+        if isinstance(t, VoidType):
+            return "void"
+        raise TypeError(f"no C type for {t}")
+
+    # ---------------------------------------------------------------------------------------------- names
+    def var_name(self, v: E.Var) -> str:
+        """A unique C identifier for `v`."""
+        name = self.names.get(v)
+        if name is None:
+            base = v.name if v.name.isidentifier() else "v"
+            name, k = base, 1
+            while name in self.taken or name in C_KEYWORDS or name in self.function_names.values():
+                name, k = f"{base}_{k}", k + 1
+            self.names[v] = name
+            self.taken.add(name)
+        return name
+
+    def func_name(self, name: str) -> str:
+        """The C identifier of the module function `name`."""
+        return self.function_names[name]
+
+    # ---------------------------------------------------------------------------------------------- output
+    def line(self, text: str) -> None:
+        """Append a line at the current indentation."""
+        self.lines.append("    " * self.depth + text)
+
+    def marker(self, node: S.Stmt) -> None:
+        """Write `// file:line` before a statement from a new DSL line."""
+        span = node.span
+        if span is None or (span.file, span.line) == self.last_marker:
+            return
+        self.last_marker = (span.file, span.line)
+        self.line(f"// {span.file}:{span.line}")
+
+    # ---------------------------------------------------------------------------------------------- module
+    def emit_module(self, module: IRModule) -> str:
+        """The C source of `module`."""
+        for f in module.functions:
+            name = self.function_prefix + f.name
+            if name in C_KEYWORDS:
+                name += "_"
+            self.function_names[f.name] = name
+        declarations = [self.signature(f) + ";" for f in module.functions]
+        for f in module.functions:
+            self.lines.append("")
+            self.emit_function(f)
+        helpers = [self.helpers[name] for name in sorted(self.helpers)]
+        return "\n".join([self.prelude(), *helpers, "", *declarations, *self.lines]) + "\n"
+
+    def prelude(self) -> str:
+        """Headers and the assertion channel the generated code relies on."""
+        return _PRELUDE.lstrip("\n")
+
+    def helper(self, name: str, t: DataType) -> str:
+        """The name of the typed helper `hl_<name>_<type>` (min, max, abs), defining it on first use."""
+        c, helper = self.scalar(t), f"hl_{name}_{t.short_name}"
+        if helper not in self.helpers:
+            if name == "abs":
+                body = f"{c} a) {{ return a < 0 ? ({c})-a : a; }}" if t.kind != "uint" else f"{c} a) {{ return a; }}"
+            else:
+                body = f"{c} a, {c} b) {{ return a {'<' if name == 'min' else '>'} b ? a : b; }}"
+            self.helpers[helper] = f"static inline {c} {helper}({body}"
+        return helper
+
+    def qualifiers(self, f: Function) -> str:
+        """Storage class and attributes of a function."""
+        return "" if f.attrs.kind in HOST_CALLABLE_KINDS else "static "
+
+    def param_decl(self, f: Function, p: E.Var) -> str:
+        """The C declaration of one parameter."""
+        return f"{self.type_name(p.type)} {self.var_name(p)}"
+
+    def signature(self, f: Function) -> str:
+        """The C prototype of `f`."""
+        self.names = {}
+        self.taken = set()
+        params = ", ".join(self.param_decl(f, p) for p in f.params) or "void"
+        return f"{self.qualifiers(f)}{self.type_name(f.ret_type)} {self.func_name(f.name)}({params})"
+
+    def emit_function(self, f: Function) -> None:
+        """Print the definition of `f`."""
+        self.current = f
+        self.last_marker = None
+        if f.span is not None:
+            self.line(f"// {f.span.file}:{f.span.line}")
+        self.line(self.signature(f) + " {")
+        self.depth += 1
+        self.stmt(f.body)
+        self.depth -= 1
+        self.line("}")
+
+    # ---------------------------------------------------------------------------------------------- statements
+    def stmt(self, s: S.Stmt) -> None:
+        """Print statement `s`."""
+        if not isinstance(s, S.SeqStmt):
+            self.marker(s)
+        getattr(self, "stmt_" + type(s).__name__)(s)
+
+    def body(self, s: S.Stmt) -> None:
+        """Print a nested block."""
+        self.depth += 1
+        self.stmt(s)
+        self.depth -= 1
+
+    def stmt_SeqStmt(self, s: S.SeqStmt) -> None:
+        for item in s.stmts:
+            self.stmt(item)
+
+    def stmt_DeclareStmt(self, s: S.DeclareStmt) -> None:
+        t = s.var.type
+        name = self.var_name(s.var)
+        if isinstance(t, TensorType):
+            size = math.prod(int(d) for d in t.shape)
+            self.line(f"{self.scalar(t.dtype)} {name}[{size}];")
+            return
+        init = "" if s.init is None else f" = {self.expr(s.init)}"
+        self.line(f"{self.type_name(t)} {name}{init};")
+
+    def stmt_AssignStmt(self, s: S.AssignStmt) -> None:
+        self.line(f"{self.var_name(s.var)} = {self.expr(s.value)};")
+
+    def stmt_BufferStoreStmt(self, s: S.BufferStoreStmt) -> None:
+        self.line(f"{self.expr(s.buf)}[{self.expr(s.indices[0])}] = {self.expr(s.value)};")
+
+    def stmt_EvaluateStmt(self, s: S.EvaluateStmt) -> None:
+        self.line(f"{self.expr(s.expr)};")
+
+    def stmt_IfStmt(self, s: S.IfStmt) -> None:
+        self.line(f"if ({self.expr(s.cond)}) {{")
+        self.body(s.then_body)
+        if s.else_body is not None:
+            self.line("} else {")
+            self.body(s.else_body)
+        self.line("}")
+
+    def stmt_ForStmt(self, s: S.ForStmt) -> None:
+        name = self.var_name(s.var)
+        step = s.step
+        if isinstance(step, E.Constant):
+            cond = f"{name} {'<' if step.value > 0 else '>'} {self.expr(s.stop)}"
+        else:
+            st = self.expr(step)
+            cond = f"({st} > 0 ? {name} < {self.expr(s.stop)} : {name} > {self.expr(s.stop)})"
+        incr = f"{name}++" if isinstance(step, E.Constant) and step.value == 1 else f"{name} += {self.expr(step)}"
+        parallel = s.kind == "parallel" and self.parallel_depth == 0
+        if parallel:
+            self.line(self.parallel_pragma + self.collapse_clause(s))
+            for leaving in self.statements_leaving(s):
+                raise DSLSyntaxError("`break`/`return` cannot leave a parallel loop", leaving.span)
+        elif s.kind == "unroll":
+            self.line("#pragma GCC unroll 64")
+        self.line(f"for ({self.type_name(s.var.type)} {name} = {self.expr(s.start)}; {cond}; {incr}) {{")
+        self.parallel_depth += parallel
+        self.body(s.body)
+        self.parallel_depth -= parallel
+        self.line("}")
+
+    def collapse_clause(self, s: S.ForStmt) -> str:
+        """` collapse(n)` for perfectly nested parallel loops."""
+        n, inner = 1, s.body
+        while isinstance(inner, S.ForStmt) and inner.kind == "parallel":
+            n, inner = n + 1, inner.body
+        return f" collapse({n})" if n > 1 else ""
+
+    @staticmethod
+    def statements_leaving(loop: S.ForStmt) -> list[S.Stmt]:
+        """The `break`s and `return`s in `loop`'s body that leave `loop` itself."""
+        inner_loops = collect(loop.body, S.ForStmt) + collect(loop.body, S.WhileStmt)
+        nested = {id(b) for inner in inner_loops for b in collect(inner.body, S.BreakStmt)}
+        breaks = [b for b in collect(loop.body, S.BreakStmt) if id(b) not in nested]
+        return breaks + collect(loop.body, S.ReturnStmt)
+
+    def stmt_WhileStmt(self, s: S.WhileStmt) -> None:
+        self.line(f"while ({self.expr(s.cond)}) {{")
+        self.body(s.body)
+        self.line("}")
+
+    def stmt_BreakStmt(self, s: S.BreakStmt) -> None:
+        self.line("break;")
+
+    def stmt_ContinueStmt(self, s: S.ContinueStmt) -> None:
+        self.line("continue;")
+
+    def stmt_ReturnStmt(self, s: S.ReturnStmt) -> None:
+        self.line("return;" if s.value is None else f"return {self.expr(s.value)};")
+
+    def stmt_AssertStmt(self, s: S.AssertStmt) -> None:
+        line = s.span.line if s.span is not None else 0
+        where = f"{s.span.file}:{line}: " if s.span is not None else ""
+        self.line(f"if (!({self.expr(s.cond)})) {{")
+        self.depth += 1
+        self.line(f"hl_assert_fail({c_string(where + s.message)}, {line});")
+        if self.parallel_depth == 0:
+            self.line(self.early_return())
+        self.depth -= 1
+        self.line("}")
+
+    def early_return(self) -> str:
+        """Leave the current function after a failed assertion."""
+        assert self.current is not None
+        t = self.current.ret_type
+        return "return;" if isinstance(t, VoidType) else f"return ({self.type_name(t)})0;"
+
+    # ---------------------------------------------------------------------------------------------- expressions
+    def expr(self, e: E.Expr) -> str:
+        """The C text of expression `e` (fully parenthesized where it matters)."""
+        return getattr(self, "expr_" + type(e).__name__)(e)
+
+    def expr_Var(self, e: E.Var) -> str:
+        return self.var_name(e)
+
+    def expr_Constant(self, e: E.Constant) -> str:
+        return self.constant(e.value, e.dtype)
+
+    def constant(self, value: int | float | bool, t: DataType) -> str:
+        """A C literal of type `t`."""
+        if t.is_bool:
+            return "true" if value else "false"
+        if t.is_float:
+            v = float(value)
+            if math.isnan(v):
+                text = "NAN"
+            elif math.isinf(v):
+                text = "INFINITY" if v > 0 else "(-INFINITY)"
+            else:
+                text = repr(v) + ("f" if t.nbytes <= 4 else "")
+            return text if t.nbytes in (4, 8) and text[0] != "(" else f"(({self.scalar(t)}){text})"
+        v = int(value)
+        if t.kind == "int" and v == -(2 ** (t.nbytes * 8 - 1)):
+            return f"(({self.scalar(t)})({v + 1} - 1))"
+        suffix = {("int", 8): "LL", ("uint", 8): "ULL", ("uint", 4): "U"}.get((t.kind, t.nbytes), "")
+        text = f"{v}{suffix}"
+        return text if t.nbytes >= 4 and v >= 0 else f"(({self.scalar(t)}){text})"
+
+    def expr_StringLiteral(self, e: E.StringLiteral) -> str:
+        return c_string(e.value)
+
+    def expr_BinaryOp(self, e: E.BinaryOp) -> str:
+        a, b = self.expr(e.a), self.expr(e.b)
+        t = e.type
+        if e.op == "%" and isinstance(t, DataType) and t.is_float:
+            return f"{'fmodf' if t.nbytes <= 4 else 'fmod'}({a}, {b})"
+        text = f"({a} {e.op} {b})"
+        if isinstance(t, DataType) and t.nbytes < 4 and not t.is_bool and e.op in ("+", "-", "*", "/", "%", "<<"):
+            text = f"(({self.scalar(t)}){text})"  # C computes in int: wrap back to the IR's type
+        return text
+
+    def expr_UnaryOp(self, e: E.UnaryOp) -> str:
+        text = f"({e.op}{self.expr(e.a)})"
+        t = e.type
+        if isinstance(t, DataType) and t.nbytes < 4 and not t.is_bool:
+            text = f"(({self.scalar(t)}){text})"
+        return text
+
+    def expr_Cast(self, e: E.Cast) -> str:
+        return f"(({self.scalar(e.dtype)})({self.expr(e.expr)}))"
+
+    def expr_IfThenElse(self, e: E.IfThenElse) -> str:
+        return f"({self.expr(e.cond)} ? {self.expr(e.then_expr)} : {self.expr(e.else_expr)})"
+
+    def expr_Call(self, e: E.Call) -> str:
+        return f"{self.func_name(e.func_name)}({', '.join(self.expr(a) for a in e.args)})"
+
+    def expr_TensorElement(self, e: E.TensorElement) -> str:
+        return f"{self.expr(e.base)}[{self.expr(e.indices[0])}]"
+
+    def expr_Address(self, e: E.Address) -> str:
+        return f"(&{self.expr(e.expr)})"
+
+    def expr_Dereference(self, e: E.Dereference) -> str:
+        return f"(*{self.expr(e.expr)})"
+
+    def expr_Intrinsic(self, e: E.Intrinsic) -> str:
+        args = [self.expr(a) for a in e.args]
+        return self.intrinsic(e.name, args, e.ret_type)
+
+    def intrinsic(self, name: str, args: list[str], t: Type) -> str:
+        """The C text of a built-in operation on already-printed arguments."""
+        if name == "printf":
+            return f"printf({', '.join(args)})"
+        assert isinstance(t, DataType)
+        if name in ("min", "max", "abs"):
+            return f"{self.helper(name, t)}({', '.join(args)})"
+        if name == "rsqrt":
+            return f"(({self.scalar(t)})1 / {self.math_function('sqrt', t)}({args[0]}))"
+        func = self.math_function(name, t)
+        if t.nbytes == 2:  # half precision: compute in float, round back
+            return f"(({self.scalar(t)}){func}({', '.join(f'(float)({a})' for a in args)}))"
+        return f"{func}({', '.join(args)})"
+
+    def math_function(self, name: str, t: DataType) -> str:
+        """The C math function for `name` on type `t`."""
+        return name if t.nbytes == 8 else _MATH_F32[name]
+
+
+def emit_c(module: IRModule) -> str:
+    """The C source for a lowered module."""
+    return CEmitter().emit_module(module)

@@ -1,0 +1,88 @@
+"""Compiled modules: the callable result of `module.build()`."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from typing import Any
+
+from codegen.arguments import ctype_of, make_caller
+from codegen.c_emitter import ASSERT_STATUS_SYMBOL, FLUSH_SYMBOL
+from hidet_lang.ir.expr import Intrinsic
+from hidet_lang.ir.func import HOST_CALLABLE_KINDS, IRModule
+from hidet_lang.ir.functor import collect
+from hidet_lang.ir.stmt import AssertStmt
+
+
+class CompiledModule:
+    """A built module. `m(*args)` calls its only public function; `m['name'](*args)` any host-callable one."""
+
+    def __init__(self, ir: IRModule, source: str, lib: ctypes.CDLL, target: str, c_names: dict[str, str]) -> None:
+        self.ir = ir
+        self.target = target
+        self._source = source
+        self._lib = lib
+        self.functions: dict[str, Callable[..., None]] = {}
+        after = self._after_call_hook(ir, lib)
+        for f in ir.functions:
+            if f.attrs.kind not in HOST_CALLABLE_KINDS:
+                continue
+            c_function = getattr(lib, c_names[f.name])
+            c_function.argtypes = [ctype_of(p.type) for p in f.params]
+            c_function.restype = None
+            self.functions[f.name] = make_caller(f, c_function, after)
+        public = [f.name for f in ir.functions if f.attrs.kind == "public"]
+        candidates = public or list(self.functions)
+        self._default = candidates[0] if len(candidates) == 1 else None
+        self._param_names = {f.name: tuple(p.name for p in f.params) for f in ir.functions}
+
+    @staticmethod
+    def _after_call_hook(ir: IRModule, lib: ctypes.CDLL) -> Callable[[], None] | None:
+        """What runs after every call: report failed assertions, flush printf output (only when used)."""
+        has_assert = bool(collect(ir, AssertStmt))
+        has_printf = any(i.name == "printf" for i in collect(ir, Intrinsic))
+        if not has_assert and not has_printf:
+            return None
+        status = getattr(lib, ASSERT_STATUS_SYMBOL)
+        status.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_int)]
+        status.restype = ctypes.c_int
+        flush = getattr(lib, FLUSH_SYMBOL)
+        flush.restype = None
+
+        def after() -> None:
+            if has_printf:
+                flush()
+            if has_assert:
+                message, line = ctypes.c_char_p(), ctypes.c_int()
+                if status(ctypes.byref(message), ctypes.byref(line)):
+                    raise AssertionError((message.value or b"assertion failed").decode())
+
+        return after
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        """The parameter names of the default function (used by `hidet_lang.testing.check_kernel`)."""
+        return self._param_names[self._default_name()]
+
+    def _default_name(self) -> str:
+        if self._default is None:
+            names = ", ".join(self.functions) or "none"
+            raise TypeError(f"the module has several host-callable functions ({names}); call one by name: m['name']()"
+                            if self.functions else "the module has no host-callable function")
+        return self._default
+
+    def __call__(self, *args: Any) -> None:
+        return self.functions[self._default_name()](*args)
+
+    def __getitem__(self, name: str) -> Callable[..., None]:
+        try:
+            return self.functions[name]
+        except KeyError:
+            raise KeyError(f"no host-callable function {name!r}; the module has: {', '.join(self.functions)}") from None
+
+    def source(self) -> str:
+        """The generated source code."""
+        return self._source
+
+    def __repr__(self) -> str:
+        return f"<compiled module ({self.target}): {', '.join(self.functions)}>"

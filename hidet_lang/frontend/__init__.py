@@ -1,0 +1,1 @@
+"""The frontend: Python AST -> IR, with host values evaluated while parsing."""

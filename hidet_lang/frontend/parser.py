@@ -1,0 +1,840 @@
+"""Python AST -> IR: one `visit_<AstNode>` method per supported construct.
+
+Values are of two kinds. Host values (Python ints, floats, tuples, task mappings, helper functions, other
+script functions, data types) are evaluated while parsing; IR values become IR. A `for` loop dispatches on
+what its iterable evaluates to, so new loop kinds need no parser change.
+
+Python `//` and `/` on integers both lower to C division, which truncates toward zero, and `%` to C's
+remainder, whose sign follows the dividend (so `-7 // 2 == -3` and `-7 % 2 == -1` in a kernel; on floats
+`//` is `floor(a / b)`). Expressions made only of host values are evaluated by Python with its own rules.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hidet_lang.errors import (
+    DSLAttributeError,
+    DSLError,
+    DSLNameError,
+    DSLSyntaxError,
+    DSLTypeError,
+    DSLValueError,
+)
+from hidet_lang.frontend import builtins as B
+from hidet_lang.frontend import semantics
+from hidet_lang.ir import expr as E
+from hidet_lang.ir import stmt as S
+from hidet_lang.ir.func import FUNC_KINDS, CudaAttrs, FuncAttrs, Function
+from hidet_lang.ir.mapping import MappingOn, TaskMapping
+from hidet_lang.ir.span import Span
+from hidet_lang.ir.types import DataType, PointerType, TensorType, Type, VoidType, boolean, float32, int32, void
+
+_HOST_BINOPS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow, ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift, ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.BitXor: operator.xor,
+    ast.MatMult: operator.matmul,
+}
+_IR_BINOPS = {
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "/", ast.Mod: "%",
+    ast.LShift: "<<", ast.RShift: ">>", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
+}
+_COMPARE = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+_HOST_COMPARE = {
+    ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Eq: operator.eq,
+    ast.NotEq: operator.ne, ast.Is: operator.is_, ast.IsNot: operator.is_not,
+    ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
+}
+_CONSTRUCT_NAMES = {
+    "With": "a `with` statement", "AsyncWith": "an `async with` statement", "Try": "a `try` statement",
+    "TryStar": "a `try` statement", "Raise": "a `raise` statement", "Global": "a `global` statement",
+    "Nonlocal": "a `nonlocal` statement", "Delete": "a `del` statement", "Import": "an `import` statement",
+    "ImportFrom": "an `import` statement", "ClassDef": "a class definition", "FunctionDef": "a nested function",
+    "AsyncFunctionDef": "a nested function", "Yield": "`yield`", "YieldFrom": "`yield from`",
+    "Await": "`await`", "Set": "a set literal", "SetComp": "a set comprehension", "Dict": "a dict literal",
+    "DictComp": "a dict comprehension", "ListComp": "a list comprehension", "GeneratorExp": "a generator",
+    "Lambda": "a lambda", "JoinedStr": "an f-string", "Starred": "a starred expression",
+    "NamedExpr": "an assignment expression (:=)", "Match": "a `match` statement", "Slice": "a slice",
+    "AsyncFor": "an `async for` loop",
+}
+
+
+@dataclass
+class FunctionContext:
+    """What the parser learns about the function being parsed besides its body."""
+
+    name: str
+    kind: str | None = None
+    cuda: dict[str, Any] = field(default_factory=dict)
+    return_types: list[Type] = field(default_factory=list)
+    callees: list[Any] = field(default_factory=list)
+
+
+class _LoopFrame:
+    """One enclosing loop: IR loops allow break/continue, unrolled ones do not."""
+
+    def __init__(self, unrolled: bool) -> None:
+        self.unrolled = unrolled
+
+
+class Parser:
+    """Translates one Python function's AST into an IR `Function`."""
+
+    def __init__(self, source_file: str, line_offset: int, col_offset: int, host_scope: Callable[[str], Any]):
+        self.file = source_file
+        self.line_offset = line_offset
+        self.col_offset = col_offset
+        self.lookup_host = host_scope
+        self.scopes: list[dict[str, Any]] = [{}]
+        self.stmts: list[list[S.Stmt]] = []
+        self.loops: list[_LoopFrame] = []
+        self.names_used: dict[str, int] = {}
+        self.ctx: FunctionContext | None = None
+
+    # ---------------------------------------------------------------------------------------------- helpers
+    def span(self, node: ast.AST) -> Span:
+        """The user's source position of `node`."""
+        return Span(self.file, getattr(node, "lineno", 1) + self.line_offset,
+                    getattr(node, "col_offset", 0) + self.col_offset)
+
+    def error(self, node: ast.AST, message: str, cls: type[DSLError] = DSLTypeError) -> DSLError:
+        """A DSL error of class `cls` at `node`."""
+        return cls(message, self.span(node))
+
+    def fresh_name(self, hint: str) -> str:
+        """A variable name unique in the function, based on `hint`."""
+        count = self.names_used.get(hint, 0)
+        self.names_used[hint] = count + 1
+        return hint if count == 0 else f"{hint}_{count}"
+
+    def emit(self, stmt: S.Stmt) -> None:
+        """Append a statement to the block being built."""
+        self.stmts[-1].append(stmt)
+
+    def lookup(self, name: str, node: ast.AST) -> Any:
+        """The value of `name`: kernel locals first, then the enclosing Python scopes, then builtins."""
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        found, value = self.lookup_host(name)
+        if found:
+            return value
+        if hasattr(builtins, name):
+            return getattr(builtins, name)
+        raise self.error(node, f"name '{name}' is not defined", DSLNameError)
+
+    def bind(self, name: str, value: Any) -> None:
+        """Bind `name` in the innermost scope."""
+        self.scopes[-1][name] = value
+
+    def host_call(self, node: ast.AST, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call a Python function while parsing, turning its errors into DSL errors at `node`."""
+        try:
+            return func(*args, **kwargs)
+        except DSLError:
+            raise
+        except (TypeError, ValueError, ArithmeticError, IndexError, KeyError, AttributeError) as e:
+            cls = DSLTypeError if isinstance(e, TypeError) else DSLValueError
+            raise self.error(node, str(e), cls) from None
+
+    def block(self, body: list[ast.stmt], new_scope: bool = True, bindings: dict[str, Any] | None = None) -> S.Stmt:
+        """Parse statements into one IR statement, in a new scope holding `bindings`."""
+        self.stmts.append([])
+        if new_scope:
+            self.scopes.append(dict(bindings or {}))
+        try:
+            for s in body:
+                self.visit_stmt(s)
+        finally:
+            if new_scope:
+                self.scopes.pop()
+        return S.seq(self.stmts.pop())
+
+    # ---------------------------------------------------------------------------------------------- function
+    def parse_function(self, fdef: ast.FunctionDef) -> tuple[Function, FunctionContext]:
+        """The IR function for `fdef`, and what its body said about attributes and callees."""
+        self.ctx = FunctionContext(fdef.name)
+        args = fdef.args
+        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or args.defaults:
+            raise self.error(fdef, "kernel parameters are plain `name: type` pairs (no defaults, *args or **kwargs)",
+                             DSLSyntaxError)
+        params = []
+        for a in args.args:
+            if a.annotation is None:
+                raise self.error(a, f"parameter '{a.arg}' needs a type annotation, e.g. `{a.arg}: f32[16]` or "
+                                    f"`{a.arg}: i32`", DSLTypeError)
+            ptype = self.annotation_type(a.annotation)
+            var = E.Var(self.fresh_name(a.arg), ptype, self.span(a))
+            self.bind(a.arg, var)
+            params.append(var)
+        declared_ret = self.annotation_type(fdef.returns) if fdef.returns is not None else None
+        self.stmts.append([])
+        self.scopes.append({})
+        for i, s in enumerate(fdef.body):
+            if i == 0 and isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(
+                    s.value.value, str):
+                continue  # docstring
+            self.visit_stmt(s)
+        self.scopes.pop()
+        body = S.seq(self.stmts.pop())
+        ctx = self.ctx
+        kind = ctx.kind or "cpu_internal"
+        ret = declared_ret if declared_ret is not None else (ctx.return_types[0] if ctx.return_types else void)
+        if kind in ("public", "cpu_kernel", "cuda_kernel") and not isinstance(ret, VoidType):
+            raise self.error(fdef, f"a '{kind}' function cannot return a value; write results into a tensor "
+                                   "argument (only 'cpu_internal'/'cuda_internal' functions return values)")
+        cuda = None
+        if ctx.cuda:
+            cuda = CudaAttrs(**ctx.cuda)
+        name = ctx.name
+        return Function(name, tuple(params), ret, body, FuncAttrs(kind, cuda), self.span(fdef)), ctx
+
+    def annotation_type(self, node: ast.expr) -> Type:
+        """Evaluate a type annotation (strings too, for `from __future__ import annotations`)."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            try:
+                inner = ast.parse(node.value, mode="eval").body
+            except SyntaxError:
+                raise self.error(node, f"cannot parse the annotation {node.value!r}", DSLSyntaxError) from None
+            ast.copy_location(inner, node)
+            for n in ast.walk(inner):
+                n.lineno, n.col_offset = node.lineno, node.col_offset
+            node = inner
+        value = self.visit_expr(node)
+        if value is int:
+            return int32
+        if value is float:
+            return float32
+        if value is bool:
+            return boolean
+        if isinstance(value, str):
+            try:
+                return B._as_dtype(value)
+            except ValueError as e:
+                raise self.error(node, str(e)) from None
+        if isinstance(value, (DataType, TensorType, PointerType)):
+            return value
+        raise self.error(node, f"{ast.unparse(node)} is not a type; write e.g. f32, i32, f32[16, 16] or ~f32")
+
+    # ---------------------------------------------------------------------------------------------- statements
+    def visit_stmt(self, node: ast.stmt) -> None:
+        """Parse one statement, appending IR to the current block."""
+        method = getattr(self, "visit_" + type(node).__name__, None)
+        if method is None:
+            raise self.unsupported(node)
+        method(node)
+
+    def unsupported(self, node: ast.AST) -> DSLSyntaxError:
+        """The error for a Python construct the DSL does not have."""
+        name = type(node).__name__
+        what = _CONSTRUCT_NAMES.get(name, f"the Python construct '{name}'")
+        return self.error(node, f"{what} is not supported inside a @hidet.script function", DSLSyntaxError)
+
+    def visit_Pass(self, node: ast.Pass) -> None:
+        pass
+
+    def visit_Expr(self, node: ast.Expr) -> None:
+        value = self.visit_expr(node.value)
+        if isinstance(value, (E.Call, E.Intrinsic)):
+            self.emit(S.EvaluateStmt(value, self.span(node)))
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        value = self.visit_expr(node.value)
+        for target in node.targets:
+            self.assign(target, value, node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if not isinstance(node.target, ast.Name):
+            raise self.error(node, "an annotated declaration names one variable, e.g. `acc: f32 = 0.0`", DSLSyntaxError)
+        vtype = self.annotation_type(node.annotation)
+        name = node.target.id
+        var = E.Var(self.fresh_name(name), vtype, self.span(node))
+        init = None
+        if node.value is not None:
+            value = self.visit_expr(node.value)
+            if isinstance(value, B.LocalTensorRequest):
+                raise self.error(node, "declare a local tensor without an annotation: `x = register_tensor(...)`")
+            try:
+                init = semantics.assignable(vtype, value, f"'{name}'")
+            except TypeError as e:
+                raise self.error(node, str(e)) from None
+        elif isinstance(vtype, PointerType):
+            init = None
+        self.emit(S.DeclareStmt(var, init, self.span(node)))
+        self.bind(name, var)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        target = node.target
+        load = ast.copy_location(ast.Name(target.id, ast.Load()), target) if isinstance(target, ast.Name) else None
+        if isinstance(target, ast.Subscript):
+            load = ast.copy_location(ast.Subscript(target.value, target.slice, ast.Load()), target)
+        if load is None:
+            raise self.error(node, "augmented assignment needs a variable or an element, e.g. `acc += x`",
+                             DSLSyntaxError)
+        current = self.visit_expr(load)
+        rhs = self.visit_expr(node.value)
+        value = self.binop(node, node.op, current, rhs)
+        self.assign(target, value, node)
+
+    def assign(self, target: ast.expr, value: Any, node: ast.stmt) -> None:
+        """Assign `value` to `target` (a name, a tuple of targets, an element or an `attrs` field)."""
+        if isinstance(target, ast.Name):
+            self.assign_name(target.id, value, node)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            if not isinstance(value, (tuple, list)) or len(value) != len(target.elts):
+                n = len(value) if isinstance(value, (tuple, list)) else "a non-tuple"
+                raise self.error(node, f"cannot unpack {n} value(s) into {len(target.elts)} targets", DSLValueError)
+            for t, v in zip(target.elts, value):
+                self.assign(t, v, node)
+        elif isinstance(target, ast.Subscript):
+            base = self.visit_expr(target.value)
+            indices = self.subscript_indices(target)
+            if not isinstance(base, E.Expr):
+                raise self.error(target, f"cannot store into {semantics.describe(base)}")
+            try:
+                elem = semantics.element(base, indices)
+                stored = semantics.assignable(elem.type, value, "an element")
+            except TypeError as e:
+                raise self.error(target, str(e)) from None
+            self.emit(S.BufferStoreStmt(base, elem.indices, stored, self.span(node)))
+        elif isinstance(target, ast.Attribute):
+            owner = self.visit_expr(target.value)
+            if isinstance(owner, B._AttrsNamespace):
+                self.set_attr(owner, target.attr, value, target)
+            else:
+                raise self.error(target, f"cannot set attribute '{target.attr}' of {semantics.describe(owner)}",
+                                 DSLAttributeError)
+        else:
+            raise self.unsupported(target)
+
+    def assign_name(self, name: str, value: Any, node: ast.stmt) -> None:
+        """`name = value`: a store to an existing variable, a new variable, a local tensor, or a host alias."""
+        existing = None
+        for scope in reversed(self.scopes):
+            if name in scope:
+                existing = scope[name]
+                break
+        if isinstance(existing, E.Var) and not isinstance(value, (B.LocalTensorRequest, B.TensorPointerRequest)):
+            try:
+                converted = semantics.assignable(existing.type, value, f"'{name}'")
+            except TypeError as e:
+                raise self.error(node, str(e)) from None
+            self.emit(S.AssignStmt(existing, converted, self.span(node)))
+            return
+        if isinstance(value, B.LocalTensorRequest):
+            var = E.Var(self.fresh_name(name), TensorType(value.dtype, value.shape), self.span(node))
+            self.emit(S.DeclareStmt(var, None, self.span(node)))
+        elif isinstance(value, B.TensorPointerRequest):
+            shape = tuple(self.host_call(node, E.convert, d) if not isinstance(d, int) else d for d in value.shape)
+            var = E.Var(self.fresh_name(name), PointerType(TensorType(value.dtype, shape)), self.span(node))
+            init = None
+            if value.init is not None:
+                try:
+                    init = semantics.assignable(var.type, value.init, f"'{name}'")
+                except TypeError as e:
+                    raise self.error(node, str(e)) from None
+            self.emit(S.DeclareStmt(var, init, self.span(node)))
+        elif isinstance(value, (E.Expr, int, float)):
+            if isinstance(value, E.Expr) and isinstance(value.type, TensorType):
+                self.bind(name, value)  # an alias of a tensor
+                return
+            try:
+                vtype = semantics.new_variable_type(value)
+                init = semantics.assignable(vtype, value, f"'{name}'")
+            except TypeError as e:
+                raise self.error(node, str(e)) from None
+            var = E.Var(self.fresh_name(name), vtype, self.span(node))
+            self.emit(S.DeclareStmt(var, init, self.span(node)))
+        else:
+            self.bind(name, value)  # a host value: a mapping, a tuple, a function...
+            return
+        self.bind(name, var)
+
+    def set_attr(self, owner: Any, attr: str, value: Any, node: ast.AST) -> None:
+        """`attrs.<attr> = value` or `attrs.cuda.<attr> = value`."""
+        assert self.ctx is not None
+        if attr not in owner.names:
+            valid = ", ".join(f"{owner.prefix}{n}" for n in owner.names)
+            raise self.error(node, f"unknown attribute '{owner.prefix}{attr}'; valid attributes: {valid}",
+                             DSLAttributeError)
+        if owner is B.attrs and attr == "func_kind":
+            if value not in FUNC_KINDS:
+                raise self.error(node, f"func_kind must be one of {', '.join(map(repr, FUNC_KINDS))}, got {value!r}",
+                                 DSLValueError)
+            self.ctx.kind = value
+        elif owner is B.attrs and attr == "func_name":
+            if not isinstance(value, str) or not value.isidentifier():
+                raise self.error(node, f"func_name must be an identifier, got {value!r}", DSLValueError)
+            self.ctx.name = value
+        elif owner is B.attrs:
+            raise self.error(node, "set CUDA attributes as attrs.cuda.<name>", DSLAttributeError)
+        else:
+            self.ctx.cuda[attr] = self.cuda_attr_value(attr, value, node)
+
+    def cuda_attr_value(self, attr: str, value: Any, node: ast.AST) -> Any:
+        """Check and convert a CUDA launch attribute."""
+        if attr == "min_blocks":
+            if not isinstance(value, int) or value <= 0:
+                raise self.error(node, f"min_blocks must be a positive int, got {value!r}", DSLValueError)
+            return value
+        if attr == "dynamic_smem_bytes":
+            return E.convert(value)
+        dims = value if isinstance(value, (tuple, list)) else (value,)
+        if not 1 <= len(dims) <= 3:
+            raise self.error(node, f"{attr} has 1 to 3 dimensions, got {len(dims)}", DSLValueError)
+        return tuple(E.convert(d) for d in dims)
+
+    def visit_If(self, node: ast.If) -> None:
+        cond = self.visit_expr(node.test)
+        if not isinstance(cond, E.Expr):
+            chosen = node.body if cond else node.orelse
+            self.emit(self.block(chosen))
+            return
+        try:
+            c = semantics.condition(cond, "an `if` condition")
+        except TypeError as e:
+            raise self.error(node.test, str(e)) from None
+        then_body = self.block(node.body)
+        else_body = self.block(node.orelse) if node.orelse else None
+        self.emit(S.IfStmt(c, then_body, else_body, self.span(node)))
+
+    def visit_While(self, node: ast.While) -> None:
+        if node.orelse:
+            raise self.error(node, "`while ... else` is not supported", DSLSyntaxError)
+        cond = self.visit_expr(node.test)
+        try:
+            c = semantics.condition(cond, "a `while` condition")
+        except TypeError as e:
+            raise self.error(node.test, str(e)) from None
+        self.loops.append(_LoopFrame(unrolled=False))
+        body = self.block(node.body)
+        self.loops.pop()
+        self.emit(S.WhileStmt(c, body, self.span(node)))
+
+    def visit_Break(self, node: ast.Break) -> None:
+        self.check_in_loop(node, "break")
+        self.emit(S.BreakStmt(self.span(node)))
+
+    def visit_Continue(self, node: ast.Continue) -> None:
+        self.check_in_loop(node, "continue")
+        self.emit(S.ContinueStmt(self.span(node)))
+
+    def check_in_loop(self, node: ast.AST, what: str) -> None:
+        """`break`/`continue` need an enclosing loop that exists at run time."""
+        if not self.loops:
+            raise self.error(node, f"`{what}` outside a loop", DSLSyntaxError)
+        if self.loops[-1].unrolled:
+            raise self.error(node, f"`{what}` cannot leave a loop unrolled while parsing (meta.range)",
+                             DSLSyntaxError)
+
+    def visit_Return(self, node: ast.Return) -> None:
+        assert self.ctx is not None
+        if node.value is None:
+            self.emit(S.ReturnStmt(None, self.span(node)))
+            return
+        value = E.convert(self.host_call(node, lambda v: v, self.visit_expr(node.value)))
+        if isinstance(value.type, TensorType):
+            raise self.error(node, "a function cannot return a tensor; write into a tensor argument")
+        if self.ctx.return_types:
+            try:
+                value = semantics.assignable(self.ctx.return_types[0], value, "the return value")
+            except TypeError as e:
+                raise self.error(node, str(e)) from None
+        else:
+            self.ctx.return_types.append(value.type)
+        self.emit(S.ReturnStmt(value, self.span(node)))
+
+    def visit_Assert(self, node: ast.Assert) -> None:
+        cond = self.visit_expr(node.test)
+        msg = self.visit_expr(node.msg) if node.msg is not None else None
+        if msg is not None and not isinstance(msg, str):
+            raise self.error(node.msg, "an assertion message must be a Python string")
+        text = msg if msg is not None else f"assertion failed: {ast.unparse(node.test)}"
+        if not isinstance(cond, E.Expr):
+            if not cond:
+                raise self.error(node, f"static assertion failed: {text}", DSLValueError)
+            return
+        try:
+            c = semantics.condition(cond, "an assertion")
+        except TypeError as e:
+            raise self.error(node.test, str(e)) from None
+        self.emit(S.AssertStmt(c, text, self.span(node)))
+
+    def visit_For(self, node: ast.For) -> None:
+        if node.orelse:
+            raise self.error(node, "`for ... else` is not supported", DSLSyntaxError)
+        iterable = self.visit_expr(node.iter)
+        names = self.loop_target_names(node.target)
+        if isinstance(iterable, range) or (isinstance(iterable, _RangeCall)):
+            self.for_range(node, names, iterable)
+        elif isinstance(iterable, B.GridLoop):
+            self.for_grid(node, names, iterable)
+        elif isinstance(iterable, MappingOn):
+            self.for_mapping(node, names, iterable)
+        elif isinstance(iterable, TaskMapping):
+            raise self.error(node.iter, "iterate over a task mapping through a worker: `for i, j in m.on(worker)`")
+        elif isinstance(iterable, (B.MetaRange, tuple, list)):
+            values = iterable.values if isinstance(iterable, B.MetaRange) else tuple(iterable)
+            self.loops.append(_LoopFrame(unrolled=True))
+            for v in values:
+                self.emit(self.block(node.body, bindings=self.unpack(node.target, names, v)))
+            self.loops.pop()
+        else:
+            raise self.error(node.iter, f"cannot loop over {semantics.describe(iterable)}; use range(...), grid(...), "
+                                        "mapping.on(worker) or meta.range(...)")
+
+    def loop_target_names(self, target: ast.expr) -> list[str]:
+        """The names a `for` binds."""
+        if isinstance(target, ast.Name):
+            return [target.id]
+        if isinstance(target, (ast.Tuple, ast.List)) and all(isinstance(t, ast.Name) for t in target.elts):
+            return [t.id for t in target.elts]  # type: ignore[union-attr]
+        raise self.error(target, "a loop variable is a name or a tuple of names", DSLSyntaxError)
+
+    def unpack(self, target: ast.expr, names: list[str], value: Any) -> dict[str, Any]:
+        """Bindings of an unrolled loop's variables to one value."""
+        if isinstance(target, ast.Name):
+            return {names[0]: value}
+        if not isinstance(value, (tuple, list)) or len(value) != len(names):
+            raise self.error(target, f"cannot unpack {value!r} into {len(names)} loop variables", DSLValueError)
+        return dict(zip(names, value))
+
+    def loop_body(self, node: ast.For, bindings: dict[str, Any]) -> S.Stmt:
+        """The body of a run-time loop, with the loop variables bound."""
+        self.loops.append(_LoopFrame(unrolled=False))
+        try:
+            return self.block(node.body, bindings=bindings)
+        finally:
+            self.loops.pop()
+
+    def for_range(self, node: ast.For, names: list[str], rng: Any) -> None:
+        """`for i in range(start, stop, step)`."""
+        if len(names) != 1:
+            raise self.error(node.target, "range() gives one loop variable", DSLSyntaxError)
+        start, stop, step = (E.convert(x) for x in rng.bounds) if isinstance(rng, _RangeCall) else (
+            E.convert(rng.start), E.convert(rng.stop), E.convert(rng.step))
+        if isinstance(step, E.Constant) and step.value == 0:
+            raise self.error(node.iter, "range() step must not be zero", DSLValueError)
+        try:
+            itype = semantics.index_type([start, stop, step])
+        except TypeError as e:
+            raise self.error(node.iter, str(e)) from None
+        var = E.Var(self.fresh_name(names[0]), itype, self.span(node.target))
+        body = self.loop_body(node, {names[0]: var})
+        self.emit(S.ForStmt(var, _cast_to(start, itype), _cast_to(stop, itype), _cast_to(step, itype), body, "",
+                            self.span(node)))
+
+    def for_grid(self, node: ast.For, names: list[str], g: B.GridLoop) -> None:
+        """`for i, j in grid(m, n)`: nested loops."""
+        extents = [E.convert(x) for x in g.extents]
+        vars_ = []
+        for k, ext in enumerate(extents):
+            try:
+                itype = semantics.index_type([ext])
+            except TypeError as e:
+                raise self.error(node.iter, str(e)) from None
+            hint = names[k] if len(names) == len(extents) else f"{names[0]}_{k}"
+            vars_.append(E.Var(self.fresh_name(hint), itype, self.span(node.target)))
+        if len(names) == len(extents):
+            bindings = dict(zip(names, vars_))
+        elif len(names) == 1:
+            bindings = {names[0]: vars_[0] if len(vars_) == 1 else tuple(vars_)}
+        else:
+            raise self.error(node.target, f"grid has {len(extents)} dimensions but the loop names {len(names)} "
+                                          "variables", DSLValueError)
+        body = self.loop_body(node, bindings)
+        for var, ext, kind in reversed(list(zip(vars_, extents, g.kinds))):
+            body = S.ForStmt(var, E.Constant(0, var.type), _cast_to(ext, var.type), E.Constant(1, var.type), body,
+                             kind, self.span(node))
+        self.emit(body)
+
+    def for_mapping(self, node: ast.For, names: list[str], on: MappingOn) -> None:
+        """`for i, j in mapping.on(worker)`."""
+        m = on.mapping
+        dims = len(m.task_shape)
+        if len(names) != dims:
+            raise self.error(node.target, f"the mapping's tasks have {dims} coordinate(s) but the loop names "
+                                          f"{len(names)} variable(s)", DSLValueError)
+        worker = E.convert(on.worker)
+        wt = worker.type
+        if not (isinstance(wt, DataType) and wt.is_integer):
+            raise self.error(node.iter, f"a worker index must be an integer, got {semantics.describe(worker)}")
+        if isinstance(worker, E.Constant) and not 0 <= worker.value < m.num_workers:
+            raise self.error(node.iter, f"worker {worker.value} is outside the mapping's {m.num_workers} workers",
+                             DSLValueError)
+        vars_ = tuple(E.Var(self.fresh_name(n), int32, self.span(node.target)) for n in names)
+        body = self.loop_body(node, dict(zip(names, vars_)))
+        self.emit(S.ForMappingStmt(vars_, m, worker, body, self.span(node)))
+
+    # ---------------------------------------------------------------------------------------------- expressions
+    def visit_expr(self, node: ast.expr) -> Any:
+        """Evaluate an expression: a host value or an IR expression."""
+        method = getattr(self, "expr_" + type(node).__name__, None)
+        if method is None:
+            raise self.unsupported(node)
+        return method(node)
+
+    def expr_Constant(self, node: ast.Constant) -> Any:
+        return node.value
+
+    def expr_Name(self, node: ast.Name) -> Any:
+        return self.lookup(node.id, node)
+
+    def expr_Tuple(self, node: ast.Tuple) -> tuple[Any, ...]:
+        return tuple(self.visit_expr(e) for e in node.elts)
+
+    def expr_List(self, node: ast.List) -> list[Any]:
+        return [self.visit_expr(e) for e in node.elts]
+
+    def expr_Attribute(self, node: ast.Attribute) -> Any:
+        owner = self.visit_expr(node.value)
+        if isinstance(owner, E.Expr):
+            raise self.error(node, f"{semantics.describe(owner)} has no attribute '{node.attr}'", DSLAttributeError)
+        if isinstance(owner, B._AttrsNamespace):
+            raise self.error(node, f"attrs fields can be set, not read ({owner.prefix}{node.attr})", DSLAttributeError)
+        try:
+            return getattr(owner, node.attr)
+        except AttributeError:
+            raise self.error(node, f"{semantics.describe(owner)} has no attribute '{node.attr}'",
+                             DSLAttributeError) from None
+
+    def expr_BinOp(self, node: ast.BinOp) -> Any:
+        return self.binop(node, node.op, self.visit_expr(node.left), self.visit_expr(node.right))
+
+    def binop(self, node: ast.AST, op: ast.operator, a: Any, b: Any) -> Any:
+        """`a op b` on host values (by Python) or IR values (as IR)."""
+        if not isinstance(a, E.Expr) and not isinstance(b, E.Expr):
+            fn = _HOST_BINOPS.get(type(op))
+            if fn is None:
+                raise self.unsupported(op)
+            return self.host_call(node, fn, a, b)
+        if isinstance(op, ast.Pow):
+            return self.power(node, a, b)
+        if isinstance(op, ast.FloorDiv) and _is_float_value(a, b):
+            return semantics.math_call("floor", self.host_call(node, semantics.binary, "/", a, b))
+        sym = _IR_BINOPS.get(type(op))
+        if sym is None:
+            raise self.error(node, f"operator {type(op).__name__} is not supported on IR values", DSLSyntaxError)
+        return self.host_call(node, semantics.binary, sym, a, b)
+
+    def power(self, node: ast.AST, a: Any, b: Any) -> E.Expr:
+        """`a ** b`: small constant integer exponents become multiplications, others call pow."""
+        if isinstance(b, int) and not isinstance(b, bool) and 0 < b <= 4 and isinstance(a, E.Expr):
+            result = a
+            for _ in range(b - 1):
+                result = self.host_call(node, semantics.binary, "*", result, a)
+            return result
+        return self.host_call(node, semantics.math_call, "pow", a, b)
+
+    def expr_UnaryOp(self, node: ast.UnaryOp) -> Any:
+        v = self.visit_expr(node.operand)
+        if not isinstance(v, E.Expr):
+            fn = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_, ast.Invert: operator.invert}
+            return self.host_call(node, fn[type(node.op)], v)
+        if isinstance(node.op, ast.UAdd):
+            return v
+        if isinstance(node.op, ast.USub):
+            self.host_call(node, semantics.scalar_type, v, "unary -")
+            return E.UnaryOp("-", v)
+        if isinstance(node.op, ast.Not):
+            return self.host_call(node, semantics.logical_not, v)
+        if isinstance(v, (E.TensorElement, E.Var)) and not isinstance(v.type, (TensorType, PointerType)) or \
+                isinstance(v, E.TensorElement):
+            return E.Address(v)
+        if isinstance(v, E.Var) and isinstance(v.type, TensorType):
+            return E.Address(E.TensorElement(v, tuple(E.Constant(0, int32) for _ in v.type.shape)))
+        raise self.error(node, "`~` takes the address of a variable or an element, e.g. `~a[i]`")
+
+    def expr_BoolOp(self, node: ast.BoolOp) -> Any:
+        op = "and" if isinstance(node.op, ast.And) else "or"
+        result = self.visit_expr(node.values[0])
+        for operand in node.values[1:]:
+            if not isinstance(result, E.Expr):
+                if (op == "and" and not result) or (op == "or" and result):
+                    return result
+                result = self.visit_expr(operand)
+                continue
+            rhs = self.visit_expr(operand)
+            if not isinstance(rhs, E.Expr):
+                if (op == "and" and rhs) or (op == "or" and not rhs):
+                    continue
+                return rhs if op == "and" else True
+            result = self.host_call(node, semantics.logical, op,
+                                    semantics.condition(result, op), semantics.condition(rhs, op))
+        return result
+
+    def expr_Compare(self, node: ast.Compare) -> Any:
+        left = self.visit_expr(node.left)
+        result: Any = True
+        for op, comparator in zip(node.ops, node.comparators):
+            right = self.visit_expr(comparator)
+            if not isinstance(left, E.Expr) and not isinstance(right, E.Expr):
+                part = self.host_call(node, _HOST_COMPARE[type(op)], left, right)
+            else:
+                sym = _COMPARE.get(type(op))
+                if sym is None:
+                    raise self.error(node, f"`{type(op).__name__}` comparisons are not supported on IR values",
+                                     DSLSyntaxError)
+                part = self.host_call(node, semantics.binary, sym, left, right)
+            if result is True:
+                result = part
+            elif isinstance(result, E.Expr) or isinstance(part, E.Expr):
+                if not isinstance(part, E.Expr):
+                    result = result if part else False
+                elif not isinstance(result, E.Expr):
+                    result = part if result else False
+                else:
+                    result = E.BinaryOp("&&", result, part)
+            else:
+                result = result and part
+            if result is False:
+                return False
+            left = right
+        return result
+
+    def expr_IfExp(self, node: ast.IfExp) -> Any:
+        cond = self.visit_expr(node.test)
+        if not isinstance(cond, E.Expr):
+            return self.visit_expr(node.body if cond else node.orelse)
+        a, b = self.visit_expr(node.body), self.visit_expr(node.orelse)
+        c = self.host_call(node, semantics.condition, cond, "a conditional expression")
+        ea, eb = E.convert(a), E.convert(b)
+        ta, tb = ea.type, eb.type
+        if isinstance(ta, DataType) and isinstance(tb, DataType) and ta != tb:
+            t = semantics.binary("+", ea, eb).type
+            ea, eb = _cast_to(ea, t), _cast_to(eb, t)
+        return E.IfThenElse(c, ea, eb)
+
+    def subscript_indices(self, node: ast.Subscript) -> tuple[Any, ...]:
+        """The indices of `x[...]`."""
+        sl = node.slice
+        if isinstance(sl, ast.Slice) or (isinstance(sl, ast.Tuple) and any(isinstance(e, ast.Slice) for e in sl.elts)):
+            raise self.error(node, "slices of tensors are not supported here; index each element", DSLSyntaxError)
+        value = self.visit_expr(sl)
+        return tuple(value) if isinstance(value, tuple) else (value,)
+
+    def expr_Subscript(self, node: ast.Subscript) -> Any:
+        base = self.visit_expr(node.value)
+        if not isinstance(base, E.Expr):
+            if isinstance(base, (DataType, tuple, list, dict, str)):
+                index = self.visit_expr(node.slice)
+                if isinstance(base, DataType) and isinstance(index, list):
+                    index = tuple(index)
+                return self.host_call(node, operator.getitem, base, index)
+            raise self.error(node, f"{semantics.describe(base)} cannot be indexed")
+        return self.host_call(node, semantics.element, base, self.subscript_indices(node))
+
+    def expr_Call(self, node: ast.Call) -> Any:
+        func = self.visit_expr(node.func)
+        args = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                value = self.visit_expr(a.value)
+                if not isinstance(value, (tuple, list)):
+                    raise self.error(a, "only a Python tuple or list can be unpacked with *", DSLTypeError)
+                args.extend(value)
+            else:
+                args.append(self.visit_expr(a))
+        kwargs = {}
+        for kw in node.keywords:
+            if kw.arg is None:
+                raise self.error(node, "**kwargs is not supported in a kernel call", DSLSyntaxError)
+            kwargs[kw.arg] = self.visit_expr(kw.value)
+        return self.call(node, func, args, kwargs)
+
+    def call(self, node: ast.Call, func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """Call `func`: another script function, a cast, a math function, range, or a Python helper."""
+        from hidet_lang.frontend.script import ScriptFunction
+
+        any_ir = any(isinstance(a, E.Expr) for a in [*args, *kwargs.values()])
+        if isinstance(func, ScriptFunction):
+            return self.call_script(node, func, args, kwargs)
+        if func is range:
+            if kwargs or not 1 <= len(args) <= 3:
+                raise self.error(node, "range() takes 1 to 3 positional arguments", DSLTypeError)
+            if not any_ir:
+                return self.host_call(node, range, *args)
+            start, stop, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) == 3
+                                                                        else 1)
+            return _RangeCall((start, stop, step))
+        if isinstance(func, DataType):
+            if len(args) != 1 or kwargs:
+                raise self.error(node, f"{func}() converts one value", DSLTypeError)
+            return self.host_call(node, semantics.cast, args[0], func)
+        if func in B.PYTHON_CASTS and any_ir:
+            if len(args) != 1 or kwargs:
+                raise self.error(node, f"{func.__name__}() converts one value", DSLTypeError)
+            return self.host_call(node, semantics.cast, args[0], B._as_dtype(B.PYTHON_CASTS[func]))
+        if _hashable(func) and func in B.PYTHON_MATH and any_ir:
+            if kwargs:
+                raise self.error(node, f"{B.PYTHON_MATH[func]}() takes no keyword arguments here", DSLTypeError)
+            return self.host_call(node, semantics.math_call, B.PYTHON_MATH[func], *args)
+        if func is print:
+            raise self.error(node, "print() does not exist in a kernel; use printf(format, ...)", DSLSyntaxError)
+        if not callable(func):
+            raise self.error(node, f"{semantics.describe(func)} is not callable")
+        return self.host_call(node, func, *args, **kwargs)
+
+    def call_script(self, node: ast.Call, func: Any, args: list[Any], kwargs: dict[str, Any]) -> E.Expr:
+        """A call of another `@hidet.script` function: checked against its parameters."""
+        assert self.ctx is not None
+        callee = func.ir
+        params = callee.params
+        names = [p.name for p in params]
+        if len(args) > len(params):
+            raise self.error(node, f"{callee.name}() takes {len(params)} argument(s) but {len(args)} were given")
+        bound = dict(zip(names, args))
+        for k, v in kwargs.items():
+            if k not in names:
+                raise self.error(node, f"{callee.name}() has no parameter '{k}'; its parameters: {', '.join(names)}")
+            if k in bound:
+                raise self.error(node, f"{callee.name}() got parameter '{k}' twice")
+            bound[k] = v
+        missing = [n for n in names if n not in bound]
+        if missing:
+            raise self.error(node, f"{callee.name}() is missing argument(s): {', '.join(missing)}")
+        converted = []
+        for p in params:
+            try:
+                converted.append(semantics.assignable(p.type, bound[p.name], f"parameter '{p.name}'"))
+            except TypeError as e:
+                raise self.error(node, f"{callee.name}(): {e}") from None
+        if func not in self.ctx.callees:
+            self.ctx.callees.append(func)
+        return E.Call(callee.name, tuple(converted), callee.ret_type)
+
+
+@dataclass(frozen=True)
+class _RangeCall:
+    """`range(...)` with IR bounds (a host `range` object holds host bounds)."""
+
+    bounds: tuple[Any, Any, Any]
+
+
+def _cast_to(e: E.Expr, t: Type) -> E.Expr:
+    if isinstance(e, E.Constant) and isinstance(t, DataType):
+        return E.Constant(e.value, t)
+    return e if e.type == t or not isinstance(t, DataType) else E.Cast(e, t)
+
+
+def _is_float_value(*values: Any) -> bool:
+    for v in values:
+        if isinstance(v, float):
+            return True
+        if isinstance(v, E.Expr) and isinstance(v.type, DataType) and v.type.is_float:
+            return True
+    return False
+
+
+def _hashable(x: Any) -> bool:
+    try:
+        hash(x)
+    except TypeError:
+        return False
+    return True

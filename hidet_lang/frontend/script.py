@@ -1,0 +1,153 @@
+"""`@hidet.script`, script functions and script modules.
+
+A decorated function is parsed at once (so errors point at the definition), into an IR function. Inside a
+`with hidet.script_module() as module:` block, every decorated function joins the module; the functions they
+call join it automatically. `module.build()` compiles the module for the target its function kinds imply.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from collections.abc import Callable
+from typing import Any
+
+from hidet_lang.errors import DSLSyntaxError, without_compiler_frames
+from hidet_lang.frontend.parser import Parser
+from hidet_lang.ir.func import Function, IRModule
+
+_MODULE_STACK: list[ScriptModule] = []
+
+
+class ScriptFunction:
+    """A parsed `@hidet.script` function: its IR and the script functions it calls."""
+
+    def __init__(self, py_func: Callable[..., Any], ir: Function, callees: list[ScriptFunction]) -> None:
+        self.py_func = py_func
+        self.ir = ir
+        self.callees = callees
+        self.__name__ = ir.name
+        self.__doc__ = py_func.__doc__
+        self.__wrapped__ = py_func
+        self._single_module: ScriptModule | None = None
+
+    @property
+    def name(self) -> str:
+        """The function's name in the generated code."""
+        return self.ir.name
+
+    def __repr__(self) -> str:
+        return f"<script function {self.ir.name} ({self.ir.attrs.kind})>"
+
+    def build(self, target: str | None = None, **options: Any) -> Any:
+        """Build a module holding this function (and its callees)."""
+        if self._single_module is None:
+            self._single_module = ScriptModule()
+            self._single_module.add(self)
+        return self._single_module.build(target, **options)
+
+    def __call__(self, *args: Any) -> Any:
+        """Called from Python (outside a kernel): build once, then run."""
+        return self.build()(*args)
+
+
+class ScriptModule:
+    """The functions compiled together; `build()` gives a callable compiled module."""
+
+    def __init__(self) -> None:
+        self.functions: list[ScriptFunction] = []
+        self._built: dict[tuple[Any, ...], Any] = {}
+
+    def __enter__(self) -> ScriptModule:
+        _MODULE_STACK.append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _MODULE_STACK.remove(self)
+
+    def add(self, func: ScriptFunction) -> None:
+        """Add a script function (and, transitively, those it calls)."""
+        for callee in func.callees:
+            self.add(callee)
+        if func not in self.functions:
+            names = {f.name: f for f in self.functions}
+            if func.name in names:
+                raise ValueError(f"the module already has a function named '{func.name}'")
+            self.functions.append(func)
+            self._built.clear()
+
+    def ir_module(self) -> IRModule:
+        """The module's IR, callees before callers."""
+        return IRModule(tuple(f.ir for f in self.functions))
+
+    def build(self, target: str | None = None, **options: Any) -> Any:
+        """Compile the module; `target` is 'cpu' (inferred from the function kinds when omitted)."""
+        key = (target, tuple(sorted(options.items())))
+        built = self._built.get(key)
+        if built is None:
+            from codegen.build import build_module
+
+            try:
+                built = build_module(self.ir_module(), target, **options)
+            except Exception as e:  # noqa: BLE001 - every build error is re-raised as is, without our frames
+                raise without_compiler_frames(e) from None
+            self._built[key] = built
+        return built
+
+
+def script_module() -> ScriptModule:
+    """A new module; use it as `with hidet.script_module() as module:`."""
+    return ScriptModule()
+
+
+def script(py_func: Callable[..., Any]) -> ScriptFunction:
+    """Parse a Python function into a DSL function (and add it to the enclosing `script_module`)."""
+    try:
+        func = _parse(py_func)
+    except Exception as e:  # noqa: BLE001 - DSL errors and parse errors reach the user without our frames
+        raise without_compiler_frames(e) from None
+    if _MODULE_STACK:
+        _MODULE_STACK[-1].add(func)
+    return func
+
+
+def _parse(py_func: Callable[..., Any]) -> ScriptFunction:
+    if not inspect.isfunction(py_func):
+        raise TypeError(f"@hidet.script decorates a Python function, not {py_func!r}")
+    lines, first_line = inspect.getsourcelines(py_func)
+    source = "".join(lines)
+    dedented = textwrap.dedent(source)
+    indent = len(lines[0]) - len(lines[0].lstrip()) if lines else 0
+    file = inspect.getsourcefile(py_func) or py_func.__code__.co_filename
+    try:
+        tree = ast.parse(dedented)
+    except SyntaxError as e:
+        raise DSLSyntaxError(f"cannot parse the function's source: {e.msg}") from None
+    fdef = tree.body[0]
+    if not isinstance(fdef, ast.FunctionDef):
+        raise DSLSyntaxError("@hidet.script decorates a `def` function")
+    parser = Parser(file, first_line - 1, indent, _host_scope(py_func))
+    ir, ctx = parser.parse_function(fdef)
+    return ScriptFunction(py_func, ir, ctx.callees)
+
+
+def _host_scope(py_func: Callable[..., Any]) -> Callable[[str], tuple[bool, Any]]:
+    """Name lookup in the function's closure, then its globals."""
+    closure: dict[str, Any] = {}
+    if py_func.__closure__:
+        for name, cell in zip(py_func.__code__.co_freevars, py_func.__closure__):
+            try:
+                closure[name] = cell.cell_contents
+            except ValueError:
+                continue  # a cell not yet filled
+    glob = py_func.__globals__
+
+    def lookup(name: str) -> tuple[bool, Any]:
+        if name in closure:
+            return True, closure[name]
+        if name in glob:
+            return True, glob[name]
+        return False, None
+
+    return lookup

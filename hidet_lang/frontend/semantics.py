@@ -1,0 +1,187 @@
+"""Type rules of the DSL: what operators, assignments, indexing and intrinsics accept, and their result types.
+
+These functions raise plain `TypeError`/`ValueError`; the parser attaches the user's source position.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hidet_lang.ir import expr as E
+from hidet_lang.ir.types import (
+    DataType,
+    PointerType,
+    TensorType,
+    Type,
+    VoidType,
+    boolean,
+    float32,
+    int32,
+    promote,
+)
+
+FLOAT_MATH = ("exp", "log", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "erf", "floor", "ceil", "log2", "exp2",
+              "atan", "asin", "acos", "sinh", "cosh", "log1p", "expm1", "round", "trunc")
+
+
+def describe(value: Any) -> str:
+    """How a value is named in error messages."""
+    if isinstance(value, E.Var):
+        return f"'{value.name}' ({value.type})"
+    if isinstance(value, E.Expr):
+        return f"a value of type {value.type}"
+    return f"the Python {type(value).__name__} {value!r}"
+
+
+def scalar_type(e: E.Expr, what: str) -> DataType:
+    """The scalar type of `e`, or a TypeError saying that `what` needs a scalar."""
+    t = e.type
+    if isinstance(t, DataType):
+        return t
+    if isinstance(t, TensorType):
+        raise TypeError(f"{what} needs a scalar, but {describe(e)} is a tensor; index it, e.g. x[i]")
+    raise TypeError(f"{what} needs a scalar, but got {describe(e)}")
+
+
+def binary(op: str, a: Any, b: Any) -> E.Expr:
+    """`a op b` on IR values (Python scalars are converted), after checking the operand types."""
+    expr = E.binary(op, a, b)
+    assert isinstance(expr, E.BinaryOp)
+    ta, tb = expr.a.type, expr.b.type
+    if op in ("+", "-") and (isinstance(ta, PointerType) or isinstance(tb, PointerType)):
+        other = tb if isinstance(ta, PointerType) else ta
+        if isinstance(other, DataType) and other.is_integer:
+            return expr
+        raise TypeError(f"pointer arithmetic needs an integer offset, got {describe(expr.b)}")
+    sa = scalar_type(expr.a, f"operator {op}")
+    sb = scalar_type(expr.b, f"operator {op}")
+    if op in ("&", "|", "^", "<<", ">>") and (sa.is_float or sb.is_float):
+        raise TypeError(f"operator {op} needs integers, got {sa} and {sb}")
+    return expr
+
+
+def logical(op: str, a: E.Expr, b: E.Expr) -> E.Expr:
+    """`a and b` / `a or b` on IR values."""
+    for side in (a, b):
+        scalar_type(side, "`and`/`or`")
+    return E.BinaryOp("&&" if op == "and" else "||", a, b)
+
+
+def logical_not(a: E.Expr) -> E.Expr:
+    """`not a`."""
+    scalar_type(a, "`not`")
+    return E.UnaryOp("!", a)
+
+
+def cast(value: Any, dtype: DataType) -> E.Expr:
+    """`value` converted to `dtype` (no node when it already has that type)."""
+    e = E.convert(value)
+    if isinstance(e, E.Constant) and not isinstance(value, E.Expr):
+        return E.Constant(_python_value(e.value, dtype), dtype)
+    scalar_type(e, f"a conversion to {dtype}")
+    return e if e.type == dtype else E.Cast(e, dtype)
+
+
+def _python_value(value: int | float | bool, dtype: DataType) -> int | float | bool:
+    if dtype.is_bool:
+        return bool(value)
+    if dtype.is_float:
+        return float(value)
+    return int(value)
+
+
+def assignable(target: Type, value: Any, what: str) -> E.Expr:
+    """`value` made fit for storing into a location of type `target`, or a TypeError naming `what`."""
+    e = E.convert(value)
+    vt = e.type
+    if isinstance(target, DataType):
+        if isinstance(vt, DataType):
+            return cast(value, target) if not isinstance(value, E.Expr) else (e if vt == target else E.Cast(e, target))
+        kind = "a pointer" if isinstance(vt, PointerType) else "a tensor" if isinstance(vt, TensorType) else "nothing"
+        raise TypeError(f"cannot assign {kind} ({vt}) to {what} of type {target}")
+    if isinstance(target, PointerType):
+        if isinstance(vt, (PointerType, TensorType)):
+            return e
+        if isinstance(vt, DataType) and vt.is_integer and isinstance(e, E.Constant) and e.value == 0:
+            return e
+        raise TypeError(f"cannot assign {describe(e)} to {what}, a pointer ({target})")
+    if isinstance(target, TensorType):
+        raise TypeError(f"cannot assign to the tensor {what} as a whole; store into its elements, e.g. x[i] = ...")
+    raise TypeError(f"cannot assign {describe(e)} to {what}")
+
+
+def new_variable_type(value: Any) -> Type:
+    """The type of a variable first assigned `value` (Python int -> i32, float -> f32, bool -> bool)."""
+    e = E.convert(value)
+    t = e.type
+    if isinstance(t, TensorType):
+        return PointerType(t)
+    if isinstance(t, VoidType):
+        raise TypeError("cannot assign the result of a function that returns nothing")
+    return t
+
+
+def element(base: E.Expr, indices: tuple[Any, ...]) -> E.Expr:
+    """`base[indices]`, checking the number of indices and that each is an integer."""
+    t = base.type
+    converted = tuple(E.convert(i) for i in indices)
+    for i in converted:
+        it = i.type
+        if not (isinstance(it, DataType) and (it.is_integer or it.is_bool)):
+            raise TypeError(f"an index must be an integer, got {describe(i)}")
+    if isinstance(t, TensorType) or (isinstance(t, PointerType) and isinstance(t.base, TensorType)):
+        shape = t.shape if isinstance(t, TensorType) else t.base.shape
+        if len(converted) != len(shape):
+            name = base.name if isinstance(base, E.Var) else str(base)
+            raise TypeError(
+                f"'{name}' has {len(shape)} dimension{'s' * (len(shape) != 1)} ({t}) but is indexed with "
+                f"{len(converted)} index{'es' * (len(converted) != 1)}"
+            )
+    elif isinstance(t, PointerType):
+        if len(converted) != 1:
+            raise TypeError(f"a pointer ({t}) takes one index, got {len(converted)}")
+    else:
+        raise TypeError(f"{describe(base)} cannot be indexed")
+    return E.TensorElement(base, converted)
+
+
+def math_call(name: str, *args: Any) -> E.Expr:
+    """A math function on IR values: float functions promote integers to f32; min/max/abs keep the type."""
+    exprs = tuple(E.convert(a) for a in args)
+    types = [scalar_type(e, f"{name}()") for e in exprs]
+    if name in ("min", "max"):
+        if len(exprs) < 2:
+            raise TypeError(f"{name}() needs at least two values")
+        result = exprs[0]
+        for e in exprs[1:]:
+            t = promote(scalar_type(result, name), scalar_type(e, name))
+            result = E.Intrinsic(name, (_to(result, t), _to(e, t)), t)
+        return result
+    if len(exprs) != (2 if name in ("pow", "atan2", "fmod") else 1):
+        raise TypeError(f"{name}() takes {2 if name in ('pow', 'atan2', 'fmod') else 1} argument(s), got {len(exprs)}")
+    if name == "abs":
+        return E.Intrinsic("abs", exprs, types[0])
+    t = max((ty for ty in types if ty.is_float), key=lambda ty: ty.nbytes, default=float32)
+    return E.Intrinsic(name, tuple(_to(e, t) for e in exprs), t)
+
+
+def _to(e: E.Expr, t: DataType) -> E.Expr:
+    return e if e.type == t else E.Cast(e, t)
+
+
+def condition(value: Any, what: str) -> E.Expr:
+    """An IR condition for `if`/`while`/`assert`: scalars are compared with zero as in C."""
+    e = E.convert(value)
+    t = scalar_type(e, what)
+    return e if t == boolean else E.BinaryOp("!=", e, E.Constant(0, t) if not t.is_float else E.Constant(0.0, t))
+
+
+def index_type(values: list[E.Expr]) -> DataType:
+    """The type of a loop variable ranging over `values` (the widest integer type; at least i32)."""
+    t = int32
+    for v in values:
+        vt = scalar_type(v, "range()")
+        if not (vt.is_integer or vt.is_bool):
+            raise TypeError(f"range() needs integers, got {describe(v)}")
+        t = promote(t, vt) if vt.is_integer else t
+    return t

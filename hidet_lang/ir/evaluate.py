@@ -1,0 +1,107 @@
+"""Evaluate IR expressions in Python with C's semantics: the reference that `simplify` and tests rely on.
+
+Integers wrap around at their type's width; `/` truncates toward zero and `%` takes the dividend's sign.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from hidet_lang.ir import expr as E
+from hidet_lang.ir.types import DataType, boolean, promote
+
+
+def wrap(value: int, dtype: DataType) -> int:
+    """`value` reduced to the range of integer type `dtype` (two's complement)."""
+    bits = dtype.nbytes * 8
+    value &= (1 << bits) - 1
+    if dtype.kind == "int" and value >= 1 << (bits - 1):
+        value -= 1 << bits
+    return value
+
+
+def c_div(a: int, b: int) -> int:
+    """C integer division: the quotient truncated toward zero."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def c_mod(a: int, b: int) -> int:
+    """C remainder: `a - c_div(a, b) * b`, with the sign of `a`."""
+    return a - c_div(a, b) * b
+
+
+def fold(op: str, a: int | float | bool, b: int | float | bool, dtype: DataType) -> int | float | bool:
+    """`a op b` computed as C would for operands converted to `dtype` (the result type for arithmetic)."""
+    if op in ("&&", "||"):
+        return bool(a) and bool(b) if op == "&&" else bool(a) or bool(b)
+    if op in ("<", "<=", ">", ">=", "==", "!="):
+        return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b}[op]
+    if dtype.is_float:
+        a, b = float(a), float(b)
+        if op == "+":
+            return a + b
+        if op == "-":
+            return a - b
+        if op == "*":
+            return a * b
+        if op == "/":
+            return a / b
+        if op == "%":
+            return math.fmod(a, b)
+        raise ValueError(f"operator {op} on floats")
+    a, b = int(a), int(b)
+    if op in ("/", "%") and b == 0:
+        raise ZeroDivisionError("integer division by zero")
+    result = {
+        "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: c_div(a, b),
+        "%": lambda: c_mod(a, b), "&": lambda: a & b, "|": lambda: a | b, "^": lambda: a ^ b,
+        "<<": lambda: a << b, ">>": lambda: a >> b,
+    }[op]()
+    return wrap(result, dtype) if not dtype.is_bool else bool(result)
+
+
+def operand_type_of(e: E.BinaryOp) -> DataType:
+    """The type both operands of `e` are converted to before the operation (C's usual conversions)."""
+    if e.op in ("&&", "||"):
+        return boolean
+    if e.op in ("<<", ">>"):
+        return e.a.type
+    return promote(e.a.type, e.b.type)
+
+
+def evaluate(e: E.Expr, env: dict[E.Var, Any]) -> Any:
+    """The value of `e` with variables taken from `env`."""
+    if isinstance(e, E.Constant):
+        return e.value
+    if isinstance(e, E.Var):
+        return env[e]
+    if isinstance(e, E.BinaryOp):
+        operand_type = operand_type_of(e)
+        a, b = evaluate(e.a, env), evaluate(e.b, env)
+        if isinstance(operand_type, DataType) and operand_type.is_integer:
+            a, b = wrap(int(a), operand_type), wrap(int(b), operand_type) if e.op not in ("<<", ">>") else int(b)
+        return fold(e.op, a, b, operand_type)
+    if isinstance(e, E.UnaryOp):
+        v = evaluate(e.a, env)
+        if e.op == "!":
+            return not v
+        t = e.type
+        if e.op == "-":
+            return wrap(-v, t) if isinstance(t, DataType) and t.is_integer else -v
+        return wrap(~int(v), t)
+    if isinstance(e, E.Cast):
+        return convert_value(evaluate(e.expr, env), e.dtype)
+    if isinstance(e, E.IfThenElse):
+        return evaluate(e.then_expr if evaluate(e.cond, env) else e.else_expr, env)
+    raise TypeError(f"cannot evaluate {type(e).__name__} in Python")
+
+
+def convert_value(v: Any, dtype: DataType) -> Any:
+    """A Python value converted to `dtype` as a C cast would (floats truncate toward zero)."""
+    if dtype.is_bool:
+        return bool(v)
+    if dtype.is_float:
+        return float(v)
+    return wrap(int(v), dtype)

@@ -1,0 +1,59 @@
+"""Functions, their typed attributes, and modules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hidet_lang.ir.expr import Expr, Var
+from hidet_lang.ir.node import Node
+from hidet_lang.ir.span import Span
+from hidet_lang.ir.stmt import Stmt
+from hidet_lang.ir.types import Type
+
+FUNC_KINDS = ("public", "cpu_kernel", "cpu_internal", "cuda_kernel", "cuda_internal")
+HOST_CALLABLE_KINDS = ("public", "cpu_kernel", "cuda_kernel")
+
+
+@dataclass(frozen=True, slots=True)
+class CudaAttrs:
+    """Launch configuration of a CUDA kernel; dimensions are (x, y, z) expressions over the parameters."""
+
+    grid_dim: tuple[Expr, ...] = ()
+    block_dim: tuple[Expr, ...] = ()
+    dynamic_smem_bytes: Expr | None = None
+    min_blocks: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FuncAttrs:
+    """What kind of function this is ('public', 'cpu_kernel', 'cpu_internal', 'cuda_kernel', 'cuda_internal')."""
+
+    kind: str = "cpu_internal"
+    cuda: CudaAttrs | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Function(Node):
+    """A function of a module: parameters, return type, body and attributes."""
+
+    name: str
+    params: tuple[Var, ...]
+    ret_type: Type
+    body: Stmt
+    attrs: FuncAttrs
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class IRModule(Node):
+    """The functions compiled together, in definition order (callees before callers)."""
+
+    functions: tuple[Function, ...]
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+    def lookup(self, name: str) -> Function:
+        """The function called `name`; KeyError naming the module's functions otherwise."""
+        for f in self.functions:
+            if f.name == name:
+                return f
+        raise KeyError(f"no function {name!r} in the module; it has {', '.join(f.name for f in self.functions)}")

@@ -1,0 +1,101 @@
+"""The generic IR rewriter and visitor.
+
+A subclass overrides `visit_<NodeClass>` only for the node types it cares about. Everything else is handled
+by walking the dataclass fields: the rewriter rebuilds a node from its visited children and returns the very
+same object when nothing changed, so a new node type costs no code in passes that ignore it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from hidet_lang.ir.node import Node, child_field_names
+
+
+class IRRewriter:
+    """Rewrites IR bottom-up; returns the input object itself when nothing below changed."""
+
+    def __init__(self) -> None:
+        self._methods: dict[type, Callable[[Any], Any] | None] = {}
+
+    def visit(self, node: Any) -> Any:
+        """Rewrite `node` (a node, a tuple of nodes, or a non-IR value, returned unchanged)."""
+        if isinstance(node, Node):
+            cls = type(node)
+            try:
+                method = self._methods[cls]
+            except KeyError:
+                method = self._methods[cls] = getattr(self, "visit_" + cls.__name__, None)
+            if method is not None:
+                return method(node)
+            return self.rebuild(node)
+        if isinstance(node, tuple):
+            items = tuple(self.visit(item) for item in node)
+            return node if all(a is b for a, b in zip(items, node)) else items
+        return node
+
+    def rebuild(self, node: Node) -> Node:
+        """`node` with every child visited; the same object when no child changed."""
+        changes = {}
+        for name in child_field_names(type(node)):
+            value = getattr(node, name)
+            new = self.visit(value)
+            if new is not value:
+                changes[name] = new
+        return dataclasses.replace(node, **changes) if changes else node
+
+
+class IRVisitor:
+    """Walks IR top-down; `visit_<NodeClass>` methods see their nodes and call `self.visit_children` to go on."""
+
+    def __init__(self) -> None:
+        self._methods: dict[type, Callable[[Any], Any] | None] = {}
+
+    def visit(self, node: Any) -> None:
+        """Visit `node` (a node, a tuple of nodes, or a non-IR value, which is ignored)."""
+        if isinstance(node, Node):
+            cls = type(node)
+            try:
+                method = self._methods[cls]
+            except KeyError:
+                method = self._methods[cls] = getattr(self, "visit_" + cls.__name__, None)
+            if method is not None:
+                method(node)
+            else:
+                self.visit_children(node)
+        elif isinstance(node, tuple):
+            for item in node:
+                self.visit(item)
+
+    def visit_children(self, node: Node) -> None:
+        """Visit every child of `node`."""
+        for name in child_field_names(type(node)):
+            self.visit(getattr(node, name))
+
+
+def collect(node: Any, cls: type) -> list[Any]:
+    """Every node of class `cls` in `node`, in walk order."""
+    found: list[Any] = []
+
+    class _Collector(IRVisitor):
+        def visit(self, n: Any) -> None:
+            if isinstance(n, cls):
+                found.append(n)
+            super().visit(n)
+
+    _Collector().visit(node)
+    return found
+
+
+def substitute(node: Any, mapping: dict[Any, Any]) -> Any:
+    """`node` with every sub-expression that is a key of `mapping` replaced by its value."""
+
+    class _Substitute(IRRewriter):
+        def visit(self, n: Any) -> Any:
+            if isinstance(n, Node) and n in mapping:
+                return mapping[n]
+            return super().visit(n)
+
+    return _Substitute().visit(node)

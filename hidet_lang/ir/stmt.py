@@ -1,0 +1,149 @@
+"""IR statements."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hidet_lang.ir.expr import Expr, Var
+from hidet_lang.ir.node import Node
+from hidet_lang.ir.span import Span
+
+
+class Stmt(Node):
+    """Base of IR statements."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeclareStmt(Stmt):
+    """Declares `var` (a scalar, a local array, or a pointer), with an optional initial value."""
+
+    var: Var
+    init: Expr | None = None
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class AssignStmt(Stmt):
+    """`var = value` for a declared scalar or pointer variable."""
+
+    var: Var
+    value: Expr
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class BufferStoreStmt(Stmt):
+    """`buf[indices] = value` on a tensor or pointer."""
+
+    buf: Expr
+    indices: tuple[Expr, ...]
+    value: Expr
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluateStmt(Stmt):
+    """An expression evaluated for its effect (a call)."""
+
+    expr: Expr
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class SeqStmt(Stmt):
+    """Statements run in order."""
+
+    stmts: tuple[Stmt, ...]
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class IfStmt(Stmt):
+    """`if cond: then_body else: else_body`."""
+
+    cond: Expr
+    then_body: Stmt
+    else_body: Stmt | None = None
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ForStmt(Stmt):
+    """`for var in range(start, stop, step)`; `kind` is '' (plain), 'unroll' or 'parallel' (OpenMP on the CPU).
+
+    `step` is a compile-time constant or an expression whose sign is not known; for a non-constant step the
+    loop runs while `var < stop` if the step is positive and `var > stop` otherwise, as Python's range does.
+    """
+
+    var: Var
+    start: Expr
+    stop: Expr
+    step: Expr
+    body: Stmt
+    kind: str = ""
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ForMappingStmt(Stmt):
+    """Runs `body` for each task of `worker` under a task mapping; `loop_vars` take the task's coordinates."""
+
+    loop_vars: tuple[Var, ...]
+    mapping: Any  # hidet_lang.ir.mapping.TaskMapping
+    worker: Expr
+    body: Stmt
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class WhileStmt(Stmt):
+    """`while cond: body`."""
+
+    cond: Expr
+    body: Stmt
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class BreakStmt(Stmt):
+    """`break` out of the innermost loop."""
+
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ContinueStmt(Stmt):
+    """`continue` with the next iteration of the innermost loop."""
+
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ReturnStmt(Stmt):
+    """`return` or `return value`."""
+
+    value: Expr | None = None
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class AssertStmt(Stmt):
+    """`assert cond, message`: a failure is reported to Python after the call as an AssertionError."""
+
+    cond: Expr
+    message: str
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+
+def seq(stmts: list[Stmt] | tuple[Stmt, ...]) -> Stmt:
+    """One statement for a list: the statement itself when there is one, else a SeqStmt (nested ones flattened)."""
+    flat: list[Stmt] = []
+    for s in stmts:
+        if isinstance(s, SeqStmt):
+            flat.extend(s.stmts)
+        else:
+            flat.append(s)
+    return flat[0] if len(flat) == 1 else SeqStmt(tuple(flat))

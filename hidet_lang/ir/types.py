@@ -1,0 +1,151 @@
+"""Scalar data types, tensor types and pointer types of the IR.
+
+Scalar types are singletons (`f32`, `i32`, ...); `f32[16, 16]` is a tensor type and `~f32` a pointer type.
+Tensor shapes hold ints or IR expressions (a dimension may name an earlier integer parameter).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class DataType:
+    """A scalar type: its DSL name, short name, C name, size in bytes and kind."""
+
+    name: str
+    short_name: str
+    c_name: str
+    nbytes: int
+    kind: str  # 'bool', 'int', 'uint' or 'float'
+
+    @property
+    def is_float(self) -> bool:
+        """True for floating-point types."""
+        return self.kind == "float"
+
+    @property
+    def is_integer(self) -> bool:
+        """True for signed and unsigned integer types (not bool)."""
+        return self.kind in ("int", "uint")
+
+    @property
+    def is_bool(self) -> bool:
+        """True for the boolean type."""
+        return self.kind == "bool"
+
+    @property
+    def numpy_name(self) -> str:
+        """The numpy dtype name of this type."""
+        return "bool" if self.kind == "bool" else self.name
+
+    def __getitem__(self, shape: Any) -> TensorType:
+        shape = shape if isinstance(shape, tuple) else (shape,)
+        return TensorType(self, tuple(shape))
+
+    def __invert__(self) -> PointerType:
+        return PointerType(self)
+
+    def __str__(self) -> str:
+        return self.short_name
+
+    def __repr__(self) -> str:
+        return self.short_name
+
+
+@dataclass(frozen=True, slots=True)
+class TensorType:
+    """A dense tensor of `dtype` with `shape` (row-major); a parameter of this type is passed by address."""
+
+    dtype: DataType
+    shape: tuple
+
+    def __invert__(self) -> PointerType:
+        return PointerType(self)
+
+    def __str__(self) -> str:
+        return f"{self.dtype}[{', '.join(str(s) for s in self.shape)}]"
+
+
+@dataclass(frozen=True, slots=True)
+class PointerType:
+    """A pointer to a scalar (or to a tensor's first element)."""
+
+    base: DataType | TensorType
+
+    @property
+    def dtype(self) -> DataType:
+        """The element type the pointer points at."""
+        return self.base if isinstance(self.base, DataType) else self.base.dtype
+
+    def __str__(self) -> str:
+        return f"~{self.base}"
+
+
+@dataclass(frozen=True, slots=True)
+class VoidType:
+    """The return type of functions that return nothing."""
+
+    def __str__(self) -> str:
+        return "void"
+
+
+Type = DataType | TensorType | PointerType | VoidType
+
+boolean = DataType("bool", "bool", "bool", 1, "bool")
+int8 = DataType("int8", "i8", "int8_t", 1, "int")
+int16 = DataType("int16", "i16", "int16_t", 2, "int")
+int32 = DataType("int32", "i32", "int32_t", 4, "int")
+int64 = DataType("int64", "i64", "int64_t", 8, "int")
+uint8 = DataType("uint8", "u8", "uint8_t", 1, "uint")
+uint16 = DataType("uint16", "u16", "uint16_t", 2, "uint")
+uint32 = DataType("uint32", "u32", "uint32_t", 4, "uint")
+uint64 = DataType("uint64", "u64", "uint64_t", 8, "uint")
+float16 = DataType("float16", "f16", "_Float16", 2, "float")
+float32 = DataType("float32", "f32", "float", 4, "float")
+float64 = DataType("float64", "f64", "double", 8, "float")
+void = VoidType()
+
+ALL_DTYPES: tuple[DataType, ...] = (
+    boolean, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, float32, float64,
+)
+DTYPE_BY_NAME: dict[str, DataType] = {
+    **{t.name: t for t in ALL_DTYPES},
+    **{t.short_name: t for t in ALL_DTYPES},
+}
+
+
+def dtype_from_name(name: str) -> DataType:
+    """The scalar type called `name` ('float32', 'f32', 'bool', ...); ValueError naming the valid ones."""
+    try:
+        return DTYPE_BY_NAME[name]
+    except KeyError:
+        raise ValueError(f"unknown data type {name!r}; valid: {', '.join(t.name for t in ALL_DTYPES)}") from None
+
+
+def promote(a: DataType, b: DataType) -> DataType:
+    """The type of a binary arithmetic operation on `a` and `b` (floats win, then the wider, signed on ties)."""
+    if a == b:
+        return a
+    if a.is_float or b.is_float:
+        floats = [t for t in (a, b) if t.is_float]
+        return max(floats, key=lambda t: t.nbytes)
+    if a.is_bool:
+        return b if not b.is_bool else int32
+    if b.is_bool:
+        return a
+    if a.nbytes != b.nbytes:
+        return a if a.nbytes > b.nbytes else b
+    return a if a.kind == "uint" else b
+
+
+def element_type(t: Type) -> DataType:
+    """The scalar type stored in a tensor or pointed at by a pointer."""
+    if isinstance(t, DataType):
+        return t
+    if isinstance(t, TensorType):
+        return t.dtype
+    if isinstance(t, PointerType):
+        return t.dtype
+    raise TypeError(f"{t} has no element type")

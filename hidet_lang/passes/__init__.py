@@ -1,0 +1,1 @@
+"""Lowering passes; `pipeline.lower` runs them in order."""
