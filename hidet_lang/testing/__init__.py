@@ -1,0 +1,41 @@
+"""Testing helpers for kernels and operators: hypothesis strategies and ``check_kernel``.
+
+This package is a test extra: it imports hypothesis, and ``import hidet_lang`` never imports it.
+
+- ``shapes``, ``dtypes``, ``arrays`` (finite values in a modest range), ``task_mappings``: hypothesis
+  strategies (``hidet_lang.testing.strategies``);
+- ``check_kernel(module, reference, *args)``: runs a built module and a numpy reference on copies of the
+  same inputs and reports the first mismatching index (``hidet_lang.testing.check``).
+
+Example::
+
+    from hypothesis import given
+    from hidet_lang.testing import arrays, shapes
+
+    @given(arrays(dtype='float32', shape=shapes(min_dims=1, max_dims=3)))
+    def test_relu(x):
+        np.testing.assert_allclose(ops.relu(ops.asarray(x)).numpy(), np.maximum(x, 0))
+"""
+
+from hidet_lang.testing.check import check_kernel, default_tolerances
+from hidet_lang.testing.strategies import (
+    DTYPE_KINDS,
+    arrays,
+    default_elements,
+    dtypes,
+    int_bound,
+    shapes,
+    task_mappings,
+)
+
+__all__ = [
+    "DTYPE_KINDS",
+    "arrays",
+    "check_kernel",
+    "default_elements",
+    "default_tolerances",
+    "dtypes",
+    "int_bound",
+    "shapes",
+    "task_mappings",
+]
