@@ -1,0 +1,379 @@
+"""The C / C++ compiler driver: find the system compiler, build a shared library, map errors to DSL lines.
+
+The code generator writes a marker comment `// <user_file.py>:<line>` before the code of each DSL statement
+(on a line of its own, or at the end of a statement line). When the compiler rejects the generated code, each
+diagnostic at C line L is attributed to the nearest marker at or above L, and `CCompilationError` shows the
+user's file, line and source text next to the offending C line.
+
+Only cheap standard modules are imported at module level; `subprocess`, `shlex`, `linecache` and `re` are
+imported when a compiler is actually searched for, run or its errors formatted.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import CCompilationError, CompilerNotFoundError
+
+__all__ = [
+    "DEFAULT_C_FLAGS",
+    "COMPILE_TIMEOUT_S",
+    "CompilerInfo",
+    "CompilerNotFoundError",
+    "CCompilationError",
+    "find_c_compiler",
+    "compile_shared_library",
+    "compiler_version",
+    "map_c_line_to_dsl",
+    "source_suffix",
+]
+
+DEFAULT_C_FLAGS: tuple[str, ...] = ("-O3", "-march=native", "-fopenmp")
+"""Flags for the CPU target (added after `-shared -fPIC`)."""
+
+COMPILE_TIMEOUT_S: float = 300.0
+"""Wall-clock limit for one compiler invocation, in seconds."""
+
+MAX_REPORTED_ERRORS = 10
+"""At most this many `error:` diagnostics are spelled out in a `CCompilationError` message."""
+
+# language -> (environment variable, names searched on PATH in order, generated source suffix)
+_LANGUAGES: dict[str, tuple[str, tuple[str, ...], str]] = {
+    "c": ("CC", ("cc", "gcc", "clang"), ".c"),
+    "c++": ("CXX", ("c++", "g++", "clang++"), ".cpp"),
+}
+
+
+@dataclass(frozen=True)
+class CompilerInfo:
+    """A compiler command line and a cheap fingerprint of the executable behind it.
+
+    `identity` is the full command plus the resolved path, size and modification time of every executable
+    in the command (a wrapper such as `ccache gcc` fingerprints both); it goes into every cache key.
+    """
+
+    command: tuple[str, ...]
+    identity: str
+
+
+def _language_entry(language: str) -> tuple[str, tuple[str, ...], str]:
+    """Return the (env var, candidate names, source suffix) entry of `language`, or raise ValueError."""
+    try:
+        return _LANGUAGES[language]
+    except KeyError:
+        raise ValueError(f"unsupported language {language!r}; expected one of {sorted(_LANGUAGES)}") from None
+
+
+def source_suffix(language: str) -> str:
+    """Return the file suffix of generated source in `language` (`.c` for "c", `.cpp` for "c++")."""
+    return _language_entry(language)[2]
+
+
+_found: dict[tuple[str, str | None, str | None], CompilerInfo] = {}
+
+
+def find_c_compiler(language: str = "c") -> CompilerInfo:
+    """Find the compiler for `language` ("c" or "c++"): `$CC` / `$CXX`, else the first usual name on PATH.
+
+    The result is memoized per (language, environment variable, PATH), so repeated calls cost a dict lookup.
+    Raises `CompilerNotFoundError` (with advice on setting `CC` / `CXX`) when nothing usable is found.
+    """
+    env_var, _names, _suffix = _language_entry(language)
+    env_value = os.environ.get(env_var) or None
+    memo_key = (language, env_value, os.environ.get("PATH"))
+    info = _found.get(memo_key)
+    if info is None:
+        info = _search_compiler(language, env_value)
+        _found[memo_key] = info
+    return info
+
+
+def _search_compiler(language: str, env_value: str | None) -> CompilerInfo:
+    """Resolve the compiler command for `language` without the memo (see `find_c_compiler`)."""
+    env_var, names, _suffix = _language_entry(language)
+    example = "/usr/bin/gcc" if language == "c" else "/usr/bin/g++"
+    if env_value is not None:
+        import shlex
+
+        command = tuple(shlex.split(env_value))
+        found = _which(command[0]) if command else None
+        if found is None:
+            raise CompilerNotFoundError(
+                f"the {language} compiler named by {env_var}={env_value!r} was not found "
+                f"(looked for {command[0] if command else '<empty>'!r} as a path and on PATH); "
+                f"set {env_var} to an installed compiler, e.g. `export {env_var}={example}`"
+            )
+        return _make_info((found[0], *command[1:]))
+    for name in names:
+        found = _which(name)
+        if found is not None:
+            return _make_info((found[0],))
+    raise CompilerNotFoundError(
+        f"no {language} compiler found: looked for {', '.join(names)} on PATH and {env_var} is not set; "
+        f"install one (e.g. gcc) or set {env_var}, e.g. `export {env_var}={example}`"
+    )
+
+
+def _which(name: str) -> tuple[str, os.stat_result] | None:
+    """Locate the executable `name` (a path, or a name searched on PATH); return its path and `os.stat`.
+
+    Like `shutil.which`, with one `stat` per PATH entry, whose result is reused for the identity.
+    """
+    if os.sep in name:
+        candidates = [name]
+    else:
+        directories = os.environ.get("PATH", os.defpath).split(os.pathsep)
+        candidates = [os.path.join(directory or os.curdir, name) for directory in directories]
+    for path in candidates:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and os.access(path, os.X_OK):
+            return path, st
+    return None
+
+
+def _make_info(command: tuple[str, ...]) -> CompilerInfo:
+    """Build a `CompilerInfo` for `command`, fingerprinting each word that names an executable.
+
+    The fingerprint of an executable is its resolved real path, size and modification time: a few `stat`
+    calls, no subprocess.
+    """
+    parts = ["cmd=" + "\x1f".join(command)]
+    for word in command:
+        found = None if word.startswith("-") else _which(word)
+        if found is not None:
+            path, st = found
+            parts.append(f"exe={os.path.realpath(path)}:{st.st_size}:{st.st_mtime_ns}")
+    return CompilerInfo(command=command, identity=";".join(parts))
+
+
+_versions: dict[CompilerInfo, str] = {}
+
+
+def compiler_version(info: CompilerInfo) -> str:
+    """Return the first line of `<compiler> --version` (run once per compiler; for cache metadata only)."""
+    version = _versions.get(info)
+    if version is None:
+        import subprocess
+
+        try:
+            done = subprocess.run(
+                [*info.command, "--version"], capture_output=True, text=True, timeout=30, check=False
+            )
+            lines = (done.stdout or done.stderr).strip().splitlines()
+            version = lines[0] if lines else "unknown"
+        except (OSError, subprocess.SubprocessError) as exc:
+            version = f"unknown ({exc})"
+        _versions[info] = version
+    return version
+
+
+def compile_shared_library(
+    source: str,
+    output: Path,
+    *,
+    compiler: CompilerInfo,
+    flags: Sequence[str],
+    language: str = "c",
+) -> None:
+    """Compile `source` into the shared library `output`.
+
+    The source is written next to the output (`output.with_suffix(".c")` or `".cpp"`), then compiled with
+    `-shared -fPIC` plus `flags` (see `DEFAULT_C_FLAGS`). Raises `CCompilationError` with diagnostics mapped
+    back to DSL lines when the compiler fails or runs longer than `COMPILE_TIMEOUT_S`, and
+    `CompilerNotFoundError` when the compiler cannot be started.
+    """
+    import subprocess
+
+    output = Path(output)
+    source_path = output.with_suffix(source_suffix(language))
+    output.parent.mkdir(parents=True, exist_ok=True)
+    source_path.write_text(source, encoding="utf-8")
+    command = (*compiler.command, "-shared", "-fPIC", *flags, "-o", str(output), str(source_path), "-lm")
+    try:
+        returncode, output = _run(command)
+    except subprocess.TimeoutExpired as exc:
+        raise CCompilationError(
+            f"the {language} compiler did not finish within {COMPILE_TIMEOUT_S:g} s compiling {source_path}",
+            compiler_output=_as_text(exc.output),
+            command=command,
+            source_path=str(source_path),
+        ) from None
+    except OSError as exc:
+        raise CompilerNotFoundError(f"could not run the {language} compiler {command[0]!r}: {exc}") from None
+    if returncode != 0:
+        raise _compilation_error(source, str(source_path), command, output, returncode, language)
+
+
+def _run(command: tuple[str, ...]) -> tuple[int, str]:
+    """Run `command` in its own process group with stderr merged into stdout; return (status, output).
+
+    On timeout the whole group (the driver and the cc1 / ld it started) is killed, and `TimeoutExpired`
+    carries the output so far.
+    """
+    import signal
+    import subprocess
+
+    with subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    ) as process:
+        try:
+            output, _ = process.communicate(timeout=COMPILE_TIMEOUT_S)
+        except subprocess.TimeoutExpired as exc:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except OSError:
+                process.kill()
+            output, _ = process.communicate()
+            exc.output = output
+            raise
+    return process.returncode, output
+
+
+def _as_text(data: bytes | str | None) -> str:
+    """Decode captured subprocess output that may be bytes, text or missing."""
+    if data is None:
+        return ""
+    if isinstance(data, bytes):
+        return data.decode("utf-8", "replace")
+    return data
+
+
+# ----------------------------------------------------------------------------------------------------
+# Mapping diagnostics back to DSL lines
+
+
+def _marker_regex():
+    """Compile (once) the regex of a `// <file>:<line>` marker at the end of a C line."""
+    global _MARKER_RE
+    if _MARKER_RE is None:
+        import re
+
+        # A marker on a line of its own may name any file; one after code must name a Python source
+        # (`*.py`, `*.pyw`, `*.ipy`) or a pseudo-file such as `<string>`, so ordinary comments do not match.
+        _MARKER_RE = re.compile(
+            r"^\s*//\s*(?P<own>\S(?:.*\S)?):(?P<own_line>\d+)\s*$"
+            r"|//\s*(?P<file>\S.*?\.(?:py|pyw|ipy)|<[^<>]+>):(?P<line>\d+)\s*$"
+        )
+    return _MARKER_RE
+
+
+_MARKER_RE = None
+
+
+def _marker_table(source: str) -> tuple[list[int], list[tuple[str, int]]]:
+    """Return the C line numbers (ascending) carrying a marker and the (file, line) of each marker."""
+    regex = _marker_regex()
+    c_lines: list[int] = []
+    targets: list[tuple[str, int]] = []
+    for number, text in enumerate(source.splitlines(), start=1):
+        if "//" not in text:
+            continue
+        match = regex.search(text)
+        if match is not None:
+            c_lines.append(number)
+            if match["own"] is not None:
+                targets.append((match["own"], int(match["own_line"])))
+            else:
+                targets.append((match["file"], int(match["line"])))
+    return c_lines, targets
+
+
+def _lookup(table: tuple[list[int], list[tuple[str, int]]], c_line: int) -> tuple[str, int] | None:
+    """Return the target of the nearest marker at or above `c_line` in a `_marker_table`, or None."""
+    c_lines, targets = table
+    index = bisect_right(c_lines, c_line) - 1
+    return targets[index] if index >= 0 else None
+
+
+def map_c_line_to_dsl(source: str, c_line: int) -> tuple[str, int] | None:
+    """Map 1-based line `c_line` of generated `source` to the (DSL file, DSL line) of the nearest marker at
+    or above it; None when no marker precedes it."""
+    return _lookup(_marker_table(source), c_line)
+
+
+def _diagnostic_regex():
+    """Compile (once) the regex of a GCC / Clang `file:line[:col]: [fatal ]error: message` diagnostic."""
+    global _DIAG_RE
+    if _DIAG_RE is None:
+        import re
+
+        _DIAG_RE = re.compile(
+            r"^(?P<file>[^\n]*?):(?P<line>\d+):(?:(?P<col>\d+):)?\s*(?:fatal\s+)?error:\s*(?P<msg>.*)$",
+            re.MULTILINE,
+        )
+    return _DIAG_RE
+
+
+_DIAG_RE = None
+
+
+def _same_file(reported: str, source_path: str) -> bool:
+    """Whether a path in a diagnostic names the generated source file."""
+    if reported == source_path:
+        return True
+    try:
+        return os.path.samefile(reported, source_path)
+    except OSError:
+        return os.path.basename(reported) == os.path.basename(source_path)
+
+
+def _compilation_error(
+    source: str, source_path: str, command: tuple[str, ...], output: str, returncode: int, language: str = "c"
+) -> CCompilationError:
+    """Build the `CCompilationError` for a failed compiler run, mapping `error:` diagnostics to DSL lines."""
+    import linecache
+
+    table = _marker_table(source)
+    c_source_lines = source.splitlines()
+    blocks: list[str] = []
+    first: tuple[str, int] | None = None
+    diagnostics = list(_diagnostic_regex().finditer(output))
+    for match in diagnostics[:MAX_REPORTED_ERRORS]:
+        c_line = int(match["line"])
+        message = match["msg"].strip()
+        in_generated = _same_file(match["file"], source_path)
+        target = _lookup(table, c_line) if in_generated else None
+        if target is None:
+            lines = [f"{match['file']}:{c_line}: error: {message}"]
+        else:
+            dsl_file, dsl_line = target
+            first = first or target
+            lines = [f"{dsl_file}:{dsl_line}: error: {message}"]
+            dsl_text = linecache.getline(dsl_file, dsl_line).strip()
+            if dsl_text:
+                lines.append(f"    {dsl_text}")
+        if in_generated and 1 <= c_line <= len(c_source_lines):
+            lines.append(f"    generated C (line {c_line}): {c_source_lines[c_line - 1].strip()}")
+        blocks.append("\n".join(lines))
+    header = (
+        f"{'C' if language == 'c' else 'C++'} compilation failed (exit status {returncode}) for {source_path}"
+    )
+    if blocks:
+        body = "\n".join(blocks)
+        if len(diagnostics) > MAX_REPORTED_ERRORS:
+            body += f"\n({len(diagnostics) - MAX_REPORTED_ERRORS} more errors; see .compiler_output)"
+    else:
+        tail = output.strip().splitlines()[-40:]
+        body = "\n".join(tail) if tail else "(the compiler printed nothing)"
+    return CCompilationError(
+        f"{header}:\n{body}",
+        compiler_output=output,
+        dsl_file=first[0] if first else None,
+        dsl_line=first[1] if first else None,
+        command=command,
+        source_path=source_path,
+    )
