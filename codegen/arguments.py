@@ -103,7 +103,8 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
     names = [f"a{i}" for i in range(len(func.params))]
     env: dict[str, Any] = {
         "_c": c_function, "_nd": np.ndarray, "_as_array": as_array, "_bad": bad_array, "_to_int": to_int,
-        "_to_float": to_float, "_after": after_call, "_fn": func.name,
+        "_to_float": to_float, "_after": after_call, "_fn": func.name, "_addr": ctypes.addressof,
+        "_from_buffer": ctypes.c_char.from_buffer,
     }
     position = {p: names[i] for i, p in enumerate(func.params)}
     body: list[str] = []
@@ -141,7 +142,7 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
         if shape_expr != "None":
             checks.insert(1, f"{a}.shape != {shape_expr}")
         body.append(f"    if {' or '.join(checks)}: _bad(_fn, {pname!r}, {a}, _d{i}, {shape_expr})")
-        pass_args.append(f"{a}.ctypes.data")
+        pass_args.append(f"(_addr(_from_buffer({a})) if {a}.nbytes else None)")
     sig = ", ".join(names)
     lines = [f"def {func.name}({sig}):", *body, f"    _c({', '.join(pass_args)})"]
     if after_call is not None:

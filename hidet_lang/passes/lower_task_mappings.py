@@ -42,7 +42,7 @@ class _MappingLowerer(IRRewriter):
             return S.seq([*decls, body])
 
         lowered = self.tasks(s.mapping, worker, make_body)
-        if s.mapping.num_workers > 1 and not isinstance(worker, E.Constant):
+        if not isinstance(worker, E.Constant):
             lowered = S.IfStmt(E.BinaryOp("<", worker, _c(s.mapping.num_workers)), lowered, None, s.span)
         return lowered
 
