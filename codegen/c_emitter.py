@@ -16,7 +16,7 @@ from hidet_lang.errors import DSLSyntaxError
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import HOST_CALLABLE_KINDS, Function, IRModule
-from hidet_lang.ir.functor import collect
+from hidet_lang.ir.node import child_field_names
 from hidet_lang.ir.types import DataType, PointerType, TensorType, Type, VoidType
 
 C_KEYWORDS = frozenset("""
@@ -87,6 +87,7 @@ class CEmitter:
         self.parallel_depth = 0
         self.current: Function | None = None
         self.helpers: dict[str, str] = {}
+        self.float_params: dict[E.Var, str] = {}
 
     # ---------------------------------------------------------------------------------------------- types
     def scalar(self, t: DataType) -> str:
@@ -167,14 +168,37 @@ class CEmitter:
         """Storage class and attributes of a function."""
         return "" if f.attrs.kind in HOST_CALLABLE_KINDS else "static "
 
+    @staticmethod
+    def passed_as_float(f: Function, p: E.Var) -> bool:
+        """True for a half-precision scalar parameter of a host-callable function.
+
+        ctypes has no half-precision type, so the host passes a `float` (see `codegen.arguments.ctype_of`);
+        the C function takes it as `<name>_f32` and converts it to the parameter's type on entry.
+        """
+        t = p.type
+        return f.attrs.kind in HOST_CALLABLE_KINDS and isinstance(t, DataType) and t.is_float and t.nbytes == 2
+
+    def float_param_name(self, p: E.Var) -> str:
+        """The C name of the `float` a half-precision host parameter arrives in (`<name>_f32`, made unique)."""
+        base = self.var_name(p) + "_f32"
+        name, k = base, 1
+        while name in self.taken or name in C_KEYWORDS or name in self.function_names.values():
+            name, k = f"{base}_{k}", k + 1
+        self.taken.add(name)
+        self.float_params[p] = name
+        return name
+
     def param_decl(self, f: Function, p: E.Var) -> str:
         """The C declaration of one parameter."""
+        if self.passed_as_float(f, p):
+            return f"float {self.float_param_name(p)}"
         return f"{self.type_name(p.type)} {self.var_name(p)}"
 
     def signature(self, f: Function) -> str:
         """The C prototype of `f`."""
         self.names = {}
         self.taken = set()
+        self.float_params = {}
         params = ", ".join(self.param_decl(f, p) for p in f.params) or "void"
         return f"{self.qualifiers(f)}{self.type_name(f.ret_type)} {self.func_name(f.name)}({params})"
 
@@ -186,6 +210,10 @@ class CEmitter:
             self.line(f"// {f.span.file}:{f.span.line}")
         self.line(self.signature(f) + " {")
         self.depth += 1
+        for p in f.params:
+            if self.passed_as_float(f, p):
+                c_type = self.type_name(p.type)
+                self.line(f"{c_type} {self.var_name(p)} = ({c_type}){self.float_params[p]};")
         self.stmt(f.body)
         self.depth -= 1
         self.line("}")
@@ -266,10 +294,20 @@ class CEmitter:
     @staticmethod
     def statements_leaving(loop: S.ForStmt) -> list[S.Stmt]:
         """The `break`s and `return`s in `loop`'s body that leave `loop` itself."""
-        inner_loops = collect(loop.body, S.ForStmt) + collect(loop.body, S.WhileStmt)
-        nested = {id(b) for inner in inner_loops for b in collect(inner.body, S.BreakStmt)}
-        breaks = [b for b in collect(loop.body, S.BreakStmt) if id(b) not in nested]
-        return breaks + collect(loop.body, S.ReturnStmt)
+        leaving: list[S.Stmt] = []
+
+        def walk(node: S.Stmt, in_inner_loop: bool) -> None:
+            if isinstance(node, S.ReturnStmt) or (isinstance(node, S.BreakStmt) and not in_inner_loop):
+                leaving.append(node)
+            inner = in_inner_loop or isinstance(node, (S.ForStmt, S.WhileStmt))
+            for name in child_field_names(type(node)):
+                child = getattr(node, name)
+                for c in child if isinstance(child, tuple) else (child,):
+                    if isinstance(c, S.Stmt):
+                        walk(c, inner)
+
+        walk(loop.body, False)
+        return leaving
 
     def stmt_WhileStmt(self, s: S.WhileStmt) -> None:
         self.line(f"while ({self.expr(s.cond)}) {{")

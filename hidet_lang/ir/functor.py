@@ -75,17 +75,18 @@ class IRVisitor:
             self.visit(getattr(node, name))
 
 
-def collect(node: Any, cls: type) -> list[Any]:
-    """Every node of class `cls` in `node`, in walk order."""
+def collect(node: Any, cls: type | tuple[type, ...]) -> list[Any]:
+    """Every node of class `cls` in `node`, in pre-order."""
     found: list[Any] = []
-
-    class _Collector(IRVisitor):
-        def visit(self, n: Any) -> None:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Node):
             if isinstance(n, cls):
                 found.append(n)
-            super().visit(n)
-
-    _Collector().visit(node)
+            stack.extend(getattr(n, name) for name in reversed(child_field_names(type(n))))
+        elif isinstance(n, tuple):
+            stack.extend(reversed(n))
     return found
 
 
