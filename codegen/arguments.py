@@ -9,6 +9,7 @@ data pointers to the C function through ctypes. The checks run before any C code
 from __future__ import annotations
 
 import ctypes
+import keyword
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -16,7 +17,9 @@ from typing import Any
 import numpy as np
 
 from hidet_lang.ir import expr as E
+from hidet_lang.ir.evaluate import evaluate
 from hidet_lang.ir.func import Function
+from hidet_lang.ir.functor import collect
 from hidet_lang.ir.types import DataType, PointerType, TensorType
 
 _CTYPES = {
@@ -98,14 +101,28 @@ def to_float(value: Any, func: str, param: str, t: DataType) -> float:
     return float(value)
 
 
+def _caller_parameter_names(func: Function, env: dict[str, Any]) -> list[str]:
+    """The caller's parameter names: the DSL's own (so that Python's errors and keyword arguments use them),
+    or `a<i>` for one that is not a plain identifier or could clash with the caller's helpers."""
+    names: list[str] = []
+    for i, p in enumerate(func.params):
+        name = p.name
+        if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_") or name == func.name:
+            name = f"a{i}"
+        names.append(name)
+    if len(set(names)) != len(names):
+        names = [f"a{i}" for i in range(len(func.params))]
+    return names
+
+
 def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] | None) -> Callable[..., None]:
     """A Python function with `func`'s parameters that checks its arguments and calls `c_function`."""
-    names = [f"a{i}" for i in range(len(func.params))]
     env: dict[str, Any] = {
         "_c": c_function, "_nd": np.ndarray, "_as_array": as_array, "_bad": bad_array, "_to_int": to_int,
         "_to_float": to_float, "_after": after_call, "_fn": func.name, "_addr": ctypes.addressof,
         "_from_buffer": ctypes.c_char.from_buffer,
     }
+    names = _caller_parameter_names(func, env)
     position = {p: names[i] for i, p in enumerate(func.params)}
     body: list[str] = []
     pass_args: list[str] = []
@@ -134,8 +151,7 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
                 elif isinstance(d, E.Var) and d in position:
                     dims.append(position[d])
                 else:
-                    raise TypeError(f"{func.name}(): the shape of parameter '{pname}' may only use ints and earlier "
-                                    f"integer parameters")
+                    dims.append(dimension_source(func, pname, d, position, env, len(env)))
             shape_expr = "(" + "".join(f"{d}, " for d in dims) + ")"
         body.append(f"    if type({a}) is not _nd: {a} = _as_array({a}, _fn, {pname!r}, _d{i})")
         checks = [f"{a}.dtype is not _d{i}", f"not {a}.flags.c_contiguous", f"not {a}.flags.writeable"]
@@ -151,3 +167,15 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
     caller = env[func.name]
     caller.__doc__ = f"Call the compiled function {func.name}({', '.join(p.name for p in func.params)})."
     return caller
+
+
+def dimension_source(func: Function, pname: str, dim: Any, position: dict[E.Var, str], env: dict[str, Any],
+                   key: int) -> str:
+    """Python source computing a tensor dimension that is an expression of earlier integer parameters."""
+    variables = list(dict.fromkeys(collect(dim, E.Var)))
+    if not isinstance(dim, E.Expr) or any(v not in position for v in variables):
+        raise TypeError(f"{func.name}(): the shape of parameter '{pname}' may only use ints and earlier "
+                        "integer parameters")
+    name = f"_dim{key}"
+    env[name] = lambda *values, _vars=tuple(variables): evaluate(dim, dict(zip(_vars, values)))
+    return f"{name}({', '.join(position[v] for v in variables)})"

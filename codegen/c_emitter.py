@@ -74,7 +74,6 @@ def c_string(text: str) -> str:
 class CEmitter:
     """Prints an IRModule as C."""
 
-    function_prefix = ""
     parallel_pragma = "#pragma omp parallel for schedule(static)"
 
     def __init__(self) -> None:
@@ -138,16 +137,17 @@ class CEmitter:
     def emit_module(self, module: IRModule) -> str:
         """The C source of `module`."""
         for f in module.functions:
-            name = self.function_prefix + f.name
-            if name in C_KEYWORDS:
-                name += "_"
-            self.function_names[f.name] = name
+            self.function_names[f.name] = self.c_function_name(f)
         declarations = [self.signature(f) + ";" for f in module.functions]
         for f in module.functions:
             self.lines.append("")
             self.emit_function(f)
         helpers = [self.helpers[name] for name in sorted(self.helpers)]
         return "\n".join([self.prelude(), *helpers, "", *declarations, *self.lines]) + "\n"
+
+    def c_function_name(self, f: Function) -> str:
+        """The C identifier of function `f` (its DSL name unless that is a C keyword or library name)."""
+        return f.name + "_" if f.name in C_KEYWORDS else f.name
 
     def prelude(self) -> str:
         """Headers and the assertion channel the generated code relies on."""
@@ -240,10 +240,14 @@ class CEmitter:
         name = self.var_name(s.var)
         if isinstance(t, TensorType):
             size = math.prod(int(d) for d in t.shape)
-            self.line(f"{self.scalar(t.dtype)} {name}[{size}];")
+            self.line(f"{self.storage_prefix(s)}{self.scalar(t.dtype)} {name}[{size}];")
             return
         init = "" if s.init is None else f" = {self.expr(s.init)}"
         self.line(f"{self.type_name(t)} {name}{init};")
+
+    def storage_prefix(self, s: S.DeclareStmt) -> str:
+        """What goes before a local array's declaration (nothing on the CPU)."""
+        return ""
 
     def stmt_AssignStmt(self, s: S.AssignStmt) -> None:
         self.line(f"{self.var_name(s.var)} = {self.expr(s.value)};")

@@ -71,8 +71,8 @@ class CompiledModule:
                             if self.functions else "the module has no host-callable function")
         return self._default
 
-    def __call__(self, *args: Any) -> None:
-        return self.functions[self._default_name()](*args)
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        return self.functions[self._default_name()](*args, **kwargs)
 
     def __getitem__(self, name: str) -> Callable[..., None]:
         try:

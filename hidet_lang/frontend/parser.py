@@ -5,8 +5,13 @@ script functions, data types) are evaluated while parsing; IR values become IR. 
 what its iterable evaluates to, so new loop kinds need no parser change.
 
 Python `//` and `/` on integers both lower to C division, which truncates toward zero, and `%` to C's
-remainder, whose sign follows the dividend (so `-7 // 2 == -3` and `-7 % 2 == -1` in a kernel; on floats
-`//` is `floor(a / b)`). Expressions made only of host values are evaluated by Python with its own rules.
+remainder, whose sign follows the dividend (so `-7 // 2 == -3` and `-7 % 2 == -1` in a kernel). On floats
+`//` is `floor(a / b)` and `%` is C's `fmod` (the sign of the dividend: `-7.0 % 2.0 == -1.0`). Expressions
+made only of host values are evaluated by Python with its own rules.
+
+Tuple assignment reads every right-hand value before it stores any (`a, b = b, a` swaps). A function without
+a return annotation returns the promotion of the types of its `return` values (`return 1` and `return x`
+with `x: f32` give f32).
 """
 
 from __future__ import annotations
@@ -31,9 +36,21 @@ from hidet_lang.frontend import semantics
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import FUNC_KINDS, CudaAttrs, FuncAttrs, Function
+from hidet_lang.ir.functor import IRRewriter
 from hidet_lang.ir.mapping import MappingOn, TaskMapping
 from hidet_lang.ir.span import Span
-from hidet_lang.ir.types import DataType, PointerType, TensorType, Type, VoidType, boolean, float32, int32, void
+from hidet_lang.ir.types import (
+    DataType,
+    PointerType,
+    TensorType,
+    Type,
+    VoidType,
+    boolean,
+    float32,
+    int32,
+    promote,
+    void,
+)
 
 _HOST_BINOPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
@@ -72,6 +89,7 @@ class FunctionContext:
     name: str
     kind: str | None = None
     cuda: dict[str, Any] = field(default_factory=dict)
+    declared_return: Type | None = None
     return_types: list[Type] = field(default_factory=list)
     callees: list[Any] = field(default_factory=list)
 
@@ -174,6 +192,7 @@ class Parser:
             self.bind(a.arg, var)
             params.append(var)
         declared_ret = self.annotation_type(fdef.returns) if fdef.returns is not None else None
+        self.ctx.declared_return = declared_ret
         self.stmts.append([])
         self.scopes.append({})
         for i, s in enumerate(fdef.body):
@@ -185,7 +204,9 @@ class Parser:
         body = S.seq(self.stmts.pop())
         ctx = self.ctx
         kind = ctx.kind or "cpu_internal"
-        ret = declared_ret if declared_ret is not None else (ctx.return_types[0] if ctx.return_types else void)
+        ret = declared_ret if declared_ret is not None else self.inferred_return_type(fdef)
+        if declared_ret is None and ctx.return_types:
+            body = _ReturnCaster(ret).visit(body)
         if kind in ("public", "cpu_kernel", "cuda_kernel") and not isinstance(ret, VoidType):
             raise self.error(fdef, f"a '{kind}' function cannot return a value; write results into a tensor "
                                    "argument (only 'cpu_internal'/'cuda_internal' functions return values)")
@@ -194,6 +215,26 @@ class Parser:
             cuda = CudaAttrs(**ctx.cuda)
         name = ctx.name
         return Function(name, tuple(params), ret, body, FuncAttrs(kind, cuda), self.span(fdef)), ctx
+
+    def inferred_return_type(self, fdef: ast.FunctionDef) -> Type:
+        """The return type of a function without a return annotation: the promotion of what its returns return.
+
+        `return 1` in one branch and `return x` (an f32) in another give f32, as `1 + x` would.
+        """
+        assert self.ctx is not None
+        types = self.ctx.return_types
+        if not types:
+            return void
+        result = types[0]
+        for t in types[1:]:
+            if t == result:
+                continue
+            if isinstance(t, DataType) and isinstance(result, DataType):
+                result = promote(result, t)
+            else:
+                raise self.error(fdef, f"'{fdef.name}' returns values of incompatible types {result} and {t}; "
+                                       "annotate its return type, e.g. `-> f32`")
+        return result
 
     def annotation_type(self, node: ast.expr) -> Type:
         """Evaluate a type annotation (strings too, for `from __future__ import annotations`)."""
@@ -246,8 +287,26 @@ class Parser:
 
     def visit_Assign(self, node: ast.Assign) -> None:
         value = self.visit_expr(node.value)
+        if any(isinstance(t, (ast.Tuple, ast.List)) for t in node.targets):
+            value = self.snapshot(value, node)
         for target in node.targets:
             self.assign(target, value, node)
+
+    def snapshot(self, value: Any, node: ast.stmt) -> Any:
+        """`value` with every IR scalar or pointer in it (recursively in tuples) copied into a fresh variable.
+
+        Python evaluates the whole right-hand side of `a, b = b, a` before it stores anything; the copies make
+        the IR do the same, so that a store to one target cannot change the value stored to a later one.
+        """
+        if isinstance(value, (tuple, list)):
+            return type(value)(self.snapshot(v, node) for v in value)
+        if not isinstance(value, E.Expr) or isinstance(value, (E.Constant, E.StringLiteral)):
+            return value
+        if not isinstance(value.type, (DataType, PointerType)):
+            return value
+        tmp = E.Var(self.fresh_name("tmp"), value.type, self.span(node))
+        self.emit(S.DeclareStmt(tmp, value, self.span(node)))
+        return tmp
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if not isinstance(node.target, ast.Name):
@@ -441,13 +500,14 @@ class Parser:
         value = E.convert(self.host_call(node, lambda v: v, self.visit_expr(node.value)))
         if isinstance(value.type, TensorType):
             raise self.error(node, "a function cannot return a tensor; write into a tensor argument")
-        if self.ctx.return_types:
+        if isinstance(value.type, VoidType):
+            raise self.error(node, "cannot return the result of a function that returns nothing")
+        if self.ctx.declared_return is not None:
             try:
-                value = semantics.assignable(self.ctx.return_types[0], value, "the return value")
+                value = semantics.assignable(self.ctx.declared_return, value, "the return value")
             except TypeError as e:
                 raise self.error(node, str(e)) from None
-        else:
-            self.ctx.return_types.append(value.type)
+        self.ctx.return_types.append(value.type)
         self.emit(S.ReturnStmt(value, self.span(node)))
 
     def visit_Assert(self, node: ast.Assert) -> None:
@@ -596,6 +656,8 @@ class Parser:
         owner = self.visit_expr(node.value)
         if isinstance(owner, E.Expr):
             raise self.error(node, f"{semantics.describe(owner)} has no attribute '{node.attr}'", DSLAttributeError)
+        if owner is B.attrs and node.attr == "cuda":
+            return B.cuda_attrs
         if isinstance(owner, B._AttrsNamespace):
             raise self.error(node, f"attrs fields can be set, not read ({owner.prefix}{node.attr})", DSLAttributeError)
         try:
@@ -802,12 +864,25 @@ class Parser:
         converted = []
         for p in params:
             try:
-                converted.append(semantics.assignable(p.type, bound[p.name], f"parameter '{p.name}'"))
+                converted.append(semantics.argument(p.type, bound[p.name], f"parameter '{p.name}'"))
             except TypeError as e:
                 raise self.error(node, f"{callee.name}(): {e}") from None
         if func not in self.ctx.callees:
             self.ctx.callees.append(func)
         return E.Call(callee.name, tuple(converted), callee.ret_type)
+
+
+class _ReturnCaster(IRRewriter):
+    """Converts every returned value to the function's return type."""
+
+    def __init__(self, ret: Type) -> None:
+        super().__init__()
+        self.ret = ret
+
+    def visit_ReturnStmt(self, s: S.ReturnStmt) -> S.Stmt:
+        if s.value is None or s.value.type == self.ret or not isinstance(self.ret, DataType):
+            return s
+        return S.ReturnStmt(_cast_to(s.value, self.ret), s.span)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
 """`@hidet.script`, script functions and script modules.
 
-A decorated function is parsed at once (so errors point at the definition), into an IR function. Inside a
+A decorated function is parsed at once (so errors point at the definition), into an IR function. Names in
+the kernel resolve to its closure, then to the locals of the scope that defines it (names used only in
+string annotations, under `from __future__ import annotations`, are in no closure), then its globals. Inside a
 `with hidet.script_module() as module:` block, every decorated function joins the module; the functions they
 call join it automatically. `module.build()` compiles the module for the target its function kinds imply.
 """
@@ -9,11 +11,13 @@ from __future__ import annotations
 
 import ast
 import inspect
+import sys
 import textwrap
 from collections.abc import Callable
 from typing import Any
 
 from hidet_lang.errors import DSLSyntaxError, without_compiler_frames
+from hidet_lang.frontend.annotation_names import bind_placeholders, unbind_placeholders
 from hidet_lang.frontend.parser import Parser
 from hidet_lang.ir.func import Function, IRModule
 
@@ -58,13 +62,17 @@ class ScriptModule:
     def __init__(self) -> None:
         self.functions: list[ScriptFunction] = []
         self._built: dict[tuple[Any, ...], Any] = {}
+        self._placeholders: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
 
     def __enter__(self) -> ScriptModule:
+        frame = sys._getframe(1)
+        self._placeholders = (frame.f_globals, bind_placeholders(frame))
         _MODULE_STACK.append(self)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         _MODULE_STACK.remove(self)
+        unbind_placeholders(*self._placeholders)
 
     def add(self, func: ScriptFunction) -> None:
         """Add a script function (and, transitively, those it calls)."""
@@ -104,7 +112,7 @@ def script_module() -> ScriptModule:
 def script(py_func: Callable[..., Any]) -> ScriptFunction:
     """Parse a Python function into a DSL function (and add it to the enclosing `script_module`)."""
     try:
-        func = _parse(py_func)
+        func = _parse(py_func, _defining_locals(py_func))
     except Exception as e:  # noqa: BLE001 - DSL errors and parse errors reach the user without our frames
         raise without_compiler_frames(e) from None
     if _MODULE_STACK:
@@ -112,7 +120,24 @@ def script(py_func: Callable[..., Any]) -> ScriptFunction:
     return func
 
 
-def _parse(py_func: Callable[..., Any]) -> ScriptFunction:
+def _defining_locals(py_func: Callable[..., Any]) -> dict[str, Any]:
+    """A snapshot of the locals of the function whose body defines `py_func` ({} at module level or if not found).
+
+    The defining frame is the nearest caller whose code object holds `py_func`'s code as a constant.
+    """
+    code = getattr(py_func, "__code__", None)
+    frame = sys._getframe(1)
+    try:
+        while frame is not None:
+            if code is not None and code in frame.f_code.co_consts:
+                return {} if frame.f_locals is frame.f_globals else dict(frame.f_locals)
+            frame = frame.f_back
+        return {}
+    finally:
+        del frame
+
+
+def _parse(py_func: Callable[..., Any], defining_locals: dict[str, Any] | None = None) -> ScriptFunction:
     if not inspect.isfunction(py_func):
         raise TypeError(f"@hidet.script decorates a Python function, not {py_func!r}")
     lines, first_line = inspect.getsourcelines(py_func)
@@ -127,13 +152,13 @@ def _parse(py_func: Callable[..., Any]) -> ScriptFunction:
     fdef = tree.body[0]
     if not isinstance(fdef, ast.FunctionDef):
         raise DSLSyntaxError("@hidet.script decorates a `def` function")
-    parser = Parser(file, first_line - 1, indent, _host_scope(py_func))
+    parser = Parser(file, first_line - 1, indent, _host_scope(py_func, defining_locals or {}))
     ir, ctx = parser.parse_function(fdef)
     return ScriptFunction(py_func, ir, ctx.callees)
 
 
-def _host_scope(py_func: Callable[..., Any]) -> Callable[[str], tuple[bool, Any]]:
-    """Name lookup in the function's closure, then its globals."""
+def _host_scope(py_func: Callable[..., Any], defining_locals: dict[str, Any]) -> Callable[[str], tuple[bool, Any]]:
+    """Name lookup in the function's closure, then the locals of its defining scope, then its globals."""
     closure: dict[str, Any] = {}
     if py_func.__closure__:
         for name, cell in zip(py_func.__code__.co_freevars, py_func.__closure__):
@@ -146,6 +171,8 @@ def _host_scope(py_func: Callable[..., Any]) -> Callable[[str], tuple[bool, Any]
     def lookup(name: str) -> tuple[bool, Any]:
         if name in closure:
             return True, closure[name]
+        if name in defining_locals:
+            return True, defining_locals[name]
         if name in glob:
             return True, glob[name]
         return False, None

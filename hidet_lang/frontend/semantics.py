@@ -101,6 +101,8 @@ def assignable(target: Type, value: Any, what: str) -> E.Expr:
         raise TypeError(f"cannot assign {kind} ({vt}) to {what} of type {target}")
     if isinstance(target, PointerType):
         if isinstance(vt, (PointerType, TensorType)):
+            if vt.dtype != target.dtype:
+                raise TypeError(f"cannot assign {describe(e)} to {what}, a pointer to {target.dtype} ({target})")
             return e
         if isinstance(vt, DataType) and vt.is_integer and isinstance(e, E.Constant) and e.value == 0:
             return e
@@ -108,6 +110,31 @@ def assignable(target: Type, value: Any, what: str) -> E.Expr:
     if isinstance(target, TensorType):
         raise TypeError(f"cannot assign to the tensor {what} as a whole; store into its elements, e.g. x[i] = ...")
     raise TypeError(f"cannot assign {describe(e)} to {what}")
+
+
+def argument(param: Type, value: Any, what: str) -> E.Expr:
+    """`value` made fit for passing to a parameter of type `param` in a call of another script function.
+
+    Scalars and pointers follow the assignment rules; a tensor parameter takes a tensor or a pointer with the
+    same element type (by address, as C passes arrays), and a tensor of another constant shape is refused.
+    """
+    if not isinstance(param, TensorType):
+        return assignable(param, value, what)
+    e = E.convert(value)
+    vt = e.type
+    if not isinstance(vt, (TensorType, PointerType)):
+        raise TypeError(f"{what} expects a tensor ({param}), got {describe(e)}")
+    if vt.dtype != param.dtype:
+        raise TypeError(f"{what} expects a tensor of {param.dtype} ({param}), got {describe(e)}")
+    shape = vt.shape if isinstance(vt, TensorType) else vt.base.shape if isinstance(vt.base, TensorType) else None
+    if shape is not None and _constant_shape(shape) and _constant_shape(param.shape) and \
+            tuple(shape) != tuple(param.shape):
+        raise TypeError(f"{what} expects a tensor of shape {param}, got {describe(e)}")
+    return e
+
+
+def _constant_shape(shape: tuple[Any, ...]) -> bool:
+    return all(isinstance(d, int) for d in shape)
 
 
 def new_variable_type(value: Any) -> Type:

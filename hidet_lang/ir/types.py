@@ -125,7 +125,7 @@ def dtype_from_name(name: str) -> DataType:
 
 
 def promote(a: DataType, b: DataType) -> DataType:
-    """The type of a binary arithmetic operation on `a` and `b` (floats win, then the wider, signed on ties)."""
+    """The type of a binary arithmetic operation on `a` and `b` (floats win, then the wider, unsigned on ties, as C)."""
     if a == b:
         return a
     if a.is_float or b.is_float:

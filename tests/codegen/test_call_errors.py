@@ -1,0 +1,117 @@
+"""Calling a compiled function with bad arguments: a TypeError/ValueError naming the parameter, before any C runs.
+
+The kernel counts its calls in `calls[0]` first thing, so a test can tell that no C code ran.
+"""
+
+import re
+
+import numpy as np
+import pytest
+
+import hidet_lang as hidet
+from hidet_lang import attrs, f16, f32, i32, u8
+
+with hidet.script_module() as module:
+
+    @hidet.script
+    def kernel(calls: i32[1], n: i32, a: "f32[n]", b: f32[2, 3], k: u8, h: f16):  # noqa: F821
+        attrs.func_kind = "public"
+        calls[0] += 1
+        for i in range(n):
+            a[i] = a[i] + f32(k) + f32(h)
+        b[1, 2] = 7.0
+
+
+def good_args() -> dict[str, object]:
+    return {"calls": np.zeros(1, np.int32), "n": 3, "a": np.zeros(3, np.float32),
+            "b": np.zeros((2, 3), np.float32), "k": 4, "h": 0.5}
+
+
+def test_good_call_runs() -> None:
+    args = good_args()
+    module.build()(*args.values())
+    assert args["calls"][0] == 1
+    np.testing.assert_array_equal(args["a"], np.full(3, 4.5, np.float32))
+    assert args["b"][1, 2] == 7.0
+
+
+def test_keyword_arguments_use_the_dsl_names() -> None:
+    args = good_args()
+    module.build()["kernel"](**args)  # the function's caller; `m(...)` itself forwards positional arguments
+    assert args["calls"][0] == 1
+
+
+BAD_CALLS = [
+    # (what to change, exception, words the message must contain)
+    ({"a": np.zeros(3, np.float64)}, TypeError, ["'a'", "float32", "float64"]),
+    ({"a": np.zeros(4, np.float32)}, ValueError, ["'a'", "(3,)", "(4,)"]),  # n disagrees with len(a)
+    ({"n": 5}, ValueError, ["'a'", "(5,)", "(3,)"]),
+    ({"b": np.zeros((3, 2), np.float32)}, ValueError, ["'b'", "(2, 3)", "(3, 2)"]),
+    ({"b": np.zeros((3, 2), np.float32).T}, ValueError, ["'b'", "contiguous"]),
+    ({"a": np.zeros(6, np.float32)[::2]}, ValueError, ["'a'", "contiguous"]),
+    ({"a": 1.5}, TypeError, ["'a'", "float"]),
+    ({"a": [0.0, 0.0, 0.0]}, TypeError, ["'a'", "list"]),
+    ({"n": 2**31}, ValueError, ["'n'", "2147483648", "int32"]),
+    ({"n": -(2**31) - 1}, ValueError, ["'n'", "int32"]),
+    ({"n": 3.0}, TypeError, ["'n'", "float"]),
+    ({"n": True}, TypeError, ["'n'", "bool"]),
+    ({"k": 256}, ValueError, ["'k'", "256", "uint8"]),
+    ({"k": -1}, ValueError, ["'k'", "uint8"]),
+    ({"h": "0.5"}, TypeError, ["'h'", "str"]),
+    ({"calls": np.zeros(1, np.int32)[:0]}, ValueError, ["'calls'", "(1,)", "(0,)"]),
+]
+
+
+@pytest.mark.parametrize(("change", "exception", "words"), BAD_CALLS,
+                         ids=[f"{next(iter(c))}-{i}" for i, (c, _, _) in enumerate(BAD_CALLS)])
+def test_bad_argument(change: dict[str, object], exception: type[Exception], words: list[str]) -> None:
+    args = good_args()
+    calls = args["calls"]
+    args.update(change)
+    with pytest.raises(exception) as excinfo:
+        module.build()(*args.values())
+    message = str(excinfo.value)
+    assert message.startswith("kernel(): parameter ")
+    for word in words:
+        assert word in message, message
+    assert calls[0] == 0  # no C code ran
+
+
+def test_read_only_array_is_refused() -> None:
+    args = good_args()
+    args["a"].flags.writeable = False
+    with pytest.raises(ValueError, match=r"parameter 'a' .*read-only"):
+        module.build()(*args.values())
+    assert args["calls"][0] == 0
+
+
+@pytest.mark.parametrize("count", [0, 5, 7])
+def test_wrong_number_of_arguments(count: int) -> None:
+    args = list(good_args().values())
+    calls = args[0]
+    args = (args + [1, 2])[:count]
+    with pytest.raises(TypeError, match=re.escape("kernel()")) as excinfo:
+        module.build()(*args)
+    message = str(excinfo.value)
+    assert "argument" in message
+    if count < 6:  # Python names the first missing parameter by its DSL name
+        missing = ["calls", "n", "a", "b", "k", "h"][count]
+        assert f"'{missing}'" in message
+    assert calls[0] == 0
+
+
+def test_f16_scalar_parameter_arrives_as_half_precision() -> None:
+    args = good_args()
+    args["h"] = 1.0009765625  # 1 + 2**-10: one f16 ulp above 1, rounds to itself
+    args["k"] = 0
+    module.build()(*args.values())
+    np.testing.assert_array_equal(args["a"], np.full(3, np.float32(np.float16(1.0009765625))))
+    args = good_args()
+    args["h"] = 1.0001  # rounds to 1.0 in f16
+    args["k"] = 0
+    module.build()(*args.values())
+    np.testing.assert_array_equal(args["a"], np.ones(3, np.float32))
+
+
+def test_parameter_types() -> None:
+    assert [p.type for p in module.ir_module().lookup("kernel").params][4:] == [u8, f16]
