@@ -29,7 +29,8 @@ ASSERT_STATUS_SYMBOL = "hidet_lang_assert_status"
 FLUSH_SYMBOL = "hidet_lang_flush"
 
 _MATH_F32 = {
-    "exp": "expf", "log": "logf", "sqrt": "sqrtf", "sin": "sinf", "cos": "cosf", "tan": "tanf", "tanh": "tanhf",
+    "fabs": "fabsf", "exp": "expf", "log": "logf", "sqrt": "sqrtf", "sin": "sinf", "cos": "cosf", "tan": "tanf",
+    "tanh": "tanhf",
     "erf": "erff", "floor": "floorf", "ceil": "ceilf", "pow": "powf", "log2": "log2f", "exp2": "exp2f",
     "atan": "atanf", "asin": "asinf", "acos": "acosf", "sinh": "sinhf", "cosh": "coshf", "log1p": "log1pf",
     "expm1": "expm1f", "atan2": "atan2f", "fmod": "fmodf", "round": "roundf", "trunc": "truncf",
@@ -422,7 +423,9 @@ class CEmitter:
         if name == "printf":
             return f"printf({', '.join(args)})"
         assert isinstance(t, DataType)
-        if name in ("min", "max", "abs"):
+        if name == "abs" and t.is_float:
+            name = "fabs"  # not a comparison: |-0.0| must be +0.0
+        elif name in ("min", "max", "abs"):
             return f"{self.helper(name, t)}({', '.join(args)})"
         if name == "rsqrt":
             return f"(({self.scalar(t)})1 / {self.math_function('sqrt', t)}({args[0]}))"

@@ -13,18 +13,10 @@ from hidet_lang.frontend import semantics
 from hidet_lang.frontend.builtins import LocalTensorRequest, printf, register_tensor
 from hidet_lang.frontend.builtins import _as_dtype as as_dtype
 from hidet_lang.ir import expr as E
+from hidet_lang.ir.intrinsics import CUDA_INTRINSICS
 from hidet_lang.ir.types import DataType, PointerType, int32, uint32, void
 
 FULL_MASK = 0xFFFFFFFF
-
-# Intrinsics only CUDA code can contain (the names the code generators see).
-CUDA_INTRINSICS = frozenset({
-    *(f"{v}.{d}" for v in ("threadIdx", "blockIdx", "blockDim", "gridDim") for d in "xyz"),
-    "syncthreads", "syncthreads_and", "syncthreads_or", "syncthreads_count", "syncwarp",
-    "shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync", "ballot_sync", "any_sync", "all_sync",
-    "atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_exchange", "atomic_cas",
-    "dynamic_shared_memory",
-})
 
 
 class _Dim3:
@@ -201,7 +193,7 @@ def warp_id() -> E.Expr:
 
 __all__ = [
     "all_sync", "any_sync", "atomic_add", "atomic_cas", "atomic_exchange", "atomic_max", "atomic_min", "atomic_sub",
-    "ballot_sync", "blockDim", "blockIdx", "dynamic_shared_memory", "gridDim", "lane_id", "printf",
+    "CUDA_INTRINSICS", "ballot_sync", "blockDim", "blockIdx", "dynamic_shared_memory", "gridDim", "lane_id", "printf",
     "register_tensor", "shared_tensor", "shfl_down_sync", "shfl_sync", "shfl_up_sync", "shfl_xor_sync",
     "syncthreads", "syncthreads_and", "syncthreads_count", "syncthreads_or", "syncwarp", "threadIdx", "warp_id",
 ]

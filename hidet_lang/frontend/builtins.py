@@ -53,6 +53,7 @@ class LocalTensorRequest:
 
     dtype: DataType
     shape: tuple[int, ...]
+    scope: str = ""
 
 
 @dataclass(frozen=True)
@@ -105,10 +106,11 @@ def register_tensor(dtype: DataType | str, shape: Sequence[int]) -> LocalTensorR
 
 
 def tensor(dtype: DataType | str, shape: Sequence[int], scope: str = "register") -> LocalTensorRequest:
-    """A local tensor; `scope` is 'register' (or 'local'); other scopes arrive with their targets."""
-    if scope not in ("register", "local"):
-        raise ValueError(f"tensor scope {scope!r} is not available here; use 'register'")
-    return register_tensor(dtype, shape)
+    """A local tensor; `scope` is 'register' (or 'local'), or 'shared' in CUDA kernels."""
+    if scope not in ("register", "local", "shared"):
+        raise ValueError(f"tensor scope {scope!r} is not one of 'register', 'local', 'shared'")
+    request = register_tensor(dtype, shape)
+    return LocalTensorRequest(request.dtype, request.shape, "shared" if scope == "shared" else "")
 
 
 def tensor_pointer(dtype: DataType | str, shape: Sequence[Any], init: Any = None) -> TensorPointerRequest:

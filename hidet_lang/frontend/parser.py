@@ -33,6 +33,7 @@ from hidet_lang.errors import (
 )
 from hidet_lang.frontend import builtins as B
 from hidet_lang.frontend import semantics
+from hidet_lang.frontend.kind_rules import check_kind_rules
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import FUNC_KINDS, CudaAttrs, FuncAttrs, Function
@@ -210,11 +211,10 @@ class Parser:
         if kind in ("public", "cpu_kernel", "cuda_kernel") and not isinstance(ret, VoidType):
             raise self.error(fdef, f"a '{kind}' function cannot return a value; write results into a tensor "
                                    "argument (only 'cpu_internal'/'cuda_internal' functions return values)")
-        cuda = None
-        if ctx.cuda:
-            cuda = CudaAttrs(**ctx.cuda)
-        name = ctx.name
-        return Function(name, tuple(params), ret, body, FuncAttrs(kind, cuda), self.span(fdef)), ctx
+        cuda = CudaAttrs(**ctx.cuda) if ctx.cuda else None
+        func = Function(ctx.name, tuple(params), ret, body, FuncAttrs(kind, cuda), self.span(fdef))
+        check_kind_rules(func)
+        return func, ctx
 
     def inferred_return_type(self, fdef: ast.FunctionDef) -> Type:
         """The return type of a function without a return annotation: the promotion of what its returns return.
@@ -388,7 +388,7 @@ class Parser:
             return
         if isinstance(value, B.LocalTensorRequest):
             var = E.Var(self.fresh_name(name), TensorType(value.dtype, value.shape), self.span(node))
-            self.emit(S.DeclareStmt(var, None, self.span(node)))
+            self.emit(S.DeclareStmt(var, None, value.scope, self.span(node)))
         elif isinstance(value, B.TensorPointerRequest):
             shape = tuple(self.host_call(node, E.convert, d) if not isinstance(d, int) else d for d in value.shape)
             var = E.Var(self.fresh_name(name), PointerType(TensorType(value.dtype, shape)), self.span(node))

@@ -18,10 +18,15 @@ class Stmt(Node):
 
 @dataclass(frozen=True, slots=True)
 class DeclareStmt(Stmt):
-    """Declares `var` (a scalar, a local array, or a pointer), with an optional initial value."""
+    """Declares `var` (a scalar, a local array, or a pointer), with an optional initial value.
+
+    `scope` says where a local array lives: '' (registers on CUDA, the stack on the CPU) or 'shared' (the
+    shared memory of a CUDA thread block).
+    """
 
     var: Var
     init: Expr | None = None
+    scope: str = ""
     span: Span | None = field(default=None, compare=False, repr=False)
 
 

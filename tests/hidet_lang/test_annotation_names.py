@@ -11,7 +11,7 @@ def test_shape_naming_an_earlier_parameter_without_future_import() -> None:
     with hidet.script_module() as module:
 
         @hidet.script
-        def scale(n: i32, a: f32[n], out: f32[n * 1]):
+        def scale(n: i32, a: f32[n], out: f32[n * 1]):  # noqa: F821 - `n` is the parameter
             attrs.func_kind = "public"
             for i in range(n):
                 out[i] = a[i] * 2.0

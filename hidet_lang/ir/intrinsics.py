@@ -1,0 +1,16 @@
+"""Which intrinsics belong to which targets."""
+
+# Intrinsics only CUDA code can contain (the names the code generators see).
+CUDA_INTRINSICS = frozenset({
+    *(f"{v}.{d}" for v in ("threadIdx", "blockIdx", "blockDim", "gridDim") for d in "xyz"),
+    "syncthreads", "syncthreads_and", "syncthreads_or", "syncthreads_count", "syncwarp",
+    "shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync", "ballot_sync", "any_sync", "all_sync",
+    "atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_exchange", "atomic_cas",
+    "dynamic_shared_memory",
+})
+
+# Intrinsics that make the threads of a block (or a warp) wait for each other.
+SYNC_INTRINSICS = frozenset({
+    "syncthreads", "syncthreads_and", "syncthreads_or", "syncthreads_count", "syncwarp", "shfl_sync",
+    "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync", "ballot_sync", "any_sync", "all_sync",
+})
