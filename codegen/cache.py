@@ -1,6 +1,6 @@
-"""The compilation cache: generated source -> shared library, in memory and on disk.
+"""The compilation cache: generated source -> shared library (C) or cubin (CUDA), in memory and on disk.
 
-Layers, in the order `build_library` consults them:
+Layers, in the order `build_library` (and likewise `build_cubin`) consults them:
 
 1. in memory: (source, language, flags, version, compiler, cache dir) -> library path. A repeated build in one
    process is a dict lookup, with no file-system access.
@@ -14,6 +14,11 @@ Layers, in the order `build_library` consults them:
 
 Published entries are never modified in place (a library may be mapped by another process), only renamed
 aside and deleted.
+
+A cubin entry (`build_cubin`) holds `kernel.cubin`, `kernel.cu` and `meta.json` (with `cubin_sha256` and the
+NVRTC version); its key covers the source, the architecture, the NVRTC options, the toolkit identity (NVRTC
+version and library, runtime headers), the contents of every file in the caller's include directories and the
+package version. Both kinds share the key hashing, the verification and the atomic publishing below.
 """
 
 from __future__ import annotations
@@ -23,9 +28,9 @@ import json
 import os
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .compiler import (
     DEFAULT_C_FLAGS,
@@ -43,18 +48,22 @@ __all__ = [
     "cache_dir",
     "set_cache_dir",
     "build_library",
+    "build_cubin",
     "load_library",
     "build_and_load",
     "clear_memory_cache",
     "cache_key",
+    "cubin_cache_key",
 ]
 
 CACHE_ENV_VAR = "HIDET_LANG_CACHE_DIR"
 """Environment variable naming the on-disk cache directory."""
 
 _LIB_NAME = "lib.so"
+_CUBIN_NAME = "kernel.cubin"
 _META_NAME = "meta.json"
 _KEY_SCHEMA = "hidet_lang-cache-v1"
+_CUBIN_KEY_SCHEMA = "hidet_lang-cubin-v1"
 _PUBLISH_ATTEMPTS = 4
 _STALE_AFTER_S = 24 * 3600.0  # a temporary build directory this old belongs to a process that died
 
@@ -201,6 +210,20 @@ def cache_key(
     parts = [_KEY_SCHEMA, source, compiler_identity, "\x1f".join(flags), language, version]
     if _uses_native(flags):
         parts.append(_host_cpu())
+    return _digest(parts)
+
+
+def cubin_cache_key(
+    source: str, *, arch: str, options: Sequence[str], toolkit_identity: str, include_hash: str, version: str
+) -> str:
+    """Return the hex sha256 that names the cache entry of the cubin of `source` for `arch`, built with these
+    NVRTC options by this toolkit, with include directories whose contents hash to `include_hash`."""
+    parts = [_CUBIN_KEY_SCHEMA, source, arch, "\x1f".join(options), toolkit_identity, include_hash, version]
+    return _digest(parts)
+
+
+def _digest(parts: Sequence[str]) -> str:
+    """The hex sha256 of `parts`, each length-prefixed so that no two different lists collide."""
     digest = hashlib.sha256()
     for part in parts:
         data = part.encode("utf-8", "surrogatepass")
@@ -209,20 +232,72 @@ def cache_key(
     return digest.hexdigest()
 
 
+_include_hashes: dict[tuple[str, ...], str] = {}
+
+
+def _include_dirs_hash(include_dirs: tuple[str, ...]) -> str:
+    """A sha256 over the relative path and contents of every file below each of `include_dirs`, in order.
+
+    Memoized per process (and per `clear_memory_cache`): the directories hold a few small project headers.
+    Raises FileNotFoundError for a directory that does not exist.
+    """
+    found = _include_hashes.get(include_dirs)
+    if found is None:
+        digest = hashlib.sha256()
+        for index, directory in enumerate(include_dirs):
+            if not os.path.isdir(directory):
+                raise FileNotFoundError(f"include directory {directory} does not exist")
+            digest.update(f"dir\x1f{index}\n".encode())
+            for relative, path in _files_below(directory):
+                digest.update(f"file\x1f{relative}\x1f".encode("utf-8", "surrogatepass"))
+                digest.update(_file_sha256(path).encode())
+        found = digest.hexdigest()
+        _include_hashes[include_dirs] = found
+    return found
+
+
+def _files_below(directory: str) -> list[tuple[str, str]]:
+    """(path relative to `directory`, path) of every regular file below `directory`, in a stable order."""
+    found = []
+    for parent, subdirs, files in os.walk(directory):
+        subdirs.sort()
+        for name in sorted(files):
+            path = os.path.join(parent, name)
+            if os.path.isfile(path):
+                found.append((os.path.relpath(path, directory).replace(os.sep, "/"), path))
+    return found
+
+
 # ----------------------------------------------------------------------------------------------------
 # Building
 
 _memory: dict[tuple[Any, ...], Path] = {}
+_cubins: dict[tuple[Any, ...], bytes] = {}
+
+
+class _Artifact(NamedTuple):
+    """What a kind of cache entry holds: the artifact's file name, and the prefix of its `meta.json` fields
+    (`<prefix>_sha256`, `<prefix>_size`)."""
+
+    file: str
+    prefix: str
+
+
+_LIBRARY = _Artifact(_LIB_NAME, "lib")
+_CUBIN = _Artifact(_CUBIN_NAME, "cubin")
 
 
 def clear_memory_cache() -> None:
-    """Forget the in-memory layer (built paths and loaded libraries), so the next build consults the disk.
+    """Forget the in-memory layer (built paths, cubins, loaded libraries and include-directory hashes), so the
+    next build consults the disk.
 
     Libraries already loaded stay loaded (ctypes cannot unload them); the next `load_library` of the same
     path returns a fresh `CDLL` over the same handle.
     """
     _memory.clear()
+    _cubins.clear()
     _loaded.clear()
+    _include_hashes.clear()
 
 
 _clear_memory_cache = clear_memory_cache
@@ -257,30 +332,94 @@ def build_library(
     return path
 
 
+def build_cubin(
+    source: str,
+    *,
+    arch: str,
+    include_dirs: Sequence[str] = (),
+    options: Sequence[str] = (),
+    version: str,
+) -> bytes:
+    """Return the cubin NVRTC compiles from the CUDA C `source` for `arch` (memory hit, disk hit, or a new build).
+
+    `include_dirs` are the project's header directories (every file in them is part of the key), `options` extra
+    NVRTC options, `version` the package version. Raises `NVRTCCompilationError` for code NVRTC rejects,
+    `CudaToolkitMissingError` without the CUDA packages and ValueError for an invalid `arch`.
+    """
+    from . import nvrtc
+
+    arch = nvrtc.normalize_arch(arch)
+    include_dirs = tuple(os.path.abspath(d) for d in include_dirs)
+    extra = tuple(options)
+    root = cache_dir()
+    include_hash = _include_dirs_hash(include_dirs)
+    toolkit = nvrtc.toolkit_identity()
+    memo_key = ("cubin", source, arch, extra, include_dirs, include_hash, toolkit, version, root)
+    cubin = _cubins.get(memo_key)
+    if cubin is None:
+        key = cubin_cache_key(
+            source,
+            arch=arch,
+            options=(*nvrtc.BASE_OPTIONS, *extra),
+            toolkit_identity=toolkit,
+            include_hash=include_hash,
+            version=version,
+        )
+        entry = root / key[:2] / key
+        cubin = _verified_artifact(entry, key, _CUBIN)
+        if cubin is None:
+            fill = _cubin_filler(source, arch, include_dirs, extra, version)
+            cubin = _publish_new_entry(entry, key, _CUBIN, fill).read_bytes()
+        _cubins[memo_key] = cubin
+    return cubin
+
+
 def _file_sha256(path: str) -> str:
     """The hex sha256 of a file's contents."""
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def _valid_entry(entry: Path, key: str) -> Path | None:
-    """Return the library of the cache entry `entry` if it is complete and intact, else None."""
+def _verified_artifact(entry: Path, key: str, artifact: _Artifact = _LIBRARY) -> bytes | None:
+    """Return the contents of the artifact of the cache entry `entry` if the entry is complete and intact (its
+    `meta.json` parses, names `key`, and records the artifact's sha256), else None."""
     entry_str = os.fspath(entry)
-    lib = os.path.join(entry_str, _LIB_NAME)
     try:
         with open(os.path.join(entry_str, _META_NAME), "rb") as f:
             meta = json.loads(f.read())
-        if meta["key"] != key or meta["lib_sha256"] != _file_sha256(lib):
+        if meta["key"] != key:
+            return None
+        with open(os.path.join(entry_str, artifact.file), "rb") as f:
+            data = f.read()
+        if meta[f"{artifact.prefix}_sha256"] != hashlib.sha256(data).hexdigest():
             return None
     except (OSError, ValueError, TypeError, KeyError):
         return None
-    return Path(lib)
+    return data
+
+
+def _valid_entry(entry: Path, key: str, artifact: _Artifact = _LIBRARY) -> Path | None:
+    """Return the artifact path (the library by default) of the cache entry `entry` if it is complete and
+    intact, else None."""
+    if _verified_artifact(entry, key, artifact) is None:
+        return None
+    return entry / artifact.file
 
 
 def _build_and_publish(
     source: str, entry: Path, key: str, *, language: str, flags: tuple[str, ...], version: str
 ) -> Path:
     """Compile `source` into a private temporary directory next to `entry`, then publish it atomically."""
+    return _publish_new_entry(entry, key, _LIBRARY, _library_filler(source, language, flags, version))
+
+
+_Filler = Callable[[Path], dict[str, Any]]
+"""Writes an entry's artifact (and its source) into a directory; returns the entry's descriptive metadata."""
+
+
+def _publish_new_entry(entry: Path, key: str, artifact: _Artifact, fill: _Filler) -> Path:
+    """Build a new entry with `fill` in a private temporary directory next to `entry`, write its `meta.json`
+    last, then publish it atomically. Returns the artifact path of the entry in place."""
     import shutil
     import tempfile
 
@@ -288,11 +427,28 @@ def _build_and_publish(
     _sweep_stale(entry.parent)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:16]}-", dir=entry.parent))
     try:
-        _compile_entry(source, tmp, key, language=language, flags=flags, version=version)
-        return _publish(tmp, entry, key)
+        described = fill(tmp)
+        _write_meta(tmp, key, artifact, described)
+        return _publish(tmp, entry, key, artifact)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _write_meta(directory: Path, key: str, artifact: _Artifact, described: dict[str, Any]) -> None:
+    """Write `directory/meta.json` (key, the artifact's sha256 and size, `described`, creation time), synced."""
+    path = directory / artifact.file
+    meta = {
+        "key": key,
+        f"{artifact.prefix}_sha256": _file_sha256(os.fspath(path)),
+        f"{artifact.prefix}_size": path.stat().st_size,
+        **described,
+        "created": time.time(),
+    }
+    with open(directory / _META_NAME, "w", encoding="utf-8") as f:
+        json.dump(meta, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def _sweep_stale(shard: Path) -> None:
@@ -316,45 +472,63 @@ def _sweep_stale(shard: Path) -> None:
             continue
 
 
-def _compile_entry(
-    source: str, directory: Path, key: str, *, language: str, flags: tuple[str, ...], version: str
-) -> None:
-    """Compile `source` to `directory/lib.so` (the source lands beside it), then write `meta.json` last."""
-    compiler = find_c_compiler(language)
-    lib = directory / _LIB_NAME
-    compile_shared_library(source, lib, compiler=compiler, flags=flags, language=language)
-    meta = {
-        "key": key,
-        "lib_sha256": _file_sha256(os.fspath(lib)),
-        "lib_size": lib.stat().st_size,
-        "source": _LIB_NAME[: -len(".so")] + source_suffix(language),
-        "language": language,
-        "compiler": list(compiler.command),
-        "compiler_identity": compiler.identity,
-        "compiler_version": compiler_version(compiler),
-        "flags": list(flags),
-        "package_version": version,
-        "created": time.time(),
-    }
-    with open(directory / _META_NAME, "w", encoding="utf-8") as f:
-        json.dump(meta, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
+def _library_filler(source: str, language: str, flags: tuple[str, ...], version: str) -> _Filler:
+    """The filler of a library entry: compile `source` to `lib.so` (the source lands beside it)."""
+
+    def fill(directory: Path) -> dict[str, Any]:
+        compiler = find_c_compiler(language)
+        compile_shared_library(source, directory / _LIB_NAME, compiler=compiler, flags=flags, language=language)
+        return {
+            "source": _LIB_NAME[: -len(".so")] + source_suffix(language),
+            "language": language,
+            "compiler": list(compiler.command),
+            "compiler_identity": compiler.identity,
+            "compiler_version": compiler_version(compiler),
+            "flags": list(flags),
+            "package_version": version,
+        }
+
+    return fill
 
 
-def _publish(tmp: Path, entry: Path, key: str) -> Path:
+def _cubin_filler(
+    source: str, arch: str, include_dirs: tuple[str, ...], options: tuple[str, ...], version: str
+) -> _Filler:
+    """The filler of a cubin entry: compile `source` with NVRTC to `kernel.cubin`, beside `kernel.cu`."""
+    from . import nvrtc
+
+    def fill(directory: Path) -> dict[str, Any]:
+        source_name = _CUBIN_NAME[: -len(".cubin")] + ".cu"
+        (directory / source_name).write_text(source, encoding="utf-8")
+        cubin = nvrtc.compile_cubin(source, arch, name=source_name, include_dirs=include_dirs, options=options)
+        (directory / _CUBIN_NAME).write_bytes(cubin)
+        major, minor = nvrtc.nvrtc_version()
+        return {
+            "source": source_name,
+            "arch": arch,
+            "options": [*nvrtc.BASE_OPTIONS, *options],
+            "include_dirs": list(include_dirs),
+            "nvrtc_version": f"{major}.{minor}",
+            "toolkit_identity": nvrtc.toolkit_identity(),
+            "package_version": version,
+        }
+
+    return fill
+
+
+def _publish(tmp: Path, entry: Path, key: str, artifact: _Artifact = _LIBRARY) -> Path:
     """Rename the complete entry `tmp` to `entry`; keep a valid entry another process published first, and
-    move a corrupt one aside. Returns the library path of the entry in place."""
+    move a corrupt one aside. Returns the artifact path of the entry in place."""
     last_error: OSError | None = None
     for _ in range(_PUBLISH_ATTEMPTS):
         try:
             os.rename(tmp, entry)
-            return entry / _LIB_NAME
+            return entry / artifact.file
         except OSError as exc:
             if not os.path.lexists(entry):
                 raise
             last_error = exc
-        theirs = _valid_entry(entry, key)
+        theirs = _valid_entry(entry, key, artifact)
         if theirs is not None:
             return theirs
         _discard(entry)

@@ -3,7 +3,8 @@
 The code generator writes a marker comment `// <user_file.py>:<line>` before the code of each DSL statement
 (on a line of its own, or at the end of a statement line). When the compiler rejects the generated code, each
 diagnostic at C line L is attributed to the nearest marker at or above L, and `CCompilationError` shows the
-user's file, line and source text next to the offending C line.
+user's file, line and source text next to the offending C line. `format_diagnostics` does that mapping and
+formatting for any compiler whose diagnostics have been parsed into `Diagnostic`s (NVRTC's, in `codegen.nvrtc`).
 
 Only cheap standard modules are imported at module level; `subprocess`, `shlex`, `linecache` and `re` are
 imported when a compiler is actually searched for, run or its errors formatted.
@@ -24,9 +25,11 @@ __all__ = [
     "DEFAULT_C_FLAGS",
     "COMPILE_TIMEOUT_S",
     "CompilerInfo",
+    "Diagnostic",
     "CompilerNotFoundError",
     "CCompilationError",
     "find_c_compiler",
+    "format_diagnostics",
     "compile_shared_library",
     "compiler_version",
     "map_c_line_to_dsl",
@@ -331,44 +334,91 @@ def _same_file(reported: str, source_path: str) -> bool:
         return os.path.basename(reported) == os.path.basename(source_path)
 
 
+@dataclass(frozen=True)
+class Diagnostic:
+    """One `error` diagnostic of a compiler, as parsed from its output.
+
+    `file` and `line` are where the compiler reported it; `in_generated` says whether `file` is the generated
+    source (only such lines are mapped back to DSL lines through the markers).
+    """
+
+    file: str
+    line: int
+    message: str
+    in_generated: bool
+
+
+def format_diagnostics(
+    source: str,
+    diagnostics: Sequence[Diagnostic],
+    output: str,
+    *,
+    generated_label: str = "generated C",
+    output_attribute: str = "compiler_output",
+) -> tuple[str, tuple[str, int] | None]:
+    """Describe compiler `diagnostics` of generated `source` in terms of the DSL lines that produced them.
+
+    Each of the first `MAX_REPORTED_ERRORS` diagnostics becomes a block: `dsl_file:line: error: message` (or the
+    compiler's own location when no marker maps it), the DSL source line (through `linecache`) and the offending
+    line of `source` labelled `generated_label`. Without diagnostics the last 40 lines of the compiler's `output`
+    are shown instead; `output_attribute` names the exception attribute that holds all of it.
+    Returns the message body and the (DSL file, DSL line) of the first mapped diagnostic, or None.
+    """
+    table = _marker_table(source)
+    source_lines = source.splitlines()
+    blocks: list[str] = []
+    first: tuple[str, int] | None = None
+    for diagnostic in diagnostics[:MAX_REPORTED_ERRORS]:
+        target = _lookup(table, diagnostic.line) if diagnostic.in_generated else None
+        first = first or target
+        blocks.append(_diagnostic_block(diagnostic, target, source_lines, generated_label))
+    if blocks:
+        body = "\n".join(blocks)
+        if len(diagnostics) > MAX_REPORTED_ERRORS:
+            body += f"\n({len(diagnostics) - MAX_REPORTED_ERRORS} more errors; see .{output_attribute})"
+    else:
+        tail = output.strip().splitlines()[-40:]
+        body = "\n".join(tail) if tail else "(the compiler printed nothing)"
+    return body, first
+
+
+def _diagnostic_block(
+    diagnostic: Diagnostic, target: tuple[str, int] | None, source_lines: list[str], generated_label: str
+) -> str:
+    """The lines describing one diagnostic: its (DSL) location and message, the DSL text, the generated line."""
+    import linecache
+
+    c_line = diagnostic.line
+    if target is None:
+        lines = [f"{diagnostic.file}:{c_line}: error: {diagnostic.message}"]
+    else:
+        dsl_file, dsl_line = target
+        lines = [f"{dsl_file}:{dsl_line}: error: {diagnostic.message}"]
+        dsl_text = linecache.getline(dsl_file, dsl_line).strip()
+        if dsl_text:
+            lines.append(f"    {dsl_text}")
+    if diagnostic.in_generated and 1 <= c_line <= len(source_lines):
+        lines.append(f"    {generated_label} (line {c_line}): {source_lines[c_line - 1].strip()}")
+    return "\n".join(lines)
+
+
 def _compilation_error(
     source: str, source_path: str, command: tuple[str, ...], output: str, returncode: int, language: str = "c"
 ) -> CCompilationError:
     """Build the `CCompilationError` for a failed compiler run, mapping `error:` diagnostics to DSL lines."""
-    import linecache
-
-    table = _marker_table(source)
-    c_source_lines = source.splitlines()
-    blocks: list[str] = []
-    first: tuple[str, int] | None = None
-    diagnostics = list(_diagnostic_regex().finditer(output))
-    for match in diagnostics[:MAX_REPORTED_ERRORS]:
-        c_line = int(match["line"])
-        message = match["msg"].strip()
-        in_generated = _same_file(match["file"], source_path)
-        target = _lookup(table, c_line) if in_generated else None
-        if target is None:
-            lines = [f"{match['file']}:{c_line}: error: {message}"]
-        else:
-            dsl_file, dsl_line = target
-            first = first or target
-            lines = [f"{dsl_file}:{dsl_line}: error: {message}"]
-            dsl_text = linecache.getline(dsl_file, dsl_line).strip()
-            if dsl_text:
-                lines.append(f"    {dsl_text}")
-        if in_generated and 1 <= c_line <= len(c_source_lines):
-            lines.append(f"    generated C (line {c_line}): {c_source_lines[c_line - 1].strip()}")
-        blocks.append("\n".join(lines))
+    diagnostics = [
+        Diagnostic(
+            file=match["file"],
+            line=int(match["line"]),
+            message=match["msg"].strip(),
+            in_generated=_same_file(match["file"], source_path),
+        )
+        for match in _diagnostic_regex().finditer(output)
+    ]
+    body, first = format_diagnostics(source, diagnostics, output)
     header = (
         f"{'C' if language == 'c' else 'C++'} compilation failed (exit status {returncode}) for {source_path}"
     )
-    if blocks:
-        body = "\n".join(blocks)
-        if len(diagnostics) > MAX_REPORTED_ERRORS:
-            body += f"\n({len(diagnostics) - MAX_REPORTED_ERRORS} more errors; see .compiler_output)"
-    else:
-        tail = output.strip().splitlines()[-40:]
-        body = "\n".join(tail) if tail else "(the compiler printed nothing)"
     return CCompilationError(
         f"{header}:\n{body}",
         compiler_output=output,

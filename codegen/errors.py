@@ -1,7 +1,7 @@
 """Exceptions raised while turning generated source into a loadable binary.
 
-Both are `RuntimeError`s: they describe the environment (no compiler) or the generated code (a compiler
-diagnostic), not a misuse of the Python API.
+All are `RuntimeError`s: they describe the environment (no compiler, no CUDA packages) or the generated code (a
+compiler diagnostic), not a misuse of the Python API.
 """
 
 from __future__ import annotations
@@ -41,3 +41,49 @@ class CCompilationError(RuntimeError):
         self.dsl_line = dsl_line
         self.command = command
         self.source_path = source_path
+
+
+CUDA_INSTALL_COMMAND = "pip install cuda-python nvidia-cuda-nvrtc nvidia-cuda-runtime"
+"""The command that installs everything `codegen.nvrtc` needs (named in `CudaToolkitMissingError`)."""
+
+
+class CudaToolkitMissingError(RuntimeError):
+    """The CUDA Python packages needed to compile CUDA C (NVRTC, its bindings, the runtime headers) are missing.
+
+    The message says what could not be found and names the command that installs it (`CUDA_INSTALL_COMMAND`).
+    """
+
+
+class NVRTCCompilationError(RuntimeError):
+    """NVRTC rejected generated CUDA C (or one of its calls failed while compiling it).
+
+    The message maps each `error` diagnostic of NVRTC's log back to the DSL line that produced the offending
+    code, through the `// file.py:line` markers the code generator writes (as `CCompilationError` does).
+
+    Attributes:
+        log: NVRTC's complete program log (empty when the failure came before compiling).
+        dsl_file: the user's file of the first mapped diagnostic, or None when none could be mapped.
+        dsl_line: the line in `dsl_file` of the first mapped diagnostic, or None.
+        result: the name of the failing NVRTC result code, e.g. "NVRTC_ERROR_COMPILATION".
+        options: the NVRTC options of the compilation.
+        name: the program name the source was given (the file name in NVRTC's diagnostics).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        log: str = "",
+        dsl_file: str | None = None,
+        dsl_line: int | None = None,
+        result: str = "",
+        options: tuple[str, ...] = (),
+        name: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.log = log
+        self.dsl_file = dsl_file
+        self.dsl_line = dsl_line
+        self.result = result
+        self.options = options
+        self.name = name
