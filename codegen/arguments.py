@@ -115,8 +115,13 @@ def _caller_parameter_names(func: Function, env: dict[str, Any]) -> list[str]:
     return names
 
 
-def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] | None) -> Callable[..., None]:
-    """A Python function with `func`'s parameters that checks its arguments and calls `c_function`."""
+def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] | None,
+                on_gpu: bool = False) -> Callable[..., None]:
+    """A Python function with `func`'s parameters that checks its arguments and calls `c_function`.
+
+    With `on_gpu`, tensor arguments are device pointers: 'cuda' arrays pass their own, and numpy arrays are
+    copied to the device before the call and back after it.
+    """
     env: dict[str, Any] = {
         "_c": c_function, "_nd": np.ndarray, "_as_array": as_array, "_bad": bad_array, "_to_int": to_int,
         "_to_float": to_float, "_after": after_call, "_fn": func.name, "_addr": ctypes.addressof,
@@ -153,6 +158,10 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
                 else:
                     dims.append(dimension_source(func, pname, d, position, env, len(env)))
             shape_expr = "(" + "".join(f"{d}, " for d in dims) + ")"
+        if on_gpu:
+            body.append(f"    {a} = _device_pointer({a}, _staged, _fn, {pname!r}, _d{i}, {shape_expr})")
+            pass_args.append(a)
+            continue
         body.append(f"    if type({a}) is not _nd: {a} = _as_array({a}, _fn, {pname!r}, _d{i})")
         checks = [f"{a}.dtype is not _d{i}", f"not {a}.flags.c_contiguous", f"not {a}.flags.writeable"]
         if shape_expr != "None":
@@ -160,9 +169,16 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
         body.append(f"    if {' or '.join(checks)}: _bad(_fn, {pname!r}, {a}, _d{i}, {shape_expr})")
         pass_args.append(f"(_addr(_from_buffer({a})) if {a}.nbytes else None)")
     sig = ", ".join(names)
-    lines = [f"def {func.name}({sig}):", *body, f"    _c({', '.join(pass_args)})"]
-    if after_call is not None:
-        lines.append("    _after()")
+    call = [f"    _c({', '.join(pass_args)})"] + (["    _after()"] if after_call is not None else [])
+    if on_gpu:
+        from codegen.device_staging import device_pointer, release
+
+        env.update(_device_pointer=device_pointer, _release=release)
+        body = ["    _staged = []", "    try:", *("    " + line for line in body + call),
+                "        _release(_staged, copy_back=True)",
+                "    finally:", "        _release(_staged, copy_back=False)"]
+        call = []
+    lines = [f"def {func.name}({sig}):", *body, *call]
     exec(compile("\n".join(lines), f"<hidet_lang caller of {func.name}>", "exec"), env)  # noqa: S102
     caller = env[func.name]
     caller.__doc__ = f"Call the compiled function {func.name}({', '.join(p.name for p in func.params)})."

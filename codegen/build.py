@@ -10,7 +10,7 @@ from hidet_lang.ir.func import HOST_CALLABLE_KINDS, IRModule
 from hidet_lang.passes.pipeline import lower
 from hidet_lang.version import __version__
 
-TARGETS = ("cpu",)
+TARGETS = ("cpu", "cuda")
 
 
 def infer_target(module: IRModule) -> str:
@@ -19,7 +19,7 @@ def infer_target(module: IRModule) -> str:
 
 
 def build_module(module: IRModule, target: str | None = None, *, check: bool = False) -> CompiledModule:
-    """Compile `module` for `target` ('cpu'; inferred from the function kinds when None)."""
+    """Compile `module` for `target` ('cpu', 'cuda' or 'cuda:sm_XY'; inferred from the function kinds when None)."""
     if not module.functions:
         raise ValueError("the module is empty: define functions with @hidet.script inside `with script_module()`")
     if not any(f.attrs.kind in HOST_CALLABLE_KINDS for f in module.functions):
@@ -30,7 +30,13 @@ def build_module(module: IRModule, target: str | None = None, *, check: bool = F
     if target.split(":")[0] not in TARGETS:
         raise ValueError(f"unknown or unavailable target {target!r}; available: {', '.join(TARGETS)}")
     lowered = lower(module, check=check)
+    if target.startswith("cuda"):
+        from codegen.cuda_build import build_cuda_module
+
+        return build_cuda_module(lowered, target.split(":", 1)[1] if ":" in target else None)
+    if infer_target(module) == "cuda":
+        raise ValueError("the module has CUDA functions; build it for target 'cuda' (or 'cuda:sm_XY')")
     emitter = CEmitter()
     source = emitter.emit_module(lowered)
     lib = build_and_load(source, language="c", flags=DEFAULT_C_FLAGS, version=__version__)
-    return CompiledModule(lowered, source, lib, target, emitter.function_names)
+    return CompiledModule(lowered, lib, target, emitter.function_names, sources={"c": source})

@@ -42,23 +42,23 @@ _PRELUDE = r"""
 #include <stdio.h>
 #include <math.h>
 
-static volatile int hl_assert_failed = 0;
-static const char *hl_assert_message = 0;
-static int hl_assert_line = 0;
+static volatile int hl_host_assert_failed = 0;
+static const char *hl_host_assert_message = 0;
+static int hl_host_assert_line = 0;
 
-static void hl_assert_fail(const char *message, int line) {
-    if (__atomic_exchange_n(&hl_assert_failed, 1, __ATOMIC_SEQ_CST) == 0) {
-        hl_assert_message = message;
-        hl_assert_line = line;
+static void hl_host_assert_fail(const char *message, int line) {
+    if (__atomic_exchange_n(&hl_host_assert_failed, 1, __ATOMIC_SEQ_CST) == 0) {
+        hl_host_assert_message = message;
+        hl_host_assert_line = line;
     }
 }
 
 int hidet_lang_assert_status(const char **message, int *line) {
-    int failed = hl_assert_failed;
+    int failed = hl_host_assert_failed;
     if (failed) {
-        *message = hl_assert_message;
-        *line = hl_assert_line;
-        hl_assert_failed = 0;
+        *message = hl_host_assert_message;
+        *line = hl_host_assert_line;
+        hl_host_assert_failed = 0;
     }
     return failed;
 }
@@ -333,7 +333,7 @@ class CEmitter:
         where = f"{s.span.file}:{line}: " if s.span is not None else ""
         self.line(f"if (!({self.expr(s.cond)})) {{")
         self.depth += 1
-        self.line(f"hl_assert_fail({c_string(where + s.message)}, {line});")
+        self.line(f"hl_host_assert_fail({c_string(where + s.message)}, {line});")
         if self.parallel_depth == 0:
             self.line(self.early_return())
         self.depth -= 1

@@ -235,7 +235,7 @@ def _digest(parts: Sequence[str]) -> str:
 _include_hashes: dict[tuple[str, ...], str] = {}
 
 
-def _include_dirs_hash(include_dirs: tuple[str, ...]) -> str:
+def include_dirs_hash(include_dirs: tuple[str, ...]) -> str:
     """A sha256 over the relative path and contents of every file below each of `include_dirs`, in order.
 
     Memoized per process (and per `clear_memory_cache`): the directories hold a few small project headers.
@@ -352,7 +352,7 @@ def build_cubin(
     include_dirs = tuple(os.path.abspath(d) for d in include_dirs)
     extra = tuple(options)
     root = cache_dir()
-    include_hash = _include_dirs_hash(include_dirs)
+    include_hash = include_dirs_hash(include_dirs)
     toolkit = nvrtc.toolkit_identity()
     memo_key = ("cubin", source, arch, extra, include_dirs, include_hash, toolkit, version, root)
     cubin = _cubins.get(memo_key)

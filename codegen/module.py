@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from codegen.arguments import ctype_of, make_caller
@@ -13,51 +13,38 @@ from hidet_lang.ir.func import HOST_CALLABLE_KINDS, IRModule
 from hidet_lang.ir.functor import collect
 from hidet_lang.ir.stmt import AssertStmt
 
+AfterCall = Callable[[], None]
+
 
 class CompiledModule:
-    """A built module. `m(*args)` calls its only public function; `m['name'](*args)` any host-callable one."""
+    """A built module. `m(*args)` calls its only public function; `m['name'](*args)` any host-callable one.
 
-    def __init__(self, ir: IRModule, source: str, lib: ctypes.CDLL, target: str, c_names: dict[str, str]) -> None:
+    `sources` maps a name to generated source: 'c' for a CPU module; 'cuda' (what NVRTC compiles) and 'host'
+    (the launchers and host functions) for a CUDA module. `source()` returns the first.
+    """
+
+    def __init__(self, ir: IRModule, lib: ctypes.CDLL, target: str, c_names: dict[str, str], *,
+                 sources: dict[str, str], after_call: Sequence[AfterCall] = (), on_gpu: bool = False,
+                 cubin: Callable[[], bytes] | None = None) -> None:
         self.ir = ir
         self.target = target
-        self._source = source
+        self._sources = sources
         self._lib = lib
+        self._cubin_builder = cubin
+        self._cubin: bytes | None = None
         self.functions: dict[str, Callable[..., None]] = {}
-        after = self._after_call_hook(ir, lib)
+        after = _chain([*after_call, *filter(None, [host_checks(ir, lib)])])
         for f in ir.functions:
             if f.attrs.kind not in HOST_CALLABLE_KINDS:
                 continue
             c_function = getattr(lib, c_names[f.name])
             c_function.argtypes = [ctype_of(p.type) for p in f.params]
             c_function.restype = None
-            self.functions[f.name] = make_caller(f, c_function, after)
+            self.functions[f.name] = make_caller(f, c_function, after, on_gpu=on_gpu)
         public = [f.name for f in ir.functions if f.attrs.kind == "public"]
         candidates = public or list(self.functions)
         self._default = candidates[0] if len(candidates) == 1 else None
         self._param_names = {f.name: tuple(p.name for p in f.params) for f in ir.functions}
-
-    @staticmethod
-    def _after_call_hook(ir: IRModule, lib: ctypes.CDLL) -> Callable[[], None] | None:
-        """What runs after every call: report failed assertions, flush printf output (only when used)."""
-        has_assert = bool(collect(ir, AssertStmt))
-        has_printf = any(i.name == "printf" for i in collect(ir, Intrinsic))
-        if not has_assert and not has_printf:
-            return None
-        status = getattr(lib, ASSERT_STATUS_SYMBOL)
-        status.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_int)]
-        status.restype = ctypes.c_int
-        flush = getattr(lib, FLUSH_SYMBOL)
-        flush.restype = None
-
-        def after() -> None:
-            if has_printf:
-                flush()
-            if has_assert:
-                message, line = ctypes.c_char_p(), ctypes.c_int()
-                if status(ctypes.byref(message), ctypes.byref(line)):
-                    raise AssertionError((message.value or b"assertion failed").decode())
-
-        return after
 
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -80,9 +67,60 @@ class CompiledModule:
         except KeyError:
             raise KeyError(f"no host-callable function {name!r}; the module has: {', '.join(self.functions)}") from None
 
-    def source(self) -> str:
-        """The generated source code."""
-        return self._source
+    def source(self, which: str | None = None) -> str:
+        """The generated source code: the C of a CPU module, the CUDA C of a CUDA module (`which='host'` for
+        a CUDA module's host code)."""
+        if which is None:
+            return next(iter(self._sources.values()))
+        try:
+            return self._sources[which]
+        except KeyError:
+            raise KeyError(f"no {which!r} source; this module has: {', '.join(self._sources)}") from None
+
+    @property
+    def cubin(self) -> bytes:
+        """The kernels compiled by NVRTC for the module's architecture (CUDA modules only)."""
+        if self._cubin_builder is None:
+            raise AttributeError(f"a '{self.target}' module has no cubin")
+        if self._cubin is None:
+            self._cubin = self._cubin_builder()
+        return self._cubin
 
     def __repr__(self) -> str:
         return f"<compiled module ({self.target}): {', '.join(self.functions)}>"
+
+
+def host_checks(ir: IRModule, lib: ctypes.CDLL) -> AfterCall | None:
+    """What host code needs after every call: report its failed assertions, flush printf (only when used)."""
+    has_assert = bool(collect(ir, AssertStmt))
+    has_printf = any(i.name == "printf" for i in collect(ir, Intrinsic))
+    if not has_assert and not has_printf:
+        return None
+    status = getattr(lib, ASSERT_STATUS_SYMBOL)
+    status.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_int)]
+    status.restype = ctypes.c_int
+    flush = getattr(lib, FLUSH_SYMBOL)
+    flush.restype = None
+
+    def after() -> None:
+        if has_printf:
+            flush()
+        if has_assert:
+            message, line = ctypes.c_char_p(), ctypes.c_int()
+            if status(ctypes.byref(message), ctypes.byref(line)):
+                raise AssertionError((message.value or b"assertion failed").decode())
+
+    return after
+
+
+def _chain(hooks: list[AfterCall]) -> AfterCall | None:
+    if not hooks:
+        return None
+    if len(hooks) == 1:
+        return hooks[0]
+
+    def after() -> None:
+        for hook in hooks:
+            hook()
+
+    return after

@@ -1,0 +1,33 @@
+"""Where CUDA modules run: a real GPU when there is one, otherwise the CUDA emulator on the CPU.
+
+`HIDET_LANG_CUDA=gpu` requires a GPU (an error without one); `HIDET_LANG_CUDA=emulator` forces the emulator.
+When neither is forced and no GPU is found, a one-time notice says that the emulator runs CUDA modules.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+
+ENV_VAR = "HIDET_LANG_CUDA"
+
+
+@functools.cache
+def backend() -> str:
+    """'gpu' or 'emulator' for this process."""
+    choice = os.environ.get(ENV_VAR, "").strip().lower()
+    if choice not in ("", "gpu", "emulator"):
+        raise ValueError(f"{ENV_VAR}={choice!r}: use 'gpu', 'emulator', or leave it unset to choose automatically")
+    if choice == "emulator":
+        return "emulator"
+    from codegen.cuda_driver import gpu_available
+
+    if gpu_available():
+        return "gpu"
+    if choice == "gpu":
+        raise RuntimeError(f"{ENV_VAR}=gpu, but no CUDA GPU is usable here (no driver, no device, or cuda-python "
+                           "missing); unset it to run CUDA modules on the emulator")
+    print("hidet_lang: no CUDA GPU found; CUDA modules run on the CUDA emulator (set HIDET_LANG_CUDA=emulator to "
+          "silence this notice)", file=sys.stderr)
+    return "emulator"

@@ -1,0 +1,117 @@
+"""Building a CUDA module: CUDA C and host C from the IR, then a GPU (cubin + host library) or the emulator.
+
+On a GPU, the kernels are compiled by NVRTC to a cubin for the chosen architecture and loaded with the driver;
+the host functions and kernel launchers are C built by the system compiler, bound to the driver's launch entry
+point. On the emulator, the same CUDA source, the host code and the project's emulation header form one C++
+translation unit built by the system C++ compiler. Either way the cubin is available as `module.cubin`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+from codegen import cuda_driver
+from codegen.cache import build_and_load, build_cubin, include_dirs_hash
+from codegen.compiler import DEFAULT_C_FLAGS, map_c_line_to_dsl
+from codegen.cuda_backend import backend
+from codegen.cuda_emitter import emit_cuda
+from codegen.module import AfterCall, CompiledModule
+from codegen.nvrtc import default_arch, normalize_arch
+from hidet_lang.ir.func import IRModule
+from hidet_lang.ir.functor import collect
+from hidet_lang.ir.stmt import AssertStmt
+from hidet_lang.version import __version__
+
+INCLUDE_DIR = Path(__file__).resolve().parent / "include"
+LAUNCH_STATUS_SYMBOL = "hidet_lang_launch_status"
+EMULATOR_FLAGS = ("-O2", "-march=native", "-fopenmp", "-std=c++17", "-DHIDET_LANG_EMULATOR")
+
+
+def build_cuda_module(module: IRModule, arch: str | None) -> CompiledModule:
+    """Compile a lowered CUDA module for `arch` ('sm_XY'; the GPU's, else sm_80, when None)."""
+    arch = normalize_arch(arch) if arch else default_arch()
+    device_source, host_source = emit_cuda(module, emulator=False)
+    include = str(INCLUDE_DIR)
+
+    def cubin() -> bytes:
+        return build_cubin(device_source, arch=arch, include_dirs=[include], version=__version__)
+
+    sources = {"cuda": device_source, "host": host_source}
+    if backend() == "gpu":
+        lib = build_and_load(host_source, language="c", flags=DEFAULT_C_FLAGS, version=__version__)
+        c_names = _bind_gpu(module, lib, cubin())
+        return CompiledModule(module, lib, f"cuda:{arch}", c_names, sources=sources, on_gpu=True, cubin=cubin,
+                              after_call=[_launch_checks(lib, host_source)])
+    emu_device, emu_host = emit_cuda(module, emulator=True)
+    combined = emu_device + "\n" + emu_host
+    flags = (*EMULATOR_FLAGS, f"-I{include}", f"-DHIDET_LANG_HEADERS={include_dirs_hash((include,))[:16]}")
+    lib = build_and_load(combined, language="c++", flags=flags, version=__version__)
+    from codegen.cuda_emitter import CudaHostEmitter
+
+    c_names = CudaHostEmitter(module).names_of(module)
+    checks = [_launch_checks(lib, combined), _emulator_assert_checks(module, lib)]
+    return CompiledModule(module, lib, f"cuda:{arch}", c_names, sources=sources, cubin=cubin,
+                          after_call=[c for c in checks if c is not None])
+
+
+def _bind_gpu(module: IRModule, lib: ctypes.CDLL, cubin: bytes) -> dict[str, str]:
+    """Load the cubin, hand the kernels and the driver's launch entry points to the host library."""
+    from codegen.cuda_emitter import CudaHostEmitter
+
+    cu_module = cuda_driver.load_module(cubin)
+    kernels = [f for f in module.functions if f.attrs.kind == "cuda_kernel"]
+    handles = (ctypes.c_void_p * max(len(kernels), 1))(*[cuda_driver.get_function(cu_module, k.name) for k in kernels])
+    launch, set_attribute = cuda_driver.launch_entry_points()
+    lib.hidet_lang_bind_gpu.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    lib.hidet_lang_bind_gpu.restype = None
+    lib.hidet_lang_bind_gpu(launch, set_attribute, ctypes.cast(handles, ctypes.c_void_p))
+    lib._hidet_lang_keep = (cu_module, handles)  # the kernels live as long as the library
+    return CudaHostEmitter(module).names_of(module)
+
+
+def _launch_checks(lib: ctypes.CDLL, source: str) -> AfterCall:
+    """Raise the first launch failure of a call (a bad configuration, a driver or emulator error)."""
+    status = getattr(lib, LAUNCH_STATUS_SYMBOL)
+    status.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_int)]
+    status.restype = ctypes.c_int
+
+    def after() -> None:
+        message, code = ctypes.c_char_p(), ctypes.c_int()
+        if status(ctypes.byref(message), ctypes.byref(code)):
+            text = (message.value or b"kernel launch failed").decode()
+            if code.value > 0:
+                text += f" [{cuda_driver.error_name(code.value)}]"
+            raise RuntimeError(_with_dsl_lines(text, source))
+
+    return after
+
+
+def _with_dsl_lines(text: str, source: str) -> str:
+    """Replace each `generated line N` in an emulator message by the DSL location it came from."""
+    import re
+
+    def replace(match: re.Match[str]) -> str:
+        location = map_c_line_to_dsl(source, int(match.group(1)))
+        return f"{location[0]}:{location[1]}" if location else match.group(0)
+
+    return re.sub(r"generated line (\d+)", replace, text)
+
+
+def _emulator_assert_checks(module: IRModule, lib: ctypes.CDLL) -> AfterCall | None:
+    """Raise AssertionError for a device assertion that failed on the emulator."""
+    asserts = [s for f in module.functions if f.attrs.kind.startswith("cuda") for s in collect(f.body, AssertStmt)]
+    if not asserts:
+        return None
+    by_line = {s.span.line: s for s in asserts if s.span is not None}
+    take = lib.hl_emu_take_assert_line
+    take.restype = ctypes.c_int
+
+    def after() -> None:
+        line = take()
+        if line:
+            stmt = by_line.get(line)
+            where = f"{stmt.span.file}:{line}: " if stmt is not None and stmt.span is not None else f"line {line}: "
+            raise AssertionError(where + (stmt.message if stmt is not None else "device assertion failed"))
+
+    return after

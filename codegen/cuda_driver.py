@@ -1,0 +1,139 @@
+"""The CUDA driver API, through cuda-python's `cuda.bindings.driver`: context, modules, memory, errors.
+
+Nothing here is imported before a CUDA module is run on a GPU; without the packages, the driver or a device,
+`gpu_available()` is False and the other functions raise a clear error. Every driver call is checked and a
+failure raises `CudaDriverError` carrying the driver's error name.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from typing import Any
+
+from codegen.errors import CudaToolkitMissingError
+
+INSTALL_HINT = "pip install cuda-python nvidia-cuda-nvrtc nvidia-cuda-runtime"
+
+
+class CudaDriverError(RuntimeError):
+    """A CUDA driver call failed; `name` is the driver's error name (e.g. CUDA_ERROR_ILLEGAL_ADDRESS)."""
+
+    def __init__(self, call: str, name: str, description: str = "") -> None:
+        self.call = call
+        self.name = name
+        super().__init__(f"{call} failed: {name}" + (f" ({description})" if description else ""))
+
+
+@functools.cache
+def driver() -> Any:
+    """The `cuda.bindings.driver` module, initialised; CudaToolkitMissingError without cuda-python."""
+    try:
+        from cuda.bindings import driver as drv
+    except ImportError as e:
+        raise CudaToolkitMissingError(f"running on a GPU needs cuda-python ({e}); install it: {INSTALL_HINT}") from None
+    return drv
+
+
+def error_name(code: Any) -> str:
+    """The driver's name for an error code (a CUresult or an int)."""
+    drv = driver()
+    try:
+        result, name = drv.cuGetErrorName(drv.CUresult(int(code)))
+    except (ValueError, TypeError):
+        return f"CUDA error {int(code)}"
+    return name.decode() if result == drv.CUresult.CUDA_SUCCESS and name else f"CUDA error {int(code)}"
+
+
+def check(returned: tuple[Any, ...], call: str) -> Any:
+    """The value(s) of a driver call's result tuple; CudaDriverError when its status is not success."""
+    drv = driver()
+    status, *values = returned
+    if status != drv.CUresult.CUDA_SUCCESS:
+        result, description = drv.cuGetErrorString(status)
+        text = description.decode() if result == drv.CUresult.CUDA_SUCCESS and description else ""
+        raise CudaDriverError(call, error_name(status), text)
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+@functools.cache
+def gpu_available() -> bool:
+    """True when cuda-python, a CUDA driver and at least one device are present (never raises)."""
+    try:
+        drv = driver()
+        check(drv.cuInit(0), "cuInit")
+        return int(check(drv.cuDeviceGetCount(), "cuDeviceGetCount")) > 0
+    except Exception:  # noqa: BLE001 - any failure of the driver stack means "no GPU"
+        return False
+
+
+@functools.cache
+def context() -> Any:
+    """Device 0's primary context, made current for this thread (created once)."""
+    drv = driver()
+    check(drv.cuInit(0), "cuInit")
+    device = check(drv.cuDeviceGet(0), "cuDeviceGet")
+    ctx = check(drv.cuDevicePrimaryCtxRetain(device), "cuDevicePrimaryCtxRetain")
+    check(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    return ctx
+
+
+def ensure_current() -> None:
+    """Make the primary context current in the calling thread."""
+    check(driver().cuCtxSetCurrent(context()), "cuCtxSetCurrent")
+
+
+def load_module(cubin: bytes) -> Any:
+    """Load a cubin into the current context."""
+    ensure_current()
+    return check(driver().cuModuleLoadData(cubin), "cuModuleLoadData")
+
+
+def get_function(module: Any, name: str) -> int:
+    """The address of kernel `name` in a loaded module (a CUfunction as an int)."""
+    fn = check(driver().cuModuleGetFunction(module, name.encode()), f"cuModuleGetFunction({name})")
+    return int(fn)
+
+
+def get_global(module: Any, name: str) -> tuple[int, int]:
+    """The device address and size of a `__device__` variable of a loaded module."""
+    ptr, size = check(driver().cuModuleGetGlobal(module, name.encode()), f"cuModuleGetGlobal({name})")
+    return int(ptr), int(size)
+
+
+def mem_alloc(nbytes: int) -> int:
+    """Allocate `nbytes` of device memory (at least one byte); the device address."""
+    ensure_current()
+    return int(check(driver().cuMemAlloc(max(int(nbytes), 1)), "cuMemAlloc"))
+
+
+def mem_free(ptr: int) -> None:
+    """Free device memory from `mem_alloc`."""
+    check(driver().cuMemFree(ptr), "cuMemFree")
+
+
+def copy_to_device(ptr: int, host: Any) -> None:
+    """Copy a C-contiguous numpy array to device address `ptr`."""
+    if host.nbytes:
+        check(driver().cuMemcpyHtoD(ptr, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
+
+
+def copy_to_host(host: Any, ptr: int) -> None:
+    """Copy from device address `ptr` into a C-contiguous numpy array (waits for the device)."""
+    if host.nbytes:
+        check(driver().cuMemcpyDtoH(host.ctypes.data, ptr, host.nbytes), "cuMemcpyDtoH")
+
+
+def synchronize() -> None:
+    """Wait for the device; raises the error of a failed kernel (e.g. an illegal address)."""
+    check(driver().cuCtxSynchronize(), "cuCtxSynchronize")
+
+
+@functools.cache
+def launch_entry_points() -> tuple[int, int]:
+    """The addresses of the driver's `cuLaunchKernel` and `cuFuncSetAttribute`, for generated host code."""
+    lib = ctypes.CDLL("libcuda.so.1")
+    return (ctypes.cast(lib.cuLaunchKernel, ctypes.c_void_p).value or 0,
+            ctypes.cast(lib.cuFuncSetAttribute, ctypes.c_void_p).value or 0)

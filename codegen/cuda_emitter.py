@@ -1,0 +1,324 @@
+"""IR -> CUDA C: the device source of a CUDA module, and the host source that launches its kernels.
+
+The device source holds the `cuda_kernel` and `cuda_internal` functions; it includes the project's primitives
+header `hidet_lang/cuda_primitives.h`, through which every warp, atomic and PTX-level operation goes, so that
+the same text compiles with NVRTC for a GPU and with the C++ compiler for the CUDA emulator (which defines
+`HIDET_LANG_EMULATOR`). The host source (C, also valid C++) holds the `public` and `cpu_internal` functions
+and one launcher per kernel, named like the kernel: calling a kernel from a host function, or from Python,
+calls its launcher, which evaluates the launch configuration, checks it and launches through the backend
+bound at load time (the CUDA driver, or the emulator).
+"""
+
+from __future__ import annotations
+
+from codegen.c_emitter import CEmitter, c_string
+from hidet_lang.errors import DSLTypeError
+from hidet_lang.ir import expr as E
+from hidet_lang.ir import stmt as S
+from hidet_lang.ir.func import Function, IRModule
+from hidet_lang.ir.functor import collect
+from hidet_lang.ir.intrinsics import SYNC_INTRINSICS
+from hidet_lang.ir.types import DataType, Type
+
+DEVICE_KINDS = ("cuda_kernel", "cuda_internal")
+MAX_THREADS_PER_BLOCK = 1024
+
+_DEVICE_PRELUDE = '#include "hidet_lang/cuda_primitives.h"\n'
+
+_CUDA_CALLS = {
+    "syncthreads": "__syncthreads", "syncthreads_and": "__syncthreads_and", "syncthreads_or": "__syncthreads_or",
+    "syncthreads_count": "__syncthreads_count", "syncwarp": "hl_syncwarp", "shfl_sync": "hl_shfl_sync",
+    "shfl_up_sync": "hl_shfl_up_sync", "shfl_down_sync": "hl_shfl_down_sync", "shfl_xor_sync": "hl_shfl_xor_sync",
+    "ballot_sync": "hl_ballot_sync", "any_sync": "hl_any_sync", "all_sync": "hl_all_sync",
+    "atomic_add": "hl_atomic_add", "atomic_sub": "hl_atomic_sub", "atomic_min": "hl_atomic_min",
+    "atomic_max": "hl_atomic_max", "atomic_exchange": "hl_atomic_exchange", "atomic_cas": "hl_atomic_cas",
+}
+
+
+def needs_fibers(module: IRModule, kernel: Function) -> bool:
+    """Whether `kernel` (or a device function it calls) uses a barrier or a warp-collective operation."""
+    seen: set[str] = set()
+    pending = [kernel]
+    while pending:
+        f = pending.pop()
+        if f.name in seen:
+            continue
+        seen.add(f.name)
+        if any(i.name in SYNC_INTRINSICS for i in collect(f.body, E.Intrinsic)):
+            return True
+        pending.extend(module.lookup(c.func_name) for c in collect(f.body, E.Call))
+    return False
+
+
+class CudaDeviceEmitter(CEmitter):
+    """Prints the device functions of a module as CUDA C."""
+
+    def __init__(self, emulator: bool = False) -> None:
+        super().__init__()
+        self.emulator = emulator
+
+    def scalar(self, t: DataType) -> str:
+        return "half" if t.name == "float16" else t.c_name
+
+    def prelude(self) -> str:
+        return _DEVICE_PRELUDE
+
+    def helper(self, name: str, t: DataType) -> str:
+        helper = super().helper(name, t)
+        self.helpers[helper] = self.helpers[helper].replace("static inline", "static __device__ __forceinline__", 1)
+        return helper
+
+    def qualifiers(self, f: Function) -> str:
+        if f.attrs.kind == "cuda_kernel":
+            bounds = self.launch_bounds(f)
+            return f'extern "C" __global__ {bounds}'
+        return "static __device__ __forceinline__ "
+
+    @staticmethod
+    def launch_bounds(f: Function) -> str:
+        """`__launch_bounds__(threads[, min_blocks])` when the block size is a constant."""
+        cuda = f.attrs.cuda
+        if cuda is None or not cuda.block_dim or not all(isinstance(d, E.Constant) for d in cuda.block_dim):
+            return ""
+        threads = 1
+        for d in cuda.block_dim:
+            threads *= int(d.value)
+        extra = f", {cuda.min_blocks}" if cuda.min_blocks else ""
+        return f"__launch_bounds__({threads}{extra}) "
+
+    def emit_module(self, module: IRModule) -> str:
+        device = IRModule(tuple(f for f in module.functions if f.attrs.kind in DEVICE_KINDS))
+        source = super().emit_module(device)
+        if self.emulator:
+            source += "\n" + "\n".join(self.entry_trampoline(f) for f in device.functions
+                                       if f.attrs.kind == "cuda_kernel") + "\n"
+        return source
+
+    def entry_trampoline(self, f: Function) -> str:
+        """The emulator's `<kernel>__entry(void **args)`, which unpacks the launch arguments."""
+        self.names, self.taken = {}, set()
+        args = ", ".join(f"*({self.type_name(p.type)} *)args[{i}]" for i, p in enumerate(f.params))
+        return f'extern "C" void {self.func_name(f.name)}__entry(void **args) {{ {self.func_name(f.name)}({args}); }}'
+
+    def storage_prefix(self, s: S.DeclareStmt) -> str:
+        return "__shared__ " if s.scope == "shared" else ""
+
+    def stmt_AssertStmt(self, s: S.AssertStmt) -> None:
+        self.line(f"if (!({self.expr(s.cond)})) {{")
+        self.depth += 1
+        self.line(f"hl_assert_fail({s.span.line if s.span is not None else 0});")
+        self.line(self.early_return())
+        self.depth -= 1
+        self.line("}")
+
+    def constant(self, value: int | float | bool, t: DataType) -> str:
+        if t.is_float and value != value:
+            return f"(({self.scalar(t)})(0.0f / 0.0f))"
+        if t.is_float and value in (float("inf"), float("-inf")):
+            return f"(({self.scalar(t)})({'-' if value < 0 else ''}1.0f / 0.0f))"
+        return super().constant(value, t)
+
+    def intrinsic(self, name: str, args: list[str], t: Type) -> str:
+        if "." in name:  # threadIdx.x and friends
+            return f"((int){name})"
+        if name == "dynamic_shared_memory":
+            return f"(({self.type_name(t)})(hl_dynamic_smem() + {args[0]}))"
+        if name in _CUDA_CALLS:
+            return f"{_CUDA_CALLS[name]}({', '.join(args)})"
+        return super().intrinsic(name, args, t)
+
+
+_HOST_PRELUDE = r"""
+typedef struct { void (*entry)(void **); const char *name; int needs_fibers; } hl_kernel_info;
+static char hl_launch_message[512];
+static int hl_launch_failed = 0;
+static int hl_launch_code = 0;
+
+static void hl_launch_error(int code, const char *fmt, const char *kernel, const char *where,
+                            long long a, long long b, long long c) {
+    if (hl_launch_failed) return;
+    hl_launch_failed = 1;
+    hl_launch_code = code;
+    char detail[256];
+    snprintf(detail, sizeof detail, fmt, a, b, c);
+    snprintf(hl_launch_message, sizeof hl_launch_message, "%s: kernel '%s': %s", where, kernel, detail);
+}
+
+int hidet_lang_launch_status(const char **message, int *code) {
+    int failed = hl_launch_failed;
+    if (failed) {
+        *message = hl_launch_message;
+        *code = hl_launch_code;
+        hl_launch_failed = 0;
+    }
+    return failed;
+}
+
+#ifdef HIDET_LANG_EMULATOR
+extern "C" int hl_emu_launch(void (*entry)(void **), const char *kernel_name, int needs_fibers,
+                             unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                             size_t dynamic_smem_bytes, void **args);
+extern "C" const char *hl_emu_error_message(void);
+#else
+typedef int (*hl_cu_launch_kernel_t)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                     unsigned bz, unsigned smem, void *stream, void **params, void **extra);
+typedef int (*hl_cu_func_set_attribute_t)(void *f, int attribute, int value);
+static hl_cu_launch_kernel_t hl_cu_launch_kernel = 0;
+static hl_cu_func_set_attribute_t hl_cu_func_set_attribute = 0;
+static void *hl_cu_functions[HL_NUM_KERNELS + 1];
+static long long hl_cu_smem_limit[HL_NUM_KERNELS + 1];
+
+void hidet_lang_bind_gpu(void *launch_kernel, void *func_set_attribute, void **functions) {
+    hl_cu_launch_kernel = (hl_cu_launch_kernel_t)launch_kernel;
+    hl_cu_func_set_attribute = (hl_cu_func_set_attribute_t)func_set_attribute;
+    for (int i = 0; i < HL_NUM_KERNELS; i++) {
+        hl_cu_functions[i] = functions[i];
+        hl_cu_smem_limit[i] = 48 * 1024;
+    }
+}
+#endif
+
+static void hl_launch(int kernel, const hl_kernel_info *info, const char *where, long long gx, long long gy,
+                      long long gz, long long bx, long long by, long long bz, long long smem, void **args) {
+    if (hl_launch_failed) return;
+    if (gx < 1 || gy < 1 || gz < 1 || gx > 2147483647LL || gy > 65535 || gz > 65535) {
+        hl_launch_error(-1, "grid_dim (%lld, %lld, %lld) is invalid: each dimension must be at least 1 "
+                        "(at most 2^31-1 in x, 65535 in y and z)", info->name, where, gx, gy, gz);
+        return;
+    }
+    if (bx < 1 || by < 1 || bz < 1 || bz > 64 || bx > 1024 || by > 1024 || bx * by * bz > 1024) {
+        hl_launch_error(-1, "block_dim (%lld, %lld, %lld) is invalid: at most 1024 threads a block "
+                        "(1024 in x and y, 64 in z), at least 1 in each dimension", info->name, where, bx, by, bz);
+        return;
+    }
+    if (smem < 0) {
+        hl_launch_error(-1, "dynamic_smem_bytes %lld is negative%.0lld%.0lld", info->name, where, smem, 0, 0);
+        return;
+    }
+#ifdef HIDET_LANG_EMULATOR
+    if (hl_emu_launch(info->entry, info->name, info->needs_fibers, (unsigned)gx, (unsigned)gy, (unsigned)gz,
+                      (unsigned)bx, (unsigned)by, (unsigned)bz, (size_t)smem, args) != 0) {
+        hl_launch_failed = 1;
+        hl_launch_code = -2;
+        snprintf(hl_launch_message, sizeof hl_launch_message, "%s", hl_emu_error_message());
+    }
+#else
+    if (!hl_cu_launch_kernel) {
+        hl_launch_error(-3, "no GPU is bound to this module%.0lld%.0lld%.0lld", info->name, where, 0, 0, 0);
+        return;
+    }
+    if (smem > hl_cu_smem_limit[kernel]) {
+        int rc = hl_cu_func_set_attribute(hl_cu_functions[kernel], 8 /* MAX_DYNAMIC_SHARED_SIZE_BYTES */,
+                                          (int)smem);
+        if (rc != 0) {
+            hl_launch_error(rc, "dynamic_smem_bytes %lld exceeds what the device allows (driver error %lld)%.0lld",
+                            info->name, where, smem, rc, 0);
+            return;
+        }
+        hl_cu_smem_limit[kernel] = smem;
+    }
+    int rc = hl_cu_launch_kernel(hl_cu_functions[kernel], (unsigned)gx, (unsigned)gy, (unsigned)gz, (unsigned)bx,
+                                 (unsigned)by, (unsigned)bz, (unsigned)smem, 0, args, 0);
+    if (rc != 0) {
+        hl_launch_error(rc, "the launch failed (driver error %lld)%.0lld%.0lld", info->name, where, rc, 0, 0);
+    }
+#endif
+}
+"""
+
+
+class CudaHostEmitter(CEmitter):
+    """Prints the host functions of a CUDA module, and one launcher per kernel, as C."""
+
+    def __init__(self, module: IRModule, emulator: bool = False) -> None:
+        super().__init__()
+        self.module = module
+        self.emulator = emulator
+        self.kernels = [f for f in module.functions if f.attrs.kind == "cuda_kernel"]
+
+    def scalar(self, t: DataType) -> str:
+        # the emulator's translation unit is C++, where the emulation header's `half` stands for f16
+        return "half" if self.emulator and t.name == "float16" else t.c_name
+
+    def prelude(self) -> str:
+        return super().prelude() + f"#define HL_NUM_KERNELS {len(self.kernels)}\n" + _HOST_PRELUDE
+
+    def emit_module(self, module: IRModule) -> str:
+        for f in module.functions:
+            if f.attrs.kind not in DEVICE_KINDS:
+                self.check_host_function(f)
+        host = IRModule(tuple(f for f in module.functions if f.attrs.kind != "cuda_internal"))
+        return super().emit_module(host)
+
+    def check_host_function(self, f: Function) -> None:
+        """Host code may launch kernels but cannot call device functions or touch device data."""
+        for stmt in collect(f.body, S.Stmt):
+            for call in collect(stmt, E.Call):
+                callee = self.module.lookup(call.func_name)
+                if callee.attrs.kind == "cuda_internal":
+                    raise DSLTypeError(f"'{callee.name}' is a cuda_internal function; host code can only launch "
+                                       "cuda_kernel functions", stmt.span)
+            for element in collect(stmt, E.TensorElement) + collect(stmt, S.BufferStoreStmt):
+                base = element.base if isinstance(element, E.TensorElement) else element.buf
+                if base in f.params:
+                    raise DSLTypeError("a host function of a CUDA module cannot read or write the elements of its "
+                                       "tensor arguments: they live on the device; do it in a kernel", stmt.span)
+
+    def qualifiers(self, f: Function) -> str:
+        return "" if f.attrs.kind in ("public", "cpu_kernel", "cuda_kernel") else "static "
+
+    def names_of(self, module: IRModule) -> dict[str, str]:
+        """The C names of the module's functions in the host library (kernels: their launchers)."""
+        return {f.name: self.c_function_name(f) for f in module.functions}
+
+    def c_function_name(self, f: Function) -> str:
+        """Kernels are launched through `launch_<kernel>`; the kernel's own name stays the device symbol's."""
+        return "launch_" + f.name if f.attrs.kind == "cuda_kernel" else super().c_function_name(f)
+
+    def emit_function(self, f: Function) -> None:
+        if f.attrs.kind == "cuda_kernel":
+            self.emit_launcher(f)
+        else:
+            super().emit_function(f)
+
+    def emit_launcher(self, f: Function) -> None:
+        """`void <kernel>(params)`: evaluates the launch configuration and launches."""
+        self.current = f
+        index = self.kernels.index(f)
+        cuda = f.attrs.cuda
+        span = f.span
+        where = f"{span.file}:{span.line}" if span is not None else f.name
+        self.line(self.signature(f) + " {")
+        self.depth += 1
+        for p in f.params:
+            if self.passed_as_float(f, p):
+                self.line(f"{self.type_name(p.type)} {self.var_name(p)} = ({self.type_name(p.type)})"
+                          f"{self.float_params[p]};")
+        grid = self.dims(cuda.grid_dim if cuda else ())
+        block = self.dims(cuda.block_dim if cuda else ())
+        smem = self.expr(cuda.dynamic_smem_bytes) if cuda and cuda.dynamic_smem_bytes is not None else "0"
+        args = ", ".join(f"(void *)&{self.var_name(p)}" for p in f.params) or "0"
+        fibers = int(needs_fibers(self.module, f))
+        self.line("#ifdef HIDET_LANG_EMULATOR")
+        self.line(f'static const hl_kernel_info info = {{{f.name}__entry, "{f.name}", {fibers}}};')
+        self.line("#else")
+        self.line(f'static const hl_kernel_info info = {{0, "{f.name}", {fibers}}};')
+        self.line("#endif")
+        self.line(f"void *args[] = {{{args}}};")
+        self.line(f"hl_launch({index}, &info, {c_string(where)}, {', '.join(grid)}, {', '.join(block)}, "
+                  f"(long long)({smem}), args);")
+        self.depth -= 1
+        self.line("}")
+
+    def dims(self, dims: tuple[E.Expr, ...]) -> list[str]:
+        """Three `long long` dimensions from up to three expressions (missing ones are 1)."""
+        out = [f"(long long)({self.expr(d)})" for d in dims]
+        return out + ["1LL"] * (3 - len(out))
+
+
+def emit_cuda(module: IRModule, *, emulator: bool = False) -> tuple[str, str]:
+    """The device source and the host source of a lowered CUDA module."""
+    device = CudaDeviceEmitter(emulator=emulator).emit_module(module)
+    host = CudaHostEmitter(module, emulator=emulator).emit_module(module)
+    return device, host
+

@@ -1,0 +1,61 @@
+"""Tensor arguments of a GPU call: device pointers of 'cuda' arrays, or numpy arrays staged through the device."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from codegen import cuda_driver
+from codegen.arguments import as_array, bad_array
+from codegen.device_array import DeviceArray
+
+
+def _check(func: str, param: str, shape: tuple[int, ...], dtype: np.dtype, want_dtype: np.dtype,
+           want_shape: tuple[int, ...] | None) -> None:
+    if dtype != want_dtype:
+        raise TypeError(f"{func}(): parameter '{param}' expects {want_dtype}, got an array of {dtype}")
+    if want_shape is not None and tuple(shape) != want_shape:
+        raise ValueError(f"{func}(): parameter '{param}' expects shape {want_shape}, got shape {tuple(shape)}")
+
+
+def device_pointer(value: Any, staged: list[tuple[np.ndarray, int]], func: str, param: str, dtype: np.dtype,
+                   shape: tuple[int, ...] | None) -> int:
+    """The device address to pass for `value`; numpy arrays are copied to a new device buffer (in `staged`)."""
+    if isinstance(value, DeviceArray) and value.on_gpu:
+        _check(func, param, value.shape, value.dtype, dtype, shape)
+        return value.ptr
+    interface = getattr(value, "__cuda_array_interface__", None) if not isinstance(value, np.ndarray) else None
+    if interface is not None:
+        got = np.dtype(interface["typestr"])
+        _check(func, param, interface["shape"], got, dtype, shape)
+        strides = interface.get("strides")
+        if strides is not None and tuple(strides) != _contiguous_strides(interface["shape"], got.itemsize):
+            raise ValueError(f"{func}(): parameter '{param}' must be a C-contiguous device array")
+        return int(interface["data"][0])
+    array = value.host if isinstance(value, DeviceArray) else as_array(value, func, param, dtype)
+    if array.dtype != dtype or (shape is not None and array.shape != shape) or not array.flags.c_contiguous:
+        bad_array(func, param, array, dtype, shape)
+    ptr = cuda_driver.mem_alloc(array.nbytes)
+    staged.append((array, ptr))
+    cuda_driver.copy_to_device(ptr, array)
+    return ptr
+
+
+def release(staged: list[tuple[np.ndarray, int]], copy_back: bool) -> None:
+    """Copy staged numpy arrays back from the device (when `copy_back`) and free their device buffers."""
+    while staged:
+        array, ptr = staged.pop()
+        try:
+            if copy_back and array.flags.writeable:
+                cuda_driver.copy_to_host(array, ptr)
+        finally:
+            cuda_driver.mem_free(ptr)
+
+
+def _contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    strides, step = [], itemsize
+    for d in reversed(shape):
+        strides.append(step)
+        step *= d
+    return tuple(reversed(strides))
