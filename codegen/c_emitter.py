@@ -42,6 +42,12 @@ _PRELUDE = r"""
 #include <stdio.h>
 #include <math.h>
 
+#ifdef __cplusplus
+#define HL_EXPORT extern "C"
+#else
+#define HL_EXPORT
+#endif
+
 static volatile int hl_host_assert_failed = 0;
 static const char *hl_host_assert_message = 0;
 static int hl_host_assert_line = 0;
@@ -53,7 +59,7 @@ static void hl_host_assert_fail(const char *message, int line) {
     }
 }
 
-int hidet_lang_assert_status(const char **message, int *line) {
+HL_EXPORT int hidet_lang_assert_status(const char **message, int *line) {
     int failed = hl_host_assert_failed;
     if (failed) {
         *message = hl_host_assert_message;
@@ -63,7 +69,7 @@ int hidet_lang_assert_status(const char **message, int *line) {
     return failed;
 }
 
-void hidet_lang_flush(void) { fflush(stdout); }
+HL_EXPORT void hidet_lang_flush(void) { fflush(stdout); }
 """
 
 
@@ -76,6 +82,7 @@ class CEmitter:
     """Prints an IRModule as C."""
 
     parallel_pragma = "#pragma omp parallel for schedule(static)"
+    unroll_pragma = "#pragma GCC unroll 64"
 
     def __init__(self) -> None:
         self.lines: list[str] = []
@@ -167,7 +174,7 @@ class CEmitter:
 
     def qualifiers(self, f: Function) -> str:
         """Storage class and attributes of a function."""
-        return "" if f.attrs.kind in HOST_CALLABLE_KINDS else "static "
+        return "HL_EXPORT " if f.attrs.kind in HOST_CALLABLE_KINDS else "static "
 
     @staticmethod
     def passed_as_float(f: Function, p: E.Var) -> bool:
@@ -282,7 +289,7 @@ class CEmitter:
             for leaving in self.statements_leaving(s):
                 raise DSLSyntaxError("`break`/`return` cannot leave a parallel loop", leaving.span)
         elif s.kind == "unroll":
-            self.line("#pragma GCC unroll 64")
+            self.line(self.unroll_pragma)
         self.line(f"for ({self.type_name(s.var.type)} {name} = {self.expr(s.start)}; {cond}; {incr}) {{")
         self.parallel_depth += parallel
         self.body(s.body)

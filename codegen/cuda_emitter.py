@@ -53,6 +53,8 @@ def needs_fibers(module: IRModule, kernel: Function) -> bool:
 class CudaDeviceEmitter(CEmitter):
     """Prints the device functions of a module as CUDA C."""
 
+    unroll_pragma = "#pragma unroll"
+
     def __init__(self, emulator: bool = False) -> None:
         super().__init__()
         self.emulator = emulator
@@ -144,7 +146,7 @@ static void hl_launch_error(int code, const char *fmt, const char *kernel, const
     snprintf(hl_launch_message, sizeof hl_launch_message, "%s: kernel '%s': %s", where, kernel, detail);
 }
 
-int hidet_lang_launch_status(const char **message, int *code) {
+HL_EXPORT int hidet_lang_launch_status(const char **message, int *code) {
     int failed = hl_launch_failed;
     if (failed) {
         *message = hl_launch_message;
@@ -168,7 +170,7 @@ static hl_cu_func_set_attribute_t hl_cu_func_set_attribute = 0;
 static void *hl_cu_functions[HL_NUM_KERNELS + 1];
 static long long hl_cu_smem_limit[HL_NUM_KERNELS + 1];
 
-void hidet_lang_bind_gpu(void *launch_kernel, void *func_set_attribute, void **functions) {
+HL_EXPORT void hidet_lang_bind_gpu(void *launch_kernel, void *func_set_attribute, void **functions) {
     hl_cu_launch_kernel = (hl_cu_launch_kernel_t)launch_kernel;
     hl_cu_func_set_attribute = (hl_cu_func_set_attribute_t)func_set_attribute;
     for (int i = 0; i < HL_NUM_KERNELS; i++) {
@@ -265,7 +267,7 @@ class CudaHostEmitter(CEmitter):
                                        "tensor arguments: they live on the device; do it in a kernel", stmt.span)
 
     def qualifiers(self, f: Function) -> str:
-        return "" if f.attrs.kind in ("public", "cpu_kernel", "cuda_kernel") else "static "
+        return "HL_EXPORT " if f.attrs.kind in ("public", "cpu_kernel", "cuda_kernel") else "static "
 
     def names_of(self, module: IRModule) -> dict[str, str]:
         """The C names of the module's functions in the host library (kernels: their launchers)."""

@@ -4,7 +4,8 @@ Requires: any IR. Ensures: no `ForMappingStmt` is left. A spatial mapping turns 
 coordinates by division and remainder (no loop); a repeat mapping becomes a loop nest (unrolled where its
 attrs say 'u'); a composition splits the worker into `worker / inner.num_workers` for the outer mapping and
 `worker % inner.num_workers` for the inner one, and combines coordinates as `outer * inner_extent + inner`.
-A non-constant worker index is guarded with `worker < num_workers`.
+A non-constant worker index is guarded with `worker < num_workers`, unless the worker is a thread index
+whose block dimension is a constant no larger than the mapping's worker count.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable
 
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
+from hidet_lang.ir.func import Function
 from hidet_lang.ir.functor import IRRewriter
 from hidet_lang.ir.mapping import ComposedMapping, RepeatMapping, SpatialMapping, TaskMapping
 from hidet_lang.ir.types import int32
@@ -24,10 +26,19 @@ def _c(value: int) -> E.Constant:
     return E.Constant(value, int32)
 
 
+def worker_bounds(func: Function) -> dict[str, int]:
+    """Exclusive upper bounds of the thread indices of a CUDA kernel with constant block dimensions."""
+    cuda = func.attrs.cuda
+    if func.attrs.kind != "cuda_kernel" or cuda is None:
+        return {}
+    return {f"threadIdx.{axis}": int(d.value) for axis, d in zip("xyz", cuda.block_dim) if isinstance(d, E.Constant)}
+
+
 class _MappingLowerer(IRRewriter):
-    def __init__(self) -> None:
+    def __init__(self, bounds: dict[str, int]) -> None:
         super().__init__()
         self.counter = 0
+        self.bounds = bounds
 
     def loop_var(self) -> E.Var:
         self.counter += 1
@@ -42,7 +53,8 @@ class _MappingLowerer(IRRewriter):
             return S.seq([*decls, body])
 
         lowered = self.tasks(s.mapping, worker, make_body)
-        if not isinstance(worker, E.Constant):
+        bound = self.bounds.get(worker.name) if isinstance(worker, E.Intrinsic) else None
+        if not isinstance(worker, E.Constant) and not (bound is not None and bound <= s.mapping.num_workers):
             lowered = S.IfStmt(E.BinaryOp("<", worker, _c(s.mapping.num_workers)), lowered, None, s.span)
         return lowered
 
@@ -85,6 +97,7 @@ class _MappingLowerer(IRRewriter):
         raise TypeError(f"cannot lower task mapping {m!r}")
 
 
-def lower_task_mappings(node: S.Stmt) -> S.Stmt:
-    """Expand every task-mapping loop in `node` (see the module docstring)."""
-    return _MappingLowerer().visit(node)
+def lower_task_mappings(node: S.Stmt, bounds: dict[str, int] | None = None) -> S.Stmt:
+    """Expand every task-mapping loop in `node` (see the module docstring); `bounds` are known exclusive upper
+    bounds of thread-index intrinsics (see `worker_bounds`)."""
+    return _MappingLowerer(bounds or {}).visit(node)

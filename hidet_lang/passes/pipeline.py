@@ -10,18 +10,18 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from hidet_lang.ir.func import IRModule
+from hidet_lang.ir.func import Function, IRModule
 from hidet_lang.ir.stmt import Stmt
 from hidet_lang.ir.verify import verify
 from hidet_lang.passes.flatten_tensor_access import flatten_tensor_access
-from hidet_lang.passes.lower_task_mappings import lower_task_mappings
+from hidet_lang.passes.lower_task_mappings import lower_task_mappings, worker_bounds
 from hidet_lang.passes.simplify import simplify
 
-# (name, body rewrite, stage the IR is in afterwards)
-STEPS: tuple[tuple[str, Callable[[Stmt], Stmt], str], ...] = (
-    ("lower_task_mappings", lower_task_mappings, "mappings_lowered"),
-    ("flatten_tensor_access", flatten_tensor_access, "flattened"),
-    ("simplify", simplify, "flattened"),
+# (name, the function's new body, stage the IR is in afterwards)
+STEPS: tuple[tuple[str, Callable[[Function], Stmt], str], ...] = (
+    ("lower_task_mappings", lambda f: lower_task_mappings(f.body, worker_bounds(f)), "mappings_lowered"),
+    ("flatten_tensor_access", lambda f: flatten_tensor_access(f.body), "flattened"),
+    ("simplify", lambda f: simplify(f.body), "flattened"),
 )
 
 
@@ -32,7 +32,7 @@ def lower(module: IRModule, *, check: bool = False) -> IRModule:
         verify(module, "parsed")
     _dump(dump_dir, module, 0, "parsed")
     for number, (name, rewrite, stage) in enumerate(STEPS, start=1):
-        module = IRModule(tuple(dataclasses.replace(f, body=rewrite(f.body)) for f in module.functions))
+        module = IRModule(tuple(dataclasses.replace(f, body=rewrite(f)) for f in module.functions))
         if check:
             verify(module, stage)
         _dump(dump_dir, module, number, name)
