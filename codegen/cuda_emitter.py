@@ -12,7 +12,6 @@ bound at load time (the CUDA driver, or the emulator).
 from __future__ import annotations
 
 from codegen.c_emitter import CEmitter, c_string
-from hidet_lang.errors import DSLTypeError
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import Function, IRModule
@@ -246,25 +245,8 @@ class CudaHostEmitter(CEmitter):
         return super().prelude() + f"#define HL_NUM_KERNELS {len(self.kernels)}\n" + _HOST_PRELUDE
 
     def emit_module(self, module: IRModule) -> str:
-        for f in module.functions:
-            if f.attrs.kind not in DEVICE_KINDS:
-                self.check_host_function(f)
         host = IRModule(tuple(f for f in module.functions if f.attrs.kind != "cuda_internal"))
         return super().emit_module(host)
-
-    def check_host_function(self, f: Function) -> None:
-        """Host code may launch kernels but cannot call device functions or touch device data."""
-        for stmt in collect(f.body, S.Stmt):
-            for call in collect(stmt, E.Call):
-                callee = self.module.lookup(call.func_name)
-                if callee.attrs.kind == "cuda_internal":
-                    raise DSLTypeError(f"'{callee.name}' is a cuda_internal function; host code can only launch "
-                                       "cuda_kernel functions", stmt.span)
-            for element in collect(stmt, E.TensorElement) + collect(stmt, S.BufferStoreStmt):
-                base = element.base if isinstance(element, E.TensorElement) else element.buf
-                if base in f.params:
-                    raise DSLTypeError("a host function of a CUDA module cannot read or write the elements of its "
-                                       "tensor arguments: they live on the device; do it in a kernel", stmt.span)
 
     def qualifiers(self, f: Function) -> str:
         return "HL_EXPORT " if f.attrs.kind in ("public", "cpu_kernel", "cuda_kernel") else "static "

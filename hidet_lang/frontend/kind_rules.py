@@ -8,10 +8,12 @@ from __future__ import annotations
 from hidet_lang.errors import DSLTypeError, DSLValueError
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
-from hidet_lang.ir.func import Function
+from hidet_lang.ir.func import Function, IRModule
 from hidet_lang.ir.functor import collect
 from hidet_lang.ir.intrinsics import CUDA_INTRINSICS
 from hidet_lang.ir.node import child_field_names
+from hidet_lang.ir.span import Span
+from hidet_lang.ir.types import TensorType
 
 
 def _own_expressions(stmt: S.Stmt) -> list[E.Expr]:
@@ -25,8 +27,9 @@ def _own_expressions(stmt: S.Stmt) -> list[E.Expr]:
     return out
 
 
-def check_kind_rules(func: Function) -> None:
-    """Raise a DSL error at the first statement that `func`'s kind does not allow."""
+def check_kind_rules(func: Function, attr_spans: dict[str, Span] | None = None) -> None:
+    """Raise a DSL error at the first statement that `func`'s kind does not allow, or at a launch attribute
+    (`attr_spans` locates them) whose constant value no launch could accept."""
     kind = func.attrs.kind
     is_cuda = kind.startswith("cuda")
     for stmt in collect(func.body, S.Stmt):
@@ -50,6 +53,73 @@ def check_kind_rules(func: Function) -> None:
         if missing:
             raise DSLValueError(f"cuda_kernel '{func.name}' needs " + " and ".join(f"attrs.cuda.{n}" for n in missing),
                                 func.span)
+        _check_launch_dims(func, attr_spans or {})
     elif func.attrs.cuda is not None:
         raise DSLValueError(f"attrs.cuda.* applies to cuda_kernel functions, and '{func.name}' is a '{kind}' function",
                             func.span)
+
+
+MAX_BLOCK_DIM = (1024, 1024, 64)
+MAX_THREADS_PER_BLOCK = 1024
+MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
+MAX_STATIC_SHARED_BYTES = 48 * 1024
+
+
+def _check_launch_dims(func: Function, attr_spans: dict[str, Span]) -> None:
+    """Constant block and grid dimensions within CUDA's limits; static shared memory within 48 KB."""
+    cuda = func.attrs.cuda
+    assert cuda is not None
+    for attr, dims, limits in (("block_dim", cuda.block_dim, MAX_BLOCK_DIM), ("grid_dim", cuda.grid_dim, MAX_GRID_DIM)):
+        values = [int(d.value) if isinstance(d, E.Constant) else None for d in dims]
+        where = attr_spans.get(attr, func.span)
+        for axis, value, limit in zip("xyz", values, limits):
+            if value is not None and not 1 <= value <= limit:
+                raise DSLValueError(f"kernel '{func.name}': {attr}.{axis} = {value} is outside [1, {limit}]", where)
+        if attr == "block_dim" and all(v is not None for v in values):
+            threads = 1
+            for v in values:
+                threads *= v  # type: ignore[operator]
+            if threads > MAX_THREADS_PER_BLOCK:
+                raise DSLValueError(f"kernel '{func.name}': block_dim {tuple(values)} has {threads} threads; a block "
+                                    f"has at most {MAX_THREADS_PER_BLOCK}", where)
+    total = 0
+    for decl in collect(func.body, S.DeclareStmt):
+        t = decl.var.type
+        if decl.scope == "shared" and isinstance(t, TensorType):
+            size = t.dtype.nbytes
+            for d in t.shape:
+                size *= int(d)
+            total += size
+            if total > MAX_STATIC_SHARED_BYTES:
+                raise DSLValueError(f"kernel '{func.name}': static shared memory reaches {total} bytes here; the "
+                                    f"limit is {MAX_STATIC_SHARED_BYTES} (use dynamic_shared_memory for more)",
+                                    decl.span)
+
+
+def check_module_rules(module: IRModule) -> None:
+    """Rules between the functions of a module: who may call whom, and what host code of a CUDA module may
+    touch. Raises a DSL error at the offending statement."""
+    kinds = {f.name: f.attrs.kind for f in module.functions}
+    has_cuda = any(k.startswith("cuda") for k in kinds.values())
+    for f in module.functions:
+        on_device = f.attrs.kind.startswith("cuda")
+        for stmt in collect(f.body, S.Stmt):
+            expressions = _own_expressions(stmt)
+            for call in (c for e in expressions for c in collect(e, E.Call)):
+                callee_kind = kinds[call.func_name]
+                if on_device and not callee_kind.startswith("cuda"):
+                    raise DSLTypeError(f"'{call.func_name}' is a '{callee_kind}' function and cannot be called from "
+                                       f"CUDA code", stmt.span)
+                if on_device and callee_kind == "cuda_kernel":
+                    raise DSLTypeError(f"'{call.func_name}' is a kernel; kernels are launched from host code",
+                                       stmt.span)
+                if not on_device and callee_kind == "cuda_internal":
+                    raise DSLTypeError(f"'{call.func_name}' is a cuda_internal function; host code can only launch "
+                                       "cuda_kernel functions", stmt.span)
+            if has_cuda and not on_device:
+                bases = [e.base for x in expressions for e in collect(x, E.TensorElement)]
+                if isinstance(stmt, S.BufferStoreStmt):
+                    bases.append(stmt.buf)
+                if any(b in f.params for b in bases):
+                    raise DSLTypeError("a host function of a CUDA module cannot read or write the elements of its "
+                                       "tensor arguments: they live on the device; do it in a kernel", stmt.span)

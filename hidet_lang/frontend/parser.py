@@ -90,6 +90,7 @@ class FunctionContext:
     name: str
     kind: str | None = None
     cuda: dict[str, Any] = field(default_factory=dict)
+    cuda_spans: dict[str, Span] = field(default_factory=dict)
     declared_return: Type | None = None
     return_types: list[Type] = field(default_factory=list)
     callees: list[Any] = field(default_factory=list)
@@ -213,7 +214,7 @@ class Parser:
                                    "argument (only 'cpu_internal'/'cuda_internal' functions return values)")
         cuda = CudaAttrs(**ctx.cuda) if ctx.cuda else None
         func = Function(ctx.name, tuple(params), ret, body, FuncAttrs(kind, cuda), self.span(fdef))
-        check_kind_rules(func)
+        check_kind_rules(func, ctx.cuda_spans)
         return func, ctx
 
     def inferred_return_type(self, fdef: ast.FunctionDef) -> Type:
@@ -435,6 +436,7 @@ class Parser:
             raise self.error(node, "set CUDA attributes as attrs.cuda.<name>", DSLAttributeError)
         else:
             self.ctx.cuda[attr] = self.cuda_attr_value(attr, value, node)
+            self.ctx.cuda_spans[attr] = self.span(node)
 
     def cuda_attr_value(self, attr: str, value: Any, node: ast.AST) -> Any:
         """Check and convert a CUDA launch attribute."""
