@@ -9,6 +9,7 @@ translation unit built by the system C++ compiler. Either way the cubin is avail
 from __future__ import annotations
 
 import ctypes
+import os
 from pathlib import Path
 
 from codegen import cuda_driver
@@ -16,6 +17,7 @@ from codegen.cache import build_and_load, build_cubin, include_dirs_hash
 from codegen.compiler import DEFAULT_C_FLAGS, map_c_line_to_dsl
 from codegen.cuda_backend import backend
 from codegen.cuda_emitter import emit_cuda
+from codegen.elf import STT_FUNC, read_symbols
 from codegen.module import AfterCall, CompiledModule
 from codegen.nvrtc import default_arch, normalize_arch
 from hidet_lang.ir.func import IRModule
@@ -24,6 +26,7 @@ from hidet_lang.ir.stmt import AssertStmt
 from hidet_lang.version import __version__
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
+VERIFY_ENV_VAR = "HIDET_LANG_VERIFY_CUBINS"  # e.g. "sm_80,sm_90": compile every CUDA module for these too
 LAUNCH_STATUS_SYMBOL = "hidet_lang_launch_status"
 EMULATOR_FLAGS = ("-O2", "-march=native", "-fopenmp", "-std=c++17", "-DHIDET_LANG_EMULATOR")
 
@@ -38,6 +41,7 @@ def build_cuda_module(module: IRModule, arch: str | None) -> CompiledModule:
         return build_cubin(device_source, arch=arch, include_dirs=[include], version=__version__)
 
     sources = {"cuda": device_source, "host": host_source}
+    verify_cubins(module, device_source, os.environ.get(VERIFY_ENV_VAR, ""))
     if backend() == "gpu":
         lib = build_and_load(host_source, language="c", flags=DEFAULT_C_FLAGS, version=__version__)
         c_names = _bind_gpu(module, lib, cubin())
@@ -53,6 +57,19 @@ def build_cuda_module(module: IRModule, arch: str | None) -> CompiledModule:
     checks = [_launch_checks(lib, combined), _emulator_assert_checks(module, lib)]
     return CompiledModule(module, lib, f"cuda:{arch}", c_names, sources=sources, cubin=cubin,
                           after_call=[c for c in checks if c is not None])
+
+
+def verify_cubins(module: IRModule, device_source: str, archs: str) -> None:
+    """Compile `device_source` with NVRTC for each architecture in the comma-separated `archs` and check that
+    each cubin is an ELF image holding every kernel as a function symbol (RuntimeError otherwise)."""
+    kernels = {f.name for f in module.functions if f.attrs.kind == "cuda_kernel"}
+    for arch in filter(None, (a.strip() for a in archs.split(","))):
+        cubin = build_cubin(device_source, arch=normalize_arch(arch), include_dirs=[str(INCLUDE_DIR)],
+                            version=__version__)
+        functions = {s.name for s in read_symbols(cubin) if s.type == STT_FUNC}
+        missing = kernels - functions
+        if missing:
+            raise RuntimeError(f"the {arch} cubin lacks kernel symbol(s) {', '.join(sorted(missing))}")
 
 
 def _bind_gpu(module: IRModule, lib: ctypes.CDLL, cubin: bytes) -> dict[str, str]:

@@ -8,7 +8,7 @@ import numpy as np
 
 from codegen import cuda_driver
 from codegen.arguments import as_array, bad_array
-from codegen.device_array import DeviceArray
+from codegen.arrays import DeviceArray
 
 
 def _check(func: str, param: str, shape: tuple[int, ...], dtype: np.dtype, want_dtype: np.dtype,

@@ -42,12 +42,36 @@ u8, u16, u32, u64 = uint8, uint16, uint32, uint64
 f16, f32, f64 = float16, float32, float64
 
 __all__ = [
-    "__version__", "attrs", "auto_map", "boolean", "exp", "f16", "f32", "f64", "float16", "float32", "float64",
-    "grid", "i8", "i16", "i32", "i64", "int8", "int16", "int32", "int64", "meta", "option", "printf",
-    "register_tensor", "repeat", "rsqrt", "script", "script_module", "ScriptFunction", "ScriptModule", "spatial",
-    "sqrt", "tensor", "tensor_pointer", "u8", "u16", "u32", "u64", "uint8", "uint16", "uint32", "uint64",
+    "__version__", "asarray", "attrs", "auto_map", "boolean", "empty", "exp", "f16", "f32", "f64", "float16",
+    "float32", "float64", "grid", "i16", "i32", "i64", "i8", "int16", "int32", "int64", "int8", "meta", "option",
+    "printf", "randn", "register_tensor", "repeat", "rsqrt", "script", "script_module", "ScriptFunction",
+    "ScriptModule", "spatial", "sqrt", "tensor", "tensor_pointer", "u16", "u32", "u64", "u8", "uint16", "uint32",
+    "uint64", "uint8", "zeros",
 ]
+
+
+def asarray(x: object, dtype: object = None, device: str = "cpu") -> object:
+    """`x` as an array on `device` ('cpu': a numpy array with `.numpy()`; 'cuda': GPU memory, or host memory
+    when CUDA modules run on the emulator)."""
+    return _arrays.asarray(x, dtype, device)
+
+
+def empty(shape: object, dtype: object = "float32", device: str = "cpu") -> object:
+    """An uninitialized array on `device`."""
+    return _arrays.empty(shape, dtype, device)
+
+
+def zeros(shape: object, dtype: object = "float32", device: str = "cpu") -> object:
+    """An array of zeros on `device`."""
+    return _arrays.zeros(shape, dtype, device)
+
+
+def randn(shape: object, dtype: object = "float32", device: str = "cpu") -> object:
+    """Standard-normal random values on `device`."""
+    return _arrays.randn(shape, dtype, device)
+
 
 # The build path is loaded with the package so that the first `module.build()` of a process costs only the
 # build itself (about 10 ms of imports moved here, out of the warm-build path).
 import codegen.build  # noqa: E402,F401
+from codegen import arrays as _arrays  # noqa: E402

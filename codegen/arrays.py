@@ -1,4 +1,6 @@
-"""Arrays on the CUDA device: `hidet.asarray(x, device='cuda')`, `hidet.empty(shape, device='cuda')`, `.numpy()`.
+"""The runtime's arrays: `hidet.asarray(x, device=...)`, `hidet.empty`, `hidet.zeros`, `hidet.randn`, `.numpy()`.
+
+'cpu' arrays are numpy arrays (of a subclass that adds Hidet's `.numpy()`), passed to kernels without a copy.
 
 On a GPU a `DeviceArray` owns device memory (freed when the array is collected). Where CUDA modules run on the
 emulator, a 'cuda' array lives in host memory (it wraps a numpy array), so a program written for a GPU runs
@@ -77,7 +79,7 @@ def uses_gpu() -> bool:
     return backend() == "gpu"
 
 
-def empty(shape: Any, dtype: Any = "float32") -> DeviceArray:
+def empty_device(shape: Any, dtype: Any = "float32") -> DeviceArray:
     """An uninitialized 'cuda' array."""
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     dtype = np.dtype(dtype)
@@ -99,6 +101,52 @@ def to_device(x: Any) -> DeviceArray:
         return DeviceArray(host.shape, host.dtype, host.ctypes.data, host)
     from codegen import cuda_driver
 
-    array = empty(host.shape, host.dtype)
+    array = empty_device(host.shape, host.dtype)
     cuda_driver.copy_to_device(array.ptr, host)
     return array
+
+
+class HostArray(np.ndarray):
+    """A numpy array with Hidet's tensor method `.numpy()`; kernels take it like any numpy array."""
+
+    @property
+    def device(self) -> str:
+        """Always 'cpu'."""
+        return "cpu"
+
+    def numpy(self) -> np.ndarray:
+        """A plain numpy copy."""
+        return np.array(self)
+
+
+def _check_device(device: str) -> str:
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    return device
+
+
+def asarray(x: Any, dtype: Any = None, device: str = "cpu") -> HostArray | DeviceArray:
+    """`x` (array-like, or a 'cuda' array) as an array on `device` (a copy only where needed)."""
+    if isinstance(x, DeviceArray):
+        x = x.host if x.host is not None else x.numpy()
+    host = np.ascontiguousarray(x, dtype=dtype)
+    if _check_device(device) == "cuda":
+        return to_device(host)
+    return host.view(HostArray)
+
+
+def empty(shape: Any, dtype: Any = "float32", device: str = "cpu") -> HostArray | DeviceArray:
+    """An uninitialized array."""
+    if _check_device(device) == "cuda":
+        return empty_device(shape, dtype)
+    return np.empty(shape, dtype).view(HostArray)
+
+
+def zeros(shape: Any, dtype: Any = "float32", device: str = "cpu") -> HostArray | DeviceArray:
+    """An array of zeros."""
+    return asarray(np.zeros(shape, dtype), device=device)
+
+
+def randn(shape: Any, dtype: Any = "float32", device: str = "cpu") -> HostArray | DeviceArray:
+    """Standard-normal random values."""
+    return asarray(np.random.standard_normal(shape).astype(dtype), device=device)

@@ -1,0 +1,23 @@
+"""Suite-wide settings: every CUDA module built by a test is also compiled to cubin for sm_80 and sm_90 and
+checked; tests marked `gpu` are skipped where no CUDA GPU is usable."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HIDET_LANG_VERIFY_CUBINS", "sm_80,sm_90")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    gpu_tests = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_tests:
+        return
+    from codegen.cuda_driver import gpu_available
+
+    if gpu_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU; none is usable here")
+    for item in gpu_tests:
+        item.add_marker(skip)
