@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from codegen.arrays import DeviceArray
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.evaluate import evaluate
 from hidet_lang.ir.func import Function
@@ -46,6 +47,11 @@ def as_array(value: Any, func: str, param: str, dtype: np.dtype) -> np.ndarray:
     """`value` as a numpy array without copying (numpy arrays, or objects with __dlpack__); TypeError else."""
     if isinstance(value, np.ndarray):
         return value
+    if isinstance(value, DeviceArray):
+        if value.host is None:
+            raise TypeError(f"{func}(): parameter '{param}' got an array in GPU memory; this function runs on the "
+                            "CPU: pass a numpy array (x.numpy())")
+        return value.host
     if hasattr(value, "__dlpack__"):
         try:
             return np.from_dlpack(value)
