@@ -20,7 +20,9 @@ def infer_target(module: IRModule) -> str:
 
 
 def build_module(module: IRModule, target: str | None = None, *, check: bool = False) -> CompiledModule:
-    """Compile `module` for `target` ('cpu', 'cuda' or 'cuda:sm_XY'; inferred from the function kinds when None)."""
+    """Compile `module` for `target` ('cpu', 'cuda' or 'cuda:sm_XY'; inferred from the function kinds when None).
+
+    `check` verifies the IR between passes and, for CUDA modules on the emulator, builds its checking mode."""
     if not module.functions:
         raise ValueError("the module is empty: define functions with @hidet.script inside `with script_module()`")
     if not any(f.attrs.kind in HOST_CALLABLE_KINDS for f in module.functions):
@@ -35,7 +37,7 @@ def build_module(module: IRModule, target: str | None = None, *, check: bool = F
     if target.startswith("cuda"):
         from codegen.cuda_build import build_cuda_module
 
-        return build_cuda_module(lowered, target.split(":", 1)[1] if ":" in target else None)
+        return build_cuda_module(lowered, target.split(":", 1)[1] if ":" in target else None, check=check)
     if infer_target(module) == "cuda":
         raise ValueError("the module has CUDA functions; build it for target 'cuda' (or 'cuda:sm_XY')")
     emitter = CEmitter()

@@ -26,13 +26,15 @@ from hidet_lang.ir.stmt import AssertStmt
 from hidet_lang.version import __version__
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
+CHECK_ENV_VAR = "HIDET_LANG_EMU_CHECK"
 VERIFY_ENV_VAR = "HIDET_LANG_VERIFY_CUBINS"  # e.g. "sm_80,sm_90": compile every CUDA module for these too
 LAUNCH_STATUS_SYMBOL = "hidet_lang_launch_status"
 EMULATOR_FLAGS = ("-O2", "-march=native", "-fopenmp", "-std=c++17", "-DHIDET_LANG_EMULATOR")
 
 
-def build_cuda_module(module: IRModule, arch: str | None) -> CompiledModule:
-    """Compile a lowered CUDA module for `arch` ('sm_XY'; the GPU's, else sm_80, when None)."""
+def build_cuda_module(module: IRModule, arch: str | None, check: bool = False) -> CompiledModule:
+    """Compile a lowered CUDA module for `arch` ('sm_XY'; the GPU's, else sm_80, when None); `check` (or
+    `HIDET_LANG_EMU_CHECK=1`) builds the emulator's checking mode."""
     arch = normalize_arch(arch) if arch else default_arch()
     device_source, host_source = emit_cuda(module, emulator=False)
     include = str(INCLUDE_DIR)
@@ -47,7 +49,8 @@ def build_cuda_module(module: IRModule, arch: str | None) -> CompiledModule:
         c_names = _bind_gpu(module, lib, cubin())
         return CompiledModule(module, lib, f"cuda:{arch}", c_names, sources=sources, on_gpu=True, cubin=cubin,
                               after_call=[_launch_checks(lib, host_source)])
-    emu_device, emu_host = emit_cuda(module, emulator=True)
+    check = check or os.environ.get(CHECK_ENV_VAR, "") not in ("", "0")
+    emu_device, emu_host = emit_cuda(module, emulator=True, check=check)
     combined = emu_device + "\n" + emu_host
     flags = (*EMULATOR_FLAGS, f"-I{include}", f"-DHIDET_LANG_HEADERS={include_dirs_hash((include,))[:16]}")
     lib = build_and_load(combined, language="c++", flags=flags, version=__version__)

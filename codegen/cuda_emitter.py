@@ -17,7 +17,8 @@ from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import Function, IRModule
 from hidet_lang.ir.functor import collect
 from hidet_lang.ir.intrinsics import SYNC_INTRINSICS
-from hidet_lang.ir.types import DataType, Type
+from hidet_lang.ir.span import Span
+from hidet_lang.ir.types import DataType, PointerType, TensorType, Type
 
 DEVICE_KINDS = ("cuda_kernel", "cuda_internal")
 MAX_THREADS_PER_BLOCK = 1024
@@ -49,14 +50,27 @@ def needs_fibers(module: IRModule, kernel: Function) -> bool:
     return False
 
 
+# Access flags of the emulator's checked accesses (see cuda_emulator.h).
+ACCESS_READ, ACCESS_WRITE, SPACE_GLOBAL, SPACE_SHARED, SPACE_LOCAL = 1, 2, 4, 8, 16
+
+
 class CudaDeviceEmitter(CEmitter):
-    """Prints the device functions of a module as CUDA C."""
+    """Prints the device functions of a module as CUDA C.
+
+    With `emulator`, the text is the variant the emulator compiles: it adds one entry trampoline per kernel and
+    guards every store into a kernel's tensor arguments (`hl_emu_store_guard`: an index outside the tensor stops
+    the launch with an error instead of overwriting the Python process's memory). With `check` as well, every
+    element access goes through `hl_emu_checked` (bounds of every tensor, and the emulator's shared-memory
+    checks: uninitialized reads and races between barriers), and shared arrays are registered when declared.
+    """
 
     unroll_pragma = "#pragma unroll"
 
-    def __init__(self, emulator: bool = False) -> None:
+    def __init__(self, emulator: bool = False, check: bool = False) -> None:
         super().__init__()
         self.emulator = emulator
+        self.check = check and emulator
+        self.spaces: dict[E.Var, int] = {}
 
     def scalar(self, t: DataType) -> str:
         return "half" if t.name == "float16" else t.c_name
@@ -103,6 +117,65 @@ class CudaDeviceEmitter(CEmitter):
 
     def storage_prefix(self, s: S.DeclareStmt) -> str:
         return "__shared__ " if s.scope == "shared" else ""
+
+    def emit_function(self, f: Function) -> None:
+        self.spaces = {p: SPACE_GLOBAL for p in f.params}
+        super().emit_function(f)
+
+    def stmt_DeclareStmt(self, s: S.DeclareStmt) -> None:
+        super().stmt_DeclareStmt(s)
+        if isinstance(s.var.type, TensorType):
+            self.spaces[s.var] = SPACE_SHARED if s.scope == "shared" else SPACE_LOCAL
+            if self.check and s.scope == "shared":
+                name = self.var_name(s.var)
+                self.line(f'hl_emu_shared_declared({name}, sizeof({name}), "{s.var.name}", {self.where()});')
+
+    def where(self) -> str:
+        """The DSL location of the statement being printed, as a C string."""
+        return c_string(f"{self.last_marker[0]}:{self.last_marker[1]}" if self.last_marker else "?")
+
+    def extent(self, base: E.Expr) -> str:
+        """The number of elements a tensor (or tensor pointer) holds, as C text; -1 when unknown."""
+        t = base.type
+        shape = t.shape if isinstance(t, TensorType) else t.base.shape if (
+            isinstance(t, PointerType) and isinstance(t.base, TensorType)) else None
+        if shape is None:
+            return "-1LL"
+        return " * ".join(f"(long long)({self.expr(E.convert(d))})" for d in shape)
+
+    def access(self, base: E.Expr, index: E.Expr, write: bool, address_only: bool = False) -> str | None:
+        """The instrumented address of `base[index]` in the emulator (None when the access is left plain).
+
+        `address_only` is for `~x[i]` (e.g. an atomic's target): its bounds are checked, but it is not a plain
+        read or write for the shared-memory checks."""
+        space = self.spaces.get(base) if isinstance(base, E.Var) else None
+        if not self.emulator or (not self.check and not (write and space == SPACE_GLOBAL)):
+            return None
+        name = c_string(base.name if isinstance(base, E.Var) else "pointer")
+        args = f"{self.expr(base)}, (long long)({self.expr(index)}), {self.extent(base)}"
+        if not self.check:
+            return f"hl_emu_store_guard({args}, {name}, {self.where()})"
+        flags = 0 if address_only else (ACCESS_WRITE if write else ACCESS_READ) | (space or 0)
+        return f"hl_emu_checked({args}, {flags}, {name}, {self.where()})"
+
+    def stmt_BufferStoreStmt(self, s: S.BufferStoreStmt) -> None:
+        address = self.access(s.buf, s.indices[0], write=True)
+        if address is None:
+            super().stmt_BufferStoreStmt(s)
+        else:
+            self.line(f"*{address} = {self.expr(s.value)};")
+
+    def expr_TensorElement(self, e: E.TensorElement) -> str:
+        address = self.access(e.base, e.indices[0], write=False)
+        return super().expr_TensorElement(e) if address is None else f"(*{address})"
+
+    def expr_Address(self, e: E.Address) -> str:
+        target = e.expr
+        if isinstance(target, E.TensorElement):
+            address = self.access(target.base, target.indices[0], write=False, address_only=True)
+            if address is not None:
+                return f"({address})"
+        return super().expr_Address(e)
 
     def stmt_AssertStmt(self, s: S.AssertStmt) -> None:
         self.line(f"if (!({self.expr(s.cond)})) {{")
@@ -179,21 +252,21 @@ HL_EXPORT void hidet_lang_bind_gpu(void *launch_kernel, void *func_set_attribute
 }
 #endif
 
-static void hl_launch(int kernel, const hl_kernel_info *info, const char *where, long long gx, long long gy,
+static void hl_launch(int kernel, const hl_kernel_info *info, const char *const *where, long long gx, long long gy,
                       long long gz, long long bx, long long by, long long bz, long long smem, void **args) {
     if (hl_launch_failed) return;
     if (gx < 1 || gy < 1 || gz < 1 || gx > 2147483647LL || gy > 65535 || gz > 65535) {
         hl_launch_error(-1, "grid_dim (%lld, %lld, %lld) is invalid: each dimension must be at least 1 "
-                        "(at most 2^31-1 in x, 65535 in y and z)", info->name, where, gx, gy, gz);
+                        "(at most 2^31-1 in x, 65535 in y and z)", info->name, where[0], gx, gy, gz);
         return;
     }
     if (bx < 1 || by < 1 || bz < 1 || bz > 64 || bx > 1024 || by > 1024 || bx * by * bz > 1024) {
         hl_launch_error(-1, "block_dim (%lld, %lld, %lld) is invalid: at most 1024 threads a block "
-                        "(1024 in x and y, 64 in z), at least 1 in each dimension", info->name, where, bx, by, bz);
+                        "(1024 in x and y, 64 in z), at least 1 in each dimension", info->name, where[1], bx, by, bz);
         return;
     }
     if (smem < 0) {
-        hl_launch_error(-1, "dynamic_smem_bytes %lld is negative%.0lld%.0lld", info->name, where, smem, 0, 0);
+        hl_launch_error(-1, "dynamic_smem_bytes %lld is negative%.0lld%.0lld", info->name, where[2], smem, 0, 0);
         return;
     }
 #ifdef HIDET_LANG_EMULATOR
@@ -205,7 +278,7 @@ static void hl_launch(int kernel, const hl_kernel_info *info, const char *where,
     }
 #else
     if (!hl_cu_launch_kernel) {
-        hl_launch_error(-3, "no GPU is bound to this module%.0lld%.0lld%.0lld", info->name, where, 0, 0, 0);
+        hl_launch_error(-3, "no GPU is bound to this module%.0lld%.0lld%.0lld", info->name, where[3], 0, 0, 0);
         return;
     }
     if (smem > hl_cu_smem_limit[kernel]) {
@@ -213,7 +286,7 @@ static void hl_launch(int kernel, const hl_kernel_info *info, const char *where,
                                           (int)smem);
         if (rc != 0) {
             hl_launch_error(rc, "dynamic_smem_bytes %lld exceeds what the device allows (driver error %lld)%.0lld",
-                            info->name, where, smem, rc, 0);
+                            info->name, where[2], smem, rc, 0);
             return;
         }
         hl_cu_smem_limit[kernel] = smem;
@@ -221,7 +294,7 @@ static void hl_launch(int kernel, const hl_kernel_info *info, const char *where,
     int rc = hl_cu_launch_kernel(hl_cu_functions[kernel], (unsigned)gx, (unsigned)gy, (unsigned)gz, (unsigned)bx,
                                  (unsigned)by, (unsigned)bz, (unsigned)smem, 0, args, 0);
     if (rc != 0) {
-        hl_launch_error(rc, "the launch failed (driver error %lld)%.0lld%.0lld", info->name, where, rc, 0, 0);
+        hl_launch_error(rc, "the launch failed (driver error %lld)%.0lld%.0lld", info->name, where[3], rc, 0, 0);
     }
 #endif
 }
@@ -270,8 +343,12 @@ class CudaHostEmitter(CEmitter):
         self.current = f
         index = self.kernels.index(f)
         cuda = f.attrs.cuda
-        span = f.span
-        where = f"{span.file}:{span.line}" if span is not None else f.name
+        def where(span: Span | None) -> str:
+            span = span or f.span
+            return c_string(f"{span.file}:{span.line}" if span is not None else f.name)
+
+        places = [cuda.span_of(a) if cuda else None for a in ("grid_dim", "block_dim", "dynamic_smem_bytes")]
+        wheres = ", ".join(where(s) for s in [*places, None])
         self.line(self.signature(f) + " {")
         self.depth += 1
         for p in f.params:
@@ -289,7 +366,8 @@ class CudaHostEmitter(CEmitter):
         self.line(f'static const hl_kernel_info info = {{0, "{f.name}", {fibers}}};')
         self.line("#endif")
         self.line(f"void *args[] = {{{args}}};")
-        self.line(f"hl_launch({index}, &info, {c_string(where)}, {', '.join(grid)}, {', '.join(block)}, "
+        self.line(f"static const char *const where[] = {{{wheres}}};")
+        self.line(f"hl_launch({index}, &info, where, {', '.join(grid)}, {', '.join(block)}, "
                   f"(long long)({smem}), args);")
         self.depth -= 1
         self.line("}")
@@ -300,9 +378,10 @@ class CudaHostEmitter(CEmitter):
         return out + ["1LL"] * (3 - len(out))
 
 
-def emit_cuda(module: IRModule, *, emulator: bool = False) -> tuple[str, str]:
-    """The device source and the host source of a lowered CUDA module."""
-    device = CudaDeviceEmitter(emulator=emulator).emit_module(module)
+def emit_cuda(module: IRModule, *, emulator: bool = False, check: bool = False) -> tuple[str, str]:
+    """The device source and the host source of a lowered CUDA module (see `CudaDeviceEmitter` for the
+    emulator's variant and its checking mode)."""
+    device = CudaDeviceEmitter(emulator=emulator, check=check).emit_module(module)
     host = CudaHostEmitter(module, emulator=emulator).emit_module(module)
     return device, host
 

@@ -212,7 +212,7 @@ class Parser:
         if kind in ("public", "cpu_kernel", "cuda_kernel") and not isinstance(ret, VoidType):
             raise self.error(fdef, f"a '{kind}' function cannot return a value; write results into a tensor "
                                    "argument (only 'cpu_internal'/'cuda_internal' functions return values)")
-        cuda = CudaAttrs(**ctx.cuda) if ctx.cuda else None
+        cuda = CudaAttrs(**ctx.cuda, spans=tuple(ctx.cuda_spans.items())) if ctx.cuda else None
         func = Function(ctx.name, tuple(params), ret, body, FuncAttrs(kind, cuda), self.span(fdef))
         check_kind_rules(func, ctx.cuda_spans)
         return func, ctx

@@ -16,12 +16,20 @@ HOST_CALLABLE_KINDS = ("public", "cpu_kernel", "cuda_kernel")
 
 @dataclass(frozen=True, slots=True)
 class CudaAttrs:
-    """Launch configuration of a CUDA kernel; dimensions are (x, y, z) expressions over the parameters."""
+    """Launch configuration of a CUDA kernel; dimensions are (x, y, z) expressions over the parameters.
+
+    `spans` locates each attribute's assignment in the user's source (errors at launch name that line).
+    """
 
     grid_dim: tuple[Expr, ...] = ()
     block_dim: tuple[Expr, ...] = ()
     dynamic_smem_bytes: Expr | None = None
     min_blocks: int | None = None
+    spans: tuple[tuple[str, Span], ...] = field(default=(), compare=False)
+
+    def span_of(self, attribute: str) -> Span | None:
+        """Where `attrs.cuda.<attribute>` was set, if known."""
+        return dict(self.spans).get(attribute)
 
 
 @dataclass(frozen=True, slots=True)

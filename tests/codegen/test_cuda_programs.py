@@ -34,7 +34,7 @@ with hidet.script_module() as vec_module:
     def vec_add(n: i32, a: f32[n], b: f32[n], c: f32[n]):  # noqa: F821 (parameters)
         attrs.func_kind = "cuda_kernel"
         attrs.cuda.block_dim = 128
-        attrs.cuda.grid_dim = (n + 127) // 128
+        attrs.cuda.grid_dim = (n + 127) // 128  # MARK: vec-grid
         i = blockIdx.x * 128 + threadIdx.x
         if i < n:
             c[i] = a[i] + b[i]
@@ -168,8 +168,9 @@ def test_public_function_launches_kernels_in_order() -> None:
     np.testing.assert_array_equal(y, expected.astype(np.float32))
 
 
-def test_launch_with_a_zero_grid_from_a_parameter_is_an_error_naming_the_kernel() -> None:
-    with pytest.raises(RuntimeError, match=r"kernel 'vec_add'.*grid_dim \(0, 1, 1\)"):
+def test_launch_with_a_zero_grid_from_a_parameter_is_an_error_naming_the_kernel_and_attribute_line() -> None:
+    line = next(i for i, text in enumerate(Path(__file__).read_text().splitlines(), 1) if "MARK: vec-grid" in text)
+    with pytest.raises(RuntimeError, match=rf"test_cuda_programs.py:{line}: kernel 'vec_add': grid_dim \(0, 1, 1\)"):
         vec(0, np.zeros(0, np.float32), np.zeros(0, np.float32), np.zeros(0, np.float32))
 
 

@@ -1,0 +1,211 @@
+// hidet_lang CUDA primitives: the one header every generated CUDA source includes.
+//
+// Every warp-collective, atomic and other vendor-specific operation the code generator emits is an `hl_*` call
+// declared here, with two bodies:
+// - GPU (NVRTC; HIDET_LANG_EMULATOR not defined): CUDA intrinsics. Only NVRTC's built-in headers and the CUDA
+//   runtime's cuda_fp16.h / cuda_bf16.h are used (NVRTC has no <stdint.h>: the fixed-width integer types are
+//   defined here).
+// - Emulator (HIDET_LANG_EMULATOR defined; C++17 by the system compiler): cuda_emulator.h, which also supplies
+//   CUDA's built-in variables, __shared__, __syncthreads, half types, math functions and the launch runtime.
+//
+// Primitives (T: int32_t uint32_t int64_t uint64_t float double, shuffles also half and __nv_bfloat16):
+//   T hl_shfl_sync(unsigned mask, T v, int src_lane, int width = 32)   and _up (delta), _down (delta),
+//   _xor (lane_mask): CUDA's __shfl_*_sync semantics, width sub-groups, out-of-range lanes keep their value.
+//   unsigned hl_ballot_sync(unsigned mask, int pred); int hl_any_sync(mask, pred); int hl_all_sync(mask, pred);
+//   void hl_syncwarp(unsigned mask);
+//   T hl_atomic_add(T *addr, T v), hl_atomic_sub (integers and floats), hl_atomic_min, hl_atomic_max
+//   (integers), hl_atomic_exchange (all T), hl_atomic_cas(T *addr, T compare, T v) (integers): each returns the
+//   old value;
+//   char *hl_dynamic_smem(): the block's dynamic shared memory (16-byte aligned);
+//   void hl_assert_fail(int line): records the first failed assertion's line in `hl_assert_line` (a __device__
+//   int on the GPU; the emulator's hl_emu_take_assert_line() returns and clears it); the caller then returns.
+// Emulator builds only (see cuda_emulator.h): hl_emu_store_guard, hl_emu_checked, hl_emu_shared_declared for
+// guarded and checked accesses, and the launch API hl_emu_launch / hl_emu_error_message / hl_emu_take_assert_line.
+#pragma once
+#ifndef HIDET_LANG_CUDA_PRIMITIVES_H
+#define HIDET_LANG_CUDA_PRIMITIVES_H
+
+#ifdef HIDET_LANG_EMULATOR
+// ============================================================================================================
+// Emulator bodies. The warp operations are macros so that the call site's line identifies the operation in
+// deadlock and divergence reports.
+#include "cuda_emulator.h"
+
+#define hl_shfl_sync(...) ::hl_emu::shfl(__LINE__, ::hl_emu::W_IDX, __VA_ARGS__)
+#define hl_shfl_up_sync(...) ::hl_emu::shfl(__LINE__, ::hl_emu::W_UP, __VA_ARGS__)
+#define hl_shfl_down_sync(...) ::hl_emu::shfl(__LINE__, ::hl_emu::W_DOWN, __VA_ARGS__)
+#define hl_shfl_xor_sync(...) ::hl_emu::shfl(__LINE__, ::hl_emu::W_XOR, __VA_ARGS__)
+#define hl_ballot_sync(mask, pred) ::hl_emu::vote(__LINE__, ::hl_emu::W_BALLOT, (mask), (pred))
+#define hl_any_sync(mask, pred) ((int)::hl_emu::vote(__LINE__, ::hl_emu::W_ANY, (mask), (pred)))
+#define hl_all_sync(mask, pred) ((int)::hl_emu::vote(__LINE__, ::hl_emu::W_ALL, (mask), (pred)))
+#define hl_syncwarp(mask) ::hl_emu::syncwarp(__LINE__, (mask))
+
+#define hl_atomic_add ::hl_emu::atomic_add
+#define hl_atomic_sub ::hl_emu::atomic_sub
+#define hl_atomic_min ::hl_emu::atomic_min
+#define hl_atomic_max ::hl_emu::atomic_max
+#define hl_atomic_exchange ::hl_emu::atomic_exchange
+#define hl_atomic_cas ::hl_emu::atomic_cas
+
+static inline char *hl_dynamic_smem(void) { return ::hl_emu::hdr()->st->dyn_smem; }
+static inline void hl_assert_fail(int line) { ::hl_emu::assert_fail(line); }
+
+#else
+// ============================================================================================================
+// GPU bodies (NVRTC)
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+#if defined(__CUDACC_RTC__)
+typedef signed char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+#if defined(_WIN32)
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+#else
+typedef long int64_t;  // as glibc defines them, so that overloads match the emulator's
+typedef unsigned long uint64_t;
+#endif
+typedef int64_t intptr_t;
+typedef uint64_t uintptr_t;
+#ifndef INT8_MIN
+#define INT8_MIN (-128)
+#define INT16_MIN (-32767 - 1)
+#define INT32_MIN (-2147483647 - 1)
+#define INT64_MIN (-9223372036854775807LL - 1)
+#define INT8_MAX 127
+#define INT16_MAX 32767
+#define INT32_MAX 2147483647
+#define INT64_MAX 9223372036854775807LL
+#define UINT8_MAX 255
+#define UINT16_MAX 65535
+#define UINT32_MAX 4294967295U
+#define UINT64_MAX 18446744073709551615ULL
+#endif
+#else
+#include <stdint.h>
+#endif
+
+#define HL_DEVICE static __device__ __forceinline__
+
+#define HL_SHFL(T)                                                                                         \
+    HL_DEVICE T hl_shfl_sync(unsigned mask, T v, int src_lane, int width = 32) {                            \
+        return __shfl_sync(mask, v, src_lane, width);                                                      \
+    }                                                                                                      \
+    HL_DEVICE T hl_shfl_up_sync(unsigned mask, T v, int delta, int width = 32) {                            \
+        return __shfl_up_sync(mask, v, (unsigned)delta, width);                                            \
+    }                                                                                                      \
+    HL_DEVICE T hl_shfl_down_sync(unsigned mask, T v, int delta, int width = 32) {                          \
+        return __shfl_down_sync(mask, v, (unsigned)delta, width);                                          \
+    }                                                                                                      \
+    HL_DEVICE T hl_shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {                       \
+        return __shfl_xor_sync(mask, v, lane_mask, width);                                                 \
+    }
+HL_SHFL(int)
+HL_SHFL(unsigned int)
+HL_SHFL(long)
+HL_SHFL(unsigned long)
+HL_SHFL(long long)
+HL_SHFL(unsigned long long)
+HL_SHFL(float)
+HL_SHFL(double)
+HL_SHFL(__half)
+HL_SHFL(__nv_bfloat16)
+#undef HL_SHFL
+
+HL_DEVICE unsigned hl_ballot_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred); }
+HL_DEVICE int hl_any_sync(unsigned mask, int pred) { return __any_sync(mask, pred); }
+HL_DEVICE int hl_all_sync(unsigned mask, int pred) { return __all_sync(mask, pred); }
+HL_DEVICE void hl_syncwarp(unsigned mask) { __syncwarp(mask); }
+
+// Atomics: CUDA has no 64-bit signed atomicAdd / atomicExch / atomicCAS, so those go through the unsigned long
+// long overloads (two's complement makes them equivalent); `long` (int64_t on LP64) is cast likewise.
+typedef unsigned long long hl_u64;
+
+HL_DEVICE int hl_atomic_add(int *p, int v) { return atomicAdd(p, v); }
+HL_DEVICE unsigned int hl_atomic_add(unsigned int *p, unsigned int v) { return atomicAdd(p, v); }
+HL_DEVICE long hl_atomic_add(long *p, long v) { return (long)atomicAdd((hl_u64 *)p, (hl_u64)v); }
+HL_DEVICE unsigned long hl_atomic_add(unsigned long *p, unsigned long v) {
+    return (unsigned long)atomicAdd((hl_u64 *)p, (hl_u64)v);
+}
+HL_DEVICE long long hl_atomic_add(long long *p, long long v) { return (long long)atomicAdd((hl_u64 *)p, (hl_u64)v); }
+HL_DEVICE hl_u64 hl_atomic_add(hl_u64 *p, hl_u64 v) { return atomicAdd(p, v); }
+HL_DEVICE float hl_atomic_add(float *p, float v) { return atomicAdd(p, v); }
+HL_DEVICE double hl_atomic_add(double *p, double v) { return atomicAdd(p, v); }
+
+HL_DEVICE int hl_atomic_sub(int *p, int v) { return atomicSub(p, v); }
+HL_DEVICE unsigned int hl_atomic_sub(unsigned int *p, unsigned int v) { return atomicSub(p, v); }
+HL_DEVICE long hl_atomic_sub(long *p, long v) { return (long)atomicAdd((hl_u64 *)p, 0ull - (hl_u64)v); }
+HL_DEVICE unsigned long hl_atomic_sub(unsigned long *p, unsigned long v) {
+    return (unsigned long)atomicAdd((hl_u64 *)p, 0ull - (hl_u64)v);
+}
+HL_DEVICE long long hl_atomic_sub(long long *p, long long v) {
+    return (long long)atomicAdd((hl_u64 *)p, 0ull - (hl_u64)v);
+}
+HL_DEVICE hl_u64 hl_atomic_sub(hl_u64 *p, hl_u64 v) { return atomicAdd(p, 0ull - v); }
+HL_DEVICE float hl_atomic_sub(float *p, float v) { return atomicAdd(p, -v); }
+HL_DEVICE double hl_atomic_sub(double *p, double v) { return atomicAdd(p, -v); }
+
+HL_DEVICE int hl_atomic_min(int *p, int v) { return atomicMin(p, v); }
+HL_DEVICE unsigned int hl_atomic_min(unsigned int *p, unsigned int v) { return atomicMin(p, v); }
+HL_DEVICE long hl_atomic_min(long *p, long v) { return (long)atomicMin((long long *)p, (long long)v); }
+HL_DEVICE unsigned long hl_atomic_min(unsigned long *p, unsigned long v) {
+    return (unsigned long)atomicMin((hl_u64 *)p, (hl_u64)v);
+}
+HL_DEVICE long long hl_atomic_min(long long *p, long long v) { return atomicMin(p, v); }
+HL_DEVICE hl_u64 hl_atomic_min(hl_u64 *p, hl_u64 v) { return atomicMin(p, v); }
+
+HL_DEVICE int hl_atomic_max(int *p, int v) { return atomicMax(p, v); }
+HL_DEVICE unsigned int hl_atomic_max(unsigned int *p, unsigned int v) { return atomicMax(p, v); }
+HL_DEVICE long hl_atomic_max(long *p, long v) { return (long)atomicMax((long long *)p, (long long)v); }
+HL_DEVICE unsigned long hl_atomic_max(unsigned long *p, unsigned long v) {
+    return (unsigned long)atomicMax((hl_u64 *)p, (hl_u64)v);
+}
+HL_DEVICE long long hl_atomic_max(long long *p, long long v) { return atomicMax(p, v); }
+HL_DEVICE hl_u64 hl_atomic_max(hl_u64 *p, hl_u64 v) { return atomicMax(p, v); }
+
+HL_DEVICE int hl_atomic_exchange(int *p, int v) { return atomicExch(p, v); }
+HL_DEVICE unsigned int hl_atomic_exchange(unsigned int *p, unsigned int v) { return atomicExch(p, v); }
+HL_DEVICE long hl_atomic_exchange(long *p, long v) { return (long)atomicExch((hl_u64 *)p, (hl_u64)v); }
+HL_DEVICE unsigned long hl_atomic_exchange(unsigned long *p, unsigned long v) {
+    return (unsigned long)atomicExch((hl_u64 *)p, (hl_u64)v);
+}
+HL_DEVICE long long hl_atomic_exchange(long long *p, long long v) {
+    return (long long)atomicExch((hl_u64 *)p, (hl_u64)v);
+}
+HL_DEVICE hl_u64 hl_atomic_exchange(hl_u64 *p, hl_u64 v) { return atomicExch(p, v); }
+HL_DEVICE float hl_atomic_exchange(float *p, float v) { return atomicExch(p, v); }
+HL_DEVICE double hl_atomic_exchange(double *p, double v) {
+    return __longlong_as_double((long long)atomicExch((hl_u64 *)p, (hl_u64)__double_as_longlong(v)));
+}
+
+HL_DEVICE int hl_atomic_cas(int *p, int compare, int v) { return atomicCAS(p, compare, v); }
+HL_DEVICE unsigned int hl_atomic_cas(unsigned int *p, unsigned int compare, unsigned int v) {
+    return atomicCAS(p, compare, v);
+}
+HL_DEVICE long hl_atomic_cas(long *p, long compare, long v) {
+    return (long)atomicCAS((hl_u64 *)p, (hl_u64)compare, (hl_u64)v);
+}
+HL_DEVICE unsigned long hl_atomic_cas(unsigned long *p, unsigned long compare, unsigned long v) {
+    return (unsigned long)atomicCAS((hl_u64 *)p, (hl_u64)compare, (hl_u64)v);
+}
+HL_DEVICE long long hl_atomic_cas(long long *p, long long compare, long long v) {
+    return (long long)atomicCAS((hl_u64 *)p, (hl_u64)compare, (hl_u64)v);
+}
+HL_DEVICE hl_u64 hl_atomic_cas(hl_u64 *p, hl_u64 compare, hl_u64 v) { return atomicCAS(p, compare, v); }
+
+extern __shared__ __align__(16) char hl_dynamic_smem_base[];
+HL_DEVICE char *hl_dynamic_smem(void) { return hl_dynamic_smem_base; }
+
+// The first failed device assertion's line (0: none); the host reads and clears it after a launch.
+__device__ int hl_assert_line = 0;
+HL_DEVICE void hl_assert_fail(int line) { atomicCAS(&hl_assert_line, 0, line); }
+
+#undef HL_DEVICE
+#endif  // HIDET_LANG_EMULATOR
+
+#endif  // HIDET_LANG_CUDA_PRIMITIVES_H
