@@ -23,6 +23,11 @@ C_KEYWORDS = frozenset("""
 auto break case char const continue default do double else enum extern float for goto if inline int long register
 restrict return short signed sizeof static struct switch typedef union unsigned void volatile while bool true false
 main printf abs fabs exp log sqrt sin cos tan tanh erf floor ceil pow fmod round trunc min max errno NULL
+div ldiv lldiv labs llabs rand srand random time clock exit abort free malloc calloc realloc signal raise
+select index rindex puts putchar getchar fflush memcpy memset strlen j0 j1 jn y0 y1 yn gamma lgamma tgamma
+erfc log10 exp2 log2 atan atan2 asin acos sinh cosh log1p expm1 cbrt hypot nan isnan isinf remainder
+int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t half bfloat16 dim3 threadIdx blockIdx blockDim
+gridDim warpSize new delete class namespace template this operator private public protected virtual friend
 """.split())
 
 ASSERT_STATUS_SYMBOL = "hidet_lang_assert_status"

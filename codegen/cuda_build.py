@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import ctypes
 import os
+import platform
 from pathlib import Path
 
 from codegen import cuda_driver
 from codegen.cache import build_and_load, build_cubin, include_dirs_hash
+from codegen.c_emitter import CEmitter
 from codegen.compiler import DEFAULT_C_FLAGS, map_c_line_to_dsl
 from codegen.cuda_backend import backend
 from codegen.cuda_emitter import emit_cuda
@@ -29,7 +31,9 @@ INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 CHECK_ENV_VAR = "HIDET_LANG_EMU_CHECK"
 VERIFY_ENV_VAR = "HIDET_LANG_VERIFY_CUBINS"  # e.g. "sm_80,sm_90": compile every CUDA module for these too
 LAUNCH_STATUS_SYMBOL = "hidet_lang_launch_status"
-EMULATOR_FLAGS = ("-O2", "-march=native", "-fopenmp", "-std=c++17", "-DHIDET_LANG_EMULATOR")
+EMULATOR_FLAGS = ("-O2", "-march=native", "-fopenmp", "-std=c++17", "-DHIDET_LANG_EMULATOR",
+                  # `__shared__` arrays are thread-local; the descriptor dialect makes their accesses cheaper
+                  *(("-mtls-dialect=gnu2",) if platform.machine() in ("x86_64", "AMD64") else ()))
 
 
 def build_cuda_module(module: IRModule, arch: str | None, check: bool = False) -> CompiledModule:
@@ -65,7 +69,7 @@ def build_cuda_module(module: IRModule, arch: str | None, check: bool = False) -
 def verify_cubins(module: IRModule, device_source: str, archs: str) -> None:
     """Compile `device_source` with NVRTC for each architecture in the comma-separated `archs` and check that
     each cubin is an ELF image holding every kernel as a function symbol (RuntimeError otherwise)."""
-    kernels = {f.name for f in module.functions if f.attrs.kind == "cuda_kernel"}
+    kernels = {CEmitter().c_function_name(f) for f in module.functions if f.attrs.kind == "cuda_kernel"}
     for arch in filter(None, (a.strip() for a in archs.split(","))):
         cubin = build_cubin(device_source, arch=normalize_arch(arch), include_dirs=[str(INCLUDE_DIR)],
                             version=__version__)
@@ -81,7 +85,8 @@ def _bind_gpu(module: IRModule, lib: ctypes.CDLL, cubin: bytes) -> dict[str, str
 
     cu_module = cuda_driver.load_module(cubin)
     kernels = [f for f in module.functions if f.attrs.kind == "cuda_kernel"]
-    handles = (ctypes.c_void_p * max(len(kernels), 1))(*[cuda_driver.get_function(cu_module, k.name) for k in kernels])
+    symbols = [CEmitter().c_function_name(k) for k in kernels]
+    handles = (ctypes.c_void_p * max(len(kernels), 1))(*[cuda_driver.get_function(cu_module, s) for s in symbols])
     launch, set_attribute = cuda_driver.launch_entry_points()
     lib.hidet_lang_bind_gpu.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
     lib.hidet_lang_bind_gpu.restype = None

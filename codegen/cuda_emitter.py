@@ -361,7 +361,8 @@ class CudaHostEmitter(CEmitter):
         args = ", ".join(f"(void *)&{self.var_name(p)}" for p in f.params) or "0"
         fibers = int(needs_fibers(self.module, f))
         self.line("#ifdef HIDET_LANG_EMULATOR")
-        self.line(f'static const hl_kernel_info info = {{{f.name}__entry, "{f.name}", {fibers}}};')
+        entry = CEmitter.c_function_name(self, f) + "__entry"  # the device emitter's name for the kernel
+        self.line(f'static const hl_kernel_info info = {{{entry}, "{f.name}", {fibers}}};')
         self.line("#else")
         self.line(f'static const hl_kernel_info info = {{0, "{f.name}", {fibers}}};')
         self.line("#endif")
