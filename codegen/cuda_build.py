@@ -14,8 +14,8 @@ import platform
 from pathlib import Path
 
 from codegen import cuda_driver
-from codegen.cache import build_and_load, build_cubin, include_dirs_hash
 from codegen.c_emitter import CEmitter
+from codegen.cache import build_and_load, build_cubin, include_dirs_hash
 from codegen.compiler import DEFAULT_C_FLAGS, map_c_line_to_dsl
 from codegen.cuda_backend import backend
 from codegen.cuda_emitter import emit_cuda
