@@ -26,7 +26,8 @@ from hidet_lang.ir.types import DataType, PointerType, TensorType
 _CTYPES = {
     "bool": ctypes.c_bool, "int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32,
     "int64": ctypes.c_int64, "uint8": ctypes.c_uint8, "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32,
-    "uint64": ctypes.c_uint64, "float16": ctypes.c_float, "float32": ctypes.c_float, "float64": ctypes.c_double,
+    "uint64": ctypes.c_uint64, "float16": ctypes.c_float, "bfloat16": ctypes.c_float, "float32": ctypes.c_float,
+    "float64": ctypes.c_double,
 }
 
 
@@ -35,6 +36,18 @@ def ctype_of(t: Any) -> Any:
     if isinstance(t, DataType):
         return _CTYPES[t.name]
     return ctypes.c_void_p
+
+
+def numpy_dtype(t: DataType) -> np.dtype:
+    """The numpy dtype of arrays for elements of type `t`; bf16 is `ml_dtypes.bfloat16` when that package is
+    installed, otherwise uint16 arrays holding the raw bits."""
+    if t.name == "bfloat16":
+        try:
+            import ml_dtypes
+        except ImportError:
+            return np.dtype(np.uint16)
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(t.numpy_name)
 
 
 def _describe(value: Any) -> str:
@@ -151,7 +164,7 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
             pass_args.append(a)
             continue
         assert isinstance(t, (TensorType, PointerType))
-        dtype = np.dtype(t.dtype.numpy_name)
+        dtype = numpy_dtype(t.dtype)
         env[f"_d{i}"] = dtype
         shape_expr = "None"
         if isinstance(t, TensorType):

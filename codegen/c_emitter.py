@@ -46,6 +46,7 @@ _PRELUDE = r"""
 #include <stdbool.h>
 #include <stdio.h>
 #include <math.h>
+#include <string.h>
 
 #ifdef __cplusplus
 #define HL_EXPORT extern "C"
@@ -201,6 +202,18 @@ class CEmitter:
         self.float_params[p] = name
         return name
 
+    def float_param_conversion(self, t: DataType, name: str) -> str:
+        """C text converting the `float` a half-precision parameter arrives in to the parameter's type."""
+        return f"({self.scalar(t)}){name}"
+
+    def unpack_float_params(self, f: Function) -> None:
+        """Declare each half-precision parameter from the `float` it arrived in (see `passed_as_float`)."""
+        for p in f.params:
+            if self.passed_as_float(f, p):
+                assert isinstance(p.type, DataType)
+                conversion = self.float_param_conversion(p.type, self.float_params[p])
+                self.line(f"{self.type_name(p.type)} {self.var_name(p)} = {conversion};")
+
     def param_decl(self, f: Function, p: E.Var) -> str:
         """The C declaration of one parameter."""
         if self.passed_as_float(f, p):
@@ -223,10 +236,7 @@ class CEmitter:
             self.line(f"// {f.span.file}:{f.span.line}")
         self.line(self.signature(f) + " {")
         self.depth += 1
-        for p in f.params:
-            if self.passed_as_float(f, p):
-                c_type = self.type_name(p.type)
-                self.line(f"{c_type} {self.var_name(p)} = ({c_type}){self.float_params[p]};")
+        self.unpack_float_params(f)
         self.stmt(f.body)
         self.depth -= 1
         self.line("}")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from codegen import cuda_driver
 from codegen.c_emitter import CEmitter
-from codegen.cache import build_and_load, build_cubin, include_dirs_hash
+from codegen.cache import build_and_load, build_cubin, build_library, include_dirs_hash
 from codegen.compiler import DEFAULT_C_FLAGS, map_c_line_to_dsl
 from codegen.cuda_backend import backend
 from codegen.cuda_emitter import emit_cuda
@@ -47,7 +47,7 @@ def build_cuda_module(module: IRModule, arch: str | None, check: bool = False) -
         return build_cubin(device_source, arch=arch, include_dirs=[include], version=__version__)
 
     sources = {"cuda": device_source, "host": host_source}
-    verify_cubins(module, device_source, os.environ.get(VERIFY_ENV_VAR, ""))
+    verify_cubins(module, device_source, host_source, os.environ.get(VERIFY_ENV_VAR, ""))
     if backend() == "gpu":
         lib = build_and_load(host_source, language="c", flags=DEFAULT_C_FLAGS, version=__version__)
         c_names = _bind_gpu(module, lib, cubin())
@@ -66,9 +66,13 @@ def build_cuda_module(module: IRModule, arch: str | None, check: bool = False) -
                           after_call=[c for c in checks if c is not None])
 
 
-def verify_cubins(module: IRModule, device_source: str, archs: str) -> None:
+def verify_cubins(module: IRModule, device_source: str, host_source: str, archs: str) -> None:
     """Compile `device_source` with NVRTC for each architecture in the comma-separated `archs` and check that
-    each cubin is an ELF image holding every kernel as a function symbol (RuntimeError otherwise)."""
+    each cubin is an ELF image holding every kernel as a function symbol (RuntimeError otherwise); compile the
+    GPU host code too, so that both halves of the GPU build are known to compile where no GPU runs them."""
+    if not archs.strip():
+        return
+    build_library(host_source, language="c", flags=DEFAULT_C_FLAGS, version=__version__)
     kernels = {CEmitter().c_function_name(f) for f in module.functions if f.attrs.kind == "cuda_kernel"}
     for arch in filter(None, (a.strip() for a in archs.split(","))):
         cubin = build_cubin(device_source, arch=normalize_arch(arch), include_dirs=[str(INCLUDE_DIR)],

@@ -21,6 +21,7 @@ from hidet_lang.ir.span import Span
 from hidet_lang.ir.types import DataType, PointerType, TensorType, Type
 
 DEVICE_KINDS = ("cuda_kernel", "cuda_internal")
+CUDA_SCALARS = {"float16": "half", "bfloat16": "__nv_bfloat16"}
 MAX_THREADS_PER_BLOCK = 1024
 
 _DEVICE_PRELUDE = '#include "hidet_lang/cuda_primitives.h"\n'
@@ -73,7 +74,7 @@ class CudaDeviceEmitter(CEmitter):
         self.spaces: dict[E.Var, int] = {}
 
     def scalar(self, t: DataType) -> str:
-        return "half" if t.name == "float16" else t.c_name
+        return CUDA_SCALARS.get(t.name, t.c_name)
 
     def prelude(self) -> str:
         return _DEVICE_PRELUDE
@@ -203,6 +204,13 @@ class CudaDeviceEmitter(CEmitter):
 
 
 _HOST_PRELUDE = r"""
+static uint16_t hl_bf16_bits(float x) {  /* round to nearest even, as __float2bfloat16 */
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fff;  /* NaN */
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
 typedef struct { void (*entry)(void **); const char *name; int needs_fibers; } hl_kernel_info;
 static char hl_launch_message[512];
 static int hl_launch_failed = 0;
@@ -311,8 +319,16 @@ class CudaHostEmitter(CEmitter):
         self.kernels = [f for f in module.functions if f.attrs.kind == "cuda_kernel"]
 
     def scalar(self, t: DataType) -> str:
-        # the emulator's translation unit is C++, where the emulation header's `half` stands for f16
-        return "half" if self.emulator and t.name == "float16" else t.c_name
+        # the emulator's translation unit is C++, where the emulation header's half types stand for f16/bf16;
+        # host C for a GPU holds a bf16 as its 16 bits (converted by `hl_bf16_bits`)
+        if self.emulator:
+            return CUDA_SCALARS.get(t.name, t.c_name)
+        return "uint16_t" if t.name == "bfloat16" else t.c_name
+
+    def float_param_conversion(self, t: DataType, name: str) -> str:
+        if t.name == "bfloat16" and not self.emulator:
+            return f"hl_bf16_bits({name})"
+        return super().float_param_conversion(t, name)
 
     def prelude(self) -> str:
         return super().prelude() + f"#define HL_NUM_KERNELS {len(self.kernels)}\n" + _HOST_PRELUDE
@@ -351,10 +367,7 @@ class CudaHostEmitter(CEmitter):
         wheres = ", ".join(where(s) for s in [*places, None])
         self.line(self.signature(f) + " {")
         self.depth += 1
-        for p in f.params:
-            if self.passed_as_float(f, p):
-                self.line(f"{self.type_name(p.type)} {self.var_name(p)} = ({self.type_name(p.type)})"
-                          f"{self.float_params[p]};")
+        self.unpack_float_params(f)
         grid = self.dims(cuda.grid_dim if cuda else ())
         block = self.dims(cuda.block_dim if cuda else ())
         smem = self.expr(cuda.dynamic_smem_bytes) if cuda and cuda.dynamic_smem_bytes is not None else "0"

@@ -13,7 +13,7 @@ from hidet_lang.ir.functor import collect
 from hidet_lang.ir.intrinsics import CUDA_INTRINSICS
 from hidet_lang.ir.node import child_field_names
 from hidet_lang.ir.span import Span
-from hidet_lang.ir.types import TensorType
+from hidet_lang.ir.types import TensorType, bfloat16
 
 
 def _own_expressions(stmt: S.Stmt) -> list[E.Expr]:
@@ -27,13 +27,25 @@ def _own_expressions(stmt: S.Stmt) -> list[E.Expr]:
     return out
 
 
+def _is_bf16(t: object) -> bool:
+    return getattr(t, "dtype", t) is bfloat16
+
+
 def check_kind_rules(func: Function, attr_spans: dict[str, Span] | None = None) -> None:
     """Raise a DSL error at the first statement that `func`'s kind does not allow, or at a launch attribute
     (`attr_spans` locates them) whose constant value no launch could accept."""
     kind = func.attrs.kind
     is_cuda = kind.startswith("cuda")
+    if not is_cuda:
+        for p in func.params:
+            if _is_bf16(p.type):
+                raise DSLTypeError(f"parameter '{p.name}': bf16 is supported in CUDA functions only",
+                                   p.span or func.span)
     for stmt in collect(func.body, S.Stmt):
         if not is_cuda:
+            if any(_is_bf16(e.type) for x in _own_expressions(stmt) for e in collect(x, (E.Cast, E.Constant, E.Var))):
+                raise DSLTypeError(f"bf16 is supported in CUDA functions only, and '{func.name}' is a '{kind}' "
+                                   "function", stmt.span)
             for e in _own_expressions(stmt):
                 for intrinsic in collect(e, E.Intrinsic):
                     if intrinsic.name in CUDA_INTRINSICS:

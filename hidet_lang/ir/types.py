@@ -103,12 +103,13 @@ uint16 = DataType("uint16", "u16", "uint16_t", 2, "uint")
 uint32 = DataType("uint32", "u32", "uint32_t", 4, "uint")
 uint64 = DataType("uint64", "u64", "uint64_t", 8, "uint")
 float16 = DataType("float16", "f16", "_Float16", 2, "float")
+bfloat16 = DataType("bfloat16", "bf16", "__bf16", 2, "float")  # CUDA kernels only
 float32 = DataType("float32", "f32", "float", 4, "float")
 float64 = DataType("float64", "f64", "double", 8, "float")
 void = VoidType()
 
 ALL_DTYPES: tuple[DataType, ...] = (
-    boolean, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, float32, float64,
+    boolean, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32, float64,
 )
 DTYPE_BY_NAME: dict[str, DataType] = {
     **{t.name: t for t in ALL_DTYPES},
@@ -130,6 +131,8 @@ def promote(a: DataType, b: DataType) -> DataType:
         return a
     if a.is_float or b.is_float:
         floats = [t for t in (a, b) if t.is_float]
+        if len(floats) == 2 and a.nbytes == b.nbytes == 2:
+            return float32  # f16 with bf16: neither holds the other
         return max(floats, key=lambda t: t.nbytes)
     if a.is_bool:
         return b if not b.is_bool else int32

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import hidet_lang as hidet
 from hidet_lang import attrs, f16, f32, i32, spatial
+from hidet_lang import errors as hidet_lang_errors
 from hidet_lang.cuda import (
     atomic_add,
     blockDim,
@@ -193,3 +194,41 @@ def test_device_assertion_is_an_assertion_error_after_the_call() -> None:
     with pytest.raises(AssertionError, match="negative input"):
         built(32, a)
     built(32, np.ones(32, np.float32))  # the failure was reported once, not carried over
+
+
+def bf16_bits(x: np.ndarray) -> np.ndarray:
+    """float32 values rounded to bfloat16 (nearest even), as raw bits."""
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def bf16_values(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+with hidet.script_module() as bf16_module:
+
+    @hidet.script
+    def bf16_fma(a: hidet.bf16[64], b: hidet.bf16[64], scale: hidet.bf16, c: hidet.bf16[64]):
+        attrs.func_kind = "cuda_kernel"
+        attrs.cuda.block_dim = 64
+        attrs.cuda.grid_dim = 1
+        c[threadIdx.x] = a[threadIdx.x] * b[threadIdx.x] * scale
+
+
+def test_bf16_kernel_with_raw_bits_on_the_host() -> None:
+    a, b = bf16_bits(np.random.randn(64)), bf16_bits(np.random.randn(64))
+    c = np.zeros(64, np.uint16)
+    bf16_module.build()(a, b, 0.5, c)
+    # each bf16 operation rounds its float result to bf16 once, as the GPU's operators do
+    expected = bf16_bits(bf16_values(bf16_bits(bf16_values(a) * bf16_values(b))) * np.float32(0.5))
+    np.testing.assert_array_equal(c, expected)
+
+
+def test_bf16_in_a_cpu_function_is_an_error_at_the_parameter() -> None:
+    with pytest.raises(hidet_lang_errors.DSLTypeError, match="bf16 is supported in CUDA functions only"):
+
+        @hidet.script
+        def cpu_bf16(a: hidet.bf16[4]):
+            attrs.func_kind = "public"
+            a[0] = a[1]
