@@ -262,7 +262,7 @@ class CEmitter:
         t = s.var.type
         name = self.var_name(s.var)
         if isinstance(t, TensorType):
-            size = math.prod(int(d) for d in t.shape)
+            size = t.layout.size if t.layout is not None else math.prod(int(d) for d in t.shape)  # the storage
             self.line(f"{self.storage_prefix(s)}{self.scalar(t.dtype)} {name}[{size}];")
             return
         init = "" if s.init is None else f" = {self.expr(s.init)}"
@@ -420,6 +420,9 @@ class CEmitter:
 
     def expr_Cast(self, e: E.Cast) -> str:
         return f"(({self.scalar(e.dtype)})({self.expr(e.expr)}))"
+
+    def expr_Reinterpret(self, e: E.Reinterpret) -> str:
+        return f"(({self.type_name(e.target)})({self.expr(e.expr)}))"
 
     def expr_IfThenElse(self, e: E.IfThenElse) -> str:
         return f"({self.expr(e.cond)} ? {self.expr(e.then_expr)} : {self.expr(e.else_expr)})"

@@ -12,6 +12,7 @@ bound at load time (the CUDA driver, or the emulator).
 from __future__ import annotations
 
 from codegen.c_emitter import CEmitter, c_string
+from hidet_lang.errors import DSLSyntaxError
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import Function, IRModule
@@ -53,6 +54,14 @@ def needs_fibers(module: IRModule, kernel: Function) -> bool:
 
 # Access flags of the emulator's checked accesses (see cuda_emulator.h).
 ACCESS_READ, ACCESS_WRITE, SPACE_GLOBAL, SPACE_SHARED, SPACE_LOCAL = 1, 2, 4, 8, 16
+
+
+def asm_constraint(t: Type) -> str:
+    """The inline-PTX operand constraint of a scalar type ('h' 16-bit, 'r' 32-bit, 'l' 64-bit, 'f', 'd')."""
+    assert isinstance(t, DataType)
+    if t.is_float:
+        return {2: "h", 4: "f", 8: "d"}[t.nbytes]
+    return {1: "r", 2: "h", 4: "r", 8: "l"}[t.nbytes]
 
 
 class CudaDeviceEmitter(CEmitter):
@@ -136,12 +145,16 @@ class CudaDeviceEmitter(CEmitter):
         return c_string(f"{self.last_marker[0]}:{self.last_marker[1]}" if self.last_marker else "?")
 
     def extent(self, base: E.Expr) -> str:
-        """The number of elements a tensor (or tensor pointer) holds, as C text; -1 when unknown."""
+        """The number of elements a tensor (or tensor pointer) holds, as C text; -1 when unknown. For a tensor
+        type with a layout, that is the layout's size (its storage), not the product of its shape."""
         t = base.type
-        shape = t.shape if isinstance(t, TensorType) else t.base.shape if (
+        tensor = t if isinstance(t, TensorType) else t.base if (
             isinstance(t, PointerType) and isinstance(t.base, TensorType)) else None
-        if shape is None:
+        if tensor is None:
             return "-1LL"
+        if tensor.layout is not None:
+            return f"{tensor.layout.size}LL"
+        shape = tensor.shape
         return " * ".join(f"(long long)({self.expr(E.convert(d))})" for d in shape)
 
     def access(self, base: E.Expr, index: E.Expr, write: bool, address_only: bool = False) -> str | None:
@@ -177,6 +190,15 @@ class CudaDeviceEmitter(CEmitter):
             if address is not None:
                 return f"({address})"
         return super().expr_Address(e)
+
+    def stmt_AsmStmt(self, s: S.AsmStmt) -> None:
+        if self.emulator:
+            raise DSLSyntaxError("inline PTX (asm) cannot run on the CUDA emulator; it needs a GPU "
+                                 "(HIDET_LANG_CUDA=gpu)", s.span)
+        outputs = ", ".join(f'"={asm_constraint(e.type)}"({self.expr(e)})' for e in s.outputs)
+        inputs = ", ".join(f'"{asm_constraint(e.type)}"({self.expr(e)})' for e in s.inputs)
+        volatile = " volatile" if s.volatile else ""
+        self.line(f"asm{volatile}({c_string(s.template)} : {outputs} : {inputs});")
 
     def stmt_AssertStmt(self, s: S.AssertStmt) -> None:
         self.line(f"if (!({self.expr(s.cond)})) {{")

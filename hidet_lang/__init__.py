@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from hidet_lang import option
 from hidet_lang.frontend.builtins import (
+    address,
+    as_tensor_pointer,
+    asm,
     attrs,
+    cast,
+    deref,
     exp,
     grid,
     meta,
@@ -18,6 +23,7 @@ from hidet_lang.frontend.builtins import (
     sqrt,
     tensor,
     tensor_pointer,
+    view,
 )
 from hidet_lang.frontend.script import ScriptFunction, ScriptModule, script, script_module
 from hidet_lang.ir.mapping import auto_map, repeat, spatial
@@ -43,11 +49,11 @@ u8, u16, u32, u64 = uint8, uint16, uint32, uint64
 f16, bf16, f32, f64 = float16, bfloat16, float32, float64
 
 __all__ = [
-    "__version__", "asarray", "attrs", "auto_map", "bf16", "bfloat16", "boolean", "empty", "exp", "f16", "f32",
-    "f64", "float16", "float32", "float64", "grid", "i16", "i32", "i64", "i8", "int16", "int32", "int64", "int8",
-    "meta", "option", "printf", "randn", "register_tensor", "repeat", "rsqrt", "script", "script_module",
-    "ScriptFunction", "ScriptModule", "spatial", "sqrt", "tensor", "tensor_pointer", "u16", "u32", "u64", "u8",
-    "uint16", "uint32", "uint64", "uint8", "zeros",
+    "__version__", "address", "as_tensor_pointer", "asm", "asarray", "attrs", "auto_map", "bf16", "bfloat16", "boolean",
+    "cast", "deref", "empty", "exp", "f16", "f32", "f64", "float16", "float32", "float64", "grid", "i16", "i32",
+    "i64", "i8", "int16", "int32", "int64", "int8", "meta", "option", "printf", "randn", "register_tensor",
+    "repeat", "rsqrt", "script", "script_module", "ScriptFunction", "ScriptModule", "spatial", "sqrt", "tensor",
+    "tensor_pointer", "u16", "u32", "u64", "u8", "uint16", "uint32", "uint64", "uint8", "view", "zeros",
 ]
 
 

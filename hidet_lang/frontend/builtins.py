@@ -13,7 +13,8 @@ from typing import Any
 
 from hidet_lang.frontend import semantics
 from hidet_lang.ir import expr as E
-from hidet_lang.ir.types import DataType, TensorType, dtype_from_name, int32
+from hidet_lang.ir.layout import Layout
+from hidet_lang.ir.types import DataType, PointerType, TensorType, dtype_from_name, int32
 
 FUNC_ATTRS = ("func_kind", "func_name")
 CUDA_ATTRS = ("grid_dim", "block_dim", "dynamic_smem_bytes", "min_blocks")
@@ -49,11 +50,15 @@ cuda_attrs = _AttrsNamespace(CUDA_ATTRS, "attrs.cuda.")
 
 @dataclass(frozen=True)
 class LocalTensorRequest:
-    """What `register_tensor(f32, [4, 4])` evaluates to: the parser declares a local array for it."""
+    """What `register_tensor(f32, [4, 4])` evaluates to: the parser declares a local array for it.
+
+    `layout` is the tensor's layout (`None`: row-major over `shape`); when it is set, `shape` is its shape.
+    """
 
     dtype: DataType
     shape: tuple[int, ...]
     scope: str = ""
+    layout: Layout | None = None
 
 
 @dataclass(frozen=True)
@@ -96,21 +101,52 @@ def _as_shape(shape: Any) -> tuple[Any, ...]:
     raise TypeError(f"a shape is a list of extents, got {shape!r}")
 
 
-def register_tensor(dtype: DataType | str, shape: Sequence[int]) -> LocalTensorRequest:
-    """A local array of `dtype` with a constant `shape` (in registers on CUDA, on the stack on the CPU)."""
+def local_tensor_request(
+    dtype: DataType | str, shape: Sequence[int] | None, layout: Layout | None, scope: str, func: str
+) -> LocalTensorRequest:
+    """The request behind `register_tensor`, `tensor` and `shared_tensor`: the shape follows from the layout
+    when omitted; when both are given they must agree (a `ValueError` naming `func` otherwise)."""
+    if layout is not None and not isinstance(layout, Layout):
+        hint = f" (pass the scope by keyword: scope={layout!r})" if isinstance(layout, str) else ""
+        raise TypeError(f"{func}: layout must be a layout such as row_major(4, 4), got {layout!r}{hint}")
+    if shape is None:
+        if layout is None:
+            raise TypeError(f"{func} needs a shape or a layout, e.g. {func}(f32, [4, 4])")
+        return LocalTensorRequest(_as_dtype(dtype), layout.shape, scope, layout)
     dims = _as_shape(shape)
     for d in dims:
         if isinstance(d, bool) or not isinstance(d, int) or d <= 0:
             raise ValueError(f"a local tensor's shape must be positive Python ints, got {list(dims)}")
-    return LocalTensorRequest(_as_dtype(dtype), dims)
+    if layout is not None and dims != layout.shape:
+        raise ValueError(
+            f"{func}: the shape {list(dims)} does not match the shape {list(layout.shape)} of the layout {layout}; "
+            "give one of them, or make them agree"
+        )
+    return LocalTensorRequest(_as_dtype(dtype), dims, scope, layout)
 
 
-def tensor(dtype: DataType | str, shape: Sequence[int], scope: str = "register") -> LocalTensorRequest:
-    """A local tensor; `scope` is 'register' (or 'local'), or 'shared' in CUDA kernels."""
+def register_tensor(
+    dtype: DataType | str, shape: Sequence[int] | None = None, layout: Layout | None = None
+) -> LocalTensorRequest:
+    """A local array of `dtype` with a constant `shape` (in registers on CUDA, on the stack on the CPU).
+
+    `layout` (e.g. `column_major(4, 8)`, or `local_layout(16, 16) * row_major(4, 4)` mirroring a task mapping)
+    maps indices to storage offsets and sets the storage size; the shape follows from it when omitted.
+    """
+    return local_tensor_request(dtype, shape, layout, "", "register_tensor")
+
+
+def tensor(
+    dtype: DataType | str,
+    shape: Sequence[int] | None = None,
+    layout: Layout | None = None,
+    scope: str = "register",
+) -> LocalTensorRequest:
+    """A local tensor; `scope` is 'register' (or 'local'), or 'shared' in CUDA kernels. `shape` and `layout`
+    are as in `register_tensor`."""
     if scope not in ("register", "local", "shared"):
         raise ValueError(f"tensor scope {scope!r} is not one of 'register', 'local', 'shared'")
-    request = register_tensor(dtype, shape)
-    return LocalTensorRequest(request.dtype, request.shape, "shared" if scope == "shared" else "")
+    return local_tensor_request(dtype, shape, layout, "shared" if scope == "shared" else "", "tensor")
 
 
 def tensor_pointer(dtype: DataType | str, shape: Sequence[Any], init: Any = None) -> TensorPointerRequest:
@@ -189,3 +225,74 @@ if hasattr(math, "exp2"):
 
 # Python's conversion builtins inside a kernel.
 PYTHON_CASTS = {float: "float32", int: "int32", bool: "bool"}
+
+
+def _pointer_to(value: Any, what: str) -> E.Expr:
+    """`value` as a pointer expression: pointers as they are, tensors by the address of their first element."""
+    e = E.convert(value)
+    t = e.type
+    if isinstance(t, PointerType):
+        return e
+    if isinstance(t, TensorType):
+        return E.Address(E.TensorElement(e, tuple(E.Constant(0, int32) for _ in t.shape)))
+    raise TypeError(f"{what} needs a pointer or a tensor, got {semantics.describe(e)}")
+
+
+def cast(value: Any, target: Any) -> E.Expr:
+    """`value` converted to a scalar type (`cast(x, f32)`), or a pointer viewed as another pointer type
+    (`cast(p, ~f16)`, `cast(p, ~f32[4, 4])`)."""
+    if isinstance(target, str):
+        target = _as_dtype(target)
+    if isinstance(target, DataType):
+        return semantics.cast(value, target)
+    if isinstance(target, PointerType):
+        return E.Reinterpret(_pointer_to(value, "cast() to a pointer type"), target)
+    raise TypeError(f"cast() converts to a scalar type (f32) or a pointer type (~f32), got {target!r}")
+
+
+def view(value: Any, tensor_type: Any) -> E.Expr:
+    """The memory of a tensor or pointer seen as a tensor of another type and shape: `view(buf, f16[8, 8])`."""
+    if not isinstance(tensor_type, TensorType):
+        raise TypeError(f"view() takes a tensor type such as f16[8, 8], got {tensor_type!r}")
+    return E.Reinterpret(_pointer_to(value, "view()"), PointerType(tensor_type))
+
+
+def as_tensor_pointer(value: Any, dtype: DataType | str, shape: Sequence[Any]) -> E.Expr:
+    """A pointer (or tensor) seen as a pointer to a tensor of `dtype` and `shape` (extents may be IR values)."""
+    return E.Reinterpret(_pointer_to(value, "as_tensor_pointer()"),
+                         PointerType(TensorType(_as_dtype(dtype), tuple(E.convert(d) if not isinstance(d, int)
+                                                                         else d for d in _as_shape(shape)))))
+
+
+def deref(pointer: Any) -> E.Expr:
+    """The value a pointer points at."""
+    e = E.convert(pointer)
+    if not isinstance(e.type, PointerType):
+        raise TypeError(f"deref() needs a pointer, got {semantics.describe(e)}")
+    return E.Dereference(e)
+
+
+def address(value: Any) -> E.Expr:
+    """The address of a variable or an element (as `~x[i]`)."""
+    e = E.convert(value)
+    if isinstance(e, (E.TensorElement, E.Var)):
+        return _pointer_to(e, "address()") if isinstance(e.type, TensorType) else E.Address(e)
+    raise TypeError(f"address() takes a variable or an element such as a[i], got {semantics.describe(e)}")
+
+
+def asm(template: str, outputs: Sequence[Any] = (), inputs: Sequence[Any] = (), is_volatile: bool = False) -> Any:
+    """Inline PTX in a CUDA function: `asm("mov.u32 %0, %%laneid;", outputs=[lane])`. Outputs are variables or
+    elements (written), inputs any scalar values; operand constraints follow from their types. PTX compiles with
+    NVRTC for a GPU; the CUDA emulator cannot run it."""
+    from hidet_lang.ir.stmt import AsmStmt
+
+    if not isinstance(template, str):
+        raise TypeError("asm() takes the PTX template as a Python string")
+    outs = tuple(E.convert(o) for o in outputs)
+    for o in outs:
+        if not isinstance(o, (E.Var, E.TensorElement)):
+            raise TypeError(f"an asm output must be a variable or an element, got {semantics.describe(o)}")
+    ins = tuple(E.convert(i) for i in inputs)
+    for e in (*outs, *ins):
+        semantics.scalar_type(e, "asm()")
+    return AsmStmt(template, outs, ins, bool(is_volatile))

@@ -53,6 +53,9 @@ def check_kind_rules(func: Function, attr_spans: dict[str, Span] | None = None) 
                             f"{intrinsic.name} is a CUDA construct and '{func.name}' is a '{kind}' function; "
                             "use it in a function with attrs.func_kind = 'cuda_kernel' or 'cuda_internal'",
                             stmt.span)
+            if isinstance(stmt, S.AsmStmt):
+                raise DSLTypeError(f"inline PTX (asm) runs in CUDA functions only, and '{func.name}' is a '{kind}' "
+                                   "function", stmt.span)
             if isinstance(stmt, S.DeclareStmt) and stmt.scope == "shared":
                 raise DSLTypeError(f"shared memory exists only in CUDA functions, and '{func.name}' is a '{kind}' "
                                    "function", stmt.span)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import dataclasses
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -285,6 +286,8 @@ class Parser:
         value = self.visit_expr(node.value)
         if isinstance(value, (E.Call, E.Intrinsic)):
             self.emit(S.EvaluateStmt(value, self.span(node)))
+        elif isinstance(value, S.AsmStmt):
+            self.emit(dataclasses.replace(value, span=self.span(node)))
 
     def visit_Assign(self, node: ast.Assign) -> None:
         value = self.visit_expr(node.value)
@@ -388,7 +391,7 @@ class Parser:
             self.emit(S.AssignStmt(existing, converted, self.span(node)))
             return
         if isinstance(value, B.LocalTensorRequest):
-            var = E.Var(self.fresh_name(name), TensorType(value.dtype, value.shape), self.span(node))
+            var = E.Var(self.fresh_name(name), TensorType(value.dtype, value.shape, value.layout), self.span(node))
             self.emit(S.DeclareStmt(var, None, value.scope, self.span(node)))
         elif isinstance(value, B.TensorPointerRequest):
             shape = tuple(self.host_call(node, E.convert, d) if not isinstance(d, int) else d for d in value.shape)
@@ -783,6 +786,79 @@ class Parser:
         value = self.visit_expr(sl)
         return tuple(value) if isinstance(value, tuple) else (value,)
 
+    def tensor_slice(self, node: ast.Subscript, base: E.Expr) -> E.Expr:
+        """`a[i, :]`: leading indices then whole trailing dimensions, as a pointer to that contiguous sub-tensor
+        (what a function taking a tensor parameter accepts)."""
+        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        first = next(k for k, p in enumerate(parts) if isinstance(p, ast.Slice))
+        rest = parts[first:]
+        if any(not isinstance(p, ast.Slice) or p.lower or p.upper or p.step for p in rest):
+            raise self.error(node, "a tensor slice takes leading indices followed by whole dimensions only, e.g. "
+                                   "a[i, :] (a contiguous part of the tensor)", DSLSyntaxError)
+        t = base.type
+        tensor = t if isinstance(t, TensorType) else t.base if isinstance(t, PointerType) else None
+        if not isinstance(tensor, TensorType) or len(parts) != len(tensor.shape):
+            raise self.error(node, f"{semantics.describe(base)} cannot be sliced with {len(parts)} dimension(s)")
+        if getattr(tensor, "layout", None) is not None:
+            raise self.error(node, "a tensor with a layout cannot be sliced", DSLSyntaxError)
+        indices = [self.visit_expr(p) for p in parts[:first]] + [0] * len(rest)
+        element = self.host_call(node, semantics.element, base, tuple(indices))
+        return E.Reinterpret(E.Address(element), PointerType(TensorType(tensor.dtype, tuple(tensor.shape[first:]))))
+
+    def expr_Lambda(self, node: ast.Lambda) -> Callable[..., Any]:
+        """A lambda is inlined where it is called: its body is parsed with the arguments bound."""
+        args = node.args
+        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or args.defaults:
+            raise self.error(node, "a kernel lambda takes plain positional parameters", DSLSyntaxError)
+        names = [a.arg for a in args.args]
+
+        def inline(*values: Any) -> Any:
+            if len(values) != len(names):
+                raise TypeError(f"the lambda takes {len(names)} argument(s), got {len(values)}")
+            self.scopes.append(dict(zip(names, values)))
+            try:
+                return self.visit_expr(node.body)
+            finally:
+                self.scopes.pop()
+
+        return inline
+
+    def comprehension(self, node: ast.ListComp | ast.GeneratorExp) -> list[Any]:
+        """The elements of a list comprehension or generator over Python values, expanded while parsing."""
+        results: list[Any] = []
+
+        def expand(k: int) -> None:
+            if k == len(node.generators):
+                results.append(self.visit_expr(node.elt))
+                return
+            generator = node.generators[k]
+            iterable = self.visit_expr(generator.iter)
+            if isinstance(iterable, B.MetaRange):
+                iterable = iterable.values
+            if isinstance(iterable, E.Expr) or isinstance(iterable, _RangeCall) or not hasattr(iterable, "__iter__"):
+                raise self.error(generator.iter, "a comprehension in a kernel iterates over Python values (e.g. "
+                                                 "range(4) with constant bounds), expanded while parsing")
+            names = self.loop_target_names(generator.target)
+            for value in iterable:
+                self.scopes.append(self.unpack(generator.target, names, value))
+                try:
+                    conditions = [self.visit_expr(c) for c in generator.ifs]
+                    if any(isinstance(c, E.Expr) for c in conditions):
+                        raise self.error(generator, "a comprehension's `if` must be a Python value while parsing")
+                    if all(conditions):
+                        expand(k + 1)
+                finally:
+                    self.scopes.pop()
+
+        expand(0)
+        return results
+
+    def expr_ListComp(self, node: ast.ListComp) -> list[Any]:
+        return self.comprehension(node)
+
+    def expr_GeneratorExp(self, node: ast.GeneratorExp) -> tuple[Any, ...]:
+        return tuple(self.comprehension(node))
+
     def expr_Subscript(self, node: ast.Subscript) -> Any:
         base = self.visit_expr(node.value)
         if not isinstance(base, E.Expr):
@@ -792,6 +868,9 @@ class Parser:
                     index = tuple(index)
                 return self.host_call(node, operator.getitem, base, index)
             raise self.error(node, f"{semantics.describe(base)} cannot be indexed")
+        sl = node.slice
+        if isinstance(sl, ast.Slice) or (isinstance(sl, ast.Tuple) and any(isinstance(e, ast.Slice) for e in sl.elts)):
+            return self.tensor_slice(node, base)
         return self.host_call(node, semantics.element, base, self.subscript_indices(node))
 
     def expr_Call(self, node: ast.Call) -> Any:

@@ -206,6 +206,19 @@ class Cast(Expr):
 
 
 @dataclass(frozen=True, slots=True)
+class Reinterpret(Expr):
+    """A pointer (or a tensor's address) viewed as a pointer of another type, e.g. `~f16` or `~f32[4, 4]`."""
+
+    expr: Expr
+    target: PointerType
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def type(self) -> Type:
+        return self.target
+
+
+@dataclass(frozen=True, slots=True)
 class IfThenElse(Expr):
     """`then_expr if cond else else_expr`."""
 

@@ -42,6 +42,8 @@ class IRPrinter:
             return f"{op}{self.expr(e.a, 11)}"
         if isinstance(e, E.Cast):
             return f"{e.dtype}({self.expr(e.expr)})"
+        if isinstance(e, E.Reinterpret):
+            return f"cast({self.expr(e.expr)}, {e.target})"
         if isinstance(e, E.IfThenElse):
             text = f"{self.expr(e.then_expr, 1)} if {self.expr(e.cond, 1)} else {self.expr(e.else_expr, 1)}"
             return f"({text})" if parent > 0 else text
@@ -120,6 +122,11 @@ class IRPrinter:
 
     def stmt_ReturnStmt(self, s: S.ReturnStmt) -> None:
         self.line("return" if s.value is None else f"return {self.expr(s.value)}")
+
+    def stmt_AsmStmt(self, s: S.AsmStmt) -> None:
+        outputs = ", ".join(self.expr(e) for e in s.outputs)
+        inputs = ", ".join(self.expr(e) for e in s.inputs)
+        self.line(f"asm({s.template!r}, outputs=[{outputs}], inputs=[{inputs}], is_volatile={s.volatile})")
 
     def stmt_AssertStmt(self, s: S.AssertStmt) -> None:
         self.line(f"assert {self.expr(s.cond)}, {s.message!r}")

@@ -143,6 +143,17 @@ class AssertStmt(Stmt):
     span: Span | None = field(default=None, compare=False, repr=False)
 
 
+@dataclass(frozen=True, slots=True)
+class AsmStmt(Stmt):
+    """Inline PTX (CUDA only): `template` with `%0, %1, ...` naming the outputs, then the inputs."""
+
+    template: str
+    outputs: tuple[Expr, ...]
+    inputs: tuple[Expr, ...]
+    volatile: bool = False
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+
 def seq(stmts: list[Stmt] | tuple[Stmt, ...]) -> Stmt:
     """One statement for a list: the statement itself when there is one, else a SeqStmt (nested ones flattened)."""
     flat: list[Stmt] = []

@@ -1,0 +1,146 @@
+"""The rest of the Hidet Script surface: casts and views of pointers, deref/address, tensor slices, lambdas,
+comprehensions, inline PTX, and arguments through DLPack."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import hidet_lang as hidet
+from codegen.cuda_build import INCLUDE_DIR
+from codegen.cuda_emitter import emit_cuda
+from codegen.nvrtc import compile_cubin
+from hidet_lang import address, as_tensor_pointer, asm, attrs, cast, deref, f32, i32, u32, view
+from hidet_lang.cuda import threadIdx
+from hidet_lang.errors import DSLError
+from hidet_lang.passes.pipeline import lower
+from hidet_lang.testing import arrays
+
+with hidet.script_module() as surface_module:
+
+    @hidet.script
+    def row_sum(n: i32, row: f32[n]) -> f32:  # noqa: F821 (parameters)
+        attrs.func_kind = "cpu_internal"
+        s = 0.0
+        for j in range(n):
+            s += row[j]
+        return s
+
+    @hidet.script
+    def surface(a: f32[4, 6], sums: f32[4], out: f32[5]):
+        attrs.func_kind = "public"
+        for i in range(4):
+            sums[i] = row_sum(6, a[i, :])  # a row passed as a tensor
+        square = lambda x: x * x  # noqa: E731 - lambdas are inlined where called
+        picked = [square(a[0, k]) for k in range(4) if k % 2 == 0]
+        out[0] = picked[0] + picked[1]
+        flat = as_tensor_pointer(a, f32, [24])
+        out[1] = flat[23] + deref(address(a[1, 1]))
+        bits = cast(a, ~i32)
+        out[2] = cast(bits[5] & 0x7F800000, f32)
+        out[3] = sum(a[3, k] for k in range(6))
+        block = view(a, f32[2, 12])
+        out[4] = block[1, 11] + block[0, 0]
+
+
+@settings(max_examples=20, deadline=None)
+@given(arrays("float32", (4, 6)))
+def test_pointer_views_slices_lambdas_and_comprehensions(a: np.ndarray) -> None:
+    sums, out = np.zeros(4, np.float32), np.zeros(5, np.float32)
+    surface_module.build()(a, sums, out)
+    np.testing.assert_allclose(sums, a.sum(axis=1, dtype=np.float64), rtol=1e-5, atol=1e-5)
+    # x*x + y*y may be fused into one FMA by the C compiler (as on GPUs): one rounding less than numpy's
+    np.testing.assert_allclose(out[0], a[0, 0] * a[0, 0] + a[0, 2] * a[0, 2], rtol=2**-22)
+    assert out[1] == a.ravel()[23] + a[1, 1]
+    assert out[2] == np.float32(int(a.view(np.int32).ravel()[5]) & 0x7F800000)
+    np.testing.assert_allclose(out[3], a[3].sum(dtype=np.float64), rtol=1e-5, atol=1e-5)
+    assert out[4] == a.ravel()[23] + a.ravel()[0]
+
+
+def test_slice_with_bounds_is_an_error_at_its_line() -> None:
+    with pytest.raises(DSLError, match="whole dimensions only") as excinfo:
+
+        @hidet.script
+        def bad_slice(a: f32[4, 6], out: f32[1]):
+            attrs.func_kind = "public"
+            out[0] = row_sum(3, a[0, 1:4])
+
+    assert "a[0, 1:4]" in str(excinfo.value)
+
+
+def test_comprehension_over_a_runtime_range_is_an_error() -> None:
+    with pytest.raises(DSLError, match="iterates over Python values"):
+
+        @hidet.script
+        def bad_comprehension(n: i32, out: f32[4]):
+            attrs.func_kind = "public"
+            values = [float(k) for k in range(n)]
+            out[0] = values[0]
+
+
+with hidet.script_module() as ptx_module:
+
+    @hidet.script
+    def lanes(out: u32[32]):
+        attrs.func_kind = "cuda_kernel"
+        attrs.cuda.block_dim = 32
+        attrs.cuda.grid_dim = 1
+        lane: u32 = 0
+        asm("mov.u32 %0, %%laneid;", outputs=[lane], is_volatile=True)
+        out[threadIdx.x] = lane
+
+
+def test_inline_ptx_compiles_with_nvrtc() -> None:
+    device, _ = emit_cuda(lower(ptx_module.ir_module()))
+    assert 'asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane) : );' in device
+    assert compile_cubin(device, "sm_80", include_dirs=[str(INCLUDE_DIR)])[:4] == b"\x7fELF"
+
+
+def test_inline_ptx_on_the_emulator_is_an_error_naming_the_line() -> None:
+    from codegen.cuda_backend import backend
+
+    if backend() != "emulator":
+        pytest.skip("runs the PTX on the GPU instead")
+    with pytest.raises(DSLError, match="cannot run on the CUDA emulator") as excinfo:
+        ptx_module.build()
+    assert "asm(" in str(excinfo.value)
+
+
+def test_inline_ptx_in_a_cpu_function_is_an_error() -> None:
+    with pytest.raises(DSLError, match="CUDA functions only"):
+
+        @hidet.script
+        def cpu_asm(out: u32[1]):
+            attrs.func_kind = "public"
+            asm("trap;")
+
+
+class DLPackOnly:
+    """An array that numpy can reach only through the DLPack protocol (as with a CPU torch tensor)."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self._array = array
+
+    def __dlpack__(self, **kwargs):
+        return self._array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._array.__dlpack_device__()
+
+
+@given(st.integers(1, 50))
+@settings(max_examples=10, deadline=None)
+def test_arguments_through_dlpack_are_zero_copy(n: int) -> None:
+    with hidet.script_module() as module:
+
+        @hidet.script
+        def double(m: i32, x: f32[m]):  # noqa: F821 (parameters)
+            attrs.func_kind = "public"
+            for i in range(m):
+                x[i] = x[i] * 2.0
+
+    data = np.arange(n, dtype=np.float32)
+    module.build()(n, DLPackOnly(data))
+    np.testing.assert_array_equal(data, np.arange(n, dtype=np.float32) * 2)
