@@ -6,7 +6,7 @@ from codegen.c_emitter import CEmitter
 from codegen.cache import build_and_load
 from codegen.compiler import DEFAULT_C_FLAGS
 from codegen.module import CompiledModule
-from hidet_lang.frontend.kind_rules import check_module_rules
+from hidet_lang.frontend.kind_rules import check_module_rules, resolve_inferred_kinds
 from hidet_lang.ir.func import HOST_CALLABLE_KINDS, IRModule
 from hidet_lang.passes.pipeline import lower
 from hidet_lang.version import __version__
@@ -29,6 +29,7 @@ def build_module(module: IRModule, target: str | None = None, *, check: bool = F
         names = ", ".join(f"{f.name} ({f.attrs.kind})" for f in module.functions)
         raise ValueError(f"the module has no function callable from Python ({names}); mark the entry point with "
                          "attrs.func_kind = 'public'")
+    module = resolve_inferred_kinds(module)
     check_module_rules(module)
     target = target or infer_target(module)
     if target.split(":")[0] not in TARGETS:

@@ -7,6 +7,7 @@ Write kernels as `@hidet.script` functions inside `with hidet.script_module() as
 from __future__ import annotations
 
 from hidet_lang import option
+from hidet_lang.cuda import shared_tensor
 from hidet_lang.frontend.builtins import (
     address,
     as_tensor_pointer,
@@ -26,6 +27,7 @@ from hidet_lang.frontend.builtins import (
     view,
 )
 from hidet_lang.frontend.script import ScriptFunction, ScriptModule, script, script_module
+from hidet_lang.ir.layout import column_major, local_layout, row_major, strided_layout
 from hidet_lang.ir.mapping import auto_map, repeat, spatial
 from hidet_lang.ir.types import (
     bfloat16,
@@ -49,10 +51,11 @@ u8, u16, u32, u64 = uint8, uint16, uint32, uint64
 f16, bf16, f32, f64 = float16, bfloat16, float32, float64
 
 __all__ = [
-    "__version__", "address", "as_tensor_pointer", "asm", "asarray", "attrs", "auto_map", "bf16", "bfloat16", "boolean",
-    "cast", "deref", "empty", "exp", "f16", "f32", "f64", "float16", "float32", "float64", "grid", "i16", "i32",
-    "i64", "i8", "int16", "int32", "int64", "int8", "meta", "option", "printf", "randn", "register_tensor",
-    "repeat", "rsqrt", "script", "script_module", "ScriptFunction", "ScriptModule", "spatial", "sqrt", "tensor",
+    "__version__", "address", "as_tensor_pointer", "asarray", "asm", "attrs", "auto_map", "bf16", "bfloat16",
+    "boolean", "cast", "column_major", "deref", "empty", "exp", "f16", "f32", "f64", "float16", "float32",
+    "float64", "grid", "i16", "i32", "i64", "i8", "int16", "int32", "int64", "int8", "local_layout", "meta",
+    "option", "printf", "randn", "register_tensor", "repeat", "row_major", "rsqrt", "script", "script_module",
+    "ScriptFunction", "ScriptModule", "shared_tensor", "spatial", "sqrt", "strided_layout", "tensor",
     "tensor_pointer", "u16", "u32", "u64", "u8", "uint16", "uint32", "uint64", "uint8", "view", "zeros",
 ]
 

@@ -5,6 +5,8 @@ Checked when a function is parsed, so the error names the offending line.
 
 from __future__ import annotations
 
+import dataclasses
+
 from hidet_lang.errors import DSLTypeError, DSLValueError
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
@@ -36,6 +38,8 @@ def check_kind_rules(func: Function, attr_spans: dict[str, Span] | None = None) 
     (`attr_spans` locates them) whose constant value no launch could accept."""
     kind = func.attrs.kind
     is_cuda = kind.startswith("cuda")
+    if func.attrs.kind_inferred and kind == "cpu_internal" and attr_spans is not None:
+        return  # parsing: the module decides later whether it is CPU or CUDA code
     if not is_cuda:
         for p in func.params:
             if _is_bf16(p.type):
@@ -111,12 +115,36 @@ def _check_launch_dims(func: Function, attr_spans: dict[str, Span]) -> None:
                                     decl.span)
 
 
+def resolve_inferred_kinds(module: IRModule) -> IRModule:
+    """Functions whose kind the program left unset and that only CUDA code calls become 'cuda_internal'."""
+    callers: dict[str, set[str]] = {f.name: set() for f in module.functions}
+    for f in module.functions:
+        for call in collect(f.body, E.Call):
+            callers[call.func_name].add(f.name)
+    kinds = {f.name: f.attrs.kind for f in module.functions}
+    changed = True
+    while changed:
+        changed = False
+        for f in module.functions:
+            if f.attrs.kind_inferred and kinds[f.name] == "cpu_internal" and callers[f.name] and all(
+                    kinds[c].startswith("cuda") for c in callers[f.name]):
+                kinds[f.name] = "cuda_internal"
+                changed = True
+    if all(kinds[f.name] == f.attrs.kind for f in module.functions):
+        return module
+    return IRModule(tuple(
+        f if kinds[f.name] == f.attrs.kind else dataclasses.replace(
+            f, attrs=dataclasses.replace(f.attrs, kind=kinds[f.name])) for f in module.functions))
+
+
 def check_module_rules(module: IRModule) -> None:
     """Rules between the functions of a module: who may call whom, and what host code of a CUDA module may
     touch. Raises a DSL error at the offending statement."""
     kinds = {f.name: f.attrs.kind for f in module.functions}
     has_cuda = any(k.startswith("cuda") for k in kinds.values())
     for f in module.functions:
+        if f.attrs.kind_inferred:
+            check_kind_rules(f)
         on_device = f.attrs.kind.startswith("cuda")
         for stmt in collect(f.body, S.Stmt):
             expressions = _own_expressions(stmt)

@@ -206,7 +206,7 @@ class Parser:
         self.scopes.pop()
         body = S.seq(self.stmts.pop())
         ctx = self.ctx
-        kind = ctx.kind or "cpu_internal"
+        kind = ctx.kind or ("cuda_kernel" if ctx.cuda else "cpu_internal")
         ret = declared_ret if declared_ret is not None else self.inferred_return_type(fdef)
         if declared_ret is None and ctx.return_types:
             body = _ReturnCaster(ret).visit(body)
@@ -214,7 +214,7 @@ class Parser:
             raise self.error(fdef, f"a '{kind}' function cannot return a value; write results into a tensor "
                                    "argument (only 'cpu_internal'/'cuda_internal' functions return values)")
         cuda = CudaAttrs(**ctx.cuda, spans=tuple(ctx.cuda_spans.items())) if ctx.cuda else None
-        func = Function(ctx.name, tuple(params), ret, body, FuncAttrs(kind, cuda), self.span(fdef))
+        func = Function(ctx.name, tuple(params), ret, body, FuncAttrs(kind, cuda, ctx.kind is None), self.span(fdef))
         check_kind_rules(func, ctx.cuda_spans)
         return func, ctx
 

@@ -34,10 +34,16 @@ class CudaAttrs:
 
 @dataclass(frozen=True, slots=True)
 class FuncAttrs:
-    """What kind of function this is ('public', 'cpu_kernel', 'cpu_internal', 'cuda_kernel', 'cuda_internal')."""
+    """What kind of function this is ('public', 'cpu_kernel', 'cpu_internal', 'cuda_kernel', 'cuda_internal').
+
+    `kind_inferred` marks a kind the program did not set: a function with CUDA launch attributes is a
+    'cuda_kernel'; any other is 'cpu_internal' until a module finds it called from CUDA code only (then it is a
+    'cuda_internal' there, as in Hidet Script).
+    """
 
     kind: str = "cpu_internal"
     cuda: CudaAttrs | None = None
+    kind_inferred: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
