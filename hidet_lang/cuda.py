@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from hidet_lang.frontend import semantics
-from hidet_lang.frontend.builtins import LocalTensorRequest, printf, register_tensor
+from hidet_lang.frontend.builtins import LocalTensorRequest, local_tensor_request, printf, register_tensor
 from hidet_lang.frontend.builtins import _as_dtype as as_dtype
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.intrinsics import CUDA_INTRINSICS
+from hidet_lang.ir.layout import Layout
 from hidet_lang.ir.types import DataType, PointerType, int32, uint32, void
 
 FULL_MASK = 0xFFFFFFFF
@@ -169,10 +170,10 @@ def atomic_cas(address: Any, compare: Any, value: Any) -> E.Intrinsic:
     return _atomic("atomic_cas", address, compare, value)
 
 
-def shared_tensor(dtype: DataType | str, shape: Any) -> LocalTensorRequest:
-    """A tensor in the block's shared memory (constant shape)."""
-    request = register_tensor(dtype, shape)
-    return LocalTensorRequest(request.dtype, request.shape, "shared")
+def shared_tensor(dtype: DataType | str, shape: Any = None, layout: Layout | None = None) -> LocalTensorRequest:
+    """A tensor in the block's shared memory (constant shape); `layout` as in `register_tensor` (the shape
+    follows from it when omitted; e.g. `strided_layout([64, 8], strides=[9, 1])` pads each row)."""
+    return local_tensor_request(dtype, shape, layout, "shared", "shared_tensor")
 
 
 def dynamic_shared_memory(byte_offset: Any, dtype: DataType | str) -> E.Intrinsic:

@@ -1,13 +1,17 @@
 """Scalar data types, tensor types and pointer types of the IR.
 
 Scalar types are singletons (`f32`, `i32`, ...); `f32[16, 16]` is a tensor type and `~f32` a pointer type.
-Tensor shapes hold ints or IR expressions (a dimension may name an earlier integer parameter).
+Tensor shapes hold ints or IR expressions (a dimension may name an earlier integer parameter); a tensor type
+may carry a layout (`hidet_lang.ir.layout`), row-major when it has none.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
+
+from hidet_lang.ir.layout import Layout, row_major
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,16 +60,49 @@ class DataType:
 
 @dataclass(frozen=True, slots=True)
 class TensorType:
-    """A dense tensor of `dtype` with `shape` (row-major); a parameter of this type is passed by address."""
+    """A tensor of `dtype` with `shape`; a parameter of this type is passed by address.
+
+    `layout` (a `hidet_lang.ir.layout.Layout`) maps indices to storage offsets; `None` means row-major over
+    `shape`. A layout's shape must equal `shape` (a `ValueError` otherwise), and a layout that is exactly
+    `row_major(*shape)` is stored as `None`, so the two spellings of a row-major tensor compare (and hash)
+    equal. `str()` shows a layout after the shape: `f32[4, 8; column_major(4, 8)]`.
+    """
 
     dtype: DataType
     shape: tuple
+    layout: Layout | None = None
+
+    def __post_init__(self) -> None:
+        layout = self.layout
+        if layout is None:
+            return
+        if not isinstance(layout, Layout):
+            raise TypeError(f"a tensor's layout must be a Layout (e.g. row_major(4, 4)), got {layout!r}")
+        if tuple(self.shape) != layout.shape:
+            raise ValueError(
+                f"the shape {list(self.shape)} of a {self.dtype} tensor does not match the shape "
+                f"{list(layout.shape)} of its layout {layout}"
+            )
+        object.__setattr__(self, "shape", layout.shape)
+        if layout == row_major(*layout.shape):
+            object.__setattr__(self, "layout", None)
+
+    @property
+    def storage_size(self) -> int | None:
+        """How many elements the storage holds: the layout's size, else the product of a constant shape
+        (`None` when an extent is not a Python int)."""
+        if self.layout is not None:
+            return self.layout.size
+        if not all(isinstance(d, int) for d in self.shape):
+            return None
+        return math.prod(self.shape)
 
     def __invert__(self) -> PointerType:
         return PointerType(self)
 
     def __str__(self) -> str:
-        return f"{self.dtype}[{', '.join(str(s) for s in self.shape)}]"
+        dims = ", ".join(str(s) for s in self.shape)
+        return f"{self.dtype}[{dims}]" if self.layout is None else f"{self.dtype}[{dims}; {self.layout}]"
 
 
 @dataclass(frozen=True, slots=True)

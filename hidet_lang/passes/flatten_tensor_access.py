@@ -1,8 +1,12 @@
-"""The `flatten_tensor_access` pass: multi-dimensional element accesses become one row-major offset.
+"""The `flatten_tensor_access` pass: multi-dimensional element accesses become one storage offset.
 
-Requires: no task-mapping loops. Ensures: every `TensorElement` and `BufferStoreStmt` has exactly one index,
-`i0 * (s1 * s2 ...) + i1 * (s2 ...) + ...` for a tensor (or tensor pointer) of shape (s0, s1, ...). The
-variables keep their tensor types, which say how much storage a local array needs.
+Requires: no task-mapping loops; each access of a tensor (or tensor pointer) has one index per dim; the pass
+runs once (an access of a 1-D tensor with a layout looks the same before and after). Ensures: every `TensorElement` and
+`BufferStoreStmt` has exactly one index. For a tensor type with a layout (`TensorType.layout`,
+`hidet_lang.ir.layout`) the index is the layout's offset `layout(i0, i1, ...)` (as IR; constant parts folded,
+and an index that only a `local_layout` dim uses is dropped, so an index must have no side effects); for one
+without, it is the row-major offset `i0 * (s1 * s2 ...) + i1 * (s2 ...) + ...` for shape (s0, s1, ...). The
+variables keep their tensor types, which say how much storage a local array needs (`TensorType.storage_size`).
 """
 
 from __future__ import annotations
@@ -15,12 +19,12 @@ from hidet_lang.ir.functor import IRRewriter
 from hidet_lang.ir.types import PointerType, TensorType
 
 
-def _shape_of(base: E.Expr) -> tuple[Any, ...] | None:
+def _tensor_type_of(base: E.Expr) -> TensorType | None:
     t = base.type
     if isinstance(t, TensorType):
-        return t.shape
+        return t
     if isinstance(t, PointerType) and isinstance(t.base, TensorType):
-        return t.base.shape
+        return t.base
     return None
 
 
@@ -34,10 +38,14 @@ def row_major_offset(indices: tuple[E.Expr, ...], shape: tuple[Any, ...]) -> E.E
 
 class _Flattener(IRRewriter):
     def flat(self, base: E.Expr, indices: tuple[E.Expr, ...]) -> tuple[E.Expr, ...]:
-        shape = _shape_of(base)
-        if shape is None or len(indices) == 1:
+        t = _tensor_type_of(base)
+        if t is None:
             return indices
-        return (row_major_offset(indices, shape),)
+        if t.layout is not None and len(indices) == t.layout.ndim:
+            return (E.convert(t.layout(*indices)),)  # a Python int where the offset is constant
+        if len(indices) == 1:
+            return indices
+        return (row_major_offset(indices, t.shape),)
 
     def visit_TensorElement(self, e: E.TensorElement) -> E.Expr:
         e = self.rebuild(e)

@@ -746,6 +746,7 @@ static const int MAX_SHARED_ARRAYS = 64;
 
 struct Launch {
     void (*entry)(void **);
+    void (*block_fn)(void **);  // the fast path of a barrier-free kernel (every thread of a block), or null
     void **args;
     const char *name;
     int needs_fibers;
@@ -766,6 +767,7 @@ struct Block {
     Launch *launch;
     State *st;
     void (*entry)(void **);
+    void (*block_fn)(void **);  // set when the block runs on the fast path (see run_block_fast)
     void **args;
     int n;
     int fibers;
@@ -1473,6 +1475,7 @@ static bool prepare_worker(Worker *w, Launch *L) {
     b->launch = L;
     b->st = &w->state;
     b->entry = L->entry;
+    b->block_fn = fibers || L->needs_fibers ? nullptr : L->block_fn;
     b->args = L->args;
     b->n = n;
     b->fibers = fibers;
@@ -1488,6 +1491,19 @@ static bool prepare_worker(Worker *w, Launch *L) {
 
 static void run_block_plain(Block *b, Worker *w) {
     ctx_init(&b->plain, (char *)region_header(w, 0), w->stack_bytes - HEADER_BYTES, plain_main, b);
+    ctx_swap(&b->main, &b->plain);
+}
+
+// The fast path: the kernel's block function runs every thread of the block itself, on stack region 0.
+static void fast_main(void *arg) {
+    Block *b = (Block *)arg;
+    b->block_fn(b->args);
+    ctx_swap(&b->plain, &b->main);
+    __builtin_trap();  // never resumed
+}
+
+static void run_block_fast(Block *b, Worker *w) {
+    ctx_init(&b->plain, (char *)region_header(w, 0), w->stack_bytes - HEADER_BYTES, fast_main, b);
     ctx_swap(&b->main, &b->plain);
 }
 
@@ -1561,6 +1577,8 @@ static void run_worker(Launch *L) {
         ++b->serial;
         if (b->fibers)
             run_block_fibers(b, w);
+        else if (b->block_fn)
+            run_block_fast(b, w);
         else
             run_block_plain(b, w);
     }
@@ -1627,8 +1645,9 @@ static void configure(Launch *L, uint32_t **order_out) {
     *order_out = order;
 }
 
-static int launch(void (*entry)(void **), const char *kernel_name, int needs_fibers, unsigned gx, unsigned gy,
-                  unsigned gz, unsigned bx, unsigned by, unsigned bz, size_t dynamic_smem_bytes, void **args) {
+static int launch(void (*entry)(void **), void (*block_fn)(void **), const char *kernel_name, int needs_fibers,
+                  unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                  size_t dynamic_smem_bytes, void **args) {
     Launch *L = (Launch *)calloc(1, sizeof(Launch));
     if (!L) {
         snprintf(t_error, sizeof t_error, "CUDA emulator: out of memory");
@@ -1636,6 +1655,7 @@ static int launch(void (*entry)(void **), const char *kernel_name, int needs_fib
     }
     const char *name = kernel_name ? kernel_name : "?";
     L->entry = entry;
+    L->block_fn = block_fn;
     L->args = args;
     L->name = name;
     L->needs_fibers = needs_fibers;
@@ -1723,13 +1743,24 @@ extern "C" __attribute__((visibility("protected"))) int hl_emu_launch(void (*ent
                                                                       unsigned gz, unsigned bx, unsigned by,
                                                                       unsigned bz, size_t dynamic_smem_bytes,
                                                                       void **args);
+extern "C" __attribute__((visibility("protected"))) int hl_emu_launch_blocks(
+    void (*entry)(void **), void (*block_fn)(void **), const char *kernel_name, int needs_fibers, unsigned gx,
+    unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, size_t dynamic_smem_bytes, void **args);
 extern "C" __attribute__((visibility("protected"))) const char *hl_emu_error_message(void);
 extern "C" __attribute__((visibility("protected"))) int hl_emu_take_assert_line(void);
 
 extern "C" int hl_emu_launch(void (*entry)(void **), const char *kernel_name, int needs_fibers, unsigned gx,
                              unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                              size_t dynamic_smem_bytes, void **args) {
-    return ::hl_emu::launch(entry, kernel_name, needs_fibers, gx, gy, gz, bx, by, bz, dynamic_smem_bytes, args);
+    return ::hl_emu::launch(entry, nullptr, kernel_name, needs_fibers, gx, gy, gz, bx, by, bz, dynamic_smem_bytes,
+                            args);
+}
+
+extern "C" int hl_emu_launch_blocks(void (*entry)(void **), void (*block_fn)(void **), const char *kernel_name,
+                                    int needs_fibers, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                    unsigned bz, size_t dynamic_smem_bytes, void **args) {
+    return ::hl_emu::launch(entry, block_fn, kernel_name, needs_fibers, gx, gy, gz, bx, by, bz, dynamic_smem_bytes,
+                            args);
 }
 
 extern "C" const char *hl_emu_error_message(void) { return ::hl_emu::t_error; }
