@@ -29,26 +29,34 @@ from hidet_lang.frontend.builtins import (
 from hidet_lang.frontend.script import ScriptFunction, ScriptModule, script, script_module
 from hidet_lang.ir.layout import column_major, local_layout, row_major, strided_layout
 from hidet_lang.ir.mapping import auto_map, repeat, spatial
-from hidet_lang.ir.types import (
+from hidet_lang.types import (
+    bf16,
     bfloat16,
     boolean,
+    f16,
+    f32,
+    f64,
     float16,
     float32,
     float64,
+    i8,
+    i16,
+    i32,
+    i64,
     int8,
     int16,
     int32,
     int64,
+    u8,
+    u16,
+    u32,
+    u64,
     uint8,
     uint16,
     uint32,
     uint64,
 )
 from hidet_lang.version import __version__
-
-i8, i16, i32, i64 = int8, int16, int32, int64
-u8, u16, u32, u64 = uint8, uint16, uint32, uint64
-f16, bf16, f32, f64 = float16, bfloat16, float32, float64
 
 __all__ = [
     "__version__", "address", "as_tensor_pointer", "asarray", "asm", "attrs", "auto_map", "bf16", "bfloat16",

@@ -14,20 +14,28 @@ from typing import Any
 from hidet_lang.ir.node import Node, child_field_names
 
 
-class IRRewriter:
-    """Rewrites IR bottom-up; returns the input object itself when nothing below changed."""
+class _Dispatcher:
+    """Finds (and caches per node class) the `visit_<NodeClass>` method of a subclass."""
 
     def __init__(self) -> None:
         self._methods: dict[type, Callable[[Any], Any] | None] = {}
 
+    def method_for(self, cls: type) -> Callable[[Any], Any] | None:
+        """The subclass's `visit_<cls name>`, or None."""
+        try:
+            return self._methods[cls]
+        except KeyError:
+            method = self._methods[cls] = getattr(self, "visit_" + cls.__name__, None)
+            return method
+
+
+class IRRewriter(_Dispatcher):
+    """Rewrites IR bottom-up; returns the input object itself when nothing below changed."""
+
     def visit(self, node: Any) -> Any:
         """Rewrite `node` (a node, a tuple of nodes, or a non-IR value, returned unchanged)."""
         if isinstance(node, Node):
-            cls = type(node)
-            try:
-                method = self._methods[cls]
-            except KeyError:
-                method = self._methods[cls] = getattr(self, "visit_" + cls.__name__, None)
+            method = self.method_for(type(node))
             if method is not None:
                 return method(node)
             return self.rebuild(node)
@@ -47,20 +55,13 @@ class IRRewriter:
         return dataclasses.replace(node, **changes) if changes else node
 
 
-class IRVisitor:
+class IRVisitor(_Dispatcher):
     """Walks IR top-down; `visit_<NodeClass>` methods see their nodes and call `self.visit_children` to go on."""
-
-    def __init__(self) -> None:
-        self._methods: dict[type, Callable[[Any], Any] | None] = {}
 
     def visit(self, node: Any) -> None:
         """Visit `node` (a node, a tuple of nodes, or a non-IR value, which is ignored)."""
         if isinstance(node, Node):
-            cls = type(node)
-            try:
-                method = self._methods[cls]
-            except KeyError:
-                method = self._methods[cls] = getattr(self, "visit_" + cls.__name__, None)
+            method = self.method_for(type(node))
             if method is not None:
                 method(node)
             else:
