@@ -18,7 +18,7 @@ from codegen.c_emitter import CEmitter
 from codegen.cache import build_and_load, build_cubin, build_library, include_dirs_hash
 from codegen.compiler import DEFAULT_C_FLAGS, map_c_line_to_dsl
 from codegen.cuda_backend import backend
-from codegen.cuda_emitter import emit_cuda
+from codegen.cuda_emitter import CudaHostEmitter, emit_cuda
 from codegen.elf import STT_FUNC, read_symbols
 from codegen.module import AfterCall, CompiledModule
 from codegen.nvrtc import default_arch, normalize_arch
@@ -58,8 +58,6 @@ def build_cuda_module(module: IRModule, arch: str | None, check: bool = False) -
     combined = emu_device + "\n" + emu_host
     flags = (*EMULATOR_FLAGS, f"-I{include}", f"-DHIDET_LANG_HEADERS={include_dirs_hash((include,))[:16]}")
     lib = build_and_load(combined, language="c++", flags=flags, version=__version__)
-    from codegen.cuda_emitter import CudaHostEmitter
-
     c_names = CudaHostEmitter(module).names_of(module)
     checks = [_launch_checks(lib, combined), _emulator_assert_checks(module, lib)]
     return CompiledModule(module, lib, f"cuda:{arch}", c_names, sources=sources, cubin=cubin,
@@ -85,8 +83,6 @@ def verify_cubins(module: IRModule, device_source: str, host_source: str, archs:
 
 def _bind_gpu(module: IRModule, lib: ctypes.CDLL, cubin: bytes) -> dict[str, str]:
     """Load the cubin, hand the kernels and the driver's launch entry points to the host library."""
-    from codegen.cuda_emitter import CudaHostEmitter
-
     cu_module = cuda_driver.load_module(cubin)
     kernels = [f for f in module.functions if f.attrs.kind == "cuda_kernel"]
     symbols = [CEmitter().c_function_name(k) for k in kernels]
