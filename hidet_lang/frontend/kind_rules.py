@@ -105,10 +105,7 @@ def _check_launch_dims(func: Function, attr_spans: dict[str, Span]) -> None:
     for decl in collect(func.body, S.DeclareStmt):
         t = decl.var.type
         if decl.scope == "shared" and isinstance(t, TensorType):
-            size = t.dtype.nbytes
-            for d in t.shape:
-                size *= int(d)
-            total += size
+            total += t.dtype.nbytes * int(t.storage_size)
             if total > MAX_STATIC_SHARED_BYTES:
                 raise DSLValueError(f"kernel '{func.name}': static shared memory reaches {total} bytes here; the "
                                     f"limit is {MAX_STATIC_SHARED_BYTES} (use dynamic_shared_memory for more)",

@@ -126,6 +126,10 @@ def argument(param: Type, value: Any, what: str) -> E.Expr:
         raise TypeError(f"{what} expects a tensor ({param}), got {describe(e)}")
     if vt.dtype != param.dtype:
         raise TypeError(f"{what} expects a tensor of {param.dtype} ({param}), got {describe(e)}")
+    given_layout = vt.layout if isinstance(vt, TensorType) else getattr(vt.base, "layout", None)
+    if given_layout != param.layout:
+        raise TypeError(f"{what} expects a tensor laid out as {param}, got {describe(e)}: the callee would index "
+                        "its memory with another layout")
     shape = vt.shape if isinstance(vt, TensorType) else vt.base.shape if isinstance(vt.base, TensorType) else None
     if shape is not None and _constant_shape(shape) and _constant_shape(param.shape) and \
             tuple(shape) != tuple(param.shape):

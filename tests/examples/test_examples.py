@@ -24,6 +24,7 @@ EXPECTED = {
     "hidet_tutorials/2_vector_addition.py": "vector addition matches numpy",
     "hidet_tutorials/3_kernel_functions.py": "cpu_kernel and cuda_kernel match numpy",
     "hidet_tutorials/4_naive_matmul.py": "naive matmul matches numpy for runtime sizes",
+    "hidet_tutorials/5_efficient_matmul.py": "efficient matmul + relu matches numpy",
 }
 
 

@@ -183,7 +183,7 @@ def test_cuda_matmul_with_a_layout_accumulator_passes_the_checking_mode() -> Non
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-3)
 
 
-# ------------------------------------------------------------------------------------------------ CUDA: the issue's layout
+# ------------------------------------------------------------------------------------------- CUDA: the issue's layout
 WARP_MAPPING = spatial(4, 2).repeat(2, 2).spatial(2, 16).repeat(4, 4)  # 256 threads, task shape (64, 256)
 WARP_LAYOUT = local_layout(4, 2) * row_major(2, 2) * local_layout(2, 16) * row_major(4, 4)  # size 64
 
@@ -214,7 +214,7 @@ def test_cuda_registers_mirroring_the_issues_mapping_pass_the_checking_mode() ->
     np.testing.assert_array_equal(out, np.arange(64 * 256, dtype=np.float32).reshape(64, 256))
 
 
-# ------------------------------------------------------------------------------------------------ CUDA: padded shared memory
+# ----------------------------------------------------------------------------------------- CUDA: padded shared memory
 PADDED = strided_layout([32, 8], strides=[9, 1])  # 8 columns, one pad element per row: size 31 * 9 + 8 = 287
 
 with hidet.script_module() as transpose_module:
