@@ -144,3 +144,58 @@ def test_arguments_through_dlpack_are_zero_copy(n: int) -> None:
     data = np.arange(n, dtype=np.float32)
     module.build()(n, DLPackOnly(data))
     np.testing.assert_array_equal(data, np.arange(n, dtype=np.float32) * 2)
+
+
+def test_meta_each_unrolls_over_python_values() -> None:
+    from hidet_lang import meta
+
+    with hidet.script_module() as module:
+
+        @hidet.script
+        def weighted(x: f32[3], out: f32[1]):
+            attrs.func_kind = "public"
+            acc = 0.0
+            for k, w in meta.each([(0, 0.5), (1, 2.0), (2, -1.0)]):
+                acc += x[k] * w
+            out[0] = acc
+
+    x, out = np.array([2.0, 3.0, 4.0], np.float32), np.zeros(1, np.float32)
+    module.build()(x, out)
+    assert out[0] == 2.0 * 0.5 + 3.0 * 2.0 - 4.0
+    assert module.build().source().count("for (") == 0
+
+
+def test_option_cache_dir_moves_the_compilation_cache(tmp_path, monkeypatch) -> None:
+    from codegen import cache
+
+    monkeypatch.setattr(cache, "_override", None, raising=False)
+    previous = hidet.option.cache_dir()
+    try:
+        assert hidet.option.cache_dir(tmp_path) == str(tmp_path)
+
+        @hidet.script
+        def fresh(out: f32[1]):
+            attrs.func_kind = "public"
+            out[0] = 41.0 + 1.0
+
+        out = np.zeros(1, np.float32)
+        fresh(out)
+        assert out[0] == 42.0
+        assert any(p.name == "lib.so" for p in tmp_path.rglob("*")), "the library was built into the new cache"
+    finally:
+        hidet.option.cache_dir(previous)
+
+
+def test_a_hidet_feature_that_does_not_exist_is_an_error_naming_it_and_the_line() -> None:
+    from hidet_lang import cuda
+
+    with pytest.raises(DSLError, match="ldmatrix") as excinfo:
+
+        @hidet.script
+        def uses_ldmatrix(out: f32[1]):
+            attrs.func_kind = "cuda_kernel"
+            attrs.cuda.block_dim = 32
+            attrs.cuda.grid_dim = 1
+            cuda.ldmatrix(out)
+
+    assert "cuda.ldmatrix(out)" in str(excinfo.value)
