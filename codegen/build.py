@@ -5,7 +5,7 @@ from __future__ import annotations
 from codegen.c_emitter import CEmitter
 from codegen.cache import build_and_load
 from codegen.compiler import DEFAULT_C_FLAGS
-from codegen.module import CompiledModule
+from codegen.module import CompiledModule, bounds_checks
 from hidet_lang.frontend.kind_rules import check_module_rules, resolve_inferred_kinds
 from hidet_lang.ir.func import HOST_CALLABLE_KINDS, IRModule
 from hidet_lang.passes.pipeline import lower
@@ -22,7 +22,8 @@ def infer_target(module: IRModule) -> str:
 def build_module(module: IRModule, target: str | None = None, *, check: bool = False) -> CompiledModule:
     """Compile `module` for `target` ('cpu', 'cuda' or 'cuda:sm_XY'; inferred from the function kinds when None).
 
-    `check` verifies the IR between passes and, for CUDA modules on the emulator, builds its checking mode."""
+    `check` verifies the IR between passes and builds the checking mode: bounds-checked accesses on the CPU
+    (an IndexError after the call), the emulator's checks for CUDA modules."""
     if not module.functions:
         raise ValueError("the module is empty: define functions with @hidet.script inside `with script_module()`")
     if not any(f.attrs.kind in HOST_CALLABLE_KINDS for f in module.functions):
@@ -41,7 +42,8 @@ def build_module(module: IRModule, target: str | None = None, *, check: bool = F
         return build_cuda_module(lowered, target.split(":", 1)[1] if ":" in target else None, check=check)
     if infer_target(module) == "cuda":
         raise ValueError("the module has CUDA functions; build it for target 'cuda' (or 'cuda:sm_XY')")
-    emitter = CEmitter()
+    emitter = CEmitter(check=check)
     source = emitter.emit_module(lowered)
     lib = build_and_load(source, language="c", flags=DEFAULT_C_FLAGS, version=__version__)
-    return CompiledModule(lowered, lib, target, emitter.function_names, sources={"c": source})
+    return CompiledModule(lowered, lib, target, emitter.function_names, sources={"c": source},
+                          after_call=[bounds_checks(lib)] if check else [])

@@ -75,6 +75,32 @@ HL_EXPORT int hidet_lang_assert_status(const char **message, int *line) {
     return failed;
 }
 
+static char hl_bounds_message[512];
+static volatile int hl_bounds_failed = 0;
+static char hl_bounds_scratch[64] __attribute__((aligned(64)));
+
+/* An index outside a tensor in checking mode: record the first one; the access goes to a scratch buffer. */
+static void *hl_bounds_fail(long long index, long long extent, const char *name, const char *where) {
+    if (__atomic_exchange_n(&hl_bounds_failed, 1, __ATOMIC_SEQ_CST) == 0) {
+        snprintf(hl_bounds_message, sizeof hl_bounds_message,
+                 "%s: index %lld is out of bounds for '%s', which has %lld elements", where, index, name, extent);
+    }
+    return hl_bounds_scratch;
+}
+
+#define HL_CHECKED(base, index, extent, name, where) \
+    ((long long)(index) >= 0 && (long long)(index) < (long long)(extent) ? &(base)[index] \
+     : (__typeof__(&(base)[0]))hl_bounds_fail((long long)(index), (long long)(extent), name, where))
+
+HL_EXPORT int hidet_lang_bounds_status(const char **message) {
+    int failed = hl_bounds_failed;
+    if (failed) {
+        *message = hl_bounds_message;
+        hl_bounds_failed = 0;
+    }
+    return failed;
+}
+
 HL_EXPORT void hidet_lang_flush(void) { fflush(stdout); }
 """
 
@@ -85,12 +111,18 @@ def c_string(text: str) -> str:
 
 
 class CEmitter:
-    """Prints an IRModule as C."""
+    """Prints an IRModule as C.
+
+    With `check`, every element access of a tensor whose size is known is bounds-checked: an index outside
+    the tensor records the first failure (reported to Python as an IndexError after the call) and the access
+    goes to a scratch buffer instead of memory outside the tensor.
+    """
 
     parallel_pragma = "#pragma omp parallel for schedule(static)"
     unroll_pragma = "#pragma GCC unroll 64"
 
-    def __init__(self) -> None:
+    def __init__(self, check: bool = False) -> None:
+        self.check = check
         self.lines: list[str] = []
         self.depth = 0
         self.names: dict[E.Var, str] = {}
@@ -276,7 +308,37 @@ class CEmitter:
         self.line(f"{self.var_name(s.var)} = {self.expr(s.value)};")
 
     def stmt_BufferStoreStmt(self, s: S.BufferStoreStmt) -> None:
+        address = self.bounds_checked(s.buf, s.indices[0])
+        if address is not None:
+            self.line(f"*{address} = {self.expr(s.value)};")
+            return
         self.line(f"{self.expr(s.buf)}[{self.expr(s.indices[0])}] = {self.expr(s.value)};")
+
+    def extent(self, base: E.Expr) -> str:
+        """The number of elements a tensor (or tensor pointer) holds, as C text; -1 when unknown. For a tensor
+        type with a layout, that is the layout's size (its storage), not the product of its shape."""
+        t = base.type
+        tensor = t if isinstance(t, TensorType) else t.base if (
+            isinstance(t, PointerType) and isinstance(t.base, TensorType)) else None
+        if tensor is None:
+            return "-1LL"
+        if tensor.layout is not None:
+            return f"{tensor.layout.size}LL"
+        return " * ".join(f"(long long)({self.expr(E.convert(d))})" for d in tensor.shape)
+
+    def where(self) -> str:
+        """The DSL location of the statement being printed, as a C string."""
+        return c_string(f"{self.last_marker[0]}:{self.last_marker[1]}" if self.last_marker else "?")
+
+    def bounds_checked(self, base: E.Expr, index: E.Expr) -> str | None:
+        """In checking mode, the address of `base[index]` behind a bounds check (None: a plain access)."""
+        if not self.check:
+            return None
+        extent = self.extent(base)
+        if extent == "-1LL":
+            return None
+        name = c_string(base.name if isinstance(base, E.Var) else "pointer")
+        return f"HL_CHECKED({self.expr(base)}, {self.expr(index)}, {extent}, {name}, {self.where()})"
 
     def stmt_EvaluateStmt(self, s: S.EvaluateStmt) -> None:
         self.line(f"{self.expr(s.expr)};")
@@ -431,6 +493,9 @@ class CEmitter:
         return f"{self.func_name(e.func_name)}({', '.join(self.expr(a) for a in e.args)})"
 
     def expr_TensorElement(self, e: E.TensorElement) -> str:
+        address = self.bounds_checked(e.base, e.indices[0])
+        if address is not None:
+            return f"(*{address})"
         return f"{self.expr(e.base)}[{self.expr(e.indices[0])}]"
 
     def expr_Address(self, e: E.Address) -> str:

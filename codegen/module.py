@@ -113,6 +113,20 @@ def host_checks(ir: IRModule, lib: ctypes.CDLL) -> AfterCall | None:
     return after
 
 
+def bounds_checks(lib: ctypes.CDLL) -> AfterCall:
+    """After a call of a module built in checking mode: raise the first out-of-bounds access as IndexError."""
+    status = lib.hidet_lang_bounds_status
+    status.argtypes = [ctypes.POINTER(ctypes.c_char_p)]
+    status.restype = ctypes.c_int
+
+    def after() -> None:
+        message = ctypes.c_char_p()
+        if status(ctypes.byref(message)):
+            raise IndexError((message.value or b"index out of bounds").decode())
+
+    return after
+
+
 def _chain(hooks: list[AfterCall]) -> AfterCall | None:
     if not hooks:
         return None
