@@ -52,6 +52,21 @@ def needs_fibers(module: IRModule, kernel: Function) -> bool:
     return False
 
 
+def fast_path(module: IRModule, kernel: Function, check: bool = False) -> str | None:
+    """How the emulator runs the blocks of `kernel` without fibers: None when it needs fibers (or in checking
+    mode), else its block function's kind: "registers" when the kernel calls no device function (the thread
+    indices are loop variables only, and the loop over threadIdx.x may be vectorized), "header" otherwise (the
+    indices are also kept where device functions and the store guards' slow path read them). See
+    `CudaDeviceEmitter.block_function` and FastBlock in cuda_emulator.h."""
+    if check or needs_fibers(module, kernel):
+        return None
+    return "header" if collect(kernel.body, E.Call) else "registers"
+
+
+# Names of the block function's own variables (kept from the kernel's variables).
+_FAST_NAMES = frozenset({"hl_fast", "hl_fast_args", "hl_fast_bad", "hl_fast_h", "hl_fast_row", "hl_fast_tx",
+                         "hl_fast_ty", "hl_fast_tz", "hl_fast_v", "hl_fast_k", "hl_fast_n", "hl_fast_sites"})
+
 # Access flags of the emulator's checked accesses (see cuda_emulator.h).
 ACCESS_READ, ACCESS_WRITE, SPACE_GLOBAL, SPACE_SHARED, SPACE_LOCAL = 1, 2, 4, 8, 16
 
@@ -69,9 +84,11 @@ class CudaDeviceEmitter(CEmitter):
 
     With `emulator`, the text is the variant the emulator compiles: it adds one entry trampoline per kernel and
     guards every store into a kernel's tensor arguments (`hl_emu_store_guard`: an index outside the tensor stops
-    the launch with an error instead of overwriting the Python process's memory). With `check` as well, every
-    element access goes through `hl_emu_checked` (bounds of every tensor, and the emulator's shared-memory
-    checks: uninitialized reads and races between barriers), and shared arrays are registered when declared.
+    the launch with an error instead of overwriting the Python process's memory), and for each kernel without
+    barriers or warp operations a block function that runs every thread of a block (see `block_function`).
+    With `check` as well, every element access goes through `hl_emu_checked` (bounds of every tensor, and the
+    emulator's shared-memory checks: uninitialized reads and races between barriers), shared arrays are
+    registered when declared, and there are no block functions.
     """
 
     unroll_pragma = "#pragma unroll"
@@ -81,6 +98,9 @@ class CudaDeviceEmitter(CEmitter):
         self.emulator = emulator
         self.check = check and emulator
         self.spaces: dict[E.Var, int] = {}
+        self.fast: str | None = None  # while printing a block function: its kind (see `fast_path`)
+        self.fast_dims: tuple[str, str, str] = ("", "", "")
+        self.fast_sites: list[tuple[str, str]] = []
 
     def scalar(self, t: DataType) -> str:
         return CUDA_SCALARS.get(t.name, t.c_name)
@@ -115,8 +135,12 @@ class CudaDeviceEmitter(CEmitter):
         device = IRModule(tuple(f for f in module.functions if f.attrs.kind in DEVICE_KINDS))
         source = super().emit_module(device)
         if self.emulator:
-            source += "\n" + "\n".join(self.entry_trampoline(f) for f in device.functions
-                                       if f.attrs.kind == "cuda_kernel") + "\n"
+            kernels = [f for f in device.functions if f.attrs.kind == "cuda_kernel"]
+            source += "\n" + "\n".join(self.entry_trampoline(f) for f in kernels) + "\n"
+            for f in kernels:
+                kind = fast_path(device, f, self.check)
+                if kind is not None:
+                    source += "\n" + self.block_function(f, kind) + "\n"
         return source
 
     def entry_trampoline(self, f: Function) -> str:
@@ -124,6 +148,85 @@ class CudaDeviceEmitter(CEmitter):
         self.names, self.taken = {}, set()
         args = ", ".join(f"*({self.type_name(p.type)} *)args[{i}]" for i, p in enumerate(f.params))
         return f'extern "C" void {self.func_name(f.name)}__entry(void **args) {{ {self.func_name(f.name)}({args}); }}'
+
+    def block_function(self, f: Function, kind: str) -> str:
+        """The emulator's `<kernel>__block(void **args)`: every thread of one block, in a loop over threadIdx.z,
+        .y, .x whose body is the kernel's, inlined as a lambda (its `return` ends one thread); the indices are
+        the loop variables, the block's constants are read once (see FastBlock in cuda_emulator.h).
+
+        `kind` (see `fast_path`): "registers": the loop over threadIdx.x is `omp simd`, and a store guard that
+        fails is recorded and ends the thread, reported after the loop; "header": the thread's indices are
+        stored where device functions and the guards' slow path read them, and the threads run in order."""
+        lines, self.lines = self.lines, []
+        self.names, self.taken, self.float_params = {}, set(_FAST_NAMES), {}
+        self.current, self.last_marker = f, None
+        self.spaces = {p: SPACE_GLOBAL for p in f.params}
+        self.fast, self.fast_sites = kind, []
+        cuda = f.attrs.cuda
+        block = list(cuda.block_dim if cuda else ())
+        dx, dy, dz = (f"{int(d.value)}U" if isinstance(d, E.Constant) else f"hl_fast.block_dim.{axis}"
+                      for d, axis in zip([*block, *[E.convert(1)] * (3 - len(block))], "xyz"))
+        self.fast_dims = (dx, dy, dz)  # constant dimensions are the launch's too: the launcher evaluates them
+        try:
+            self.line(f'extern "C" void {self.func_name(f.name)}__block(void **hl_fast_args) {{')
+            self.depth += 1
+            for i, p in enumerate(f.params):
+                t = self.type_name(p.type)
+                self.line(f"{t} {self.var_name(p)} = *({t} *)hl_fast_args[{i}];")
+            self.line("const ::hl_emu::FastBlock hl_fast = ::hl_emu::fast_block();")
+            if kind == "registers":
+                self.line("int hl_fast_bad = 0;")
+            else:
+                self.line("::hl_emu::Header *const hl_fast_h = ::hl_emu::hdr();")
+            self.line(f"for (unsigned hl_fast_tz = 0; hl_fast_tz < {dz}; ++hl_fast_tz) {{")
+            self.line(f"    for (unsigned hl_fast_ty = 0; hl_fast_ty < {dy}; ++hl_fast_ty) {{")
+            self.depth += 2
+            self.line(f"const int hl_fast_row = (int)((hl_fast_tz * {dy} + hl_fast_ty) * {dx});")
+            if kind == "registers":
+                self.line("#pragma omp simd reduction(|:hl_fast_bad)")
+            self.line(f"for (unsigned hl_fast_tx = 0; hl_fast_tx < {dx}; ++hl_fast_tx) {{")
+            self.depth += 1
+            if kind == "header":
+                self.line("hl_fast_h->thread_idx = uint3{hl_fast_tx, hl_fast_ty, hl_fast_tz};")
+                self.line("hl_fast_h->linear = hl_fast_row + (int)hl_fast_tx;")
+            self.line("[&]() __attribute__((always_inline)) {")
+            self.body(f.body)
+            self.line("}();")
+            self.depth -= 3
+            self.line("        }")
+            self.line("    }")
+            self.line("}")
+            if kind == "registers" and self.fast_sites:
+                sites = ", ".join(f"{name}, {where}" for name, where in self.fast_sites)
+                self.line("if (hl_fast_bad) {")
+                self.line(f"    static const char *const hl_fast_sites[] = {{{sites}}};")
+                self.line("    ::hl_emu::fast_store_failed(hl_fast, hl_fast_sites);")
+                self.line("}")
+            self.depth -= 1
+            self.line("}")
+            return "\n".join(self.lines)
+        finally:
+            self.lines, self.fast = lines, None
+
+    def deferred_store(self, s: S.BufferStoreStmt) -> None:
+        """A guarded store in a "registers" block function: a failed guard is recorded and ends the thread."""
+        base = s.buf
+        name = c_string(base.name if isinstance(base, E.Var) else "pointer")
+        self.fast_sites.append((name, self.where()))
+        self.line("{")
+        self.depth += 1
+        self.line(f"auto hl_fast_v = {self.expr(s.value)};")
+        self.line(f"const long long hl_fast_k = (long long)({self.expr(s.indices[0])}), "
+                  f"hl_fast_n = {self.extent(base)};")
+        self.line("if (__builtin_expect(hl_fast_n >= 0 && (unsigned long long)hl_fast_k >= "
+                  "(unsigned long long)hl_fast_n, 0)) {")
+        self.line("    hl_fast_bad |= ::hl_emu::fast_store_fail(hl_fast, hl_fast_row + (int)hl_fast_tx, hl_fast_k, "
+                  f"hl_fast_n, {len(self.fast_sites)});")
+        self.line("    return;")
+        self.line("}")
+        self.line(f"{self.expr(base)}[hl_fast_k] = hl_fast_v;")
+        self.depth -= 1
+        self.line("}")
 
     def storage_prefix(self, s: S.DeclareStmt) -> str:
         return "__shared__ " if s.scope == "shared" else ""
@@ -174,7 +277,9 @@ class CudaDeviceEmitter(CEmitter):
 
     def stmt_BufferStoreStmt(self, s: S.BufferStoreStmt) -> None:
         address = self.access(s.buf, s.indices[0], write=True)
-        if address is None:
+        if address is not None and self.fast == "registers":
+            self.deferred_store(s)
+        elif address is None:
             super().stmt_BufferStoreStmt(s)
         else:
             self.line(f"*{address} = {self.expr(s.value)};")
@@ -216,10 +321,18 @@ class CudaDeviceEmitter(CEmitter):
         return super().constant(value, t)
 
     def intrinsic(self, name: str, args: list[str], t: Type) -> str:
+        if "." in name and self.fast:  # in a block function: its loop variables and FastBlock
+            var, axis = name.split(".")
+            if var == "threadIdx":
+                return f"((int)hl_fast_t{axis})"
+            if var == "blockDim":
+                return f"((int){self.fast_dims['xyz'.index(axis)]})"
+            return f"((int)hl_fast.{'block_idx' if var == 'blockIdx' else 'grid_dim'}.{axis})"
         if "." in name:  # threadIdx.x and friends
             return f"((int){name})"
         if name == "dynamic_shared_memory":
-            return f"(({self.type_name(t)})(hl_dynamic_smem() + {args[0]}))"
+            smem = "hl_fast.smem" if self.fast else "hl_dynamic_smem()"
+            return f"(({self.type_name(t)})({smem} + {args[0]}))"
         if name in _CUDA_CALLS:
             return f"{_CUDA_CALLS[name]}({', '.join(args)})"
         return super().intrinsic(name, args, t)
@@ -233,7 +346,12 @@ static uint16_t hl_bf16_bits(float x) {  /* round to nearest even, as __float2bf
     return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-typedef struct { void (*entry)(void **); const char *name; int needs_fibers; } hl_kernel_info;
+typedef struct {
+    void (*entry)(void **);
+    const char *name;
+    int needs_fibers;
+    void (*block)(void **); /* the emulator's block function (fast path), or 0 */
+} hl_kernel_info;
 static char hl_launch_message[512];
 static int hl_launch_failed = 0;
 static int hl_launch_code = 0;
@@ -259,9 +377,9 @@ HL_EXPORT int hidet_lang_launch_status(const char **message, int *code) {
 }
 
 #ifdef HIDET_LANG_EMULATOR
-extern "C" int hl_emu_launch(void (*entry)(void **), const char *kernel_name, int needs_fibers,
-                             unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                             size_t dynamic_smem_bytes, void **args);
+extern "C" int hl_emu_launch_blocks(void (*entry)(void **), void (*block)(void **), const char *kernel_name,
+                                    int needs_fibers, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                    unsigned by, unsigned bz, size_t dynamic_smem_bytes, void **args);
 extern "C" const char *hl_emu_error_message(void);
 #else
 typedef int (*hl_cu_launch_kernel_t)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
@@ -300,8 +418,8 @@ static void hl_launch(int kernel, const hl_kernel_info *info, const char *const 
         return;
     }
 #ifdef HIDET_LANG_EMULATOR
-    if (hl_emu_launch(info->entry, info->name, info->needs_fibers, (unsigned)gx, (unsigned)gy, (unsigned)gz,
-                      (unsigned)bx, (unsigned)by, (unsigned)bz, (size_t)smem, args) != 0) {
+    if (hl_emu_launch_blocks(info->entry, info->block, info->name, info->needs_fibers, (unsigned)gx, (unsigned)gy,
+                             (unsigned)gz, (unsigned)bx, (unsigned)by, (unsigned)bz, (size_t)smem, args) != 0) {
         hl_launch_failed = 1;
         hl_launch_code = -2;
         snprintf(hl_launch_message, sizeof hl_launch_message, "%s", hl_emu_error_message());
@@ -334,10 +452,11 @@ static void hl_launch(int kernel, const hl_kernel_info *info, const char *const 
 class CudaHostEmitter(CEmitter):
     """Prints the host functions of a CUDA module, and one launcher per kernel, as C."""
 
-    def __init__(self, module: IRModule, emulator: bool = False) -> None:
+    def __init__(self, module: IRModule, emulator: bool = False, check: bool = False) -> None:
         super().__init__()
         self.module = module
         self.emulator = emulator
+        self.check = check and emulator
         self.kernels = [f for f in module.functions if f.attrs.kind == "cuda_kernel"]
 
     def scalar(self, t: DataType) -> str:
@@ -396,8 +515,9 @@ class CudaHostEmitter(CEmitter):
         args = ", ".join(f"(void *)&{self.var_name(p)}" for p in f.params) or "0"
         fibers = int(needs_fibers(self.module, f))
         self.line("#ifdef HIDET_LANG_EMULATOR")
-        entry = CEmitter.c_function_name(self, f) + "__entry"  # the device emitter's name for the kernel
-        self.line(f'static const hl_kernel_info info = {{{entry}, "{f.name}", {fibers}}};')
+        kernel = CEmitter.c_function_name(self, f)  # the device emitter's name for the kernel
+        block_fn = f"{kernel}__block" if fast_path(self.module, f, self.check) else "0"
+        self.line(f'static const hl_kernel_info info = {{{kernel}__entry, "{f.name}", {fibers}, {block_fn}}};')
         self.line("#else")
         self.line(f'static const hl_kernel_info info = {{0, "{f.name}", {fibers}}};')
         self.line("#endif")
@@ -418,6 +538,6 @@ def emit_cuda(module: IRModule, *, emulator: bool = False, check: bool = False) 
     """The device source and the host source of a lowered CUDA module (see `CudaDeviceEmitter` for the
     emulator's variant and its checking mode)."""
     device = CudaDeviceEmitter(emulator=emulator, check=check).emit_module(module)
-    host = CudaHostEmitter(module, emulator=emulator).emit_module(module)
+    host = CudaHostEmitter(module, emulator=emulator, check=check).emit_module(module)
     return device, host
 

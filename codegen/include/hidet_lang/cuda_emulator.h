@@ -14,6 +14,10 @@
 // - A kernel launched with needs_fibers=0 (no barrier, no warp-collective operation) runs the threads of a block
 //   to completion one after the other. A barrier or warp operation that would have to wait then fails the
 //   launch, naming the operation and its line.
+// - The fast path of such a kernel (hl_emu_launch_blocks with a block function; the code generator emits one per
+//   barrier-free kernel outside checking mode): the block function runs all threads of a block in a loop with
+//   the kernel body inlined and the thread indices as loop variables, so the compiler can inline and, for simple
+//   bodies, vectorize across threads; one switch to a stack region runs a chunk of blocks. See FastBlock.
 // - Otherwise the threads of a block are fibers, switched by a context switch of our own (x86-64: rbx rbp
 //   r12-r15 rsp, MXCSR and the x87 control word; AArch64: x19-x29 lr sp d8-d15 FPCR; ucontext elsewhere or with
 //   -DHL_EMU_FORCE_UCONTEXT) at barriers and warp-collective operations only. A fiber that must wait hands over
@@ -31,8 +35,9 @@
 //   barrier (undefined behaviour in CUDA, whatever current GPUs do: an error here), lanes of a warp meeting at
 //   different warp operations or with different masks, a mask without the caller's lane, a mask naming a lane
 //   that exited.
-// - Errors are returned by hl_emu_launch (nonzero; text from hl_emu_error_message(), per calling thread); the
-//   process never aborts, except on a fault in the kernel itself (a bad pointer, a stack overflow).
+// - Errors are returned by hl_emu_launch / hl_emu_launch_blocks (nonzero; text from hl_emu_error_message(), per
+//   calling thread); the process never aborts, except on a fault in the kernel itself (a bad pointer, a stack
+//   overflow).
 // - hl_assert_fail records the first failed assertion's line (hl_emu_take_assert_line() returns and clears it);
 //   the launch then starts no more blocks, quietly abandons blocks left waiting for a thread that returned, and
 //   returns 0, like a GPU kernel that records the line and returns.
@@ -105,6 +110,10 @@ struct State {
     uint3 grid_dim;
     Block *block;
     char *dyn_smem;
+    // The fast path's deferred store-guard failures, by linear thread id (site 0: none; see FastBlock)
+    int *fail_site;
+    long long *fail_index;
+    long long *fail_extent;
 };
 
 // Every kernel thread runs on a stack of the emulator: a STACK_REGION-aligned region whose top HEADER_BYTES hold
@@ -767,7 +776,8 @@ struct Block {
     Launch *launch;
     State *st;
     void (*entry)(void **);
-    void (*block_fn)(void **);  // set when the block runs on the fast path (see run_block_fast)
+    void (*block_fn)(void **);      // set when the blocks run on the fast path (see run_blocks_fast)
+    long long fast_first, fast_last;  // the fast path: the launch's blocks [first, last) run by one switch
     void **args;
     int n;
     int fibers;
@@ -800,6 +810,9 @@ struct Worker {
     size_t map_bytes;
     char *dsmem;
     size_t dsmem_cap;
+    int fail_site[MAX_THREADS];  // State::fail_*: all 0 but while a fast block reports a failure
+    long long fail_index[MAX_THREADS];
+    long long fail_extent[MAX_THREADS];
 };
 
 static inline Header *region_header(Worker *w, int region) {
@@ -1268,18 +1281,74 @@ static inline void assert_fail(int line) {
 
 enum : int { ACCESS_READ = 1, ACCESS_WRITE = 2, SPACE_GLOBAL = 4, SPACE_SHARED = 8, SPACE_LOCAL = 16 };
 
+static void record_access_error(Block *b, int thread, int flags, const char *name, long long index,
+                                long long extent, const char *where) {
+    char buf[1024];
+    Text t{buf, sizeof buf, 0};
+    where_prefix(t, b);
+    describe_thread(t, b, thread);
+    const char *what = flags & ACCESS_WRITE ? "writes" : flags & ACCESS_READ ? "reads" : "takes the address of";
+    t.add(": out-of-bounds access: %s %s[%lld], which has %lld elements, at %s", what, name, index, extent, where);
+    record_error(b->launch, "%s", buf);
+}
+
 [[noreturn]] static void fail_access(int flags, const char *name, long long index, long long extent,
                                      const char *where) {
     Header *h = hdr();
     Block *b = h->st->block;
-    char buf[1024];
-    Text t{buf, sizeof buf, 0};
-    where_prefix(t, b);
-    describe_thread(t, b, h->linear);
-    const char *what = flags & ACCESS_WRITE ? "writes" : flags & ACCESS_READ ? "reads" : "takes the address of";
-    t.add(": out-of-bounds access: %s %s[%lld], which has %lld elements, at %s", what, name, index, extent, where);
-    record_error(b->launch, "%s", buf);
+    record_access_error(b, h->linear, flags, name, index, extent, where);
     abort_block(b);
+}
+
+// The fast path of a barrier-free kernel (needs_fibers=0, outside checking mode): the code generator emits
+// `<kernel>__block(void **args)`, launched through hl_emu_launch_blocks, which runs every thread of a block in a
+// loop over (threadIdx.z, .y, .x) with the kernel body inlined, on stack region 0 (so hdr() still finds the
+// block's state). It reads the block's constants once (FastBlock), and the thread indices are its loop
+// variables. Two kinds:
+// - the kernel calls no device function: nothing else reads the thread indices, so the loop over threadIdx.x is
+//   an `omp simd` loop the compiler may vectorize, and a store guard that fails records (fast_store_fail) the
+//   thread's linear id, index, extent and guard site in the worker's fail_* slots, skips the store and ends the
+//   thread; after the loop, fast_store_failed reports the failure of the lowest thread id (as the sequential run
+//   would) and the block ends. The other threads of the block have run: on a GPU they would have too.
+// - the kernel calls device functions: before each thread the loop stores its indices in the region's header,
+//   where threadIdx in the callees and the store guards' slow path (fail_access) read them, as without the
+//   fast path; the threads run in order.
+struct FastBlock {
+    uint3 block_idx, block_dim, grid_dim;
+    char *smem;
+    int *fail_site;
+    long long *fail_index, *fail_extent;
+};
+
+static inline __attribute__((always_inline)) FastBlock fast_block() {
+    State *st = hdr()->st;
+    return FastBlock{st->block_idx, st->block_dim,  st->grid_dim,  st->dyn_smem,
+                     st->fail_site, st->fail_index, st->fail_extent};
+}
+
+// A store guard of the fast path failed in thread `thread`: record it (`site`: 1 + the guard's index in the
+// kernel's table of sites); returns 1.
+static inline __attribute__((always_inline)) int fast_store_fail(const FastBlock &fb, int thread, long long index,
+                                                                  long long extent, int site) {
+    fb.fail_site[thread] = site;
+    fb.fail_index[thread] = index;
+    fb.fail_extent[thread] = extent;
+    return 1;
+}
+
+// After a fast block with failed store guards: report the lowest thread's; `sites` holds (name, where) pairs.
+static __attribute__((noinline, cold)) void fast_store_failed(FastBlock fb, const char *const *sites) {
+    Block *b = hdr()->st->block;
+    int first = -1;
+    for (int i = 0; i < b->n; ++i) {
+        if (fb.fail_site[i] && first < 0) {
+            int k = fb.fail_site[i] - 1;
+            record_access_error(b, i, ACCESS_WRITE, sites[2 * k], fb.fail_index[i], fb.fail_extent[i],
+                                sites[2 * k + 1]);
+            first = i;
+        }
+        fb.fail_site[i] = 0;
+    }
 }
 
 static SharedArray *find_shared(Block *b, const char *p) {
@@ -1486,6 +1555,9 @@ static bool prepare_worker(Worker *w, Launch *L) {
     w->state.block_dim = L->block;
     w->state.grid_dim = L->grid;
     w->state.dyn_smem = w->dsmem;
+    w->state.fail_site = w->fail_site;
+    w->state.fail_index = w->fail_index;
+    w->state.fail_extent = w->fail_extent;
     return true;
 }
 
@@ -1494,15 +1566,30 @@ static void run_block_plain(Block *b, Worker *w) {
     ctx_swap(&b->main, &b->plain);
 }
 
-// The fast path: the kernel's block function runs every thread of the block itself, on stack region 0.
+// The index of the launch's k-th block in its visiting order.
+static inline uint3 block_index(const Launch *L, long long k) {
+    uint64_t id = L->order ? L->order[k] : L->reverse ? L->nblocks - 1 - (uint64_t)k : (uint64_t)k;
+    uint3 g = L->grid;
+    return uint3{(unsigned)(id % g.x), (unsigned)(id / g.x % g.y), (unsigned)(id / ((uint64_t)g.x * g.y))};
+}
+
+// The fast path: on stack region 0, the kernel's block function runs every thread of each block itself, for the
+// blocks [fast_first, fast_last) (one switch for many blocks). A failure in a "header" block function
+// (fail_access, abort_block) returns to the worker directly; the remaining blocks are not run (the launch stops).
 static void fast_main(void *arg) {
     Block *b = (Block *)arg;
-    b->block_fn(b->args);
+    Launch *L = b->launch;
+    for (long long k = b->fast_first; k < b->fast_last; ++k) {
+        if (__atomic_load_n(&L->stop, __ATOMIC_RELAXED)) break;
+        b->st->block_idx = block_index(L, k);
+        ++b->serial;
+        b->block_fn(b->args);
+    }
     ctx_swap(&b->plain, &b->main);
     __builtin_trap();  // never resumed
 }
 
-static void run_block_fast(Block *b, Worker *w) {
+static void run_blocks_fast(Block *b, Worker *w) {
     ctx_init(&b->plain, (char *)region_header(w, 0), w->stack_bytes - HEADER_BYTES, fast_main, b);
     ctx_swap(&b->main, &b->plain);
 }
@@ -1561,24 +1648,37 @@ static void run_worker(Launch *L) {
     bool ok = prepare_worker(w, L);
     Block *b = &w->block;
     State *st = &w->state;
-    uint64_t nblocks = L->nblocks;
-    uint3 g = L->grid;
+    long long nblocks = (long long)L->nblocks;
 #ifdef _OPENMP
-    long long chunk = (long long)(nblocks / ((uint64_t)omp_get_num_threads() * 16));
+    long long chunk = nblocks / ((long long)omp_get_num_threads() * 16);
     if (chunk < 1) chunk = 1;
+#else
+    long long chunk = nblocks;
+#endif
+    if (L->block_fn && !L->needs_fibers) {  // the fast path (as prepare_worker decides, in every worker)
+        long long nchunks = (nblocks + chunk - 1) / chunk;
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+        for (long long c = 0; c < nchunks; ++c) {
+            if (!ok || __atomic_load_n(&L->stop, __ATOMIC_RELAXED)) continue;
+            b->fast_first = c * chunk;
+            b->fast_last = nblocks - b->fast_first < chunk ? nblocks : b->fast_first + chunk;
+            run_blocks_fast(b, w);
+        }
+        return;
+    }
+#ifdef _OPENMP
 #pragma omp for schedule(dynamic, chunk)
 #endif
-    for (long long k = 0; k < (long long)nblocks; ++k) {
+    for (long long k = 0; k < nblocks; ++k) {
         if (!ok || __atomic_load_n(&L->stop, __ATOMIC_RELAXED)) continue;
-        uint64_t id = L->order ? L->order[k] : L->reverse ? nblocks - 1 - (uint64_t)k : (uint64_t)k;
-        st->block_idx = uint3{(unsigned)(id % g.x), (unsigned)(id / g.x % g.y), (unsigned)(id / ((uint64_t)g.x * g.y))};
+        st->block_idx = block_index(L, k);
         b->failed = 0;
         b->epoch = 1;
         ++b->serial;
         if (b->fibers)
             run_block_fibers(b, w);
-        else if (b->block_fn)
-            run_block_fast(b, w);
         else
             run_block_plain(b, w);
     }

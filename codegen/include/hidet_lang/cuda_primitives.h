@@ -20,7 +20,8 @@
 //   void hl_assert_fail(int line): records the first failed assertion's line in `hl_assert_line` (a __device__
 //   int on the GPU; the emulator's hl_emu_take_assert_line() returns and clears it); the caller then returns.
 // Emulator builds only (see cuda_emulator.h): hl_emu_store_guard, hl_emu_checked, hl_emu_shared_declared for
-// guarded and checked accesses, and the launch API hl_emu_launch / hl_emu_error_message / hl_emu_take_assert_line.
+// guarded and checked accesses, and the launch API hl_emu_launch / hl_emu_launch_blocks (with a block function: the
+// fast path of a barrier-free kernel) / hl_emu_error_message / hl_emu_take_assert_line.
 #pragma once
 #ifndef HIDET_LANG_CUDA_PRIMITIVES_H
 #define HIDET_LANG_CUDA_PRIMITIVES_H
