@@ -19,7 +19,7 @@ from hidet_lang.ir.func import Function, IRModule
 from hidet_lang.ir.functor import collect
 from hidet_lang.ir.intrinsics import SYNC_INTRINSICS
 from hidet_lang.ir.span import Span
-from hidet_lang.ir.types import DataType, PointerType, TensorType, Type
+from hidet_lang.ir.types import DataType, TensorType, Type
 
 DEVICE_KINDS = ("cuda_kernel", "cuda_internal")
 CUDA_SCALARS = {"float16": "half", "bfloat16": "__nv_bfloat16"}
@@ -242,23 +242,6 @@ class CudaDeviceEmitter(CEmitter):
             if self.check and s.scope == "shared":
                 name = self.var_name(s.var)
                 self.line(f'hl_emu_shared_declared({name}, sizeof({name}), "{s.var.name}", {self.where()});')
-
-    def where(self) -> str:
-        """The DSL location of the statement being printed, as a C string."""
-        return c_string(f"{self.last_marker[0]}:{self.last_marker[1]}" if self.last_marker else "?")
-
-    def extent(self, base: E.Expr) -> str:
-        """The number of elements a tensor (or tensor pointer) holds, as C text; -1 when unknown. For a tensor
-        type with a layout, that is the layout's size (its storage), not the product of its shape."""
-        t = base.type
-        tensor = t if isinstance(t, TensorType) else t.base if (
-            isinstance(t, PointerType) and isinstance(t.base, TensorType)) else None
-        if tensor is None:
-            return "-1LL"
-        if tensor.layout is not None:
-            return f"{tensor.layout.size}LL"
-        shape = tensor.shape
-        return " * ".join(f"(long long)({self.expr(E.convert(d))})" for d in shape)
 
     def access(self, base: E.Expr, index: E.Expr, write: bool, address_only: bool = False) -> str | None:
         """The instrumented address of `base[index]` in the emulator (None when the access is left plain).
