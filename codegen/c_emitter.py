@@ -527,8 +527,3 @@ class CEmitter:
     def math_function(self, name: str, t: DataType) -> str:
         """The C math function for `name` on type `t`."""
         return name if t.nbytes == 8 else _MATH_F32[name]
-
-
-def emit_c(module: IRModule) -> str:
-    """The C source for a lowered module."""
-    return CEmitter().emit_module(module)

@@ -50,9 +50,10 @@ def build_cuda_module(module: IRModule, arch: str | None, check: bool = False) -
     verify_cubins(module, device_source, host_source, os.environ.get(VERIFY_ENV_VAR, ""))
     if backend() == "gpu":
         lib = build_and_load(host_source, language="c", flags=DEFAULT_C_FLAGS, version=__version__)
-        c_names = _bind_gpu(module, lib, cubin())
+        c_names, cu_module = _bind_gpu(module, lib, cubin())
+        checks = [_launch_checks(lib, host_source), _gpu_assert_checks(module, cu_module)]
         return CompiledModule(module, lib, f"cuda:{arch}", c_names, sources=sources, on_gpu=True, cubin=cubin,
-                              after_call=[_launch_checks(lib, host_source)])
+                              after_call=[c for c in checks if c is not None])
     check = check or os.environ.get(CHECK_ENV_VAR, "") not in ("", "0")
     emu_device, emu_host = emit_cuda(module, emulator=True, check=check)
     combined = emu_device + "\n" + emu_host
@@ -81,7 +82,7 @@ def verify_cubins(module: IRModule, device_source: str, host_source: str, archs:
             raise RuntimeError(f"the {arch} cubin lacks kernel symbol(s) {', '.join(sorted(missing))}")
 
 
-def _bind_gpu(module: IRModule, lib: ctypes.CDLL, cubin: bytes) -> dict[str, str]:
+def _bind_gpu(module: IRModule, lib: ctypes.CDLL, cubin: bytes) -> tuple[dict[str, str], object]:
     """Load the cubin, hand the kernels and the driver's launch entry points to the host library."""
     cu_module = cuda_driver.load_module(cubin)
     kernels = [f for f in module.functions if f.attrs.kind == "cuda_kernel"]
@@ -92,7 +93,7 @@ def _bind_gpu(module: IRModule, lib: ctypes.CDLL, cubin: bytes) -> dict[str, str
     lib.hidet_lang_bind_gpu.restype = None
     lib.hidet_lang_bind_gpu(launch, set_attribute, ctypes.cast(handles, ctypes.c_void_p))
     lib._hidet_lang_keep = (cu_module, handles)  # the kernels live as long as the library
-    return CudaHostEmitter(module).names_of(module)
+    return CudaHostEmitter(module).names_of(module), cu_module
 
 
 def _launch_checks(lib: ctypes.CDLL, source: str) -> AfterCall:
@@ -123,20 +124,50 @@ def _with_dsl_lines(text: str, source: str) -> str:
     return re.sub(r"generated line (\d+)", replace, text)
 
 
+def _device_asserts(module: IRModule) -> dict[int, AssertStmt]:
+    """The assertions of a module's CUDA functions, by DSL line (what the device records when one fails)."""
+    asserts = [s for f in module.functions if f.attrs.kind.startswith("cuda") for s in collect(f.body, AssertStmt)]
+    return {s.span.line: s for s in asserts if s.span is not None}
+
+
+def _assertion_error(line: int, by_line: dict[int, AssertStmt]) -> AssertionError:
+    stmt = by_line.get(line)
+    where = f"{stmt.span.file}:{line}: " if stmt is not None and stmt.span is not None else f"line {line}: "
+    return AssertionError(where + (stmt.message if stmt is not None else "device assertion failed"))
+
+
 def _emulator_assert_checks(module: IRModule, lib: ctypes.CDLL) -> AfterCall | None:
     """Raise AssertionError for a device assertion that failed on the emulator."""
-    asserts = [s for f in module.functions if f.attrs.kind.startswith("cuda") for s in collect(f.body, AssertStmt)]
-    if not asserts:
+    by_line = _device_asserts(module)
+    if not by_line:
         return None
-    by_line = {s.span.line: s for s in asserts if s.span is not None}
     take = lib.hl_emu_take_assert_line
     take.restype = ctypes.c_int
 
     def after() -> None:
         line = take()
         if line:
-            stmt = by_line.get(line)
-            where = f"{stmt.span.file}:{line}: " if stmt is not None and stmt.span is not None else f"line {line}: "
-            raise AssertionError(where + (stmt.message if stmt is not None else "device assertion failed"))
+            raise _assertion_error(line, by_line)
+
+    return after
+
+
+def _gpu_assert_checks(module: IRModule, cu_module: object) -> AfterCall | None:
+    """Raise AssertionError for a device assertion that failed on the GPU (read from `hl_assert_line`)."""
+    by_line = _device_asserts(module)
+    if not by_line:
+        return None
+    import numpy as np
+
+    address, _ = cuda_driver.get_global(cu_module, "hl_assert_line")
+    cell = np.zeros(1, np.int32)
+
+    def after() -> None:
+        cuda_driver.copy_to_host(cell, address)
+        if cell[0]:
+            line = int(cell[0])
+            cell[0] = 0
+            cuda_driver.copy_to_device(address, cell)
+            raise _assertion_error(line, by_line)
 
     return after

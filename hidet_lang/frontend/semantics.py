@@ -20,9 +20,6 @@ from hidet_lang.ir.types import (
     promote,
 )
 
-FLOAT_MATH = ("exp", "log", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "erf", "floor", "ceil", "log2", "exp2",
-              "atan", "asin", "acos", "sinh", "cosh", "log1p", "expm1", "round", "trunc")
-
 
 def describe(value: Any) -> str:
     """How a value is named in error messages."""

@@ -25,10 +25,8 @@ from hidet_lang.ir.types import (
     promote,
 )
 
-ARITHMETIC_OPS = frozenset({"+", "-", "*", "/", "%"})
 COMPARISON_OPS = frozenset({"<", "<=", ">", ">=", "==", "!="})
 LOGICAL_OPS = frozenset({"&&", "||"})
-BITWISE_OPS = frozenset({"&", "|", "^", "<<", ">>"})
 
 
 class Expr(Node):

@@ -115,3 +115,20 @@ def test_illegal_address_is_a_python_exception_naming_the_driver_error() -> None
     """)
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
     assert "raised:" in done.stdout and "CUDA_ERROR_ILLEGAL_ADDRESS" in done.stdout, done.stdout + done.stderr
+
+
+def test_device_assertion_on_the_gpu_is_an_assertion_error() -> None:
+    with hidet.script_module() as module:
+
+        @hidet.script
+        def checked(a: f32[32]):
+            attrs.func_kind = "cuda_kernel"
+            attrs.cuda.block_dim = 32
+            attrs.cuda.grid_dim = 1
+            assert a[threadIdx.x] >= 0.0, "negative input"
+
+    built = module.build()
+    built(np.ones(32, np.float32))
+    with pytest.raises(AssertionError, match="negative input"):
+        built(-np.ones(32, np.float32))
+    built(np.ones(32, np.float32))
