@@ -89,7 +89,10 @@ def randn(shape: object, dtype: object = "float32", device: str = "cpu") -> obje
     return _arrays.randn(shape, dtype, device)
 
 
-# The build path is loaded with the package so that the first `module.build()` of a process costs only the
-# build itself (about 10 ms of imports moved here, out of the warm-build path).
-import codegen.build  # noqa: E402,F401
+# The facade connects the layers: the frontend builds through codegen, installed here. Loading it with the
+# package (about 10 ms of imports) keeps the first `module.build()` of a process as fast as the build itself.
 from codegen import arrays as _arrays  # noqa: E402
+from codegen.build import build_module as _build_module  # noqa: E402
+from hidet_lang.frontend.script import install_builder as _install_builder  # noqa: E402
+
+_install_builder(_build_module)

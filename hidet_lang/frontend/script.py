@@ -23,6 +23,16 @@ from hidet_lang.ir.func import Function, IRModule
 
 _MODULE_STACK: list[ScriptModule] = []
 
+# The function that compiles an IRModule. The frontend does not import the code generator; the package's facade
+# (hidet_lang/__init__.py) installs codegen's `build_module` here.
+_builder: Callable[..., Any] | None = None
+
+
+def install_builder(builder: Callable[..., Any]) -> None:
+    """Make `builder(ir_module, target, **options)` the compiler that `ScriptModule.build` uses."""
+    global _builder
+    _builder = builder
+
 
 class ScriptFunction:
     """A parsed `@hidet.script` function: its IR and the script functions it calls."""
@@ -90,14 +100,15 @@ class ScriptModule:
         return IRModule(tuple(f.ir for f in self.functions))
 
     def build(self, target: str | None = None, **options: Any) -> Any:
-        """Compile the module; `target` is 'cpu' (inferred from the function kinds when omitted)."""
+        """Compile the module for `target` ('cpu', 'cuda' or 'cuda:sm_XY'; inferred from the function kinds when
+        omitted); `check=True` builds the checking mode."""
         key = (target, tuple(sorted(options.items())))
         built = self._built.get(key)
         if built is None:
-            from codegen.build import build_module
-
+            if _builder is None:
+                raise RuntimeError("no code generator is installed; build through `import hidet_lang`")
             try:
-                built = build_module(self.ir_module(), target, **options)
+                built = _builder(self.ir_module(), target, **options)
             except Exception as e:  # noqa: BLE001 - every build error is re-raised as is, without our frames
                 raise without_compiler_frames(e) from None
             self._built[key] = built
