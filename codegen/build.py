@@ -6,8 +6,8 @@ from codegen.c_emitter import CEmitter
 from codegen.cache import build_and_load
 from codegen.compiler import DEFAULT_C_FLAGS
 from codegen.module import CompiledModule, bounds_checks
-from hidet_lang.frontend.kind_rules import check_module_rules, resolve_inferred_kinds
 from hidet_lang.ir.func import HOST_CALLABLE_KINDS, IRModule
+from hidet_lang.passes.kind_rules import check_module_rules, resolve_inferred_kinds
 from hidet_lang.passes.pipeline import lower
 from hidet_lang.version import __version__
 

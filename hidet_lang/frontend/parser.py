@@ -34,7 +34,6 @@ from hidet_lang.errors import (
 )
 from hidet_lang.frontend import builtins as B
 from hidet_lang.frontend import semantics
-from hidet_lang.frontend.kind_rules import check_kind_rules
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import FUNC_KINDS, CudaAttrs, FuncAttrs, Function
@@ -53,6 +52,7 @@ from hidet_lang.ir.types import (
     promote,
     void,
 )
+from hidet_lang.passes.kind_rules import check_kind_rules
 
 _HOST_BINOPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,

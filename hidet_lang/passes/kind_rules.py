@@ -1,6 +1,9 @@
-"""What each function kind may contain: CUDA constructs only in CUDA functions, OpenMP loops only on the CPU.
+"""What each function kind may contain, and who may call whom.
 
-Checked when a function is parsed, so the error names the offending line.
+`check_kind_rules` runs when a function is parsed (CUDA constructs only in CUDA functions, OpenMP loops and
+bf16-free code on the CPU, launch attributes within CUDA's limits), so the error names the offending line.
+Before a module is built, `resolve_inferred_kinds` (a module -> module pass) settles the kinds a program left
+unset, and `check_module_rules` checks the calls between functions and what host code of a CUDA module touches.
 """
 
 from __future__ import annotations
