@@ -34,6 +34,9 @@ _CUDA_CALLS = {
     "ballot_sync": "hl_ballot_sync", "any_sync": "hl_any_sync", "all_sync": "hl_all_sync",
     "atomic_add": "hl_atomic_add", "atomic_sub": "hl_atomic_sub", "atomic_min": "hl_atomic_min",
     "atomic_max": "hl_atomic_max", "atomic_exchange": "hl_atomic_exchange", "atomic_cas": "hl_atomic_cas",
+    "mma_m16n8k16_f16_f32": "hl_mma_m16n8k16_f16_f32", "ldmatrix_x4": "hl_ldmatrix_x4",
+    "cp_async_4": "hl_cp_async_4", "cp_async_8": "hl_cp_async_8", "cp_async_16": "hl_cp_async_16",
+    "cp_async_commit_group": "hl_cp_async_commit_group", "cp_async_wait_all": "hl_cp_async_wait_all",
 }
 
 
@@ -316,6 +319,8 @@ class CudaDeviceEmitter(CEmitter):
         if name == "dynamic_shared_memory":
             smem = "hl_fast.smem" if self.fast else "hl_dynamic_smem()"
             return f"(({self.type_name(t)})({smem} + {args[0]}))"
+        if name == "cp_async_wait_group":  # the group count is a template argument (an immediate in PTX)
+            return f"hl_cp_async_wait_group<{args[0]}>()"
         if name in _CUDA_CALLS:
             return f"{_CUDA_CALLS[name]}({', '.join(args)})"
         return super().intrinsic(name, args, t)

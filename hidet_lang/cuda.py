@@ -15,7 +15,7 @@ from hidet_lang.frontend.builtins import _as_dtype as as_dtype
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.intrinsics import CUDA_INTRINSICS
 from hidet_lang.ir.layout import Layout
-from hidet_lang.ir.types import DataType, PointerType, int32, uint32, void
+from hidet_lang.ir.types import DataType, PointerType, TensorType, float32, int32, uint32, void
 
 FULL_MASK = 0xFFFFFFFF
 
@@ -170,6 +170,102 @@ def atomic_cas(address: Any, compare: Any, value: Any) -> E.Intrinsic:
     return _atomic("atomic_cas", address, compare, value)
 
 
+def _operand_pointer(value: Any, what: str, dtypes: tuple[str, ...], as_dtype_: DataType) -> E.Expr:
+    """`value` (a pointer, `~t[i]`, or a tensor) as a pointer of `as_dtype_`; its elements must be of `dtypes`."""
+    e = E.convert(value)
+    t = e.type
+    if isinstance(t, TensorType):
+        e = E.Address(E.TensorElement(e, tuple(E.Constant(0, int32) for _ in t.shape)))
+        t = e.type
+    if not isinstance(t, PointerType):
+        raise TypeError(f"{what} needs an address, e.g. ~regs[0]; got {semantics.describe(e)}")
+    if t.dtype.name not in dtypes:
+        raise TypeError(f"{what} needs a pointer to {' or '.join(dtypes)}, got a pointer to {t.dtype}")
+    if isinstance(t.base, DataType) and t.base == as_dtype_:
+        return e
+    return E.Reinterpret(e, PointerType(as_dtype_))
+
+
+def _any_pointer(value: Any, what: str) -> E.Expr:
+    e = E.convert(value)
+    t = e.type
+    if isinstance(t, TensorType):
+        return E.Address(E.TensorElement(e, tuple(E.Constant(0, int32) for _ in t.shape)))
+    if not isinstance(t, PointerType):
+        raise TypeError(f"{what} needs an address, e.g. ~smem[i, 0]; got {semantics.describe(e)}")
+    return e
+
+
+def mma_m16n8k16_f16_f32(a: Any, b: Any, c: Any) -> E.Intrinsic:
+    """Tensor-core matrix multiply-accumulate of one warp: C (16x8, f32) += A (16x16, f16) @ B (16x8, f16), PTX
+    `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32` (sm_80+; the emulator gives the same fragments).
+
+    Call it with the addresses of each lane's fragment registers, e.g.
+    `a = register_tensor(u32, [4]); b = register_tensor(u32, [2]); c = register_tensor(f32, [4])` and
+    `mma_m16n8k16_f16_f32(~a[0], ~b[0], ~c[0])` (`a` and `b` may also be f16 tensors of 8 and 4 halves; `c` is
+    updated in place). Lane `l`, with g = l // 4 and t = l % 4, holds (a 32-bit register holds two halves, the
+    lower-indexed element in bits 0-15; as f16 tensors, element 2r and 2r+1 of register r):
+    - a[0] = A[g, 2t:2t+2], a[1] = A[g+8, 2t:2t+2], a[2] = A[g, 2t+8:2t+10], a[3] = A[g+8, 2t+8:2t+10];
+    - b[0] = B[2t:2t+2, g], b[1] = B[2t+8:2t+10, g];
+    - c[0], c[1] = C[g, 2t], C[g, 2t+1]; c[2], c[3] = C[g+8, 2t], C[g+8, 2t+1].
+    Warp-collective: all 32 lanes of a full warp must execute it together (the emulator reports a partial warp).
+    The emulator multiplies halves exactly in f32 and accumulates in f32 in k order; the GPU's accumulation order
+    is unspecified, so results may differ from it in the last bits of f32."""
+    halves = ("uint32", "int32", "float16", "bfloat16", "uint16", "int16")
+    return E.Intrinsic("mma_m16n8k16_f16_f32", (
+        _operand_pointer(a, "mma_m16n8k16_f16_f32 (a)", halves, uint32),
+        _operand_pointer(b, "mma_m16n8k16_f16_f32 (b)", halves, uint32),
+        _operand_pointer(c, "mma_m16n8k16_f16_f32 (c)", ("float32",), float32),
+    ), void)
+
+
+def ldmatrix_x4(regs: Any, smem_row: Any) -> E.Intrinsic:
+    """Load four 8x8 matrices of 16-bit elements from shared memory into one warp's registers, PTX
+    `ldmatrix.sync.aligned.m8n8.x4.shared.b16` (sm_80+ here; the emulator gives the same fragments).
+
+    `regs`: the address of this lane's 4 registers (`~r[0]` with `r = register_tensor(u32, [4])`, or an f16
+    tensor of 8). `smem_row`: the shared-memory address of one 16-byte (8-element, 16-byte aligned) row: lane `l`
+    gives row `l % 8` of matrix `l // 8`. Lane `l` receives in register `i` elements 2t and 2t+1 (t = l % 4; the
+    lower in bits 0-15) of row `l // 4` of matrix `i`. Loading a 16x16 row-major A tile with lane `l` pointing at
+    row `l % 8 + 8 * (l // 8 % 2)`, column `8 * (l // 16)` gives exactly the `a` fragment of
+    `mma_m16n8k16_f16_f32`. Warp-collective: all 32 lanes of a full warp."""
+    halves = ("uint32", "int32", "float16", "bfloat16", "uint16", "int16")
+    return E.Intrinsic("ldmatrix_x4", (
+        _operand_pointer(regs, "ldmatrix_x4 (regs)", halves, uint32), _any_pointer(smem_row, "ldmatrix_x4"),
+    ), void)
+
+
+def cp_async(dst_shared: Any, src_global: Any, nbytes: int) -> E.Intrinsic:
+    """Asynchronously copy `nbytes` (4, 8 or 16, a Python int; both addresses aligned to it) from global to
+    shared memory: PTX `cp.async.ca.shared.global` (4, 8) or `cp.async.cg.shared.global` (16), sm_80+. The data
+    is only guaranteed in place after `cp_async_commit_group()` and `cp_async_wait_all()` /
+    `cp_async_wait_group(n)` (and a barrier before other threads read it). On the emulator the copy is
+    synchronous and commit / wait are no-ops: correct for every kernel that waits before reading."""
+    if isinstance(nbytes, bool) or nbytes not in (4, 8, 16):
+        raise ValueError(f"cp_async copies 4, 8 or 16 bytes (a Python int), got {nbytes!r}")
+    return E.Intrinsic(f"cp_async_{nbytes}", (_any_pointer(dst_shared, "cp_async (dst)"),
+                                              _any_pointer(src_global, "cp_async (src)")), void)
+
+
+def cp_async_commit_group() -> E.Intrinsic:
+    """Close the group of this thread's `cp_async` copies issued since the last commit (PTX
+    `cp.async.commit_group`; a no-op on the emulator)."""
+    return E.Intrinsic("cp_async_commit_group", (), void)
+
+
+def cp_async_wait_group(n: int) -> E.Intrinsic:
+    """Wait until at most `n` (a Python int, 0 to 7) of this thread's committed `cp_async` groups are pending (PTX
+    `cp.async.wait_group n`; a no-op on the emulator, whose copies are synchronous)."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 7:
+        raise ValueError(f"cp_async_wait_group takes a Python int from 0 to 7, got {n!r}")
+    return E.Intrinsic("cp_async_wait_group", (E.Constant(n, int32),), void)
+
+
+def cp_async_wait_all() -> E.Intrinsic:
+    """Wait for all of this thread's `cp_async` copies (PTX `cp.async.wait_all`; a no-op on the emulator)."""
+    return E.Intrinsic("cp_async_wait_all", (), void)
+
+
 def shared_tensor(dtype: DataType | str, shape: Any = None, layout: Layout | None = None) -> LocalTensorRequest:
     """A tensor in the block's shared memory (constant shape); `layout` as in `register_tensor` (the shape
     follows from it when omitted; e.g. `strided_layout([64, 8], strides=[9, 1])` pads each row)."""
@@ -193,6 +289,8 @@ def warp_id() -> E.Expr:
 
 
 __all__ = [
+    "cp_async", "cp_async_commit_group", "cp_async_wait_all", "cp_async_wait_group", "ldmatrix_x4",
+    "mma_m16n8k16_f16_f32",
     "all_sync", "any_sync", "atomic_add", "atomic_cas", "atomic_exchange", "atomic_max", "atomic_min", "atomic_sub",
     "CUDA_INTRINSICS", "ballot_sync", "blockDim", "blockIdx", "dynamic_shared_memory", "gridDim", "lane_id", "printf",
     "register_tensor", "shared_tensor", "shfl_down_sync", "shfl_sync", "shfl_up_sync", "shfl_xor_sync",

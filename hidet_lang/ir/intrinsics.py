@@ -6,11 +6,13 @@ CUDA_INTRINSICS = frozenset({
     "syncthreads", "syncthreads_and", "syncthreads_or", "syncthreads_count", "syncwarp",
     "shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync", "ballot_sync", "any_sync", "all_sync",
     "atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_exchange", "atomic_cas",
-    "dynamic_shared_memory",
+    "dynamic_shared_memory", "mma_m16n8k16_f16_f32", "ldmatrix_x4", "cp_async_4", "cp_async_8", "cp_async_16",
+    "cp_async_commit_group", "cp_async_wait_group", "cp_async_wait_all",
 })
 
 # Intrinsics that make the threads of a block (or a warp) wait for each other.
 SYNC_INTRINSICS = frozenset({
     "syncthreads", "syncthreads_and", "syncthreads_or", "syncthreads_count", "syncwarp", "shfl_sync",
     "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync", "ballot_sync", "any_sync", "all_sync",
+    "mma_m16n8k16_f16_f32", "ldmatrix_x4",
 })

@@ -705,7 +705,7 @@ static inline void ctx_swap(Ctx *save, Ctx *load) {
 
 enum : uint8_t { F_READY = 0, F_BARRIER = 1, F_WARP = 2, F_DONE = 3 };
 enum : uint8_t { B_SYNC = 0, B_COUNT = 1, B_AND = 2, B_OR = 3 };
-enum : uint8_t { W_IDX = 0, W_UP, W_DOWN, W_XOR, W_BALLOT, W_ANY, W_ALL, W_SYNCWARP };
+enum : uint8_t { W_IDX = 0, W_UP, W_DOWN, W_XOR, W_BALLOT, W_ANY, W_ALL, W_SYNCWARP, W_MMA_M16N8K16, W_LDMATRIX_X4 };
 
 static const int MAX_THREADS = 1024;
 static const unsigned QMASK = 1023;  // the run queue is a ring of MAX_THREADS entries
@@ -881,6 +881,8 @@ static const char *warp_op_name(int op) {
         case W_BALLOT: return "hl_ballot_sync";
         case W_ANY: return "hl_any_sync";
         case W_ALL: return "hl_all_sync";
+        case W_MMA_M16N8K16: return "hl_mma_m16n8k16_f16_f32";
+        case W_LDMATRIX_X4: return "hl_ldmatrix_x4";
         default: return "hl_syncwarp";
     }
 }
@@ -1089,6 +1091,68 @@ static inline int shfl_source(int op, int lane, int param, int width) {
     return ok ? j : lane;
 }
 
+// Tensor-core operations: every lane publishes a pointer to its operands (an MmaLane / LdmatrixLane on its own
+// stack, alive while it waits); the last lane to arrive reads every lane's operands and writes every lane's
+// results, with the PTX fragment layouts (lane l: groupID g = l >> 2, threadID_in_group t = l & 3; a 32-bit
+// register holds two 16-bit elements, the lower-indexed one in bits 0-15).
+struct MmaLane {
+    const uint32_t *a;  // 4 registers: A[g][2t..2t+1], A[g+8][2t..], A[g][2t+8..], A[g+8][2t+8..]
+    const uint32_t *b;  // 2 registers: B[2t..2t+1][g], B[2t+8..2t+9][g]
+    float *c;           // 4 floats: C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1]
+};
+
+struct LdmatrixLane {
+    const char *row;  // the 16-byte row this lane addresses: row (l & 7) of matrix (l >> 3)
+    uint32_t *dst;    // 4 registers: register i gets bytes 4t..4t+3 of row g of matrix i
+};
+
+static inline float half_lo(uint32_t r) { return f16_to_f32((uint16_t)(r & 0xffffu)); }
+static inline float half_hi(uint32_t r) { return f16_to_f32((uint16_t)(r >> 16)); }
+
+// D = A (16x16, row) @ B (16x8, col) + C, f16 inputs, f32 accumulation. Products of halves are exact in f32;
+// each D element is C plus the 16 products added in k order in f32 (the GPU's order and intermediate precision
+// are not specified by PTX: results can differ from the GPU's in the last bits).
+static void mma_m16n8k16_all(Warp *w) {
+    float A[16][16], B[16][8], C[16][8];
+    for (int l = 0; l < 32; ++l) {
+        const MmaLane *p = (const MmaLane *)(uintptr_t)w->val[l];
+        int g = l >> 2, t = l & 3;
+        for (int r = 0; r < 4; ++r) {
+            int row = g + 8 * (r & 1), col = 2 * t + 8 * (r >> 1);
+            A[row][col] = half_lo(p->a[r]);
+            A[row][col + 1] = half_hi(p->a[r]);
+        }
+        for (int r = 0; r < 2; ++r) {
+            B[2 * t + 8 * r][g] = half_lo(p->b[r]);
+            B[2 * t + 8 * r + 1][g] = half_hi(p->b[r]);
+        }
+        for (int r = 0; r < 4; ++r) C[g + 8 * (r >> 1)][2 * t + (r & 1)] = p->c[r];
+    }
+    for (int i = 0; i < 16; ++i)
+        for (int j = 0; j < 8; ++j) {
+            float acc = C[i][j];
+            for (int k = 0; k < 16; ++k) acc += A[i][k] * B[k][j];
+            C[i][j] = acc;
+        }
+    for (int l = 0; l < 32; ++l) {
+        const MmaLane *p = (const MmaLane *)(uintptr_t)w->val[l];
+        int g = l >> 2, t = l & 3;
+        for (int r = 0; r < 4; ++r) p->c[r] = C[g + 8 * (r >> 1)][2 * t + (r & 1)];
+    }
+}
+
+static void ldmatrix_x4_all(Warp *w) {
+    uint32_t out[32][4];  // every lane's rows are read before any lane's registers are written
+    for (int l = 0; l < 32; ++l) {
+        int g = l >> 2, t = l & 3;
+        for (int i = 0; i < 4; ++i) {
+            const LdmatrixLane *src = (const LdmatrixLane *)(uintptr_t)w->val[8 * i + g];
+            memcpy(&out[l][i], src->row + 4 * t, 4);
+        }
+    }
+    for (int l = 0; l < 32; ++l) memcpy(((const LdmatrixLane *)(uintptr_t)w->val[l])->dst, out[l], 16);
+}
+
 // One lane's part of a warp-collective operation: publish (v, param, width), wait until every lane named in
 // `mask` (that exists) has arrived, and return this lane's result. The last lane to arrive computes all results.
 static uint64_t warp_collective(int line, int op, unsigned mask, uint64_t v, int param, int width) {
@@ -1160,11 +1224,42 @@ static uint64_t warp_collective(int line, int op, unsigned mask, uint64_t v, int
             for (uint32_t m = eff; m; m &= m - 1) w->res[__builtin_ctz(m)] = r;
             break;
         }
+        case W_MMA_M16N8K16: mma_m16n8k16_all(w); break;
+        case W_LDMATRIX_X4: ldmatrix_x4_all(w); break;
         default: ++w->syncs; break;
     }
     int base = me & ~31;
     for (uint32_t m = eff & ~bit; m; m &= m - 1) push_ready(b, base + __builtin_ctz(m));
     return w->res[lane];
+}
+
+// The tensor-core operations need all 32 lanes of a full warp (the .aligned PTX instructions' requirement).
+static void require_full_warp(int line, int op) {
+    Header *h = hdr();
+    Block *b = h->st->block;
+    int me = h->linear;
+    if (b->warps[me >> 5].exist == 0xffffffffu) return;
+    char buf[1024];
+    Text t{buf, sizeof buf, 0};
+    where_prefix(t, b);
+    describe_thread(t, b, me);
+    t.add(" executed %s (generated line %d) in a partial warp: it is warp-collective and needs all 32 lanes of "
+          "the warp (make the block size a multiple of 32)",
+          warp_op_name(op), line);
+    record_error(b->launch, "%s", buf);
+    abort_block(b);
+}
+
+static inline void mma_m16n8k16_f16_f32(int line, const uint32_t *a, const uint32_t *b, float *c) {
+    require_full_warp(line, W_MMA_M16N8K16);
+    MmaLane me{a, b, c};
+    warp_collective(line, W_MMA_M16N8K16, 0xffffffffu, (uint64_t)(uintptr_t)&me, 0, 32);
+}
+
+static inline void ldmatrix_x4(int line, uint32_t *dst, const void *row) {
+    require_full_warp(line, W_LDMATRIX_X4);
+    LdmatrixLane me{(const char *)row, dst};
+    warp_collective(line, W_LDMATRIX_X4, 0xffffffffu, (uint64_t)(uintptr_t)&me, 0, 32);
 }
 
 template <class T>

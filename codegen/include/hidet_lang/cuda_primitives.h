@@ -19,6 +19,22 @@
 //   char *hl_dynamic_smem(): the block's dynamic shared memory (16-byte aligned);
 //   void hl_assert_fail(int line): records the first failed assertion's line in `hl_assert_line` (a __device__
 //   int on the GPU; the emulator's hl_emu_take_assert_line() returns and clears it); the caller then returns.
+// Tensor-core and asynchronous-copy primitives (GPU: inline PTX, sm_80 and later; on an older architecture the
+// body is a trap). The emulator's bodies give the GPU's results with the same fragment layouts:
+//   void hl_mma_m16n8k16_f16_f32(const uint32_t *a, const uint32_t *b, float *c): PTX
+//   mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 with D = C (in place): c += A (16x16) @ B (16x8). Lane l
+//   (g = l >> 2, t = l & 3) holds a[0..3] = A[g][2t..2t+1], A[g+8][2t..], A[g][2t+8..], A[g+8][2t+8..] (two
+//   halves a register, the lower column in bits 0-15), b[0..1] = B[2t..2t+1][g], B[2t+8..2t+9][g] (the lower row
+//   in bits 0-15), c[0..3] = C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1]. Warp-collective (all 32 lanes).
+//   The emulator accumulates in f32: C plus the 16 exact f16 products in k order.
+//   void hl_ldmatrix_x4(uint32_t *dst, const void *row): PTX ldmatrix.sync.aligned.m8n8.x4.shared.b16. Lane l
+//   gives the shared-memory address of row (l & 7) of 8x8 b16 matrix (l >> 3) (16 bytes, 16-byte aligned);
+//   dst[i] receives elements 2t, 2t+1 of row g of matrix i. Warp-collective (all 32 lanes).
+//   void hl_cp_async_4 / _8 / _16(void *dst_shared, const void *src_global): cp.async.ca (4, 8 bytes) or
+//   cp.async.cg (16 bytes) .shared.global; hl_cp_async_commit_group(); hl_cp_async_wait_group<N>();
+//   hl_cp_async_wait_all(). The emulator copies synchronously (the data is in place when cp_async returns), so
+//   commit and wait are no-ops there: a correct emulation, since the GPU only promises the data after the wait.
+//   A kernel that reads the destination before waiting is wrong on the GPU yet works on the emulator.
 // Emulator builds only (see cuda_emulator.h): hl_emu_store_guard, hl_emu_checked, hl_emu_shared_declared for
 // guarded and checked accesses, and the launch API hl_emu_launch / hl_emu_launch_blocks (with a block function: the
 // fast path of a barrier-free kernel) / hl_emu_error_message / hl_emu_take_assert_line.
@@ -47,6 +63,16 @@
 #define hl_atomic_max ::hl_emu::atomic_max
 #define hl_atomic_exchange ::hl_emu::atomic_exchange
 #define hl_atomic_cas ::hl_emu::atomic_cas
+
+#define hl_mma_m16n8k16_f16_f32(a, b, c) ::hl_emu::mma_m16n8k16_f16_f32(__LINE__, (a), (b), (c))
+#define hl_ldmatrix_x4(dst, row) ::hl_emu::ldmatrix_x4(__LINE__, (dst), (row))
+static inline void hl_cp_async_4(void *dst, const void *src) { memcpy(dst, src, 4); }
+static inline void hl_cp_async_8(void *dst, const void *src) { memcpy(dst, src, 8); }
+static inline void hl_cp_async_16(void *dst, const void *src) { memcpy(dst, src, 16); }
+static inline void hl_cp_async_commit_group(void) {}
+template <int N>
+static inline void hl_cp_async_wait_group(void) {}
+static inline void hl_cp_async_wait_all(void) {}
 
 static inline char *hl_dynamic_smem(void) { return ::hl_emu::hdr()->st->dyn_smem; }
 static inline void hl_assert_fail(int line) { ::hl_emu::assert_fail(line); }
@@ -198,6 +224,72 @@ HL_DEVICE long long hl_atomic_cas(long long *p, long long compare, long long v) 
     return (long long)atomicCAS((hl_u64 *)p, (hl_u64)compare, (hl_u64)v);
 }
 HL_DEVICE hl_u64 hl_atomic_cas(hl_u64 *p, hl_u64 compare, hl_u64 v) { return atomicCAS(p, compare, v); }
+
+// Tensor cores and asynchronous copies (see the top of this file): sm_80 and later.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+#define HL_SM80 1
+#else
+#define HL_SM80 0
+#endif
+
+HL_DEVICE void hl_mma_m16n8k16_f16_f32(const uint32_t *a, const uint32_t *b, float *c) {
+#if HL_SM80
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+    __trap();
+#endif
+}
+
+HL_DEVICE void hl_ldmatrix_x4(uint32_t *dst, const void *row) {
+#if HL_SM80
+    unsigned addr = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(dst[0]), "=r"(dst[1]), "=r"(dst[2]), "=r"(dst[3])
+                 : "r"(addr)
+                 : "memory");
+#else
+    __trap();
+#endif
+}
+
+#if HL_SM80
+#define HL_CP_ASYNC(N, CACHE)                                                                              \
+    HL_DEVICE void hl_cp_async_##N(void *dst, const void *src) {                                           \
+        unsigned d = (unsigned)__cvta_generic_to_shared(dst);                                              \
+        asm volatile("cp.async." CACHE ".shared.global [%0], [%1], " #N ";\n" ::"r"(d), "l"(src) : "memory"); \
+    }
+#else
+#define HL_CP_ASYNC(N, CACHE) \
+    HL_DEVICE void hl_cp_async_##N(void *dst, const void *src) { __trap(); }
+#endif
+HL_CP_ASYNC(4, "ca")
+HL_CP_ASYNC(8, "ca")
+HL_CP_ASYNC(16, "cg")
+#undef HL_CP_ASYNC
+
+HL_DEVICE void hl_cp_async_commit_group(void) {
+#if HL_SM80
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+template <int N>
+HL_DEVICE void hl_cp_async_wait_group(void) {
+#if HL_SM80
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+HL_DEVICE void hl_cp_async_wait_all(void) {
+#if HL_SM80
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+#undef HL_SM80
 
 extern __shared__ __align__(16) char hl_dynamic_smem_base[];
 HL_DEVICE char *hl_dynamic_smem(void) { return hl_dynamic_smem_base; }
