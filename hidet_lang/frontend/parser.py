@@ -77,8 +77,8 @@ _CONSTRUCT_NAMES = {
     "ImportFrom": "an `import` statement", "ClassDef": "a class definition", "FunctionDef": "a nested function",
     "AsyncFunctionDef": "a nested function", "Yield": "`yield`", "YieldFrom": "`yield from`",
     "Await": "`await`", "Set": "a set literal", "SetComp": "a set comprehension", "Dict": "a dict literal",
-    "DictComp": "a dict comprehension", "ListComp": "a list comprehension", "GeneratorExp": "a generator",
-    "Lambda": "a lambda", "JoinedStr": "an f-string", "Starred": "a starred expression",
+    "DictComp": "a dict comprehension",
+    "JoinedStr": "an f-string", "Starred": "a starred expression",
     "NamedExpr": "an assignment expression (:=)", "Match": "a `match` statement", "Slice": "a slice",
     "AsyncFor": "an `async for` loop",
 }
@@ -327,8 +327,6 @@ class Parser:
                 init = semantics.assignable(vtype, value, f"'{name}'")
             except TypeError as e:
                 raise self.error(node, str(e)) from None
-        elif isinstance(vtype, PointerType):
-            init = None
         self.emit(S.DeclareStmt(var, init, self.span(node)))
         self.bind(name, var)
 
