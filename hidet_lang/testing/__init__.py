@@ -5,7 +5,9 @@ This package is a test extra: it imports hypothesis, and ``import hidet_lang`` n
 - ``shapes``, ``dtypes``, ``arrays`` (finite values in a modest range), ``task_mappings``: hypothesis
   strategies (``hidet_lang.testing.strategies``);
 - ``check_kernel(module, reference, *args)``: runs a built module and a numpy reference on copies of the
-  same inputs and reports the first mismatching index (``hidet_lang.testing.check``).
+  same inputs and reports the first mismatching index (``hidet_lang.testing.check``);
+- ``task_recorder(mapping, workers)``: a script function recording the tasks each worker visits, to check a
+  mapping's lowering against its Python-side semantics (``hidet_lang.testing.mappings``).
 
 Example::
 
@@ -18,6 +20,7 @@ Example::
 """
 
 from hidet_lang.testing.check import check_kernel, default_tolerances
+from hidet_lang.testing.mappings import task_recorder
 from hidet_lang.testing.strategies import (
     DTYPE_KINDS,
     arrays,
@@ -38,4 +41,5 @@ __all__ = [
     "int_bound",
     "shapes",
     "task_mappings",
+    "task_recorder",
 ]

@@ -15,7 +15,7 @@ from codegen.cuda_backend import backend
 from hidet_lang import attrs, f32, i32
 from hidet_lang.cuda import shared_tensor, syncthreads, threadIdx
 from hidet_lang.ir.mapping import TaskMapping
-from hidet_lang.testing import task_mappings
+from hidet_lang.testing import task_mappings, task_recorder
 
 pytestmark = pytest.mark.skipif(backend() != "emulator", reason="the planted bugs are the emulator's to catch")
 
@@ -142,29 +142,14 @@ def build_mapping_recorder(m: TaskMapping):
     """A one-block CUDA kernel whose thread w writes its tasks' coordinates to out[w, k, :]."""
     nw, per, nd = m.num_workers, len(m(0)), len(m.task_shape)
     threads = nw + 5  # extra threads must run no task
+    record_tasks = task_recorder(m, threads)
 
     @hidet.script
     def record(out: i32[threads, per, nd]):
         attrs.func_kind = "cuda_kernel"
         attrs.cuda.block_dim = threads
         attrs.cuda.grid_dim = 1
-        w = threadIdx.x
-        k = 0
-        if nd == 1:
-            for i in m.on(w):
-                out[w, k, 0] = i
-                k += 1
-        elif nd == 2:
-            for i, j in m.on(w):
-                out[w, k, 0] = i
-                out[w, k, 1] = j
-                k += 1
-        else:
-            for i, j, l in m.on(w):
-                out[w, k, 0] = i
-                out[w, k, 1] = j
-                out[w, k, 2] = l
-                k += 1
+        record_tasks(threadIdx.x, out)
 
     module = hidet.script_module()
     module.add(record)

@@ -12,7 +12,7 @@ from hidet_lang.ir.functor import collect
 from hidet_lang.ir.mapping import TaskMapping, auto_map, repeat, spatial
 from hidet_lang.ir.stmt import ForMappingStmt, ForStmt
 from hidet_lang.passes.lower_task_mappings import lower_task_mappings
-from hidet_lang.testing import task_mappings
+from hidet_lang.testing import task_mappings, task_recorder
 
 EXTRA_WORKERS = 3  # workers past the mapping's count must run no task (the bound-check guard)
 
@@ -22,6 +22,7 @@ def build_recorder(m: TaskMapping):
     nw = m.num_workers + EXTRA_WORKERS
     per = len(m(0))
     nd = len(m.task_shape)
+    record_tasks = task_recorder(m, nw)
 
     with hidet.script_module() as module:
 
@@ -29,22 +30,7 @@ def build_recorder(m: TaskMapping):
         def record(out: i32[nw, per, nd]):
             attrs.func_kind = "public"
             for w in range(nw):
-                k = 0
-                if nd == 1:
-                    for i in m.on(w):
-                        out[w, k, 0] = i
-                        k += 1
-                elif nd == 2:
-                    for i, j in m.on(w):
-                        out[w, k, 0] = i
-                        out[w, k, 1] = j
-                        k += 1
-                else:
-                    for i, j, l in m.on(w):
-                        out[w, k, 0] = i
-                        out[w, k, 1] = j
-                        out[w, k, 2] = l
-                        k += 1
+                record_tasks(w, out)
 
     return module.build(), (nw, per, nd)
 
