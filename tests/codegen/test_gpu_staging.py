@@ -1,0 +1,110 @@
+"""GPU argument passing, run on the CPU against a stand-in for device memory: numpy arrays are copied to the
+device before the call and back after it, device arrays and `__cuda_array_interface__` objects pass their
+own pointers, and bad arguments are refused before anything is allocated."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hidet_lang as hidet
+from codegen import cuda_driver
+from codegen.arguments import make_caller
+from codegen.arrays import DeviceArray
+from hidet_lang import attrs, f32, i32
+from hidet_lang.cuda import threadIdx
+
+
+class FakeDevice:
+    """Device memory as numpy buffers keyed by fake addresses."""
+
+    def __init__(self) -> None:
+        self.buffers: dict[int, np.ndarray] = {}
+        self.next = 0x10000
+
+    def alloc(self, nbytes: int) -> int:
+        ptr, self.next = self.next, self.next + max(nbytes, 1) + 0x100
+        self.buffers[ptr] = np.zeros(max(nbytes, 1), np.uint8)
+        return ptr
+
+    def free(self, ptr: int) -> None:
+        del self.buffers[ptr]
+
+    def to_device(self, ptr: int, host: np.ndarray) -> None:
+        self.buffers[ptr][: host.nbytes] = host.reshape(-1).view(np.uint8)
+
+    def to_host(self, host: np.ndarray, ptr: int) -> None:
+        host.reshape(-1).view(np.uint8)[:] = self.buffers[ptr][: host.nbytes]
+
+
+@pytest.fixture
+def device(monkeypatch):
+    fake = FakeDevice()
+    monkeypatch.setattr(cuda_driver, "mem_alloc", fake.alloc)
+    monkeypatch.setattr(cuda_driver, "mem_free", fake.free)
+    monkeypatch.setattr(cuda_driver, "copy_to_device", fake.to_device)
+    monkeypatch.setattr(cuda_driver, "copy_to_host", fake.to_host)
+    return fake
+
+
+with hidet.script_module():
+
+    @hidet.script
+    def scale(n: i32, k: f32, a: f32[n], out: f32[n]):  # noqa: F821 (parameters)
+        attrs.func_kind = "cuda_kernel"
+        attrs.cuda.block_dim = 32
+        attrs.cuda.grid_dim = 1
+        out[threadIdx.x] = a[threadIdx.x] * k
+
+
+def fake_kernel(device: FakeDevice):
+    """Does on the fake device what `scale` does on a GPU."""
+
+    def run(n: int, k: float, a: int, out: int) -> None:
+        src = device.buffers[a][: n * 4].view(np.float32)
+        device.buffers[out][: n * 4] = (src * np.float32(k)).view(np.uint8)
+
+    return run
+
+
+def test_numpy_arguments_are_copied_in_and_out_and_freed(device) -> None:
+    caller = make_caller(scale.ir, fake_kernel(device), None, on_gpu=True)
+    a, out = np.arange(5, dtype=np.float32), np.zeros(5, np.float32)
+    caller(5, 2.0, a, out)
+    np.testing.assert_array_equal(out, a * 2)
+    assert device.buffers == {}, "staging buffers are freed after the call"
+
+
+def test_device_arrays_and_cuda_array_interface_pass_their_pointers(device) -> None:
+    caller = make_caller(scale.ir, fake_kernel(device), None, on_gpu=True)
+    a_ptr, out_ptr = device.alloc(16), device.alloc(16)
+    device.to_device(a_ptr, np.array([1, 2, 3, 4], np.float32))
+    a = DeviceArray((4,), np.float32, a_ptr)
+
+    class Foreign:
+        __cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": (out_ptr, False), "version": 3}
+
+    caller(4, 3.0, a, Foreign())
+    result = np.zeros(4, np.float32)
+    device.to_host(result, out_ptr)
+    np.testing.assert_array_equal(result, [3, 6, 9, 12])
+    a.ptr = 0  # the fake device owns the buffer; keep the finalizer away from the real driver
+
+
+def test_bad_arguments_are_refused_before_any_allocation(device) -> None:
+    caller = make_caller(scale.ir, fake_kernel(device), None, on_gpu=True)
+    with pytest.raises(TypeError, match="'a' expects float32"):
+        caller(4, 1.0, np.zeros(4, np.float64), np.zeros(4, np.float32))
+    with pytest.raises(ValueError, match=r"'out' expects shape \(4,\)"):
+        caller(4, 1.0, np.zeros(4, np.float32), np.zeros(5, np.float32))
+    assert device.buffers == {}, "nothing stays allocated after a refused call"
+
+
+def test_a_failing_call_still_frees_the_staging_buffers(device) -> None:
+    def failing(*args: object) -> None:
+        raise RuntimeError("launch failed")
+
+    caller = make_caller(scale.ir, failing, None, on_gpu=True)
+    with pytest.raises(RuntimeError, match="launch failed"):
+        caller(4, 1.0, np.zeros(4, np.float32), np.zeros(4, np.float32))
+    assert device.buffers == {}
