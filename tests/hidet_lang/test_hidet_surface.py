@@ -199,3 +199,21 @@ def test_a_hidet_feature_that_does_not_exist_is_an_error_naming_it_and_the_line(
             cuda.ldmatrix(out)
 
     assert "cuda.ldmatrix(out)" in str(excinfo.value)
+
+
+def test_torch_cpu_tensors_are_passed_without_a_copy() -> None:
+    torch = pytest.importorskip("torch", reason="torch is not a dependency; the DLPack path is also tested above")
+
+    with hidet.script_module() as module:
+
+        @hidet.script
+        def increment(m: i32, x: f32[m]):  # noqa: F821 (parameters)
+            attrs.func_kind = "public"
+            for i in range(m):
+                x[i] = x[i] + 1.0
+
+    t = torch.arange(6, dtype=torch.float32)
+    module.build()(6, t)
+    assert t.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    with pytest.raises(TypeError, match="'x' expects float32"):
+        module.build()(6, torch.zeros(6, dtype=torch.float64))
