@@ -16,7 +16,7 @@ import hidet_lang as hidet
 from codegen.cuda_backend import backend
 from codegen.cuda_build import CHECK_ENV_VAR
 from codegen.cuda_emitter import emit_cuda
-from hidet_lang import attrs, f32, i32, printf
+from hidet_lang import attrs, f32, i32, meta, printf
 from hidet_lang.cuda import blockDim, blockIdx, dynamic_shared_memory, gridDim, shared_tensor, syncthreads, threadIdx
 from hidet_lang.passes.pipeline import lower
 
@@ -47,6 +47,11 @@ def block_function(module, kernel: str) -> str:
 # ------------------------------------------------------------------------------------------------------------
 # Thread and block indices, 2-D and 3-D, with constant and runtime block dimensions
 
+def thread_state() -> tuple:
+    """threadIdx, blockIdx, blockDim and gridDim, x y z each, as the 12 columns a kernel below stores."""
+    return tuple(getattr(v, axis) for v in (threadIdx, blockIdx, blockDim, gridDim) for axis in "xyz")
+
+
 with hidet.script_module() as index_module:
 
     @hidet.script
@@ -56,18 +61,9 @@ with hidet.script_module() as index_module:
         attrs.cuda.grid_dim = (2, 3, 2)
         block = (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x
         t = block * 24 + (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x
-        out[t, 0] = threadIdx.x
-        out[t, 1] = threadIdx.y
-        out[t, 2] = threadIdx.z
-        out[t, 3] = blockIdx.x
-        out[t, 4] = blockIdx.y
-        out[t, 5] = blockIdx.z
-        out[t, 6] = blockDim.x
-        out[t, 7] = blockDim.y
-        out[t, 8] = blockDim.z
-        out[t, 9] = gridDim.x
-        out[t, 10] = gridDim.y
-        out[t, 11] = gridDim.z
+        state = thread_state()
+        for c in meta.range(12):
+            out[t, c] = state[c]
 
     @hidet.script
     def indices_2d(bx: i32, by: i32, gx: i32, out: i32[2048, 12]):  # noqa: F821 (parameters)
@@ -75,18 +71,9 @@ with hidet.script_module() as index_module:
         attrs.cuda.block_dim = (bx, by)
         attrs.cuda.grid_dim = (gx, 2)
         t = ((blockIdx.y * gridDim.x + blockIdx.x) * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x
-        out[t, 0] = threadIdx.x
-        out[t, 1] = threadIdx.y
-        out[t, 2] = threadIdx.z
-        out[t, 3] = blockIdx.x
-        out[t, 4] = blockIdx.y
-        out[t, 5] = blockIdx.z
-        out[t, 6] = blockDim.x
-        out[t, 7] = blockDim.y
-        out[t, 8] = blockDim.z
-        out[t, 9] = gridDim.x
-        out[t, 10] = gridDim.y
-        out[t, 11] = gridDim.z
+        state = thread_state()
+        for c in meta.range(12):
+            out[t, c] = state[c]
 
 
 def expected_indices(block: tuple[int, int, int], grid: tuple[int, int, int], rows: int) -> np.ndarray:
