@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from codegen.arrays import DeviceArray
+from hidet_lang.errors import without_compiler_frames
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.evaluate import evaluate
 from hidet_lang.ir.func import Function
@@ -145,6 +146,7 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
         "_c": c_function, "_nd": np.ndarray, "_as_array": as_array, "_bad": bad_array, "_to_int": to_int,
         "_to_float": to_float, "_after": after_call, "_fn": func.name, "_addr": ctypes.addressof,
         "_from_buffer": ctypes.c_char.from_buffer,
+        "_cut": without_compiler_frames,
     }
     names = _caller_parameter_names(func, env)
     position = {p: names[i] for i, p in enumerate(func.params)}
@@ -188,16 +190,21 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
         body.append(f"    if {' or '.join(checks)}: _bad(_fn, {pname!r}, {a}, _d{i}, {shape_expr})")
         pass_args.append(f"(_addr(_from_buffer({a})) if {a}.nbytes else None)")
     sig = ", ".join(names)
-    call = [f"    _c({', '.join(pass_args)})"] + (["    _after()"] if after_call is not None else [])
-    if on_gpu:
+    call = [f"    _c({', '.join(pass_args)})"]
+    if on_gpu:  # the results come back before the checks, so a failed device assertion loses none of them
         from codegen.device_staging import device_pointer, release
 
         env.update(_device_pointer=device_pointer, _release=release)
+        call.append("    _release(_staged, copy_back=True)")
+    if after_call is not None:
+        call.append("    _after()")
+    if on_gpu:
         body = ["    _staged = []", "    try:", *("    " + line for line in body + call),
-                "        _release(_staged, copy_back=True)",
                 "    finally:", "        _release(_staged, copy_back=False)"]
         call = []
-    lines = [f"def {func.name}({sig}):", *body, *call]
+    # errors (bad arguments, launch failures, driver errors) reach the user without the runtime's frames
+    lines = [f"def {func.name}({sig}):", "    try:", *("    " + line for line in [*body, *call]),
+             "    except Exception as _e:", "        raise _cut(_e) from None"]
     exec(compile("\n".join(lines), f"<hidet_lang caller of {func.name}>", "exec"), env)  # noqa: S102
     caller = env[func.name]
     caller.__doc__ = f"Call the compiled function {func.name}({', '.join(p.name for p in func.params)})."

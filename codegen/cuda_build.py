@@ -19,6 +19,7 @@ from codegen.cache import build_and_load, build_cubin, build_library, include_di
 from codegen.compiler import DEFAULT_C_FLAGS, map_c_line_to_dsl
 from codegen.cuda_backend import backend
 from codegen.cuda_emitter import CudaHostEmitter, emit_cuda
+from codegen.cuda_limits import shared_memory_per_block
 from codegen.elf import STT_FUNC, read_symbols
 from codegen.module import AfterCall, CompiledModule
 from codegen.nvrtc import default_arch, normalize_arch
@@ -55,14 +56,22 @@ def build_cuda_module(module: IRModule, arch: str | None, check: bool = False) -
         return CompiledModule(module, lib, f"cuda:{arch}", c_names, sources=sources, on_gpu=True, cubin=cubin,
                               after_call=[c for c in checks if c is not None])
     check = check or os.environ.get(CHECK_ENV_VAR, "") not in ("", "0")
-    emu_device, emu_host = emit_cuda(module, emulator=True, check=check)
-    combined = emu_device + "\n" + emu_host
-    flags = (*EMULATOR_FLAGS, f"-I{include}", f"-DHIDET_LANG_HEADERS={include_dirs_hash((include,))[:16]}")
-    lib = build_and_load(combined, language="c++", flags=flags, version=__version__)
+    lib, combined = build_emulator(module, check)
+    _set_smem_limit(lib, shared_memory_per_block(arch))
     c_names = CudaHostEmitter(module).names_of(module)
     checks = [_launch_checks(lib, combined), _emulator_assert_checks(module, lib)]
     return CompiledModule(module, lib, f"cuda:{arch}", c_names, sources=sources, cubin=cubin,
                           after_call=[c for c in checks if c is not None])
+
+
+def build_emulator(module: IRModule, check: bool) -> tuple[ctypes.CDLL, str]:
+    """The emulator's library for a lowered CUDA module (in checking mode when `check`), and its C++ source:
+    the kernels, the host functions and one exported `launch_<kernel>` per kernel."""
+    emu_device, emu_host = emit_cuda(module, emulator=True, check=check)
+    combined = emu_device + "\n" + emu_host
+    include = str(INCLUDE_DIR)
+    flags = (*EMULATOR_FLAGS, f"-I{include}", f"-DHIDET_LANG_HEADERS={include_dirs_hash((include,))[:16]}")
+    return build_and_load(combined, language="c++", flags=flags, version=__version__), combined
 
 
 def verify_cubins(module: IRModule, device_source: str, host_source: str, archs: str) -> None:
@@ -87,13 +96,24 @@ def _bind_gpu(module: IRModule, lib: ctypes.CDLL, cubin: bytes) -> tuple[dict[st
     cu_module = cuda_driver.load_module(cubin)
     kernels = [f for f in module.functions if f.attrs.kind == "cuda_kernel"]
     symbols = [CEmitter().c_function_name(k) for k in kernels]
-    handles = (ctypes.c_void_p * max(len(kernels), 1))(*[cuda_driver.get_function(cu_module, s) for s in symbols])
+    functions = [cuda_driver.get_function(cu_module, s) for s in symbols]
+    handles = (ctypes.c_void_p * max(len(kernels), 1))(*functions)
+    static_smem = (ctypes.c_longlong * max(len(kernels), 1))(*map(cuda_driver.static_shared_bytes, functions))
     launch, set_attribute = cuda_driver.launch_entry_points()
-    lib.hidet_lang_bind_gpu.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    lib.hidet_lang_bind_gpu.argtypes = [ctypes.c_void_p] * 4
     lib.hidet_lang_bind_gpu.restype = None
-    lib.hidet_lang_bind_gpu(launch, set_attribute, ctypes.cast(handles, ctypes.c_void_p))
+    lib.hidet_lang_bind_gpu(launch, set_attribute, ctypes.cast(handles, ctypes.c_void_p),
+                            ctypes.cast(static_smem, ctypes.c_void_p))
+    _set_smem_limit(lib, cuda_driver.shared_memory_per_block())
     lib._hidet_lang_keep = (cu_module, handles)  # the kernels live as long as the library
     return CudaHostEmitter(module).names_of(module), cu_module
+
+
+def _set_smem_limit(lib: ctypes.CDLL, limit: int) -> None:
+    """Tell a module's launchers how much shared memory (static + dynamic) a block may have."""
+    lib.hidet_lang_set_smem_limit.argtypes = [ctypes.c_longlong]
+    lib.hidet_lang_set_smem_limit.restype = None
+    lib.hidet_lang_set_smem_limit(limit)
 
 
 def _launch_checks(lib: ctypes.CDLL, source: str) -> AfterCall:

@@ -22,7 +22,19 @@ class CudaDriverError(RuntimeError):
     def __init__(self, call: str, name: str, description: str = "") -> None:
         self.call = call
         self.name = name
-        super().__init__(f"{call} failed: {name}" + (f" ({description})" if description else ""))
+        hint = KERNEL_FAULT_HINT if name in KERNEL_FAULTS else ""
+        super().__init__(f"{call} failed: {name}" + (f" ({description})" if description else "") + hint)
+
+
+KERNEL_FAULTS = frozenset({
+    "CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_MISALIGNED_ADDRESS", "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+    "CUDA_ERROR_ILLEGAL_INSTRUCTION", "CUDA_ERROR_INVALID_PC", "CUDA_ERROR_HARDWARE_STACK_ERROR",
+    "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_ASSERT",
+})
+"""Driver errors that mean a kernel faulted; the device's context is unusable afterwards in this process."""
+KERNEL_FAULT_HINT = ("; a kernel faulted, and the GPU context of this process can no longer be used. To find the "
+                     "faulting access and its line, run the program on the emulator's checking mode: "
+                     "HIDET_LANG_CUDA=emulator HIDET_LANG_EMU_CHECK=1")
 
 
 @functools.cache
@@ -101,6 +113,21 @@ def get_global(module: Any, name: str) -> tuple[int, int]:
     """The device address and size of a `__device__` variable of a loaded module."""
     ptr, size = check(driver().cuModuleGetGlobal(module, name.encode()), f"cuModuleGetGlobal({name})")
     return int(ptr), int(size)
+
+
+def static_shared_bytes(function: int) -> int:
+    """The static shared memory of a loaded kernel (a CUfunction as an int), in bytes."""
+    drv = driver()
+    attribute = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+    return int(check(drv.cuFuncGetAttribute(attribute, drv.CUfunction(function)), "cuFuncGetAttribute"))
+
+
+def shared_memory_per_block() -> int:
+    """The shared memory a block may have on device 0 (static + dynamic, after opting in), in bytes."""
+    drv = driver()
+    attribute = drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+    device = check(drv.cuDeviceGet(0), "cuDeviceGet")
+    return int(check(drv.cuDeviceGetAttribute(attribute, device), "cuDeviceGetAttribute"))
 
 
 def mem_alloc(nbytes: int) -> int:

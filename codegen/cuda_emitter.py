@@ -20,6 +20,7 @@ from hidet_lang.ir.functor import collect
 from hidet_lang.ir.intrinsics import SYNC_INTRINSICS
 from hidet_lang.ir.span import Span
 from hidet_lang.ir.types import DataType, TensorType, Type
+from hidet_lang.passes.kind_rules import shared_memory_declarations
 
 DEVICE_KINDS = ("cuda_kernel", "cuda_internal")
 CUDA_SCALARS = {"float16": "half", "bfloat16": "__nv_bfloat16"}
@@ -40,19 +41,27 @@ _CUDA_CALLS = {
 }
 
 
-def needs_fibers(module: IRModule, kernel: Function) -> bool:
-    """Whether `kernel` (or a device function it calls) uses a barrier or a warp-collective operation."""
-    seen: set[str] = set()
+def device_functions(module: IRModule, kernel: Function) -> list[Function]:
+    """`kernel` and every device function it calls, directly or not."""
+    found: dict[str, Function] = {}
     pending = [kernel]
     while pending:
         f = pending.pop()
-        if f.name in seen:
-            continue
-        seen.add(f.name)
-        if any(i.name in SYNC_INTRINSICS for i in collect(f.body, E.Intrinsic)):
-            return True
-        pending.extend(module.lookup(c.func_name) for c in collect(f.body, E.Call))
-    return False
+        if f.name not in found:
+            found[f.name] = f
+            pending.extend(module.lookup(c.func_name) for c in collect(f.body, E.Call))
+    return list(found.values())
+
+
+def needs_fibers(module: IRModule, kernel: Function) -> bool:
+    """Whether `kernel` (or a device function it calls) uses a barrier or a warp-collective operation."""
+    return any(i.name in SYNC_INTRINSICS
+               for f in device_functions(module, kernel) for i in collect(f.body, E.Intrinsic))
+
+
+def static_shared_bytes(module: IRModule, kernel: Function) -> int:
+    """The static shared memory of `kernel`: the shared tensors it and the device functions it calls declare."""
+    return sum(n for f in device_functions(module, kernel) for _, n in shared_memory_declarations(f))
 
 
 def fast_path(module: IRModule, kernel: Function, check: bool = False) -> str | None:
@@ -321,6 +330,8 @@ class CudaDeviceEmitter(CEmitter):
             return f"(({self.type_name(t)})({smem} + {args[0]}))"
         if name == "cp_async_wait_group":  # the group count is a template argument (an immediate in PTX)
             return f"hl_cp_async_wait_group<{args[0]}>()"
+        if self.check and name in ("cp_async_4", "cp_async_8", "cp_async_16"):  # a write the checks track
+            return f"hl_emu_cp_async_checked({args[0]}, {args[1]}, {name.rsplit('_', 1)[1]}, {self.where()})"
         if name in _CUDA_CALLS:
             return f"{_CUDA_CALLS[name]}({', '.join(args)})"
         return super().intrinsic(name, args, t)
@@ -343,6 +354,10 @@ typedef struct {
 static char hl_launch_message[512];
 static int hl_launch_failed = 0;
 static int hl_launch_code = 0;
+/* The shared memory a block may have (static + dynamic); 0 until the runtime sets it for the device. */
+static long long hl_smem_limit = 0;
+
+HL_EXPORT void hidet_lang_set_smem_limit(long long bytes) { hl_smem_limit = bytes; }
 
 static void hl_launch_error(int code, const char *fmt, const char *kernel, const char *where,
                             long long a, long long b, long long c) {
@@ -376,14 +391,18 @@ typedef int (*hl_cu_func_set_attribute_t)(void *f, int attribute, int value);
 static hl_cu_launch_kernel_t hl_cu_launch_kernel = 0;
 static hl_cu_func_set_attribute_t hl_cu_func_set_attribute = 0;
 static void *hl_cu_functions[HL_NUM_KERNELS + 1];
-static long long hl_cu_smem_limit[HL_NUM_KERNELS + 1];
+static long long hl_cu_dynamic_smem_allowed[HL_NUM_KERNELS + 1];
 
-HL_EXPORT void hidet_lang_bind_gpu(void *launch_kernel, void *func_set_attribute, void **functions) {
+/* The driver's entry points and the kernels' handles, with each kernel's static shared memory as the
+   driver reports it. A kernel may use up to 48 KB of shared memory in all before it must opt in to more. */
+HL_EXPORT void hidet_lang_bind_gpu(void *launch_kernel, void *func_set_attribute, void **functions,
+                                   const long long *static_smem) {
     hl_cu_launch_kernel = (hl_cu_launch_kernel_t)launch_kernel;
     hl_cu_func_set_attribute = (hl_cu_func_set_attribute_t)func_set_attribute;
     for (int i = 0; i < HL_NUM_KERNELS; i++) {
         hl_cu_functions[i] = functions[i];
-        hl_cu_smem_limit[i] = 48 * 1024;
+        hl_static_smem[i] = static_smem[i];
+        hl_cu_dynamic_smem_allowed[i] = 48 * 1024 - static_smem[i];
     }
 }
 #endif
@@ -405,6 +424,12 @@ static void hl_launch(int kernel, const hl_kernel_info *info, const char *const 
         hl_launch_error(-1, "dynamic_smem_bytes %lld is negative%.0lld%.0lld", info->name, where[2], smem, 0, 0);
         return;
     }
+    if (hl_smem_limit > 0 && hl_static_smem[kernel] + smem > hl_smem_limit) {
+        hl_launch_error(-1, "%lld bytes of static shared memory + dynamic_smem_bytes %lld exceed the %lld bytes a "
+                        "block may have on this device", info->name, where[2], hl_static_smem[kernel], smem,
+                        hl_smem_limit);
+        return;
+    }
 #ifdef HIDET_LANG_EMULATOR
     if (hl_emu_launch_blocks(info->entry, info->block, info->name, info->needs_fibers, (unsigned)gx, (unsigned)gy,
                              (unsigned)gz, (unsigned)bx, (unsigned)by, (unsigned)bz, (size_t)smem, args) != 0) {
@@ -417,7 +442,7 @@ static void hl_launch(int kernel, const hl_kernel_info *info, const char *const 
         hl_launch_error(-3, "no GPU is bound to this module%.0lld%.0lld%.0lld", info->name, where[3], 0, 0, 0);
         return;
     }
-    if (smem > hl_cu_smem_limit[kernel]) {
+    if (smem > hl_cu_dynamic_smem_allowed[kernel]) {
         int rc = hl_cu_func_set_attribute(hl_cu_functions[kernel], 8 /* MAX_DYNAMIC_SHARED_SIZE_BYTES */,
                                           (int)smem);
         if (rc != 0) {
@@ -425,7 +450,7 @@ static void hl_launch(int kernel, const hl_kernel_info *info, const char *const 
                             info->name, where[2], smem, rc, 0);
             return;
         }
-        hl_cu_smem_limit[kernel] = smem;
+        hl_cu_dynamic_smem_allowed[kernel] = smem;
     }
     int rc = hl_cu_launch_kernel(hl_cu_functions[kernel], (unsigned)gx, (unsigned)gy, (unsigned)gz, (unsigned)bx,
                                  (unsigned)by, (unsigned)bz, (unsigned)smem, 0, args, 0);
@@ -460,7 +485,9 @@ class CudaHostEmitter(CEmitter):
         return super().float_param_conversion(t, name)
 
     def prelude(self) -> str:
-        return super().prelude() + f"#define HL_NUM_KERNELS {len(self.kernels)}\n" + _HOST_PRELUDE
+        static_smem = "".join(f"{static_shared_bytes(self.module, k)}, " for k in self.kernels)
+        return (super().prelude() + f"#define HL_NUM_KERNELS {len(self.kernels)}\n"
+                + f"static long long hl_static_smem[HL_NUM_KERNELS + 1] = {{{static_smem}0}};\n" + _HOST_PRELUDE)
 
     def emit_module(self, module: IRModule) -> str:
         host = IRModule(tuple(f for f in module.functions if f.attrs.kind != "cuda_internal"))

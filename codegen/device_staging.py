@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -43,14 +44,26 @@ def device_pointer(value: Any, staged: list[tuple[np.ndarray, int]], func: str, 
 
 
 def release(staged: list[tuple[np.ndarray, int]], copy_back: bool) -> None:
-    """Copy staged numpy arrays back from the device (when `copy_back`) and free their device buffers."""
+    """Copy staged numpy arrays back from the device (when `copy_back`) and free their device buffers. Every
+    buffer is freed even when a copy fails (after a fault in a kernel, each call reports it); the first
+    failure is raised."""
+    first: cuda_driver.CudaDriverError | None = None
     while staged:
         array, ptr = staged.pop()
-        try:
-            if copy_back and array.flags.writeable:
-                cuda_driver.copy_to_host(array, ptr)
-        finally:
-            cuda_driver.mem_free(ptr)
+        if copy_back and first is None and array.flags.writeable:
+            first = _attempt(cuda_driver.copy_to_host, array, ptr)
+        freed = _attempt(cuda_driver.mem_free, ptr)
+        first = first or freed
+    if first is not None:
+        raise first
+
+
+def _attempt(call: Callable[..., None], *args: Any) -> cuda_driver.CudaDriverError | None:
+    try:
+        call(*args)
+    except cuda_driver.CudaDriverError as e:
+        return e
+    return None
 
 
 def _contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:

@@ -8,6 +8,7 @@ from typing import Any
 
 from codegen.arguments import ctype_of, make_caller
 from codegen.c_emitter import ASSERT_STATUS_SYMBOL, FLUSH_SYMBOL
+from hidet_lang.errors import without_compiler_frames
 from hidet_lang.ir.expr import Intrinsic
 from hidet_lang.ir.func import HOST_CALLABLE_KINDS, IRModule
 from hidet_lang.ir.functor import collect
@@ -59,7 +60,10 @@ class CompiledModule:
         return self._default
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
-        return self.functions[self._default_name()](*args, **kwargs)
+        try:
+            return self.functions[self._default_name()](*args, **kwargs)
+        except Exception as e:
+            raise without_compiler_frames(e) from None
 
     def __getitem__(self, name: str) -> Callable[..., None]:
         try:

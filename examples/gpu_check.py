@@ -1,11 +1,13 @@
 """The GPU check: run the GPU-marked tests, then time kernels against cuBLAS/PyTorch/CuPy on the same GPU.
 
 Prints the test summary and a table of medians (vector add, tiled matmul) side by side with the peers found.
-Takes a few minutes on one GPU. Run: python examples/gpu_check.py
+Takes a few minutes on one GPU. Run: python examples/gpu_check.py (`--quick`: small sizes, a smoke run of the
+script itself, as the test suite does on its simulated GPU).
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import subprocess
 import sys
@@ -26,7 +28,7 @@ def run_gpu_tests() -> int:
     return done.returncode
 
 
-def median_ms(fn, sync, *args, repeats: int = 30) -> float:
+def median_ms(fn, sync, *args, repeats: int) -> float:
     """Median milliseconds of `fn(*args)` followed by `sync()`."""
     fn(*args)
     sync()
@@ -81,6 +83,11 @@ def main() -> int:
     import hidet_lang as hidet
     from codegen import cuda_driver
 
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes and few repeats")
+    quick = parser.parse_args().quick
+    repeats = 3 if quick else 30
+
     if not cuda_driver.gpu_available():
         print("no CUDA GPU is usable here; this check needs one")
         return 1
@@ -89,28 +96,28 @@ def main() -> int:
 
     sync = cuda_driver.synchronize
     rows = []
-    n = 1 << 24
+    n = 1 << (12 if quick else 24)
     add = vector_add()
     a, b, c = (hidet.randn([n], device="cuda") for _ in range(3))
     found = peers()
-    row = {"hidet-lang": median_ms(add, sync, n, a, b, c)}
+    row = {"hidet-lang": median_ms(add, sync, n, a, b, c, repeats=repeats)}
     if "torch" in found:
         torch = found["torch"]
         ta, tb = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
-        row["torch"] = median_ms(torch.add, torch.cuda.synchronize, ta, tb)
-    rows.append(("vector add 16M f32", row))
+        row["torch"] = median_ms(torch.add, torch.cuda.synchronize, ta, tb, repeats=repeats)
+    rows.append((f"vector add {n} f32", row))
     matmul = cuda_matmul.module.build()
-    for size in (1024, 2048, 4096):
+    for size in (64, 96) if quick else (1024, 2048, 4096):
         x, w, y = (hidet.randn([size, size], device="cuda") for _ in range(3))
-        row = {"hidet-lang": median_ms(matmul, sync, size, size, size, x, w, y)}
+        row = {"hidet-lang": median_ms(matmul, sync, size, size, size, x, w, y, repeats=repeats)}
         if "torch" in found:
             torch = found["torch"]
             tx, tw = torch.randn(size, size, device="cuda"), torch.randn(size, size, device="cuda")
-            row["torch (cuBLAS)"] = median_ms(torch.matmul, torch.cuda.synchronize, tx, tw)
+            row["torch (cuBLAS)"] = median_ms(torch.matmul, torch.cuda.synchronize, tx, tw, repeats=repeats)
         if "cupy" in found:
             cp = found["cupy"]
             cx, cw = cp.random.randn(size, size, dtype=np.float32), cp.random.randn(size, size, dtype=np.float32)
-            row["cupy (cuBLAS)"] = median_ms(cp.matmul, cp.cuda.Device().synchronize, cx, cw)
+            row["cupy (cuBLAS)"] = median_ms(cp.matmul, cp.cuda.Device().synchronize, cx, cw, repeats=repeats)
         rows.append((f"matmul {size}^3 f32", row))
     columns = sorted({k for _, r in rows for k in r}, key=lambda k: k != "hidet-lang")
     print(f"{'kernel':<22}" + "".join(f"{c:>18}" for c in columns))

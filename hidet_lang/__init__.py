@@ -89,10 +89,18 @@ def randn(shape: object, dtype: object = "float32", device: str = "cpu") -> obje
     return _arrays.randn(shape, dtype, device)
 
 
-# The facade connects the layers: the frontend builds through codegen, installed here. Loading it with the
-# package (about 10 ms of imports) keeps the first `module.build()` of a process as fast as the build itself.
+def _build_through_codegen(*args: object, **kwargs: object) -> object:
+    """The frontend's builder until the first build: loads codegen's, installs it, and builds. (codegen imports
+    this package, so loading it here, while the package is being imported, would be circular whenever a
+    program imports a codegen module first.)"""
+    from codegen.build import build_module
+
+    _install_builder(build_module)
+    return build_module(*args, **kwargs)
+
+
+# The facade connects the layers: the frontend builds through codegen, installed here.
 from codegen import arrays as _arrays  # noqa: E402
-from codegen.build import build_module as _build_module  # noqa: E402
 from hidet_lang.frontend.script import install_builder as _install_builder  # noqa: E402
 
-_install_builder(_build_module)
+_install_builder(_build_through_codegen)

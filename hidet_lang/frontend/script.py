@@ -151,7 +151,12 @@ def _defining_locals(py_func: Callable[..., Any]) -> dict[str, Any]:
 def _parse(py_func: Callable[..., Any], defining_locals: dict[str, Any] | None = None) -> ScriptFunction:
     if not inspect.isfunction(py_func):
         raise TypeError(f"@hidet.script decorates a Python function, not {py_func!r}")
-    lines, first_line = inspect.getsourcelines(py_func)
+    try:
+        lines, first_line = inspect.getsourcelines(py_func)
+    except OSError:
+        raise OSError(f"@hidet.script needs the source of '{py_func.__qualname__}', and Python has none for it "
+                      f"(defined in {py_func.__code__.co_filename}): write kernels in a file, not with `python -c` "
+                      "or at the interactive prompt") from None
     source = "".join(lines)
     dedented = textwrap.dedent(source)
     indent = len(lines[0]) - len(lines[0].lstrip()) if lines else 0

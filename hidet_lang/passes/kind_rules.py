@@ -105,14 +105,18 @@ def _check_launch_dims(func: Function, attr_spans: dict[str, Span]) -> None:
                 raise DSLValueError(f"kernel '{func.name}': block_dim {tuple(values)} has {threads} threads; a block "
                                     f"has at most {MAX_THREADS_PER_BLOCK}", where)
     total = 0
-    for decl in collect(func.body, S.DeclareStmt):
-        t = decl.var.type
-        if decl.scope == "shared" and isinstance(t, TensorType):
-            total += t.dtype.nbytes * int(t.storage_size)
-            if total > MAX_STATIC_SHARED_BYTES:
-                raise DSLValueError(f"kernel '{func.name}': static shared memory reaches {total} bytes here; the "
-                                    f"limit is {MAX_STATIC_SHARED_BYTES} (use dynamic_shared_memory for more)",
-                                    decl.span)
+    for decl, nbytes in shared_memory_declarations(func):
+        total += nbytes
+        if total > MAX_STATIC_SHARED_BYTES:
+            raise DSLValueError(f"kernel '{func.name}': static shared memory reaches {total} bytes here; the "
+                                f"limit is {MAX_STATIC_SHARED_BYTES} (use dynamic_shared_memory for more)", decl.span)
+
+
+def shared_memory_declarations(func: Function) -> list[tuple[S.DeclareStmt, int]]:
+    """The shared tensors `func` declares in its own body, each with its size in bytes."""
+    return [(decl, decl.var.type.dtype.nbytes * int(decl.var.type.storage_size))
+            for decl in collect(func.body, S.DeclareStmt)
+            if decl.scope == "shared" and isinstance(decl.var.type, TensorType)]
 
 
 def resolve_inferred_kinds(module: IRModule) -> IRModule:

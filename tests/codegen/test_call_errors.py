@@ -3,11 +3,15 @@
 The kernel counts its calls in `calls[0]` first thing, so a test can tell that no C code ran.
 """
 
+import os
 import re
+import traceback
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import codegen
 import hidet_lang as hidet
 from hidet_lang import attrs, f16, f32, i32, u8
 
@@ -115,3 +119,21 @@ def test_f16_scalar_parameter_arrives_as_half_precision() -> None:
 
 def test_parameter_types() -> None:
     assert [p.type for p in module.ir_module().lookup("kernel").params][4:] == [u8, f16]
+
+
+def runtime_frames(error: BaseException) -> list[tuple[str, str]]:
+    """The traceback frames of `error` in the runtime (codegen and the generated callers)."""
+    return [(Path(f.filename).name, f.name) for f in traceback.extract_tb(error.__traceback__)
+            if f.filename.startswith(("<hidet_lang", str(Path(codegen.__file__).parent) + os.sep))]
+
+
+def test_a_bad_call_leaves_through_the_entry_point_alone() -> None:
+    args = good_args()
+    args["b"] = np.zeros((3, 2), np.float32)
+    built = module.build()
+    with pytest.raises(ValueError) as excinfo:
+        built(*args.values())
+    assert runtime_frames(excinfo.value) == [("module.py", "__call__")]
+    with pytest.raises(ValueError) as excinfo:
+        built["kernel"](*args.values())
+    assert runtime_frames(excinfo.value) == [("<hidet_lang caller of kernel>", "kernel")]

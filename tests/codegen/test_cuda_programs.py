@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hidet_lang as hidet
+from codegen.cuda_backend import backend
 from hidet_lang import attrs, f16, f32, i32, spatial
 from hidet_lang import errors as hidet_lang_errors
 from hidet_lang.cuda import (
@@ -232,3 +233,35 @@ def test_bf16_in_a_cpu_function_is_an_error_at_the_parameter() -> None:
         def cpu_bf16(a: hidet.bf16[4]):
             attrs.func_kind = "public"
             a[0] = a[1]
+
+
+with hidet.script_module() as big_smem_module:
+
+    @hidet.script
+    def through_shared(n: i32, x: f32[256], y: f32[256]):
+        attrs.func_kind = "cuda_kernel"
+        attrs.cuda.block_dim = 256
+        attrs.cuda.grid_dim = 1
+        attrs.cuda.dynamic_smem_bytes = n * 4  # MARK: big-smem
+        fixed = shared_tensor(f32, [1024])  # 4 KB of static shared memory
+        buf = dynamic_shared_memory(0, f32)
+        fixed[threadIdx.x] = x[threadIdx.x]
+        buf[n - 1 - threadIdx.x] = fixed[threadIdx.x] * 2.0
+        syncthreads()
+        y[threadIdx.x] = buf[n - 256 + threadIdx.x]
+
+
+@pytest.mark.skipif(backend() != "emulator", reason="on a GPU the limit is the device's")
+def test_shared_memory_is_limited_by_the_target_architecture() -> None:
+    x = np.random.randn(256).astype(np.float32)
+    sm80_floats = (163 * 1024 - 4096) // 4  # sm_80: 163 KB a block, static and dynamic together
+    y = np.zeros(256, np.float32)
+    big_smem_module.build(target="cuda:sm_80")(sm80_floats, x, y)
+    np.testing.assert_array_equal(y, 2 * x[::-1])
+    line = next(i for i, text in enumerate(Path(__file__).read_text().splitlines(), 1) if "MARK: big-smem" in text)
+    with pytest.raises(RuntimeError, match=rf"test_cuda_programs.py:{line}: kernel 'through_shared': 4096 bytes of "
+                       rf"static shared memory \+ dynamic_smem_bytes {4 * sm80_floats + 4} exceed the 166912 bytes"):
+        big_smem_module.build(target="cuda:sm_80")(sm80_floats + 1, x, y)
+    y = np.zeros(256, np.float32)
+    big_smem_module.build(target="cuda:sm_90")(sm80_floats + 1, x, y)  # sm_90: 227 KB
+    np.testing.assert_array_equal(y, 2 * x[::-1])

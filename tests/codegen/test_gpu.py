@@ -93,7 +93,7 @@ def test_public_function_launching_two_kernels_and_large_dynamic_shared_memory()
     np.testing.assert_array_equal(z, x)
 
 
-def test_illegal_address_is_a_python_exception_naming_the_driver_error() -> None:
+def test_illegal_address_is_a_python_exception_naming_the_driver_error(tmp_path) -> None:
     program = textwrap.dedent("""
         import numpy as np
         import hidet_lang as hidet
@@ -113,7 +113,9 @@ def test_illegal_address_is_a_python_exception_naming_the_driver_error() -> None
         except RuntimeError as e:
             print("raised:", e)
     """)
-    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    script = tmp_path / "wild.py"
+    script.write_text(program)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert "raised:" in done.stdout and "CUDA_ERROR_ILLEGAL_ADDRESS" in done.stdout, done.stdout + done.stderr
 
 

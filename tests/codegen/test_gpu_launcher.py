@@ -39,6 +39,10 @@ with hidet.script_module() as module:
             a[i] = buf[i % 128]
 
 
+STATIC_SMEM = 8192
+SMEM_LIMIT = 100 * 1024
+
+
 class FakeDriver:
     """Records what the launcher hands to cuLaunchKernel / cuFuncSetAttribute; returns `result`."""
 
@@ -67,9 +71,13 @@ def launcher():
     lib = build_and_load(host, language="c", flags=DEFAULT_C_FLAGS, version=__version__)
     driver = FakeDriver()
     handles = (ctypes.c_void_p * 1)(0x1234)
-    lib.hidet_lang_bind_gpu.argtypes = [ctypes.c_void_p] * 3
+    static_smem = (ctypes.c_longlong * 1)(STATIC_SMEM)  # as the driver would report it
+    lib.hidet_lang_bind_gpu.argtypes = [ctypes.c_void_p] * 4
     lib.hidet_lang_bind_gpu(ctypes.cast(driver.launch, ctypes.c_void_p), ctypes.cast(driver.set_attribute,
-                            ctypes.c_void_p), ctypes.cast(handles, ctypes.c_void_p))
+                            ctypes.c_void_p), ctypes.cast(handles, ctypes.c_void_p),
+                            ctypes.cast(static_smem, ctypes.c_void_p))
+    lib.hidet_lang_set_smem_limit.argtypes = [ctypes.c_longlong]
+    lib.hidet_lang_set_smem_limit(SMEM_LIMIT)
     launch = lib.launch_scale
     launch.argtypes = [ctypes.c_int32, ctypes.c_float, ctypes.c_void_p]
     status = lib.hidet_lang_launch_status
@@ -94,12 +102,35 @@ def test_launch_configuration_and_arguments_reach_the_driver(launcher) -> None:
     assert driver.attributes == []
 
 
+def test_static_and_dynamic_shared_memory_over_48_kb_in_all_opt_in(launcher) -> None:
+    """(Runs before the next test raises this kernel's opt-in further.)"""
+    driver, call = launcher
+    budget = 48 * 1024 - STATIC_SMEM
+    call(budget // 4, 1.0, 0x1000)  # exactly 48 KB in all: no opt-in needed
+    assert (0x1234, 8, budget) not in driver.attributes
+    call(budget // 4 + 1, 1.0, 0x1000)
+    assert (0x1234, 8, budget + 4) in driver.attributes
+
+
 def test_more_than_48_kb_of_dynamic_shared_memory_raises_the_limit_once(launcher) -> None:
     driver, call = launcher
+    before = len(driver.attributes)
     call(16384, 1.0, 0x1000)
     call(16384, 1.0, 0x1000)
-    assert driver.attributes == [(0x1234, 8, 65536)]
+    assert driver.attributes[before:] == [(0x1234, 8, 65536)]
     assert driver.launches[-1]["smem"] == 65536
+
+
+def test_shared_memory_over_the_devices_limit_is_refused_before_the_driver(launcher) -> None:
+    driver, call = launcher
+    before = (len(driver.launches), len(driver.attributes))
+    n = (SMEM_LIMIT - STATIC_SMEM) // 4 + 1
+    failed, message, code = call(n, 1.0, 0x1000)
+    assert failed and code == -1
+    assert (f"kernel 'scale': {STATIC_SMEM} bytes of static shared memory + dynamic_smem_bytes {n * 4} exceed the "
+            f"{SMEM_LIMIT} bytes a block may have on this device") in message
+    assert (len(driver.launches), len(driver.attributes)) == before
+    assert call(n - 1, 1.0, 0x1000)[0] == 0
 
 
 def test_driver_failure_is_reported_with_its_code_and_the_kernel(launcher) -> None:

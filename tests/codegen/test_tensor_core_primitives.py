@@ -252,6 +252,35 @@ def test_cp_async_groups_and_waits() -> None:
     np.testing.assert_array_equal(y, expected)
 
 
+@pytest.mark.skipif(backend() != "emulator", reason="the emulator's checking mode")
+def test_cp_async_copies_are_writes_for_the_checking_mode() -> None:
+    x = np.random.randn(64, 8).astype(np.float32)
+    y = np.full_like(x, np.nan)
+    cp_async_global_module.build(check=True)(x, y)  # its reads of the tile are of initialized, ordered data
+    np.testing.assert_array_equal(y, 2 * x[::-1, ::-1])
+
+
+with hidet.script_module() as cp_async_race_module:
+
+    @hidet.script
+    def cp_async_without_barrier(x: f32[64, 4], y: f32[64, 4]):
+        attrs.func_kind = "cuda_kernel"
+        attrs.cuda.block_dim = 64
+        attrs.cuda.grid_dim = 1
+        tile = shared_tensor(f32, [64, 4])
+        t = threadIdx.x
+        cp_async(~tile[t, 0], ~x[t, 0], 16)
+        cp_async_wait_all()
+        y[t, 0] = tile[63 - t, 0]  # RACE: no barrier orders the other thread's copy before this read
+
+
+@pytest.mark.skipif(backend() != "emulator", reason="the emulator's checking mode")
+def test_reading_another_threads_cp_async_copy_without_a_barrier_is_a_race() -> None:
+    x = np.random.randn(64, 4).astype(np.float32)
+    with pytest.raises(RuntimeError, match=r"thread 0: reads tile\[252\] .*a race"):
+        cp_async_race_module.build(check=True)(x, np.zeros_like(x))
+
+
 def test_cp_async_rejects_other_sizes() -> None:
     with pytest.raises(Exception, match="4, 8 or 16 bytes"):
 

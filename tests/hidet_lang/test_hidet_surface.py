@@ -3,6 +3,9 @@ comprehensions, inline PTX, and arguments through DLPack."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -217,3 +220,17 @@ def test_torch_cpu_tensors_are_passed_without_a_copy() -> None:
     assert t.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
     with pytest.raises(TypeError, match="'x' expects float32"):
         module.build()(6, torch.zeros(6, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("first", ["codegen.c_emitter", "codegen.cuda_build", "codegen.module", "hidet_lang"])
+def test_any_module_can_be_imported_first(first: str) -> None:
+    done = subprocess.run([sys.executable, "-c", f"import {first}; import hidet_lang; import codegen.build"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_script_without_source_says_why() -> None:
+    program = "import hidet_lang as hidet\n@hidet.script\ndef f(a: hidet.f32[4]):\n    a[0] = 1.0\n"
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "@hidet.script needs the source of 'f'" in done.stderr and "write kernels in a file" in done.stderr

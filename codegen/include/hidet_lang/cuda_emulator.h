@@ -1489,7 +1489,10 @@ static void shared_declared(const void *array, size_t bytes, const char *name, c
     Text t{buf, sizeof buf, 0};
     where_prefix(t, b);
     describe_thread(t, b, me);
-    t.add(": %s %s[%lld] (shared, declared at %s)", what, a->name, index, a->where);
+    if (index >= 0)
+        t.add(": %s %s[%lld] (shared, declared at %s)", what, a->name, index, a->where);
+    else  // a cp.async copy
+        t.add(": cp.async %s %s (shared, declared at %s)", what, a->name, a->where);
     if (other) {
         t.add(", %s ", other);
         describe_thread(t, b, other_thread);
@@ -1914,6 +1917,13 @@ static inline T *hl_emu_checked(T *base, long long index, long long extent, int 
         ::hl_emu::fail_access(flags, name, index, extent, where);
     if (flags & ::hl_emu::SPACE_SHARED) ::hl_emu::shared_access((const char *)(base + index), sizeof(T), flags, index, where);
     return base + index;
+}
+
+// Checking mode's cp.async: the copy (made at once, as the emulator's cp.async does) writes `bytes` bytes of
+// shared memory, for the race and initialization checks.
+static inline void hl_emu_cp_async_checked(void *dst, const void *src, int bytes, const char *where) {
+    memcpy(dst, src, (size_t)bytes);
+    ::hl_emu::shared_access((const char *)dst, (size_t)bytes, ::hl_emu::ACCESS_WRITE, -1, where);
 }
 
 static inline void hl_emu_shared_declared(const void *array, size_t bytes, const char *name, const char *where) {

@@ -1,0 +1,18 @@
+"""Limits of CUDA architectures that the runtime checks before a launch, where no device can be asked."""
+
+from __future__ import annotations
+
+# Shared memory a block may have (static + dynamic, after opting in), by compute capability.
+_SHARED_MEMORY_PER_BLOCK = {
+    70: 96 * 1024, 72: 96 * 1024, 75: 64 * 1024, 80: 163 * 1024, 86: 99 * 1024, 87: 163 * 1024, 89: 99 * 1024,
+    90: 227 * 1024, 100: 227 * 1024, 101: 227 * 1024, 103: 227 * 1024, 110: 227 * 1024, 120: 99 * 1024,
+    121: 99 * 1024,
+}
+
+
+def shared_memory_per_block(arch: str) -> int:
+    """The shared memory a block may have on `arch` ('sm_XY', with an optional 'a'/'f' suffix), in bytes; for
+    an architecture not in the table, that of the closest older one."""
+    capability = int(arch.removeprefix("sm_").rstrip("af"))
+    known = [c for c in _SHARED_MEMORY_PER_BLOCK if c <= capability]
+    return _SHARED_MEMORY_PER_BLOCK[max(known)] if known else 48 * 1024

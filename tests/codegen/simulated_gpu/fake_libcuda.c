@@ -1,0 +1,407 @@
+/* A stand-in for the CUDA driver library (libcuda.so.1), for running the GPU path of hidet-lang on a machine
+ * without a GPU.
+ *
+ * It implements the driver entry points the project uses, with the driver's ABI, so that cuda-python's
+ * bindings load it and every call goes through the same Python and C code as on a real GPU:
+ *   - one device, of compute capability $FAKE_CUDA_CC (default 90), with that architecture's shared memory
+ *     limits;
+ *   - device memory is host memory; copies and frees are checked against the live allocations, as the
+ *     driver checks them;
+ *   - modules must be ELF images (cubins); functions and globals are looked up in the image's symbol table,
+ *     and a kernel's static shared memory is the size of its `.nv.shared.<kernel>` section;
+ *   - launch configurations are checked as the driver checks them; a valid launch calls the hook set with
+ *     fake_cuda_set_launch_hook (the test harness runs the kernel on the CUDA emulator there). A failure the
+ *     hook returns becomes the context's sticky error, reported by the next synchronizing call, as a fault in
+ *     a kernel is on a GPU.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <elf.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+
+enum {
+    SUCCESS = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, NOT_INITIALIZED = 3, INVALID_DEVICE = 101,
+    INVALID_IMAGE = 200, INVALID_CONTEXT = 201, INVALID_HANDLE = 400, NOT_FOUND = 500, ILLEGAL_ADDRESS = 700,
+    LAUNCH_OUT_OF_RESOURCES = 701, LAUNCH_FAILED = 719, NOT_SUPPORTED = 801,
+};
+
+static const struct { int code; const char *name, *text; } errors[] = {
+    {SUCCESS, "CUDA_SUCCESS", "no error"},
+    {INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+    {INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+    {LAUNCH_OUT_OF_RESOURCES, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
+    {LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+    {NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+};
+
+typedef struct Allocation { char *base; size_t size; const void *symbol; struct Allocation *next; } Allocation;
+typedef struct Module { unsigned char *image; size_t size; Allocation *globals; } Module;
+typedef struct Function {
+    Module *module;
+    char name[256];
+    int static_smem;
+    int max_dynamic_smem;
+} Function;
+typedef int (*launch_hook_t)(void *module, const char *name, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                             unsigned by, unsigned bz, unsigned smem, void **params);
+
+static int initialized = 0;
+static int current_context = 0;
+static int sticky_error = 0;
+static int primary_context;
+static Allocation *allocations = 0;
+static Module *loaded[256];
+static int loaded_count = 0;
+static launch_hook_t launch_hook = 0;
+
+/* ---- controls for the test harness ---- */
+
+void fake_cuda_set_launch_hook(launch_hook_t hook) { launch_hook = hook; }
+
+int fake_cuda_live_allocations(void) {
+    int n = 0;
+    for (Allocation *a = allocations; a; a = a->next) n++;
+    return n;
+}
+
+/* ---- the device ---- */
+
+static int capability(void) {
+    const char *cc = getenv("FAKE_CUDA_CC");
+    return cc && atoi(cc) > 0 ? atoi(cc) : 90;
+}
+
+static int optin_shared_bytes(void) {
+    switch (capability()) {
+    case 70: case 72: return 96 * 1024;
+    case 75: return 64 * 1024;
+    case 80: case 87: return 163 * 1024;
+    case 86: case 89: case 120: return 99 * 1024;
+    default: return 227 * 1024;
+    }
+}
+
+CUresult cuInit(unsigned flags) {
+    if (flags != 0) return INVALID_VALUE;
+    initialized = 1;
+    return SUCCESS;
+}
+
+CUresult cuDriverGetVersion(int *version) {
+    if (!version) return INVALID_VALUE;
+    *version = 13000;
+    return SUCCESS;
+}
+
+CUresult cuDeviceGetCount(int *count) {
+    if (!initialized) return NOT_INITIALIZED;
+    *count = 1;
+    return SUCCESS;
+}
+
+CUresult cuDeviceGet(int *device, int ordinal) {
+    if (!initialized) return NOT_INITIALIZED;
+    if (ordinal != 0) return INVALID_DEVICE;
+    *device = 0;
+    return SUCCESS;
+}
+
+CUresult cuDeviceGetName(char *name, int length, int device) {
+    if (device != 0) return INVALID_DEVICE;
+    strncpy(name, "hidet-lang simulated GPU", length);
+    if (length > 0) name[length - 1] = 0;
+    return SUCCESS;
+}
+
+CUresult cuDeviceGetAttribute(int *value, int attribute, int device) {
+    if (device != 0) return INVALID_DEVICE;
+    switch (attribute) {
+    case 1: *value = 1024; break;                  /* MAX_THREADS_PER_BLOCK */
+    case 8: *value = 48 * 1024; break;             /* MAX_SHARED_MEMORY_PER_BLOCK */
+    case 10: *value = 32; break;                   /* WARP_SIZE */
+    case 16: *value = 132; break;                  /* MULTIPROCESSOR_COUNT */
+    case 75: *value = capability() / 10; break;    /* COMPUTE_CAPABILITY_MAJOR */
+    case 76: *value = capability() % 10; break;    /* COMPUTE_CAPABILITY_MINOR */
+    case 97: *value = optin_shared_bytes(); break; /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
+    default: *value = 0;
+    }
+    return SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRetain(void **context, int device) {
+    if (!initialized) return NOT_INITIALIZED;
+    if (device != 0) return INVALID_DEVICE;
+    *context = &primary_context;
+    return SUCCESS;
+}
+
+CUresult cuCtxSetCurrent(void *context) {
+    if (context != &primary_context) return INVALID_CONTEXT;
+    current_context = 1;
+    return SUCCESS;
+}
+
+static CUresult context_status(void) {
+    if (!current_context) return INVALID_CONTEXT;
+    return sticky_error;
+}
+
+CUresult cuCtxSynchronize(void) { return context_status(); }
+
+/* ---- memory ---- */
+
+static Allocation *find_range(Allocation *list, const char *p, size_t n) {
+    for (Allocation *a = list; a; a = a->next)
+        if (p >= a->base && p + n <= a->base + a->size) return a;
+    return 0;
+}
+
+static Allocation *new_allocation(Allocation **list, size_t size) {
+    Allocation *a = malloc(sizeof *a);
+    if (!a) return 0;
+    a->base = calloc(1, size);
+    if (!a->base) {
+        free(a);
+        return 0;
+    }
+    a->size = size;
+    a->symbol = 0;
+    a->next = *list;
+    *list = a;
+    return a;
+}
+
+CUresult cuMemAlloc(CUdeviceptr *ptr, size_t size) {
+    CUresult status = context_status();
+    if (status) return status;
+    if (size == 0) return INVALID_VALUE;
+    Allocation *a = new_allocation(&allocations, size);
+    if (!a) return OUT_OF_MEMORY;
+    *ptr = (CUdeviceptr)(uintptr_t)a->base;
+    return SUCCESS;
+}
+
+CUresult cuMemFree(CUdeviceptr ptr) {
+    CUresult status = context_status();
+    if (status) return status;
+    for (Allocation **a = &allocations; *a; a = &(*a)->next) {
+        if ((*a)->base == (char *)(uintptr_t)ptr) {
+            Allocation *dead = *a;
+            *a = dead->next;
+            free(dead->base);
+            free(dead);
+            return SUCCESS;
+        }
+    }
+    return INVALID_VALUE;
+}
+
+/* Device memory: a live allocation, or a module's global. */
+static int is_device_range(CUdeviceptr ptr, size_t n) {
+    const char *p = (const char *)(uintptr_t)ptr;
+    if (find_range(allocations, p, n)) return 1;
+    for (int i = 0; i < loaded_count; i++)
+        if (find_range(loaded[i]->globals, p, n)) return 1;
+    return 0;
+}
+
+CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n) {
+    CUresult status = context_status();
+    if (status) return status;
+    if (!is_device_range(dst, n)) return INVALID_VALUE;
+    memcpy((void *)(uintptr_t)dst, src, n);
+    return SUCCESS;
+}
+
+CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n) {
+    CUresult status = context_status();
+    if (status) return status;
+    if (!is_device_range(src, n)) return INVALID_VALUE;
+    memcpy(dst, (const void *)(uintptr_t)src, n);
+    return SUCCESS;
+}
+
+/* ---- modules: cubins are ELF images ---- */
+
+static const Elf64_Shdr *sections(const Module *m) {
+    return (const Elf64_Shdr *)(m->image + ((const Elf64_Ehdr *)m->image)->e_shoff);
+}
+
+static const Elf64_Shdr *section_named(const Module *m, const char *name) {
+    const Elf64_Ehdr *h = (const Elf64_Ehdr *)m->image;
+    const Elf64_Shdr *s = sections(m);
+    const char *names = (const char *)m->image + s[h->e_shstrndx].sh_offset;
+    for (int i = 0; i < h->e_shnum; i++)
+        if (strcmp(names + s[i].sh_name, name) == 0) return &s[i];
+    return 0;
+}
+
+static const Elf64_Sym *symbol(const Module *m, const char *name, int type) {
+    const Elf64_Ehdr *h = (const Elf64_Ehdr *)m->image;
+    const Elf64_Shdr *s = sections(m);
+    for (int i = 0; i < h->e_shnum; i++) {
+        if (s[i].sh_type != SHT_SYMTAB) continue;
+        const Elf64_Sym *syms = (const Elf64_Sym *)(m->image + s[i].sh_offset);
+        const char *strings = (const char *)m->image + s[s[i].sh_link].sh_offset;
+        for (size_t k = 0; k < s[i].sh_size / sizeof(Elf64_Sym); k++)
+            if (ELF64_ST_TYPE(syms[k].st_info) == type && strcmp(strings + syms[k].st_name, name) == 0)
+                return &syms[k];
+    }
+    return 0;
+}
+
+CUresult cuModuleLoadData(void **module, const void *image) {
+    CUresult status = context_status();
+    if (status) return status;
+    const Elf64_Ehdr *h = image;
+    if (!h || memcmp(h->e_ident, ELFMAG, SELFMAG) != 0 || h->e_ident[EI_CLASS] != ELFCLASS64 ||
+        h->e_machine != EM_CUDA)
+        return INVALID_IMAGE;
+    if (loaded_count == (int)(sizeof loaded / sizeof loaded[0])) return OUT_OF_MEMORY;
+    size_t size = h->e_shoff + (size_t)h->e_shnum * h->e_shentsize;
+    const Elf64_Shdr *s = (const Elf64_Shdr *)((const char *)image + h->e_shoff);
+    for (int i = 0; i < h->e_shnum; i++)
+        if (s[i].sh_type != SHT_NOBITS && s[i].sh_offset + s[i].sh_size > size) size = s[i].sh_offset + s[i].sh_size;
+    Module *m = calloc(1, sizeof *m);
+    m->image = malloc(size);
+    m->size = size;
+    memcpy(m->image, image, size);
+    loaded[loaded_count++] = m;
+    *module = m;
+    return SUCCESS;
+}
+
+CUresult cuModuleGetFunction(void **function, void *module, const char *name) {
+    CUresult status = context_status();
+    if (status) return status;
+    Module *m = module;
+    if (!m || strlen(name) >= sizeof(((Function *)0)->name)) return INVALID_VALUE;
+    if (!symbol(m, name, STT_FUNC)) return NOT_FOUND;
+    Function *f = calloc(1, sizeof *f);
+    f->module = m;
+    strcpy(f->name, name);
+    char shared[300];
+    snprintf(shared, sizeof shared, ".nv.shared.%s", name);
+    const Elf64_Shdr *s = section_named(m, shared);
+    f->static_smem = s ? (int)s->sh_size : 0;
+    f->max_dynamic_smem = 48 * 1024 - f->static_smem;
+    *function = f;
+    return SUCCESS;
+}
+
+CUresult cuModuleGetGlobal(CUdeviceptr *ptr, size_t *size, void *module, const char *name) {
+    CUresult status = context_status();
+    if (status) return status;
+    Module *m = module;
+    const Elf64_Sym *sym = m ? symbol(m, name, STT_OBJECT) : 0;
+    if (!sym) return NOT_FOUND;
+    Allocation *a = m->globals;
+    while (a && a->symbol != sym) a = a->next;
+    if (!a) { /* a global's storage is made the first time it is asked for, zeroed */
+        a = new_allocation(&m->globals, sym->st_size ? sym->st_size : 1);
+        if (!a) return OUT_OF_MEMORY;
+        a->symbol = sym;
+    }
+    if (ptr) *ptr = (CUdeviceptr)(uintptr_t)a->base;
+    if (size) *size = sym->st_size;
+    return SUCCESS;
+}
+
+/* ---- functions and launches ---- */
+
+CUresult cuFuncGetAttribute(int *value, int attribute, void *function) {
+    Function *f = function;
+    if (!f) return INVALID_HANDLE;
+    switch (attribute) {
+    case 0: *value = 1024; break;                  /* MAX_THREADS_PER_BLOCK */
+    case 1: *value = f->static_smem; break;        /* SHARED_SIZE_BYTES */
+    case 8: *value = f->max_dynamic_smem; break;   /* MAX_DYNAMIC_SHARED_SIZE_BYTES */
+    default: *value = 0;
+    }
+    return SUCCESS;
+}
+
+CUresult cuFuncSetAttribute(void *function, int attribute, int value) {
+    Function *f = function;
+    if (!f) return INVALID_HANDLE;
+    if (attribute != 8) return SUCCESS;
+    if (value < 0 || value + f->static_smem > optin_shared_bytes()) return INVALID_VALUE;
+    f->max_dynamic_smem = value;
+    return SUCCESS;
+}
+
+CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                        unsigned bz, unsigned smem, void *stream, void **params, void **extra) {
+    CUresult status = context_status();
+    if (status) return status;
+    Function *f = function;
+    if (!f) return INVALID_HANDLE;
+    if (stream || extra) return NOT_SUPPORTED;
+    if (!gx || !gy || !gz || !bx || !by || !bz || gx > 2147483647u || gy > 65535 || gz > 65535 || bx > 1024 ||
+        by > 1024 || bz > 64 || (unsigned long long)bx * by * bz > 1024)
+        return INVALID_VALUE;
+    if ((int)smem > f->max_dynamic_smem) return INVALID_VALUE;
+    int fault = launch_hook ? launch_hook(f->module, f->name, gx, gy, gz, bx, by, bz, smem, params)
+                            : NOT_SUPPORTED;
+    if (fault) sticky_error = fault;
+    return SUCCESS;
+}
+
+/* ---- errors and entry points ---- */
+
+CUresult cuGetErrorName(CUresult error, const char **name) {
+    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++) {
+        if (errors[i].code == error) {
+            *name = errors[i].name;
+            return SUCCESS;
+        }
+    }
+    *name = 0;
+    return INVALID_VALUE;
+}
+
+CUresult cuGetErrorString(CUresult error, const char **text) {
+    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++) {
+        if (errors[i].code == error) {
+            *text = errors[i].text;
+            return SUCCESS;
+        }
+    }
+    *text = 0;
+    return INVALID_VALUE;
+}
+
+/* The driver's private tables (NVRTC asks for them when it finds a driver): this driver has none. */
+CUresult cuGetExportTable(const void **table, const void *id) {
+    (void)id;
+    *table = 0;
+    return NOT_SUPPORTED;
+}
+
+CUresult cuGetProcAddress_v2(const char *name, void **entry, int version, unsigned long long flags, int *found) {
+    (void)version;
+    (void)flags;
+    Dl_info self;
+    void *handle = dladdr((void *)cuInit, &self) ? dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD) : 0;
+    *entry = handle ? dlsym(handle, name) : 0;
+    if (handle) dlclose(handle);
+    if (found) *found = *entry ? 0 : 1; /* CU_GET_PROC_ADDRESS_SUCCESS / _SYMBOL_NOT_FOUND */
+    return *entry ? SUCCESS : NOT_FOUND;
+}
+
+CUresult cuGetProcAddress(const char *name, void **entry, int version, unsigned long long flags) {
+    return cuGetProcAddress_v2(name, entry, version, flags, 0);
+}

@@ -1,0 +1,50 @@
+"""The GPU path, end to end, on the simulated GPU of `simulated_gpu/` (the real cuda-python bindings and NVRTC
+cubins, a stand-in driver, kernels run by the emulator): the GPU-marked tests through `examples/gpu_check.py`,
+and the driver-level scenarios of `simulated_gpu/simulated_scenarios.py`."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SIMULATED = Path(__file__).resolve().parent / "simulated_gpu"
+sys.path.insert(0, str(SIMULATED))
+
+from simulated_driver import environment  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def driver_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("simulated_driver")
+
+
+def run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    return done
+
+
+def passed_without_skips(output: str) -> int:
+    """The number of tests a pytest run reports passed; fails when any was skipped, failed or errored."""
+    summary = [line for line in output.splitlines() if re.search(r"\d+ (passed|failed|error)", line)][-1]
+    assert not re.search(r"skipped|failed|error", summary), summary
+    return int(re.search(r"(\d+) passed", summary).group(1))
+
+
+def test_gpu_check_and_the_gpu_tests_pass_on_the_simulated_gpu(driver_dir: Path) -> None:
+    done = run([sys.executable, "examples/gpu_check.py", "--quick"], environment(driver_dir))
+    assert passed_without_skips(done.stdout) >= 6
+    table = done.stdout[done.stdout.index("kernel "):]
+    assert re.search(r"vector add \d+ f32 +\d+\.\d+ ms", table), table
+    assert len(re.findall(r"matmul \d+\^3 f32 +\d+\.\d+ ms", table)) == 2, table
+
+
+def test_driver_scenarios_on_a_simulated_sm_86(driver_dir: Path) -> None:
+    done = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                str(SIMULATED / "simulated_scenarios.py")], environment(driver_dir, capability=86))
+    assert passed_without_skips(done.stdout) >= 5
