@@ -194,12 +194,14 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
     if on_gpu:  # the results come back before the checks, so a failed device assertion loses none of them
         from codegen.device_staging import device_pointer, release
 
-        env.update(_device_pointer=device_pointer, _release=release)
+        from codegen.cuda_driver import ensure_current
+
+        env.update(_device_pointer=device_pointer, _release=release, _ensure_current=ensure_current)
         call.append("    _release(_staged, copy_back=True)")
     if after_call is not None:
         call.append("    _after()")
     if on_gpu:
-        body = ["    _staged = []", "    try:", *("    " + line for line in body + call),
+        body = ["    _ensure_current()", "    _staged = []", "    try:", *("    " + line for line in body + call),
                 "    finally:", "        _release(_staged, copy_back=False)"]
         call = []
     # errors (bad arguments, launch failures, driver errors) reach the user without the runtime's frames

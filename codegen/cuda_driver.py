@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import threading
 from typing import Any
 
 from codegen.errors import CudaToolkitMissingError
@@ -92,9 +93,15 @@ def context() -> Any:
     return ctx
 
 
+_thread = threading.local()
+
+
 def ensure_current() -> None:
-    """Make the primary context current in the calling thread."""
-    check(driver().cuCtxSetCurrent(context()), "cuCtxSetCurrent")
+    """Make the primary context current in the calling thread (once a thread: the driver's current context is
+    per thread, and the runtime API of other libraries uses the same primary context)."""
+    if not getattr(_thread, "current", False):
+        check(driver().cuCtxSetCurrent(context()), "cuCtxSetCurrent")
+        _thread.current = True
 
 
 def load_module(cubin: bytes) -> Any:
@@ -138,23 +145,27 @@ def mem_alloc(nbytes: int) -> int:
 
 def mem_free(ptr: int) -> None:
     """Free device memory from `mem_alloc`."""
+    ensure_current()
     check(driver().cuMemFree(ptr), "cuMemFree")
 
 
 def copy_to_device(ptr: int, host: Any) -> None:
     """Copy a C-contiguous numpy array to device address `ptr`."""
+    ensure_current()
     if host.nbytes:
         check(driver().cuMemcpyHtoD(ptr, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
 
 
 def copy_to_host(host: Any, ptr: int) -> None:
     """Copy from device address `ptr` into a C-contiguous numpy array (waits for the device)."""
+    ensure_current()
     if host.nbytes:
         check(driver().cuMemcpyDtoH(host.ctypes.data, ptr, host.nbytes), "cuMemcpyDtoH")
 
 
 def synchronize() -> None:
     """Wait for the device; raises the error of a failed kernel (e.g. an illegal address)."""
+    ensure_current()
     check(driver().cuCtxSynchronize(), "cuCtxSynchronize")
 
 

@@ -59,7 +59,7 @@ typedef int (*launch_hook_t)(void *module, const char *name, unsigned gx, unsign
                              unsigned by, unsigned bz, unsigned smem, void **params);
 
 static int initialized = 0;
-static int current_context = 0;
+static __thread int current_context = 0; /* the driver's current context is per thread */
 static int sticky_error = 0;
 static int primary_context;
 static Allocation *allocations = 0;

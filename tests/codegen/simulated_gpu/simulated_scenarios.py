@@ -7,6 +7,8 @@ from __future__ import annotations
 import ctypes
 import gc
 import inspect
+import threading
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -104,3 +106,30 @@ def test_shared_memory_over_the_devices_limit_is_refused_before_the_launch() -> 
     assert f"{__file__}:{line_of('SMEM-LINE')}: kernel 'reverse'" in message
     assert "16384 bytes of static shared memory + dynamic_smem_bytes 92160 exceed the 101376 bytes" in message
     assert not y.any()
+
+
+def in_a_new_thread(work: Callable[[], object]) -> object:
+    """What `work()` returns when run in a thread of its own (its exception, raised here)."""
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(work())
+        except BaseException as e:  # noqa: BLE001 - raised again in the calling thread
+            outcome.append(e)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join()
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
+
+
+def test_each_thread_gets_the_context_made_current() -> None:
+    a = hidet.asarray(np.ones(10, np.float32), device="cuda")
+    np.testing.assert_array_equal(in_a_new_thread(a.numpy), np.ones(10, np.float32))
+    in_a_new_thread(lambda: scale_module.build()(10, a))
+    np.testing.assert_array_equal(a.numpy(), np.full(10, 2, np.float32))
+    made_there = in_a_new_thread(lambda: hidet.zeros([3], device="cuda"))
+    np.testing.assert_array_equal(made_there.numpy(), np.zeros(3, np.float32))
