@@ -1,6 +1,7 @@
 """The GPU path, end to end, on the simulated GPU of `simulated_gpu/` (the real cuda-python bindings and NVRTC
-cubins, a stand-in driver, kernels run by the emulator): the GPU-marked tests through `examples/gpu_check.py`,
-and the driver-level scenarios of `simulated_gpu/simulated_scenarios.py`."""
+cubins, a stand-in driver, kernels run by the emulator): the whole test suite (every CUDA kernel of it through
+the GPU's launchers and argument staging, the GPU-marked tests included), `examples/gpu_check.py`, and the
+driver-level scenarios of `simulated_gpu/simulated_scenarios.py`."""
 
 from __future__ import annotations
 
@@ -34,6 +35,14 @@ def passed_without_skips(output: str) -> int:
     summary = [line for line in output.splitlines() if re.search(r"\d+ (passed|failed|error)", line)][-1]
     assert not re.search(r"skipped|failed|error", summary), summary
     return int(re.search(r"(\d+) passed", summary).group(1))
+
+
+def test_the_test_suite_passes_on_the_simulated_gpu(driver_dir: Path) -> None:
+    done = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests",
+                f"--ignore={Path(__file__).relative_to(ROOT)}"], environment(driver_dir))
+    assert "needs a CUDA GPU" not in done.stdout, "the GPU-marked tests were skipped"
+    summary = done.stdout.strip().splitlines()[-1]
+    assert int(re.search(r"(\d+) passed", summary).group(1)) >= 400, summary
 
 
 def test_gpu_check_and_the_gpu_tests_pass_on_the_simulated_gpu(driver_dir: Path) -> None:
