@@ -192,9 +192,8 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
     sig = ", ".join(names)
     call = [f"    _c({', '.join(pass_args)})"]
     if on_gpu:  # the results come back before the checks, so a failed device assertion loses none of them
-        from codegen.device_staging import device_pointer, release
-
         from codegen.cuda_driver import ensure_current
+        from codegen.device_staging import device_pointer, release
 
         env.update(_device_pointer=device_pointer, _release=release, _ensure_current=ensure_current)
         call.append("    _release(_staged, copy_back=True)")
