@@ -332,6 +332,8 @@ class CudaDeviceEmitter(CEmitter):
             return f"hl_cp_async_wait_group<{args[0]}>()"
         if self.check and name in ("cp_async_4", "cp_async_8", "cp_async_16"):  # a write the checks track
             return f"hl_emu_cp_async_checked({args[0]}, {args[1]}, {name.rsplit('_', 1)[1]}, {self.where()})"
+        if self.check and name == "ldmatrix_x4":  # reads the checks track
+            return f"hl_emu_ldmatrix_x4_checked({args[0]}, {args[1]}, {self.where()})"
         if name in _CUDA_CALLS:
             return f"{_CUDA_CALLS[name]}({', '.join(args)})"
         return super().intrinsic(name, args, t)

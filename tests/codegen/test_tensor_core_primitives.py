@@ -236,6 +236,36 @@ def test_ldmatrix_x4_fragment_layout(bits: np.ndarray, perm: list[int]) -> None:
     np.testing.assert_array_equal(out, expected)
 
 
+with hidet.script_module() as ldmatrix_half_written_module:
+
+    @hidet.script
+    def ldmatrix_half_written(x: f16[32, 8], out: u32[32, 4]):
+        attrs.func_kind = "cuda_kernel"
+        attrs.cuda.block_dim = 32
+        attrs.cuda.grid_dim = 1
+        lane = threadIdx.x
+        smem = shared_tensor(f16, [32, 8])
+        if lane < 16:
+            for j in range(8):
+                smem[lane, j] = x[lane, j]
+        syncwarp()
+        regs = register_tensor(u32, [4])
+        ldmatrix_x4(~regs[0], ~smem[lane, 0])  # rows 16-31 were never written
+        for i in range(4):
+            out[lane, i] = regs[i]
+
+
+@pytest.mark.skipif(backend() != "emulator", reason="the emulator's checking mode")
+def test_ldmatrix_rows_are_reads_for_the_checking_mode() -> None:
+    bits = np.arange(256, dtype=np.uint16).reshape(32, 8)
+    out = np.zeros((32, 4), np.uint32)
+    ldmatrix_module.build(check=True)(bits.view(np.float16), np.arange(32, dtype=np.int32), out)
+    assert out[0, 0] == 0 | (1 << 16)  # lane 0: elements 0 and 1 of row 0
+    unwritten_row = r"thread (1[6-9]|2\d|3[01]): ldmatrix reads smem \(shared, declared at .*\), which no thread"
+    with pytest.raises(RuntimeError, match=unwritten_row + " of the block has written: uninitialized shared memory"):
+        ldmatrix_half_written_module.build(check=True)(bits.view(np.float16), out)
+
+
 def test_cp_async_tile_then_barrier_then_use() -> None:
     x = np.random.randn(64, 8).astype(np.float32)
     y = np.full_like(x, np.nan)

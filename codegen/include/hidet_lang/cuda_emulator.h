@@ -1483,16 +1483,17 @@ static void shared_declared(const void *array, size_t bytes, const char *name, c
     memset(a->shadow, 0, bytes * sizeof(Shadow));
 }
 
+// `op`: the instruction of a bulk access (cp.async, ldmatrix), or null for an element access `a[index]`.
 [[noreturn]] static void fail_shared(Block *b, int me, const char *what, SharedArray *a, long long index,
-                                     const char *where, const char *other, int other_thread) {
+                                     const char *where, const char *other, int other_thread, const char *op) {
     char buf[1024];
     Text t{buf, sizeof buf, 0};
     where_prefix(t, b);
     describe_thread(t, b, me);
-    if (index >= 0)
+    if (op)
+        t.add(": %s %s %s (shared, declared at %s)", op, what, a->name, a->where);
+    else
         t.add(": %s %s[%lld] (shared, declared at %s)", what, a->name, index, a->where);
-    else  // a cp.async copy
-        t.add(": cp.async %s %s (shared, declared at %s)", what, a->name, a->where);
     if (other) {
         t.add(", %s ", other);
         describe_thread(t, b, other_thread);
@@ -1506,7 +1507,8 @@ static void shared_declared(const void *array, size_t bytes, const char *name, c
     abort_block(b);
 }
 
-static void shared_access(const char *p, size_t size, int flags, long long index, const char *where) {
+static void shared_access(const char *p, size_t size, int flags, long long index, const char *where,
+                          const char *op = nullptr) {
     Header *h = hdr();
     Block *b = h->st->block;
     SharedArray *a = find_shared(b, p);
@@ -1522,9 +1524,9 @@ static void shared_access(const char *p, size_t size, int flags, long long index
     };
     if (flags & ACCESS_READ) {
         for (size_t k = 0; k < size; ++k)
-            if (!s[k].written) fail_shared(b, me, "reads", a, index, where, nullptr, 0);
+            if (!s[k].written) fail_shared(b, me, "reads", a, index, where, nullptr, 0, op);
         if (!ordered(s->writer, s->write_epoch, s->write_syncs))
-            fail_shared(b, me, "reads", a, index, where, "written by", s->writer);
+            fail_shared(b, me, "reads", a, index, where, "written by", s->writer, op);
         for (size_t k = 0; k < size; ++k) {
             Shadow &x = s[k];
             if (x.read_epoch != e || x.readers == 0) {
@@ -1539,11 +1541,12 @@ static void shared_access(const char *p, size_t size, int flags, long long index
     }
     if (flags & ACCESS_WRITE) {
         if (!ordered(s->writer, s->write_epoch, s->write_syncs))
-            fail_shared(b, me, "writes", a, index, where, "also written by", s->writer);
+            fail_shared(b, me, "writes", a, index, where, "also written by", s->writer, op);
         bool reads_ordered = s->read_epoch != e || (s->readers == 1 && s->reader == me) ||
                              (!s->mixed && (s->reader >> 5) == (me >> 5) && s->read_syncs != syncs);
         if (!reads_ordered)
-            fail_shared(b, me, "writes", a, index, where, "read by", s->reader != me ? s->reader : s->other_reader);
+            fail_shared(b, me, "writes", a, index, where, "read by", s->reader != me ? s->reader : s->other_reader,
+                        op);
         for (size_t k = 0; k < size; ++k) {
             Shadow &x = s[k];
             x.write_epoch = e, x.write_syncs = syncs, x.writer = (uint16_t)me, x.written = 1;
@@ -1923,8 +1926,13 @@ static inline T *hl_emu_checked(T *base, long long index, long long extent, int 
 // shared memory, for the race and initialization checks.
 static inline void hl_emu_cp_async_checked(void *dst, const void *src, int bytes, const char *where) {
     memcpy(dst, src, (size_t)bytes);
-    ::hl_emu::shared_access((const char *)dst, (size_t)bytes, ::hl_emu::ACCESS_WRITE, -1, where);
+    ::hl_emu::shared_access((const char *)dst, (size_t)bytes, ::hl_emu::ACCESS_WRITE, 0, where, "cp.async");
 }
+
+// Checking mode's ldmatrix: each lane's row is a 16-byte read of shared memory, checked before the warp loads.
+#define hl_emu_ldmatrix_x4_checked(dst, row, where)                                                            \
+    (::hl_emu::shared_access((const char *)(row), 16, ::hl_emu::ACCESS_READ, 0, (where), "ldmatrix"),          \
+     ::hl_emu::ldmatrix_x4(__LINE__, (dst), (row)))
 
 static inline void hl_emu_shared_declared(const void *array, size_t bytes, const char *name, const char *where) {
     ::hl_emu::shared_declared(array, bytes, name, where);
