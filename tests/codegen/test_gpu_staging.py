@@ -44,6 +44,7 @@ def device(monkeypatch):
     monkeypatch.setattr(cuda_driver, "mem_free", fake.free)
     monkeypatch.setattr(cuda_driver, "copy_to_device", fake.to_device)
     monkeypatch.setattr(cuda_driver, "copy_to_host", fake.to_host)
+    monkeypatch.setattr(cuda_driver, "ensure_current", lambda: None)
     return fake
 
 
