@@ -362,26 +362,22 @@ CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz, u
 
 /* ---- errors and entry points ---- */
 
+static int error_entry(CUresult error) {
+    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+        if (errors[i].code == error) return (int)i;
+    return -1;
+}
+
 CUresult cuGetErrorName(CUresult error, const char **name) {
-    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++) {
-        if (errors[i].code == error) {
-            *name = errors[i].name;
-            return SUCCESS;
-        }
-    }
-    *name = 0;
-    return INVALID_VALUE;
+    int i = error_entry(error);
+    *name = i < 0 ? 0 : errors[i].name;
+    return i < 0 ? INVALID_VALUE : SUCCESS;
 }
 
 CUresult cuGetErrorString(CUresult error, const char **text) {
-    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++) {
-        if (errors[i].code == error) {
-            *text = errors[i].text;
-            return SUCCESS;
-        }
-    }
-    *text = 0;
-    return INVALID_VALUE;
+    int i = error_entry(error);
+    *text = i < 0 ? 0 : errors[i].text;
+    return i < 0 ? INVALID_VALUE : SUCCESS;
 }
 
 /* The driver's private tables (NVRTC asks for them when it finds a driver): this driver has none. */

@@ -62,7 +62,8 @@ def install() -> None:
 
     def hook(cu_module, name, gx, gy, gz, bx, by, bz, smem, params) -> int:
         try:
-            return _run_on_emulator(*emulated[cu_module], cu_module, name.decode(), params)
+            configuration = ((gx, gy, gz), (bx, by, bz), smem)
+            return _run_on_emulator(*emulated[cu_module], cu_module, name.decode(), configuration, params)
         except Exception:  # noqa: BLE001 - an exception cannot cross the driver; it becomes a launch failure
             traceback.print_exc()
             return LAUNCH_FAILED
@@ -74,9 +75,10 @@ def install() -> None:
     fake.fake_cuda_set_launch_hook(install.hook)
 
 
-def _run_on_emulator(lib: ctypes.CDLL, module, cu_module: int, name: str, params) -> int:
-    """Launch kernel `name` through the emulator's launcher with the arguments the driver received; the
-    driver error a GPU would report (0 when the kernel ran cleanly)."""
+def _run_on_emulator(lib: ctypes.CDLL, module, cu_module: int, name: str, configuration: tuple, params) -> int:
+    """Launch kernel `name` through the emulator's launcher with the arguments the driver received, once the
+    launch configuration the driver received is checked against the kernel's attributes; the driver error a
+    GPU would report (0 when the kernel ran cleanly)."""
     from codegen.arguments import ctype_of
     from codegen.c_emitter import CEmitter
     from codegen.cuda_emitter import CudaHostEmitter
@@ -86,7 +88,13 @@ def _run_on_emulator(lib: ctypes.CDLL, module, cu_module: int, name: str, params
     launch = getattr(lib, CudaHostEmitter(module).c_function_name(kernel))
     launch.argtypes = [ctype_of(p.type) for p in kernel.params]
     launch.restype = None
-    launch(*[_read_argument(params[i], p.type) for i, p in enumerate(kernel.params)])
+    arguments = [_read_argument(params[i], p.type) for i, p in enumerate(kernel.params)]
+    expected = _configuration(kernel, arguments)
+    if configuration != expected:
+        print(f"simulated GPU: kernel '{name}' launched with {configuration}; its attributes give {expected}",
+              file=sys.stderr)
+        return LAUNCH_FAILED
+    launch(*arguments)
     status = lib.hidet_lang_launch_status
     status.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_int)]
     message, code = ctypes.c_char_p(), ctypes.c_int()
@@ -117,3 +125,18 @@ def _read_argument(address: int, t) -> object:
             return float(np.uint16(bits).view(np.float16))
         return float(np.uint32(bits << 16).view(np.float32))
     return ctype_of(t).from_address(address).value
+
+
+def _configuration(kernel, arguments: list[object]) -> tuple:
+    """((grid x, y, z), (block x, y, z), dynamic shared memory) from the kernel's attributes and arguments."""
+    from hidet_lang.ir.evaluate import evaluate
+
+    env = dict(zip(kernel.params, arguments))
+    cuda = kernel.attrs.cuda
+
+    def dims(exprs) -> tuple[int, int, int]:
+        values = [int(evaluate(e, env)) for e in exprs]
+        return tuple(values + [1] * (3 - len(values)))
+
+    smem = int(evaluate(cuda.dynamic_smem_bytes, env)) if cuda.dynamic_smem_bytes is not None else 0
+    return dims(cuda.grid_dim), dims(cuda.block_dim), smem
