@@ -121,7 +121,7 @@ def to_float(value: Any, func: str, param: str, t: DataType) -> float:
     return float(value)
 
 
-def _caller_parameter_names(func: Function, env: dict[str, Any]) -> list[str]:
+def _caller_parameter_names(func: Function) -> list[str]:
     """The caller's parameter names: the DSL's own (so that Python's errors and keyword arguments use them),
     or `a<i>` for one that is not a plain identifier or could clash with the caller's helpers."""
     names: list[str] = []
@@ -148,7 +148,7 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
         "_from_buffer": ctypes.c_char.from_buffer,
         "_cut": without_compiler_frames,
     }
-    names = _caller_parameter_names(func, env)
+    names = _caller_parameter_names(func)
     position = {p: names[i] for i, p in enumerate(func.params)}
     body: list[str] = []
     pass_args: list[str] = []

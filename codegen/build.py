@@ -6,7 +6,7 @@ from codegen.c_emitter import CEmitter
 from codegen.cache import build_and_load
 from codegen.compiler import DEFAULT_C_FLAGS
 from codegen.module import CompiledModule, bounds_checks
-from hidet_lang.ir.func import HOST_CALLABLE_KINDS, IRModule
+from hidet_lang.ir.func import DEVICE_KINDS, HOST_CALLABLE_KINDS, IRModule
 from hidet_lang.passes.kind_rules import check_module_rules, resolve_inferred_kinds
 from hidet_lang.passes.pipeline import lower
 from hidet_lang.version import __version__
@@ -16,7 +16,7 @@ TARGETS = ("cpu", "cuda")
 
 def infer_target(module: IRModule) -> str:
     """The target a module's function kinds imply: 'cuda' if any function is a CUDA one, else 'cpu'."""
-    return "cuda" if any(f.attrs.kind.startswith("cuda") for f in module.functions) else "cpu"
+    return "cuda" if any(f.attrs.kind in DEVICE_KINDS for f in module.functions) else "cpu"
 
 
 def build_module(module: IRModule, target: str | None = None, *, check: bool = False) -> CompiledModule:
@@ -32,16 +32,17 @@ def build_module(module: IRModule, target: str | None = None, *, check: bool = F
                          "attrs.func_kind = 'public'")
     module = resolve_inferred_kinds(module)
     check_module_rules(module)
-    target = target or infer_target(module)
+    implied = infer_target(module)
+    target = target or implied
     if target.split(":")[0] not in TARGETS:
         raise ValueError(f"unknown or unavailable target {target!r}; available: {', '.join(TARGETS)}")
+    if implied == "cuda" and not target.startswith("cuda"):
+        raise ValueError("the module has CUDA functions; build it for target 'cuda' (or 'cuda:sm_XY')")
     lowered = lower(module, check=check)
     if target.startswith("cuda"):
         from codegen.cuda_build import build_cuda_module
 
         return build_cuda_module(lowered, target.split(":", 1)[1] if ":" in target else None, check=check)
-    if infer_target(module) == "cuda":
-        raise ValueError("the module has CUDA functions; build it for target 'cuda' (or 'cuda:sm_XY')")
     emitter = CEmitter(check=check)
     source = emitter.emit_module(lowered)
     lib = build_and_load(source, language="c", flags=DEFAULT_C_FLAGS, version=__version__)

@@ -300,8 +300,6 @@ def clear_memory_cache() -> None:
     _include_hashes.clear()
 
 
-_clear_memory_cache = clear_memory_cache
-
 
 def build_library(
     source: str,

@@ -205,7 +205,7 @@ def compile_shared_library(
     except subprocess.TimeoutExpired as exc:
         raise CCompilationError(
             f"the {language} compiler did not finish within {COMPILE_TIMEOUT_S:g} s compiling {source_path}",
-            compiler_output=_as_text(exc.output),
+            compiler_output=exc.output or "",
             command=command,
             source_path=str(source_path),
         ) from None
@@ -244,15 +244,6 @@ def _run(command: tuple[str, ...]) -> tuple[int, str]:
             exc.output = output
             raise
     return process.returncode, output
-
-
-def _as_text(data: bytes | str | None) -> str:
-    """Decode captured subprocess output that may be bytes, text or missing."""
-    if data is None:
-        return ""
-    if isinstance(data, bytes):
-        return data.decode("utf-8", "replace")
-    return data
 
 
 # ----------------------------------------------------------------------------------------------------

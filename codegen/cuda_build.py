@@ -9,6 +9,7 @@ translation unit built by the system C++ compiler. Either way the cubin is avail
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import platform
 from pathlib import Path
@@ -21,9 +22,9 @@ from codegen.cuda_backend import backend
 from codegen.cuda_emitter import CudaHostEmitter, emit_cuda
 from codegen.cuda_limits import shared_memory_per_block
 from codegen.elf import STT_FUNC, read_symbols
-from codegen.module import AfterCall, CompiledModule
+from codegen.module import AfterCall, CompiledModule, bounds_checks
 from codegen.nvrtc import default_arch, normalize_arch
-from hidet_lang.ir.func import IRModule
+from hidet_lang.ir.func import DEVICE_KINDS, IRModule
 from hidet_lang.ir.functor import collect
 from hidet_lang.ir.stmt import AssertStmt
 from hidet_lang.version import __version__
@@ -50,24 +51,27 @@ def build_cuda_module(module: IRModule, arch: str | None, check: bool = False) -
     sources = {"cuda": device_source, "host": host_source}
     verify_cubins(module, device_source, host_source, os.environ.get(VERIFY_ENV_VAR, ""))
     if backend() == "gpu":
-        lib = build_and_load(host_source, language="c", flags=DEFAULT_C_FLAGS, version=__version__)
+        # the host library is bound to the kernels it launches: one library for each device source
+        kernels_flag = f"-DHIDET_LANG_KERNELS={hashlib.sha256(device_source.encode()).hexdigest()[:16]}"
+        lib = build_and_load(host_source, language="c", flags=(*DEFAULT_C_FLAGS, kernels_flag), version=__version__)
         c_names, cu_module = _bind_gpu(module, lib, cubin())
         checks = [_launch_checks(lib, host_source), _gpu_assert_checks(module, cu_module)]
         return CompiledModule(module, lib, f"cuda:{arch}", c_names, sources=sources, on_gpu=True, cubin=cubin,
                               after_call=[c for c in checks if c is not None])
     check = check or os.environ.get(CHECK_ENV_VAR, "") not in ("", "0")
-    lib, combined = build_emulator(module, check)
-    _set_smem_limit(lib, shared_memory_per_block(arch))
+    lib, combined = build_emulator(module, check, arch)
     c_names = CudaHostEmitter(module).names_of(module)
-    checks = [_launch_checks(lib, combined), _emulator_assert_checks(module, lib)]
+    checks = [_launch_checks(lib, combined), _emulator_assert_checks(module, lib),
+              bounds_checks(lib) if check else None]
     return CompiledModule(module, lib, f"cuda:{arch}", c_names, sources=sources, cubin=cubin,
                           after_call=[c for c in checks if c is not None])
 
 
-def build_emulator(module: IRModule, check: bool) -> tuple[ctypes.CDLL, str]:
-    """The emulator's library for a lowered CUDA module (in checking mode when `check`), and its C++ source:
-    the kernels, the host functions and one exported `launch_<kernel>` per kernel."""
-    emu_device, emu_host = emit_cuda(module, emulator=True, check=check)
+def build_emulator(module: IRModule, check: bool, arch: str) -> tuple[ctypes.CDLL, str]:
+    """The emulator's library for a lowered CUDA module (in checking mode when `check`; launches limited to
+    what architecture `arch` allows), and its C++ source: the kernels, the host functions and one exported
+    `launch_<kernel>` per kernel."""
+    emu_device, emu_host = emit_cuda(module, emulator=True, check=check, smem_limit=shared_memory_per_block(arch))
     combined = emu_device + "\n" + emu_host
     include = str(INCLUDE_DIR)
     flags = (*EMULATOR_FLAGS, f"-I{include}", f"-DHIDET_LANG_HEADERS={include_dirs_hash((include,))[:16]}")
@@ -81,7 +85,7 @@ def verify_cubins(module: IRModule, device_source: str, host_source: str, archs:
     if not archs.strip():
         return
     build_library(host_source, language="c", flags=DEFAULT_C_FLAGS, version=__version__)
-    kernels = {CEmitter().c_function_name(f) for f in module.functions if f.attrs.kind == "cuda_kernel"}
+    kernels = set(_kernel_symbols(module))
     for arch in filter(None, (a.strip() for a in archs.split(","))):
         cubin = build_cubin(device_source, arch=normalize_arch(arch), include_dirs=[str(INCLUDE_DIR)],
                             version=__version__)
@@ -91,29 +95,28 @@ def verify_cubins(module: IRModule, device_source: str, host_source: str, archs:
             raise RuntimeError(f"the {arch} cubin lacks kernel symbol(s) {', '.join(sorted(missing))}")
 
 
+def _kernel_symbols(module: IRModule) -> list[str]:
+    """The device symbols of the module's kernels, in the order the host code numbers them."""
+    return [CEmitter().c_function_name(f) for f in module.functions if f.attrs.kind == "cuda_kernel"]
+
+
 def _bind_gpu(module: IRModule, lib: ctypes.CDLL, cubin: bytes) -> tuple[dict[str, str], object]:
-    """Load the cubin, hand the kernels and the driver's launch entry points to the host library."""
-    cu_module = cuda_driver.load_module(cubin)
-    kernels = [f for f in module.functions if f.attrs.kind == "cuda_kernel"]
-    symbols = [CEmitter().c_function_name(k) for k in kernels]
-    functions = [cuda_driver.get_function(cu_module, s) for s in symbols]
-    handles = (ctypes.c_void_p * max(len(kernels), 1))(*functions)
-    static_smem = (ctypes.c_longlong * max(len(kernels), 1))(*map(cuda_driver.static_shared_bytes, functions))
-    launch, set_attribute = cuda_driver.launch_entry_points()
-    lib.hidet_lang_bind_gpu.argtypes = [ctypes.c_void_p] * 4
-    lib.hidet_lang_bind_gpu.restype = None
-    lib.hidet_lang_bind_gpu(launch, set_attribute, ctypes.cast(handles, ctypes.c_void_p),
-                            ctypes.cast(static_smem, ctypes.c_void_p))
-    _set_smem_limit(lib, cuda_driver.shared_memory_per_block())
-    lib._hidet_lang_keep = (cu_module, handles)  # the kernels live as long as the library
-    return CudaHostEmitter(module).names_of(module), cu_module
-
-
-def _set_smem_limit(lib: ctypes.CDLL, limit: int) -> None:
-    """Tell a module's launchers how much shared memory (static + dynamic) a block may have."""
-    lib.hidet_lang_set_smem_limit.argtypes = [ctypes.c_longlong]
-    lib.hidet_lang_set_smem_limit.restype = None
-    lib.hidet_lang_set_smem_limit(limit)
+    """Load the cubin, hand the kernels, their static shared memory, the device's shared memory a block and the
+    driver's launch entry points to the host library (once a library: a later build of the same sources
+    reuses the binding)."""
+    bound = getattr(lib, "_hidet_lang_bound", None)
+    if bound is None:
+        cu_module = cuda_driver.load_module(cubin)
+        functions = [cuda_driver.get_function(cu_module, s) for s in _kernel_symbols(module)]
+        handles = (ctypes.c_void_p * max(len(functions), 1))(*functions)
+        static_smem = (ctypes.c_longlong * max(len(functions), 1))(*map(cuda_driver.static_shared_bytes, functions))
+        launch, set_attribute = cuda_driver.launch_entry_points()
+        lib.hidet_lang_bind_gpu.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_longlong]
+        lib.hidet_lang_bind_gpu.restype = None
+        lib.hidet_lang_bind_gpu(launch, set_attribute, ctypes.cast(handles, ctypes.c_void_p),
+                                ctypes.cast(static_smem, ctypes.c_void_p), cuda_driver.shared_memory_per_block())
+        bound = lib._hidet_lang_bound = (cu_module, handles)  # the kernels live as long as the library
+    return CudaHostEmitter(module).names_of(module), bound[0]
 
 
 def _launch_checks(lib: ctypes.CDLL, source: str) -> AfterCall:
@@ -146,7 +149,7 @@ def _with_dsl_lines(text: str, source: str) -> str:
 
 def _device_asserts(module: IRModule) -> dict[int, AssertStmt]:
     """The assertions of a module's CUDA functions, by DSL line (what the device records when one fails)."""
-    asserts = [s for f in module.functions if f.attrs.kind.startswith("cuda") for s in collect(f.body, AssertStmt)]
+    asserts = [s for f in module.functions if f.attrs.kind in DEVICE_KINDS for s in collect(f.body, AssertStmt)]
     return {s.span.line: s for s in asserts if s.span is not None}
 
 

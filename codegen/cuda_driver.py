@@ -12,9 +12,7 @@ import functools
 import threading
 from typing import Any
 
-from codegen.errors import CudaToolkitMissingError
-
-INSTALL_HINT = "pip install cuda-python nvidia-cuda-nvrtc nvidia-cuda-runtime"
+from codegen.errors import CUDA_INSTALL_COMMAND, CudaToolkitMissingError
 
 
 class CudaDriverError(RuntimeError):
@@ -44,7 +42,8 @@ def driver() -> Any:
     try:
         from cuda.bindings import driver as drv
     except ImportError as e:
-        raise CudaToolkitMissingError(f"running on a GPU needs cuda-python ({e}); install it: {INSTALL_HINT}") from None
+        raise CudaToolkitMissingError(f"running on a GPU needs cuda-python ({e}); install it: "
+                                      f"{CUDA_INSTALL_COMMAND}") from None
     return drv
 
 
@@ -129,6 +128,7 @@ def static_shared_bytes(function: int) -> int:
     return int(check(drv.cuFuncGetAttribute(attribute, drv.CUfunction(function)), "cuFuncGetAttribute"))
 
 
+@functools.cache
 def shared_memory_per_block() -> int:
     """The shared memory a block may have on device 0 (static + dynamic, after opting in), in bytes."""
     drv = driver()

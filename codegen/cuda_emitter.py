@@ -15,14 +15,13 @@ from codegen.c_emitter import CEmitter, c_string
 from hidet_lang.errors import DSLSyntaxError
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
-from hidet_lang.ir.func import Function, IRModule
+from hidet_lang.ir.func import DEVICE_KINDS, Function, IRModule
 from hidet_lang.ir.functor import collect
 from hidet_lang.ir.intrinsics import SYNC_INTRINSICS
 from hidet_lang.ir.span import Span
 from hidet_lang.ir.types import DataType, TensorType, Type
 from hidet_lang.passes.kind_rules import shared_memory_declarations
 
-DEVICE_KINDS = ("cuda_kernel", "cuda_internal")
 CUDA_SCALARS = {"float16": "half", "bfloat16": "__nv_bfloat16"}
 MAX_THREADS_PER_BLOCK = 1024
 
@@ -116,6 +115,12 @@ class CudaDeviceEmitter(CEmitter):
 
     def scalar(self, t: DataType) -> str:
         return CUDA_SCALARS.get(t.name, t.c_name)
+
+    @staticmethod
+    def passed_as_float(f: Function, p: E.Var) -> bool:
+        """Never on the device: a kernel takes its half-precision scalars as they are (the host launcher converts
+        the `float` it is called with and passes the 16-bit value)."""
+        return False
 
     def prelude(self) -> str:
         return _DEVICE_PRELUDE
@@ -267,7 +272,9 @@ class CudaDeviceEmitter(CEmitter):
         args = f"{self.expr(base)}, (long long)({self.expr(index)}), {self.extent(base)}"
         if not self.check:
             return f"hl_emu_store_guard({args}, {name}, {self.where()})"
-        flags = 0 if address_only else (ACCESS_WRITE if write else ACCESS_READ) | (space or 0)
+        if space is None or (space == SPACE_GLOBAL and self.current and self.current.attrs.kind != "cuda_kernel"):
+            space = SPACE_SHARED  # a pointer, or a device function's parameter, may be shared memory: look it up
+        flags = 0 if address_only else (ACCESS_WRITE if write else ACCESS_READ) | space
         return f"hl_emu_checked({args}, {flags}, {name}, {self.where()})"
 
     def stmt_BufferStoreStmt(self, s: S.BufferStoreStmt) -> None:
@@ -356,10 +363,6 @@ typedef struct {
 static char hl_launch_message[512];
 static int hl_launch_failed = 0;
 static int hl_launch_code = 0;
-/* The shared memory a block may have (static + dynamic); 0 until the runtime sets it for the device. */
-static long long hl_smem_limit = 0;
-
-HL_EXPORT void hidet_lang_set_smem_limit(long long bytes) { hl_smem_limit = bytes; }
 
 static void hl_launch_error(int code, const char *fmt, const char *kernel, const char *where,
                             long long a, long long b, long long c) {
@@ -395,10 +398,12 @@ static hl_cu_func_set_attribute_t hl_cu_func_set_attribute = 0;
 static void *hl_cu_functions[HL_NUM_KERNELS + 1];
 static long long hl_cu_dynamic_smem_allowed[HL_NUM_KERNELS + 1];
 
-/* The driver's entry points and the kernels' handles, with each kernel's static shared memory as the
-   driver reports it. A kernel may use up to 48 KB of shared memory in all before it must opt in to more. */
+/* The driver's entry points and the kernels' handles, with each kernel's static shared memory and the
+   device's shared memory a block as the driver reports them. A kernel may use up to 48 KB of shared memory in
+   all before it must opt in to more. */
 HL_EXPORT void hidet_lang_bind_gpu(void *launch_kernel, void *func_set_attribute, void **functions,
-                                   const long long *static_smem) {
+                                   const long long *static_smem, long long smem_limit) {
+    hl_smem_limit = smem_limit;
     hl_cu_launch_kernel = (hl_cu_launch_kernel_t)launch_kernel;
     hl_cu_func_set_attribute = (hl_cu_func_set_attribute_t)func_set_attribute;
     for (int i = 0; i < HL_NUM_KERNELS; i++) {
@@ -467,11 +472,12 @@ static void hl_launch(int kernel, const hl_kernel_info *info, const char *const 
 class CudaHostEmitter(CEmitter):
     """Prints the host functions of a CUDA module, and one launcher per kernel, as C."""
 
-    def __init__(self, module: IRModule, emulator: bool = False, check: bool = False) -> None:
+    def __init__(self, module: IRModule, emulator: bool = False, check: bool = False, smem_limit: int = 0) -> None:
         super().__init__()
         self.module = module
         self.emulator = emulator
         self.check = check and emulator
+        self.smem_limit = smem_limit
         self.kernels = [f for f in module.functions if f.attrs.kind == "cuda_kernel"]
 
     def scalar(self, t: DataType) -> str:
@@ -488,8 +494,10 @@ class CudaHostEmitter(CEmitter):
 
     def prelude(self) -> str:
         static_smem = "".join(f"{static_shared_bytes(self.module, k)}, " for k in self.kernels)
+        # the shared memory a block may have (static + dynamic); on a GPU the binding sets the device's
         return (super().prelude() + f"#define HL_NUM_KERNELS {len(self.kernels)}\n"
-                + f"static long long hl_static_smem[HL_NUM_KERNELS + 1] = {{{static_smem}0}};\n" + _HOST_PRELUDE)
+                + f"static long long hl_static_smem[HL_NUM_KERNELS + 1] = {{{static_smem}0}};\n"
+                + f"static long long hl_smem_limit = {self.smem_limit};\n" + _HOST_PRELUDE)
 
     def emit_module(self, module: IRModule) -> str:
         host = IRModule(tuple(f for f in module.functions if f.attrs.kind != "cuda_internal"))
@@ -551,10 +559,11 @@ class CudaHostEmitter(CEmitter):
         return out + ["1LL"] * (3 - len(out))
 
 
-def emit_cuda(module: IRModule, *, emulator: bool = False, check: bool = False) -> tuple[str, str]:
+def emit_cuda(module: IRModule, *, emulator: bool = False, check: bool = False,
+              smem_limit: int = 0) -> tuple[str, str]:
     """The device source and the host source of a lowered CUDA module (see `CudaDeviceEmitter` for the
-    emulator's variant and its checking mode)."""
+    emulator's variant and its checking mode). The host refuses launches with more shared memory a block than
+    `smem_limit` bytes (a GPU's binding sets the device's limit instead)."""
     device = CudaDeviceEmitter(emulator=emulator, check=check).emit_module(module)
-    host = CudaHostEmitter(module, emulator=emulator, check=check).emit_module(module)
+    host = CudaHostEmitter(module, emulator=emulator, check=check, smem_limit=smem_limit).emit_module(module)
     return device, host
-

@@ -10,9 +10,14 @@ _SHARED_MEMORY_PER_BLOCK = {
 }
 
 
+def arch_number(arch: str) -> int:
+    """The compute capability number of a normalized architecture ("sm_90a" -> 90)."""
+    return int(arch[3:].rstrip("af"))
+
+
 def shared_memory_per_block(arch: str) -> int:
-    """The shared memory a block may have on `arch` ('sm_XY', with an optional 'a'/'f' suffix), in bytes; for
-    an architecture not in the table, that of the closest older one."""
-    capability = int(arch.removeprefix("sm_").rstrip("af"))
+    """The shared memory a block may have on normalized architecture `arch` (e.g. 'sm_90a'), in bytes; for an
+    architecture not in the table, that of the closest older one."""
+    capability = arch_number(arch)
     known = [c for c in _SHARED_MEMORY_PER_BLOCK if c <= capability]
     return _SHARED_MEMORY_PER_BLOCK[max(known)] if known else 48 * 1024

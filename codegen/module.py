@@ -10,7 +10,7 @@ from codegen.arguments import ctype_of, make_caller
 from codegen.c_emitter import ASSERT_STATUS_SYMBOL, FLUSH_SYMBOL
 from hidet_lang.errors import without_compiler_frames
 from hidet_lang.ir.expr import Intrinsic
-from hidet_lang.ir.func import HOST_CALLABLE_KINDS, IRModule
+from hidet_lang.ir.func import DEVICE_KINDS, HOST_CALLABLE_KINDS, IRModule
 from hidet_lang.ir.functor import collect
 from hidet_lang.ir.stmt import AssertStmt
 
@@ -96,7 +96,7 @@ class CompiledModule:
 
 def host_checks(ir: IRModule, lib: ctypes.CDLL) -> AfterCall | None:
     """What host code needs after every call: report its failed assertions, flush printf (only when used)."""
-    has_assert = bool(collect(ir, AssertStmt))
+    has_assert = any(collect(f.body, AssertStmt) for f in ir.functions if f.attrs.kind not in DEVICE_KINDS)
     has_printf = any(i.name == "printf" for i in collect(ir, Intrinsic))
     if not has_assert and not has_printf:
         return None

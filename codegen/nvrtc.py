@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .compiler import Diagnostic, format_diagnostics
+from .cuda_limits import arch_number
 from .errors import CUDA_INSTALL_COMMAND, CudaToolkitMissingError, NVRTCCompilationError
 
 __all__ = [
@@ -65,11 +66,6 @@ def normalize_arch(arch: str | int) -> str:
     return f"sm_{number}{suffix}"
 
 
-def _arch_number(arch: str) -> int:
-    """The compute capability number of a normalized architecture ("sm_90a" -> 90)."""
-    return int(arch[3:].rstrip("af"))
-
-
 _supported: list[str] | None = None
 
 
@@ -86,7 +82,7 @@ def supported_archs() -> list[str]:
 def _require_supported(arch: str) -> None:
     """Raise ValueError when this NVRTC cannot compile for the normalized architecture `arch`."""
     supported = supported_archs()
-    if f"sm_{_arch_number(arch)}" not in supported:
+    if f"sm_{arch_number(arch)}" not in supported:
         major, minor = nvrtc_version()
         raise ValueError(
             f"CUDA architecture {arch!r} is not supported by NVRTC {major}.{minor}; supported: {', '.join(supported)}"

@@ -323,10 +323,7 @@ class Parser:
             value = self.visit_expr(node.value)
             if isinstance(value, B.LocalTensorRequest):
                 raise self.error(node, "declare a local tensor without an annotation: `x = register_tensor(...)`")
-            try:
-                init = semantics.assignable(vtype, value, f"'{name}'")
-            except TypeError as e:
-                raise self.error(node, str(e)) from None
+            init = self.host_call(node, semantics.assignable, vtype, value, f"'{name}'")
         self.emit(S.DeclareStmt(var, init, self.span(node)))
         self.bind(name, var)
 
@@ -358,11 +355,8 @@ class Parser:
             indices = self.subscript_indices(target)
             if not isinstance(base, E.Expr):
                 raise self.error(target, f"cannot store into {semantics.describe(base)}")
-            try:
-                elem = semantics.element(base, indices)
-                stored = semantics.assignable(elem.type, value, "an element")
-            except TypeError as e:
-                raise self.error(target, str(e)) from None
+            elem = self.host_call(target, semantics.element, base, indices)
+            stored = self.host_call(target, semantics.assignable, elem.type, value, "an element")
             self.emit(S.BufferStoreStmt(base, elem.indices, stored, self.span(node)))
         elif isinstance(target, ast.Attribute):
             owner = self.visit_expr(target.value)
@@ -382,10 +376,7 @@ class Parser:
                 existing = scope[name]
                 break
         if isinstance(existing, E.Var) and not isinstance(value, (B.LocalTensorRequest, B.TensorPointerRequest)):
-            try:
-                converted = semantics.assignable(existing.type, value, f"'{name}'")
-            except TypeError as e:
-                raise self.error(node, str(e)) from None
+            converted = self.host_call(node, semantics.assignable, existing.type, value, f"'{name}'")
             self.emit(S.AssignStmt(existing, converted, self.span(node)))
             return
         if isinstance(value, B.LocalTensorRequest):
@@ -396,20 +387,14 @@ class Parser:
             var = E.Var(self.fresh_name(name), PointerType(TensorType(value.dtype, shape)), self.span(node))
             init = None
             if value.init is not None:
-                try:
-                    init = semantics.assignable(var.type, value.init, f"'{name}'")
-                except TypeError as e:
-                    raise self.error(node, str(e)) from None
+                init = self.host_call(node, semantics.assignable, var.type, value.init, f"'{name}'")
             self.emit(S.DeclareStmt(var, init, self.span(node)))
         elif isinstance(value, (E.Expr, int, float)):
             if isinstance(value, E.Expr) and isinstance(value.type, TensorType):
                 self.bind(name, value)  # an alias of a tensor
                 return
-            try:
-                vtype = semantics.new_variable_type(value)
-                init = semantics.assignable(vtype, value, f"'{name}'")
-            except TypeError as e:
-                raise self.error(node, str(e)) from None
+            vtype = self.host_call(node, semantics.new_variable_type, value)
+            init = self.host_call(node, semantics.assignable, vtype, value, f"'{name}'")
             var = E.Var(self.fresh_name(name), vtype, self.span(node))
             self.emit(S.DeclareStmt(var, init, self.span(node)))
         else:
@@ -446,11 +431,11 @@ class Parser:
                 raise self.error(node, f"min_blocks must be a positive int, got {value!r}", DSLValueError)
             return value
         if attr == "dynamic_smem_bytes":
-            return E.convert(value)
+            return self.host_call(node, E.convert, value)
         dims = value if isinstance(value, (tuple, list)) else (value,)
         if not 1 <= len(dims) <= 3:
             raise self.error(node, f"{attr} has 1 to 3 dimensions, got {len(dims)}", DSLValueError)
-        return tuple(E.convert(d) for d in dims)
+        return tuple(self.host_call(node, E.convert, d) for d in dims)
 
     def visit_If(self, node: ast.If) -> None:
         cond = self.visit_expr(node.test)
@@ -458,10 +443,7 @@ class Parser:
             chosen = node.body if cond else node.orelse
             self.emit(self.block(chosen))
             return
-        try:
-            c = semantics.condition(cond, "an `if` condition")
-        except TypeError as e:
-            raise self.error(node.test, str(e)) from None
+        c = self.host_call(node.test, semantics.condition, cond, "an `if` condition")
         then_body = self.block(node.body)
         else_body = self.block(node.orelse) if node.orelse else None
         self.emit(S.IfStmt(c, then_body, else_body, self.span(node)))
@@ -470,10 +452,7 @@ class Parser:
         if node.orelse:
             raise self.error(node, "`while ... else` is not supported", DSLSyntaxError)
         cond = self.visit_expr(node.test)
-        try:
-            c = semantics.condition(cond, "a `while` condition")
-        except TypeError as e:
-            raise self.error(node.test, str(e)) from None
+        c = self.host_call(node.test, semantics.condition, cond, "a `while` condition")
         self.loops.append(_LoopFrame(unrolled=False))
         body = self.block(node.body)
         self.loops.pop()
@@ -500,16 +479,13 @@ class Parser:
         if node.value is None:
             self.emit(S.ReturnStmt(None, self.span(node)))
             return
-        value = E.convert(self.host_call(node, lambda v: v, self.visit_expr(node.value)))
+        value = self.host_call(node, E.convert, self.visit_expr(node.value))
         if isinstance(value.type, TensorType):
             raise self.error(node, "a function cannot return a tensor; write into a tensor argument")
         if isinstance(value.type, VoidType):
             raise self.error(node, "cannot return the result of a function that returns nothing")
         if self.ctx.declared_return is not None:
-            try:
-                value = semantics.assignable(self.ctx.declared_return, value, "the return value")
-            except TypeError as e:
-                raise self.error(node, str(e)) from None
+            value = self.host_call(node, semantics.assignable, self.ctx.declared_return, value, "the return value")
         self.ctx.return_types.append(value.type)
         self.emit(S.ReturnStmt(value, self.span(node)))
 
@@ -523,10 +499,7 @@ class Parser:
             if not cond:
                 raise self.error(node, f"static assertion failed: {text}", DSLValueError)
             return
-        try:
-            c = semantics.condition(cond, "an assertion")
-        except TypeError as e:
-            raise self.error(node.test, str(e)) from None
+        c = self.host_call(node.test, semantics.condition, cond, "an assertion")
         self.emit(S.AssertStmt(c, text, self.span(node)))
 
     def visit_For(self, node: ast.For) -> None:
@@ -580,14 +553,11 @@ class Parser:
         """`for i in range(start, stop, step)`."""
         if len(names) != 1:
             raise self.error(node.target, "range() gives one loop variable", DSLSyntaxError)
-        start, stop, step = (E.convert(x) for x in rng.bounds) if isinstance(rng, _RangeCall) else (
-            E.convert(rng.start), E.convert(rng.stop), E.convert(rng.step))
+        bounds = rng.bounds if isinstance(rng, _RangeCall) else (rng.start, rng.stop, rng.step)
+        start, stop, step = (self.host_call(node.iter, E.convert, x) for x in bounds)
         if isinstance(step, E.Constant) and step.value == 0:
             raise self.error(node.iter, "range() step must not be zero", DSLValueError)
-        try:
-            itype = semantics.index_type([start, stop, step])
-        except TypeError as e:
-            raise self.error(node.iter, str(e)) from None
+        itype = self.host_call(node.iter, semantics.index_type, [start, stop, step])
         var = E.Var(self.fresh_name(names[0]), itype, self.span(node.target))
         body = self.loop_body(node, {names[0]: var})
         self.emit(S.ForStmt(var, _cast_to(start, itype), _cast_to(stop, itype), _cast_to(step, itype), body, "",
@@ -595,13 +565,10 @@ class Parser:
 
     def for_grid(self, node: ast.For, names: list[str], g: B.GridLoop) -> None:
         """`for i, j in grid(m, n)`: nested loops."""
-        extents = [E.convert(x) for x in g.extents]
+        extents = [self.host_call(node.iter, E.convert, x) for x in g.extents]
         vars_ = []
         for k, ext in enumerate(extents):
-            try:
-                itype = semantics.index_type([ext])
-            except TypeError as e:
-                raise self.error(node.iter, str(e)) from None
+            itype = self.host_call(node.iter, semantics.index_type, [ext])
             hint = names[k] if len(names) == len(extents) else f"{names[0]}_{k}"
             vars_.append(E.Var(self.fresh_name(hint), itype, self.span(node.target)))
         if len(names) == len(extents):
@@ -624,7 +591,7 @@ class Parser:
         if len(names) != dims:
             raise self.error(node.target, f"the mapping's tasks have {dims} coordinate(s) but the loop names "
                                           f"{len(names)} variable(s)", DSLValueError)
-        worker = E.convert(on.worker)
+        worker = self.host_call(node.iter, E.convert, on.worker)
         wt = worker.type
         if not (isinstance(wt, DataType) and wt.is_integer):
             raise self.error(node.iter, f"a worker index must be an integer, got {semantics.describe(worker)}")
@@ -769,7 +736,7 @@ class Parser:
             return self.visit_expr(node.body if cond else node.orelse)
         a, b = self.visit_expr(node.body), self.visit_expr(node.orelse)
         c = self.host_call(node, semantics.condition, cond, "a conditional expression")
-        ea, eb = E.convert(a), E.convert(b)
+        ea, eb = self.host_call(node.body, E.convert, a), self.host_call(node.orelse, E.convert, b)
         ta, tb = ea.type, eb.type
         if isinstance(ta, DataType) and isinstance(tb, DataType) and ta != tb:
             t = semantics.binary("+", ea, eb).type

@@ -54,6 +54,8 @@ def fold(op: str, a: int | float | bool, b: int | float | bool, dtype: DataType)
     a, b = int(a), int(b)
     if op in ("/", "%") and b == 0:
         raise ZeroDivisionError("integer division by zero")
+    if op in ("<<", ">>") and not 0 <= b < 8 * dtype.nbytes:
+        raise ValueError(f"shift by {b} of a {8 * dtype.nbytes}-bit value (undefined in C)")
     result = {
         "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: c_div(a, b),
         "%": lambda: c_mod(a, b), "&": lambda: a & b, "|": lambda: a | b, "^": lambda: a ^ b,

@@ -12,6 +12,7 @@ from hidet_lang.ir.types import Type
 
 FUNC_KINDS = ("public", "cpu_kernel", "cpu_internal", "cuda_kernel", "cuda_internal")
 HOST_CALLABLE_KINDS = ("public", "cpu_kernel", "cuda_kernel")
+DEVICE_KINDS = ("cuda_kernel", "cuda_internal")  # the functions that run on a CUDA device
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,3 +16,9 @@ SYNC_INTRINSICS = frozenset({
     "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync", "ballot_sync", "any_sync", "all_sync",
     "mma_m16n8k16_f16_f32", "ldmatrix_x4",
 })
+
+# Intrinsics that do something besides computing their value: an expression holding one is never dropped.
+EFFECTFUL_INTRINSICS = SYNC_INTRINSICS | frozenset({
+    "atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_exchange", "atomic_cas", "printf",
+    "cp_async_4", "cp_async_8", "cp_async_16", "cp_async_commit_group", "cp_async_wait_group", "cp_async_wait_all",
+})

@@ -13,7 +13,7 @@ import dataclasses
 from hidet_lang.errors import DSLTypeError, DSLValueError
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
-from hidet_lang.ir.func import Function, IRModule
+from hidet_lang.ir.func import DEVICE_KINDS, Function, IRModule
 from hidet_lang.ir.functor import collect
 from hidet_lang.ir.intrinsics import CUDA_INTRINSICS
 from hidet_lang.ir.node import child_field_names
@@ -40,7 +40,7 @@ def check_kind_rules(func: Function, attr_spans: dict[str, Span] | None = None) 
     """Raise a DSL error at the first statement that `func`'s kind does not allow, or at a launch attribute
     (`attr_spans` locates them) whose constant value no launch could accept."""
     kind = func.attrs.kind
-    is_cuda = kind.startswith("cuda")
+    is_cuda = kind in DEVICE_KINDS
     if func.attrs.kind_inferred and kind == "cpu_internal" and attr_spans is not None:
         return  # parsing: the module decides later whether it is CPU or CUDA code
     if not is_cuda:
@@ -131,7 +131,7 @@ def resolve_inferred_kinds(module: IRModule) -> IRModule:
         changed = False
         for f in module.functions:
             if f.attrs.kind_inferred and kinds[f.name] == "cpu_internal" and callers[f.name] and all(
-                    kinds[c].startswith("cuda") for c in callers[f.name]):
+                    kinds[c] in DEVICE_KINDS for c in callers[f.name]):
                 kinds[f.name] = "cuda_internal"
                 changed = True
     if all(kinds[f.name] == f.attrs.kind for f in module.functions):
@@ -145,16 +145,16 @@ def check_module_rules(module: IRModule) -> None:
     """Rules between the functions of a module: who may call whom, and what host code of a CUDA module may
     touch. Raises a DSL error at the offending statement."""
     kinds = {f.name: f.attrs.kind for f in module.functions}
-    has_cuda = any(k.startswith("cuda") for k in kinds.values())
+    has_cuda = any(k in DEVICE_KINDS for k in kinds.values())
     for f in module.functions:
         if f.attrs.kind_inferred:
             check_kind_rules(f)
-        on_device = f.attrs.kind.startswith("cuda")
+        on_device = f.attrs.kind in DEVICE_KINDS
         for stmt in collect(f.body, S.Stmt):
             expressions = _own_expressions(stmt)
             for call in (c for e in expressions for c in collect(e, E.Call)):
                 callee_kind = kinds[call.func_name]
-                if on_device and not callee_kind.startswith("cuda"):
+                if on_device and callee_kind not in DEVICE_KINDS:
                     raise DSLTypeError(f"'{call.func_name}' is a '{callee_kind}' function and cannot be called from "
                                        f"CUDA code", stmt.span)
                 if on_device and callee_kind == "cuda_kernel":

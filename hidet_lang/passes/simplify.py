@@ -2,9 +2,10 @@
 
 Requires: any IR. Ensures: operations on constants are folded with C's semantics (integer wrap-around,
 truncating division, `%` with the dividend's sign); `x + 0`, `x * 1`, `x / 1`, `x - 0` lose the identity;
-`x * 0` and `x % 1` become 0 on integers when `x` has no calls; `(x + c1) + c2` becomes `x + (c1 + c2)`;
-casts of constants fold; `if` statements and conditional expressions with constant conditions keep one side.
-Division by a constant zero is left for the program to meet at run time.
+`x * 0` and `x % 1` become 0 on integers when `x` has no calls and no intrinsic with effects; `(x + c1) + c2`
+becomes `x + (c1 + c2)`; casts of constants fold; `if` statements and conditional expressions with constant
+conditions keep one side. Division by a constant zero and shifts out of range are left for the program to meet
+at run time.
 """
 
 from __future__ import annotations
@@ -13,13 +14,18 @@ from typing import Any
 
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
-from hidet_lang.ir.evaluate import convert_value, fold, operand_type_of
+from hidet_lang.ir.evaluate import convert_value, evaluate
 from hidet_lang.ir.functor import IRRewriter, collect
+from hidet_lang.ir.intrinsics import EFFECTFUL_INTRINSICS
 from hidet_lang.ir.types import DataType
 
 
 def _const(e: E.Expr, value: Any) -> bool:
     return isinstance(e, E.Constant) and e.value == value and not isinstance(e.value, bool)
+
+
+def _has_effects(e: E.Expr) -> bool:
+    return bool(collect(e, E.Call)) or any(i.name in EFFECTFUL_INTRINSICS for i in collect(e, E.Intrinsic))
 
 
 def _is_int(e: E.Expr) -> bool:
@@ -37,9 +43,8 @@ class Simplifier(IRRewriter):
         result_type = e.type
         if isinstance(a, E.Constant) and isinstance(b, E.Constant) and isinstance(result_type, DataType):
             try:
-                value = fold(op, convert_value(a.value, operand_type_of(e)), convert_value(b.value, operand_type_of(e)),
-                             operand_type_of(e))
-            except (ZeroDivisionError, OverflowError, ValueError):
+                value = evaluate(e, {})
+            except (ZeroDivisionError, OverflowError, ValueError):  # left for the program to meet at run time
                 return e
             return E.Constant(convert_value(value, result_type), result_type, e.span)
         same_type = a.type == b.type
@@ -53,9 +58,9 @@ class Simplifier(IRRewriter):
             return a
         if op == "*" and _const(a, 1):
             return b
-        if _is_int(a) and not collect(e, E.Call):
-            if op == "*" and (_const(a, 0) or _const(b, 0)) or op == "%" and _const(b, 1):
-                return E.Constant(0, result_type, e.span)
+        if (op == "*" and (_const(a, 0) or _const(b, 0)) or op == "%" and _const(b, 1)) and _is_int(a) \
+                and not _has_effects(e):
+            return E.Constant(0, result_type, e.span)
         if op in ("+", "*") and isinstance(b, E.Constant) and isinstance(a, E.BinaryOp) and a.op == op and \
                 isinstance(a.b, E.Constant) and a.type == b.type and _is_int(b):
             inner = self.visit(E.BinaryOp(op, a.b, b))

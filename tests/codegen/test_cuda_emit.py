@@ -6,7 +6,7 @@ import pytest
 
 import hidet_lang as hidet
 from codegen.cuda_emitter import emit_cuda
-from hidet_lang import attrs, f32, i32, repeat, spatial
+from hidet_lang import attrs, bf16, f16, f32, i32, repeat, spatial
 from hidet_lang.cuda import blockIdx, shared_tensor, syncthreads, threadIdx
 from hidet_lang.errors import DSLError
 from hidet_lang.passes.pipeline import lower
@@ -96,6 +96,24 @@ def line_of(marker: str) -> int:
             if marker in text and "line_of(" not in text:
                 return number
     raise AssertionError(marker)
+
+
+def test_half_precision_scalars_reach_the_kernel_as_16_bit_values() -> None:
+    with hidet.script_module() as module:
+
+        @hidet.script
+        def halves(v: f16, w: bf16, out: f16[32]):
+            attrs.func_kind = "cuda_kernel"
+            attrs.cuda.block_dim = 32
+            attrs.cuda.grid_dim = 1
+            out[threadIdx.x] = v + f16(float(w))
+
+    device, host = emit_cuda(lower(module.ir_module()))
+    # the kernel's parameters are 2 bytes, as the launcher's argument array holds them (ctypes passes floats,
+    # which only the host launcher converts)
+    assert "void halves(half v, __nv_bfloat16 w, half * out)" in device
+    assert "void launch_halves(float v_f32, float w_f32, " in host
+    assert "_Float16 v = (_Float16)v_f32;" in host and "uint16_t w = hl_bf16_bits(w_f32);" in host
 
 
 def test_block_dim_over_1024_threads_is_an_error_at_the_attribute() -> None:

@@ -265,3 +265,5 @@ def test_shared_memory_is_limited_by_the_target_architecture() -> None:
     y = np.zeros(256, np.float32)
     big_smem_module.build(target="cuda:sm_90")(sm80_floats + 1, x, y)  # sm_90: 227 KB
     np.testing.assert_array_equal(y, 2 * x[::-1])
+    with pytest.raises(RuntimeError, match="exceed the 166912 bytes"):  # each target keeps its own limit
+        big_smem_module.build(target="cuda:sm_80")(sm80_floats + 1, x, y)

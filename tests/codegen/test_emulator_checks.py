@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 
 import hidet_lang as hidet
 from codegen.cuda_backend import backend
-from hidet_lang import attrs, f32, i32
+from hidet_lang import attrs, f32, i32, register_tensor
 from hidet_lang.cuda import shared_tensor, syncthreads, threadIdx
 from hidet_lang.ir.mapping import TaskMapping
 from hidet_lang.testing import task_mappings, task_recorder
@@ -92,6 +92,23 @@ def uninitialized(out: f32[64]):
 
 
 @hidet.script
+def read_element(buf: f32[128], i: i32) -> f32:
+    attrs.func_kind = "cuda_internal"
+    return buf[i]  # MARK: uninitialized-through-call
+
+
+@hidet.script
+def uninitialized_through_call(out: f32[64]):
+    attrs.func_kind = "cuda_kernel"
+    attrs.cuda.block_dim = 64
+    attrs.cuda.grid_dim = 1
+    buf = shared_tensor(f32, [128])
+    buf[threadIdx.x] = 2.0
+    syncthreads()
+    out[threadIdx.x] = read_element(buf, threadIdx.x + 64)
+
+
+@hidet.script
 def divergent(out: f32[64]):
     attrs.func_kind = "cuda_kernel"
     attrs.cuda.block_dim = 64
@@ -107,9 +124,11 @@ def divergent(out: f32[64]):
         (racy, "missing-barrier", "(?i)race|barrier"),
         (shared_race, "race", "(?i)race"),
         (uninitialized, "uninitialized", "(?i)uninitiali"),
+        (uninitialized_through_call, "uninitialized-through-call", "(?i)uninitiali"),
         (divergent, "divergent", "(?i)exited|wait"),
     ],
-    ids=["missing-barrier", "race", "uninitialized-read", "barrier-in-divergent-branch"],
+    ids=["missing-barrier", "race", "uninitialized-read", "uninitialized-read-in-a-device-function",
+         "barrier-in-divergent-branch"],
 )
 def test_planted_bug_is_reported_at_its_line(kernel, marker: str, what: str) -> None:
     built = one_block_kernel(kernel)
@@ -165,3 +184,28 @@ def test_random_mapping_kernels_on_the_emulator_match_the_semantics(m: TaskMappi
     for w in range(m.num_workers):
         assert [tuple(t) for t in out[w].tolist()] == m(w), f"worker {w} of {m}"
     assert (out[m.num_workers:] == -1).all()
+
+
+with hidet.script_module() as host_index_module:
+
+    @hidet.script
+    def scale_all(n: i32, a: f32[n]):  # noqa: F821 (parameters)
+        attrs.func_kind = "cuda_kernel"
+        attrs.cuda.block_dim = 32
+        attrs.cuda.grid_dim = 1
+        if threadIdx.x < n:
+            a[threadIdx.x] = a[threadIdx.x] * 2.0
+
+    @hidet.script
+    def host_then_kernel(k: i32, a: f32[4]):
+        attrs.func_kind = "public"
+        buf = register_tensor(f32, [4])
+        buf[k] = 1.0  # MARK: host-index
+        scale_all(4, a)
+
+
+def test_checking_mode_reports_an_out_of_bounds_access_in_a_host_function() -> None:
+    built = host_index_module.build(check=True)
+    built(3, np.ones(4, np.float32))
+    with pytest.raises(IndexError, match=rf"{line_of('host-index')}"):
+        built(100, np.ones(4, np.float32))

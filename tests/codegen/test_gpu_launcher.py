@@ -72,12 +72,10 @@ def launcher():
     driver = FakeDriver()
     handles = (ctypes.c_void_p * 1)(0x1234)
     static_smem = (ctypes.c_longlong * 1)(STATIC_SMEM)  # as the driver would report it
-    lib.hidet_lang_bind_gpu.argtypes = [ctypes.c_void_p] * 4
+    lib.hidet_lang_bind_gpu.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_longlong]
     lib.hidet_lang_bind_gpu(ctypes.cast(driver.launch, ctypes.c_void_p), ctypes.cast(driver.set_attribute,
                             ctypes.c_void_p), ctypes.cast(handles, ctypes.c_void_p),
-                            ctypes.cast(static_smem, ctypes.c_void_p))
-    lib.hidet_lang_set_smem_limit.argtypes = [ctypes.c_longlong]
-    lib.hidet_lang_set_smem_limit(SMEM_LIMIT)
+                            ctypes.cast(static_smem, ctypes.c_void_p), SMEM_LIMIT)
     launch = lib.launch_scale
     launch.argtypes = [ctypes.c_int32, ctypes.c_float, ctypes.c_void_p]
     status = lib.hidet_lang_launch_status

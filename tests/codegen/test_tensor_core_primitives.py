@@ -311,6 +311,31 @@ def test_reading_another_threads_cp_async_copy_without_a_barrier_is_a_race() -> 
         cp_async_race_module.build(check=True)(x, np.zeros_like(x))
 
 
+with hidet.script_module() as cp_async_overlap_module:
+
+    @hidet.script
+    def cp_async_over_a_written_element(x: f32[4], y: f32[4]):
+        attrs.func_kind = "cuda_kernel"
+        attrs.cuda.block_dim = 32
+        attrs.cuda.grid_dim = 1
+        tile = shared_tensor(f32, [4])
+        if threadIdx.x == 1:
+            tile[1] = 1.0
+        if threadIdx.x == 2:
+            cp_async(~tile[0], ~x[0], 16)  # covers tile[1], which thread 1 wrote since the last barrier
+        cp_async_wait_all()
+        syncthreads()
+        if threadIdx.x < 4:
+            y[threadIdx.x] = tile[threadIdx.x]
+
+
+@pytest.mark.skipif(backend() != "emulator", reason="the emulator's checking mode")
+def test_a_race_on_any_byte_of_a_wide_access_is_reported() -> None:
+    x = np.ones(4, np.float32)
+    with pytest.raises(RuntimeError, match=r"thread 2: cp.async writes tile .* also written by thread 1 .* a race"):
+        cp_async_overlap_module.build(check=True)(x, np.zeros_like(x))
+
+
 def test_cp_async_rejects_other_sizes() -> None:
     with pytest.raises(Exception, match="4, 8 or 16 bytes"):
 

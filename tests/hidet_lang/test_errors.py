@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 import hidet_lang as hidet
-from hidet_lang import attrs, f32, i32, meta
+from hidet_lang import attrs, f32, grid, i32, meta
 from hidet_lang.errors import DSLAttributeError, DSLError, DSLNameError, DSLSyntaxError, DSLTypeError, DSLValueError
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -154,7 +154,30 @@ def bad_pointer_dtype() -> None:
         b[0] = p[0]
 
 
+def bad_return_value() -> None:
+    @hidet.script
+    def k(a: f32[4]) -> f32:
+        return "abc"  # ERROR
+
+
+def bad_grid_extent() -> None:
+    @hidet.script
+    def k(a: f32[4]):
+        for i in grid("a"):  # ERROR
+            a[i] = 1.0
+
+
+def bad_overflowing_initializer() -> None:
+    @hidet.script
+    def k(a: f32[4]):
+        x: i32 = 1e400  # ERROR
+        a[0] = f32(x)
+
+
 CASES: list[tuple[Callable[[], None], type[Exception], str]] = [
+    (bad_return_value, DSLTypeError, "cannot use a str"),
+    (bad_grid_extent, DSLTypeError, "cannot use a str"),
+    (bad_overflowing_initializer, DSLValueError, "cannot convert float infinity to integer"),
     (bad_with, DSLSyntaxError, "a `with` statement is not supported"),
     (bad_try, DSLSyntaxError, "a `try` statement is not supported"),
     (bad_yield, DSLSyntaxError, "`yield` is not supported"),

@@ -11,7 +11,7 @@ from hidet_lang import attrs, i64, meta
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.evaluate import c_div, c_mod, evaluate
 from hidet_lang.ir.functor import substitute
-from hidet_lang.ir.types import int32, int64
+from hidet_lang.ir.types import PointerType, int32, int64
 from hidet_lang.passes.simplify import simplify
 
 X = E.Var("x", int64)
@@ -69,6 +69,22 @@ def test_c_division_truncates_toward_zero(a: int, b: int) -> None:
 def test_folding_wraps_at_the_type_width() -> None:
     big = E.BinaryOp("+", E.Constant(2**31 - 1, int32), E.Constant(1, int32))
     assert simplify(big) == E.Constant(-(2**31), int32)
+
+
+def test_shifts_out_of_range_are_left_for_run_time() -> None:
+    for count in (-1, 64, 2**40):  # undefined in C; folding 3 << 2**40 would also build a huge Python int
+        e = E.BinaryOp("<<", E.Constant(3, int64), E.Constant(count, int64))
+        assert simplify(e) == e
+    assert simplify(E.BinaryOp("<<", E.Constant(3, int64), E.Constant(62, int64))) == E.Constant(-(2**62), int64)
+
+
+def test_multiplying_an_atomic_by_zero_keeps_the_atomic() -> None:
+    pointer = E.Var("p", PointerType(int32))
+    atomic = E.Intrinsic("atomic_add", (pointer, E.Constant(1, int32)), int32)
+    kept = E.BinaryOp("*", atomic, E.Constant(0, int32))
+    assert simplify(kept) == kept
+    assert simplify(E.BinaryOp("*", E.Intrinsic("threadIdx.x", (), int32), E.Constant(0, int32))) == \
+        E.Constant(0, int32)
 
 
 def test_simplify_returns_the_same_object_when_nothing_changes() -> None:

@@ -1523,10 +1523,11 @@ static void shared_access(const char *p, size_t size, int flags, long long index
         return other == me || epoch != e || ((other >> 5) == (me >> 5) && other_syncs != syncs);
     };
     if (flags & ACCESS_READ) {
-        for (size_t k = 0; k < size; ++k)
+        for (size_t k = 0; k < size; ++k) {
             if (!s[k].written) fail_shared(b, me, "reads", a, index, where, nullptr, 0, op);
-        if (!ordered(s->writer, s->write_epoch, s->write_syncs))
-            fail_shared(b, me, "reads", a, index, where, "written by", s->writer, op);
+            if (!ordered(s[k].writer, s[k].write_epoch, s[k].write_syncs))
+                fail_shared(b, me, "reads", a, index, where, "written by", s[k].writer, op);
+        }
         for (size_t k = 0; k < size; ++k) {
             Shadow &x = s[k];
             if (x.read_epoch != e || x.readers == 0) {
@@ -1540,13 +1541,16 @@ static void shared_access(const char *p, size_t size, int flags, long long index
         }
     }
     if (flags & ACCESS_WRITE) {
-        if (!ordered(s->writer, s->write_epoch, s->write_syncs))
-            fail_shared(b, me, "writes", a, index, where, "also written by", s->writer, op);
-        bool reads_ordered = s->read_epoch != e || (s->readers == 1 && s->reader == me) ||
-                             (!s->mixed && (s->reader >> 5) == (me >> 5) && s->read_syncs != syncs);
-        if (!reads_ordered)
-            fail_shared(b, me, "writes", a, index, where, "read by", s->reader != me ? s->reader : s->other_reader,
-                        op);
+        for (size_t k = 0; k < size; ++k) {
+            const Shadow &x = s[k];
+            if (!ordered(x.writer, x.write_epoch, x.write_syncs))
+                fail_shared(b, me, "writes", a, index, where, "also written by", x.writer, op);
+            bool reads_ordered = x.read_epoch != e || (x.readers == 1 && x.reader == me) ||
+                                 (!x.mixed && (x.reader >> 5) == (me >> 5) && x.read_syncs != syncs);
+            if (!reads_ordered)
+                fail_shared(b, me, "writes", a, index, where, "read by", x.reader != me ? x.reader : x.other_reader,
+                            op);
+        }
         for (size_t k = 0; k < size; ++k) {
             Shadow &x = s[k];
             x.write_epoch = e, x.write_syncs = syncs, x.writer = (uint16_t)me, x.written = 1;

@@ -57,7 +57,8 @@ def install() -> None:
 
     def bind_and_emulate(module, lib, cubin):
         names, cu_module = bind_gpu(module, lib, cubin)
-        emulated[int(cu_module)] = (cuda_build.build_emulator(module, check=True)[0], module)
+        # the launchers bound to the device refuse what it cannot run; the emulator's own limit is the largest
+        emulated[int(cu_module)] = (cuda_build.build_emulator(module, check=True, arch="sm_90")[0], module)
         return names, cu_module
 
     def hook(cu_module, name, gx, gy, gz, bx, by, bz, smem, params) -> int:
