@@ -75,12 +75,18 @@ def as_array(value: Any, func: str, param: str, dtype: np.dtype) -> np.ndarray:
     raise TypeError(f"{func}(): parameter '{param}' expects an array of {dtype}, got {_describe(value)}")
 
 
+def check_dtype_and_shape(func: str, param: str, dtype: np.dtype, shape: tuple[int, ...],
+                          want_dtype: np.dtype, want_shape: tuple[int, ...] | None) -> None:
+    """Raise the error for an array of `dtype` and `shape` given for parameter `param` that wants others."""
+    if dtype != want_dtype:
+        raise TypeError(f"{func}(): parameter '{param}' expects {want_dtype}, got an array of {dtype}")
+    if want_shape is not None and tuple(shape) != want_shape:
+        raise ValueError(f"{func}(): parameter '{param}' expects shape {want_shape}, got shape {tuple(shape)}")
+
+
 def bad_array(func: str, param: str, value: np.ndarray, dtype: np.dtype, shape: tuple[int, ...] | None) -> None:
     """Raise the error that explains why array `value` does not fit parameter `param`."""
-    if value.dtype != dtype:
-        raise TypeError(f"{func}(): parameter '{param}' expects {dtype}, got an array of {value.dtype}")
-    if shape is not None and value.shape != shape:
-        raise ValueError(f"{func}(): parameter '{param}' expects shape {shape}, got shape {value.shape}")
+    check_dtype_and_shape(func, param, value.dtype, value.shape, dtype, shape)
     if not value.flags.c_contiguous:
         raise ValueError(f"{func}(): parameter '{param}' must be C-contiguous; pass np.ascontiguousarray(x)")
     if not value.flags.writeable:
@@ -152,6 +158,7 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
     position = {p: names[i] for i, p in enumerate(func.params)}
     body: list[str] = []
     pass_args: list[str] = []
+    tensors: list[str] = []  # with `on_gpu`: the tensor arguments, staged together
     for i, (p, a) in enumerate(zip(func.params, names)):
         t = p.type
         env[f"_t{i}"] = t
@@ -180,7 +187,8 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
                     dims.append(dimension_source(func, pname, d, position, env, len(env)))
             shape_expr = "(" + "".join(f"{d}, " for d in dims) + ")"
         if on_gpu:
-            body.append(f"    {a} = _device_pointer({a}, _staged, _fn, {pname!r}, _d{i}, {shape_expr})")
+            body.append(f"    {a} = _device_argument({a}, _fn, {pname!r}, _d{i}, {shape_expr})")
+            tensors.append(a)
             pass_args.append(a)
             continue
         body.append(f"    if type({a}) is not _nd: {a} = _as_array({a}, _fn, {pname!r}, _d{i})")
@@ -193,9 +201,12 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
     call = [f"    _c({', '.join(pass_args)})"]
     if on_gpu:  # the results come back before the checks, so a failed device assertion loses none of them
         from codegen.cuda_driver import ensure_current
-        from codegen.device_staging import device_pointer, release
+        from codegen.device_staging import device_argument, release, stage
 
-        env.update(_device_pointer=device_pointer, _release=release, _ensure_current=ensure_current)
+        env.update(_device_argument=device_argument, _stage=stage, _release=release, _ensure_current=ensure_current)
+        if tensors:  # every argument is checked before any is copied to the device
+            listed = "".join(t + ", " for t in tensors)
+            body.append(f"    {listed}= _stage(_staged, ({listed}))")
         call.append("    _release(_staged, copy_back=True)")
     if after_call is not None:
         call.append("    _after()")

@@ -120,6 +120,7 @@ class CEmitter:
 
     parallel_pragma = "#pragma omp parallel for schedule(static)"
     unroll_pragma = "#pragma GCC unroll 64"
+    helper_qualifiers = "static inline"  # of the helper functions (`helper`)
 
     def __init__(self, check: bool = False) -> None:
         self.check = check
@@ -207,7 +208,7 @@ class CEmitter:
                 body = f"{c} a) {{ return a < 0 ? ({c})-a : a; }}" if t.kind != "uint" else f"{c} a) {{ return a; }}"
             else:
                 body = f"{c} a, {c} b) {{ return a {'<' if name == 'min' else '>'} b ? a : b; }}"
-            self.helpers[helper] = f"static inline {c} {helper}({body}"
+            self.helpers[helper] = f"{self.helper_qualifiers} {c} {helper}({body}"
         return helper
 
     def qualifiers(self, f: Function) -> str:

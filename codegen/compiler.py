@@ -6,13 +6,14 @@ diagnostic at C line L is attributed to the nearest marker at or above L, and `C
 user's file, line and source text next to the offending C line. `format_diagnostics` does that mapping and
 formatting for any compiler whose diagnostics have been parsed into `Diagnostic`s (NVRTC's, in `codegen.nvrtc`).
 
-Only cheap standard modules are imported at module level; `subprocess`, `shlex`, `linecache` and `re` are
-imported when a compiler is actually searched for, run or its errors formatted.
+`subprocess` and `shlex` are imported when a compiler is actually searched for or run.
 """
 
 from __future__ import annotations
 
+import linecache
 import os
+import re
 import stat
 from bisect import bisect_right
 from collections.abc import Sequence
@@ -250,33 +251,23 @@ def _run(command: tuple[str, ...]) -> tuple[int, str]:
 # Mapping diagnostics back to DSL lines
 
 
-def _marker_regex():
-    """Compile (once) the regex of a `// <file>:<line>` marker at the end of a C line."""
-    global _MARKER_RE
-    if _MARKER_RE is None:
-        import re
-
-        # A marker on a line of its own may name any file; one after code must name a Python source
-        # (`*.py`, `*.pyw`, `*.ipy`) or a pseudo-file such as `<string>`, so ordinary comments do not match.
-        _MARKER_RE = re.compile(
-            r"^\s*//\s*(?P<own>\S(?:.*\S)?):(?P<own_line>\d+)\s*$"
-            r"|//\s*(?P<file>\S.*?\.(?:py|pyw|ipy)|<[^<>]+>):(?P<line>\d+)\s*$"
-        )
-    return _MARKER_RE
-
-
-_MARKER_RE = None
+# A `// <file>:<line>` marker at the end of a C line. A marker on a line of its own may name any file; one after
+# code must name a Python source (`*.py`, `*.pyw`, `*.ipy`) or a pseudo-file such as `<string>`, so ordinary
+# comments do not match.
+_MARKER_RE = re.compile(
+    r"^\s*//\s*(?P<own>\S(?:.*\S)?):(?P<own_line>\d+)\s*$"
+    r"|//\s*(?P<file>\S.*?\.(?:py|pyw|ipy)|<[^<>]+>):(?P<line>\d+)\s*$"
+)
 
 
 def _marker_table(source: str) -> tuple[list[int], list[tuple[str, int]]]:
     """Return the C line numbers (ascending) carrying a marker and the (file, line) of each marker."""
-    regex = _marker_regex()
     c_lines: list[int] = []
     targets: list[tuple[str, int]] = []
     for number, text in enumerate(source.splitlines(), start=1):
         if "//" not in text:
             continue
-        match = regex.search(text)
+        match = _MARKER_RE.search(text)
         if match is not None:
             c_lines.append(number)
             if match["own"] is not None:
@@ -299,20 +290,10 @@ def map_c_line_to_dsl(source: str, c_line: int) -> tuple[str, int] | None:
     return _lookup(_marker_table(source), c_line)
 
 
-def _diagnostic_regex():
-    """Compile (once) the regex of a GCC / Clang `file:line[:col]: [fatal ]error: message` diagnostic."""
-    global _DIAG_RE
-    if _DIAG_RE is None:
-        import re
-
-        _DIAG_RE = re.compile(
-            r"^(?P<file>[^\n]*?):(?P<line>\d+):(?:(?P<col>\d+):)?\s*(?:fatal\s+)?error:\s*(?P<msg>.*)$",
-            re.MULTILINE,
-        )
-    return _DIAG_RE
-
-
-_DIAG_RE = None
+# A GCC / Clang `file:line[:col]: [fatal ]error: message` diagnostic.
+_DIAG_RE = re.compile(
+    r"^(?P<file>[^\n]*?):(?P<line>\d+):(?:(?P<col>\d+):)?\s*(?:fatal\s+)?error:\s*(?P<msg>.*)$", re.MULTILINE
+)
 
 
 def _same_file(reported: str, source_path: str) -> bool:
@@ -377,8 +358,6 @@ def _diagnostic_block(
     diagnostic: Diagnostic, target: tuple[str, int] | None, source_lines: list[str], generated_label: str
 ) -> str:
     """The lines describing one diagnostic: its (DSL) location and message, the DSL text, the generated line."""
-    import linecache
-
     c_line = diagnostic.line
     if target is None:
         lines = [f"{diagnostic.file}:{c_line}: error: {diagnostic.message}"]
@@ -404,7 +383,7 @@ def _compilation_error(
             message=match["msg"].strip(),
             in_generated=_same_file(match["file"], source_path),
         )
-        for match in _diagnostic_regex().finditer(output)
+        for match in _DIAG_RE.finditer(output)
     ]
     body, first = format_diagnostics(source, diagnostics, output)
     header = (

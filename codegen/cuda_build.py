@@ -12,6 +12,7 @@ import ctypes
 import hashlib
 import os
 import platform
+import re
 from pathlib import Path
 
 from codegen import cuda_driver
@@ -138,8 +139,6 @@ def _launch_checks(lib: ctypes.CDLL, source: str) -> AfterCall:
 
 def _with_dsl_lines(text: str, source: str) -> str:
     """Replace each `generated line N` in an emulator message by the DSL location it came from."""
-    import re
-
     def replace(match: re.Match[str]) -> str:
         location = map_c_line_to_dsl(source, int(match.group(1)))
         return f"{location[0]}:{location[1]}" if location else match.group(0)

@@ -11,6 +11,10 @@ bound at load time (the CUDA driver, or the emulator).
 
 from __future__ import annotations
 
+import functools
+import string
+from dataclasses import dataclass
+
 from codegen.c_emitter import CEmitter, c_string
 from hidet_lang.errors import DSLSyntaxError
 from hidet_lang.ir import expr as E
@@ -20,10 +24,15 @@ from hidet_lang.ir.functor import collect
 from hidet_lang.ir.intrinsics import SYNC_INTRINSICS
 from hidet_lang.ir.span import Span
 from hidet_lang.ir.types import DataType, TensorType, Type
-from hidet_lang.passes.kind_rules import shared_memory_declarations
+from hidet_lang.passes.kind_rules import (
+    MAX_BLOCK_DIM,
+    MAX_GRID_DIM,
+    MAX_STATIC_SHARED_BYTES,
+    MAX_THREADS_PER_BLOCK,
+    shared_memory_declarations,
+)
 
 CUDA_SCALARS = {"float16": "half", "bfloat16": "__nv_bfloat16"}
-MAX_THREADS_PER_BLOCK = 1024
 
 _DEVICE_PRELUDE = '#include "hidet_lang/cuda_primitives.h"\n'
 
@@ -52,26 +61,34 @@ def device_functions(module: IRModule, kernel: Function) -> list[Function]:
     return list(found.values())
 
 
-def needs_fibers(module: IRModule, kernel: Function) -> bool:
-    """Whether `kernel` (or a device function it calls) uses a barrier or a warp-collective operation."""
-    return any(i.name in SYNC_INTRINSICS
-               for f in device_functions(module, kernel) for i in collect(f.body, E.Intrinsic))
+@dataclass(frozen=True)
+class KernelPlan:
+    """What the device and host halves of a CUDA module must agree on about one kernel.
 
-
-def static_shared_bytes(module: IRModule, kernel: Function) -> int:
-    """The static shared memory of `kernel`: the shared tensors it and the device functions it calls declare."""
-    return sum(n for f in device_functions(module, kernel) for _, n in shared_memory_declarations(f))
-
-
-def fast_path(module: IRModule, kernel: Function, check: bool = False) -> str | None:
-    """How the emulator runs the blocks of `kernel` without fibers: None when it needs fibers (or in checking
+    `needs_fibers`: the kernel (or a device function it calls) uses a barrier or a warp-collective operation.
+    `fast_path`: how the emulator runs its blocks without fibers: None when it needs fibers (or in checking
     mode), else its block function's kind: "registers" when the kernel calls no device function (the thread
     indices are loop variables only, and the loop over threadIdx.x may be vectorized), "header" otherwise (the
-    indices are also kept where device functions and the store guards' slow path read them). See
-    `CudaDeviceEmitter.block_function` and FastBlock in cuda_emulator.h."""
-    if check or needs_fibers(module, kernel):
-        return None
-    return "header" if collect(kernel.body, E.Call) else "registers"
+    indices are also kept where device functions and the store guards' slow path read them); see
+    `CudaDeviceEmitter.block_function` and FastBlock in cuda_emulator.h.
+    `static_smem`: the bytes of the shared tensors it and the device functions it calls declare.
+    """
+
+    needs_fibers: bool
+    fast_path: str | None
+    static_smem: int
+
+
+def plan_kernels(module: IRModule, check: bool) -> dict[str, KernelPlan]:
+    """The plan of every kernel of `module` (`check`: the emulator's checking mode, which has no fast path)."""
+    plans = {}
+    for kernel in (f for f in module.functions if f.attrs.kind == "cuda_kernel"):
+        functions = device_functions(module, kernel)
+        fibers = any(i.name in SYNC_INTRINSICS for f in functions for i in collect(f.body, E.Intrinsic))
+        fast = None if check or fibers else "header" if collect(kernel.body, E.Call) else "registers"
+        smem = sum(n for f in functions for _, n in shared_memory_declarations(f))
+        plans[kernel.name] = KernelPlan(fibers, fast, smem)
+    return plans
 
 
 # Names of the block function's own variables (kept from the kernel's variables).
@@ -103,13 +120,16 @@ class CudaDeviceEmitter(CEmitter):
     """
 
     unroll_pragma = "#pragma unroll"
+    helper_qualifiers = "static __device__ __forceinline__"
 
-    def __init__(self, emulator: bool = False, check: bool = False) -> None:
+    def __init__(self, emulator: bool = False, check: bool = False,
+                 plans: dict[str, KernelPlan] | None = None) -> None:
         super().__init__()
         self.emulator = emulator
         self.check = check and emulator
+        self.plans = plans  # made by `emit_module` when not given
         self.spaces: dict[E.Var, int] = {}
-        self.fast: str | None = None  # while printing a block function: its kind (see `fast_path`)
+        self.fast: str | None = None  # while printing a block function: its kind (see `KernelPlan`)
         self.fast_dims: tuple[str, str, str] = ("", "", "")
         self.fast_sites: list[tuple[str, str]] = []
 
@@ -124,11 +144,6 @@ class CudaDeviceEmitter(CEmitter):
 
     def prelude(self) -> str:
         return _DEVICE_PRELUDE
-
-    def helper(self, name: str, t: DataType) -> str:
-        helper = super().helper(name, t)
-        self.helpers[helper] = self.helpers[helper].replace("static inline", "static __device__ __forceinline__", 1)
-        return helper
 
     def qualifiers(self, f: Function) -> str:
         if f.attrs.kind == "cuda_kernel":
@@ -152,17 +167,17 @@ class CudaDeviceEmitter(CEmitter):
         device = IRModule(tuple(f for f in module.functions if f.attrs.kind in DEVICE_KINDS))
         source = super().emit_module(device)
         if self.emulator:
+            plans = self.plans if self.plans is not None else plan_kernels(device, self.check)
             kernels = [f for f in device.functions if f.attrs.kind == "cuda_kernel"]
             source += "\n" + "\n".join(self.entry_trampoline(f) for f in kernels) + "\n"
             for f in kernels:
-                kind = fast_path(device, f, self.check)
+                kind = plans[f.name].fast_path
                 if kind is not None:
                     source += "\n" + self.block_function(f, kind) + "\n"
         return source
 
     def entry_trampoline(self, f: Function) -> str:
         """The emulator's `<kernel>__entry(void **args)`, which unpacks the launch arguments."""
-        self.names, self.taken = {}, set()
         args = ", ".join(f"*({self.type_name(p.type)} *)args[{i}]" for i, p in enumerate(f.params))
         return f'extern "C" void {self.func_name(f.name)}__entry(void **args) {{ {self.func_name(f.name)}({args}); }}'
 
@@ -171,9 +186,9 @@ class CudaDeviceEmitter(CEmitter):
         .y, .x whose body is the kernel's, inlined as a lambda (its `return` ends one thread); the indices are
         the loop variables, the block's constants are read once (see FastBlock in cuda_emulator.h).
 
-        `kind` (see `fast_path`): "registers": the loop over threadIdx.x is `omp simd`, and a store guard that
-        fails is recorded and ends the thread, reported after the loop; "header": the thread's indices are
-        stored where device functions and the guards' slow path read them, and the threads run in order."""
+        `kind` (see `KernelPlan.fast_path`): "registers": the loop over threadIdx.x is `omp simd`, and a store
+        guard that fails is recorded and ends the thread, reported after the loop; "header": the thread's indices
+        are stored where device functions and the guards' slow path read them, and the threads run in order."""
         lines, self.lines = self.lines, []
         self.names, self.taken, self.float_params = {}, set(_FAST_NAMES), {}
         self.current, self.last_marker = f, None
@@ -346,7 +361,8 @@ class CudaDeviceEmitter(CEmitter):
         return super().intrinsic(name, args, t)
 
 
-_HOST_PRELUDE = r"""
+_HOST_PRELUDE = string.Template(r"""
+#include <stdarg.h>
 static uint16_t hl_bf16_bits(float x) {  /* round to nearest even, as __float2bfloat16 */
     uint32_t u;
     memcpy(&u, &x, 4);
@@ -364,13 +380,15 @@ static char hl_launch_message[512];
 static int hl_launch_failed = 0;
 static int hl_launch_code = 0;
 
-static void hl_launch_error(int code, const char *fmt, const char *kernel, const char *where,
-                            long long a, long long b, long long c) {
+static void hl_launch_error(int code, const char *kernel, const char *where, const char *fmt, ...) {
     if (hl_launch_failed) return;
     hl_launch_failed = 1;
     hl_launch_code = code;
     char detail[256];
-    snprintf(detail, sizeof detail, fmt, a, b, c);
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(detail, sizeof detail, fmt, args);
+    va_end(args);
     snprintf(hl_launch_message, sizeof hl_launch_message, "%s: kernel '%s': %s", where, kernel, detail);
 }
 
@@ -409,7 +427,7 @@ HL_EXPORT void hidet_lang_bind_gpu(void *launch_kernel, void *func_set_attribute
     for (int i = 0; i < HL_NUM_KERNELS; i++) {
         hl_cu_functions[i] = functions[i];
         hl_static_smem[i] = static_smem[i];
-        hl_cu_dynamic_smem_allowed[i] = 48 * 1024 - static_smem[i];
+        hl_cu_dynamic_smem_allowed[i] = ${max_static_smem} - static_smem[i];
     }
 }
 #endif
@@ -417,23 +435,25 @@ HL_EXPORT void hidet_lang_bind_gpu(void *launch_kernel, void *func_set_attribute
 static void hl_launch(int kernel, const hl_kernel_info *info, const char *const *where, long long gx, long long gy,
                       long long gz, long long bx, long long by, long long bz, long long smem, void **args) {
     if (hl_launch_failed) return;
-    if (gx < 1 || gy < 1 || gz < 1 || gx > 2147483647LL || gy > 65535 || gz > 65535) {
-        hl_launch_error(-1, "grid_dim (%lld, %lld, %lld) is invalid: each dimension must be at least 1 "
-                        "(at most 2^31-1 in x, 65535 in y and z)", info->name, where[0], gx, gy, gz);
+    if (gx < 1 || gy < 1 || gz < 1 || gx > ${grid_x}LL || gy > ${grid_y} || gz > ${grid_z}) {
+        hl_launch_error(-1, info->name, where[0], "grid_dim (%lld, %lld, %lld) is invalid: each dimension must be "
+                        "at least 1 (at most 2^31-1 in x, ${grid_y} in y and z)", gx, gy, gz);
         return;
     }
-    if (bx < 1 || by < 1 || bz < 1 || bz > 64 || bx > 1024 || by > 1024 || bx * by * bz > 1024) {
-        hl_launch_error(-1, "block_dim (%lld, %lld, %lld) is invalid: at most 1024 threads a block "
-                        "(1024 in x and y, 64 in z), at least 1 in each dimension", info->name, where[1], bx, by, bz);
+    if (bx < 1 || by < 1 || bz < 1 || bx > ${block_x} || by > ${block_y} || bz > ${block_z} ||
+        bx * by * bz > ${threads}) {
+        hl_launch_error(-1, info->name, where[1], "block_dim (%lld, %lld, %lld) is invalid: at most ${threads} "
+                        "threads a block (${block_x} in x and y, ${block_z} in z), at least 1 in each dimension",
+                        bx, by, bz);
         return;
     }
     if (smem < 0) {
-        hl_launch_error(-1, "dynamic_smem_bytes %lld is negative%.0lld%.0lld", info->name, where[2], smem, 0, 0);
+        hl_launch_error(-1, info->name, where[2], "dynamic_smem_bytes %lld is negative", smem);
         return;
     }
     if (hl_smem_limit > 0 && hl_static_smem[kernel] + smem > hl_smem_limit) {
-        hl_launch_error(-1, "%lld bytes of static shared memory + dynamic_smem_bytes %lld exceed the %lld bytes a "
-                        "block may have on this device", info->name, where[2], hl_static_smem[kernel], smem,
+        hl_launch_error(-1, info->name, where[2], "%lld bytes of static shared memory + dynamic_smem_bytes %lld "
+                        "exceed the %lld bytes a block may have on this device", hl_static_smem[kernel], smem,
                         hl_smem_limit);
         return;
     }
@@ -446,15 +466,15 @@ static void hl_launch(int kernel, const hl_kernel_info *info, const char *const 
     }
 #else
     if (!hl_cu_launch_kernel) {
-        hl_launch_error(-3, "no GPU is bound to this module%.0lld%.0lld%.0lld", info->name, where[3], 0, 0, 0);
+        hl_launch_error(-3, info->name, where[3], "no GPU is bound to this module");
         return;
     }
     if (smem > hl_cu_dynamic_smem_allowed[kernel]) {
         int rc = hl_cu_func_set_attribute(hl_cu_functions[kernel], 8 /* MAX_DYNAMIC_SHARED_SIZE_BYTES */,
                                           (int)smem);
         if (rc != 0) {
-            hl_launch_error(rc, "dynamic_smem_bytes %lld exceeds what the device allows (driver error %lld)%.0lld",
-                            info->name, where[2], smem, rc, 0);
+            hl_launch_error(rc, info->name, where[2], "dynamic_smem_bytes %lld exceeds what the device allows "
+                            "(driver error %d)", smem, rc);
             return;
         }
         hl_cu_dynamic_smem_allowed[kernel] = smem;
@@ -462,23 +482,33 @@ static void hl_launch(int kernel, const hl_kernel_info *info, const char *const 
     int rc = hl_cu_launch_kernel(hl_cu_functions[kernel], (unsigned)gx, (unsigned)gy, (unsigned)gz, (unsigned)bx,
                                  (unsigned)by, (unsigned)bz, (unsigned)smem, 0, args, 0);
     if (rc != 0) {
-        hl_launch_error(rc, "the launch failed (driver error %lld)%.0lld%.0lld", info->name, where[3], rc, 0, 0);
+        hl_launch_error(rc, info->name, where[3], "the launch failed (driver error %d)", rc);
     }
 #endif
 }
-"""
+""").substitute(
+    grid_x=MAX_GRID_DIM[0], grid_y=MAX_GRID_DIM[1], grid_z=MAX_GRID_DIM[2], block_x=MAX_BLOCK_DIM[0],
+    block_y=MAX_BLOCK_DIM[1], block_z=MAX_BLOCK_DIM[2], threads=MAX_THREADS_PER_BLOCK,
+    max_static_smem=MAX_STATIC_SHARED_BYTES)
 
 
 class CudaHostEmitter(CEmitter):
     """Prints the host functions of a CUDA module, and one launcher per kernel, as C."""
 
-    def __init__(self, module: IRModule, emulator: bool = False, check: bool = False, smem_limit: int = 0) -> None:
+    def __init__(self, module: IRModule, emulator: bool = False, check: bool = False, smem_limit: int = 0,
+                 plans: dict[str, KernelPlan] | None = None) -> None:
         super().__init__()
         self.module = module
         self.emulator = emulator
         self.check = check and emulator
         self.smem_limit = smem_limit
+        self.given_plans = plans
         self.kernels = [f for f in module.functions if f.attrs.kind == "cuda_kernel"]
+
+    @functools.cached_property
+    def plans(self) -> dict[str, KernelPlan]:
+        """The kernels' plans (given, or made when first needed)."""
+        return self.given_plans if self.given_plans is not None else plan_kernels(self.module, self.check)
 
     def scalar(self, t: DataType) -> str:
         # the emulator's translation unit is C++, where the emulation header's half types stand for f16/bf16;
@@ -493,7 +523,7 @@ class CudaHostEmitter(CEmitter):
         return super().float_param_conversion(t, name)
 
     def prelude(self) -> str:
-        static_smem = "".join(f"{static_shared_bytes(self.module, k)}, " for k in self.kernels)
+        static_smem = "".join(f"{self.plans[k.name].static_smem}, " for k in self.kernels)
         # the shared memory a block may have (static + dynamic); on a GPU the binding sets the device's
         return (super().prelude() + f"#define HL_NUM_KERNELS {len(self.kernels)}\n"
                 + f"static long long hl_static_smem[HL_NUM_KERNELS + 1] = {{{static_smem}0}};\n"
@@ -538,10 +568,11 @@ class CudaHostEmitter(CEmitter):
         block = self.dims(cuda.block_dim if cuda else ())
         smem = self.expr(cuda.dynamic_smem_bytes) if cuda and cuda.dynamic_smem_bytes is not None else "0"
         args = ", ".join(f"(void *)&{self.var_name(p)}" for p in f.params) or "0"
-        fibers = int(needs_fibers(self.module, f))
+        plan = self.plans[f.name]
+        fibers = int(plan.needs_fibers)
         self.line("#ifdef HIDET_LANG_EMULATOR")
         kernel = CEmitter.c_function_name(self, f)  # the device emitter's name for the kernel
-        block_fn = f"{kernel}__block" if fast_path(self.module, f, self.check) else "0"
+        block_fn = f"{kernel}__block" if plan.fast_path else "0"
         self.line(f'static const hl_kernel_info info = {{{kernel}__entry, "{f.name}", {fibers}, {block_fn}}};')
         self.line("#else")
         self.line(f'static const hl_kernel_info info = {{0, "{f.name}", {fibers}}};')
@@ -564,6 +595,7 @@ def emit_cuda(module: IRModule, *, emulator: bool = False, check: bool = False,
     """The device source and the host source of a lowered CUDA module (see `CudaDeviceEmitter` for the
     emulator's variant and its checking mode). The host refuses launches with more shared memory a block than
     `smem_limit` bytes (a GPU's binding sets the device's limit instead)."""
-    device = CudaDeviceEmitter(emulator=emulator, check=check).emit_module(module)
-    host = CudaHostEmitter(module, emulator=emulator, check=check, smem_limit=smem_limit).emit_module(module)
-    return device, host
+    plans = plan_kernels(module, check and emulator)
+    device = CudaDeviceEmitter(emulator=emulator, check=check, plans=plans).emit_module(module)
+    host = CudaHostEmitter(module, emulator=emulator, check=check, smem_limit=smem_limit, plans=plans)
+    return device, host.emit_module(module)

@@ -8,28 +8,22 @@ from typing import Any
 import numpy as np
 
 from codegen import cuda_driver
-from codegen.arguments import as_array, bad_array
+from codegen.arguments import as_array, bad_array, check_dtype_and_shape
 from codegen.arrays import DeviceArray
 
 
-def _check(func: str, param: str, shape: tuple[int, ...], dtype: np.dtype, want_dtype: np.dtype,
-           want_shape: tuple[int, ...] | None) -> None:
-    if dtype != want_dtype:
-        raise TypeError(f"{func}(): parameter '{param}' expects {want_dtype}, got an array of {dtype}")
-    if want_shape is not None and tuple(shape) != want_shape:
-        raise ValueError(f"{func}(): parameter '{param}' expects shape {want_shape}, got shape {tuple(shape)}")
-
-
-def device_pointer(value: Any, staged: list[tuple[np.ndarray, int]], func: str, param: str, dtype: np.dtype,
-                   shape: tuple[int, ...] | None) -> int:
-    """The device address to pass for `value`; numpy arrays are copied to a new device buffer (in `staged`)."""
+def device_argument(value: Any, func: str, param: str, dtype: np.dtype,
+                    shape: tuple[int, ...] | None) -> int | np.ndarray:
+    """`value` checked for a tensor parameter of a GPU call: its device address ('cuda' arrays and objects with
+    `__cuda_array_interface__`), or the numpy array that `stage` will copy to the device. Nothing is allocated
+    here, so that a bad argument is refused before any device memory is used."""
     if isinstance(value, DeviceArray) and value.on_gpu:
-        _check(func, param, value.shape, value.dtype, dtype, shape)
+        check_dtype_and_shape(func, param, value.dtype, value.shape, dtype, shape)
         return value.ptr
     interface = getattr(value, "__cuda_array_interface__", None) if not isinstance(value, np.ndarray) else None
     if interface is not None:
         got = np.dtype(interface["typestr"])
-        _check(func, param, interface["shape"], got, dtype, shape)
+        check_dtype_and_shape(func, param, got, interface["shape"], dtype, shape)
         strides = interface.get("strides")
         if strides is not None and tuple(strides) != _contiguous_strides(interface["shape"], got.itemsize):
             raise ValueError(f"{func}(): parameter '{param}' must be a C-contiguous device array")
@@ -37,10 +31,21 @@ def device_pointer(value: Any, staged: list[tuple[np.ndarray, int]], func: str, 
     array = value.host if isinstance(value, DeviceArray) else as_array(value, func, param, dtype)
     if array.dtype != dtype or (shape is not None and array.shape != shape) or not array.flags.c_contiguous:
         bad_array(func, param, array, dtype, shape)
-    ptr = cuda_driver.mem_alloc(array.nbytes)
-    staged.append((array, ptr))
-    cuda_driver.copy_to_device(ptr, array)
-    return ptr
+    return array
+
+
+def stage(staged: list[tuple[np.ndarray, int]], arguments: tuple[int | np.ndarray, ...]) -> tuple[int, ...]:
+    """The device addresses of checked tensor `arguments`: each numpy array is copied to a new device buffer,
+    recorded in `staged` for `release`."""
+    pointers = []
+    for argument in arguments:
+        if isinstance(argument, np.ndarray):
+            ptr = cuda_driver.mem_alloc(argument.nbytes)
+            staged.append((argument, ptr))
+            cuda_driver.copy_to_device(ptr, argument)
+            argument = ptr
+        pointers.append(argument)
+    return tuple(pointers)
 
 
 def release(staged: list[tuple[np.ndarray, int]], copy_back: bool) -> None:

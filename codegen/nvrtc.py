@@ -15,6 +15,7 @@ the `// <file.py>:<line>` markers the code generator writes, with `codegen.compi
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -54,8 +55,6 @@ def normalize_arch(arch: str | int) -> str:
 
     Only the spelling is checked here; `compile_cubin` also checks that this NVRTC supports the architecture.
     """
-    import re
-
     spelled = str(arch).strip() if isinstance(arch, str | int) else ""
     match = re.fullmatch(r"(?:sm_)?([1-9][0-9]{1,2})([af]?)", spelled)
     if match is None:
@@ -319,19 +318,15 @@ def _result_name(result: Any) -> str:
     return getattr(result, "name", str(result))
 
 
-_DIAGNOSTIC_RE = None
+# A `<file>(<line>): [catastrophic ]error: message` diagnostic of an NVRTC log.
+_DIAGNOSTIC_RE = re.compile(
+    r"^(?P<file>[^\n]*?)\((?P<line>\d+)\):\s*(?:catastrophic\s+|fatal\s+)?error(?:\s*#[\w-]+)?:\s*(?P<msg>.*)$",
+    re.MULTILINE,
+)
 
 
 def _diagnostics(log: str, name: str) -> list[Diagnostic]:
-    """Parse the `<file>(<line>): [catastrophic ]error: message` diagnostics of an NVRTC log."""
-    global _DIAGNOSTIC_RE
-    if _DIAGNOSTIC_RE is None:
-        import re
-
-        _DIAGNOSTIC_RE = re.compile(
-            r"^(?P<file>[^\n]*?)\((?P<line>\d+)\):\s*(?:catastrophic\s+|fatal\s+)?error(?:\s*#[\w-]+)?:\s*(?P<msg>.*)$",
-            re.MULTILINE,
-        )
+    """Parse the diagnostics of an NVRTC log."""
     return [
         Diagnostic(file=m["file"], line=int(m["line"]), message=m["msg"].strip(), in_generated=m["file"] == name)
         for m in _DIAGNOSTIC_RE.finditer(log)

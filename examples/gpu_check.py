@@ -1,6 +1,7 @@
 """The GPU check: run the GPU-marked tests, then time kernels against cuBLAS/PyTorch/CuPy on the same GPU.
 
-Prints the test summary and a table of medians (vector add, tiled matmul) side by side with the peers found.
+Prints the test summary and a table of medians (vector add, tiled matmul) side by side with the peers found; each
+hidet-lang kernel's output is checked against numpy once per size before it is timed.
 Takes a few minutes on one GPU. Run: python examples/gpu_check.py (`--quick`: small sizes, a smoke run of the
 script itself, as the test suite does on its simulated GPU).
 """
@@ -100,6 +101,9 @@ def main() -> int:
     add = vector_add()
     a, b, c = (hidet.randn([n], device="cuda") for _ in range(3))
     found = peers()
+    add(n, a, b, c)
+    sync()
+    np.testing.assert_array_equal(c.numpy(), a.numpy() + b.numpy())
     row = {"hidet-lang": median_ms(add, sync, n, a, b, c, repeats=repeats)}
     if "torch" in found:
         torch = found["torch"]
@@ -109,6 +113,10 @@ def main() -> int:
     matmul = cuda_matmul.module.build()
     for size in (64, 96) if quick else (1024, 2048, 4096):
         x, w, y = (hidet.randn([size, size], device="cuda") for _ in range(3))
+        matmul(size, size, size, x, w, y)
+        sync()
+        # float32 sums of `size` products in another order than numpy's BLAS
+        np.testing.assert_allclose(y.numpy(), x.numpy() @ w.numpy(), rtol=1e-5, atol=1e-5 * size)
         row = {"hidet-lang": median_ms(matmul, sync, size, size, size, x, w, y, repeats=repeats)}
         if "torch" in found:
             torch = found["torch"]

@@ -71,22 +71,30 @@ __all__ = [
 def asarray(x: object, dtype: object = None, device: str = "cpu") -> object:
     """`x` as an array on `device` ('cpu': a numpy array with `.numpy()`; 'cuda': GPU memory, or host memory
     when CUDA modules run on the emulator)."""
-    return _arrays.asarray(x, dtype, device)
+    from codegen import arrays
+
+    return arrays.asarray(x, dtype, device)
 
 
 def empty(shape: object, dtype: object = "float32", device: str = "cpu") -> object:
     """An uninitialized array on `device`."""
-    return _arrays.empty(shape, dtype, device)
+    from codegen import arrays
+
+    return arrays.empty(shape, dtype, device)
 
 
 def zeros(shape: object, dtype: object = "float32", device: str = "cpu") -> object:
     """An array of zeros on `device`."""
-    return _arrays.zeros(shape, dtype, device)
+    from codegen import arrays
+
+    return arrays.zeros(shape, dtype, device)
 
 
 def randn(shape: object, dtype: object = "float32", device: str = "cpu") -> object:
     """Standard-normal random values on `device`."""
-    return _arrays.randn(shape, dtype, device)
+    from codegen import arrays
+
+    return arrays.randn(shape, dtype, device)
 
 
 def _build_through_codegen(*args: object, **kwargs: object) -> object:
@@ -99,8 +107,8 @@ def _build_through_codegen(*args: object, **kwargs: object) -> object:
     return build_module(*args, **kwargs)
 
 
-# The facade connects the layers: the frontend builds through codegen, installed here.
-from codegen import arrays as _arrays  # noqa: E402
+# The facade connects the layers: the frontend builds through codegen, installed here; codegen itself (and
+# numpy with it) loads with the first build or array.
 from hidet_lang.frontend.script import install_builder as _install_builder  # noqa: E402
 
 _install_builder(_build_through_codegen)

@@ -10,14 +10,16 @@ from __future__ import annotations
 from typing import Any
 
 from hidet_lang.frontend import semantics
-from hidet_lang.frontend.builtins import LocalTensorRequest, local_tensor_request, printf, register_tensor
+from hidet_lang.frontend.builtins import LocalTensorRequest, _pointer_to, local_tensor_request, printf, register_tensor
 from hidet_lang.frontend.builtins import _as_dtype as as_dtype
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.intrinsics import CUDA_INTRINSICS
 from hidet_lang.ir.layout import Layout
-from hidet_lang.ir.types import DataType, PointerType, TensorType, float32, int32, uint32, void
+from hidet_lang.ir.types import DataType, PointerType, float32, int32, uint32, void
 
 FULL_MASK = 0xFFFFFFFF
+# Element types of the tensor-core fragment registers: 32-bit words, or the 16-bit halves two of them hold.
+_HALF_FRAGMENT_DTYPES = ("uint32", "int32", "float16", "bfloat16", "uint16", "int16")
 
 
 class _Dim3:
@@ -172,28 +174,14 @@ def atomic_cas(address: Any, compare: Any, value: Any) -> E.Intrinsic:
 
 def _operand_pointer(value: Any, what: str, dtypes: tuple[str, ...], as_dtype_: DataType) -> E.Expr:
     """`value` (a pointer, `~t[i]`, or a tensor) as a pointer of `as_dtype_`; its elements must be of `dtypes`."""
-    e = E.convert(value)
+    e = _pointer_to(value, what)
     t = e.type
-    if isinstance(t, TensorType):
-        e = E.Address(E.TensorElement(e, tuple(E.Constant(0, int32) for _ in t.shape)))
-        t = e.type
-    if not isinstance(t, PointerType):
-        raise TypeError(f"{what} needs an address, e.g. ~regs[0]; got {semantics.describe(e)}")
+    assert isinstance(t, PointerType)
     if t.dtype.name not in dtypes:
         raise TypeError(f"{what} needs a pointer to {' or '.join(dtypes)}, got a pointer to {t.dtype}")
     if isinstance(t.base, DataType) and t.base == as_dtype_:
         return e
     return E.Reinterpret(e, PointerType(as_dtype_))
-
-
-def _any_pointer(value: Any, what: str) -> E.Expr:
-    e = E.convert(value)
-    t = e.type
-    if isinstance(t, TensorType):
-        return E.Address(E.TensorElement(e, tuple(E.Constant(0, int32) for _ in t.shape)))
-    if not isinstance(t, PointerType):
-        raise TypeError(f"{what} needs an address, e.g. ~smem[i, 0]; got {semantics.describe(e)}")
-    return e
 
 
 def mma_m16n8k16_f16_f32(a: Any, b: Any, c: Any) -> E.Intrinsic:
@@ -211,10 +199,9 @@ def mma_m16n8k16_f16_f32(a: Any, b: Any, c: Any) -> E.Intrinsic:
     Warp-collective: all 32 lanes of a full warp must execute it together (the emulator reports a partial warp).
     The emulator multiplies halves exactly in f32 and accumulates in f32 in k order; the GPU's accumulation order
     is unspecified, so results may differ from it in the last bits of f32."""
-    halves = ("uint32", "int32", "float16", "bfloat16", "uint16", "int16")
     return E.Intrinsic("mma_m16n8k16_f16_f32", (
-        _operand_pointer(a, "mma_m16n8k16_f16_f32 (a)", halves, uint32),
-        _operand_pointer(b, "mma_m16n8k16_f16_f32 (b)", halves, uint32),
+        _operand_pointer(a, "mma_m16n8k16_f16_f32 (a)", _HALF_FRAGMENT_DTYPES, uint32),
+        _operand_pointer(b, "mma_m16n8k16_f16_f32 (b)", _HALF_FRAGMENT_DTYPES, uint32),
         _operand_pointer(c, "mma_m16n8k16_f16_f32 (c)", ("float32",), float32),
     ), void)
 
@@ -229,9 +216,9 @@ def ldmatrix_x4(regs: Any, smem_row: Any) -> E.Intrinsic:
     lower in bits 0-15) of row `l // 4` of matrix `i`. Loading a 16x16 row-major A tile with lane `l` pointing at
     row `l % 8 + 8 * (l // 8 % 2)`, column `8 * (l // 16)` gives exactly the `a` fragment of
     `mma_m16n8k16_f16_f32`. Warp-collective: all 32 lanes of a full warp."""
-    halves = ("uint32", "int32", "float16", "bfloat16", "uint16", "int16")
     return E.Intrinsic("ldmatrix_x4", (
-        _operand_pointer(regs, "ldmatrix_x4 (regs)", halves, uint32), _any_pointer(smem_row, "ldmatrix_x4"),
+        _operand_pointer(regs, "ldmatrix_x4 (regs)", _HALF_FRAGMENT_DTYPES, uint32),
+        _pointer_to(smem_row, "ldmatrix_x4"),
     ), void)
 
 
@@ -243,8 +230,8 @@ def cp_async(dst_shared: Any, src_global: Any, nbytes: int) -> E.Intrinsic:
     synchronous and commit / wait are no-ops: correct for every kernel that waits before reading."""
     if isinstance(nbytes, bool) or nbytes not in (4, 8, 16):
         raise ValueError(f"cp_async copies 4, 8 or 16 bytes (a Python int), got {nbytes!r}")
-    return E.Intrinsic(f"cp_async_{nbytes}", (_any_pointer(dst_shared, "cp_async (dst)"),
-                                              _any_pointer(src_global, "cp_async (src)")), void)
+    return E.Intrinsic(f"cp_async_{nbytes}", (_pointer_to(dst_shared, "cp_async (dst)"),
+                                              _pointer_to(src_global, "cp_async (src)")), void)
 
 
 def cp_async_commit_group() -> E.Intrinsic:

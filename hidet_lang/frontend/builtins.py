@@ -101,6 +101,11 @@ def _as_shape(shape: Any) -> tuple[Any, ...]:
     raise TypeError(f"a shape is a list of extents, got {shape!r}")
 
 
+def _pointer_shape(shape: Any) -> tuple[Any, ...]:
+    """The shape of a tensor a pointer points at: Python ints as they are, other extents as IR values."""
+    return tuple(d if isinstance(d, int) else E.convert(d) for d in _as_shape(shape))
+
+
 def local_tensor_request(
     dtype: DataType | str, shape: Sequence[int] | None, layout: Layout | None, scope: str, func: str
 ) -> LocalTensorRequest:
@@ -151,7 +156,7 @@ def tensor(
 
 def tensor_pointer(dtype: DataType | str, shape: Sequence[Any], init: Any = None) -> TensorPointerRequest:
     """A pointer viewed as a tensor of `shape` (extents may be IR values), initialised from `init`."""
-    return TensorPointerRequest(_as_dtype(dtype), _as_shape(shape), init)
+    return TensorPointerRequest(_as_dtype(dtype), _pointer_shape(shape), init)
 
 
 def grid(*extents: Any, attrs: str | None = None) -> GridLoop:
@@ -234,8 +239,8 @@ def _pointer_to(value: Any, what: str) -> E.Expr:
     if isinstance(t, PointerType):
         return e
     if isinstance(t, TensorType):
-        return E.Address(E.TensorElement(e, tuple(E.Constant(0, int32) for _ in t.shape)))
-    raise TypeError(f"{what} needs a pointer or a tensor, got {semantics.describe(e)}")
+        return semantics.first_element_address(e)
+    raise TypeError(f"{what} needs a pointer or a tensor (e.g. ~x[i] or x), got {semantics.describe(e)}")
 
 
 def cast(value: Any, target: Any) -> E.Expr:
@@ -260,8 +265,7 @@ def view(value: Any, tensor_type: Any) -> E.Expr:
 def as_tensor_pointer(value: Any, dtype: DataType | str, shape: Sequence[Any]) -> E.Expr:
     """A pointer (or tensor) seen as a pointer to a tensor of `dtype` and `shape` (extents may be IR values)."""
     return E.Reinterpret(_pointer_to(value, "as_tensor_pointer()"),
-                         PointerType(TensorType(_as_dtype(dtype), tuple(E.convert(d) if not isinstance(d, int)
-                                                                         else d for d in _as_shape(shape)))))
+                         PointerType(TensorType(_as_dtype(dtype), _pointer_shape(shape))))
 
 
 def deref(pointer: Any) -> E.Expr:
@@ -276,7 +280,7 @@ def address(value: Any) -> E.Expr:
     """The address of a variable or an element (as `~x[i]`)."""
     e = E.convert(value)
     if isinstance(e, (E.TensorElement, E.Var)):
-        return _pointer_to(e, "address()") if isinstance(e.type, TensorType) else E.Address(e)
+        return semantics.first_element_address(e) if isinstance(e.type, TensorType) else E.Address(e)
     raise TypeError(f"address() takes a variable or an element such as a[i], got {semantics.describe(e)}")
 
 

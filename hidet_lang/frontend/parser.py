@@ -36,7 +36,7 @@ from hidet_lang.frontend import builtins as B
 from hidet_lang.frontend import semantics
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
-from hidet_lang.ir.func import FUNC_KINDS, CudaAttrs, FuncAttrs, Function
+from hidet_lang.ir.func import FUNC_KINDS, HOST_CALLABLE_KINDS, CudaAttrs, FuncAttrs, Function
 from hidet_lang.ir.functor import IRRewriter
 from hidet_lang.ir.mapping import MappingOn, TaskMapping
 from hidet_lang.ir.span import Span
@@ -46,10 +46,7 @@ from hidet_lang.ir.types import (
     TensorType,
     Type,
     VoidType,
-    boolean,
-    float32,
     int32,
-    promote,
     void,
 )
 from hidet_lang.passes.kind_rules import check_kind_rules
@@ -196,26 +193,19 @@ class Parser:
             params.append(var)
         declared_ret = self.annotation_type(fdef.returns) if fdef.returns is not None else None
         self.ctx.declared_return = declared_ret
-        self.stmts.append([])
-        self.scopes.append({})
-        for i, s in enumerate(fdef.body):
-            if i == 0 and isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(
-                    s.value.value, str):
-                continue  # docstring
-            self.visit_stmt(s)
-        self.scopes.pop()
-        body = S.seq(self.stmts.pop())
+        has_docstring = ast.get_docstring(fdef, clean=False) is not None
+        body = self.block(fdef.body[1:] if has_docstring else fdef.body)
         ctx = self.ctx
         kind = ctx.kind or ("cuda_kernel" if ctx.cuda else "cpu_internal")
         ret = declared_ret if declared_ret is not None else self.inferred_return_type(fdef)
         if declared_ret is None and ctx.return_types:
             body = _ReturnCaster(ret).visit(body)
-        if kind in ("public", "cpu_kernel", "cuda_kernel") and not isinstance(ret, VoidType):
+        if kind in HOST_CALLABLE_KINDS and not isinstance(ret, VoidType):
             raise self.error(fdef, f"a '{kind}' function cannot return a value; write results into a tensor "
                                    "argument (only 'cpu_internal'/'cuda_internal' functions return values)")
         cuda = CudaAttrs(**ctx.cuda, spans=tuple(ctx.cuda_spans.items())) if ctx.cuda else None
         func = Function(ctx.name, tuple(params), ret, body, FuncAttrs(kind, cuda, ctx.kind is None), self.span(fdef))
-        check_kind_rules(func, ctx.cuda_spans)
+        check_kind_rules(func, while_parsing=True)
         return func, ctx
 
     def inferred_return_type(self, fdef: ast.FunctionDef) -> Type:
@@ -229,13 +219,11 @@ class Parser:
             return void
         result = types[0]
         for t in types[1:]:
-            if t == result:
-                continue
-            if isinstance(t, DataType) and isinstance(result, DataType):
-                result = promote(result, t)
-            else:
+            common = semantics.common_type(result, t)
+            if common is None:
                 raise self.error(fdef, f"'{fdef.name}' returns values of incompatible types {result} and {t}; "
                                        "annotate its return type, e.g. `-> f32`")
+            result = common
         return result
 
     def annotation_type(self, node: ast.expr) -> Type:
@@ -250,12 +238,8 @@ class Parser:
                 n.lineno, n.col_offset = node.lineno, node.col_offset
             node = inner
         value = self.visit_expr(node)
-        if value is int:
-            return int32
-        if value is float:
-            return float32
-        if value is bool:
-            return boolean
+        if isinstance(value, type) and value in B.PYTHON_CASTS:
+            return B._as_dtype(B.PYTHON_CASTS[value])
         if isinstance(value, str):
             try:
                 return B._as_dtype(value)
@@ -383,8 +367,7 @@ class Parser:
             var = E.Var(self.fresh_name(name), TensorType(value.dtype, value.shape, value.layout), self.span(node))
             self.emit(S.DeclareStmt(var, None, value.scope, self.span(node)))
         elif isinstance(value, B.TensorPointerRequest):
-            shape = tuple(self.host_call(node, E.convert, d) if not isinstance(d, int) else d for d in value.shape)
-            var = E.Var(self.fresh_name(name), PointerType(TensorType(value.dtype, shape)), self.span(node))
+            var = E.Var(self.fresh_name(name), PointerType(TensorType(value.dtype, value.shape)), self.span(node))
             init = None
             if value.init is not None:
                 init = self.host_call(node, semantics.assignable, var.type, value.init, f"'{name}'")
@@ -560,8 +543,8 @@ class Parser:
         itype = self.host_call(node.iter, semantics.index_type, [start, stop, step])
         var = E.Var(self.fresh_name(names[0]), itype, self.span(node.target))
         body = self.loop_body(node, {names[0]: var})
-        self.emit(S.ForStmt(var, _cast_to(start, itype), _cast_to(stop, itype), _cast_to(step, itype), body, "",
-                            self.span(node)))
+        start, stop, step = (semantics.convert_to(x, itype) for x in (start, stop, step))
+        self.emit(S.ForStmt(var, start, stop, step, body, "", self.span(node)))
 
     def for_grid(self, node: ast.For, names: list[str], g: B.GridLoop) -> None:
         """`for i, j in grid(m, n)`: nested loops."""
@@ -580,8 +563,8 @@ class Parser:
                                           "variables", DSLValueError)
         body = self.loop_body(node, bindings)
         for var, ext, kind in reversed(list(zip(vars_, extents, g.kinds))):
-            body = S.ForStmt(var, E.Constant(0, var.type), _cast_to(ext, var.type), E.Constant(1, var.type), body,
-                             kind, self.span(node))
+            stop = semantics.convert_to(ext, var.type)
+            body = S.ForStmt(var, E.Constant(0, var.type), stop, E.Constant(1, var.type), body, kind, self.span(node))
         self.emit(body)
 
     def for_mapping(self, node: ast.For, names: list[str], on: MappingOn) -> None:
@@ -680,7 +663,7 @@ class Parser:
                 isinstance(v, E.TensorElement):
             return E.Address(v)
         if isinstance(v, E.Var) and isinstance(v.type, TensorType):
-            return E.Address(E.TensorElement(v, tuple(E.Constant(0, int32) for _ in v.type.shape)))
+            return semantics.first_element_address(v)
         raise self.error(node, "`~` takes the address of a variable or an element, e.g. `~a[i]`")
 
     def expr_BoolOp(self, node: ast.BoolOp) -> Any:
@@ -737,10 +720,9 @@ class Parser:
         a, b = self.visit_expr(node.body), self.visit_expr(node.orelse)
         c = self.host_call(node, semantics.condition, cond, "a conditional expression")
         ea, eb = self.host_call(node.body, E.convert, a), self.host_call(node.orelse, E.convert, b)
-        ta, tb = ea.type, eb.type
-        if isinstance(ta, DataType) and isinstance(tb, DataType) and ta != tb:
-            t = semantics.binary("+", ea, eb).type
-            ea, eb = _cast_to(ea, t), _cast_to(eb, t)
+        t = semantics.common_type(ea.type, eb.type)
+        if isinstance(t, DataType):
+            ea, eb = semantics.convert_to(ea, t), semantics.convert_to(eb, t)
         return E.IfThenElse(c, ea, eb)
 
     def subscript_indices(self, node: ast.Subscript) -> tuple[Any, ...]:
@@ -928,7 +910,7 @@ class _ReturnCaster(IRRewriter):
     def visit_ReturnStmt(self, s: S.ReturnStmt) -> S.Stmt:
         if s.value is None or s.value.type == self.ret or not isinstance(self.ret, DataType):
             return s
-        return S.ReturnStmt(_cast_to(s.value, self.ret), s.span)
+        return S.ReturnStmt(semantics.convert_to(s.value, self.ret), s.span)
 
 
 @dataclass(frozen=True)
@@ -936,12 +918,6 @@ class _RangeCall:
     """`range(...)` with IR bounds (a host `range` object holds host bounds)."""
 
     bounds: tuple[Any, Any, Any]
-
-
-def _cast_to(e: E.Expr, t: Type) -> E.Expr:
-    if isinstance(e, E.Constant) and isinstance(t, DataType):
-        return E.Constant(e.value, t)
-    return e if e.type == t or not isinstance(t, DataType) else E.Cast(e, t)
 
 
 def _is_float_value(*values: Any) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from hidet_lang.ir import expr as E
+from hidet_lang.ir.evaluate import convert_value
 from hidet_lang.ir.types import (
     DataType,
     PointerType,
@@ -71,20 +72,30 @@ def logical_not(a: E.Expr) -> E.Expr:
 
 
 def cast(value: Any, dtype: DataType) -> E.Expr:
-    """`value` converted to `dtype` (no node when it already has that type)."""
+    """`value`, a scalar, converted to `dtype` (see `convert_to`)."""
     e = E.convert(value)
-    if isinstance(e, E.Constant) and not isinstance(value, E.Expr):
-        return E.Constant(_python_value(e.value, dtype), dtype)
     scalar_type(e, f"a conversion to {dtype}")
-    return e if e.type == dtype else E.Cast(e, dtype)
+    return convert_to(e, dtype)
 
 
-def _python_value(value: int | float | bool, dtype: DataType) -> int | float | bool:
-    if dtype.is_bool:
-        return bool(value)
-    if dtype.is_float:
-        return float(value)
-    return int(value)
+def convert_to(e: E.Expr, dtype: DataType) -> E.Expr:
+    """The scalar `e` converted to `dtype` as C converts: no node when it already has that type, a constant
+    folded to its converted value (`cast(300, u8)` is 44), a `Cast` otherwise."""
+    if e.type == dtype:
+        return e
+    if isinstance(e, E.Constant):
+        return E.Constant(convert_value(e.value, dtype), dtype, e.span)
+    return E.Cast(e, dtype)
+
+
+def common_type(a: Type, b: Type) -> Type | None:
+    """The type values of types `a` and `b` meet in (the branches of a conditional, a function's returns): `a`
+    when they are equal, the promotion of two scalar types (as `x + y`), None when there is none."""
+    if a == b:
+        return a
+    if isinstance(a, DataType) and isinstance(b, DataType):
+        return promote(a, b)
+    return None
 
 
 def assignable(target: Type, value: Any, what: str) -> E.Expr:
@@ -93,7 +104,7 @@ def assignable(target: Type, value: Any, what: str) -> E.Expr:
     vt = e.type
     if isinstance(target, DataType):
         if isinstance(vt, DataType):
-            return cast(value, target) if not isinstance(value, E.Expr) else (e if vt == target else E.Cast(e, target))
+            return convert_to(e, target)
         kind = "a pointer" if isinstance(vt, PointerType) else "a tensor" if isinstance(vt, TensorType) else "nothing"
         raise TypeError(f"cannot assign {kind} ({vt}) to {what} of type {target}")
     if isinstance(target, PointerType):
@@ -142,11 +153,15 @@ def new_variable_type(value: Any) -> Type:
     """The type of a variable first assigned `value` (Python int -> i32, float -> f32, bool -> bool)."""
     e = E.convert(value)
     t = e.type
-    if isinstance(t, TensorType):
-        return PointerType(t)
     if isinstance(t, VoidType):
         raise TypeError("cannot assign the result of a function that returns nothing")
     return t
+
+
+def first_element_address(tensor: E.Expr) -> E.Expr:
+    """The address of the first element of a tensor-typed `tensor` (`~t[0, ..., 0]`), as C passes arrays."""
+    assert isinstance(tensor.type, TensorType)
+    return E.Address(E.TensorElement(tensor, tuple(E.Constant(0, int32) for _ in tensor.type.shape)))
 
 
 def element(base: E.Expr, indices: tuple[Any, ...]) -> E.Expr:
@@ -183,18 +198,14 @@ def math_call(name: str, *args: Any) -> E.Expr:
         result = exprs[0]
         for e in exprs[1:]:
             t = promote(scalar_type(result, name), scalar_type(e, name))
-            result = E.Intrinsic(name, (_to(result, t), _to(e, t)), t)
+            result = E.Intrinsic(name, (convert_to(result, t), convert_to(e, t)), t)
         return result
     if len(exprs) != (2 if name in ("pow", "atan2", "fmod") else 1):
         raise TypeError(f"{name}() takes {2 if name in ('pow', 'atan2', 'fmod') else 1} argument(s), got {len(exprs)}")
     if name == "abs":
         return E.Intrinsic("abs", exprs, types[0])
     t = max((ty for ty in types if ty.is_float), key=lambda ty: ty.nbytes, default=float32)
-    return E.Intrinsic(name, tuple(_to(e, t) for e in exprs), t)
-
-
-def _to(e: E.Expr, t: DataType) -> E.Expr:
-    return e if e.type == t else E.Cast(e, t)
+    return E.Intrinsic(name, tuple(convert_to(e, t) for e in exprs), t)
 
 
 def condition(value: Any, what: str) -> E.Expr:

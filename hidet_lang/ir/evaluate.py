@@ -6,6 +6,7 @@ Integers wrap around at their type's width; `/` truncates toward zero and `%` ta
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 from hidet_lang.ir import expr as E
@@ -32,41 +33,35 @@ def c_mod(a: int, b: int) -> int:
     return a - c_div(a, b) * b
 
 
+_COMPARISONS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
+                "!=": operator.ne}
+_FLOAT_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "%": math.fmod}
+_INT_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": c_div, "%": c_mod, "&": operator.and_,
+            "|": operator.or_, "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift}
+
+
 def fold(op: str, a: int | float | bool, b: int | float | bool, dtype: DataType) -> int | float | bool:
     """`a op b` computed as C would for operands converted to `dtype` (the result type for arithmetic)."""
-    if op in ("&&", "||"):
+    if op in E.LOGICAL_OPS:
         return bool(a) and bool(b) if op == "&&" else bool(a) or bool(b)
-    if op in ("<", "<=", ">", ">=", "==", "!="):
-        return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b}[op]
+    if op in E.COMPARISON_OPS:
+        return _COMPARISONS[op](a, b)
     if dtype.is_float:
-        a, b = float(a), float(b)
-        if op == "+":
-            return a + b
-        if op == "-":
-            return a - b
-        if op == "*":
-            return a * b
-        if op == "/":
-            return a / b
-        if op == "%":
-            return math.fmod(a, b)
-        raise ValueError(f"operator {op} on floats")
+        if op not in _FLOAT_OPS:
+            raise ValueError(f"operator {op} on floats")
+        return _FLOAT_OPS[op](float(a), float(b))
     a, b = int(a), int(b)
     if op in ("/", "%") and b == 0:
         raise ZeroDivisionError("integer division by zero")
     if op in ("<<", ">>") and not 0 <= b < 8 * dtype.nbytes:
         raise ValueError(f"shift by {b} of a {8 * dtype.nbytes}-bit value (undefined in C)")
-    result = {
-        "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: c_div(a, b),
-        "%": lambda: c_mod(a, b), "&": lambda: a & b, "|": lambda: a | b, "^": lambda: a ^ b,
-        "<<": lambda: a << b, ">>": lambda: a >> b,
-    }[op]()
+    result = _INT_OPS[op](a, b)
     return wrap(result, dtype) if not dtype.is_bool else bool(result)
 
 
 def operand_type_of(e: E.BinaryOp) -> DataType:
     """The type both operands of `e` are converted to before the operation (C's usual conversions)."""
-    if e.op in ("&&", "||"):
+    if e.op in E.LOGICAL_OPS:
         return boolean
     if e.op in ("<<", ">>"):
         return e.a.type

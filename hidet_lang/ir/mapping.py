@@ -164,11 +164,6 @@ class TaskMapping:
         """The shape of the task grid the mapping covers."""
         raise NotImplementedError
 
-    @property
-    def ndim(self) -> int:
-        """The number of dims of the task grid."""
-        return len(self.task_shape)
-
     def _tasks(self, worker: int) -> list[Task]:
         """The tasks of ``worker`` (already validated) in execution order."""
         raise NotImplementedError

@@ -11,6 +11,7 @@ variables keep their tensor types, which say how much storage a local array need
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from hidet_lang.ir import expr as E
@@ -51,13 +52,13 @@ class _Flattener(IRRewriter):
         e = self.rebuild(e)
         assert isinstance(e, E.TensorElement)
         flat = self.flat(e.base, e.indices)
-        return e if flat is e.indices else E.TensorElement(e.base, flat, e.span)
+        return e if flat is e.indices else dataclasses.replace(e, indices=flat)
 
     def visit_BufferStoreStmt(self, s: S.BufferStoreStmt) -> S.Stmt:
         s = self.rebuild(s)
         assert isinstance(s, S.BufferStoreStmt)
         flat = self.flat(s.buf, s.indices)
-        return s if flat is s.indices else S.BufferStoreStmt(s.buf, flat, s.value, s.span)
+        return s if flat is s.indices else dataclasses.replace(s, indices=flat)
 
 
 def flatten_tensor_access(node: S.Stmt) -> S.Stmt:

@@ -17,7 +17,6 @@ from hidet_lang.ir.func import DEVICE_KINDS, Function, IRModule
 from hidet_lang.ir.functor import collect
 from hidet_lang.ir.intrinsics import CUDA_INTRINSICS
 from hidet_lang.ir.node import child_field_names
-from hidet_lang.ir.span import Span
 from hidet_lang.ir.types import TensorType, bfloat16
 
 
@@ -36,13 +35,17 @@ def _is_bf16(t: object) -> bool:
     return getattr(t, "dtype", t) is bfloat16
 
 
-def check_kind_rules(func: Function, attr_spans: dict[str, Span] | None = None) -> None:
+def check_kind_rules(func: Function, *, while_parsing: bool = False) -> None:
     """Raise a DSL error at the first statement that `func`'s kind does not allow, or at a launch attribute
-    (`attr_spans` locates them) whose constant value no launch could accept."""
+    whose constant value no launch could accept.
+
+    `while_parsing`: called as `func` is parsed, when a function whose kind the program left unset may still
+    turn out to be CUDA code; such a function is checked by `check_module_rules` once its module settles it.
+    """
     kind = func.attrs.kind
     is_cuda = kind in DEVICE_KINDS
-    if func.attrs.kind_inferred and kind == "cpu_internal" and attr_spans is not None:
-        return  # parsing: the module decides later whether it is CPU or CUDA code
+    if while_parsing and func.attrs.kind_inferred and kind == "cpu_internal":
+        return
     if not is_cuda:
         for p in func.params:
             if _is_bf16(p.type):
@@ -75,7 +78,7 @@ def check_kind_rules(func: Function, attr_spans: dict[str, Span] | None = None) 
         if missing:
             raise DSLValueError(f"cuda_kernel '{func.name}' needs " + " and ".join(f"attrs.cuda.{n}" for n in missing),
                                 func.span)
-        _check_launch_dims(func, attr_spans or {})
+        _check_launch_dims(func)
     elif func.attrs.cuda is not None:
         raise DSLValueError(f"attrs.cuda.* applies to cuda_kernel functions, and '{func.name}' is a '{kind}' function",
                             func.span)
@@ -87,13 +90,13 @@ MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
 MAX_STATIC_SHARED_BYTES = 48 * 1024
 
 
-def _check_launch_dims(func: Function, attr_spans: dict[str, Span]) -> None:
+def _check_launch_dims(func: Function) -> None:
     """Constant block and grid dimensions within CUDA's limits; static shared memory within 48 KB."""
     cuda = func.attrs.cuda
     assert cuda is not None
     for attr, dims, limits in (("block_dim", cuda.block_dim, MAX_BLOCK_DIM), ("grid_dim", cuda.grid_dim, MAX_GRID_DIM)):
         values = [int(d.value) if isinstance(d, E.Constant) else None for d in dims]
-        where = attr_spans.get(attr, func.span)
+        where = cuda.span_of(attr) or func.span
         for axis, value, limit in zip("xyz", values, limits):
             if value is not None and not 1 <= value <= limit:
                 raise DSLValueError(f"kernel '{func.name}': {attr}.{axis} = {value} is outside [1, {limit}]", where)

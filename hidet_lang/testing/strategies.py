@@ -107,9 +107,6 @@ def default_elements(dtype: Any) -> st.SearchStrategy[Any]:
         return st.integers(0, int_bound(dt))
     if dt.kind == "b":
         return st.booleans()
-    if dt.kind == "c":
-        part = st.floats(-FLOAT_BOUND, FLOAT_BOUND, allow_subnormal=False, width=4 * dt.itemsize)
-        return st.builds(complex, part, part)
     raise TypeError(f"arrays(): no default elements for dtype {dt}; pass elements=")
 
 

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import textwrap
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,16 +34,9 @@ def call_add(lib: ctypes.CDLL, a: int, b: int) -> int:
 
 
 @pytest.fixture(autouse=True)
-def cache_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A fresh, empty cache directory per test, and an empty memory layer before and after."""
-    root = tmp_path / "cache"
-    monkeypatch.setenv(cache.CACHE_ENV_VAR, str(root))
+def fresh_cache(cache_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test gets a fresh cache (conftest's `cache_root`) and builds with the default compiler, not $CC."""
     monkeypatch.delenv("CC", raising=False)
-    cache.set_cache_dir(None)
-    cache.clear_memory_cache()
-    yield root
-    cache.set_cache_dir(None)
-    cache.clear_memory_cache()
 
 
 @pytest.fixture
@@ -61,11 +53,6 @@ def compile_calls(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     return calls
 
 
-def entry_dirs(root: Path) -> list[Path]:
-    """Every directory two levels below the cache root (published entries and leftovers alike)."""
-    return sorted(p for shard in root.iterdir() if shard.is_dir() for p in shard.iterdir())
-
-
 def test_build_load_and_call(cache_root: Path) -> None:
     lib = cache.build_and_load(add_source("call"), version=VERSION)
     assert call_add(lib, 2, 3) == 5
@@ -74,7 +61,7 @@ def test_build_load_and_call(cache_root: Path) -> None:
     assert cache.load_library(path) is lib
 
 
-def test_entry_layout(cache_root: Path) -> None:
+def test_entry_layout(cache_root: Path, entry_dirs) -> None:
     source = add_source("layout")
     path = cache.build_library(source, version=VERSION)
     entry = path.parent
@@ -139,7 +126,7 @@ def test_cache_key_depends_on_every_input() -> None:
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "missing", "bad_meta", "empty_meta"])
-def test_damaged_entry_is_rebuilt(damage: str, compile_calls: list[Path]) -> None:
+def test_damaged_entry_is_rebuilt(damage: str, compile_calls: list[Path], entry_dirs) -> None:
     source = add_source(f"damage-{damage}")
     path = cache.build_library(source, version=VERSION)  # built, not loaded: nothing maps the file
     good = path.read_bytes()
@@ -181,14 +168,14 @@ def test_unloadable_entry_with_matching_checksum_is_rebuilt(compile_calls: list[
     assert len(compile_calls) == 2
 
 
-def test_compile_error_leaves_nothing_behind(cache_root: Path) -> None:
+def test_compile_error_leaves_nothing_behind(cache_root: Path, entry_dirs) -> None:
     with pytest.raises(CCompilationError):
         cache.build_library("int broken(void) { return }\n", version=VERSION)
     assert entry_dirs(cache_root) == []
 
 
 def test_another_process_publishing_first_wins(
-    compile_calls: list[Path], monkeypatch: pytest.MonkeyPatch
+    compile_calls: list[Path], monkeypatch: pytest.MonkeyPatch, entry_dirs
 ) -> None:
     """Simulate a racing process: while our compile runs, the same entry gets published by someone else."""
     source = add_source("race")
@@ -213,7 +200,7 @@ def test_another_process_publishing_first_wins(
 
 
 def test_corrupt_published_entry_is_replaced(
-    compile_calls: list[Path], monkeypatch: pytest.MonkeyPatch
+    compile_calls: list[Path], monkeypatch: pytest.MonkeyPatch, entry_dirs
 ) -> None:
     """A corrupt entry found at publish time is moved aside and ours is published."""
     source = add_source("replace")
@@ -250,7 +237,7 @@ CHILD = textwrap.dedent(
 )
 
 
-def test_two_processes_build_the_same_source(cache_root: Path, tmp_path: Path) -> None:
+def test_two_processes_build_the_same_source(cache_root: Path, tmp_path: Path, entry_dirs) -> None:
     # A compiler wrapper that is slow to start makes both processes compile at the same time.
     slow_cc = tmp_path / "slowcc"
     slow_cc.write_text('#!/bin/sh\nsleep 0.5\nexec gcc "$@"\n')

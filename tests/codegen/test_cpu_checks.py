@@ -29,11 +29,14 @@ with hidet.script_module() as shift_module:
 with hidet.script_module() as local_module:
 
     @hidet.script
-    def local_overflow(k: i32, out: f32[1]):
+    def local_overflow(k: i32, out: f32[16]):
         attrs.func_kind = "public"
         buf = register_tensor(f32, [4, 4])
-        buf[k, 0] = 1.0  # MARK: local-write
-        out[0] = buf[0, 0]
+        for i, j in grid(4, 4):
+            buf[i, j] = f32(i * 4 + j)
+        buf[k, 0] = -1.0  # MARK: local-write
+        for i, j in grid(4, 4):
+            out[i * 4 + j] = buf[i, j]
 
 
 def test_out_of_bounds_read_in_a_parallel_loop_is_an_index_error_at_its_line() -> None:
@@ -45,11 +48,18 @@ def test_out_of_bounds_read_in_a_parallel_loop_is_an_index_error_at_its_line() -
 
 def test_out_of_bounds_write_to_a_local_array_does_not_touch_other_memory() -> None:
     built = local_module.build(check=True)
-    out = np.zeros(1, np.float32)
+    out = np.zeros(16, np.float32)
     built(3, out)  # row 3 of a 4x4 array is fine
-    with pytest.raises(IndexError, match=rf":{line_of('local-write')}: index 16 is out of bounds for 'buf'"):
-        built(4, out)
+    np.testing.assert_array_equal(out, np.where(np.arange(16) == 12, -1, np.arange(16)))
+    # just past the end, before the start, and 256 MB away (unchecked, each write would land outside `buf`): the
+    # write goes nowhere, every element of `buf` keeps its value and the kernel runs to its end
+    for k, index in ((4, 16), (-1, -4), (1 << 24, 1 << 26)):
+        out[:] = np.nan
+        with pytest.raises(IndexError, match=rf":{line_of('local-write')}: index {index} is out of bounds for 'buf'"):
+            built(k, out)
+        np.testing.assert_array_equal(out, np.arange(16))
     built(2, out)  # the failure was reported once, not carried over
+    np.testing.assert_array_equal(out, np.where(np.arange(16) == 8, -1, np.arange(16)))
 
 
 def test_checks_are_only_in_checking_mode() -> None:

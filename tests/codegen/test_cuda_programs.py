@@ -100,6 +100,20 @@ with hidet.script_module() as reduce_module:
                 positive[blockIdx.x] = count
 
 
+def _block_sum_reference(padded: np.ndarray) -> np.ndarray:
+    """block_sum's float32 additions in its order (shuffle-down within each warp, then xor across the 8 warp
+    sums), so the result is bitwise equal."""
+    lanes = np.arange(32)
+    v = padded.reshape(len(padded), 8, 32)
+    for offset in (16, 8, 4, 2, 1):  # a lane whose source is past the warp's end gets its own value
+        v = v + v[..., np.where(lanes + offset < 32, lanes + offset, lanes)]
+    w = np.zeros((len(padded), 32), np.float32)
+    w[:, :8] = v[..., 0]
+    for mask in (4, 2, 1):
+        w = w + w[:, lanes ^ mask]
+    return w[:, 0]
+
+
 def test_block_reduction_with_shuffles_and_barrier_votes() -> None:
     built = reduce_module.build()
     for n in (1, 255, 256, 1000):
@@ -108,7 +122,7 @@ def test_block_reduction_with_shuffles_and_barrier_votes() -> None:
         sums, positive = np.zeros(blocks, np.float32), np.zeros(blocks, np.int32)
         built["block_sum"](n, x, sums, positive)
         padded = np.concatenate([x, np.zeros(blocks * 256 - n, np.float32)]).reshape(blocks, 256)
-        np.testing.assert_allclose(sums, padded.sum(axis=1, dtype=np.float64), rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(sums, _block_sum_reference(padded))
         np.testing.assert_array_equal(positive, (padded > 0).sum(axis=1))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +15,8 @@ from hidet_lang import attrs, f32, i32
 from hidet_lang.cuda import blockIdx, dynamic_shared_memory, syncthreads, threadIdx
 
 pytestmark = pytest.mark.gpu
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def vector_add_module():
@@ -52,7 +55,7 @@ def test_vector_add_with_device_arrays() -> None:
 
 
 def test_tiled_matmul_example_on_the_gpu() -> None:
-    sys.path.insert(0, "examples")
+    sys.path.insert(0, str(EXAMPLES))
     import cuda_matmul
 
     built = cuda_matmul.module.build()
@@ -61,7 +64,8 @@ def test_tiled_matmul_example_on_the_gpu() -> None:
     b = np.random.randn(k, n).astype(np.float32)
     c = np.zeros((m, n), np.float32)
     built(m, n, k, a, b, c)
-    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+    # float32 sums of k products in another order than numpy's BLAS
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5 * k)
 
 
 def test_public_function_launching_two_kernels_and_large_dynamic_shared_memory() -> None:

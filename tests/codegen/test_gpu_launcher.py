@@ -66,13 +66,21 @@ class FakeDriver:
 
 
 @pytest.fixture(scope="module")
-def launcher():
+def library() -> ctypes.CDLL:
     _, host = emit_cuda(lower(module.ir_module()))
     lib = build_and_load(host, language="c", flags=DEFAULT_C_FLAGS, version=__version__)
+    lib.hidet_lang_bind_gpu.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_longlong]
+    return lib
+
+
+@pytest.fixture
+def launcher(library: ctypes.CDLL):
+    """A fresh driver bound to the launchers: binding also resets what the launchers remember (the dynamic shared
+    memory each kernel has opted in to), so no test depends on what an earlier one launched."""
+    lib = library
     driver = FakeDriver()
     handles = (ctypes.c_void_p * 1)(0x1234)
     static_smem = (ctypes.c_longlong * 1)(STATIC_SMEM)  # as the driver would report it
-    lib.hidet_lang_bind_gpu.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_longlong]
     lib.hidet_lang_bind_gpu(ctypes.cast(driver.launch, ctypes.c_void_p), ctypes.cast(driver.set_attribute,
                             ctypes.c_void_p), ctypes.cast(handles, ctypes.c_void_p),
                             ctypes.cast(static_smem, ctypes.c_void_p), SMEM_LIMIT)
@@ -101,13 +109,14 @@ def test_launch_configuration_and_arguments_reach_the_driver(launcher) -> None:
 
 
 def test_static_and_dynamic_shared_memory_over_48_kb_in_all_opt_in(launcher) -> None:
-    """(Runs before the next test raises this kernel's opt-in further.)"""
     driver, call = launcher
     budget = 48 * 1024 - STATIC_SMEM
-    call(budget // 4, 1.0, 0x1000)  # exactly 48 KB in all: no opt-in needed
-    assert (0x1234, 8, budget) not in driver.attributes
-    call(budget // 4 + 1, 1.0, 0x1000)
-    assert (0x1234, 8, budget + 4) in driver.attributes
+    before = len(driver.attributes)
+    assert call(budget // 4, 1.0, 0x1000)[0] == 0  # exactly 48 KB in all: no opt-in needed
+    assert driver.attributes[before:] == []
+    assert call(budget // 4 + 1, 1.0, 0x1000)[0] == 0
+    assert driver.attributes[before:] == [(0x1234, 8, budget + 4)]
+    assert driver.launches[-1]["smem"] == budget + 4
 
 
 def test_more_than_48_kb_of_dynamic_shared_memory_raises_the_limit_once(launcher) -> None:

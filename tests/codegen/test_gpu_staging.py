@@ -21,8 +21,10 @@ class FakeDevice:
     def __init__(self) -> None:
         self.buffers: dict[int, np.ndarray] = {}
         self.next = 0x10000
+        self.allocations = 0  # calls of alloc
 
     def alloc(self, nbytes: int) -> int:
+        self.allocations += 1
         ptr, self.next = self.next, self.next + max(nbytes, 1) + 0x100
         self.buffers[ptr] = np.zeros(max(nbytes, 1), np.uint8)
         return ptr
@@ -73,6 +75,7 @@ def test_numpy_arguments_are_copied_in_and_out_and_freed(device) -> None:
     a, out = np.arange(5, dtype=np.float32), np.zeros(5, np.float32)
     caller(5, 2.0, a, out)
     np.testing.assert_array_equal(out, a * 2)
+    assert device.allocations == 2, "one staging buffer for each array"
     assert device.buffers == {}, "staging buffers are freed after the call"
 
 
@@ -96,9 +99,12 @@ def test_bad_arguments_are_refused_before_any_allocation(device) -> None:
     caller = make_caller(scale.ir, fake_kernel(device), None, on_gpu=True)
     with pytest.raises(TypeError, match="'a' expects float32"):
         caller(4, 1.0, np.zeros(4, np.float64), np.zeros(4, np.float32))
+    assert device.allocations == 0, "a refused call allocates nothing"
+    # a bad later argument too: 'a' is fine, but nothing is staged before 'out' is checked
     with pytest.raises(ValueError, match=r"'out' expects shape \(4,\)"):
         caller(4, 1.0, np.zeros(4, np.float32), np.zeros(5, np.float32))
-    assert device.buffers == {}, "nothing stays allocated after a refused call"
+    assert device.allocations == 0, "a refused call allocates nothing"
+    assert device.buffers == {}
 
 
 def test_a_failing_call_still_frees_the_staging_buffers(device) -> None:
@@ -108,4 +114,5 @@ def test_a_failing_call_still_frees_the_staging_buffers(device) -> None:
     caller = make_caller(scale.ir, failing, None, on_gpu=True)
     with pytest.raises(RuntimeError, match="launch failed"):
         caller(4, 1.0, np.zeros(4, np.float32), np.zeros(4, np.float32))
+    assert device.allocations == 2, "the staging buffers were allocated before the launch"
     assert device.buffers == {}

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import time
 import types
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -57,16 +56,7 @@ def assert_cubin_with(cubin: bytes, kernel: str) -> None:
     assert kernel in kernel_symbols(cubin)
 
 
-@pytest.fixture(autouse=True)
-def cache_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A fresh, empty cache directory per test, and an empty memory layer before and after."""
-    root = tmp_path / "cache"
-    monkeypatch.setenv(cache.CACHE_ENV_VAR, str(root))
-    cache.set_cache_dir(None)
-    cache.clear_memory_cache()
-    yield root
-    cache.set_cache_dir(None)
-    cache.clear_memory_cache()
+pytestmark = pytest.mark.usefixtures("cache_root")  # conftest's: a fresh, empty cache for every test
 
 
 @pytest.fixture
@@ -352,9 +342,9 @@ def test_memory_hit_does_not_touch_disk(compile_calls: list[str], monkeypatch: p
     assert len(compile_calls) == 1
 
 
-def test_cubin_entry_layout(cache_root: Path) -> None:
+def test_cubin_entry_layout(cache_root: Path, entry_dirs) -> None:
     cubin = cache.build_cubin(ADD_KERNEL, arch="sm_90", version=VERSION)
-    [entry] = [p for shard in cache_root.iterdir() for p in shard.iterdir()]
+    [entry] = entry_dirs(cache_root)
     assert entry.parent.name == entry.name[:2]
     assert sorted(p.name for p in entry.iterdir()) == ["kernel.cu", "kernel.cubin", "meta.json"]
     assert (entry / "kernel.cubin").read_bytes() == cubin
@@ -406,9 +396,9 @@ def test_cubin_cache_key_depends_on_every_input() -> None:
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "missing", "bad_meta"])
-def test_corrupt_cached_cubin_is_rebuilt(damage: str, compile_calls: list[str], cache_root: Path) -> None:
+def test_corrupt_cached_cubin_is_rebuilt(damage: str, compile_calls: list[str], cache_root: Path, entry_dirs) -> None:
     good = cache.build_cubin(ADD_KERNEL, arch="sm_80", version=VERSION)
-    [entry] = [p for shard in cache_root.iterdir() for p in shard.iterdir()]
+    [entry] = entry_dirs(cache_root)
     path = entry / "kernel.cubin"
     if damage == "garbage":
         path.write_bytes(b"\x7fELF garbage" * 50)
@@ -424,16 +414,16 @@ def test_corrupt_cached_cubin_is_rebuilt(damage: str, compile_calls: list[str], 
     assert_cubin_with(rebuilt, "add")
     assert path.read_bytes() == rebuilt
     assert json.loads((entry / "meta.json").read_text())["cubin_sha256"] == hashlib.sha256(rebuilt).hexdigest()
-    assert [p for shard in cache_root.iterdir() for p in shard.iterdir()] == [entry]  # nothing left aside
+    assert entry_dirs(cache_root) == [entry]  # nothing left aside
 
 
-def test_build_cubin_error_leaves_nothing_behind(tmp_path: Path, cache_root: Path) -> None:
+def test_build_cubin_error_leaves_nothing_behind(tmp_path: Path, cache_root: Path, entry_dirs) -> None:
     user = user_file(tmp_path)
     source = f'extern "C" __global__ void f(float* c) {{\n  // {user}:12\n  c[0] = undefined_b[0];\n}}\n'
     with pytest.raises(NVRTCCompilationError) as info:
         cache.build_cubin(source, arch="sm_80", version=VERSION)
     assert info.value.dsl_line == 12 and "file.py:12" in str(info.value)
-    assert [p for shard in cache_root.iterdir() for p in shard.iterdir()] == []
+    assert entry_dirs(cache_root) == []
 
 
 def test_build_cubin_rejects_bad_arch_and_missing_include_dir(tmp_path: Path) -> None:

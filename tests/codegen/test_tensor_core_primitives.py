@@ -24,6 +24,7 @@ from hidet_lang.cuda import (
     syncwarp,
     threadIdx,
 )
+from hidet_lang.errors import DSLTypeError, DSLValueError
 from hidet_lang.testing import arrays
 
 # The PTX fragment layouts of mma.m16n8k16 (f16 A row-major, f16 B column-major, f32 C), per lane l with
@@ -337,7 +338,7 @@ def test_a_race_on_any_byte_of_a_wide_access_is_reported() -> None:
 
 
 def test_cp_async_rejects_other_sizes() -> None:
-    with pytest.raises(Exception, match="4, 8 or 16 bytes"):
+    with pytest.raises(DSLValueError, match="4, 8 or 16 bytes"):
 
         @hidet.script
         def bad_size(x: f32[4]):
@@ -356,7 +357,7 @@ def test_emulator_rejects_mma_in_a_partial_warp() -> None:
 
 
 def test_mma_rejects_operands_of_the_wrong_type() -> None:
-    with pytest.raises(Exception, match=r"mma_m16n8k16_f16_f32 \(c\) needs a pointer to float32"):
+    with pytest.raises(DSLTypeError, match=r"mma_m16n8k16_f16_f32 \(c\) needs a pointer to float32"):
 
         @hidet.script
         def bad_accumulator(x: f32[4]):

@@ -15,7 +15,7 @@ import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
-# example -> a line its output must contain
+# example (a path under examples/, optionally followed by its command-line arguments) -> a line its output must contain
 EXPECTED = {
     "quickstart.py": "both kernels match numpy",
     "cuda_matmul.py": "256x256x256: matches numpy",
@@ -25,6 +25,7 @@ EXPECTED = {
     "hidet_tutorials/3_kernel_functions.py": "cpu_kernel and cuda_kernel match numpy",
     "hidet_tutorials/4_naive_matmul.py": "naive matmul matches numpy for runtime sizes",
     "hidet_tutorials/5_efficient_matmul.py": "efficient matmul + relu matches numpy",
+    "benchmarks/emulator.py --quick": "every emulator and C loop result matches numpy",
 }
 
 
@@ -35,7 +36,8 @@ def test_every_tutorial_is_listed() -> None:
 
 @pytest.mark.parametrize("example", sorted(EXPECTED))
 def test_example_runs(example: str) -> None:
-    done = subprocess.run([sys.executable, str(EXAMPLES / example)], capture_output=True, text=True, timeout=300,
+    path, *args = example.split()
+    done = subprocess.run([sys.executable, str(EXAMPLES / path), *args], capture_output=True, text=True, timeout=300,
                           env=dict(os.environ), cwd=EXAMPLES.parent)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     assert EXPECTED[example] in done.stdout, done.stdout[-2000:]

@@ -305,7 +305,7 @@ def test_check_kernel_default_tolerances():
     check_kernel(make_add(bug=scale(np.float32(1 + 1e-3))), reference_add, a, b, c, rtol=1e-2)
 
     a, b, c = inputs("float64")
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError, match=r"20 of 20 element\(s\) differ .* \[rtol=1e-12, atol=1e-12,"):
         check_kernel(make_add(bug=scale(1 + 1e-9)), reference_add, a, b, c)
 
     def off_by_one(a, b, c):

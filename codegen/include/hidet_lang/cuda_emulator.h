@@ -1869,6 +1869,8 @@ static int launch(void (*entry)(void **), void (*block_fn)(void **), const char 
     L->dsmem = dynamic_smem_bytes;
     L->nthreads = (int)((uint64_t)bx * by * bz > 1024 ? 0 : bx * by * bz);
     L->nblocks = (uint64_t)gx * gy * gz;
+    // Generated launchers check the configuration before they get here (with the DSL line); these checks guard
+    // direct callers of the launch API.
     if (!entry)
         record_error(L, "CUDA emulator: kernel '%s': no entry function", name);
     else if (!gx || !gy || !gz || gx > 0x7fffffffu || gy > 65535 || gz > 65535)

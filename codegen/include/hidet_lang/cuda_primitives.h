@@ -177,23 +177,19 @@ HL_DEVICE hl_u64 hl_atomic_sub(hl_u64 *p, hl_u64 v) { return atomicAdd(p, 0ull -
 HL_DEVICE float hl_atomic_sub(float *p, float v) { return atomicAdd(p, -v); }
 HL_DEVICE double hl_atomic_sub(double *p, double v) { return atomicAdd(p, -v); }
 
-HL_DEVICE int hl_atomic_min(int *p, int v) { return atomicMin(p, v); }
-HL_DEVICE unsigned int hl_atomic_min(unsigned int *p, unsigned int v) { return atomicMin(p, v); }
-HL_DEVICE long hl_atomic_min(long *p, long v) { return (long)atomicMin((long long *)p, (long long)v); }
-HL_DEVICE unsigned long hl_atomic_min(unsigned long *p, unsigned long v) {
-    return (unsigned long)atomicMin((hl_u64 *)p, (hl_u64)v);
-}
-HL_DEVICE long long hl_atomic_min(long long *p, long long v) { return atomicMin(p, v); }
-HL_DEVICE hl_u64 hl_atomic_min(hl_u64 *p, hl_u64 v) { return atomicMin(p, v); }
-
-HL_DEVICE int hl_atomic_max(int *p, int v) { return atomicMax(p, v); }
-HL_DEVICE unsigned int hl_atomic_max(unsigned int *p, unsigned int v) { return atomicMax(p, v); }
-HL_DEVICE long hl_atomic_max(long *p, long v) { return (long)atomicMax((long long *)p, (long long)v); }
-HL_DEVICE unsigned long hl_atomic_max(unsigned long *p, unsigned long v) {
-    return (unsigned long)atomicMax((hl_u64 *)p, (hl_u64)v);
-}
-HL_DEVICE long long hl_atomic_max(long long *p, long long v) { return atomicMax(p, v); }
-HL_DEVICE hl_u64 hl_atomic_max(hl_u64 *p, hl_u64 v) { return atomicMax(p, v); }
+// atomicMin / atomicMax over the integer types (long and unsigned long through their 64-bit twins)
+#define HL_ATOMIC_MINMAX(NAME, FN)                                                                             \
+    HL_DEVICE int NAME(int *p, int v) { return FN(p, v); }                                                   \
+    HL_DEVICE unsigned int NAME(unsigned int *p, unsigned int v) { return FN(p, v); }                        \
+    HL_DEVICE long NAME(long *p, long v) { return (long)FN((long long *)p, (long long)v); }                  \
+    HL_DEVICE unsigned long NAME(unsigned long *p, unsigned long v) {                                        \
+        return (unsigned long)FN((hl_u64 *)p, (hl_u64)v);                                                    \
+    }                                                                                                        \
+    HL_DEVICE long long NAME(long long *p, long long v) { return FN(p, v); }                                 \
+    HL_DEVICE hl_u64 NAME(hl_u64 *p, hl_u64 v) { return FN(p, v); }
+HL_ATOMIC_MINMAX(hl_atomic_min, atomicMin)
+HL_ATOMIC_MINMAX(hl_atomic_max, atomicMax)
+#undef HL_ATOMIC_MINMAX
 
 HL_DEVICE int hl_atomic_exchange(int *p, int v) { return atomicExch(p, v); }
 HL_DEVICE unsigned int hl_atomic_exchange(unsigned int *p, unsigned int v) { return atomicExch(p, v); }
