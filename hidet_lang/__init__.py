@@ -98,17 +98,22 @@ def randn(shape: object, dtype: object = "float32", device: str = "cpu") -> obje
 
 
 def _build_through_codegen(*args: object, **kwargs: object) -> object:
-    """The frontend's builder until the first build: loads codegen's, installs it, and builds. (codegen imports
-    this package, so loading it here, while the package is being imported, would be circular whenever a
-    program imports a codegen module first.)"""
+    """The frontend's builder when codegen could not be loaded with the package: loads codegen's builder,
+    installs it, and builds."""
     from codegen.build import build_module
 
     _install_builder(build_module)
     return build_module(*args, **kwargs)
 
 
-# The facade connects the layers: the frontend builds through codegen, installed here; codegen itself (and
-# numpy with it) loads with the first build or array.
+# The facade connects the layers: the frontend builds through codegen, installed here. Loading codegen with the
+# package keeps the first `module.build()` of a process as fast as the build itself. When a program imports a
+# codegen module first, codegen is what is importing this package, so its builder is installed at the first
+# build instead.
 from hidet_lang.frontend.script import install_builder as _install_builder  # noqa: E402
 
-_install_builder(_build_through_codegen)
+try:
+    from codegen.build import build_module as _build_module  # noqa: E402
+except ImportError:  # the circular case above
+    _build_module = _build_through_codegen
+_install_builder(_build_module)
