@@ -105,6 +105,11 @@ HL_EXPORT void hidet_lang_flush(void) { fflush(stdout); }
 """
 
 
+def tensor_label(base: E.Expr) -> str:
+    """The C string naming the tensor of an access in a checking-mode report."""
+    return c_string(base.name if isinstance(base, E.Var) else "pointer")
+
+
 def c_string(text: str) -> str:
     """A C string literal for `text`."""
     return json.dumps(text).replace("?", "\\?")
@@ -309,7 +314,7 @@ class CEmitter:
         self.line(f"{self.var_name(s.var)} = {self.expr(s.value)};")
 
     def stmt_BufferStoreStmt(self, s: S.BufferStoreStmt) -> None:
-        address = self.bounds_checked(s.buf, s.indices[0])
+        address = self.bounds_checked(s.buf, s.indices[0], write=True)
         if address is not None:
             self.line(f"*{address} = {self.expr(s.value)};")
             return
@@ -331,15 +336,17 @@ class CEmitter:
         """The DSL location of the statement being printed, as a C string."""
         return c_string(f"{self.last_marker[0]}:{self.last_marker[1]}" if self.last_marker else "?")
 
-    def bounds_checked(self, base: E.Expr, index: E.Expr) -> str | None:
-        """In checking mode, the address of `base[index]` behind a bounds check (None: a plain access)."""
+    def bounds_checked(self, base: E.Expr, index: E.Expr, write: bool = False,
+                       address_only: bool = False) -> str | None:
+        """In checking mode, the address of `base[index]` behind a bounds check (None: a plain access).
+        `write`: the access stores; `address_only`: it is `~base[index]` (the CUDA emulator's checks tell
+        these apart; on the CPU every checked access is the same)."""
         if not self.check:
             return None
         extent = self.extent(base)
         if extent == "-1LL":
             return None
-        name = c_string(base.name if isinstance(base, E.Var) else "pointer")
-        return f"HL_CHECKED({self.expr(base)}, {self.expr(index)}, {extent}, {name}, {self.where()})"
+        return f"HL_CHECKED({self.expr(base)}, {self.expr(index)}, {extent}, {tensor_label(base)}, {self.where()})"
 
     def stmt_EvaluateStmt(self, s: S.EvaluateStmt) -> None:
         self.line(f"{self.expr(s.expr)};")

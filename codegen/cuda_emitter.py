@@ -15,7 +15,7 @@ import functools
 import string
 from dataclasses import dataclass
 
-from codegen.c_emitter import CEmitter, c_string
+from codegen.c_emitter import CEmitter, c_string, tensor_label
 from hidet_lang.errors import DSLSyntaxError
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
@@ -242,21 +242,19 @@ class CudaDeviceEmitter(CEmitter):
 
     def deferred_store(self, s: S.BufferStoreStmt) -> None:
         """A guarded store in a "registers" block function: a failed guard is recorded and ends the thread."""
-        base = s.buf
-        name = c_string(base.name if isinstance(base, E.Var) else "pointer")
-        self.fast_sites.append((name, self.where()))
+        self.fast_sites.append((tensor_label(s.buf), self.where()))
         self.line("{")
         self.depth += 1
         self.line(f"auto hl_fast_v = {self.expr(s.value)};")
         self.line(f"const long long hl_fast_k = (long long)({self.expr(s.indices[0])}), "
-                  f"hl_fast_n = {self.extent(base)};")
+                  f"hl_fast_n = {self.extent(s.buf)};")
         self.line("if (__builtin_expect(hl_fast_n >= 0 && (unsigned long long)hl_fast_k >= "
                   "(unsigned long long)hl_fast_n, 0)) {")
         self.line("    hl_fast_bad |= ::hl_emu::fast_store_fail(hl_fast, hl_fast_row + (int)hl_fast_tx, hl_fast_k, "
                   f"hl_fast_n, {len(self.fast_sites)});")
         self.line("    return;")
         self.line("}")
-        self.line(f"{self.expr(base)}[hl_fast_k] = hl_fast_v;")
+        self.line(f"{self.expr(s.buf)}[hl_fast_k] = hl_fast_v;")
         self.depth -= 1
         self.line("}")
 
@@ -275,15 +273,17 @@ class CudaDeviceEmitter(CEmitter):
                 name = self.var_name(s.var)
                 self.line(f'hl_emu_shared_declared({name}, sizeof({name}), "{s.var.name}", {self.where()});')
 
-    def access(self, base: E.Expr, index: E.Expr, write: bool, address_only: bool = False) -> str | None:
-        """The instrumented address of `base[index]` in the emulator (None when the access is left plain).
+    def bounds_checked(self, base: E.Expr, index: E.Expr, write: bool = False,
+                       address_only: bool = False) -> str | None:
+        """The instrumented address of `base[index]` in the emulator (None when the access is left plain): a
+        store guard outside checking mode, `hl_emu_checked` in it.
 
         `address_only` is for `~x[i]` (e.g. an atomic's target): its bounds are checked, but it is not a plain
         read or write for the shared-memory checks."""
         space = self.spaces.get(base) if isinstance(base, E.Var) else None
         if not self.emulator or (not self.check and not (write and space == SPACE_GLOBAL)):
             return None
-        name = c_string(base.name if isinstance(base, E.Var) else "pointer")
+        name = tensor_label(base)
         args = f"{self.expr(base)}, (long long)({self.expr(index)}), {self.extent(base)}"
         if not self.check:
             return f"hl_emu_store_guard({args}, {name}, {self.where()})"
@@ -293,22 +293,15 @@ class CudaDeviceEmitter(CEmitter):
         return f"hl_emu_checked({args}, {flags}, {name}, {self.where()})"
 
     def stmt_BufferStoreStmt(self, s: S.BufferStoreStmt) -> None:
-        address = self.access(s.buf, s.indices[0], write=True)
-        if address is not None and self.fast == "registers":
+        if self.fast == "registers" and self.spaces.get(s.buf) == SPACE_GLOBAL:  # a guarded store (see below)
             self.deferred_store(s)
-        elif address is None:
-            super().stmt_BufferStoreStmt(s)
         else:
-            self.line(f"*{address} = {self.expr(s.value)};")
-
-    def expr_TensorElement(self, e: E.TensorElement) -> str:
-        address = self.access(e.base, e.indices[0], write=False)
-        return super().expr_TensorElement(e) if address is None else f"(*{address})"
+            super().stmt_BufferStoreStmt(s)
 
     def expr_Address(self, e: E.Address) -> str:
         target = e.expr
         if isinstance(target, E.TensorElement):
-            address = self.access(target.base, target.indices[0], write=False, address_only=True)
+            address = self.bounds_checked(target.base, target.indices[0], address_only=True)
             if address is not None:
                 return f"({address})"
         return super().expr_Address(e)
