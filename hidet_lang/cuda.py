@@ -15,6 +15,7 @@ from hidet_lang.frontend.builtins import _as_dtype as as_dtype
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.intrinsics import CUDA_INTRINSICS
 from hidet_lang.ir.layout import Layout
+from hidet_lang.ir.stmt import DeclScope
 from hidet_lang.ir.types import DataType, PointerType, float32, int32, uint32, void
 
 FULL_MASK = 0xFFFFFFFF
@@ -256,7 +257,7 @@ def cp_async_wait_all() -> E.Intrinsic:
 def shared_tensor(dtype: DataType | str, shape: Any = None, layout: Layout | None = None) -> LocalTensorRequest:
     """A tensor in the block's shared memory (constant shape); `layout` as in `register_tensor` (the shape
     follows from it when omitted; e.g. `strided_layout([64, 8], strides=[9, 1])` pads each row)."""
-    return local_tensor_request(dtype, shape, layout, "shared", "shared_tensor")
+    return local_tensor_request(dtype, shape, layout, DeclScope.SHARED, "shared_tensor")
 
 
 def dynamic_shared_memory(byte_offset: Any, dtype: DataType | str) -> E.Intrinsic:

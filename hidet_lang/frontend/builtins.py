@@ -14,6 +14,7 @@ from typing import Any
 from hidet_lang.frontend import semantics
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.layout import Layout
+from hidet_lang.ir.stmt import DeclScope, LoopKind
 from hidet_lang.ir.types import DataType, PointerType, TensorType, dtype_from_name, int32
 
 FUNC_ATTRS = ("func_kind", "func_name")
@@ -57,7 +58,7 @@ class LocalTensorRequest:
 
     dtype: DataType
     shape: tuple[int, ...]
-    scope: str = ""
+    scope: DeclScope = DeclScope.LOCAL
     layout: Layout | None = None
 
 
@@ -75,7 +76,7 @@ class GridLoop:
     """`grid(4, 4, attrs='p.')`: nested loops; per dimension '.' plain, 'u' unrolled, 'p' parallel (OpenMP)."""
 
     extents: tuple[Any, ...]
-    kinds: tuple[str, ...]
+    kinds: tuple[LoopKind, ...]
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ def _pointer_shape(shape: Any) -> tuple[Any, ...]:
 
 
 def local_tensor_request(
-    dtype: DataType | str, shape: Sequence[int] | None, layout: Layout | None, scope: str, func: str
+    dtype: DataType | str, shape: Sequence[int] | None, layout: Layout | None, scope: DeclScope, func: str
 ) -> LocalTensorRequest:
     """The request behind `register_tensor`, `tensor` and `shared_tensor`: the shape follows from the layout
     when omitted; when both are given they must agree (a `ValueError` naming `func` otherwise)."""
@@ -138,7 +139,7 @@ def register_tensor(
     `layout` (e.g. `column_major(4, 8)`, or `local_layout(16, 16) * row_major(4, 4)` mirroring a task mapping)
     maps indices to storage offsets and sets the storage size; the shape follows from it when omitted.
     """
-    return local_tensor_request(dtype, shape, layout, "", "register_tensor")
+    return local_tensor_request(dtype, shape, layout, DeclScope.LOCAL, "register_tensor")
 
 
 def tensor(
@@ -151,7 +152,8 @@ def tensor(
     are as in `register_tensor`."""
     if scope not in ("register", "local", "shared"):
         raise ValueError(f"tensor scope {scope!r} is not one of 'register', 'local', 'shared'")
-    return local_tensor_request(dtype, shape, layout, "shared" if scope == "shared" else "", "tensor")
+    scope_kind = DeclScope.SHARED if scope == "shared" else DeclScope.LOCAL
+    return local_tensor_request(dtype, shape, layout, scope_kind, "tensor")
 
 
 def tensor_pointer(dtype: DataType | str, shape: Sequence[Any], init: Any = None) -> TensorPointerRequest:
@@ -170,7 +172,7 @@ def grid(*extents: Any, attrs: str | None = None) -> GridLoop:
         raise ValueError(
             f"grid attrs {spec!r} must have one character per dimension ({len(extents)}), each '.', 'u' or 'p'"
         )
-    names = {".": "", "u": "unroll", "p": "parallel"}
+    names = {".": LoopKind.PLAIN, "u": LoopKind.UNROLL, "p": LoopKind.PARALLEL}
     return GridLoop(tuple(extents), tuple(names[c] for c in spec))
 
 

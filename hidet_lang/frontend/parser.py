@@ -36,9 +36,10 @@ from hidet_lang.frontend import builtins as B
 from hidet_lang.frontend import semantics
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
-from hidet_lang.ir.func import FUNC_KINDS, HOST_CALLABLE_KINDS, CudaAttrs, FuncAttrs, Function
+from hidet_lang.ir.func import FUNC_KINDS, HOST_CALLABLE_KINDS, CudaAttrs, FuncAttrs, FuncKind, Function
 from hidet_lang.ir.functor import IRRewriter
 from hidet_lang.ir.mapping import MappingOn, TaskMapping
+from hidet_lang.ir.node import at
 from hidet_lang.ir.span import Span
 from hidet_lang.ir.types import (
     DataType,
@@ -86,7 +87,7 @@ class FunctionContext:
     """What the parser learns about the function being parsed besides its body."""
 
     name: str
-    kind: str | None = None
+    kind: FuncKind | None = None
     cuda: dict[str, Any] = field(default_factory=dict)
     cuda_spans: dict[str, Span] = field(default_factory=dict)
     declared_return: Type | None = None
@@ -177,6 +178,10 @@ class Parser:
     # ---------------------------------------------------------------------------------------------- function
     def parse_function(self, fdef: ast.FunctionDef) -> tuple[Function, FunctionContext]:
         """The IR function for `fdef`, and what its body said about attributes and callees."""
+        with at(self.span(fdef)):
+            return self._parse_function(fdef)
+
+    def _parse_function(self, fdef: ast.FunctionDef) -> tuple[Function, FunctionContext]:
         self.ctx = FunctionContext(fdef.name)
         args = fdef.args
         if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or args.defaults:
@@ -188,7 +193,8 @@ class Parser:
                 raise self.error(a, f"parameter '{a.arg}' needs a type annotation, e.g. `{a.arg}: f32[16]` or "
                                     f"`{a.arg}: i32`", DSLTypeError)
             ptype = self.annotation_type(a.annotation)
-            var = E.Var(self.fresh_name(a.arg), ptype, self.span(a))
+            with at(self.span(a)):
+                var = E.Var(self.fresh_name(a.arg), ptype)
             self.bind(a.arg, var)
             params.append(var)
         declared_ret = self.annotation_type(fdef.returns) if fdef.returns is not None else None
@@ -196,7 +202,7 @@ class Parser:
         has_docstring = ast.get_docstring(fdef, clean=False) is not None
         body = self.block(fdef.body[1:] if has_docstring else fdef.body)
         ctx = self.ctx
-        kind = ctx.kind or ("cuda_kernel" if ctx.cuda else "cpu_internal")
+        kind = ctx.kind or (FuncKind.CUDA_KERNEL if ctx.cuda else FuncKind.CPU_INTERNAL)
         ret = declared_ret if declared_ret is not None else self.inferred_return_type(fdef)
         if declared_ret is None and ctx.return_types:
             body = _ReturnCaster(ret).visit(body)
@@ -204,7 +210,7 @@ class Parser:
             raise self.error(fdef, f"a '{kind}' function cannot return a value; write results into a tensor "
                                    "argument (only 'cpu_internal'/'cuda_internal' functions return values)")
         cuda = CudaAttrs(**ctx.cuda, spans=tuple(ctx.cuda_spans.items())) if ctx.cuda else None
-        func = Function(ctx.name, tuple(params), ret, body, FuncAttrs(kind, cuda, ctx.kind is None), self.span(fdef))
+        func = Function(ctx.name, tuple(params), ret, body, FuncAttrs(kind, cuda, ctx.kind is None))
         check_kind_rules(func, while_parsing=True)
         return func, ctx
 
@@ -255,7 +261,8 @@ class Parser:
         method = getattr(self, "visit_" + type(node).__name__, None)
         if method is None:
             raise self.unsupported(node)
-        method(node)
+        with at(self.span(node)):
+            method(node)
 
     def unsupported(self, node: ast.AST) -> DSLSyntaxError:
         """The error for a Python construct the DSL does not have."""
@@ -269,9 +276,9 @@ class Parser:
     def visit_Expr(self, node: ast.Expr) -> None:
         value = self.visit_expr(node.value)
         if isinstance(value, (E.Call, E.Intrinsic)):
-            self.emit(S.EvaluateStmt(value, self.span(node)))
+            self.emit(S.EvaluateStmt(value))
         elif isinstance(value, S.AsmStmt):
-            self.emit(dataclasses.replace(value, span=self.span(node)))
+            self.emit(value)
 
     def visit_Assign(self, node: ast.Assign) -> None:
         value = self.visit_expr(node.value)
@@ -292,8 +299,8 @@ class Parser:
             return value
         if not isinstance(value.type, (DataType, PointerType)):
             return value
-        tmp = E.Var(self.fresh_name("tmp"), value.type, self.span(node))
-        self.emit(S.DeclareStmt(tmp, value, self.span(node)))
+        tmp = E.Var(self.fresh_name("tmp"), value.type)
+        self.emit(S.DeclareStmt(tmp, value))
         return tmp
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
@@ -301,14 +308,14 @@ class Parser:
             raise self.error(node, "an annotated declaration names one variable, e.g. `acc: f32 = 0.0`", DSLSyntaxError)
         vtype = self.annotation_type(node.annotation)
         name = node.target.id
-        var = E.Var(self.fresh_name(name), vtype, self.span(node))
+        var = E.Var(self.fresh_name(name), vtype)
         init = None
         if node.value is not None:
             value = self.visit_expr(node.value)
             if isinstance(value, B.LocalTensorRequest):
                 raise self.error(node, "declare a local tensor without an annotation: `x = register_tensor(...)`")
             init = self.host_call(node, semantics.assignable, vtype, value, f"'{name}'")
-        self.emit(S.DeclareStmt(var, init, self.span(node)))
+        self.emit(S.DeclareStmt(var, init))
         self.bind(name, var)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -341,7 +348,7 @@ class Parser:
                 raise self.error(target, f"cannot store into {semantics.describe(base)}")
             elem = self.host_call(target, semantics.element, base, indices)
             stored = self.host_call(target, semantics.assignable, elem.type, value, "an element")
-            self.emit(S.BufferStoreStmt(base, elem.indices, stored, self.span(node)))
+            self.emit(S.BufferStoreStmt(base, elem.indices, stored))
         elif isinstance(target, ast.Attribute):
             owner = self.visit_expr(target.value)
             if isinstance(owner, B._AttrsNamespace):
@@ -361,25 +368,25 @@ class Parser:
                 break
         if isinstance(existing, E.Var) and not isinstance(value, (B.LocalTensorRequest, B.TensorPointerRequest)):
             converted = self.host_call(node, semantics.assignable, existing.type, value, f"'{name}'")
-            self.emit(S.AssignStmt(existing, converted, self.span(node)))
+            self.emit(S.AssignStmt(existing, converted))
             return
         if isinstance(value, B.LocalTensorRequest):
-            var = E.Var(self.fresh_name(name), TensorType(value.dtype, value.shape, value.layout), self.span(node))
-            self.emit(S.DeclareStmt(var, None, value.scope, self.span(node)))
+            var = E.Var(self.fresh_name(name), TensorType(value.dtype, value.shape, value.layout))
+            self.emit(S.DeclareStmt(var, None, value.scope))
         elif isinstance(value, B.TensorPointerRequest):
-            var = E.Var(self.fresh_name(name), PointerType(TensorType(value.dtype, value.shape)), self.span(node))
+            var = E.Var(self.fresh_name(name), PointerType(TensorType(value.dtype, value.shape)))
             init = None
             if value.init is not None:
                 init = self.host_call(node, semantics.assignable, var.type, value.init, f"'{name}'")
-            self.emit(S.DeclareStmt(var, init, self.span(node)))
+            self.emit(S.DeclareStmt(var, init))
         elif isinstance(value, (E.Expr, int, float)):
             if isinstance(value, E.Expr) and isinstance(value.type, TensorType):
                 self.bind(name, value)  # an alias of a tensor
                 return
             vtype = self.host_call(node, semantics.new_variable_type, value)
             init = self.host_call(node, semantics.assignable, vtype, value, f"'{name}'")
-            var = E.Var(self.fresh_name(name), vtype, self.span(node))
-            self.emit(S.DeclareStmt(var, init, self.span(node)))
+            var = E.Var(self.fresh_name(name), vtype)
+            self.emit(S.DeclareStmt(var, init))
         else:
             self.bind(name, value)  # a host value: a mapping, a tuple, a function...
             return
@@ -396,7 +403,7 @@ class Parser:
             if value not in FUNC_KINDS:
                 raise self.error(node, f"func_kind must be one of {', '.join(map(repr, FUNC_KINDS))}, got {value!r}",
                                  DSLValueError)
-            self.ctx.kind = value
+            self.ctx.kind = FuncKind(value)
         elif owner is B.attrs and attr == "func_name":
             if not isinstance(value, str) or not value.isidentifier():
                 raise self.error(node, f"func_name must be an identifier, got {value!r}", DSLValueError)
@@ -429,7 +436,7 @@ class Parser:
         c = self.host_call(node.test, semantics.condition, cond, "an `if` condition")
         then_body = self.block(node.body)
         else_body = self.block(node.orelse) if node.orelse else None
-        self.emit(S.IfStmt(c, then_body, else_body, self.span(node)))
+        self.emit(S.IfStmt(c, then_body, else_body))
 
     def visit_While(self, node: ast.While) -> None:
         if node.orelse:
@@ -439,15 +446,15 @@ class Parser:
         self.loops.append(_LoopFrame(unrolled=False))
         body = self.block(node.body)
         self.loops.pop()
-        self.emit(S.WhileStmt(c, body, self.span(node)))
+        self.emit(S.WhileStmt(c, body))
 
     def visit_Break(self, node: ast.Break) -> None:
         self.check_in_loop(node, "break")
-        self.emit(S.BreakStmt(self.span(node)))
+        self.emit(S.BreakStmt())
 
     def visit_Continue(self, node: ast.Continue) -> None:
         self.check_in_loop(node, "continue")
-        self.emit(S.ContinueStmt(self.span(node)))
+        self.emit(S.ContinueStmt())
 
     def check_in_loop(self, node: ast.AST, what: str) -> None:
         """`break`/`continue` need an enclosing loop that exists at run time."""
@@ -460,7 +467,7 @@ class Parser:
     def visit_Return(self, node: ast.Return) -> None:
         assert self.ctx is not None
         if node.value is None:
-            self.emit(S.ReturnStmt(None, self.span(node)))
+            self.emit(S.ReturnStmt(None))
             return
         value = self.host_call(node, E.convert, self.visit_expr(node.value))
         if isinstance(value.type, TensorType):
@@ -470,7 +477,7 @@ class Parser:
         if self.ctx.declared_return is not None:
             value = self.host_call(node, semantics.assignable, self.ctx.declared_return, value, "the return value")
         self.ctx.return_types.append(value.type)
-        self.emit(S.ReturnStmt(value, self.span(node)))
+        self.emit(S.ReturnStmt(value))
 
     def visit_Assert(self, node: ast.Assert) -> None:
         cond = self.visit_expr(node.test)
@@ -483,7 +490,7 @@ class Parser:
                 raise self.error(node, f"static assertion failed: {text}", DSLValueError)
             return
         c = self.host_call(node.test, semantics.condition, cond, "an assertion")
-        self.emit(S.AssertStmt(c, text, self.span(node)))
+        self.emit(S.AssertStmt(c, text))
 
     def visit_For(self, node: ast.For) -> None:
         if node.orelse:
@@ -541,10 +548,10 @@ class Parser:
         if isinstance(step, E.Constant) and step.value == 0:
             raise self.error(node.iter, "range() step must not be zero", DSLValueError)
         itype = self.host_call(node.iter, semantics.index_type, [start, stop, step])
-        var = E.Var(self.fresh_name(names[0]), itype, self.span(node.target))
+        var = E.Var(self.fresh_name(names[0]), itype)
         body = self.loop_body(node, {names[0]: var})
         start, stop, step = (semantics.convert_to(x, itype) for x in (start, stop, step))
-        self.emit(S.ForStmt(var, start, stop, step, body, "", self.span(node)))
+        self.emit(S.ForStmt(var, start, stop, step, body))
 
     def for_grid(self, node: ast.For, names: list[str], g: B.GridLoop) -> None:
         """`for i, j in grid(m, n)`: nested loops."""
@@ -553,7 +560,7 @@ class Parser:
         for k, ext in enumerate(extents):
             itype = self.host_call(node.iter, semantics.index_type, [ext])
             hint = names[k] if len(names) == len(extents) else f"{names[0]}_{k}"
-            vars_.append(E.Var(self.fresh_name(hint), itype, self.span(node.target)))
+            vars_.append(E.Var(self.fresh_name(hint), itype))
         if len(names) == len(extents):
             bindings = dict(zip(names, vars_))
         elif len(names) == 1:
@@ -564,7 +571,7 @@ class Parser:
         body = self.loop_body(node, bindings)
         for var, ext, kind in reversed(list(zip(vars_, extents, g.kinds))):
             stop = semantics.convert_to(ext, var.type)
-            body = S.ForStmt(var, E.Constant(0, var.type), stop, E.Constant(1, var.type), body, kind, self.span(node))
+            body = S.ForStmt(var, E.Constant(0, var.type), stop, E.Constant(1, var.type), body, kind)
         self.emit(body)
 
     def for_mapping(self, node: ast.For, names: list[str], on: MappingOn) -> None:
@@ -581,9 +588,9 @@ class Parser:
         if isinstance(worker, E.Constant) and not 0 <= worker.value < m.num_workers:
             raise self.error(node.iter, f"worker {worker.value} is outside the mapping's {m.num_workers} workers",
                              DSLValueError)
-        vars_ = tuple(E.Var(self.fresh_name(n), int32, self.span(node.target)) for n in names)
+        vars_ = tuple(E.Var(self.fresh_name(n), int32) for n in names)
         body = self.loop_body(node, dict(zip(names, vars_)))
-        self.emit(S.ForMappingStmt(vars_, m, worker, body, self.span(node)))
+        self.emit(S.ForMappingStmt(vars_, m, worker, body))
 
     # ---------------------------------------------------------------------------------------------- expressions
     def visit_expr(self, node: ast.expr) -> Any:
@@ -591,7 +598,8 @@ class Parser:
         method = getattr(self, "expr_" + type(node).__name__, None)
         if method is None:
             raise self.unsupported(node)
-        return method(node)
+        with at(self.span(node)):
+            return method(node)
 
     def expr_Constant(self, node: ast.Constant) -> Any:
         return node.value
@@ -910,7 +918,7 @@ class _ReturnCaster(IRRewriter):
     def visit_ReturnStmt(self, s: S.ReturnStmt) -> S.Stmt:
         if s.value is None or s.value.type == self.ret or not isinstance(self.ret, DataType):
             return s
-        return S.ReturnStmt(semantics.convert_to(s.value, self.ret), s.span)
+        return dataclasses.replace(s, value=semantics.convert_to(s.value, self.ret))
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,7 @@ def convert_to(e: E.Expr, dtype: DataType) -> E.Expr:
     if e.type == dtype:
         return e
     if isinstance(e, E.Constant):
-        return E.Constant(convert_value(e.value, dtype), dtype, e.span)
+        return E.Constant(convert_value(e.value, dtype), dtype, span=e.span)
     return E.Cast(e, dtype)
 
 

@@ -7,11 +7,10 @@ values; `==`, `!=` and truth testing are not overloaded (equality of nodes is st
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from hidet_lang.ir.node import Node
-from hidet_lang.ir.span import Span
 from hidet_lang.ir.types import (
     DataType,
     PointerType,
@@ -121,7 +120,6 @@ class Var(Expr):
 
     name: str
     var_type: Type
-    span: Span | None = field(default=None, compare=False, repr=False)
 
     @property
     def type(self) -> Type:
@@ -137,7 +135,6 @@ class Constant(Expr):
 
     value: int | float | bool
     dtype: DataType
-    span: Span | None = field(default=None, compare=False, repr=False)
 
     @property
     def type(self) -> Type:
@@ -149,7 +146,6 @@ class StringLiteral(Expr):
     """A string, only as the format argument of `printf` or an assertion message."""
 
     value: str
-    span: Span | None = field(default=None, compare=False, repr=False)
 
     @property
     def type(self) -> Type:
@@ -163,7 +159,6 @@ class BinaryOp(Expr):
     op: str
     a: Expr
     b: Expr
-    span: Span | None = field(default=None, compare=False, repr=False)
 
     @property
     def type(self) -> Type:
@@ -183,7 +178,6 @@ class UnaryOp(Expr):
 
     op: str
     a: Expr
-    span: Span | None = field(default=None, compare=False, repr=False)
 
     @property
     def type(self) -> Type:
@@ -196,7 +190,6 @@ class Cast(Expr):
 
     expr: Expr
     dtype: DataType
-    span: Span | None = field(default=None, compare=False, repr=False)
 
     @property
     def type(self) -> Type:
@@ -209,7 +202,6 @@ class Reinterpret(Expr):
 
     expr: Expr
     target: PointerType
-    span: Span | None = field(default=None, compare=False, repr=False)
 
     @property
     def type(self) -> Type:
@@ -223,7 +215,6 @@ class IfThenElse(Expr):
     cond: Expr
     then_expr: Expr
     else_expr: Expr
-    span: Span | None = field(default=None, compare=False, repr=False)
 
     @property
     def type(self) -> Type:
@@ -240,7 +231,6 @@ class Call(Expr):
     func_name: str
     args: tuple[Expr, ...]
     ret_type: Type
-    span: Span | None = field(default=None, compare=False, repr=False)
 
     @property
     def type(self) -> Type:
@@ -254,7 +244,6 @@ class Intrinsic(Expr):
     name: str
     args: tuple[Expr, ...]
     ret_type: Type
-    span: Span | None = field(default=None, compare=False, repr=False)
 
     @property
     def type(self) -> Type:
@@ -267,7 +256,6 @@ class TensorElement(Expr):
 
     base: Expr
     indices: tuple[Expr, ...]
-    span: Span | None = field(default=None, compare=False, repr=False)
 
     @property
     def type(self) -> Type:
@@ -279,7 +267,6 @@ class Address(Expr):
     """The address of an element or a variable (`~x[i]` in the DSL)."""
 
     expr: Expr
-    span: Span | None = field(default=None, compare=False, repr=False)
 
     @property
     def type(self) -> Type:
@@ -292,7 +279,6 @@ class Dereference(Expr):
     """The value a pointer points at."""
 
     expr: Expr
-    span: Span | None = field(default=None, compare=False, repr=False)
 
     @property
     def type(self) -> Type:

@@ -8,11 +8,23 @@ from hidet_lang.ir.expr import Expr, Var
 from hidet_lang.ir.node import Node
 from hidet_lang.ir.span import Span
 from hidet_lang.ir.stmt import Stmt
+from hidet_lang.ir.str_enum import StrEnum
 from hidet_lang.ir.types import Type
 
-FUNC_KINDS = ("public", "cpu_kernel", "cpu_internal", "cuda_kernel", "cuda_internal")
-HOST_CALLABLE_KINDS = ("public", "cpu_kernel", "cuda_kernel")
-DEVICE_KINDS = ("cuda_kernel", "cuda_internal")  # the functions that run on a CUDA device
+
+class FuncKind(StrEnum):
+    """What a function is: where it runs and who may call it. Compares equal to its name as a string."""
+
+    PUBLIC = "public"  # called from Python; runs on the host (may launch kernels)
+    CPU_KERNEL = "cpu_kernel"  # called from Python; runs on the CPU
+    CPU_INTERNAL = "cpu_internal"  # called by other CPU functions
+    CUDA_KERNEL = "cuda_kernel"  # launched on a CUDA device
+    CUDA_INTERNAL = "cuda_internal"  # called by CUDA code
+
+
+FUNC_KINDS = tuple(FuncKind)
+HOST_CALLABLE_KINDS = frozenset({FuncKind.PUBLIC, FuncKind.CPU_KERNEL, FuncKind.CUDA_KERNEL})
+DEVICE_KINDS = frozenset({FuncKind.CUDA_KERNEL, FuncKind.CUDA_INTERNAL})  # the functions that run on a device
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +54,7 @@ class FuncAttrs:
     'cuda_internal' there, as in Hidet Script).
     """
 
-    kind: str = "cpu_internal"
+    kind: FuncKind = FuncKind.CPU_INTERNAL
     cuda: CudaAttrs | None = None
     kind_inferred: bool = field(default=False, compare=False)
 
@@ -56,7 +68,6 @@ class Function(Node):
     ret_type: Type
     body: Stmt
     attrs: FuncAttrs
-    span: Span | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +75,6 @@ class IRModule(Node):
     """The functions compiled together, in definition order (callees before callers)."""
 
     functions: tuple[Function, ...]
-    span: Span | None = field(default=None, compare=False, repr=False)
 
     def lookup(self, name: str) -> Function:
         """The function called `name`; KeyError naming the module's functions otherwise."""

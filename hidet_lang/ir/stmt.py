@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from hidet_lang.ir.expr import Expr, Var
 from hidet_lang.ir.node import Node
-from hidet_lang.ir.span import Span
+from hidet_lang.ir.str_enum import StrEnum
+
+
+class LoopKind(StrEnum):
+    """How a `ForStmt` runs. Compares equal to its name as a string ('' for a plain loop)."""
+
+    PLAIN = ""
+    UNROLL = "unroll"
+    PARALLEL = "parallel"  # OpenMP on the CPU
+
+
+class DeclScope(StrEnum):
+    """Where a declared local array lives. Compares equal to its name as a string ('' for local)."""
+
+    LOCAL = ""  # registers on CUDA, the stack on the CPU
+    SHARED = "shared"  # the shared memory of a CUDA thread block
 
 
 class Stmt(Node):
@@ -20,14 +35,12 @@ class Stmt(Node):
 class DeclareStmt(Stmt):
     """Declares `var` (a scalar, a local array, or a pointer), with an optional initial value.
 
-    `scope` says where a local array lives: '' (registers on CUDA, the stack on the CPU) or 'shared' (the
-    shared memory of a CUDA thread block).
+    `scope` says where a local array lives (see `DeclScope`).
     """
 
     var: Var
     init: Expr | None = None
-    scope: str = ""
-    span: Span | None = field(default=None, compare=False, repr=False)
+    scope: DeclScope = DeclScope.LOCAL
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +49,6 @@ class AssignStmt(Stmt):
 
     var: Var
     value: Expr
-    span: Span | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +58,6 @@ class BufferStoreStmt(Stmt):
     buf: Expr
     indices: tuple[Expr, ...]
     value: Expr
-    span: Span | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +65,6 @@ class EvaluateStmt(Stmt):
     """An expression evaluated for its effect (a call)."""
 
     expr: Expr
-    span: Span | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +72,6 @@ class SeqStmt(Stmt):
     """Statements run in order."""
 
     stmts: tuple[Stmt, ...]
-    span: Span | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,12 +81,11 @@ class IfStmt(Stmt):
     cond: Expr
     then_body: Stmt
     else_body: Stmt | None = None
-    span: Span | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
 class ForStmt(Stmt):
-    """`for var in range(start, stop, step)`; `kind` is '' (plain), 'unroll' or 'parallel' (OpenMP on the CPU).
+    """`for var in range(start, stop, step)`, run as `kind` says (plain, unrolled, or parallel on the CPU).
 
     `step` is a compile-time constant or an expression whose sign is not known; for a non-constant step the
     loop runs while `var < stop` if the step is positive and `var > stop` otherwise, as Python's range does.
@@ -88,8 +96,7 @@ class ForStmt(Stmt):
     stop: Expr
     step: Expr
     body: Stmt
-    kind: str = ""
-    span: Span | None = field(default=None, compare=False, repr=False)
+    kind: LoopKind = LoopKind.PLAIN
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +107,6 @@ class ForMappingStmt(Stmt):
     mapping: Any  # hidet_lang.ir.mapping.TaskMapping
     worker: Expr
     body: Stmt
-    span: Span | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,21 +115,18 @@ class WhileStmt(Stmt):
 
     cond: Expr
     body: Stmt
-    span: Span | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
 class BreakStmt(Stmt):
     """`break` out of the innermost loop."""
 
-    span: Span | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
 class ContinueStmt(Stmt):
     """`continue` with the next iteration of the innermost loop."""
 
-    span: Span | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +134,6 @@ class ReturnStmt(Stmt):
     """`return` or `return value`."""
 
     value: Expr | None = None
-    span: Span | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +142,6 @@ class AssertStmt(Stmt):
 
     cond: Expr
     message: str
-    span: Span | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +152,6 @@ class AsmStmt(Stmt):
     outputs: tuple[Expr, ...]
     inputs: tuple[Expr, ...]
     volatile: bool = False
-    span: Span | None = field(default=None, compare=False, repr=False)
 
 
 def seq(stmts: list[Stmt] | tuple[Stmt, ...]) -> Stmt:

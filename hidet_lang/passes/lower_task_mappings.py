@@ -49,13 +49,13 @@ class _MappingLowerer(IRRewriter):
         worker = s.worker if s.worker.type == int32 else E.Cast(s.worker, int32)
 
         def make_body(coords: list[E.Expr]) -> S.Stmt:
-            decls = [S.DeclareStmt(v, c, s.span) for v, c in zip(s.loop_vars, coords)]
+            decls = [S.DeclareStmt(v, c, span=s.span) for v, c in zip(s.loop_vars, coords)]
             return S.seq([*decls, body])
 
         lowered = self.tasks(s.mapping, worker, make_body)
         bound = self.bounds.get(worker.name) if isinstance(worker, E.Intrinsic) else None
         if not isinstance(worker, E.Constant) and not (bound is not None and bound <= s.mapping.num_workers):
-            lowered = S.IfStmt(E.BinaryOp("<", worker, _c(s.mapping.num_workers)), lowered, None, s.span)
+            lowered = S.IfStmt(E.BinaryOp("<", worker, _c(s.mapping.num_workers)), lowered, span=s.span)
         return lowered
 
     def tasks(self, m: TaskMapping, worker: E.Expr, make_body: BodyMaker) -> S.Stmt:
@@ -74,7 +74,7 @@ class _MappingLowerer(IRRewriter):
             loop_vars = {d: self.loop_var() for d in order}
             stmt = make_body([loop_vars[d] for d in range(len(m.shape))])
             for d in reversed(order):
-                kind = "unroll" if m.attrs[d] == "u" else ""
+                kind = S.LoopKind.UNROLL if m.attrs[d] == "u" else S.LoopKind.PLAIN
                 stmt = S.ForStmt(loop_vars[d], _c(0), _c(m.shape[d]), _c(1), stmt, kind)
             return stmt
         if isinstance(m, ComposedMapping):

@@ -46,7 +46,7 @@ class Simplifier(IRRewriter):
                 value = evaluate(e, {})
             except (ZeroDivisionError, OverflowError, ValueError):  # left for the program to meet at run time
                 return e
-            return E.Constant(convert_value(value, result_type), result_type, e.span)
+            return E.Constant(convert_value(value, result_type), result_type, span=e.span)
         same_type = a.type == b.type
         if not same_type:
             return e
@@ -60,11 +60,11 @@ class Simplifier(IRRewriter):
             return b
         if (op == "*" and (_const(a, 0) or _const(b, 0)) or op == "%" and _const(b, 1)) and _is_int(a) \
                 and not _has_effects(e):
-            return E.Constant(0, result_type, e.span)
+            return E.Constant(0, result_type, span=e.span)
         if op in ("+", "*") and isinstance(b, E.Constant) and isinstance(a, E.BinaryOp) and a.op == op and \
                 isinstance(a.b, E.Constant) and a.type == b.type and _is_int(b):
             inner = self.visit(E.BinaryOp(op, a.b, b))
-            return self.visit_BinaryOp(E.BinaryOp(op, a.a, inner, e.span))
+            return self.visit_BinaryOp(E.BinaryOp(op, a.a, inner, span=e.span))
         return e
 
     def visit_UnaryOp(self, e: E.UnaryOp) -> E.Expr:
@@ -72,16 +72,16 @@ class Simplifier(IRRewriter):
         assert isinstance(e, E.UnaryOp)
         if isinstance(e.a, E.Constant) and isinstance(e.type, DataType):
             if e.op == "!":
-                return E.Constant(not e.a.value, e.type, e.span)
+                return E.Constant(not e.a.value, e.type, span=e.span)
             if e.op == "-":
-                return E.Constant(convert_value(-e.a.value, e.type), e.type, e.span)
+                return E.Constant(convert_value(-e.a.value, e.type), e.type, span=e.span)
         return e
 
     def visit_Cast(self, e: E.Cast) -> E.Expr:
         e = self.rebuild(e)
         assert isinstance(e, E.Cast)
         if isinstance(e.expr, E.Constant):
-            return E.Constant(convert_value(e.expr.value, e.dtype), e.dtype, e.span)
+            return E.Constant(convert_value(e.expr.value, e.dtype), e.dtype, span=e.span)
         if e.expr.type == e.dtype:
             return e.expr
         return e
@@ -99,7 +99,7 @@ class Simplifier(IRRewriter):
         if isinstance(s.cond, E.Constant):
             if s.cond.value:
                 return s.then_body
-            return s.else_body if s.else_body is not None else S.SeqStmt((), s.span)
+            return s.else_body if s.else_body is not None else S.SeqStmt((), span=s.span)
         return s
 
 
