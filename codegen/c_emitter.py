@@ -12,11 +12,9 @@ from __future__ import annotations
 import json
 import math
 
-from hidet_lang.errors import DSLSyntaxError
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import HOST_CALLABLE_KINDS, Function, IRModule
-from hidet_lang.ir.node import child_field_names
 from hidet_lang.ir.types import DataType, PointerType, TensorType, Type, VoidType
 
 C_KEYWORDS = frozenset("""
@@ -371,8 +369,6 @@ class CEmitter:
         parallel = s.kind == "parallel" and self.parallel_depth == 0
         if parallel:
             self.line(self.parallel_pragma + self.collapse_clause(s))
-            for leaving in self.statements_leaving(s):
-                raise DSLSyntaxError("`break`/`return` cannot leave a parallel loop", leaving.span)
         elif s.kind == "unroll":
             self.line(self.unroll_pragma)
         self.line(f"for ({self.type_name(s.var.type)} {name} = {self.expr(s.start)}; {cond}; {incr}) {{")
@@ -387,24 +383,6 @@ class CEmitter:
         while isinstance(inner, S.ForStmt) and inner.kind == "parallel":
             n, inner = n + 1, inner.body
         return f" collapse({n})" if n > 1 else ""
-
-    @staticmethod
-    def statements_leaving(loop: S.ForStmt) -> list[S.Stmt]:
-        """The `break`s and `return`s in `loop`'s body that leave `loop` itself."""
-        leaving: list[S.Stmt] = []
-
-        def walk(node: S.Stmt, in_inner_loop: bool) -> None:
-            if isinstance(node, S.ReturnStmt) or (isinstance(node, S.BreakStmt) and not in_inner_loop):
-                leaving.append(node)
-            inner = in_inner_loop or isinstance(node, (S.ForStmt, S.WhileStmt))
-            for name in child_field_names(type(node)):
-                child = getattr(node, name)
-                for c in child if isinstance(child, tuple) else (child,):
-                    if isinstance(c, S.Stmt):
-                        walk(c, inner)
-
-        walk(loop.body, False)
-        return leaving
 
     def stmt_WhileStmt(self, s: S.WhileStmt) -> None:
         self.line(f"while ({self.expr(s.cond)}) {{")

@@ -21,13 +21,13 @@ from codegen.cache import build_and_load, build_cubin, build_library, include_di
 from codegen.compiler import DEFAULT_C_FLAGS, map_c_line_to_dsl
 from codegen.cuda_backend import backend
 from codegen.cuda_emitter import CudaHostEmitter, emit_cuda
-from codegen.cuda_limits import shared_memory_per_block
 from codegen.elf import STT_FUNC, read_symbols
 from codegen.module import AfterCall, CompiledModule, bounds_checks
 from codegen.nvrtc import default_arch, normalize_arch
 from hidet_lang.ir.func import DEVICE_KINDS, IRModule
 from hidet_lang.ir.functor import collect
 from hidet_lang.ir.stmt import AssertStmt
+from hidet_lang.passes.cuda_limits import shared_memory_per_block
 from hidet_lang.version import __version__
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"

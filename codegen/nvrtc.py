@@ -19,8 +19,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from hidet_lang.passes.cuda_limits import arch_number
+
 from .compiler import Diagnostic, format_diagnostics
-from .cuda_limits import arch_number
 from .errors import CUDA_INSTALL_COMMAND, CudaToolkitMissingError, NVRTCCompilationError
 
 __all__ = [

@@ -98,22 +98,14 @@ def randn(shape: object, dtype: object = "float32", device: str = "cpu") -> obje
 
 
 def _build_through_codegen(*args: object, **kwargs: object) -> object:
-    """The frontend's builder when codegen could not be loaded with the package: loads codegen's builder,
-    installs it, and builds."""
+    """The frontend's builder: codegen's `build_module`, loaded at the first build (the language itself loads
+    no codegen module, so `import hidet_lang` stays light)."""
     from codegen.build import build_module
 
-    _install_builder(build_module)
     return build_module(*args, **kwargs)
 
 
-# The facade connects the layers: the frontend builds through codegen, installed here. Loading codegen with the
-# package keeps the first `module.build()` of a process as fast as the build itself. When a program imports a
-# codegen module first, codegen is what is importing this package, so its builder is installed at the first
-# build instead.
+# The facade connects the layers: the frontend builds through codegen, installed here.
 from hidet_lang.frontend.script import install_builder as _install_builder  # noqa: E402
 
-try:
-    from codegen.build import build_module as _build_module  # noqa: E402
-except ImportError:  # the circular case above
-    _build_module = _build_through_codegen
-_install_builder(_build_module)
+_install_builder(_build_through_codegen)

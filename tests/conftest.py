@@ -1,5 +1,6 @@
-"""Suite-wide settings: every CUDA module built by a test is also compiled to cubin for sm_80 and sm_90 and
-checked; tests marked `gpu` are skipped where no CUDA GPU is usable."""
+"""Suite-wide settings: every module a test lowers has its IR verified after every pipeline step; every CUDA
+module built by a test is also compiled to cubin for sm_80 and sm_90 and checked; tests marked `gpu` are skipped
+where no CUDA GPU is usable."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 
 import pytest
 
+os.environ.setdefault("HIDET_LANG_VERIFY_IR", "1")
 os.environ.setdefault("HIDET_LANG_VERIFY_CUBINS", "sm_80,sm_90")
 
 

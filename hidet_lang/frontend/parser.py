@@ -50,7 +50,6 @@ from hidet_lang.ir.types import (
     int32,
     void,
 )
-from hidet_lang.passes.kind_rules import check_kind_rules
 
 _HOST_BINOPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
@@ -211,7 +210,6 @@ class Parser:
                                    "argument (only 'cpu_internal'/'cuda_internal' functions return values)")
         cuda = CudaAttrs(**ctx.cuda, spans=tuple(ctx.cuda_spans.items())) if ctx.cuda else None
         func = Function(ctx.name, tuple(params), ret, body, FuncAttrs(kind, cuda, ctx.kind is None))
-        check_kind_rules(func, while_parsing=True)
         return func, ctx
 
     def inferred_return_type(self, fdef: ast.FunctionDef) -> Type:

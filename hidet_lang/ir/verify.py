@@ -1,16 +1,19 @@
 """Invariants of the IR at each stage of lowering; `verify` runs between passes in tests and IR dumps.
 
-Checked always: every variable is a parameter or declared (or a loop variable) before it is used, in an
-enclosing scope; no variable is declared twice; `break`/`continue` sit inside loops; a store or element read
-indexes a tensor or pointer. Checked after `lower_task_mappings`: no task-mapping loops. Checked after
-`flatten_tensor_access`: every access has exactly one index.
+Checked always: in a function parsed from the user's source (one with a span), every statement has a span
+(so errors and line markers can name the user's line); function kinds, loop kinds and declaration scopes are
+members of their enums (`FuncKind`, `LoopKind`, `DeclScope`), not stray values; every variable is a parameter
+or declared (or a loop variable) before it is used, in an enclosing scope; no variable is declared twice;
+`break`/`continue` sit inside loops; a store or element read indexes a tensor or pointer. Checked after
+`lower_task_mappings`: no task-mapping loops. Checked after `flatten_tensor_access`: every access has exactly
+one index.
 """
 
 from __future__ import annotations
 
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
-from hidet_lang.ir.func import Function, IRModule
+from hidet_lang.ir.func import FuncKind, Function, IRModule
 from hidet_lang.ir.functor import IRVisitor
 from hidet_lang.ir.types import PointerType, TensorType
 
@@ -29,6 +32,12 @@ class _Verifier(IRVisitor):
         self.scopes: list[set[E.Var]] = [set(func.params)]
         self.declared: set[E.Var] = set(func.params)
         self.loop_depth = 0
+        self.spans_required = func.span is not None
+
+    def visit(self, node: object) -> None:
+        if self.spans_required and isinstance(node, S.Stmt) and node.span is None and not isinstance(node, S.SeqStmt):
+            self.fail(f"a statement has no span: {str(node).splitlines()[0]}")
+        super().visit(node)
 
     def fail(self, message: str) -> None:
         raise IRVerificationError(f"in function {self.func.name} ({self.stage}): {message}")
@@ -55,6 +64,8 @@ class _Verifier(IRVisitor):
             self.fail(f"variable {v.name} is used outside the scope that declares it")
 
     def visit_DeclareStmt(self, s: S.DeclareStmt) -> None:
+        if not isinstance(s.scope, S.DeclScope):
+            self.fail(f"the declaration of {s.var.name} has scope {s.scope!r}, not a DeclScope")
         if s.init is not None:
             self.visit(s.init)
         self.declare(s.var)
@@ -65,6 +76,8 @@ class _Verifier(IRVisitor):
         self.scoped(s.else_body)
 
     def visit_ForStmt(self, s: S.ForStmt) -> None:
+        if not isinstance(s.kind, S.LoopKind):
+            self.fail(f"the loop over {s.var.name} has kind {s.kind!r}, not a LoopKind")
         self.visit((s.start, s.stop, s.step))
         self.scoped(s.body, s.var, loop=True)
 
@@ -107,4 +120,6 @@ def verify(node: Function | IRModule, stage: str = "parsed") -> None:
         raise ValueError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)}")
     functions = node.functions if isinstance(node, IRModule) else (node,)
     for f in functions:
+        if not isinstance(f.attrs.kind, FuncKind):
+            raise IRVerificationError(f"function {f.name} has kind {f.attrs.kind!r}, not a FuncKind")
         _Verifier(f, stage).visit(f.body)

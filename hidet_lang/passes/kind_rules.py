@@ -1,23 +1,28 @@
-"""What each function kind may contain, and who may call whom.
+"""What each function kind may contain, who may call whom, and what a target supports: the checks of
+`pipeline.lower`, each a named step, so that every error a program can have is found before emission.
 
-`check_kind_rules` runs when a function is parsed (CUDA constructs only in CUDA functions, OpenMP loops and
-bf16-free code on the CPU, launch attributes within CUDA's limits), so the error names the offending line.
-Before a module is built, `resolve_inferred_kinds` (a module -> module pass) settles the kinds a program left
-unset, and `check_module_rules` checks the calls between functions and what host code of a CUDA module touches.
+`check_entry_points` wants a function callable from Python; `resolve_inferred_kinds` (module -> module) settles
+the kinds a program left unset; `check_kind_rules` checks each function's body against its kind (CUDA constructs
+only in CUDA functions, OpenMP loops that nothing leaves and bf16-free code on the CPU, launch attributes within
+CUDA's limits); `check_module_rules` checks the calls between functions and what host code of a CUDA module
+touches; `check_target_support` refuses what the chosen target cannot run. Errors name the offending line.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from hidet_lang.errors import DSLTypeError, DSLValueError
+from hidet_lang.errors import DSLSyntaxError, DSLTypeError, DSLValueError
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
-from hidet_lang.ir.func import DEVICE_KINDS, Function, IRModule
+from hidet_lang.ir.func import DEVICE_KINDS, HOST_CALLABLE_KINDS, FuncKind, Function, IRModule
 from hidet_lang.ir.functor import collect
 from hidet_lang.ir.intrinsics import CUDA_INTRINSICS
 from hidet_lang.ir.node import child_field_names
+from hidet_lang.ir.stmt import DeclScope, LoopKind
 from hidet_lang.ir.types import TensorType, bfloat16
+from hidet_lang.passes.cuda_limits import MAX_BLOCK_DIM, MAX_GRID_DIM, MAX_STATIC_SHARED_BYTES, MAX_THREADS_PER_BLOCK
+from hidet_lang.passes.target import Target
 
 
 def _own_expressions(stmt: S.Stmt) -> list[E.Expr]:
@@ -35,17 +40,26 @@ def _is_bf16(t: object) -> bool:
     return getattr(t, "dtype", t) is bfloat16
 
 
-def check_kind_rules(func: Function, *, while_parsing: bool = False) -> None:
-    """Raise a DSL error at the first statement that `func`'s kind does not allow, or at a launch attribute
-    whose constant value no launch could accept.
+def check_entry_points(module: IRModule) -> None:
+    """A module to build has functions, one of them callable from Python (ValueError otherwise)."""
+    if not module.functions:
+        raise ValueError("the module is empty: define functions with @hidet.script inside `with script_module()`")
+    if not any(f.attrs.kind in HOST_CALLABLE_KINDS for f in module.functions):
+        names = ", ".join(f"{f.name} ({f.attrs.kind})" for f in module.functions)
+        raise ValueError(f"the module has no function callable from Python ({names}); mark the entry point with "
+                         "attrs.func_kind = 'public'")
 
-    `while_parsing`: called as `func` is parsed, when a function whose kind the program left unset may still
-    turn out to be CUDA code; such a function is checked by `check_module_rules` once its module settles it.
-    """
+
+def check_kind_rules(module: IRModule) -> None:
+    """Raise a DSL error at the first statement that its function's kind does not allow, or at a launch
+    attribute whose constant value no launch could accept. Runs after `resolve_inferred_kinds`."""
+    for func in module.functions:
+        _check_function_kind(func)
+
+
+def _check_function_kind(func: Function) -> None:
     kind = func.attrs.kind
     is_cuda = kind in DEVICE_KINDS
-    if while_parsing and func.attrs.kind_inferred and kind == "cpu_internal":
-        return
     if not is_cuda:
         for p in func.params:
             if _is_bf16(p.type):
@@ -66,13 +80,16 @@ def check_kind_rules(func: Function, *, while_parsing: bool = False) -> None:
             if isinstance(stmt, S.AsmStmt):
                 raise DSLTypeError(f"inline PTX (asm) runs in CUDA functions only, and '{func.name}' is a '{kind}' "
                                    "function", stmt.span)
-            if isinstance(stmt, S.DeclareStmt) and stmt.scope == "shared":
+            if isinstance(stmt, S.DeclareStmt) and stmt.scope == DeclScope.SHARED:
                 raise DSLTypeError(f"shared memory exists only in CUDA functions, and '{func.name}' is a '{kind}' "
                                    "function", stmt.span)
-        elif isinstance(stmt, S.ForStmt) and stmt.kind == "parallel":
+            if isinstance(stmt, S.ForStmt) and stmt.kind == LoopKind.PARALLEL:
+                for leaving in _statements_leaving(stmt):
+                    raise DSLSyntaxError("`break`/`return` cannot leave a parallel loop", leaving.span)
+        elif isinstance(stmt, S.ForStmt) and stmt.kind == LoopKind.PARALLEL:
             raise DSLTypeError("parallel loops (grid attrs 'p') are for CPU functions; in a CUDA kernel, spread "
                                "the work over threads instead", stmt.span)
-    if kind == "cuda_kernel":
+    if kind == FuncKind.CUDA_KERNEL:
         cuda = func.attrs.cuda
         missing = [n for n in ("grid_dim", "block_dim") if cuda is None or not getattr(cuda, n)]
         if missing:
@@ -84,10 +101,22 @@ def check_kind_rules(func: Function, *, while_parsing: bool = False) -> None:
                             func.span)
 
 
-MAX_BLOCK_DIM = (1024, 1024, 64)
-MAX_THREADS_PER_BLOCK = 1024
-MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
-MAX_STATIC_SHARED_BYTES = 48 * 1024
+def _statements_leaving(loop: S.ForStmt) -> list[S.Stmt]:
+    """The `break`s and `return`s in `loop`'s body that leave `loop` itself."""
+    leaving: list[S.Stmt] = []
+
+    def walk(node: S.Stmt, in_inner_loop: bool) -> None:
+        if isinstance(node, S.ReturnStmt) or (isinstance(node, S.BreakStmt) and not in_inner_loop):
+            leaving.append(node)
+        inner = in_inner_loop or isinstance(node, (S.ForStmt, S.WhileStmt))
+        for name in child_field_names(type(node)):
+            child = getattr(node, name)
+            for c in child if isinstance(child, tuple) else (child,):
+                if isinstance(c, S.Stmt):
+                    walk(c, inner)
+
+    walk(loop.body, False)
+    return leaving
 
 
 def _check_launch_dims(func: Function) -> None:
@@ -119,7 +148,7 @@ def shared_memory_declarations(func: Function) -> list[tuple[S.DeclareStmt, int]
     """The shared tensors `func` declares in its own body, each with its size in bytes."""
     return [(decl, decl.var.type.dtype.nbytes * int(decl.var.type.storage_size))
             for decl in collect(func.body, S.DeclareStmt)
-            if decl.scope == "shared" and isinstance(decl.var.type, TensorType)]
+            if decl.scope == DeclScope.SHARED and isinstance(decl.var.type, TensorType)]
 
 
 def resolve_inferred_kinds(module: IRModule) -> IRModule:
@@ -133,9 +162,9 @@ def resolve_inferred_kinds(module: IRModule) -> IRModule:
     while changed:
         changed = False
         for f in module.functions:
-            if f.attrs.kind_inferred and kinds[f.name] == "cpu_internal" and callers[f.name] and all(
+            if f.attrs.kind_inferred and kinds[f.name] == FuncKind.CPU_INTERNAL and callers[f.name] and all(
                     kinds[c] in DEVICE_KINDS for c in callers[f.name]):
-                kinds[f.name] = "cuda_internal"
+                kinds[f.name] = FuncKind.CUDA_INTERNAL
                 changed = True
     if all(kinds[f.name] == f.attrs.kind for f in module.functions):
         return module
@@ -150,8 +179,6 @@ def check_module_rules(module: IRModule) -> None:
     kinds = {f.name: f.attrs.kind for f in module.functions}
     has_cuda = any(k in DEVICE_KINDS for k in kinds.values())
     for f in module.functions:
-        if f.attrs.kind_inferred:
-            check_kind_rules(f)
         on_device = f.attrs.kind in DEVICE_KINDS
         for stmt in collect(f.body, S.Stmt):
             expressions = _own_expressions(stmt)
@@ -160,10 +187,10 @@ def check_module_rules(module: IRModule) -> None:
                 if on_device and callee_kind not in DEVICE_KINDS:
                     raise DSLTypeError(f"'{call.func_name}' is a '{callee_kind}' function and cannot be called from "
                                        f"CUDA code", stmt.span)
-                if on_device and callee_kind == "cuda_kernel":
+                if on_device and callee_kind == FuncKind.CUDA_KERNEL:
                     raise DSLTypeError(f"'{call.func_name}' is a kernel; kernels are launched from host code",
                                        stmt.span)
-                if not on_device and callee_kind == "cuda_internal":
+                if not on_device and callee_kind == FuncKind.CUDA_INTERNAL:
                     raise DSLTypeError(f"'{call.func_name}' is a cuda_internal function; host code can only launch "
                                        "cuda_kernel functions", stmt.span)
             if has_cuda and not on_device:
@@ -173,3 +200,13 @@ def check_module_rules(module: IRModule) -> None:
                 if any(b in f.params for b in bases):
                     raise DSLTypeError("a host function of a CUDA module cannot read or write the elements of its "
                                        "tensor arguments: they live on the device; do it in a kernel", stmt.span)
+
+
+def check_target_support(module: IRModule, target: Target) -> None:
+    """What `target` cannot run: inline PTX needs a GPU, so the CUDA emulator refuses it (a DSL error)."""
+    if not target.emulated:
+        return
+    for f in module.functions:
+        for stmt in collect(f.body, S.AsmStmt):
+            raise DSLSyntaxError("inline PTX (asm) cannot run on the CUDA emulator; it needs a GPU "
+                                 "(HIDET_LANG_CUDA=gpu)", stmt.span)

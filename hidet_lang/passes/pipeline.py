@@ -1,6 +1,9 @@
-"""The lowering pipeline: the single place that lists the passes, in order.
+"""The lowering pipeline: the single place that lists the steps from parsed IR to what an emitter accepts.
 
-`HIDET_LANG_DUMP_IR=<dir>` writes the IR after every step to `<dir>/<module>/<NN>_<step>.txt`.
+`lower(module, target)` runs, in order: the module steps that settle and check the program (every error a
+program can have is raised here, at the user's line, never by an emitter), then the function passes that
+lower it. `HIDET_LANG_DUMP_IR=<dir>` writes the IR after every step to `<dir>/<module>/<NN>_<step>.txt`;
+`HIDET_LANG_VERIFY_IR=1` (or `verify_ir=True`) runs `verify` after every step.
 """
 
 from __future__ import annotations
@@ -14,26 +17,69 @@ from hidet_lang.ir.func import Function, IRModule
 from hidet_lang.ir.stmt import Stmt
 from hidet_lang.ir.verify import verify
 from hidet_lang.passes.flatten_tensor_access import flatten_tensor_access
+from hidet_lang.passes.kind_rules import (
+    check_entry_points,
+    check_kind_rules,
+    check_module_rules,
+    check_target_support,
+    resolve_inferred_kinds,
+)
 from hidet_lang.passes.lower_task_mappings import lower_task_mappings, worker_bounds
 from hidet_lang.passes.simplify import simplify
+from hidet_lang.passes.target import Target, TargetKind, implied_target_kind
 
-# (name, the function's new body, stage the IR is in afterwards)
-STEPS: tuple[tuple[str, Callable[[Function], Stmt], str], ...] = (
-    ("lower_task_mappings", lambda f: lower_task_mappings(f.body, worker_bounds(f)), "mappings_lowered"),
-    ("flatten_tensor_access", lambda f: flatten_tensor_access(f.body), "flattened"),
-    ("simplify", lambda f: simplify(f.body), "flattened"),
+VERIFY_ENV_VAR = "HIDET_LANG_VERIFY_IR"
+DUMP_ENV_VAR = "HIDET_LANG_DUMP_IR"
+
+
+def _checked(check: Callable[[IRModule], None]) -> Callable[[IRModule, Target], IRModule]:
+    def step(module: IRModule, target: Target) -> IRModule:
+        check(module)
+        return module
+
+    return step
+
+
+def _check_target(module: IRModule, target: Target) -> IRModule:
+    check_target_support(module, target)
+    return module
+
+
+def _per_function(rewrite: Callable[[Function], Stmt]) -> Callable[[IRModule, Target], IRModule]:
+    def step(module: IRModule, target: Target) -> IRModule:
+        return IRModule(tuple(dataclasses.replace(f, body=rewrite(f)) for f in module.functions))
+
+    return step
+
+
+# (name, step, the stage `verify` checks afterwards); checks return the module unchanged or raise a DSL error.
+STEPS: tuple[tuple[str, Callable[[IRModule, Target], IRModule], str], ...] = (
+    ("check_entry_points", _checked(check_entry_points), "parsed"),
+    ("resolve_inferred_kinds", lambda m, t: resolve_inferred_kinds(m), "parsed"),
+    ("check_kind_rules", _checked(check_kind_rules), "parsed"),
+    ("check_module_rules", _checked(check_module_rules), "parsed"),
+    ("check_target_support", _check_target, "parsed"),
+    ("lower_task_mappings", _per_function(lambda f: lower_task_mappings(f.body, worker_bounds(f))),
+     "mappings_lowered"),
+    ("flatten_tensor_access", _per_function(lambda f: flatten_tensor_access(f.body)), "flattened"),
+    ("simplify", _per_function(lambda f: simplify(f.body)), "flattened"),
 )
 
 
-def lower(module: IRModule, *, check: bool = False) -> IRModule:
-    """Run every step of the pipeline on every function; with `check`, verify the IR after each step."""
-    dump_dir = os.environ.get("HIDET_LANG_DUMP_IR")
-    if check:
+def lower(module: IRModule, target: Target | None = None, *, verify_ir: bool = False) -> IRModule:
+    """Check `module` and lower it for `target` (None: the target its function kinds imply, on a GPU).
+
+    Raises the program's first error (a DSL error at the user's line, or ValueError for a module that cannot
+    be built at all). With `verify_ir` or `HIDET_LANG_VERIFY_IR=1`, `verify` checks the IR after every step."""
+    target = target or Target(implied_target_kind(module))
+    verify_ir = verify_ir or os.environ.get(VERIFY_ENV_VAR, "") not in ("", "0")
+    dump_dir = os.environ.get(DUMP_ENV_VAR)
+    if verify_ir:
         verify(module, "parsed")
     _dump(dump_dir, module, 0, "parsed")
-    for number, (name, rewrite, stage) in enumerate(STEPS, start=1):
-        module = IRModule(tuple(dataclasses.replace(f, body=rewrite(f)) for f in module.functions))
-        if check:
+    for number, (name, step, stage) in enumerate(STEPS, start=1):
+        module = step(module, target)
+        if verify_ir:
             verify(module, stage)
         _dump(dump_dir, module, number, name)
     return module
@@ -45,3 +91,6 @@ def _dump(dump_dir: str | None, module: IRModule, number: int, name: str) -> Non
     folder = Path(dump_dir) / "_".join(f.name for f in module.functions)[:80]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{number:02d}_{name}.txt").write_text(str(module) + "\n")
+
+
+__all__ = ["STEPS", "Target", "TargetKind", "lower"]

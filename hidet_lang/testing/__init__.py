@@ -9,14 +9,19 @@ This package is a test extra: it imports hypothesis, and ``import hidet_lang`` n
 - ``task_recorder(mapping, workers)``: a script function recording the tasks each worker visits, to check a
   mapping's lowering against its Python-side semantics (``hidet_lang.testing.mappings``).
 
-Example::
+Example (``relu_module`` is a built module whose kernel ``relu(n: i32, x: f32[n], y: f32[n])`` writes
+``max(x, 0)`` into ``y``)::
 
+    import numpy as np
     from hypothesis import given
-    from hidet_lang.testing import arrays, shapes
+    from hidet_lang.testing import arrays, check_kernel, shapes
 
-    @given(arrays(dtype='float32', shape=shapes(min_dims=1, max_dims=3)))
+    def relu_reference(n, x, y):
+        y[:] = np.maximum(x, 0)
+
+    @given(arrays(dtype='float32', shape=shapes(min_dims=1, max_dims=1)))
     def test_relu(x):
-        np.testing.assert_allclose(ops.relu(ops.asarray(x)).numpy(), np.maximum(x, 0))
+        check_kernel(relu_module, relu_reference, x.size, x, np.empty_like(x))
 """
 
 from hidet_lang.testing.check import check_kernel, default_tolerances

@@ -13,7 +13,7 @@ from hidet_lang.ir import stmt as S
 from hidet_lang.ir.functor import IRRewriter, collect, substitute
 from hidet_lang.ir.types import float32, int32
 from hidet_lang.ir.verify import IRVerificationError, verify
-from hidet_lang.passes.pipeline import lower
+from hidet_lang.passes.pipeline import STEPS, lower
 
 
 def test_var_equality_is_identity_and_other_nodes_are_structural() -> None:
@@ -80,9 +80,29 @@ def test_verifier_rejects_a_variable_used_outside_its_scope() -> None:
     verify(kernel.ir)
     loop = kernel.ir.body
     assert isinstance(loop, S.ForStmt)
-    broken_body = S.seq([loop, S.BufferStoreStmt(kernel.ir.params[0], (loop.var,), E.Constant(0.0, float32))])
+    store = S.BufferStoreStmt(kernel.ir.params[0], (loop.var,), E.Constant(0.0, float32), span=loop.span)
+    broken_body = S.seq([loop, store])
     with pytest.raises(IRVerificationError, match="outside the scope"):
         verify(dataclasses.replace(kernel.ir, body=broken_body))
+
+
+def test_verifier_requires_a_span_on_every_statement_of_parsed_code() -> None:
+    with hidet.script_module():
+
+        @hidet.script
+        def kernel(a: f32[8]):
+            attrs.func_kind = "public"
+            for i in range(8):
+                a[i] = 1.0
+
+    loop = kernel.ir.body
+    assert isinstance(loop, S.ForStmt)
+    spanless = S.BufferStoreStmt(kernel.ir.params[0], (E.Constant(0, int32),), E.Constant(0.0, float32))
+    assert spanless.span is None
+    with pytest.raises(IRVerificationError, match="has no span: a\\[0\\] = 0.0"):
+        verify(dataclasses.replace(kernel.ir, body=S.seq([loop, spanless])))
+    # IR built by hand, not parsed from a user's source, needs no spans
+    verify(dataclasses.replace(kernel.ir, body=S.seq([loop, spanless]), span=None))
 
 
 def test_verifier_checks_the_stage_invariants_through_the_pipeline() -> None:
@@ -97,7 +117,7 @@ def test_verifier_checks_the_stage_invariants_through_the_pipeline() -> None:
 
     with pytest.raises(IRVerificationError, match="task-mapping loop"):
         verify(module.ir_module(), "mappings_lowered")
-    lowered = lower(module.ir_module(), check=True)
+    lowered = lower(module.ir_module(), verify_ir=True)
     verify(lowered, "flattened")
 
 
@@ -113,5 +133,6 @@ def test_dump_ir_writes_every_step(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("HIDET_LANG_DUMP_IR", str(tmp_path))
     lower(module.ir_module())
     files = sorted(p.name for p in (tmp_path / "dumped").iterdir())
-    assert files == ["00_parsed.txt", "01_lower_task_mappings.txt", "02_flatten_tensor_access.txt", "03_simplify.txt"]
-    assert "def dumped" in (tmp_path / "dumped" / "03_simplify.txt").read_text()
+    assert files == [f"{n:02d}_{name}.txt" for n, name in enumerate(["parsed", *(step[0] for step in STEPS)])]
+    assert files[-1] == f"{len(STEPS):02d}_simplify.txt"
+    assert "def dumped" in (tmp_path / "dumped" / files[-1]).read_text()

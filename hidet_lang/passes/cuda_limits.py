@@ -1,6 +1,15 @@
-"""Limits of CUDA architectures that the runtime checks before a launch, where no device can be asked."""
+"""The hardware limits of CUDA: the one place the checks (kind rules) and the emitters (launchers) read them.
+
+Fixed limits hold on every architecture the project targets; the shared memory a block may have depends on the
+architecture and is what the runtime checks before a launch where no device can be asked.
+"""
 
 from __future__ import annotations
+
+MAX_BLOCK_DIM = (1024, 1024, 64)
+MAX_THREADS_PER_BLOCK = 1024
+MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
+MAX_STATIC_SHARED_BYTES = 48 * 1024  # more shared memory is dynamic and opted into per kernel
 
 # Shared memory a block may have (static + dynamic, after opting in), by compute capability.
 _SHARED_MEMORY_PER_BLOCK = {
@@ -20,4 +29,4 @@ def shared_memory_per_block(arch: str) -> int:
     architecture not in the table, that of the closest older one."""
     capability = arch_number(arch)
     known = [c for c in _SHARED_MEMORY_PER_BLOCK if c <= capability]
-    return _SHARED_MEMORY_PER_BLOCK[max(known)] if known else 48 * 1024
+    return _SHARED_MEMORY_PER_BLOCK[max(known)] if known else MAX_STATIC_SHARED_BYTES
