@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hidet_lang.frontend import semantics
+from hidet_lang.frontend.loops import GridLoop, UnrolledLoop
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.layout import Layout
 from hidet_lang.ir.stmt import DeclScope, LoopKind
@@ -69,21 +70,6 @@ class TensorPointerRequest:
     dtype: DataType
     shape: tuple[Any, ...]
     init: Any
-
-
-@dataclass(frozen=True)
-class GridLoop:
-    """`grid(4, 4, attrs='p.')`: nested loops; per dimension '.' plain, 'u' unrolled, 'p' parallel (OpenMP)."""
-
-    extents: tuple[Any, ...]
-    kinds: tuple[LoopKind, ...]
-
-
-@dataclass(frozen=True)
-class MetaRange:
-    """`meta.range(...)`: a loop unrolled while parsing; its variable is a Python int in the body."""
-
-    values: tuple[Any, ...]
 
 
 def _as_dtype(dtype: DataType | str) -> DataType:
@@ -162,7 +148,8 @@ def tensor_pointer(dtype: DataType | str, shape: Sequence[Any], init: Any = None
 
 
 def grid(*extents: Any, attrs: str | None = None) -> GridLoop:
-    """Nested loops over `extents`; `attrs` has one character per dimension: '.', 'u' (unroll), 'p' (parallel)."""
+    """Nested loops over `extents`; `attrs` has one character per dimension: '.' plain, 'u' unrolled, 'p' parallel
+    (OpenMP on the CPU)."""
     if len(extents) == 1 and isinstance(extents[0], (list, tuple)):
         extents = tuple(extents[0])
     if not extents:
@@ -180,14 +167,14 @@ class meta:  # noqa: N801 - spelled as in Hidet Script
     """Loops unrolled while parsing: `for i in meta.range(4):` runs the body four times with i = 0..3."""
 
     @staticmethod
-    def range(*args: int) -> MetaRange:
-        """Like Python's range, unrolled while parsing."""
-        return MetaRange(tuple(range(*args)))
+    def range(*args: int) -> UnrolledLoop:
+        """Like Python's range, unrolled while parsing: the loop variable is a Python int in the body."""
+        return UnrolledLoop(tuple(range(*args)))
 
     @staticmethod
-    def each(values: Sequence[Any]) -> MetaRange:
+    def each(values: Sequence[Any]) -> UnrolledLoop:
         """Unrolls the body over the given Python values."""
-        return MetaRange(tuple(values))
+        return UnrolledLoop(tuple(values))
 
 
 def printf(fmt: str, *args: Any) -> E.Intrinsic:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import linecache
 import subprocess
 import sys
 
@@ -18,7 +17,6 @@ from hidet_lang.errors import DSLError, DSLSyntaxError, DSLTypeError
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import FuncKind
 from hidet_lang.ir.functor import collect
-from hidet_lang.ir.span import Span
 from hidet_lang.ir.verify import IRVerificationError, verify
 from hidet_lang.passes.pipeline import STEPS, lower
 from hidet_lang.passes.target import Target, TargetKind
@@ -75,22 +73,6 @@ def test_the_c_line_marker_precedes_each_declaration() -> None:
     for marker, declared in (("# FIRST", "float x ="), ("# SECOND", "float y =")):
         at = next(k for k, text in enumerate(source) if declared in text)
         assert source[at - 1].strip() == f"// {__file__}:{_line_of(k.py_func, marker)}"
-
-
-def test_expressions_carry_the_span_of_their_column() -> None:
-    with hidet.script_module():
-
-        @hidet.script
-        def k(a: f32[4], b: f32[4]):
-            attrs.func_kind = "public"
-            a[0] = a[1] + b[2]  # SUM
-
-    store = collect(k.ir.body, S.BufferStoreStmt)[0]
-    line = _line_of(k.py_func, "# SUM")
-    text = linecache.getline(__file__, line)
-    assert store.span == Span(__file__, line, text.index("a[0]"))
-    assert store.value.span == Span(__file__, line, text.index("a[1] + b[2]"))
-    assert store.value.b.span == Span(__file__, line, text.index("b[2]"))
 
 
 def test_verify_refuses_values_that_are_not_members_of_the_enums() -> None:

@@ -1,0 +1,114 @@
+"""Calls in a kernel: other script functions, casts, math functions, `range`, and Python helpers.
+
+What a call means follows from what its callee evaluates to while parsing: a `@hidet.script` function becomes
+an IR call checked against its parameters; a data type (`f32(x)`) or Python's `float`/`int`/`bool` on an IR
+value is a conversion; Python's `math` functions (and `abs`, `min`, `max`, ...) on IR values are intrinsics;
+`range` with IR bounds is a `RangeLoop` for a `for` loop; any other Python callable runs while parsing (host
+helpers compute with IR values through their operators).
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from hidet_lang.errors import DSLSyntaxError, DSLTypeError
+from hidet_lang.frontend import builtins as B
+from hidet_lang.frontend import semantics
+from hidet_lang.frontend.core import ParserCore
+from hidet_lang.frontend.loops import RangeLoop
+from hidet_lang.ir import expr as E
+from hidet_lang.ir.types import DataType
+
+
+class CallParser(ParserCore):
+    """The parser's `expr_Call`: evaluates the callee and the arguments, then calls."""
+
+    def expr_Call(self, node: ast.Call) -> Any:
+        """`f(a, *values, k=v)`."""
+        func = self.visit_expr(node.func)
+        args = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                value = self.visit_expr(a.value)
+                if not isinstance(value, (tuple, list)):
+                    raise self.error(a, "only a Python tuple or list can be unpacked with *", DSLTypeError)
+                args.extend(value)
+            else:
+                args.append(self.visit_expr(a))
+        kwargs = {}
+        for kw in node.keywords:
+            if kw.arg is None:
+                raise self.error(node, "**kwargs is not supported in a kernel call", DSLSyntaxError)
+            kwargs[kw.arg] = self.visit_expr(kw.value)
+        return self.call(node, func, args, kwargs)
+
+    def call(self, node: ast.Call, func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """Call `func`: another script function, a cast, a math function, range, or a Python helper."""
+        from hidet_lang.frontend.script import ScriptFunction
+
+        any_ir = any(isinstance(a, E.Expr) for a in [*args, *kwargs.values()])
+        if isinstance(func, ScriptFunction):
+            return self.call_script(node, func, args, kwargs)
+        if func is range:
+            if kwargs or not 1 <= len(args) <= 3:
+                raise self.error(node, "range() takes 1 to 3 positional arguments", DSLTypeError)
+            if not any_ir:
+                return self.host_call(node, range, *args)
+            if len(args) == 1:
+                return RangeLoop(0, args[0], 1)
+            return RangeLoop(args[0], args[1], args[2] if len(args) == 3 else 1)
+        if isinstance(func, DataType):
+            if len(args) != 1 or kwargs:
+                raise self.error(node, f"{func}() converts one value", DSLTypeError)
+            return self.host_call(node, semantics.cast, args[0], func)
+        if func in B.PYTHON_CASTS and any_ir:
+            if len(args) != 1 or kwargs:
+                raise self.error(node, f"{func.__name__}() converts one value", DSLTypeError)
+            return self.host_call(node, semantics.cast, args[0], B._as_dtype(B.PYTHON_CASTS[func]))
+        if _hashable(func) and func in B.PYTHON_MATH and any_ir:
+            if kwargs:
+                raise self.error(node, f"{B.PYTHON_MATH[func]}() takes no keyword arguments here", DSLTypeError)
+            return self.host_call(node, semantics.math_call, B.PYTHON_MATH[func], *args)
+        if func is print:
+            raise self.error(node, "print() does not exist in a kernel; use printf(format, ...)", DSLSyntaxError)
+        if not callable(func):
+            raise self.error(node, f"{semantics.describe(func)} is not callable")
+        return self.host_call(node, func, *args, **kwargs)
+
+    def call_script(self, node: ast.Call, func: Any, args: list[Any], kwargs: dict[str, Any]) -> E.Expr:
+        """A call of another `@hidet.script` function: checked against its parameters."""
+        assert self.ctx is not None
+        callee = func.ir
+        params = callee.params
+        names = [p.name for p in params]
+        if len(args) > len(params):
+            raise self.error(node, f"{callee.name}() takes {len(params)} argument(s) but {len(args)} were given")
+        bound = dict(zip(names, args))
+        for k, v in kwargs.items():
+            if k not in names:
+                raise self.error(node, f"{callee.name}() has no parameter '{k}'; its parameters: {', '.join(names)}")
+            if k in bound:
+                raise self.error(node, f"{callee.name}() got parameter '{k}' twice")
+            bound[k] = v
+        missing = [n for n in names if n not in bound]
+        if missing:
+            raise self.error(node, f"{callee.name}() is missing argument(s): {', '.join(missing)}")
+        converted = []
+        for p in params:
+            try:
+                converted.append(semantics.argument(p.type, bound[p.name], f"parameter '{p.name}'"))
+            except TypeError as e:
+                raise self.error(node, f"{callee.name}(): {e}") from None
+        if func not in self.ctx.callees:
+            self.ctx.callees.append(func)
+        return E.Call(callee.name, tuple(converted), callee.ret_type)
+
+
+def _hashable(x: Any) -> bool:
+    """Whether `x` can be looked up in a dict."""
+    try:
+        hash(x)
+    except TypeError:
+        return False
+    return True

@@ -1,0 +1,179 @@
+"""The parser's core: the state of one function's translation and the helpers every part of the parser uses.
+
+`ParserCore` holds the scopes of the kernel's names, the blocks of statements being built, the enclosing loops
+and what is known about the function so far (`FunctionContext`). Its visit shell (`visit_stmt`, `visit_expr`)
+sends each Python AST node to the `visit_<Node>` (statements) or `expr_<Node>` (expressions) method that the
+parser's mixins define, inside an `at(span)` block: every IR node built while translating that AST node, by the
+parser or the helpers it calls, carries the user's source position. A node without a method is an error naming
+the construct.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hidet_lang.errors import DSLError, DSLNameError, DSLSyntaxError, DSLTypeError, DSLValueError
+from hidet_lang.ir import stmt as S
+from hidet_lang.ir.func import FuncKind
+from hidet_lang.ir.node import at
+from hidet_lang.ir.span import Span
+from hidet_lang.ir.types import Type
+
+_CONSTRUCT_NAMES = {
+    "With": "a `with` statement", "AsyncWith": "an `async with` statement", "Try": "a `try` statement",
+    "TryStar": "a `try` statement", "Raise": "a `raise` statement", "Global": "a `global` statement",
+    "Nonlocal": "a `nonlocal` statement", "Delete": "a `del` statement", "Import": "an `import` statement",
+    "ImportFrom": "an `import` statement", "ClassDef": "a class definition", "FunctionDef": "a nested function",
+    "AsyncFunctionDef": "a nested function", "Yield": "`yield`", "YieldFrom": "`yield from`",
+    "Await": "`await`", "Set": "a set literal", "SetComp": "a set comprehension", "Dict": "a dict literal",
+    "DictComp": "a dict comprehension",
+    "JoinedStr": "an f-string", "Starred": "a starred expression",
+    "NamedExpr": "an assignment expression (:=)", "Match": "a `match` statement", "Slice": "a slice",
+    "AsyncFor": "an `async for` loop",
+}
+
+
+@dataclass
+class FunctionContext:
+    """What the parser learns about the function being parsed besides its body."""
+
+    name: str
+    kind: FuncKind | None = None
+    cuda: dict[str, Any] = field(default_factory=dict)
+    cuda_spans: dict[str, Span] = field(default_factory=dict)
+    declared_return: Type | None = None
+    return_types: list[Type] = field(default_factory=list)
+    callees: list[Any] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class LoopFrame:
+    """One enclosing loop: loops that run at run time allow break/continue, loops unrolled while parsing do not."""
+
+    unrolled: bool
+
+
+class ParserCore:
+    """The state of one function's translation, its visit shell, and the helpers the parser's mixins share."""
+
+    def __init__(self, source_file: str, line_offset: int, col_offset: int, host_scope: Callable[[str], Any]):
+        self.file = source_file
+        self.line_offset = line_offset
+        self.col_offset = col_offset
+        self.lookup_host = host_scope
+        self.scopes: list[dict[str, Any]] = [{}]
+        self.stmts: list[list[S.Stmt]] = []
+        self.loops: list[LoopFrame] = []
+        self.names_used: dict[str, int] = {}
+        self.ctx: FunctionContext | None = None
+
+    # ---------------------------------------------------------------------------------------------- visit shell
+    def visit_stmt(self, node: ast.stmt) -> None:
+        """Parse one statement, appending IR to the current block."""
+        method = getattr(self, "visit_" + type(node).__name__, None)
+        if method is None:
+            raise self.unsupported(node)
+        with at(self.span(node)):
+            method(node)
+
+    def visit_expr(self, node: ast.expr) -> Any:
+        """Evaluate an expression: a host value or an IR expression."""
+        method = getattr(self, "expr_" + type(node).__name__, None)
+        if method is None:
+            raise self.unsupported(node)
+        with at(self.span(node)):
+            return method(node)
+
+    # ---------------------------------------------------------------------------------------------- positions, errors
+    def span(self, node: ast.AST) -> Span:
+        """The user's source position of `node`."""
+        return Span(self.file, getattr(node, "lineno", 1) + self.line_offset,
+                    getattr(node, "col_offset", 0) + self.col_offset)
+
+    def error(self, node: ast.AST, message: str, cls: type[DSLError] = DSLTypeError) -> DSLError:
+        """A DSL error of class `cls` at `node`."""
+        return cls(message, self.span(node))
+
+    def unsupported(self, node: ast.AST) -> DSLSyntaxError:
+        """The error for a Python construct the DSL does not have."""
+        name = type(node).__name__
+        what = _CONSTRUCT_NAMES.get(name, f"the Python construct '{name}'")
+        return self.error(node, f"{what} is not supported inside a @hidet.script function", DSLSyntaxError)
+
+    def host_call(self, node: ast.AST, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call a Python function while parsing, turning its errors into DSL errors at `node`."""
+        try:
+            return func(*args, **kwargs)
+        except DSLError:
+            raise
+        except (TypeError, ValueError, ArithmeticError, IndexError, KeyError, AttributeError) as e:
+            cls = DSLTypeError if isinstance(e, TypeError) else DSLValueError
+            raise self.error(node, str(e), cls) from None
+
+    # ---------------------------------------------------------------------------------------------- names
+    def fresh_name(self, hint: str) -> str:
+        """A variable name unique in the function, based on `hint`."""
+        count = self.names_used.get(hint, 0)
+        self.names_used[hint] = count + 1
+        return hint if count == 0 else f"{hint}_{count}"
+
+    def lookup(self, name: str, node: ast.AST) -> Any:
+        """The value of `name`: kernel locals first, then the enclosing Python scopes, then builtins."""
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        found, value = self.lookup_host(name)
+        if found:
+            return value
+        if hasattr(builtins, name):
+            return getattr(builtins, name)
+        raise self.error(node, f"name '{name}' is not defined", DSLNameError)
+
+    def bind(self, name: str, value: Any) -> None:
+        """Bind `name` in the innermost scope."""
+        self.scopes[-1][name] = value
+
+    def loop_target_names(self, target: ast.expr) -> list[str]:
+        """The names a `for` (or a comprehension's `for`) binds."""
+        if isinstance(target, ast.Name):
+            return [target.id]
+        if isinstance(target, (ast.Tuple, ast.List)) and all(isinstance(t, ast.Name) for t in target.elts):
+            return [t.id for t in target.elts]  # type: ignore[union-attr]
+        raise self.error(target, "a loop variable is a name or a tuple of names", DSLSyntaxError)
+
+    def unpack(self, target: ast.expr, names: list[str], value: Any) -> dict[str, Any]:
+        """Bindings of the variables of a loop unrolled while parsing to one value."""
+        if isinstance(target, ast.Name):
+            return {names[0]: value}
+        if not isinstance(value, (tuple, list)) or len(value) != len(names):
+            raise self.error(target, f"cannot unpack {value!r} into {len(names)} loop variables", DSLValueError)
+        return dict(zip(names, value))
+
+    # ---------------------------------------------------------------------------------------------- blocks
+    def emit(self, stmt: S.Stmt) -> None:
+        """Append a statement to the block being built."""
+        self.stmts[-1].append(stmt)
+
+    def block(self, body: list[ast.stmt], bindings: dict[str, Any] | None = None) -> S.Stmt:
+        """Parse statements into one IR statement, in a new scope holding `bindings`."""
+        self.stmts.append([])
+        self.scopes.append(dict(bindings or {}))
+        try:
+            for s in body:
+                self.visit_stmt(s)
+        finally:
+            self.scopes.pop()
+        return S.seq(self.stmts.pop())
+
+    def loop_body(self, body: list[ast.stmt], bindings: dict[str, Any] | None = None, unrolled: bool = False) -> S.Stmt:
+        """The body of a loop, with its variables bound; `break`/`continue` in it leave this loop, which
+        must then run at run time (`unrolled` marks a loop unrolled while parsing)."""
+        self.loops.append(LoopFrame(unrolled))
+        try:
+            return self.block(body, bindings=bindings)
+        finally:
+            self.loops.pop()

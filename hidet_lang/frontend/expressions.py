@@ -1,0 +1,181 @@
+"""Expressions other than operators and calls: names, constants, attributes, indexing, lambdas, comprehensions,
+and type annotations.
+
+An expression evaluates to a host value (a Python value, evaluated while parsing) or an IR expression.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from collections.abc import Callable
+from typing import Any
+
+from hidet_lang.errors import DSLAttributeError, DSLSyntaxError
+from hidet_lang.frontend import builtins as B
+from hidet_lang.frontend import semantics
+from hidet_lang.frontend.core import ParserCore
+from hidet_lang.frontend.loops import UnrolledLoop
+from hidet_lang.ir import expr as E
+from hidet_lang.ir.types import DataType, PointerType, TensorType, Type
+
+
+class ExpressionParser(ParserCore):
+    """The parser's `expr_<Node>` methods for names, constants, attributes, subscripts, lambdas and
+    comprehensions, and the evaluation of type annotations."""
+
+    def expr_Constant(self, node: ast.Constant) -> Any:
+        """A literal: its Python value."""
+        return node.value
+
+    def expr_Name(self, node: ast.Name) -> Any:
+        """A kernel variable, or a value of the enclosing Python scopes."""
+        return self.lookup(node.id, node)
+
+    def expr_Tuple(self, node: ast.Tuple) -> tuple[Any, ...]:
+        """A Python tuple of the elements' values."""
+        return tuple(self.visit_expr(e) for e in node.elts)
+
+    def expr_List(self, node: ast.List) -> list[Any]:
+        """A Python list of the elements' values."""
+        return [self.visit_expr(e) for e in node.elts]
+
+    def expr_Attribute(self, node: ast.Attribute) -> Any:
+        """`owner.name` on a host value (`attrs` fields can be set, not read)."""
+        owner = self.visit_expr(node.value)
+        if isinstance(owner, E.Expr):
+            raise self.error(node, f"{semantics.describe(owner)} has no attribute '{node.attr}'", DSLAttributeError)
+        if owner is B.attrs and node.attr == "cuda":
+            return B.cuda_attrs
+        if isinstance(owner, B._AttrsNamespace):
+            raise self.error(node, f"attrs fields can be set, not read ({owner.prefix}{node.attr})", DSLAttributeError)
+        try:
+            return getattr(owner, node.attr)
+        except AttributeError:
+            raise self.error(node, f"{semantics.describe(owner)} has no attribute '{node.attr}'",
+                             DSLAttributeError) from None
+
+    def expr_Subscript(self, node: ast.Subscript) -> Any:
+        """`x[...]`: an element of a tensor, a row of one (`a[i, :]`), or an item of a host value."""
+        base = self.visit_expr(node.value)
+        if not isinstance(base, E.Expr):
+            if isinstance(base, (DataType, tuple, list, dict, str)):
+                index = self.visit_expr(node.slice)
+                if isinstance(base, DataType) and isinstance(index, list):
+                    index = tuple(index)
+                return self.host_call(node, operator.getitem, base, index)
+            raise self.error(node, f"{semantics.describe(base)} cannot be indexed")
+        if _has_slice(node):
+            return self.tensor_slice(node, base)
+        return self.host_call(node, semantics.element, base, self.subscript_indices(node))
+
+    def subscript_indices(self, node: ast.Subscript) -> tuple[Any, ...]:
+        """The indices of `x[...]`."""
+        if _has_slice(node):
+            raise self.error(node, "slices of tensors are not supported here; index each element", DSLSyntaxError)
+        value = self.visit_expr(node.slice)
+        return tuple(value) if isinstance(value, tuple) else (value,)
+
+    def tensor_slice(self, node: ast.Subscript, base: E.Expr) -> E.Expr:
+        """`a[i, :]`: leading indices then whole trailing dimensions, as a pointer to that contiguous sub-tensor
+        (what a function taking a tensor parameter accepts)."""
+        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        first = next(k for k, p in enumerate(parts) if isinstance(p, ast.Slice))
+        rest = parts[first:]
+        if any(not isinstance(p, ast.Slice) or p.lower or p.upper or p.step for p in rest):
+            raise self.error(node, "a tensor slice takes leading indices followed by whole dimensions only, e.g. "
+                                   "a[i, :] (a contiguous part of the tensor)", DSLSyntaxError)
+        t = base.type
+        tensor = t if isinstance(t, TensorType) else t.base if isinstance(t, PointerType) else None
+        if not isinstance(tensor, TensorType) or len(parts) != len(tensor.shape):
+            raise self.error(node, f"{semantics.describe(base)} cannot be sliced with {len(parts)} dimension(s)")
+        if getattr(tensor, "layout", None) is not None:
+            raise self.error(node, "a tensor with a layout cannot be sliced", DSLSyntaxError)
+        indices = [self.visit_expr(p) for p in parts[:first]] + [0] * len(rest)
+        element = self.host_call(node, semantics.element, base, tuple(indices))
+        return E.Reinterpret(E.Address(element), PointerType(TensorType(tensor.dtype, tuple(tensor.shape[first:]))))
+
+    def expr_Lambda(self, node: ast.Lambda) -> Callable[..., Any]:
+        """A lambda is inlined where it is called: its body is parsed with the arguments bound."""
+        args = node.args
+        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or args.defaults:
+            raise self.error(node, "a kernel lambda takes plain positional parameters", DSLSyntaxError)
+        names = [a.arg for a in args.args]
+
+        def inline(*values: Any) -> Any:
+            if len(values) != len(names):
+                raise TypeError(f"the lambda takes {len(names)} argument(s), got {len(values)}")
+            self.scopes.append(dict(zip(names, values)))
+            try:
+                return self.visit_expr(node.body)
+            finally:
+                self.scopes.pop()
+
+        return inline
+
+    def expr_ListComp(self, node: ast.ListComp) -> list[Any]:
+        """`[f(x) for x in values]`, expanded while parsing."""
+        return self.comprehension(node)
+
+    def expr_GeneratorExp(self, node: ast.GeneratorExp) -> tuple[Any, ...]:
+        """`(f(x) for x in values)`, expanded while parsing into a tuple."""
+        return tuple(self.comprehension(node))
+
+    def comprehension(self, node: ast.ListComp | ast.GeneratorExp) -> list[Any]:
+        """The elements of a list comprehension or generator over Python values, expanded while parsing."""
+        results: list[Any] = []
+
+        def expand(k: int) -> None:
+            if k == len(node.generators):
+                results.append(self.visit_expr(node.elt))
+                return
+            generator = node.generators[k]
+            iterable = self.visit_expr(generator.iter)
+            if isinstance(iterable, UnrolledLoop):
+                iterable = iterable.values
+            if isinstance(iterable, E.Expr) or not hasattr(iterable, "__iter__"):
+                raise self.error(generator.iter, "a comprehension in a kernel iterates over Python values (e.g. "
+                                                 "range(4) with constant bounds), expanded while parsing")
+            names = self.loop_target_names(generator.target)
+            for value in iterable:
+                self.scopes.append(self.unpack(generator.target, names, value))
+                try:
+                    conditions = [self.visit_expr(c) for c in generator.ifs]
+                    if any(isinstance(c, E.Expr) for c in conditions):
+                        raise self.error(generator, "a comprehension's `if` must be a Python value while parsing")
+                    if all(conditions):
+                        expand(k + 1)
+                finally:
+                    self.scopes.pop()
+
+        expand(0)
+        return results
+
+    def annotation_type(self, node: ast.expr) -> Type:
+        """Evaluate a type annotation (strings too, for `from __future__ import annotations`)."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            try:
+                inner = ast.parse(node.value, mode="eval").body
+            except SyntaxError:
+                raise self.error(node, f"cannot parse the annotation {node.value!r}", DSLSyntaxError) from None
+            ast.copy_location(inner, node)
+            for n in ast.walk(inner):
+                n.lineno, n.col_offset = node.lineno, node.col_offset
+            node = inner
+        value = self.visit_expr(node)
+        if isinstance(value, type) and value in B.PYTHON_CASTS:
+            return B._as_dtype(B.PYTHON_CASTS[value])
+        if isinstance(value, str):
+            try:
+                return B._as_dtype(value)
+            except ValueError as e:
+                raise self.error(node, str(e)) from None
+        if isinstance(value, (DataType, TensorType, PointerType)):
+            return value
+        raise self.error(node, f"{ast.unparse(node)} is not a type; write e.g. f32, i32, f32[16, 16] or ~f32")
+
+
+def _has_slice(node: ast.Subscript) -> bool:
+    """Whether `x[...]` has a slice among its indices (`a[i, :]`)."""
+    sl = node.slice
+    return isinstance(sl, ast.Slice) or (isinstance(sl, ast.Tuple) and any(isinstance(e, ast.Slice) for e in sl.elts))
