@@ -4,8 +4,12 @@ Requires: any IR. Ensures: no `ForMappingStmt` is left. A spatial mapping turns 
 coordinates by division and remainder (no loop); a repeat mapping becomes a loop nest (unrolled where its
 attrs say 'u'); a composition splits the worker into `worker / inner.num_workers` for the outer mapping and
 `worker % inner.num_workers` for the inner one, and combines coordinates as `outer * inner_extent + inner`.
-A non-constant worker index is guarded with `worker < num_workers`, unless the worker is a thread index
-whose block dimension is a constant no larger than the mapping's worker count.
+A non-constant worker index is guarded with `worker < num_workers`, unless it is known to lie in
+`[0, num_workers)`: a thread index whose block dimension is a constant no larger than the mapping's worker
+count, or the variable of an enclosing `for` loop (the mapping sits in its body) with a constant start >= 0,
+a positive constant step and a constant stop no larger than the worker count, that nothing in the loop's body
+assigns, takes the address of or names as an asm output. Every statement and expression the pass creates
+carries the span of the mapping loop it comes from.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ from collections.abc import Callable
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import Function
-from hidet_lang.ir.functor import IRRewriter
+from hidet_lang.ir.functor import IRRewriter, collect
 from hidet_lang.ir.mapping import ComposedMapping, RepeatMapping, SpatialMapping, TaskMapping
+from hidet_lang.ir.node import at
 from hidet_lang.ir.types import int32
 
 BodyMaker = Callable[[list[E.Expr]], S.Stmt]
@@ -27,11 +32,36 @@ def _c(value: int) -> E.Constant:
 
 
 def worker_bounds(func: Function) -> dict[str, int]:
-    """Exclusive upper bounds of the thread indices of a CUDA kernel with constant block dimensions."""
+    """Exclusive upper bounds of the thread indices of a CUDA kernel with constant block dimensions.
+
+    Requires: a function. Ensures: `{"threadIdx.x": n, ...}` for each axis whose block dimension is a constant
+    `n` (empty for functions other than CUDA kernels)."""
     cuda = func.attrs.cuda
     if func.attrs.kind != "cuda_kernel" or cuda is None:
         return {}
     return {f"threadIdx.{axis}": int(d.value) for axis, d in zip("xyz", cuda.block_dim) if isinstance(d, E.Constant)}
+
+
+def _is_written(var: E.Var, body: S.Stmt) -> bool:
+    """Whether `body` may change `var`: it assigns it, takes its address, or names it as an asm output."""
+    return (any(a.var is var for a in collect(body, S.AssignStmt))
+            or any(a.expr is var for a in collect(body, E.Address))
+            or any(o is var for asm in collect(body, S.AsmStmt) for o in asm.outputs))
+
+
+def _int_constant(e: E.Expr) -> int | None:
+    return e.value if isinstance(e, E.Constant) and type(e.value) is int else None
+
+
+def loop_bound(s: S.ForStmt) -> int | None:
+    """An exclusive upper bound `n` such that `0 <= s.var < n` holds everywhere in `s.body`, or None.
+
+    Known when start, step and stop are integer constants, start >= 0 and step > 0 (the bound is the stop),
+    and the body never writes the loop variable (see `_is_written`)."""
+    start, stop, step = _int_constant(s.start), _int_constant(s.stop), _int_constant(s.step)
+    if start is None or stop is None or step is None or start < 0 or step <= 0 or _is_written(s.var, s.body):
+        return None
+    return stop
 
 
 class _MappingLowerer(IRRewriter):
@@ -39,6 +69,30 @@ class _MappingLowerer(IRRewriter):
         super().__init__()
         self.counter = 0
         self.bounds = bounds
+        self.loop_bounds: dict[E.Var, int] = {}  # loop variables v of enclosing loops with 0 <= v < bound
+
+    def visit_ForStmt(self, s: S.ForStmt) -> S.Stmt:
+        bound = loop_bound(s)
+        if bound is None:
+            return self.rebuild(s)
+        enclosing = self.loop_bounds
+        self.loop_bounds = {**enclosing, s.var: bound}
+        try:
+            return self.rebuild(s)
+        finally:
+            self.loop_bounds = enclosing
+
+    def is_bounded(self, worker: E.Expr, num_workers: int) -> bool:
+        """Whether `0 <= worker < num_workers` is known where the mapping loop over `worker` runs."""
+        if isinstance(worker, E.Constant):
+            return True
+        if isinstance(worker, E.Intrinsic):
+            bound = self.bounds.get(worker.name)
+        elif isinstance(worker, E.Var):
+            bound = self.loop_bounds.get(worker)
+        else:
+            bound = None
+        return bound is not None and bound <= num_workers
 
     def loop_var(self) -> E.Var:
         self.counter += 1
@@ -46,16 +100,16 @@ class _MappingLowerer(IRRewriter):
 
     def visit_ForMappingStmt(self, s: S.ForMappingStmt) -> S.Stmt:
         body = self.visit(s.body)
-        worker = s.worker if s.worker.type == int32 else E.Cast(s.worker, int32)
+        with at(s.span):
+            worker = s.worker if s.worker.type == int32 else E.Cast(s.worker, int32)
 
-        def make_body(coords: list[E.Expr]) -> S.Stmt:
-            decls = [S.DeclareStmt(v, c, span=s.span) for v, c in zip(s.loop_vars, coords)]
-            return S.seq([*decls, body])
+            def make_body(coords: list[E.Expr]) -> S.Stmt:
+                decls = [S.DeclareStmt(v, c) for v, c in zip(s.loop_vars, coords)]
+                return S.seq([*decls, body])
 
-        lowered = self.tasks(s.mapping, worker, make_body)
-        bound = self.bounds.get(worker.name) if isinstance(worker, E.Intrinsic) else None
-        if not isinstance(worker, E.Constant) and not (bound is not None and bound <= s.mapping.num_workers):
-            lowered = S.IfStmt(E.BinaryOp("<", worker, _c(s.mapping.num_workers)), lowered, span=s.span)
+            lowered = self.tasks(s.mapping, worker, make_body)
+            if not self.is_bounded(s.worker, s.mapping.num_workers):
+                lowered = S.IfStmt(E.BinaryOp("<", worker, _c(s.mapping.num_workers)), lowered)
         return lowered
 
     def tasks(self, m: TaskMapping, worker: E.Expr, make_body: BodyMaker) -> S.Stmt:
@@ -99,5 +153,8 @@ class _MappingLowerer(IRRewriter):
 
 def lower_task_mappings(node: S.Stmt, bounds: dict[str, int] | None = None) -> S.Stmt:
     """Expand every task-mapping loop in `node` (see the module docstring); `bounds` are known exclusive upper
-    bounds of thread-index intrinsics (see `worker_bounds`)."""
+    bounds of thread-index intrinsics (see `worker_bounds`).
+
+    Requires: any IR. Ensures: no `ForMappingStmt` in the result; each worker runs exactly the tasks the
+    mapping's Python-side semantics give it, and a worker at or past the mapping's count runs none."""
     return _MappingLowerer(bounds or {}).visit(node)

@@ -1,15 +1,23 @@
 """The `simplify` pass: constant folding and algebraic identities that keep every value the same.
 
-Requires: any IR. Ensures: operations on constants are folded with C's semantics (integer wrap-around,
-truncating division, `%` with the dividend's sign); `x + 0`, `x * 1`, `x / 1`, `x - 0` lose the identity;
-`x * 0` and `x % 1` become 0 on integers when `x` has no calls and no intrinsic with effects; `(x + c1) + c2`
-becomes `x + (c1 + c2)`; casts of constants fold; `if` statements and conditional expressions with constant
-conditions keep one side. Division by a constant zero and shifts out of range are left for the program to meet
-at run time.
+Requires: any IR. Ensures: every node, visited bottom-up, is rewritten by the first rule of `RULES` that
+applies to it (the table below lists each rule's pattern, replacement and condition). Operations on constants
+are folded with C's semantics (integer wrap-around, truncating division, `%` with the dividend's sign), as
+`hidet_lang.ir.evaluate` computes them; `x + 0`, `x - 0`, `0 + x`, `x * 1`, `1 * x` and (on integers) `x / 1`
+lose the identity; `x * 0`, `0 * x` and `x % 1` become 0 on integers when the expression has no calls and no
+intrinsic with effects; `(x + c1) + c2` and `(x * c1) * c2` on integers become `x + (c1 + c2)` and
+`x * (c1 * c2)`; casts of constants fold and casts to the operand's own type go; `if` statements and
+conditional expressions with constant conditions keep one side. The identities need operands of one type.
+Division by a constant zero, shifts out of range and conversions of NaN or infinity to an integer are left
+for the program to meet at run time; so is the negation of a bool constant (C computes `-true` as the int -1).
+Every node a rule creates carries the span of the node it replaces.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from hidet_lang.ir import expr as E
@@ -17,11 +25,119 @@ from hidet_lang.ir import stmt as S
 from hidet_lang.ir.evaluate import convert_value, evaluate
 from hidet_lang.ir.functor import IRRewriter, collect
 from hidet_lang.ir.intrinsics import EFFECTFUL_INTRINSICS
+from hidet_lang.ir.node import Node, at
 from hidet_lang.ir.types import DataType
 
+# ---------------------------------------------------------------------------------------------- patterns
 
-def _const(e: E.Expr, value: Any) -> bool:
-    return isinstance(e, E.Constant) and e.value == value and not isinstance(e.value, bool)
+
+class Match(dict[str, Any]):
+    """The bindings of a matched pattern, read as attributes: `m.x`; `m.e` is the whole matched node."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class Pattern:
+    """Base of patterns: `match` says whether `value` has the pattern's shape and records bindings in `m`."""
+
+    def match(self, value: Any, m: Match) -> bool:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Wild(Pattern):
+    """Matches any instance of `cls` (by default anything, None included) and binds it to `name`."""
+
+    name: str
+    cls: type = object
+
+    def match(self, value: Any, m: Match) -> bool:
+        if not isinstance(value, self.cls):
+            return False
+        m[self.name] = value
+        return True
+
+
+@dataclass(frozen=True)
+class Const(Pattern):
+    """Matches a `Constant`, bound to `name` when given; with `value`, only a non-bool constant equal to it."""
+
+    name: str | None = None
+    value: int | None = None
+
+    def match(self, value: Any, m: Match) -> bool:
+        if not isinstance(value, E.Constant):
+            return False
+        if self.value is not None and (isinstance(value.value, bool) or value.value != self.value):
+            return False
+        if self.name is not None:
+            m[self.name] = value
+        return True
+
+
+@dataclass(frozen=True)
+class Shape(Pattern):
+    """Matches a node of class `cls` whose fields match: a field's entry is a pattern or a value it must equal."""
+
+    cls: type[Node]
+    fields: tuple[tuple[str, Any], ...]
+
+    def match(self, value: Any, m: Match) -> bool:
+        if not isinstance(value, self.cls):
+            return False
+        for name, expected in self.fields:
+            field = getattr(value, name)
+            if isinstance(expected, Pattern):
+                if not expected.match(field, m):
+                    return False
+            elif field != expected:
+                return False
+        return True
+
+
+def binary(op: str | None, a: Pattern, b: Pattern) -> Shape:
+    """The pattern `a op b` (any operator when `op` is None)."""
+    operands = (("a", a), ("b", b))
+    return Shape(E.BinaryOp, operands if op is None else (("op", op), *operands))
+
+
+def unary(op: str, a: Pattern) -> Shape:
+    """The pattern `op a`."""
+    return Shape(E.UnaryOp, (("op", op), ("a", a)))
+
+
+def cast(a: Pattern) -> Shape:
+    """The pattern `cast(a)` to any type."""
+    return Shape(E.Cast, (("expr", a),))
+
+
+def select(cond: Pattern, then_expr: Pattern, else_expr: Pattern) -> Shape:
+    """The pattern `then_expr if cond else else_expr`."""
+    return Shape(E.IfThenElse, (("cond", cond), ("then_expr", then_expr), ("else_expr", else_expr)))
+
+
+def if_stmt(cond: Pattern, then_body: Pattern, else_body: Pattern | None) -> Shape:
+    """The pattern `if cond: then_body else: else_body` (`else_body` is None for an `if` without `else`)."""
+    return Shape(S.IfStmt, (("cond", cond), ("then_body", then_body), ("else_body", else_body)))
+
+
+@dataclass(frozen=True)
+class Rule:
+    """`pattern` is rewritten to `replacement(m)` when `condition(m)` holds; with `again`, the replacement is
+    simplified once more (it holds new operations on constants)."""
+
+    name: str
+    pattern: Shape
+    replacement: Callable[[Match], Node]
+    condition: Callable[[Match], bool]
+    again: bool = False
+
+
+# ---------------------------------------------------------------------------------------------- conditions
 
 
 def _has_effects(e: E.Expr) -> bool:
@@ -33,76 +149,169 @@ def _is_int(e: E.Expr) -> bool:
     return isinstance(t, DataType) and t.is_integer
 
 
+def _same_type(m: Match) -> bool:
+    """The operands of the matched binary operation have one type."""
+    return m.e.a.type == m.e.b.type
+
+
+def _same_int_type(m: Match) -> bool:
+    """The operands of the matched binary operation have one integer type."""
+    return _same_type(m) and _is_int(m.e.a)
+
+
+def _same_int_type_pure(m: Match) -> bool:
+    """As `_same_int_type`, and the matched expression has no calls and no intrinsic with effects."""
+    return _same_int_type(m) and not _has_effects(m.e)
+
+
+def _fold(e: E.BinaryOp) -> E.Constant | None:
+    """`e` (on two constants) folded, or None where C leaves the value undefined (see `evaluate.fold`)."""
+    dtype = e.type
+    assert isinstance(dtype, DataType)
+    try:
+        value = evaluate(e, {})
+    except (ZeroDivisionError, OverflowError, ValueError):
+        return None
+    return E.Constant(convert_value(value, dtype), dtype)
+
+
+def _foldable(m: Match) -> bool:
+    return _fold(m.e) is not None
+
+
+def _convertible(m: Match) -> bool:
+    """The cast constant has a value of the target type: not NaN or infinity cast to an integer."""
+    v = m.c.value
+    return not m.e.dtype.is_integer or not isinstance(v, float) or math.isfinite(v)
+
+
+def _cast_to_own_type(m: Match) -> bool:
+    return m.x.type == m.e.dtype
+
+
+def _not_bool(m: Match) -> bool:
+    """The matched constant is not a bool (C computes `-true` as the int -1, which a bool cannot hold)."""
+    return not m.c.dtype.is_bool
+
+
+def _always(m: Match) -> bool:
+    return True
+
+
+def _true(m: Match) -> bool:
+    """The matched constant condition holds."""
+    return bool(m.c.value)
+
+
+def _false(m: Match) -> bool:
+    """The matched constant condition does not hold."""
+    return not m.c.value
+
+
+# ---------------------------------------------------------------------------------------------- replacements
+
+
+def _folded(m: Match) -> E.Constant:
+    folded = _fold(m.e)
+    assert folded is not None
+    return folded
+
+
+def _zero(m: Match) -> E.Constant:
+    return E.Constant(0, m.e.type)
+
+
+def _reassociated(m: Match) -> E.BinaryOp:
+    """`(x op c1) op c2` as `x op (c1 op c2)`."""
+    op = m.e.op
+    return E.BinaryOp(op, m.x, E.BinaryOp(op, m.c1, m.c2))
+
+
+def _not(m: Match) -> E.Constant:
+    return E.Constant(not m.c.value, m.e.type)
+
+
+def _negated(m: Match) -> E.Constant:
+    return E.Constant(convert_value(-m.c.value, m.e.type), m.e.type)
+
+
+def _converted(m: Match) -> E.Constant:
+    return E.Constant(convert_value(m.c.value, m.e.dtype), m.e.dtype)
+
+
+def _empty(m: Match) -> S.SeqStmt:
+    return S.SeqStmt(())
+
+
+# ---------------------------------------------------------------------------------------------- the table
+
+x, y, s, t, else_or_none = Wild("x"), Wild("y"), Wild("s"), Wild("t", S.Stmt), Wild("t")
+c, c1, c2 = Const("c"), Const("c1"), Const("c2")
+ZERO, ONE = Const(value=0), Const(value=1)
+
+# The first rule (in this order) whose pattern matches a node and whose condition holds rewrites it; a node no
+# rule matches stays. "c1 op c2 kept" leaves an operation on constants whose value C leaves undefined (division
+# by zero, a shift out of range) as it is, and keeps the identities below from touching it.
+RULES: tuple[Rule, ...] = (
+    # name                pattern                                        replacement        condition       again
+    Rule("c1 op c2",      binary(None, c1, c2),                          _folded,           _foldable),
+    Rule("c1 op c2 kept", binary(None, c1, c2),                          lambda m: m.e,     _always),
+    Rule("x + 0",         binary("+", x, ZERO),                          lambda m: m.x,     _same_type),
+    Rule("x - 0",         binary("-", x, ZERO),                          lambda m: m.x,     _same_type),
+    Rule("0 + x",         binary("+", ZERO, x),                          lambda m: m.x,     _same_type),
+    Rule("x * 1",         binary("*", x, ONE),                           lambda m: m.x,     _same_type),
+    Rule("x / 1",         binary("/", x, ONE),                           lambda m: m.x,     _same_int_type),
+    Rule("1 * x",         binary("*", ONE, x),                           lambda m: m.x,     _same_type),
+    Rule("x * 0",         binary("*", x, ZERO),                          _zero,             _same_int_type_pure),
+    Rule("0 * x",         binary("*", ZERO, x),                          _zero,             _same_int_type_pure),
+    Rule("x % 1",         binary("%", x, ONE),                           _zero,             _same_int_type_pure),
+    Rule("(x + c1) + c2", binary("+", binary("+", x, c1), c2),           _reassociated,     _same_int_type, True),
+    Rule("(x * c1) * c2", binary("*", binary("*", x, c1), c2),           _reassociated,     _same_int_type, True),
+    Rule("!c",            unary("!", c),                                 _not,              _always),
+    Rule("-c",            unary("-", c),                                 _negated,          _not_bool),
+    Rule("cast(c)",       cast(c),                                       _converted,        _convertible),
+    Rule("cast(x)",       cast(x),                                       lambda m: m.x,     _cast_to_own_type),
+    Rule("c ? x : y",     select(c, x, y),                               lambda m: m.x,     _true),
+    Rule("!c ? x : y",    select(c, x, y),                               lambda m: m.y,     _false),
+    Rule("if c: s; _",    if_stmt(c, s, else_or_none),                   lambda m: m.s,     _true),
+    Rule("if !c: s; t",   if_stmt(c, s, t),                              lambda m: m.t,     _false),
+    Rule("if !c: s",      if_stmt(c, s, None),                           _empty,            _false),
+)
+
+_RULES_BY_CLASS: dict[type, tuple[Rule, ...]] = {
+    cls: tuple(r for r in RULES if r.pattern.cls is cls) for cls in {r.pattern.cls for r in RULES}
+}
+
+
+def first_rule(node: Node) -> tuple[Rule, Match] | None:
+    """The first rule of `RULES` that applies at the root of `node`, with its bindings; None when none does."""
+    for rule in _RULES_BY_CLASS.get(type(node), ()):
+        m = Match(e=node)
+        if rule.pattern.match(node, m) and rule.condition(m):
+            return rule, m
+    return None
+
+
 class Simplifier(IRRewriter):
-    """Rewrites expressions bottom-up into simpler equal ones."""
+    """Rewrites every node bottom-up with the rules of `RULES` (see the module docstring)."""
 
-    def visit_BinaryOp(self, e: E.BinaryOp) -> E.Expr:
-        e = self.rebuild(e)
-        assert isinstance(e, E.BinaryOp)
-        a, b, op = e.a, e.b, e.op
-        result_type = e.type
-        if isinstance(a, E.Constant) and isinstance(b, E.Constant) and isinstance(result_type, DataType):
-            try:
-                value = evaluate(e, {})
-            except (ZeroDivisionError, OverflowError, ValueError):  # left for the program to meet at run time
-                return e
-            return E.Constant(convert_value(value, result_type), result_type, span=e.span)
-        same_type = a.type == b.type
-        if not same_type:
-            return e
-        if op == "+" and _const(b, 0) or op == "-" and _const(b, 0):
-            return a
-        if op == "+" and _const(a, 0):
-            return b
-        if op == "*" and _const(b, 1) or op == "/" and _const(b, 1) and _is_int(a):
-            return a
-        if op == "*" and _const(a, 1):
-            return b
-        if (op == "*" and (_const(a, 0) or _const(b, 0)) or op == "%" and _const(b, 1)) and _is_int(a) \
-                and not _has_effects(e):
-            return E.Constant(0, result_type, span=e.span)
-        if op in ("+", "*") and isinstance(b, E.Constant) and isinstance(a, E.BinaryOp) and a.op == op and \
-                isinstance(a.b, E.Constant) and a.type == b.type and _is_int(b):
-            inner = self.visit(E.BinaryOp(op, a.b, b))
-            return self.visit_BinaryOp(E.BinaryOp(op, a.a, inner, span=e.span))
-        return e
-
-    def visit_UnaryOp(self, e: E.UnaryOp) -> E.Expr:
-        e = self.rebuild(e)
-        assert isinstance(e, E.UnaryOp)
-        if isinstance(e.a, E.Constant) and isinstance(e.type, DataType):
-            if e.op == "!":
-                return E.Constant(not e.a.value, e.type, span=e.span)
-            if e.op == "-":
-                return E.Constant(convert_value(-e.a.value, e.type), e.type, span=e.span)
-        return e
-
-    def visit_Cast(self, e: E.Cast) -> E.Expr:
-        e = self.rebuild(e)
-        assert isinstance(e, E.Cast)
-        if isinstance(e.expr, E.Constant):
-            return E.Constant(convert_value(e.expr.value, e.dtype), e.dtype, span=e.span)
-        if e.expr.type == e.dtype:
-            return e.expr
-        return e
-
-    def visit_IfThenElse(self, e: E.IfThenElse) -> E.Expr:
-        e = self.rebuild(e)
-        assert isinstance(e, E.IfThenElse)
-        if isinstance(e.cond, E.Constant):
-            return e.then_expr if e.cond.value else e.else_expr
-        return e
-
-    def visit_IfStmt(self, s: S.IfStmt) -> S.Stmt:
-        s = self.rebuild(s)
-        assert isinstance(s, S.IfStmt)
-        if isinstance(s.cond, E.Constant):
-            if s.cond.value:
-                return s.then_body
-            return s.else_body if s.else_body is not None else S.SeqStmt((), span=s.span)
-        return s
+    def visit(self, node: Any) -> Any:
+        """`node` with its children simplified, then rewritten by the first rule that applies at its root."""
+        if not isinstance(node, Node):
+            return super().visit(node)
+        node = self.rebuild(node)
+        found = first_rule(node)
+        if found is None:
+            return node
+        rule, m = found
+        with at(node.span):
+            new = rule.replacement(m)
+        return self.visit(new) if rule.again else new
 
 
 def simplify(node: Any) -> Any:
-    """`node` (an expression, statement, function or module) with its expressions simplified."""
+    """`node` (an expression, statement, function or module) with its expressions simplified.
+
+    Requires: any IR. Ensures: the same values (see the module docstring); the input object itself when no rule
+    applies anywhere in it."""
     return Simplifier().visit(node)

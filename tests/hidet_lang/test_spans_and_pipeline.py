@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -173,7 +175,9 @@ def test_a_bad_target_is_a_value_error(text: str, message: str) -> None:
 def test_importing_the_language_loads_no_codegen_and_no_numpy() -> None:
     probe = ("import sys, hidet_lang, hidet_lang.ir, hidet_lang.passes.pipeline; "
              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('codegen', 'numpy')))")
-    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True).stdout
+    plain = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # no environment that preloads codegen
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True,
+                         env=plain, cwd=Path(__file__).resolve().parents[2]).stdout
     assert out.strip() == "[]"
 
 
