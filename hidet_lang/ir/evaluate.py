@@ -1,16 +1,19 @@
 """Evaluate IR expressions in Python with C's semantics: the reference that `simplify` and tests rely on.
 
 Integers wrap around at their type's width; `/` truncates toward zero and `%` takes the dividend's sign.
+Floating-point values are rounded to their type after every operation, as the compiled code computes them
+(an operation on two float32 values computed in double precision and rounded once gives the float32 result).
 """
 
 from __future__ import annotations
 
 import math
 import operator
+import struct
 from typing import Any
 
 from hidet_lang.ir import expr as E
-from hidet_lang.ir.types import DataType, boolean, promote
+from hidet_lang.ir.types import DataType, boolean, float32, promote
 
 
 def wrap(value: int, dtype: DataType) -> int:
@@ -71,22 +74,23 @@ def operand_type_of(e: E.BinaryOp) -> DataType:
 def evaluate(e: E.Expr, env: dict[E.Var, Any]) -> Any:
     """The value of `e` with variables taken from `env`."""
     if isinstance(e, E.Constant):
-        return e.value
+        return convert_value(e.value, e.dtype)
     if isinstance(e, E.Var):
-        return env[e]
+        return convert_value(env[e], e.type) if isinstance(e.type, DataType) else env[e]
     if isinstance(e, E.BinaryOp):
         operand_type = operand_type_of(e)
         a, b = evaluate(e.a, env), evaluate(e.b, env)
         if isinstance(operand_type, DataType) and operand_type.is_integer:
             a, b = wrap(int(a), operand_type), wrap(int(b), operand_type) if e.op not in ("<<", ">>") else int(b)
-        return fold(e.op, a, b, operand_type)
+        result = fold(e.op, a, b, operand_type)
+        return round_float(result, operand_type) if isinstance(result, float) else result
     if isinstance(e, E.UnaryOp):
         v = evaluate(e.a, env)
         if e.op == "!":
             return not v
         t = e.type
         if e.op == "-":
-            return wrap(-v, t) if isinstance(t, DataType) and t.is_integer else -v
+            return wrap(-v, t) if isinstance(t, DataType) and t.is_integer else -v  # negation is exact
         return wrap(~int(v), t)
     if isinstance(e, E.Cast):
         return convert_value(evaluate(e.expr, env), e.dtype)
@@ -96,9 +100,36 @@ def evaluate(e: E.Expr, env: dict[E.Var, Any]) -> Any:
 
 
 def convert_value(v: Any, dtype: DataType) -> Any:
-    """A Python value converted to `dtype` as a C cast would (floats truncate toward zero)."""
+    """A Python value converted to `dtype` as a C cast would (floats truncate toward zero). A float that no value
+    of integer type `dtype` holds (NaN, infinity, out of range) raises ValueError/OverflowError: C leaves that
+    conversion undefined."""
     if dtype.is_bool:
         return bool(v)
     if dtype.is_float:
-        return float(v)
+        return round_float(float(v), dtype)
+    if isinstance(v, float):
+        bits = 8 * dtype.nbytes
+        lo, hi = (-(1 << (bits - 1)), 1 << (bits - 1)) if dtype.kind == "int" else (0, 1 << bits)
+        truncated = int(v)  # ValueError for NaN, OverflowError for infinity
+        if not lo <= truncated < hi:
+            raise OverflowError(f"{v} does not fit in {dtype.name} (undefined in C)")
+        return truncated
     return wrap(int(v), dtype)
+
+
+_PACK_FORMATS = {"float32": "f", "float16": "e"}
+
+
+def round_float(v: float, dtype: DataType) -> float:
+    """`v` rounded to the nearest value of float type `dtype` (ties to even; beyond its range, infinity)."""
+    if dtype.name == "float64" or math.isnan(v) or math.isinf(v):
+        return v
+    if dtype.name == "bfloat16":
+        bits = struct.unpack("<I", struct.pack("<f", round_float(v, float32)))[0]
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16  # round the low half away, ties to even
+        return struct.unpack("<f", struct.pack("<I", bits << 16))[0]
+    fmt = _PACK_FORMATS[dtype.name]
+    try:
+        return struct.unpack(fmt, struct.pack(fmt, v))[0]
+    except OverflowError:
+        return math.copysign(math.inf, v)

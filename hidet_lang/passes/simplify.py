@@ -8,14 +8,14 @@ lose the identity; `x * 0`, `0 * x` and `x % 1` become 0 on integers when the ex
 intrinsic with effects; `(x + c1) + c2` and `(x * c1) * c2` on integers become `x + (c1 + c2)` and
 `x * (c1 * c2)`; casts of constants fold and casts to the operand's own type go; `if` statements and
 conditional expressions with constant conditions keep one side. The identities need operands of one type.
-Division by a constant zero, shifts out of range and conversions of NaN or infinity to an integer are left
-for the program to meet at run time; so is the negation of a bool constant (C computes `-true` as the int -1).
+Division by a constant zero, shifts out of range and conversions of NaN, infinity or out-of-range floats to
+an integer are left for the program to meet at run time; so is the negation of a bool constant (C computes
+`-true` as the int -1).
 Every node a rule creates carries the span of the node it replaces.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -164,8 +164,9 @@ def _same_int_type_pure(m: Match) -> bool:
     return _same_int_type(m) and not _has_effects(m.e)
 
 
-def _fold(e: E.BinaryOp) -> E.Constant | None:
-    """`e` (on two constants) folded, or None where C leaves the value undefined (see `evaluate.fold`)."""
+def _fold(e: E.Expr) -> E.Constant | None:
+    """`e` (an operation on constants) folded, or None where C leaves the value undefined (a division by zero,
+    a shift out of range, a float cast to an integer that cannot hold it: `evaluate` raises)."""
     dtype = e.type
     assert isinstance(dtype, DataType)
     try:
@@ -179,19 +180,14 @@ def _foldable(m: Match) -> bool:
     return _fold(m.e) is not None
 
 
-def _convertible(m: Match) -> bool:
-    """The cast constant has a value of the target type: not NaN or infinity cast to an integer."""
-    v = m.c.value
-    return not m.e.dtype.is_integer or not isinstance(v, float) or math.isfinite(v)
-
-
 def _cast_to_own_type(m: Match) -> bool:
     return m.x.type == m.e.dtype
 
 
-def _not_bool(m: Match) -> bool:
-    """The matched constant is not a bool (C computes `-true` as the int -1, which a bool cannot hold)."""
-    return not m.c.dtype.is_bool
+def _foldable_not_bool(m: Match) -> bool:
+    """Foldable, and the matched constant is not a bool (C computes `-true` as the int -1, which the IR's bool
+    result type cannot hold)."""
+    return not m.c.dtype.is_bool and _foldable(m)
 
 
 def _always(m: Match) -> bool:
@@ -227,18 +223,6 @@ def _reassociated(m: Match) -> E.BinaryOp:
     return E.BinaryOp(op, m.x, E.BinaryOp(op, m.c1, m.c2))
 
 
-def _not(m: Match) -> E.Constant:
-    return E.Constant(not m.c.value, m.e.type)
-
-
-def _negated(m: Match) -> E.Constant:
-    return E.Constant(convert_value(-m.c.value, m.e.type), m.e.type)
-
-
-def _converted(m: Match) -> E.Constant:
-    return E.Constant(convert_value(m.c.value, m.e.dtype), m.e.dtype)
-
-
 def _empty(m: Match) -> S.SeqStmt:
     return S.SeqStmt(())
 
@@ -267,9 +251,9 @@ RULES: tuple[Rule, ...] = (
     Rule("x % 1",         binary("%", x, ONE),                           _zero,             _same_int_type_pure),
     Rule("(x + c1) + c2", binary("+", binary("+", x, c1), c2),           _reassociated,     _same_int_type, True),
     Rule("(x * c1) * c2", binary("*", binary("*", x, c1), c2),           _reassociated,     _same_int_type, True),
-    Rule("!c",            unary("!", c),                                 _not,              _always),
-    Rule("-c",            unary("-", c),                                 _negated,          _not_bool),
-    Rule("cast(c)",       cast(c),                                       _converted,        _convertible),
+    Rule("!c",            unary("!", c),                                 _folded,           _foldable),
+    Rule("-c",            unary("-", c),                                 _folded,           _foldable_not_bool),
+    Rule("cast(c)",       cast(c),                                       _folded,           _foldable),
     Rule("cast(x)",       cast(x),                                       lambda m: m.x,     _cast_to_own_type),
     Rule("c ? x : y",     select(c, x, y),                               lambda m: m.x,     _true),
     Rule("!c ? x : y",    select(c, x, y),                               lambda m: m.y,     _false),
