@@ -1,7 +1,8 @@
 """IR -> C source for the CPU target.
 
-The emitter prints one C translation unit per module: a prelude (standard headers, typed min/max/abs helpers,
-the assertion channel), forward declarations, then the functions. Before the code of each DSL statement it
+The emitter prints one C translation unit per module: a prelude (the `#include` of the project's host runtime,
+`hidet_lang/host_runtime.h`: standard headers, the assertion channel, bounds checks), the typed min/max/abs
+helpers it used, forward declarations, then the functions. Before the code of each DSL statement it
 writes a marker comment `// <file>:<line>`, so compiler diagnostics map back to the user's line.
 Target-specific emitters (CUDA) subclass `CEmitter` and override the spelling of types, functions and
 intrinsics.
@@ -39,68 +40,9 @@ _MATH_F32 = {
     "expm1": "expm1f", "atan2": "atan2f", "fmod": "fmodf", "round": "roundf", "trunc": "truncf",
 }
 
-_PRELUDE = r"""
-#include <stdint.h>
-#include <stdbool.h>
-#include <stdio.h>
-#include <math.h>
-#include <string.h>
-
-#ifdef __cplusplus
-#define HL_EXPORT extern "C"
-#else
-#define HL_EXPORT
-#endif
-
-static volatile int hl_host_assert_failed = 0;
-static const char *hl_host_assert_message = 0;
-static int hl_host_assert_line = 0;
-
-static void hl_host_assert_fail(const char *message, int line) {
-    if (__atomic_exchange_n(&hl_host_assert_failed, 1, __ATOMIC_SEQ_CST) == 0) {
-        hl_host_assert_message = message;
-        hl_host_assert_line = line;
-    }
-}
-
-HL_EXPORT int hidet_lang_assert_status(const char **message, int *line) {
-    int failed = hl_host_assert_failed;
-    if (failed) {
-        *message = hl_host_assert_message;
-        *line = hl_host_assert_line;
-        hl_host_assert_failed = 0;
-    }
-    return failed;
-}
-
-static char hl_bounds_message[512];
-static volatile int hl_bounds_failed = 0;
-static char hl_bounds_scratch[64] __attribute__((aligned(64)));
-
-/* An index outside a tensor in checking mode: record the first one; the access goes to a scratch buffer. */
-static void *hl_bounds_fail(long long index, long long extent, const char *name, const char *where) {
-    if (__atomic_exchange_n(&hl_bounds_failed, 1, __ATOMIC_SEQ_CST) == 0) {
-        snprintf(hl_bounds_message, sizeof hl_bounds_message,
-                 "%s: index %lld is out of bounds for '%s', which has %lld elements", where, index, name, extent);
-    }
-    return hl_bounds_scratch;
-}
-
-#define HL_CHECKED(base, index, extent, name, where) \
-    ((long long)(index) >= 0 && (long long)(index) < (long long)(extent) ? &(base)[index] \
-     : (__typeof__(&(base)[0]))hl_bounds_fail((long long)(index), (long long)(extent), name, where))
-
-HL_EXPORT int hidet_lang_bounds_status(const char **message) {
-    int failed = hl_bounds_failed;
-    if (failed) {
-        *message = hl_bounds_message;
-        hl_bounds_failed = 0;
-    }
-    return failed;
-}
-
-HL_EXPORT void hidet_lang_flush(void) { fflush(stdout); }
-"""
+def c_function_name(f: Function) -> str:
+    """The C identifier of function `f` (its DSL name unless that is a C keyword or library name)."""
+    return f.name + "_" if f.name in C_KEYWORDS else f.name
 
 
 def tensor_label(base: E.Expr) -> str:
@@ -186,8 +128,7 @@ class CEmitter:
     # ---------------------------------------------------------------------------------------------- module
     def emit_module(self, module: IRModule) -> str:
         """The C source of `module`."""
-        for f in module.functions:
-            self.function_names[f.name] = self.c_function_name(f)
+        self.function_names = self.function_names_of(module)
         declarations = [self.signature(f) + ";" for f in module.functions]
         for f in module.functions:
             self.lines.append("")
@@ -195,13 +136,13 @@ class CEmitter:
         helpers = [self.helpers[name] for name in sorted(self.helpers)]
         return "\n".join([self.prelude(), *helpers, "", *declarations, *self.lines]) + "\n"
 
-    def c_function_name(self, f: Function) -> str:
-        """The C identifier of function `f` (its DSL name unless that is a C keyword or library name)."""
-        return f.name + "_" if f.name in C_KEYWORDS else f.name
+    def function_names_of(self, module: IRModule) -> dict[str, str]:
+        """The C identifiers of the functions of `module` (see `c_function_name`)."""
+        return {f.name: c_function_name(f) for f in module.functions}
 
     def prelude(self) -> str:
-        """Headers and the assertion channel the generated code relies on."""
-        return _PRELUDE.lstrip("\n")
+        """What the generated code starts with: the project's host runtime (headers, the assertion channel)."""
+        return '#include "hidet_lang/host_runtime.h"\n'
 
     def helper(self, name: str, t: DataType) -> str:
         """The name of the typed helper `hl_<name>_<type>` (min, max, abs), defining it on first use."""

@@ -13,15 +13,15 @@ import hashlib
 import os
 import platform
 import re
-from pathlib import Path
 
 from codegen import cuda_driver
-from codegen.c_emitter import CEmitter
-from codegen.cache import build_and_load, build_cubin, build_library, include_dirs_hash
+from codegen.cache import build_and_load, build_cubin, build_library
 from codegen.compiler import DEFAULT_C_FLAGS, map_c_line_to_dsl
 from codegen.cuda_backend import backend
-from codegen.cuda_emitter import CudaHostEmitter, emit_cuda
+from codegen.cuda_emitter import emit_cuda
 from codegen.elf import STT_FUNC, read_symbols
+from codegen.headers import INCLUDE_DIR, cuda_limit_flags
+from codegen.kernel_plan import ModulePlan, plan_module
 from codegen.module import AfterCall, CompiledModule, bounds_checks
 from codegen.nvrtc import default_arch, normalize_arch
 from hidet_lang.ir.func import DEVICE_KINDS, IRModule
@@ -30,63 +30,62 @@ from hidet_lang.ir.stmt import AssertStmt
 from hidet_lang.passes.cuda_limits import shared_memory_per_block
 from hidet_lang.version import __version__
 
-INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 CHECK_ENV_VAR = "HIDET_LANG_EMU_CHECK"
 VERIFY_ENV_VAR = "HIDET_LANG_VERIFY_CUBINS"  # e.g. "sm_80,sm_90": compile every CUDA module for these too
 LAUNCH_STATUS_SYMBOL = "hidet_lang_launch_status"
-EMULATOR_FLAGS = ("-O2", "-march=native", "-fopenmp", "-std=c++17", "-DHIDET_LANG_EMULATOR",
+HOST_FLAGS = (*DEFAULT_C_FLAGS, *cuda_limit_flags())
+"""The flags of a CUDA module's host library for a GPU."""
+EMULATOR_FLAGS = ("-O2", "-march=native", "-fopenmp", "-std=c++17", "-DHIDET_LANG_EMULATOR", *cuda_limit_flags(),
                   # `__shared__` arrays are thread-local; the descriptor dialect makes their accesses cheaper
                   *(("-mtls-dialect=gnu2",) if platform.machine() in ("x86_64", "AMD64") else ()))
+"""The flags of a CUDA module's emulator library (its device and host sources, one C++ translation unit)."""
 
 
 def build_cuda_module(module: IRModule, arch: str | None, check: bool = False) -> CompiledModule:
     """Compile a lowered CUDA module for `arch` ('sm_XY'; the GPU's, else sm_80, when None); `check` (or
     `HIDET_LANG_EMU_CHECK=1`) builds the emulator's checking mode."""
     arch = normalize_arch(arch) if arch else default_arch()
-    device_source, host_source = emit_cuda(module, emulator=False)
-    include = str(INCLUDE_DIR)
+    plan = plan_module(module)
+    device_source, host_source = emit_cuda(plan)
 
     def cubin() -> bytes:
-        return build_cubin(device_source, arch=arch, include_dirs=[include], version=__version__)
+        return build_cubin(device_source, arch=arch, include_dirs=[str(INCLUDE_DIR)], version=__version__)
 
     sources = {"cuda": device_source, "host": host_source}
-    verify_cubins(module, device_source, host_source, os.environ.get(VERIFY_ENV_VAR, ""))
+    verify_cubins(plan, device_source, host_source, os.environ.get(VERIFY_ENV_VAR, ""))
     if backend() == "gpu":
         # the host library is bound to the kernels it launches: one library for each device source
         kernels_flag = f"-DHIDET_LANG_KERNELS={hashlib.sha256(device_source.encode()).hexdigest()[:16]}"
-        lib = build_and_load(host_source, language="c", flags=(*DEFAULT_C_FLAGS, kernels_flag), version=__version__)
-        c_names, cu_module = _bind_gpu(module, lib, cubin())
+        lib = build_and_load(host_source, language="c", flags=(*HOST_FLAGS, kernels_flag), version=__version__)
+        cu_module = _bind_gpu(plan, lib, cubin())
         checks = [_launch_checks(lib, host_source), _gpu_assert_checks(module, cu_module)]
-        return CompiledModule(module, lib, f"cuda:{arch}", c_names, sources=sources, on_gpu=True, cubin=cubin,
-                              after_call=[c for c in checks if c is not None])
+        return CompiledModule(module, lib, f"cuda:{arch}", dict(plan.host_names), sources=sources, on_gpu=True,
+                              cubin=cubin, after_call=[c for c in checks if c is not None])
     check = check or os.environ.get(CHECK_ENV_VAR, "") not in ("", "0")
-    lib, combined = build_emulator(module, check, arch)
-    c_names = CudaHostEmitter(module).names_of(module)
+    lib, combined = build_emulator(plan, check, arch)
     checks = [_launch_checks(lib, combined), _emulator_assert_checks(module, lib),
               bounds_checks(lib) if check else None]
-    return CompiledModule(module, lib, f"cuda:{arch}", c_names, sources=sources, cubin=cubin,
+    return CompiledModule(module, lib, f"cuda:{arch}", dict(plan.host_names), sources=sources, cubin=cubin,
                           after_call=[c for c in checks if c is not None])
 
 
-def build_emulator(module: IRModule, check: bool, arch: str) -> tuple[ctypes.CDLL, str]:
-    """The emulator's library for a lowered CUDA module (in checking mode when `check`; launches limited to
+def build_emulator(plan: ModulePlan, check: bool, arch: str) -> tuple[ctypes.CDLL, str]:
+    """The emulator's library for a planned CUDA module (in checking mode when `check`; launches limited to
     what architecture `arch` allows), and its C++ source: the kernels, the host functions and one exported
     `launch_<kernel>` per kernel."""
-    emu_device, emu_host = emit_cuda(module, emulator=True, check=check, smem_limit=shared_memory_per_block(arch))
+    emu_device, emu_host = emit_cuda(plan, emulator=True, check=check, smem_limit=shared_memory_per_block(arch))
     combined = emu_device + "\n" + emu_host
-    include = str(INCLUDE_DIR)
-    flags = (*EMULATOR_FLAGS, f"-I{include}", f"-DHIDET_LANG_HEADERS={include_dirs_hash((include,))[:16]}")
-    return build_and_load(combined, language="c++", flags=flags, version=__version__), combined
+    return build_and_load(combined, language="c++", flags=EMULATOR_FLAGS, version=__version__), combined
 
 
-def verify_cubins(module: IRModule, device_source: str, host_source: str, archs: str) -> None:
+def verify_cubins(plan: ModulePlan, device_source: str, host_source: str, archs: str) -> None:
     """Compile `device_source` with NVRTC for each architecture in the comma-separated `archs` and check that
     each cubin is an ELF image holding every kernel as a function symbol (RuntimeError otherwise); compile the
     GPU host code too, so that both halves of the GPU build are known to compile where no GPU runs them."""
     if not archs.strip():
         return
-    build_library(host_source, language="c", flags=DEFAULT_C_FLAGS, version=__version__)
-    kernels = set(_kernel_symbols(module))
+    build_library(host_source, language="c", flags=HOST_FLAGS, version=__version__)
+    kernels = set(plan.kernel_symbols)
     for arch in filter(None, (a.strip() for a in archs.split(","))):
         cubin = build_cubin(device_source, arch=normalize_arch(arch), include_dirs=[str(INCLUDE_DIR)],
                             version=__version__)
@@ -96,19 +95,14 @@ def verify_cubins(module: IRModule, device_source: str, host_source: str, archs:
             raise RuntimeError(f"the {arch} cubin lacks kernel symbol(s) {', '.join(sorted(missing))}")
 
 
-def _kernel_symbols(module: IRModule) -> list[str]:
-    """The device symbols of the module's kernels, in the order the host code numbers them."""
-    return [CEmitter().c_function_name(f) for f in module.functions if f.attrs.kind == "cuda_kernel"]
-
-
-def _bind_gpu(module: IRModule, lib: ctypes.CDLL, cubin: bytes) -> tuple[dict[str, str], object]:
+def _bind_gpu(plan: ModulePlan, lib: ctypes.CDLL, cubin: bytes) -> object:
     """Load the cubin, hand the kernels, their static shared memory, the device's shared memory a block and the
     driver's launch entry points to the host library (once a library: a later build of the same sources
-    reuses the binding)."""
+    reuses the binding); the loaded CUDA module."""
     bound = getattr(lib, "_hidet_lang_bound", None)
     if bound is None:
         cu_module = cuda_driver.load_module(cubin)
-        functions = [cuda_driver.get_function(cu_module, s) for s in _kernel_symbols(module)]
+        functions = [cuda_driver.get_function(cu_module, s) for s in plan.kernel_symbols]
         handles = (ctypes.c_void_p * max(len(functions), 1))(*functions)
         static_smem = (ctypes.c_longlong * max(len(functions), 1))(*map(cuda_driver.static_shared_bytes, functions))
         launch, set_attribute = cuda_driver.launch_entry_points()
@@ -117,7 +111,7 @@ def _bind_gpu(module: IRModule, lib: ctypes.CDLL, cubin: bytes) -> tuple[dict[st
         lib.hidet_lang_bind_gpu(launch, set_attribute, ctypes.cast(handles, ctypes.c_void_p),
                                 ctypes.cast(static_smem, ctypes.c_void_p), cuda_driver.shared_memory_per_block())
         bound = lib._hidet_lang_bound = (cu_module, handles)  # the kernels live as long as the library
-    return CudaHostEmitter(module).names_of(module), bound[0]
+    return bound[0]
 
 
 def _launch_checks(lib: ctypes.CDLL, source: str) -> AfterCall:

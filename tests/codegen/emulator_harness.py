@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 
 from codegen.compiler import compile_shared_library, find_c_compiler
+from codegen.headers import INCLUDE_DIR, cuda_limit_flags
 
-INCLUDE_DIR = Path(__file__).resolve().parents[2] / "codegen" / "include"
-EMULATOR_FLAGS: tuple[str, ...] = ("-std=c++17", "-O2", "-fopenmp", "-DHIDET_LANG_EMULATOR", f"-I{INCLUDE_DIR}")
+EMULATOR_FLAGS: tuple[str, ...] = ("-std=c++17", "-O2", "-fopenmp", "-DHIDET_LANG_EMULATOR", *cuda_limit_flags(),
+                                    f"-I{INCLUDE_DIR}")
 
 _SCALARS: dict[str, Any] = {
     "int": ctypes.c_int32,

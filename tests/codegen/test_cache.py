@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from codegen import cache
+from codegen import cache, cache_entries
+from codegen.cache_keys import cache_key
 from codegen.compiler import DEFAULT_C_FLAGS, CCompilationError
 
 VERSION = "test-0"
@@ -84,8 +85,8 @@ def test_memory_hit_does_not_touch_disk(compile_calls: list[Path], monkeypatch: 
     def no_disk(*args: object, **kwargs: object) -> None:
         raise AssertionError("the memory layer consulted the disk")
 
-    monkeypatch.setattr(cache, "_valid_entry", no_disk)
-    monkeypatch.setattr(cache, "_build_and_publish", no_disk)
+    monkeypatch.setattr(cache_entries, "valid_entry", no_disk)
+    monkeypatch.setattr(cache_entries, "publish_new_entry", no_disk)
     assert cache.build_library(source, version=VERSION) == first
     assert len(compile_calls) == 1
 
@@ -112,15 +113,16 @@ def test_key_inputs_give_separate_entries(compile_calls: list[Path]) -> None:
 
 
 def test_cache_key_depends_on_every_input() -> None:
-    base = dict(compiler_identity="gcc:1", flags=("-O3",), language="c", version="1")
-    key = cache.cache_key("src", **base)
-    assert len(key) == 64 and key == cache.cache_key("src", **base)
+    base = dict(compiler_identity="gcc:1", flags=("-O3",), language="c", include_hash="h1", version="1")
+    key = cache_key("src", **base)
+    assert len(key) == 64 and key == cache_key("src", **base)
     variants = [
-        cache.cache_key("src2", **base),
-        cache.cache_key("src", **{**base, "compiler_identity": "gcc:2"}),
-        cache.cache_key("src", **{**base, "flags": ("-O2",)}),
-        cache.cache_key("src", **{**base, "language": "c++"}),
-        cache.cache_key("src", **{**base, "version": "2"}),
+        cache_key("src2", **base),
+        cache_key("src", **{**base, "compiler_identity": "gcc:2"}),
+        cache_key("src", **{**base, "flags": ("-O2",)}),
+        cache_key("src", **{**base, "language": "c++"}),
+        cache_key("src", **{**base, "include_hash": "h2"}),
+        cache_key("src", **{**base, "version": "2"}),
     ]
     assert key not in variants and len(set(variants)) == len(variants)
 
@@ -334,3 +336,46 @@ def test_stale_leftovers_are_swept(compile_calls: list[Path]) -> None:
     assert len(compile_calls) == 2
     assert not old_tmp.exists() and not old_bad.exists()
     assert fresh_tmp.exists()  # possibly a build in progress: left alone
+
+
+def test_editing_a_header_rebuilds(compile_calls: list[Path], tmp_path: Path) -> None:
+    include = tmp_path / "include"
+    include.mkdir()
+    (include / "value.h").write_text("#define VALUE 1\n")
+    source = '#include "value.h"\nint value(void) { return VALUE; }\n'
+
+    def built_value() -> int:
+        lib = cache.build_and_load(source, version=VERSION, include_dirs=[str(include)])
+        lib.value.restype = ctypes.c_int
+        return lib.value()
+
+    assert built_value() == 1
+    (include / "value.h").write_text("#define VALUE 2\n")
+    cache.clear_memory_cache()  # the include-directory hash is memoized until then
+    assert built_value() == 2
+    assert len(compile_calls) == 2
+
+
+def test_libraries_find_the_project_headers() -> None:
+    source = '#include "hidet_lang/host_runtime.h"\nHL_EXPORT int two(void) { return 2; }\n'
+    lib = cache.build_and_load(source, version=VERSION)
+    lib.two.restype = ctypes.c_int
+    assert lib.two() == 2
+    meta = json.loads((cache.build_library(source, version=VERSION).parent / "meta.json").read_text())
+    assert meta["include_dirs"] == list(cache.PROJECT_INCLUDE_DIRS)
+
+
+def test_caches_are_independent(
+    tmp_path: Path, compile_calls: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = cache.CompilationCache(tmp_path / "first"), cache.CompilationCache(tmp_path / "second")
+    source = add_source("independent")
+    paths = [first.build_library(source, version=VERSION), second.build_library(source, version=VERSION)]
+    assert paths[0].is_relative_to(tmp_path / "first") and paths[1].is_relative_to(tmp_path / "second")
+    first.clear_memory()
+    with monkeypatch.context() as patched:
+        patched.setattr(cache_entries, "valid_entry", None)  # any disk lookup fails
+        assert second.build_library(source, version=VERSION) == paths[1]  # its memory layer was left alone
+    assert first.build_library(source, version=VERSION) == paths[0]  # a disk hit: no third compile
+    assert len(compile_calls) == 2
+    assert call_add(second.build_and_load(source, version=VERSION), 1, 1) == 2

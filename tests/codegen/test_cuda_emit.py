@@ -6,6 +6,7 @@ import pytest
 
 import hidet_lang as hidet
 from codegen.cuda_emitter import emit_cuda
+from codegen.kernel_plan import plan_module
 from hidet_lang import attrs, bf16, f16, f32, i32, repeat, spatial
 from hidet_lang.cuda import blockIdx, shared_tensor, syncthreads, threadIdx
 from hidet_lang.errors import DSLError
@@ -13,7 +14,7 @@ from hidet_lang.passes.pipeline import lower
 
 
 def device_source(module) -> str:
-    return emit_cuda(lower(module.ir_module()))[0]
+    return emit_cuda(plan_module(lower(module.ir_module())))[0]
 
 
 def kernel_body(source: str, name: str) -> str:
@@ -79,7 +80,7 @@ def test_shared_memory_launch_bounds_and_barrier() -> None:
             syncthreads()
             b[blockIdx.x * 128 + threadIdx.x] = buf[127 - threadIdx.x]
 
-    device, host = emit_cuda(lower(module.ir_module()))
+    device, host = emit_cuda(plan_module(lower(module.ir_module())))
     assert "__launch_bounds__(128, 2)" in device
     assert "__shared__ float buf[128];" in device
     assert "__syncthreads();" in device
@@ -108,7 +109,7 @@ def test_half_precision_scalars_reach_the_kernel_as_16_bit_values() -> None:
             attrs.cuda.grid_dim = 1
             out[threadIdx.x] = v + f16(float(w))
 
-    device, host = emit_cuda(lower(module.ir_module()))
+    device, host = emit_cuda(plan_module(lower(module.ir_module())))
     # the kernel's parameters are 2 bytes, as the launcher's argument array holds them (ctypes passes floats,
     # which only the host launcher converts)
     assert "void halves(half v, __nv_bfloat16 w, half * out)" in device
@@ -117,7 +118,7 @@ def test_half_precision_scalars_reach_the_kernel_as_16_bit_values() -> None:
 
 
 def test_block_dim_over_1024_threads_is_an_error_at_the_attribute() -> None:
-    with pytest.raises(DSLError, match="2048 threads") as excinfo:
+    with hidet.script_module() as module:
 
         @hidet.script
         def too_big(a: f32[16]):
@@ -126,11 +127,13 @@ def test_block_dim_over_1024_threads_is_an_error_at_the_attribute() -> None:
             attrs.cuda.grid_dim = 1
             a[0] = 1.0
 
+    with pytest.raises(DSLError, match="2048 threads") as excinfo:
+        module.build()
     assert error_line(excinfo) == line_of("MARK: block-too-big")
 
 
 def test_grid_dim_of_zero_is_an_error_at_the_attribute() -> None:
-    with pytest.raises(DSLError, match=r"grid_dim.x = 0") as excinfo:
+    with hidet.script_module() as module:
 
         @hidet.script
         def empty_grid(a: f32[16]):
@@ -139,11 +142,13 @@ def test_grid_dim_of_zero_is_an_error_at_the_attribute() -> None:
             attrs.cuda.grid_dim = 0  # MARK: grid-zero
             a[0] = 1.0
 
+    with pytest.raises(DSLError, match=r"grid_dim.x = 0") as excinfo:
+        module.build()
     assert error_line(excinfo) == line_of("MARK: grid-zero")
 
 
 def test_static_shared_memory_over_48_kb_is_an_error_at_the_declaration() -> None:
-    with pytest.raises(DSLError, match="shared memory") as excinfo:
+    with hidet.script_module() as module:
 
         @hidet.script
         def hungry(a: f32[16]):
@@ -154,22 +159,26 @@ def test_static_shared_memory_over_48_kb_is_an_error_at_the_declaration() -> Non
             big = shared_tensor(f32, [12 * 1024])  # MARK: smem-too-big
             small[0] = big[0]
 
+    with pytest.raises(DSLError, match="shared memory") as excinfo:
+        module.build()
     assert error_line(excinfo) == line_of("MARK: smem-too-big")
 
 
 def test_thread_index_in_a_cpu_function_is_an_error_at_that_line() -> None:
-    with pytest.raises(DSLError, match="threadIdx.x is a CUDA construct") as excinfo:
+    with hidet.script_module() as module:
 
         @hidet.script
         def cpu_func(a: f32[16]):
             attrs.func_kind = "public"
             a[threadIdx.x] = 1.0  # MARK: thread-in-cpu
 
+    with pytest.raises(DSLError, match="threadIdx.x is a CUDA construct") as excinfo:
+        module.build()
     assert error_line(excinfo) == line_of("MARK: thread-in-cpu")
 
 
 def test_parallel_loop_in_a_kernel_is_an_error_at_that_line() -> None:
-    with pytest.raises(DSLError, match="parallel loops") as excinfo:
+    with hidet.script_module() as module:
 
         @hidet.script
         def openmp_in_kernel(a: f32[16]):
@@ -179,17 +188,21 @@ def test_parallel_loop_in_a_kernel_is_an_error_at_that_line() -> None:
             for i in hidet.grid(16, attrs="p"):  # MARK: parallel-in-kernel
                 a[i] = 0.0
 
+    with pytest.raises(DSLError, match="parallel loops") as excinfo:
+        module.build()
     assert error_line(excinfo) == line_of("MARK: parallel-in-kernel")
 
 
 def test_kernel_without_launch_configuration_is_an_error() -> None:
-    with pytest.raises(DSLError, match="attrs.cuda.grid_dim and attrs.cuda.block_dim"):
+    with hidet.script_module() as module:
 
         @hidet.script
         def unconfigured(a: f32[16]):
             attrs.func_kind = "cuda_kernel"
             a[0] = 1.0
 
+    with pytest.raises(DSLError, match="attrs.cuda.grid_dim and attrs.cuda.block_dim"):
+        module.build()
 
 def test_host_function_of_a_cuda_module_cannot_touch_device_data() -> None:
     with hidet.script_module() as module:

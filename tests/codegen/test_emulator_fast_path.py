@@ -16,6 +16,8 @@ import hidet_lang as hidet
 from codegen.cuda_backend import backend
 from codegen.cuda_build import CHECK_ENV_VAR
 from codegen.cuda_emitter import emit_cuda
+from codegen.headers import INCLUDE_DIR
+from codegen.kernel_plan import plan_module
 from hidet_lang import attrs, f32, i32, meta, printf
 from hidet_lang.cuda import blockDim, blockIdx, dynamic_shared_memory, gridDim, shared_tensor, syncthreads, threadIdx
 from hidet_lang.passes.pipeline import lower
@@ -25,6 +27,7 @@ fast_path_on = pytest.mark.skipif(backend() != "emulator" or os.environ.get(CHEC
                                   reason="the fast path is the emulator's, outside checking mode")
 
 SOURCE = Path(__file__).read_text().splitlines()
+LAUNCH_HEADER = (INCLUDE_DIR / "hidet_lang" / "cuda_launch.h").read_text()
 
 
 def line_of(marker: str) -> str:
@@ -34,7 +37,7 @@ def line_of(marker: str) -> str:
 
 
 def emulator_sources(module, check: bool = False) -> tuple[str, str]:
-    return emit_cuda(lower(module.ir_module()), emulator=True, check=check)
+    return emit_cuda(plan_module(lower(module.ir_module())), emulator=True, check=check)
 
 
 def block_function(module, kernel: str) -> str:
@@ -346,7 +349,8 @@ def test_the_kernel_is_launched_with_its_block_function(module, kernel: str) -> 
     text = block_function(module, kernel)
     assert text, f"no block function for {kernel}"
     assert re.search(rf'hl_kernel_info info = \{{{kernel}__entry, "{kernel}", 0, {kernel}__block\}}', host)
-    assert "hl_emu_launch_blocks(info->entry, info->block," in host
+    assert '#include "hidet_lang/cuda_launch.h"' in host  # whose hl_launch passes the block function on
+    assert "hl_emu_launch_blocks(info->entry, info->block," in LAUNCH_HEADER
     assert "threadIdx" not in text and "blockIdx" not in text, "the indices must be the loop variables"
     if (module, kernel) in HEADER_KERNELS:  # device functions read the indices from the stack's header
         assert "hl_fast_h->thread_idx = uint3{hl_fast_tx, hl_fast_ty, hl_fast_tz};" in text
@@ -373,7 +377,7 @@ def test_no_block_function_for_kernels_with_barriers_or_in_checking_mode() -> No
 
 
 def test_the_gpu_source_is_unchanged_by_the_fast_path() -> None:
-    device, host = emit_cuda(lower(fault_module.ir_module()), emulator=False)
+    device, host = emit_cuda(plan_module(lower(fault_module.ir_module())))
     assert "__block" not in device and "hl_fast" not in device
     gpu_branch = host.split("#else\n")[-1].split("#endif")[0]  # the launcher's GPU branch
     assert 'static const hl_kernel_info info = {0, "assert_positive", 0};' in gpu_branch

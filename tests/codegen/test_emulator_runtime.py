@@ -12,9 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from emulator_harness import INCLUDE_DIR, EmulatorLaunchError, EmulatorModule, build_module, launch_isolated
+from emulator_harness import EmulatorLaunchError, EmulatorModule, build_module, launch_isolated
 
 from codegen.elf import read_symbols
+from codegen.headers import INCLUDE_DIR
 from codegen.nvrtc import compile_cubin
 
 FULL = 0xFFFFFFFF

@@ -13,8 +13,9 @@ import pytest
 
 import hidet_lang as hidet
 from codegen.cache import build_and_load
-from codegen.compiler import DEFAULT_C_FLAGS
+from codegen.cuda_build import HOST_FLAGS
 from codegen.cuda_emitter import emit_cuda
+from codegen.kernel_plan import plan_module
 from hidet_lang import attrs, f32, i32
 from hidet_lang.cuda import blockIdx, dynamic_shared_memory, threadIdx
 from hidet_lang.passes.pipeline import lower
@@ -67,8 +68,8 @@ class FakeDriver:
 
 @pytest.fixture(scope="module")
 def library() -> ctypes.CDLL:
-    _, host = emit_cuda(lower(module.ir_module()))
-    lib = build_and_load(host, language="c", flags=DEFAULT_C_FLAGS, version=__version__)
+    _, host = emit_cuda(plan_module(lower(module.ir_module())))
+    lib = build_and_load(host, language="c", flags=HOST_FLAGS, version=__version__)
     lib.hidet_lang_bind_gpu.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_longlong]
     return lib
 

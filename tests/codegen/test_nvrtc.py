@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from codegen import cache, nvrtc
+from codegen import cache, cache_entries, nvrtc
+from codegen.cache_keys import cache_key, cubin_cache_key
 from codegen.elf import STT_FUNC, is_elf64, read_symbols
 from codegen.errors import CUDA_INSTALL_COMMAND, CudaToolkitMissingError, NVRTCCompilationError
 
@@ -336,8 +337,8 @@ def test_memory_hit_does_not_touch_disk(compile_calls: list[str], monkeypatch: p
     def no_disk(*args: object, **kwargs: object) -> None:
         raise AssertionError("the memory layer consulted the disk")
 
-    monkeypatch.setattr(cache, "_verified_artifact", no_disk)
-    monkeypatch.setattr(cache, "_publish_new_entry", no_disk)
+    monkeypatch.setattr(cache_entries, "verified_artifact", no_disk)
+    monkeypatch.setattr(cache_entries, "publish_new_entry", no_disk)
     assert cache.build_cubin(HALF_KERNEL, arch="sm_90", version=VERSION) is first
     assert len(compile_calls) == 1
 
@@ -379,10 +380,10 @@ def test_cubin_key_inputs_give_separate_entries(compile_calls: list[str], tmp_pa
 
 def test_cubin_cache_key_depends_on_every_input() -> None:
     base = dict(arch="sm_80", options=("-std=c++17",), toolkit_identity="nvrtc=13.0", include_hash="h", version="1")
-    key = cache.cubin_cache_key("src", **base)
-    assert len(key) == 64 and key == cache.cubin_cache_key("src", **base)
-    variants = [cache.cubin_cache_key("src2", **base)] + [
-        cache.cubin_cache_key("src", **{**base, name: value})
+    key = cubin_cache_key("src", **base)
+    assert len(key) == 64 and key == cubin_cache_key("src", **base)
+    variants = [cubin_cache_key("src2", **base)] + [
+        cubin_cache_key("src", **{**base, name: value})
         for name, value in [
             ("arch", "sm_90"),
             ("options", ("-std=c++17", "-G")),
@@ -392,7 +393,7 @@ def test_cubin_cache_key_depends_on_every_input() -> None:
         ]
     ]
     assert key not in variants and len(set(variants)) == len(variants)
-    assert key != cache.cache_key("src", compiler_identity="", flags=(), language="c", version="1")
+    assert key != cache_key("src", compiler_identity="", flags=(), language="c", include_hash="h", version="1")
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "missing", "bad_meta"])

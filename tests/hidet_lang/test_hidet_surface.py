@@ -12,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hidet_lang as hidet
-from codegen.cuda_build import INCLUDE_DIR
 from codegen.cuda_emitter import emit_cuda
+from codegen.headers import INCLUDE_DIR
+from codegen.kernel_plan import plan_module
 from codegen.nvrtc import compile_cubin
 from hidet_lang import address, as_tensor_pointer, asm, attrs, cast, deref, f32, i32, u32, view
 from hidet_lang.cuda import threadIdx
@@ -99,7 +100,7 @@ with hidet.script_module() as ptx_module:
 
 
 def test_inline_ptx_compiles_with_nvrtc() -> None:
-    device, _ = emit_cuda(lower(ptx_module.ir_module()))
+    device, _ = emit_cuda(plan_module(lower(ptx_module.ir_module())))
     assert 'asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane) : );' in device
     assert compile_cubin(device, "sm_80", include_dirs=[str(INCLUDE_DIR)])[:4] == b"\x7fELF"
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import hidet_lang as hidet
 from codegen.cuda_backend import backend
 from codegen.cuda_emitter import emit_cuda
+from codegen.kernel_plan import plan_module
 from hidet_lang import (
     attrs,
     auto_map,
@@ -165,7 +166,7 @@ def test_cuda_matmul_with_a_layout_accumulator(case) -> None:
 
 
 def test_the_accumulator_uses_the_layouts_storage() -> None:
-    device, _ = emit_cuda(lower(matmul_module.ir_module()), emulator=True, check=True)
+    device, _ = emit_cuda(plan_module(lower(matmul_module.ir_module())), emulator=True, check=True)
     assert re.search(r"float acc\w*\[16\];", device), device
     # the checked accesses bound `acc` by its storage (16), not by its shape (64 * 64)
     assert re.search(r"hl_emu_checked\(acc\w*, [^;]*, 16LL,", device)

@@ -36,8 +36,9 @@
 //   commit and wait are no-ops there: a correct emulation, since the GPU only promises the data after the wait.
 //   A kernel that reads the destination before waiting is wrong on the GPU yet works on the emulator.
 // Emulator builds only (see cuda_emulator.h): hl_emu_store_guard, hl_emu_checked, hl_emu_shared_declared for
-// guarded and checked accesses, and the launch API hl_emu_launch / hl_emu_launch_blocks (with a block function: the
-// fast path of a barrier-free kernel) / hl_emu_error_message / hl_emu_take_assert_line.
+// guarded and checked accesses (emulator_checks.h), and the launch API (emulator_launch.h) hl_emu_launch /
+// hl_emu_launch_blocks (with a block function: the fast path of a barrier-free kernel) / hl_emu_error_message /
+// hl_emu_take_assert_line.
 #pragma once
 #ifndef HIDET_LANG_CUDA_PRIMITIVES_H
 #define HIDET_LANG_CUDA_PRIMITIVES_H

@@ -55,11 +55,11 @@ def install() -> None:
     emulated: dict[int, tuple[ctypes.CDLL, object]] = {}
     bind_gpu = cuda_build._bind_gpu
 
-    def bind_and_emulate(module, lib, cubin):
-        names, cu_module = bind_gpu(module, lib, cubin)
+    def bind_and_emulate(plan, lib, cubin):
+        cu_module = bind_gpu(plan, lib, cubin)
         # the launchers bound to the device refuse what it cannot run; the emulator's own limit is the largest
-        emulated[int(cu_module)] = (cuda_build.build_emulator(module, check=True, arch="sm_90")[0], module)
-        return names, cu_module
+        emulated[int(cu_module)] = (cuda_build.build_emulator(plan, check=True, arch="sm_90")[0], plan)
+        return cu_module
 
     def hook(cu_module, name, gx, gy, gz, bx, by, bz, smem, params) -> int:
         try:
@@ -76,17 +76,14 @@ def install() -> None:
     fake.fake_cuda_set_launch_hook(install.hook)
 
 
-def _run_on_emulator(lib: ctypes.CDLL, module, cu_module: int, name: str, configuration: tuple, params) -> int:
-    """Launch kernel `name` through the emulator's launcher with the arguments the driver received, once the
-    launch configuration the driver received is checked against the kernel's attributes; the driver error a
-    GPU would report (0 when the kernel ran cleanly)."""
+def _run_on_emulator(lib: ctypes.CDLL, plan, cu_module: int, name: str, configuration: tuple, params) -> int:
+    """Launch kernel `name` (a device symbol of the planned module `plan`) through the emulator's launcher with the
+    arguments the driver received, once the launch configuration the driver received is checked against the
+    kernel's attributes; the driver error a GPU would report (0 when the kernel ran cleanly)."""
     from codegen.arguments import ctype_of
-    from codegen.c_emitter import CEmitter
-    from codegen.cuda_emitter import CudaHostEmitter
 
-    kernel = next(f for f in module.functions
-                  if f.attrs.kind == "cuda_kernel" and CEmitter().c_function_name(f) == name)
-    launch = getattr(lib, CudaHostEmitter(module).c_function_name(kernel))
+    kernel = plan.kernels[plan.kernel_symbols.index(name)]
+    launch = getattr(lib, plan.host_names[kernel.name])
     launch.argtypes = [ctype_of(p.type) for p in kernel.params]
     launch.restype = None
     arguments = [_read_argument(params[i], p.type) for i, p in enumerate(kernel.params)]

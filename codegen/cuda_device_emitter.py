@@ -1,0 +1,123 @@
+"""IR -> CUDA C: the device source of a CUDA module, as NVRTC compiles it for a GPU.
+
+The device source holds the `cuda_kernel` and `cuda_internal` functions; it includes the project's primitives
+header `hidet_lang/cuda_primitives.h`, through which every warp, atomic and PTX-level operation goes, so that
+the same text compiles with NVRTC for a GPU and with the C++ compiler for the CUDA emulator (whose variant of
+the source, `codegen.emulator_emitter`, adds what the emulator needs).
+"""
+
+from __future__ import annotations
+
+from codegen.c_emitter import CEmitter, c_string
+from codegen.kernel_plan import ModulePlan
+from hidet_lang.ir import expr as E
+from hidet_lang.ir import stmt as S
+from hidet_lang.ir.func import FuncKind, Function, IRModule
+from hidet_lang.ir.types import DataType, Type
+
+CUDA_SCALARS = {"float16": "half", "bfloat16": "__nv_bfloat16"}
+"""The CUDA spelling of the scalar types whose C spelling differs."""
+
+_CUDA_CALLS = {
+    "syncthreads": "__syncthreads", "syncthreads_and": "__syncthreads_and", "syncthreads_or": "__syncthreads_or",
+    "syncthreads_count": "__syncthreads_count", "syncwarp": "hl_syncwarp", "shfl_sync": "hl_shfl_sync",
+    "shfl_up_sync": "hl_shfl_up_sync", "shfl_down_sync": "hl_shfl_down_sync", "shfl_xor_sync": "hl_shfl_xor_sync",
+    "ballot_sync": "hl_ballot_sync", "any_sync": "hl_any_sync", "all_sync": "hl_all_sync",
+    "atomic_add": "hl_atomic_add", "atomic_sub": "hl_atomic_sub", "atomic_min": "hl_atomic_min",
+    "atomic_max": "hl_atomic_max", "atomic_exchange": "hl_atomic_exchange", "atomic_cas": "hl_atomic_cas",
+    "mma_m16n8k16_f16_f32": "hl_mma_m16n8k16_f16_f32", "ldmatrix_x4": "hl_ldmatrix_x4",
+    "cp_async_4": "hl_cp_async_4", "cp_async_8": "hl_cp_async_8", "cp_async_16": "hl_cp_async_16",
+    "cp_async_commit_group": "hl_cp_async_commit_group", "cp_async_wait_all": "hl_cp_async_wait_all",
+}
+
+
+def asm_constraint(t: Type) -> str:
+    """The inline-PTX operand constraint of a scalar type ('h' 16-bit, 'r' 32-bit, 'l' 64-bit, 'f', 'd')."""
+    assert isinstance(t, DataType)
+    if t.is_float:
+        return {2: "h", 4: "f", 8: "d"}[t.nbytes]
+    return {1: "r", 2: "h", 4: "r", 8: "l"}[t.nbytes]
+
+
+class CudaDeviceEmitter(CEmitter):
+    """Prints the device functions of a planned CUDA module as CUDA C: `emit_module(plan.device_module)`."""
+
+    unroll_pragma = "#pragma unroll"
+    helper_qualifiers = "static __device__ __forceinline__"
+
+    def __init__(self, plan: ModulePlan) -> None:
+        super().__init__()
+        self.plan = plan
+
+    def function_names_of(self, module: IRModule) -> dict[str, str]:
+        """The C names of the device functions, from the plan."""
+        return dict(self.plan.device_names)
+
+    def scalar(self, t: DataType) -> str:
+        return CUDA_SCALARS.get(t.name, t.c_name)
+
+    @staticmethod
+    def passed_as_float(f: Function, p: E.Var) -> bool:
+        """Never on the device: a kernel takes its half-precision scalars as they are (the host launcher converts
+        the `float` it is called with and passes the 16-bit value)."""
+        return False
+
+    def prelude(self) -> str:
+        return '#include "hidet_lang/cuda_primitives.h"\n'
+
+    def qualifiers(self, f: Function) -> str:
+        if f.attrs.kind == FuncKind.CUDA_KERNEL:
+            bounds = self.launch_bounds(f)
+            return f'extern "C" __global__ {bounds}'
+        return "static __device__ __forceinline__ "
+
+    @staticmethod
+    def launch_bounds(f: Function) -> str:
+        """`__launch_bounds__(threads[, min_blocks])` when the block size is a constant."""
+        cuda = f.attrs.cuda
+        if cuda is None or not cuda.block_dim or not all(isinstance(d, E.Constant) for d in cuda.block_dim):
+            return ""
+        threads = 1
+        for d in cuda.block_dim:
+            threads *= int(d.value)
+        extra = f", {cuda.min_blocks}" if cuda.min_blocks else ""
+        return f"__launch_bounds__({threads}{extra}) "
+
+    def storage_prefix(self, s: S.DeclareStmt) -> str:
+        return "__shared__ " if s.scope == "shared" else ""
+
+    def stmt_AsmStmt(self, s: S.AsmStmt) -> None:
+        outputs = ", ".join(f'"={asm_constraint(e.type)}"({self.expr(e)})' for e in s.outputs)
+        inputs = ", ".join(f'"{asm_constraint(e.type)}"({self.expr(e)})' for e in s.inputs)
+        volatile = " volatile" if s.volatile else ""
+        self.line(f"asm{volatile}({c_string(s.template)} : {outputs} : {inputs});")
+
+    def stmt_AssertStmt(self, s: S.AssertStmt) -> None:
+        self.line(f"if (!({self.expr(s.cond)})) {{")
+        self.depth += 1
+        self.line(f"hl_assert_fail({s.span.line if s.span is not None else 0});")
+        self.line(self.early_return())
+        self.depth -= 1
+        self.line("}")
+
+    def constant(self, value: int | float | bool, t: DataType) -> str:
+        if t.is_float and value != value:
+            return f"(({self.scalar(t)})(0.0f / 0.0f))"
+        if t.is_float and value in (float("inf"), float("-inf")):
+            return f"(({self.scalar(t)})({'-' if value < 0 else ''}1.0f / 0.0f))"
+        return super().constant(value, t)
+
+    def intrinsic(self, name: str, args: list[str], t: Type) -> str:
+        if "." in name:  # threadIdx.x and friends
+            return f"((int){name})"
+        if name == "dynamic_shared_memory":
+            return f"(({self.type_name(t)})({self.dynamic_smem()} + {args[0]}))"
+        if name == "cp_async_wait_group":  # the group count is a template argument (an immediate in PTX)
+            return f"hl_cp_async_wait_group<{args[0]}>()"
+        if name in _CUDA_CALLS:
+            return f"{_CUDA_CALLS[name]}({', '.join(args)})"
+        return super().intrinsic(name, args, t)
+
+    def dynamic_smem(self) -> str:
+        """C text of the block's dynamic shared memory (a `char *`)."""
+        return "hl_dynamic_smem()"

@@ -1,0 +1,205 @@
+"""IR -> the CUDA emulator's variant of a CUDA module's device source.
+
+`EmulatorEmitter` prints the device source as the emulator compiles it (C++ with `-DHIDET_LANG_EMULATOR`, in one
+translation unit with the host source): the same functions as for a GPU, with one entry trampoline per kernel,
+every store into a kernel's tensor arguments guarded (`hl_emu_store_guard`: an index outside the tensor stops the
+launch with an error instead of overwriting the Python process's memory), and for each kernel with a fast path
+its block function, printed by a `BlockFunctionEmitter`. In checking mode every element access goes through
+`hl_emu_checked` (bounds of every tensor, and the emulator's shared-memory checks: uninitialized reads and races
+between barriers), shared arrays are registered when declared, and there are no block functions.
+"""
+
+from __future__ import annotations
+
+from codegen.c_emitter import tensor_label
+from codegen.cuda_device_emitter import CudaDeviceEmitter
+from codegen.kernel_plan import ModulePlan
+from hidet_lang.ir import expr as E
+from hidet_lang.ir import stmt as S
+from hidet_lang.ir.func import FuncKind, Function, IRModule
+from hidet_lang.ir.types import TensorType, Type
+
+# Access flags of the emulator's checked accesses (see emulator_checks.h).
+ACCESS_READ, ACCESS_WRITE, SPACE_GLOBAL, SPACE_SHARED, SPACE_LOCAL = 1, 2, 4, 8, 16
+
+# Names of the block function's own variables (kept from the kernel's variables).
+_FAST_NAMES = frozenset({"hl_fast", "hl_fast_args", "hl_fast_bad", "hl_fast_h", "hl_fast_row", "hl_fast_tx",
+                         "hl_fast_ty", "hl_fast_tz", "hl_fast_v", "hl_fast_k", "hl_fast_n", "hl_fast_sites"})
+
+
+class EmulatorEmitter(CudaDeviceEmitter):
+    """Prints the emulator's device source of a planned CUDA module: `emit_module(plan.device_module)`; `check`:
+    the checking mode (whose plan has no fast paths: `ModulePlan.without_fast_paths`)."""
+
+    def __init__(self, plan: ModulePlan, check: bool = False) -> None:
+        super().__init__(plan)
+        self.check = check
+        self.spaces: dict[E.Var, int] = {}  # the memory each tensor variable of the function lives in
+
+    def emit_module(self, module: IRModule) -> str:
+        source = super().emit_module(module)
+        kernels = self.plan.kernels
+        source += "\n" + "\n".join(self.entry_trampoline(f) for f in kernels) + "\n"
+        for f in kernels:
+            kind = self.plan.kernel_plans[f.name].fast_path
+            if kind is not None:
+                source += "\n" + BlockFunctionEmitter(self.plan, f, kind).emit() + "\n"
+        return source
+
+    def entry_trampoline(self, f: Function) -> str:
+        """The emulator's `<kernel>__entry(void **args)`, which unpacks the launch arguments."""
+        args = ", ".join(f"*({self.type_name(p.type)} *)args[{i}]" for i, p in enumerate(f.params))
+        return f'extern "C" void {self.func_name(f.name)}__entry(void **args) {{ {self.func_name(f.name)}({args}); }}'
+
+    def emit_function(self, f: Function) -> None:
+        self.spaces = {p: SPACE_GLOBAL for p in f.params}
+        super().emit_function(f)
+
+    def stmt_DeclareStmt(self, s: S.DeclareStmt) -> None:
+        super().stmt_DeclareStmt(s)
+        if isinstance(s.var.type, TensorType):
+            self.spaces[s.var] = SPACE_SHARED if s.scope == "shared" else SPACE_LOCAL
+            if self.check and s.scope == "shared":
+                name = self.var_name(s.var)
+                self.line(f'hl_emu_shared_declared({name}, sizeof({name}), "{s.var.name}", {self.where()});')
+
+    def bounds_checked(self, base: E.Expr, index: E.Expr, write: bool = False,
+                       address_only: bool = False) -> str | None:
+        """The instrumented address of `base[index]` (None when the access is left plain): a store guard outside
+        checking mode, `hl_emu_checked` in it.
+
+        `address_only` is for `~x[i]` (e.g. an atomic's target): its bounds are checked, but it is not a plain
+        read or write for the shared-memory checks."""
+        space = self.spaces.get(base) if isinstance(base, E.Var) else None
+        if not self.check and not (write and space == SPACE_GLOBAL):
+            return None
+        name = tensor_label(base)
+        args = f"{self.expr(base)}, (long long)({self.expr(index)}), {self.extent(base)}"
+        if not self.check:
+            return f"hl_emu_store_guard({args}, {name}, {self.where()})"
+        in_kernel = self.current is not None and self.current.attrs.kind == FuncKind.CUDA_KERNEL
+        if space is None or (space == SPACE_GLOBAL and not in_kernel):
+            space = SPACE_SHARED  # a pointer, or a device function's parameter, may be shared memory: look it up
+        flags = 0 if address_only else (ACCESS_WRITE if write else ACCESS_READ) | space
+        return f"hl_emu_checked({args}, {flags}, {name}, {self.where()})"
+
+    def expr_Address(self, e: E.Address) -> str:
+        target = e.expr
+        if isinstance(target, E.TensorElement):
+            address = self.bounds_checked(target.base, target.indices[0], address_only=True)
+            if address is not None:
+                return f"({address})"
+        return super().expr_Address(e)
+
+    def intrinsic(self, name: str, args: list[str], t: Type) -> str:
+        if self.check and name in ("cp_async_4", "cp_async_8", "cp_async_16"):  # a write the checks track
+            return f"hl_emu_cp_async_checked({args[0]}, {args[1]}, {name.rsplit('_', 1)[1]}, {self.where()})"
+        if self.check and name == "ldmatrix_x4":  # reads the checks track
+            return f"hl_emu_ldmatrix_x4_checked({args[0]}, {args[1]}, {self.where()})"
+        return super().intrinsic(name, args, t)
+
+
+class BlockFunctionEmitter(EmulatorEmitter):
+    """Prints the block function of one kernel with a fast path: `<kernel>__block(void **args)`, which runs every
+    thread of one block, in a loop over threadIdx.z, .y, .x whose body is the kernel's, inlined as a lambda (its
+    `return` ends one thread); the indices are the loop variables, the block's constants are read once (see
+    FastBlock in emulator_checks.h).
+
+    `kind` (see `KernelPlan.fast_path`): "registers": the loop over threadIdx.x is `omp simd`, and a store guard
+    that fails is recorded and ends the thread, reported after the loop; "header": the thread's indices are
+    stored where device functions and the guards' slow path read them, and the threads run in order.
+    """
+
+    def __init__(self, plan: ModulePlan, kernel: Function, kind: str) -> None:
+        super().__init__(plan)
+        self.kernel = kernel
+        self.kind = kind
+        self.function_names = self.function_names_of(plan.device_module)
+        self.taken = set(_FAST_NAMES)
+        self.sites: list[tuple[str, str]] = []  # (tensor, where) of each deferred store guard
+        cuda = kernel.attrs.cuda
+        block = list(cuda.block_dim if cuda else ())
+        # constant dimensions are the launch's too: the launcher evaluates them
+        self.dims = tuple(f"{int(d.value)}U" if isinstance(d, E.Constant) else f"hl_fast.block_dim.{axis}"
+                          for d, axis in zip([*block, *[E.convert(1)] * (3 - len(block))], "xyz"))
+
+    def emit(self) -> str:
+        """The text of the block function."""
+        f, kind = self.kernel, self.kind
+        dx, dy, dz = self.dims
+        self.current = f
+        self.spaces = {p: SPACE_GLOBAL for p in f.params}
+        self.line(f'extern "C" void {self.func_name(f.name)}__block(void **hl_fast_args) {{')
+        self.depth += 1
+        for i, p in enumerate(f.params):
+            t = self.type_name(p.type)
+            self.line(f"{t} {self.var_name(p)} = *({t} *)hl_fast_args[{i}];")
+        self.line("const ::hl_emu::FastBlock hl_fast = ::hl_emu::fast_block();")
+        if kind == "registers":
+            self.line("int hl_fast_bad = 0;")
+        else:
+            self.line("::hl_emu::Header *const hl_fast_h = ::hl_emu::hdr();")
+        self.line(f"for (unsigned hl_fast_tz = 0; hl_fast_tz < {dz}; ++hl_fast_tz) {{")
+        self.line(f"    for (unsigned hl_fast_ty = 0; hl_fast_ty < {dy}; ++hl_fast_ty) {{")
+        self.depth += 2
+        self.line(f"const int hl_fast_row = (int)((hl_fast_tz * {dy} + hl_fast_ty) * {dx});")
+        if kind == "registers":
+            self.line("#pragma omp simd reduction(|:hl_fast_bad)")
+        self.line(f"for (unsigned hl_fast_tx = 0; hl_fast_tx < {dx}; ++hl_fast_tx) {{")
+        self.depth += 1
+        if kind == "header":
+            self.line("hl_fast_h->thread_idx = uint3{hl_fast_tx, hl_fast_ty, hl_fast_tz};")
+            self.line("hl_fast_h->linear = hl_fast_row + (int)hl_fast_tx;")
+        self.line("[&]() __attribute__((always_inline)) {")
+        self.body(f.body)
+        self.line("}();")
+        self.depth -= 3
+        self.line("        }")
+        self.line("    }")
+        self.line("}")
+        if kind == "registers" and self.sites:
+            sites = ", ".join(f"{name}, {where}" for name, where in self.sites)
+            self.line("if (hl_fast_bad) {")
+            self.line(f"    static const char *const hl_fast_sites[] = {{{sites}}};")
+            self.line("    ::hl_emu::fast_store_failed(hl_fast, hl_fast_sites);")
+            self.line("}")
+        self.depth -= 1
+        self.line("}")
+        return "\n".join(self.lines)
+
+    def stmt_BufferStoreStmt(self, s: S.BufferStoreStmt) -> None:
+        if self.kind == "registers" and self.spaces.get(s.buf) == SPACE_GLOBAL:  # a guarded store
+            self.deferred_store(s)
+        else:
+            super().stmt_BufferStoreStmt(s)
+
+    def deferred_store(self, s: S.BufferStoreStmt) -> None:
+        """A guarded store in a "registers" block function: a failed guard is recorded and ends the thread."""
+        self.sites.append((tensor_label(s.buf), self.where()))
+        self.line("{")
+        self.depth += 1
+        self.line(f"auto hl_fast_v = {self.expr(s.value)};")
+        self.line(f"const long long hl_fast_k = (long long)({self.expr(s.indices[0])}), "
+                  f"hl_fast_n = {self.extent(s.buf)};")
+        self.line("if (__builtin_expect(hl_fast_n >= 0 && (unsigned long long)hl_fast_k >= "
+                  "(unsigned long long)hl_fast_n, 0)) {")
+        self.line("    hl_fast_bad |= ::hl_emu::fast_store_fail(hl_fast, hl_fast_row + (int)hl_fast_tx, hl_fast_k, "
+                  f"hl_fast_n, {len(self.sites)});")
+        self.line("    return;")
+        self.line("}")
+        self.line(f"{self.expr(s.buf)}[hl_fast_k] = hl_fast_v;")
+        self.depth -= 1
+        self.line("}")
+
+    def intrinsic(self, name: str, args: list[str], t: Type) -> str:
+        if "." in name:  # the block function's loop variables and FastBlock
+            var, axis = name.split(".")
+            if var == "threadIdx":
+                return f"((int)hl_fast_t{axis})"
+            if var == "blockDim":
+                return f"((int){self.dims['xyz'.index(axis)]})"
+            return f"((int)hl_fast.{'block_idx' if var == 'blockIdx' else 'grid_dim'}.{axis})"
+        return super().intrinsic(name, args, t)
+
+    def dynamic_smem(self) -> str:
+        return "hl_fast.smem"

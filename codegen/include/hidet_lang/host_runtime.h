@@ -1,0 +1,70 @@
+// hidet_lang host runtime: what every generated host source (C for the CPU, the host half of a CUDA module)
+// relies on, included first: the standard headers, HL_EXPORT for the functions Python calls, the channel of
+// failed host assertions (hidet_lang_assert_status), the checking mode's bounds checks (HL_CHECKED,
+// hidet_lang_bounds_status) and hidet_lang_flush. C, and C++ when a CUDA module runs on the emulator.
+#pragma once
+#ifndef HIDET_LANG_HOST_RUNTIME_H
+#define HIDET_LANG_HOST_RUNTIME_H
+
+#include <stdint.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <math.h>
+#include <string.h>
+
+#ifdef __cplusplus
+#define HL_EXPORT extern "C"
+#else
+#define HL_EXPORT
+#endif
+
+static volatile int hl_host_assert_failed = 0;
+static const char *hl_host_assert_message = 0;
+static int hl_host_assert_line = 0;
+
+static void hl_host_assert_fail(const char *message, int line) {
+    if (__atomic_exchange_n(&hl_host_assert_failed, 1, __ATOMIC_SEQ_CST) == 0) {
+        hl_host_assert_message = message;
+        hl_host_assert_line = line;
+    }
+}
+
+HL_EXPORT int hidet_lang_assert_status(const char **message, int *line) {
+    int failed = hl_host_assert_failed;
+    if (failed) {
+        *message = hl_host_assert_message;
+        *line = hl_host_assert_line;
+        hl_host_assert_failed = 0;
+    }
+    return failed;
+}
+
+static char hl_bounds_message[512];
+static volatile int hl_bounds_failed = 0;
+static char hl_bounds_scratch[64] __attribute__((aligned(64)));
+
+/* An index outside a tensor in checking mode: record the first one; the access goes to a scratch buffer. */
+static void *hl_bounds_fail(long long index, long long extent, const char *name, const char *where) {
+    if (__atomic_exchange_n(&hl_bounds_failed, 1, __ATOMIC_SEQ_CST) == 0) {
+        snprintf(hl_bounds_message, sizeof hl_bounds_message,
+                 "%s: index %lld is out of bounds for '%s', which has %lld elements", where, index, name, extent);
+    }
+    return hl_bounds_scratch;
+}
+
+#define HL_CHECKED(base, index, extent, name, where) \
+    ((long long)(index) >= 0 && (long long)(index) < (long long)(extent) ? &(base)[index] \
+     : (__typeof__(&(base)[0]))hl_bounds_fail((long long)(index), (long long)(extent), name, where))
+
+HL_EXPORT int hidet_lang_bounds_status(const char **message) {
+    int failed = hl_bounds_failed;
+    if (failed) {
+        *message = hl_bounds_message;
+        hl_bounds_failed = 0;
+    }
+    return failed;
+}
+
+HL_EXPORT void hidet_lang_flush(void) { fflush(stdout); }
+
+#endif  // HIDET_LANG_HOST_RUNTIME_H

@@ -1,0 +1,106 @@
+"""The plan of a CUDA module: what its device source, its host source and its build agree on, made once a build.
+
+`plan_module` reads a lowered module once: its kernels (in the order the host numbers them), the C names of its
+functions in each source, and one `KernelPlan` a kernel (whether it needs fibers, its fast path on the
+emulator, its static shared memory). The emitters and `codegen.cuda_build` take the plan instead of working
+these out again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from codegen.c_emitter import c_function_name
+from hidet_lang.ir import expr as E
+from hidet_lang.ir.func import DEVICE_KINDS, FuncKind, Function, IRModule
+from hidet_lang.ir.functor import collect
+from hidet_lang.ir.intrinsics import SYNC_INTRINSICS
+from hidet_lang.passes.kind_rules import shared_memory_declarations
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """What the device and host halves of a CUDA module must agree on about one kernel.
+
+    `needs_fibers`: the kernel (or a device function it calls) uses a barrier or a warp-collective operation.
+    `fast_path`: how the emulator runs its blocks without fibers: None when it needs fibers (or in checking
+    mode, see `ModulePlan.without_fast_paths`), else its block function's kind: "registers" when the kernel
+    calls no device function (the thread indices are loop variables only, and the loop over threadIdx.x may be
+    vectorized), "header" otherwise (the indices are also kept where device functions and the store guards' slow
+    path read them); see `codegen.emulator_emitter.BlockFunctionEmitter` and FastBlock in emulator_checks.h.
+    `static_smem`: the bytes of the shared tensors it and the device functions it calls declare.
+    """
+
+    needs_fibers: bool
+    fast_path: str | None
+    static_smem: int
+
+
+@dataclass(frozen=True)
+class ModulePlan:
+    """A lowered CUDA module, read once for its build.
+
+    `device_module` holds the device functions (the device source's), `host_module` every other function and
+    the kernels (the host source's, where a kernel is its launcher). `device_names` and `host_names` map the
+    DSL name of each function of those modules to its C name there: a kernel's device symbol, and its launcher
+    `launch_<kernel>`. `kernels` are the module's kernels in the order the host numbers them, `kernel_plans`
+    their plans by name.
+    """
+
+    module: IRModule
+    device_module: IRModule
+    host_module: IRModule
+    kernels: tuple[Function, ...]
+    kernel_plans: Mapping[str, KernelPlan]
+    device_names: Mapping[str, str]
+    host_names: Mapping[str, str]
+
+    @property
+    def kernel_symbols(self) -> list[str]:
+        """The device symbols of the kernels, in the order the host numbers them."""
+        return [self.device_names[k.name] for k in self.kernels]
+
+    def without_fast_paths(self) -> ModulePlan:
+        """The plan of the emulator's checking mode, where every kernel runs without its fast path."""
+        plans = {name: dataclasses.replace(p, fast_path=None) for name, p in self.kernel_plans.items()}
+        return dataclasses.replace(self, kernel_plans=plans)
+
+
+def plan_module(module: IRModule) -> ModulePlan:
+    """The plan of the lowered CUDA module `module`."""
+    device = IRModule(tuple(f for f in module.functions if f.attrs.kind in DEVICE_KINDS))
+    host = IRModule(tuple(f for f in module.functions if f.attrs.kind != FuncKind.CUDA_INTERNAL))
+    kernels = tuple(f for f in module.functions if f.attrs.kind == FuncKind.CUDA_KERNEL)
+    return ModulePlan(
+        module=module,
+        device_module=device,
+        host_module=host,
+        kernels=kernels,
+        kernel_plans={k.name: _plan_kernel(module, k) for k in kernels},
+        device_names={f.name: c_function_name(f) for f in device.functions},
+        host_names={f.name: "launch_" + f.name if f.attrs.kind == FuncKind.CUDA_KERNEL else c_function_name(f)
+                    for f in host.functions},
+    )
+
+
+def _device_functions(module: IRModule, kernel: Function) -> list[Function]:
+    """`kernel` and every device function it calls, directly or not."""
+    found: dict[str, Function] = {}
+    pending = [kernel]
+    while pending:
+        f = pending.pop()
+        if f.name not in found:
+            found[f.name] = f
+            pending.extend(module.lookup(c.func_name) for c in collect(f.body, E.Call))
+    return list(found.values())
+
+
+def _plan_kernel(module: IRModule, kernel: Function) -> KernelPlan:
+    """The plan of one kernel of `module`."""
+    functions = _device_functions(module, kernel)
+    fibers = any(i.name in SYNC_INTRINSICS for f in functions for i in collect(f.body, E.Intrinsic))
+    fast = None if fibers else "header" if collect(kernel.body, E.Call) else "registers"
+    smem = sum(n for f in functions for _, n in shared_memory_declarations(f))
+    return KernelPlan(fibers, fast, smem)
