@@ -26,7 +26,8 @@ from hidet_lang.frontend.builtins import (
     tensor_pointer,
     view,
 )
-from hidet_lang.frontend.script import ScriptFunction, ScriptModule, script, script_module
+from hidet_lang.frontend.script import ScriptFunction, ScriptModule, script
+from hidet_lang.frontend.script import script_module as _new_script_module
 from hidet_lang.ir.layout import column_major, local_layout, row_major, strided_layout
 from hidet_lang.ir.mapping import auto_map, repeat, spatial
 from hidet_lang.types import (
@@ -97,9 +98,19 @@ def randn(shape: object, dtype: object = "float32", device: str = "cpu") -> obje
     return arrays.randn(shape, dtype, device)
 
 
+def script_module() -> ScriptModule:
+    """A new module; use it as `with hidet.script_module() as module:`.
+
+    The language loads no code-generation module (`import hidet_lang` and `hidet_lang.ir` stay light); the first
+    module of a process loads the code generator that will build it, so that `module.build()` costs only the
+    build."""
+    import codegen.build  # noqa: F401 - loaded once; later calls find it in sys.modules
+
+    return _new_script_module()
+
+
 def _build_through_codegen(*args: object, **kwargs: object) -> object:
-    """The frontend's builder: codegen's `build_module`, loaded at the first build (the language itself loads
-    no codegen module, so `import hidet_lang` stays light)."""
+    """The frontend's builder: codegen's `build_module` (loaded here if no module loaded it yet)."""
     from codegen.build import build_module
 
     return build_module(*args, **kwargs)
