@@ -68,41 +68,49 @@ def test_printer_shows_dsl_like_text() -> None:
     assert "a[i] = a[i] * 2.0" in text
 
 
+with hidet.script_module():
+
+    @hidet.script
+    def fill_loop(a: f32[8]):
+        attrs.func_kind = "public"
+        for i in range(8):
+            a[i] = 1.0
+
+
+def _fill_loop() -> S.ForStmt:
+    loop = fill_loop.ir.body
+    assert isinstance(loop, S.ForStmt) and loop.kind is S.LoopKind.PLAIN
+    verify(fill_loop.ir)
+    return loop
+
+
 def test_verifier_rejects_a_variable_used_outside_its_scope() -> None:
-    with hidet.script_module():
-
-        @hidet.script
-        def kernel(a: f32[8]):
-            attrs.func_kind = "public"
-            for i in range(8):
-                a[i] = 1.0
-
-    verify(kernel.ir)
-    loop = kernel.ir.body
-    assert isinstance(loop, S.ForStmt)
-    store = S.BufferStoreStmt(kernel.ir.params[0], (loop.var,), E.Constant(0.0, float32), span=loop.span)
+    loop = _fill_loop()
+    store = S.BufferStoreStmt(fill_loop.ir.params[0], (loop.var,), E.Constant(0.0, float32), span=loop.span)
     broken_body = S.seq([loop, store])
     with pytest.raises(IRVerificationError, match="outside the scope"):
-        verify(dataclasses.replace(kernel.ir, body=broken_body))
+        verify(dataclasses.replace(fill_loop.ir, body=broken_body))
 
 
 def test_verifier_requires_a_span_on_every_statement_of_parsed_code() -> None:
-    with hidet.script_module():
-
-        @hidet.script
-        def kernel(a: f32[8]):
-            attrs.func_kind = "public"
-            for i in range(8):
-                a[i] = 1.0
-
-    loop = kernel.ir.body
-    assert isinstance(loop, S.ForStmt)
-    spanless = S.BufferStoreStmt(kernel.ir.params[0], (E.Constant(0, int32),), E.Constant(0.0, float32))
+    loop = _fill_loop()
+    spanless = S.BufferStoreStmt(fill_loop.ir.params[0], (E.Constant(0, int32),), E.Constant(0.0, float32))
     assert spanless.span is None
     with pytest.raises(IRVerificationError, match="has no span: a\\[0\\] = 0.0"):
-        verify(dataclasses.replace(kernel.ir, body=S.seq([loop, spanless])))
+        verify(dataclasses.replace(fill_loop.ir, body=S.seq([loop, spanless])))
     # IR built by hand, not parsed from a user's source, needs no spans
-    verify(dataclasses.replace(kernel.ir, body=S.seq([loop, spanless]), span=None))
+    verify(dataclasses.replace(fill_loop.ir, body=S.seq([loop, spanless]), span=None))
+
+
+def test_verifier_refuses_values_that_are_not_members_of_the_enums() -> None:
+    loop = _fill_loop()
+    with pytest.raises(IRVerificationError, match="not a LoopKind"):
+        verify(dataclasses.replace(fill_loop.ir, body=dataclasses.replace(loop, kind="unrolled")))
+    decl = S.DeclareStmt(loop.var, None, loop.span, span=loop.span)  # a span passed where the scope goes
+    with pytest.raises(IRVerificationError, match="not a DeclScope"):
+        verify(dataclasses.replace(fill_loop.ir, body=S.seq([decl])))
+    with pytest.raises(IRVerificationError, match="not a FuncKind"):
+        verify(dataclasses.replace(fill_loop.ir, attrs=dataclasses.replace(fill_loop.ir.attrs, kind="kernel")))
 
 
 def test_verifier_checks_the_stage_invariants_through_the_pipeline() -> None:

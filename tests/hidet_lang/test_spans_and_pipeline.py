@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import os
 import subprocess
@@ -19,7 +18,6 @@ from hidet_lang.errors import DSLError, DSLSyntaxError, DSLTypeError
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import FuncKind
 from hidet_lang.ir.functor import collect
-from hidet_lang.ir.verify import IRVerificationError, verify
 from hidet_lang.passes.pipeline import STEPS, lower
 from hidet_lang.passes.target import Target, TargetKind
 from hidet_lang.testing import arrays, check_kernel, shapes
@@ -75,28 +73,6 @@ def test_the_c_line_marker_precedes_each_declaration() -> None:
     for marker, declared in (("# FIRST", "float x ="), ("# SECOND", "float y =")):
         at = next(k for k, text in enumerate(source) if declared in text)
         assert source[at - 1].strip() == f"// {__file__}:{_line_of(k.py_func, marker)}"
-
-
-def test_verify_refuses_values_that_are_not_members_of_the_enums() -> None:
-    with hidet.script_module():
-
-        @hidet.script
-        def k(a: f32[4]):
-            attrs.func_kind = "public"
-            for i in range(4):
-                a[i] = 1.0
-
-    loop = k.ir.body
-    assert isinstance(loop, S.ForStmt) and loop.kind is S.LoopKind.PLAIN
-    verify(k.ir)
-    with pytest.raises(IRVerificationError, match="not a LoopKind"):
-        verify(dataclasses.replace(k.ir, body=dataclasses.replace(loop, kind="unrolled")))
-    decl = S.DeclareStmt(loop.var, None, loop.span, span=loop.span)  # a span passed where the scope goes
-    with pytest.raises(IRVerificationError, match="not a DeclScope"):
-        verify(dataclasses.replace(k.ir, body=S.seq([decl]), params=(k.ir.params[0],)))
-    bad_kind = dataclasses.replace(k.ir.attrs, kind="kernel")
-    with pytest.raises(IRVerificationError, match="not a FuncKind"):
-        verify(dataclasses.replace(k.ir, attrs=bad_kind))
 
 
 def test_kind_errors_are_found_by_the_pipeline_not_while_parsing() -> None:
