@@ -17,6 +17,7 @@ from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import HOST_CALLABLE_KINDS, Function, IRModule
 from hidet_lang.ir.types import DataType, PointerType, TensorType, Type, VoidType
+from hidet_lang.passes.pipeline import LoweredModule, require_lowered
 
 C_KEYWORDS = frozenset("""
 auto break case char const continue default do double else enum extern float for goto if inline int long register
@@ -126,8 +127,9 @@ class CEmitter:
         self.line(f"// {span.file}:{span.line}")
 
     # ---------------------------------------------------------------------------------------------- module
-    def emit_module(self, module: IRModule) -> str:
-        """The C source of `module`."""
+    def emit_module(self, module: LoweredModule) -> str:
+        """The C source of `module`, the output of `hidet_lang.passes.pipeline.lower` (or a part of it)."""
+        require_lowered(module)
         self.function_names = self.function_names_of(module)
         declarations = [self.signature(f) + ";" for f in module.functions]
         for f in module.functions:

@@ -18,6 +18,7 @@ from hidet_lang.ir.func import DEVICE_KINDS, FuncKind, Function, IRModule
 from hidet_lang.ir.functor import collect
 from hidet_lang.ir.intrinsics import SYNC_INTRINSICS
 from hidet_lang.passes.kind_rules import shared_memory_declarations
+from hidet_lang.passes.pipeline import LoweredModule, require_lowered
 
 
 @dataclass(frozen=True)
@@ -49,9 +50,9 @@ class ModulePlan:
     their plans by name.
     """
 
-    module: IRModule
-    device_module: IRModule
-    host_module: IRModule
+    module: LoweredModule
+    device_module: LoweredModule
+    host_module: LoweredModule
     kernels: tuple[Function, ...]
     kernel_plans: Mapping[str, KernelPlan]
     device_names: Mapping[str, str]
@@ -68,10 +69,12 @@ class ModulePlan:
         return dataclasses.replace(self, kernel_plans=plans)
 
 
-def plan_module(module: IRModule) -> ModulePlan:
+def plan_module(module: LoweredModule) -> ModulePlan:
     """The plan of the lowered CUDA module `module`."""
-    device = IRModule(tuple(f for f in module.functions if f.attrs.kind in DEVICE_KINDS))
-    host = IRModule(tuple(f for f in module.functions if f.attrs.kind != FuncKind.CUDA_INTERNAL))
+    require_lowered(module)
+    device = dataclasses.replace(module, functions=tuple(f for f in module.functions if f.attrs.kind in DEVICE_KINDS))
+    host = dataclasses.replace(module, functions=tuple(f for f in module.functions
+                                                       if f.attrs.kind != FuncKind.CUDA_INTERNAL))
     kernels = tuple(f for f in module.functions if f.attrs.kind == FuncKind.CUDA_KERNEL)
     return ModulePlan(
         module=module,

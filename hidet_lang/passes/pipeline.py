@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from hidet_lang.ir.func import Function, IRModule
@@ -66,7 +67,23 @@ STEPS: tuple[tuple[str, Callable[[IRModule, Target], IRModule], str], ...] = (
 )
 
 
-def lower(module: IRModule, target: Target | None = None, *, verify_ir: bool = False) -> IRModule:
+@dataclass(frozen=True, slots=True)
+class LoweredModule(IRModule):
+    """A module `lower` checked and lowered for `target`: the only input the emitters accept (a part of one, such
+    as its device functions, is made with `dataclasses.replace(lowered, functions=...)`)."""
+
+    target: Target
+
+
+def require_lowered(module: IRModule) -> LoweredModule:
+    """`module` itself if `lower` made it (the emitters' entry check); TypeError otherwise."""
+    if not isinstance(module, LoweredModule):
+        raise TypeError(f"emitters take a module lowered by hidet_lang.passes.pipeline.lower, got a "
+                        f"{type(module).__name__}")
+    return module
+
+
+def lower(module: IRModule, target: Target | None = None, *, verify_ir: bool = False) -> LoweredModule:
     """Check `module` and lower it for `target` (None: the target its function kinds imply, on a GPU).
 
     Raises the program's first error (a DSL error at the user's line, or ValueError for a module that cannot
@@ -82,7 +99,7 @@ def lower(module: IRModule, target: Target | None = None, *, verify_ir: bool = F
         if verify_ir:
             verify(module, stage)
         _dump(dump_dir, module, number, name)
-    return module
+    return LoweredModule(module.functions, target)
 
 
 def _dump(dump_dir: str | None, module: IRModule, number: int, name: str) -> None:
@@ -93,4 +110,4 @@ def _dump(dump_dir: str | None, module: IRModule, number: int, name: str) -> Non
     (folder / f"{number:02d}_{name}.txt").write_text(str(module) + "\n")
 
 
-__all__ = ["STEPS", "Target", "TargetKind", "lower"]
+__all__ = ["STEPS", "LoweredModule", "Target", "TargetKind", "lower", "require_lowered"]

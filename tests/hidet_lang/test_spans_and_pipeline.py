@@ -18,7 +18,7 @@ from hidet_lang.errors import DSLError, DSLSyntaxError, DSLTypeError
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import FuncKind
 from hidet_lang.ir.functor import collect
-from hidet_lang.passes.pipeline import STEPS, lower
+from hidet_lang.passes.pipeline import STEPS, LoweredModule, lower
 from hidet_lang.passes.target import Target, TargetKind
 from hidet_lang.testing import arrays, check_kernel, shapes
 
@@ -174,3 +174,17 @@ def relu_reference(n: int, x: np.ndarray, y: np.ndarray) -> None:
 @given(arrays(dtype="float32", shape=shapes(min_dims=1, max_dims=1)))
 def test_the_testing_package_example_runs_as_documented(x: np.ndarray) -> None:
     check_kernel(relu_module.build(), relu_reference, x.size, x, np.empty_like(x))
+
+
+def test_emitters_accept_only_what_lower_returns() -> None:
+    from codegen.c_emitter import CEmitter
+    from codegen.kernel_plan import plan_module
+
+    parsed = relu_module.ir_module()
+    with pytest.raises(TypeError, match="lowered by hidet_lang.passes.pipeline.lower"):
+        CEmitter().emit_module(parsed)
+    lowered = lower(parsed)
+    assert isinstance(lowered, LoweredModule) and lowered.target == Target(TargetKind.CPU)
+    assert "void relu(" in CEmitter().emit_module(lowered)
+    with pytest.raises(TypeError, match="lowered by hidet_lang.passes.pipeline.lower"):
+        plan_module(parsed)
