@@ -25,7 +25,7 @@ from hidet_lang.passes.cuda_limits import MAX_BLOCK_DIM, MAX_GRID_DIM, MAX_STATI
 from hidet_lang.passes.target import Target
 
 
-def _own_expressions(stmt: S.Stmt) -> list[E.Expr]:
+def _own_expressions(stmt: S.Stmt) -> tuple[E.Expr, ...]:
     """The expressions of `stmt` itself, not of the statements nested in it."""
     out: list[E.Expr] = []
     for name in child_field_names(type(stmt)):
@@ -33,7 +33,7 @@ def _own_expressions(stmt: S.Stmt) -> list[E.Expr]:
         for v in value if isinstance(value, tuple) else (value,):
             if isinstance(v, E.Expr):
                 out.append(v)
-    return out
+    return tuple(out)
 
 
 def _is_bf16(t: object) -> bool:
@@ -67,16 +67,16 @@ def _check_function_kind(func: Function) -> None:
                                    p.span or func.span)
     for stmt in collect(func.body, S.Stmt):
         if not is_cuda:
-            if any(_is_bf16(e.type) for x in _own_expressions(stmt) for e in collect(x, (E.Cast, E.Constant, E.Var))):
-                raise DSLTypeError(f"bf16 is supported in CUDA functions only, and '{func.name}' is a '{kind}' "
-                                   "function", stmt.span)
-            for e in _own_expressions(stmt):
-                for intrinsic in collect(e, E.Intrinsic):
-                    if intrinsic.name in CUDA_INTRINSICS:
+            for e in collect(_own_expressions(stmt), (E.Cast, E.Constant, E.Var, E.Intrinsic)):
+                if isinstance(e, E.Intrinsic):
+                    if e.name in CUDA_INTRINSICS:
                         raise DSLTypeError(
-                            f"{intrinsic.name} is a CUDA construct and '{func.name}' is a '{kind}' function; "
+                            f"{e.name} is a CUDA construct and '{func.name}' is a '{kind}' function; "
                             "use it in a function with attrs.func_kind = 'cuda_kernel' or 'cuda_internal'",
                             stmt.span)
+                elif _is_bf16(e.type):
+                    raise DSLTypeError(f"bf16 is supported in CUDA functions only, and '{func.name}' is a '{kind}' "
+                                       "function", stmt.span)
             if isinstance(stmt, S.AsmStmt):
                 raise DSLTypeError(f"inline PTX (asm) runs in CUDA functions only, and '{func.name}' is a '{kind}' "
                                    "function", stmt.span)

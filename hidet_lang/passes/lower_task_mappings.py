@@ -69,29 +69,24 @@ class _MappingLowerer(IRRewriter):
         super().__init__()
         self.counter = 0
         self.bounds = bounds
-        self.loop_bounds: dict[E.Var, int] = {}  # loop variables v of enclosing loops with 0 <= v < bound
+        self.enclosing_loops: dict[E.Var, S.ForStmt] = {}  # the loops around the node being visited, by variable
 
     def visit_ForStmt(self, s: S.ForStmt) -> S.Stmt:
-        bound = loop_bound(s)
-        if bound is None:
-            return self.rebuild(s)
-        enclosing = self.loop_bounds
-        self.loop_bounds = {**enclosing, s.var: bound}
+        self.enclosing_loops[s.var] = s  # a variable is declared once: no enclosing loop has the same one
         try:
             return self.rebuild(s)
         finally:
-            self.loop_bounds = enclosing
+            del self.enclosing_loops[s.var]
 
     def is_bounded(self, worker: E.Expr, num_workers: int) -> bool:
         """Whether `0 <= worker < num_workers` is known where the mapping loop over `worker` runs."""
         if isinstance(worker, E.Constant):
             return True
+        bound = None
         if isinstance(worker, E.Intrinsic):
             bound = self.bounds.get(worker.name)
-        elif isinstance(worker, E.Var):
-            bound = self.loop_bounds.get(worker)
-        else:
-            bound = None
+        elif isinstance(worker, E.Var) and worker in self.enclosing_loops:
+            bound = loop_bound(self.enclosing_loops[worker])
         return bound is not None and bound <= num_workers
 
     def loop_var(self) -> E.Var:
