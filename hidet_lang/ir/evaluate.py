@@ -38,7 +38,19 @@ def c_mod(a: int, b: int) -> int:
 
 _COMPARISONS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
                 "!=": operator.ne}
-_FLOAT_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "%": math.fmod}
+
+
+def ieee_div(a: float, b: float) -> float:
+    """`a / b` as IEEE 754 divides: by zero, an infinity with the sign of the quotient, or NaN for 0 / 0."""
+    try:
+        return a / b
+    except ZeroDivisionError:
+        if a == 0 or math.isnan(a):
+            return math.nan
+        return math.copysign(math.inf, a) * math.copysign(1.0, b)
+
+
+_FLOAT_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": ieee_div, "%": math.fmod}
 _INT_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": c_div, "%": c_mod, "&": operator.and_,
             "|": operator.or_, "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift}
 
