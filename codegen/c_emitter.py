@@ -309,10 +309,10 @@ class CEmitter:
             st = self.expr(step)
             cond = f"({st} > 0 ? {name} < {self.expr(s.stop)} : {name} > {self.expr(s.stop)})"
         incr = f"{name}++" if isinstance(step, E.Constant) and step.value == 1 else f"{name} += {self.expr(step)}"
-        parallel = s.kind == "parallel" and self.parallel_depth == 0
+        parallel = s.kind == S.LoopKind.PARALLEL and self.parallel_depth == 0
         if parallel:
             self.line(self.parallel_pragma + self.collapse_clause(s))
-        elif s.kind == "unroll":
+        elif s.kind == S.LoopKind.UNROLL:
             self.line(self.unroll_pragma)
         self.line(f"for ({self.type_name(s.var.type)} {name} = {self.expr(s.start)}; {cond}; {incr}) {{")
         self.parallel_depth += parallel
@@ -323,7 +323,7 @@ class CEmitter:
     def collapse_clause(self, s: S.ForStmt) -> str:
         """` collapse(n)` for perfectly nested parallel loops."""
         n, inner = 1, s.body
-        while isinstance(inner, S.ForStmt) and inner.kind == "parallel":
+        while isinstance(inner, S.ForStmt) and inner.kind == S.LoopKind.PARALLEL:
             n, inner = n + 1, inner.body
         return f" collapse({n})" if n > 1 else ""
 

@@ -84,7 +84,7 @@ class CudaDeviceEmitter(CEmitter):
         return f"__launch_bounds__({threads}{extra}) "
 
     def storage_prefix(self, s: S.DeclareStmt) -> str:
-        return "__shared__ " if s.scope == "shared" else ""
+        return "__shared__ " if s.scope == S.DeclScope.SHARED else ""
 
     def stmt_AsmStmt(self, s: S.AsmStmt) -> None:
         outputs = ", ".join(f'"={asm_constraint(e.type)}"({self.expr(e)})' for e in s.outputs)

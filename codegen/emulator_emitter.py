@@ -58,8 +58,8 @@ class EmulatorEmitter(CudaDeviceEmitter):
     def stmt_DeclareStmt(self, s: S.DeclareStmt) -> None:
         super().stmt_DeclareStmt(s)
         if isinstance(s.var.type, TensorType):
-            self.spaces[s.var] = SPACE_SHARED if s.scope == "shared" else SPACE_LOCAL
-            if self.check and s.scope == "shared":
+            self.spaces[s.var] = SPACE_SHARED if s.scope == S.DeclScope.SHARED else SPACE_LOCAL
+            if self.check and s.scope == S.DeclScope.SHARED:
                 name = self.var_name(s.var)
                 self.line(f'hl_emu_shared_declared({name}, sizeof({name}), "{s.var.name}", {self.where()});')
 

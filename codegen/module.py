@@ -10,7 +10,7 @@ from codegen.arguments import ctype_of, make_caller
 from codegen.c_emitter import ASSERT_STATUS_SYMBOL, FLUSH_SYMBOL
 from hidet_lang.errors import without_compiler_frames
 from hidet_lang.ir.expr import Intrinsic
-from hidet_lang.ir.func import DEVICE_KINDS, HOST_CALLABLE_KINDS, IRModule
+from hidet_lang.ir.func import DEVICE_KINDS, HOST_CALLABLE_KINDS, FuncKind, IRModule
 from hidet_lang.ir.functor import collect
 from hidet_lang.ir.stmt import AssertStmt
 
@@ -42,7 +42,7 @@ class CompiledModule:
             c_function.argtypes = [ctype_of(p.type) for p in f.params]
             c_function.restype = None
             self.functions[f.name] = make_caller(f, c_function, after, on_gpu=on_gpu)
-        public = [f.name for f in ir.functions if f.attrs.kind == "public"]
+        public = [f.name for f in ir.functions if f.attrs.kind == FuncKind.PUBLIC]
         candidates = public or list(self.functions)
         self._default = candidates[0] if len(candidates) == 1 else None
         self._param_names = {f.name: tuple(p.name for p in f.params) for f in ir.functions}

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
-from hidet_lang.ir.func import Function
+from hidet_lang.ir.func import FuncKind, Function
 from hidet_lang.ir.functor import IRRewriter, collect
 from hidet_lang.ir.mapping import ComposedMapping, RepeatMapping, SpatialMapping, TaskMapping
 from hidet_lang.ir.node import at
@@ -37,7 +37,7 @@ def worker_bounds(func: Function) -> dict[str, int]:
     Requires: a function. Ensures: `{"threadIdx.x": n, ...}` for each axis whose block dimension is a constant
     `n` (empty for functions other than CUDA kernels)."""
     cuda = func.attrs.cuda
-    if func.attrs.kind != "cuda_kernel" or cuda is None:
+    if func.attrs.kind != FuncKind.CUDA_KERNEL or cuda is None:
         return {}
     return {f"threadIdx.{axis}": int(d.value) for axis, d in zip("xyz", cuda.block_dim) if isinstance(d, E.Constant)}
 
