@@ -7,10 +7,13 @@ A `CompilationCache` holds its directory setting and its in-memory layer; every 
 
 1. in memory: (source, language, flags, include directories, version, compiler, cache dir) -> library path. A
    repeated build in one process is a dict lookup, with no file-system access.
-2. on disk: the entry named by the key (`codegen.cache_keys`), if it is complete and intact
-   (`codegen.cache_entries`).
+2. on disk: the entry named by the key (`codegen.cache_keys`), if it is trusted (no other user can have written
+   it), complete and intact (`codegen.cache_entries`).
 3. otherwise a new entry is built and published atomically, so that concurrent processes are safe and a
    corrupt entry is rebuilt (`codegen.cache_entries`).
+
+The cache directory is created private (mode 0700); one that another user owns or can write is not used (a
+warning, and a private temporary directory instead), since the libraries in it are loaded, i.e. executed.
 
 Libraries are compiled with the project's headers on the include path (`codegen.headers`); the contents of the
 include directories are part of the key, so editing a header rebuilds.
@@ -65,8 +68,10 @@ class CompilationCache:
     """Builds (or finds) libraries and cubins: its directory setting, and its in-memory layer in front of the disk.
 
     `directory` is the cache directory (None: `$HIDET_LANG_CACHE_DIR`, then the XDG cache directory; see
-    `directory()`). If the chosen directory cannot be created or written, a `RuntimeWarning` naming it and the
-    reason is issued once, and a per-cache temporary directory (removed at exit) is used instead.
+    `directory()`); a missing one is created private (mode 0700). If the chosen directory cannot be created or
+    written, or is not trusted (owned by another user, or writable by its group or all users), a
+    `RuntimeWarning` naming it and the reason is issued once, and a private per-cache temporary directory
+    (removed at exit) is used instead.
     """
 
     def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
@@ -123,36 +128,28 @@ class CompilationCache:
         return Path("~/.cache").expanduser() / "hidet_lang"
 
     def _usable_dir(self, wanted: Path) -> Path:
-        """Return `wanted` after creating it, or (with a one-time warning) the fallback directory."""
-        try:
-            if not os.path.isdir(wanted):
-                wanted.mkdir(parents=True, exist_ok=True)
-            if not os.access(wanted, os.W_OK | os.X_OK):
-                raise PermissionError("the directory is not writable")
+        """Return `wanted` after creating it (private), or, if it cannot be used or trusted, the fallback directory
+        with a one-time warning that names `wanted` and the reason."""
+        reason = _unusable_reason(wanted)
+        if reason is None:
             return wanted
-        except OSError as exc:
-            reason = exc.strerror or str(exc)
-            fallback = self._temporary_dir()
-            if str(wanted) not in self._warned:
-                self._warned.add(str(wanted))
-                warnings.warn(
-                    f"hidet_lang: cannot use the cache directory {wanted} ({type(exc).__name__}: {reason}); "
-                    f"using the temporary directory {fallback} for this process instead "
-                    f"(set {CACHE_ENV_VAR} to a writable directory)",
-                    RuntimeWarning,
-                    stacklevel=4,
-                )
-            return fallback
+        fallback = self._temporary_dir()
+        if str(wanted) not in self._warned:
+            self._warned.add(str(wanted))
+            warnings.warn(
+                f"hidet_lang: cannot use the cache directory {wanted} ({reason}); using the private temporary "
+                f"directory {fallback} for this process instead (set {CACHE_ENV_VAR} to a directory that only "
+                "you can write)",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+        return fallback
 
     def _temporary_dir(self) -> Path:
-        """The fallback cache directory (created on first use, removed at exit)."""
+        """The fallback cache directory (created on first use, removed at exit; see
+        `cache_entries.temporary_cache_dir`)."""
         if self._fallback is None:
-            import atexit
-            import shutil
-            import tempfile
-
-            self._fallback = Path(tempfile.mkdtemp(prefix="hidet_lang_cache_"))
-            atexit.register(shutil.rmtree, str(self._fallback), True)
+            self._fallback = cache_entries.temporary_cache_dir()
         return self._fallback
 
     # ------------------------------------------------------------------------------------------------ memory
@@ -278,6 +275,23 @@ class CompilationCache:
         for memo_key in [k for k, v in self._libraries.items() if v == path]:
             del self._libraries[memo_key]
         self._loaded.pop(os.fspath(path), None)
+
+
+def _unusable_reason(directory: Path) -> str | None:
+    """Why `directory` cannot be the cache directory, or None if it can: it is created (mode 0700, with its
+    missing parents) if missing; an existing one must be trusted (`cache_entries.untrusted_reason`: ours, and
+    writable by no one else, since the libraries in it are loaded) and writable."""
+    try:
+        cache_entries.make_private_dirs(directory)
+        untrusted = cache_entries.untrusted_reason(os.stat(directory))
+        if untrusted is not None:
+            return f"not trusted: {untrusted}"
+        if not os.access(directory, os.W_OK | os.X_OK):
+            return "PermissionError: the directory is not writable"
+    except OSError as exc:
+        where = f": {exc.filename}" if exc.filename else ""
+        return f"{type(exc).__name__}: {exc.strerror or exc}{where}"
+    return None
 
 
 def _library_filler(

@@ -60,13 +60,21 @@ def median_time(fn, repeats: int = 20) -> float:
 
 
 def timed_build(module) -> tuple[object, float]:
+    """Build `module`; return the built module and the seconds the build took."""
     start = time.perf_counter()
     built = module.build()
     return built, time.perf_counter() - start
 
 
 def main() -> None:
-    hidet.option.cache_dir(tempfile.mkdtemp(prefix="hidet_lang_quickstart_"))  # empty: the first builds are cold
+    # An empty cache, so that the first builds are cold; removed (with the libraries built into it) at the end.
+    with tempfile.TemporaryDirectory(prefix="hidet_lang_quickstart_") as empty_cache:
+        hidet.option.cache_dir(empty_cache)
+        run()
+
+
+def run() -> None:
+    """Build, check and time the two kernels."""
     built_add, add_cold = timed_build(vector_module)
     built_mm, mm_cold = timed_build(matmul_module)
     _, add_same_process = timed_build(vector_module)  # the module remembers its build
