@@ -7,7 +7,11 @@ This package is a test extra: it imports hypothesis, and ``import hidet_lang`` n
 - ``check_kernel(module, reference, *args)``: runs a built module and a numpy reference on copies of the
   same inputs and reports the first mismatching index (``hidet_lang.testing.check``);
 - ``task_recorder(mapping, workers)``: a script function recording the tasks each worker visits, to check a
-  mapping's lowering against its Python-side semantics (``hidet_lang.testing.mappings``).
+  mapping's lowering against its Python-side semantics (``hidet_lang.testing.mappings``);
+- fuzzing: ``programs()`` draws well-typed kernels as source text (``hidet_lang.testing.programs``);
+  ``run_batch`` runs them on the CPU, the CUDA emulator and ``run_function``, the IR interpreter, and compares
+  (``hidet_lang.testing.differential``, ``hidet_lang.testing.interpret``); ``mutate`` and ``check_mutants``
+  fuzz the frontend with mutated sources (``hidet_lang.testing.mutate``, ``hidet_lang.testing.frontend_fuzz``).
 
 Example (``relu_module`` is a built module whose kernel ``relu(n: i32, x: f32[n], y: f32[n])`` writes
 ``max(x, 0)`` into ``y``)::
@@ -25,7 +29,12 @@ Example (``relu_module`` is a built module whose kernel ``relu(n: i32, x: f32[n]
 """
 
 from hidet_lang.testing.check import check_kernel, default_tolerances
+from hidet_lang.testing.differential import draw_examples, program_inputs, run_batch
+from hidet_lang.testing.frontend_fuzz import check_mutants
+from hidet_lang.testing.interpret import run_function
 from hidet_lang.testing.mappings import task_recorder
+from hidet_lang.testing.mutate import mutate
+from hidet_lang.testing.programs import Program, load_module, module_source, programs
 from hidet_lang.testing.strategies import (
     DTYPE_KINDS,
     arrays,
@@ -38,12 +47,22 @@ from hidet_lang.testing.strategies import (
 
 __all__ = [
     "DTYPE_KINDS",
+    "Program",
     "arrays",
     "check_kernel",
+    "check_mutants",
     "default_elements",
     "default_tolerances",
+    "draw_examples",
     "dtypes",
     "int_bound",
+    "load_module",
+    "module_source",
+    "mutate",
+    "program_inputs",
+    "programs",
+    "run_batch",
+    "run_function",
     "shapes",
     "task_mappings",
     "task_recorder",
