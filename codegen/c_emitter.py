@@ -13,10 +13,12 @@ from __future__ import annotations
 import json
 import math
 
+from codegen.int_division import guarded_division, needs_guard
+from codegen.pointer_origins import pointer_origins
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import HOST_CALLABLE_KINDS, Function, IRModule
-from hidet_lang.ir.types import DataType, PointerType, TensorType, Type, VoidType
+from hidet_lang.ir.types import DataType, PointerType, TensorType, Type, VoidType, float32
 from hidet_lang.passes.pipeline import LoweredModule, require_lowered
 
 C_KEYWORDS = frozenset("""
@@ -59,14 +61,18 @@ def c_string(text: str) -> str:
 class CEmitter:
     """Prints an IRModule as C.
 
-    With `check`, every element access of a tensor whose size is known is bounds-checked: an index outside
-    the tensor records the first failure (reported to Python as an IndexError after the call) and the access
-    goes to a scratch buffer instead of memory outside the tensor.
+    With `check`, every element access of a tensor whose size is known is bounds-checked (an access through a
+    pointer made from a tensor, e.g. a `view`, against the bytes of that tensor: `codegen.pointer_origins`): an
+    index outside the tensor records the first failure (reported to Python as an IndexError after the call) and
+    the access goes to a scratch buffer instead of memory outside the tensor; an integer division or modulo by
+    zero is recorded too (a ZeroDivisionError). Integer `/` and `%` by a divisor that may be 0 or -1 go through
+    the guarded helpers of `codegen.int_division` on every target.
     """
 
     parallel_pragma = "#pragma omp parallel for schedule(static)"
     unroll_pragma = "#pragma GCC unroll 64"
     helper_qualifiers = "static inline"  # of the helper functions (`helper`)
+    division_fail = "hl_division_by_zero"  # checking mode: what a zero integer divisor calls (int_division.h)
 
     def __init__(self, check: bool = False) -> None:
         self.check = check
@@ -80,6 +86,7 @@ class CEmitter:
         self.current: Function | None = None
         self.helpers: dict[str, str] = {}
         self.float_params: dict[E.Var, str] = {}
+        self.origins: dict[E.Var, E.Var] = {}  # the tensor each pointer points into (`origins_of`)
 
     # ---------------------------------------------------------------------------------------------- types
     def scalar(self, t: DataType) -> str:
@@ -147,10 +154,19 @@ class CEmitter:
         return '#include "hidet_lang/host_runtime.h"\n'
 
     def helper(self, name: str, t: DataType) -> str:
-        """The name of the typed helper `hl_<name>_<type>` (min, max, abs), defining it on first use."""
+        """The name of the typed helper `hl_<name>_<type>` (min, max, abs; for floats, mod and floordiv: the
+        float `%` and `//`, as Python's), defining it on first use."""
         c, helper = self.scalar(t), f"hl_{name}_{t.short_name}"
         if helper not in self.helpers:
-            if name == "abs":
+            f = "f" if t.nbytes <= 4 else ""
+            if name == "mod":
+                body = (f"{c} a, {c} b) {{ {c} r = fmod{f}(a, b); if (r != 0) {{ if ((r < 0) != (b < 0)) r += b; }} "
+                        f"else r = copysign{f}(({c})0, b); return r; }}")
+            elif name == "floordiv":  # numpy's and Python's divmod: the quotient that goes with `mod`
+                body = (f"{c} a, {c} b) {{ if (b == 0) return a / b; {c} m = fmod{f}(a, b); {c} d = (a - m) / b; "
+                        f"if (m != 0 && ((b < 0) != (m < 0))) d -= 1; if (d == 0) return copysign{f}(({c})0, a / b); "
+                        f"{c} q = floor{f}(d); if (d - q > ({c})0.5) q += 1; return q; }}")
+            elif name == "abs":
                 body = f"{c} a) {{ return a < 0 ? ({c})-a : a; }}" if t.kind != "uint" else f"{c} a) {{ return a; }}"
             else:
                 body = f"{c} a, {c} b) {{ return a {'<' if name == 'min' else '>'} b ? a : b; }}"
@@ -210,6 +226,7 @@ class CEmitter:
     def emit_function(self, f: Function) -> None:
         """Print the definition of `f`."""
         self.current = f
+        self.origins = self.origins_of(f)
         self.last_marker = None
         if f.span is not None:
             self.line(f"// {f.span.file}:{f.span.line}")
@@ -273,6 +290,18 @@ class CEmitter:
             return f"{tensor.layout.size}LL"
         return " * ".join(f"(long long)({self.expr(E.convert(d))})" for d in tensor.shape)
 
+    def origins_of(self, f: Function) -> dict[E.Var, E.Var]:
+        """The pointers of `f` whose accesses are checked against the tensor they point into (checking mode:
+        every one `codegen.pointer_origins` finds)."""
+        return pointer_origins(f) if self.check else {}
+
+    def byte_size(self, tensor: E.Var) -> str:
+        """The bytes a tensor (or tensor pointer) variable of known size holds, as C text."""
+        t = tensor.type
+        dtype = t.dtype if isinstance(t, (TensorType, PointerType)) else None
+        assert dtype is not None
+        return f"({self.extent(tensor)} * (long long)sizeof({self.scalar(dtype)}))"
+
     def where(self) -> str:
         """The DSL location of the statement being printed, as a C string."""
         return c_string(f"{self.last_marker[0]}:{self.last_marker[1]}" if self.last_marker else "?")
@@ -284,6 +313,10 @@ class CEmitter:
         these apart; on the CPU every checked access is the same)."""
         if not self.check:
             return None
+        origin = self.origins.get(base) if isinstance(base, E.Var) else None
+        if origin is not None:  # a view: checked against the bytes of the tensor it points into
+            return (f"HL_CHECKED_IN({self.expr(base)}, {self.expr(index)}, {self.expr(origin)}, "
+                    f"{self.byte_size(origin)}, {tensor_label(base)}, {tensor_label(origin)}, {self.where()})")
         extent = self.extent(base)
         if extent == "-1LL":
             return None
@@ -311,7 +344,7 @@ class CEmitter:
         incr = f"{name}++" if isinstance(step, E.Constant) and step.value == 1 else f"{name} += {self.expr(step)}"
         parallel = s.kind == S.LoopKind.PARALLEL and self.parallel_depth == 0
         if parallel:
-            self.line(self.parallel_pragma + self.collapse_clause(s))
+            self.line(self.parallel_pragma + self.collapse_clause(s) + self.reduction_clauses(s))
         elif s.kind == S.LoopKind.UNROLL:
             self.line(self.unroll_pragma)
         self.line(f"for ({self.type_name(s.var.type)} {name} = {self.expr(s.start)}; {cond}; {incr}) {{")
@@ -319,6 +352,10 @@ class CEmitter:
         self.body(s.body)
         self.parallel_depth -= parallel
         self.line("}")
+
+    def reduction_clauses(self, s: S.ForStmt) -> str:
+        """` reduction(op:name)` for each scalar the parallel loop reduces into (see `ForStmt.reductions`)."""
+        return "".join(f" reduction({op}:{self.var_name(v)})" for op, v in s.reductions)
 
     def collapse_clause(self, s: S.ForStmt) -> str:
         """` collapse(n)` for perfectly nested parallel loops."""
@@ -395,8 +432,10 @@ class CEmitter:
     def expr_BinaryOp(self, e: E.BinaryOp) -> str:
         a, b = self.expr(e.a), self.expr(e.b)
         t = e.type
-        if e.op == "%" and isinstance(t, DataType) and t.is_float:
-            return f"{'fmodf' if t.nbytes <= 4 else 'fmod'}({a}, {b})"
+        if e.op in ("/", "%") and isinstance(t, DataType) and needs_guard(t, e.b):
+            return guarded_division(e.op, t, a, b, *((self.where(), self.division_fail) if self.check else ()))
+        if e.op == "%" and isinstance(t, DataType) and t.is_float:  # the floor modulo (`evaluate.floor_mod`)
+            return f"{self.helper('mod', float32 if t.nbytes <= 4 else t)}({a}, {b})"
         text = f"({a} {e.op} {b})"
         if isinstance(t, DataType) and t.nbytes < 4 and not t.is_bool and e.op in ("+", "-", "*", "/", "%", "<<"):
             text = f"(({self.scalar(t)}){text})"  # C computes in int: wrap back to the IR's type
@@ -446,6 +485,9 @@ class CEmitter:
             name = "fabs"  # not a comparison: |-0.0| must be +0.0
         elif name in ("min", "max", "abs"):
             return f"{self.helper(name, t)}({', '.join(args)})"
+        if name == "floordiv":  # the float `//`, computed in float for half precision
+            text = f"{self.helper(name, float32 if t.nbytes <= 4 else t)}({', '.join(args)})"
+            return text if t.nbytes >= 4 else f"(({self.scalar(t)}){text})"
         if name == "rsqrt":
             return f"(({self.scalar(t)})1 / {self.math_function('sqrt', t)}({args[0]}))"
         func = self.math_function(name, t)

@@ -36,6 +36,8 @@ LAUNCH_STATUS_SYMBOL = "hidet_lang_launch_status"
 HOST_FLAGS = (*DEFAULT_C_FLAGS, *cuda_limit_flags())
 """The flags of a CUDA module's host library for a GPU."""
 EMULATOR_FLAGS = ("-O2", "-march=native", "-fopenmp", "-std=c++17", "-DHIDET_LANG_EMULATOR", *cuda_limit_flags(),
+                  # a frame larger than a page touches the stack's guard (emulator_stack_guard.h), never skips it
+                  "-fstack-clash-protection",
                   # `__shared__` arrays are thread-local; the descriptor dialect makes their accesses cheaper
                   *(("-mtls-dialect=gnu2",) if platform.machine() in ("x86_64", "AMD64") else ()))
 """The flags of a CUDA module's emulator library (its device and host sources, one C++ translation unit)."""

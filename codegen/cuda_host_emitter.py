@@ -43,11 +43,19 @@ class CudaHostEmitter(CEmitter):
         return super().float_param_conversion(t, name)
 
     def prelude(self) -> str:
-        static_smem = "".join(f"{self.plan.kernel_plans[k.name].static_smem}, " for k in self.plan.kernels)
         # the shared memory a block may have (static + dynamic); on a GPU the binding sets the device's
         return (super().prelude() + f"#define HL_NUM_KERNELS {len(self.plan.kernels)}\n"
-                + f"static long long hl_static_smem[HL_NUM_KERNELS + 1] = {{{static_smem}0}};\n"
-                + f"static long long hl_smem_limit = {self.smem_limit};\n" + '#include "hidet_lang/cuda_launch.h"\n')
+                + self.kernel_tables() + f"static long long hl_smem_limit = {self.smem_limit};\n"
+                + '#include "hidet_lang/cuda_launch.h"\n')
+
+    def kernel_tables(self) -> str:
+        """The tables of the kernels' plans that cuda_launch.h reads: their static shared memory."""
+        return self.kernel_table("hl_static_smem", "static_smem")
+
+    def kernel_table(self, name: str, field: str) -> str:
+        """`static long long <name>[HL_NUM_KERNELS + 1]`: a field of each kernel's plan, in kernel order."""
+        values = "".join(f"{getattr(self.plan.kernel_plans[k.name], field)}, " for k in self.plan.kernels)
+        return f"static long long {name}[HL_NUM_KERNELS + 1] = {{{values}0}};\n"
 
     def emit_function(self, f: Function) -> None:
         if f.attrs.kind == FuncKind.CUDA_KERNEL:
@@ -109,3 +117,7 @@ class EmulatorHostEmitter(CudaHostEmitter):
 
     def float_param_conversion(self, t: DataType, name: str) -> str:
         return CEmitter.float_param_conversion(self, t, name)
+
+    def kernel_tables(self) -> str:
+        """Also the bytes of each kernel's local arrays, which the emulator adds to its threads' stacks."""
+        return super().kernel_tables() + self.kernel_table("hl_local_bytes", "local_bytes")

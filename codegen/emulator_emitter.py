@@ -3,8 +3,10 @@
 `EmulatorEmitter` prints the device source as the emulator compiles it (C++ with `-DHIDET_LANG_EMULATOR`, in one
 translation unit with the host source): the same functions as for a GPU, with one entry trampoline per kernel,
 every store into a kernel's tensor arguments guarded (`hl_emu_store_guard`: an index outside the tensor stops the
-launch with an error instead of overwriting the Python process's memory), and for each kernel with a fast path
-its block function, printed by a `BlockFunctionEmitter`. In checking mode every element access goes through
+launch with an error instead of overwriting the Python process's memory; `hl_emu_store_guard_in` for a store
+through a view of an argument or into the dynamic shared memory, against the bytes of that memory: see
+`codegen.pointer_origins`), and for each kernel with a fast path its block function, printed by a
+`BlockFunctionEmitter`. In checking mode every element access goes through
 `hl_emu_checked` (bounds of every tensor, and the emulator's shared-memory checks: uninitialized reads and races
 between barriers), shared arrays are registered when declared, and there are no block functions.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 from codegen.c_emitter import tensor_label
 from codegen.cuda_device_emitter import CudaDeviceEmitter
 from codegen.kernel_plan import ModulePlan
+from codegen.pointer_origins import DYNAMIC_SHARED, pointer_origins
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import FuncKind, Function, IRModule
@@ -21,15 +24,19 @@ from hidet_lang.ir.types import TensorType, Type
 
 # Access flags of the emulator's checked accesses (see emulator_checks.h).
 ACCESS_READ, ACCESS_WRITE, SPACE_GLOBAL, SPACE_SHARED, SPACE_LOCAL = 1, 2, 4, 8, 16
+SPACE_DYNAMIC = 32  # the emitter's own: the dynamic shared memory (SPACE_SHARED in the flags it emits)
 
 # Names of the block function's own variables (kept from the kernel's variables).
 _FAST_NAMES = frozenset({"hl_fast", "hl_fast_args", "hl_fast_bad", "hl_fast_h", "hl_fast_row", "hl_fast_tx",
-                         "hl_fast_ty", "hl_fast_tz", "hl_fast_v", "hl_fast_k", "hl_fast_n", "hl_fast_sites"})
+                         "hl_fast_ty", "hl_fast_tz", "hl_fast_v", "hl_fast_k", "hl_fast_n", "hl_fast_o",
+                         "hl_fast_sites"})
 
 
 class EmulatorEmitter(CudaDeviceEmitter):
     """Prints the emulator's device source of a planned CUDA module: `emit_module(plan.device_module)`; `check`:
     the checking mode (whose plan has no fast paths: `ModulePlan.without_fast_paths`)."""
+
+    division_fail = "hl_emu_division_by_zero"
 
     def __init__(self, plan: ModulePlan, check: bool = False) -> None:
         super().__init__(plan)
@@ -52,8 +59,13 @@ class EmulatorEmitter(CudaDeviceEmitter):
         return f'extern "C" void {self.func_name(f.name)}__entry(void **args) {{ {self.func_name(f.name)}({args}); }}'
 
     def emit_function(self, f: Function) -> None:
-        self.spaces = {p: SPACE_GLOBAL for p in f.params}
+        self.spaces = {p: SPACE_GLOBAL for p in f.params} | {DYNAMIC_SHARED: SPACE_DYNAMIC}
         super().emit_function(f)
+
+    def origins_of(self, f: Function) -> dict[E.Var, E.Var]:
+        """Every pointer with a known origin: a store through a view of a tensor argument, or into the dynamic
+        shared memory, is guarded against its origin's bytes even outside checking mode."""
+        return pointer_origins(f)
 
     def stmt_DeclareStmt(self, s: S.DeclareStmt) -> None:
         super().stmt_DeclareStmt(s)
@@ -70,18 +82,36 @@ class EmulatorEmitter(CudaDeviceEmitter):
 
         `address_only` is for `~x[i]` (e.g. an atomic's target): its bounds are checked, but it is not a plain
         read or write for the shared-memory checks."""
-        space = self.spaces.get(base) if isinstance(base, E.Var) else None
-        if not self.check and not (write and space == SPACE_GLOBAL):
+        origin = self.origins.get(base) if isinstance(base, E.Var) else None
+        space = self.spaces.get(base if origin is None else origin) if isinstance(base, E.Var) else None
+        if not self.check and not (write and space in (SPACE_GLOBAL, SPACE_DYNAMIC)):
             return None
         name = tensor_label(base)
-        args = f"{self.expr(base)}, (long long)({self.expr(index)}), {self.extent(base)}"
+        if origin is None:
+            args, suffix = f"{self.expr(base)}, (long long)({self.expr(index)}), {self.extent(base)}", ""
+        else:  # a view: guarded by the bytes of the tensor it points into, whatever it is viewed as
+            args = (f"{self.expr(base)}, (long long)({self.expr(index)}), {self.origin_address(origin)}, "
+                    f"{self.byte_size(origin)}, {tensor_label(origin)}")
+            suffix = "_in"
+        if space == SPACE_DYNAMIC:
+            space = SPACE_SHARED
         if not self.check:
-            return f"hl_emu_store_guard({args}, {name}, {self.where()})"
+            return f"hl_emu_store_guard{suffix}({args}, {name}, {self.where()})"
         in_kernel = self.current is not None and self.current.attrs.kind == FuncKind.CUDA_KERNEL
         if space is None or (space == SPACE_GLOBAL and not in_kernel):
             space = SPACE_SHARED  # a pointer, or a device function's parameter, may be shared memory: look it up
         flags = 0 if address_only else (ACCESS_WRITE if write else ACCESS_READ) | space
-        return f"hl_emu_checked({args}, {flags}, {name}, {self.where()})"
+        return f"hl_emu_checked{suffix}({args}, {flags}, {name}, {self.where()})"
+
+    def origin_address(self, origin: E.Var) -> str:
+        """C text of the start of an access's origin (`codegen.pointer_origins`); in checking mode the dynamic
+        shared memory is registered for the shared-memory checks by its block's first checked access."""
+        if origin is not DYNAMIC_SHARED:
+            return self.expr(origin)
+        return f"hl_emu_dynamic_shared({self.where()})" if self.check else self.dynamic_smem()
+
+    def byte_size(self, tensor: E.Var) -> str:
+        return "hl_emu_dynamic_smem_bytes()" if tensor is DYNAMIC_SHARED else super().byte_size(tensor)
 
     def expr_Address(self, e: E.Address) -> str:
         target = e.expr
@@ -116,7 +146,7 @@ class BlockFunctionEmitter(EmulatorEmitter):
         self.kind = kind
         self.function_names = self.function_names_of(plan.device_module)
         self.taken = set(_FAST_NAMES)
-        self.sites: list[tuple[str, str]] = []  # (tensor, where) of each deferred store guard
+        self.sites: list[tuple[str, str, str]] = []  # (tensor, where, origin or "0") of each deferred store guard
         cuda = kernel.attrs.cuda
         block = list(cuda.block_dim if cuda else ())
         # constant dimensions are the launch's too: the launcher evaluates them
@@ -128,7 +158,8 @@ class BlockFunctionEmitter(EmulatorEmitter):
         f, kind = self.kernel, self.kind
         dx, dy, dz = self.dims
         self.current = f
-        self.spaces = {p: SPACE_GLOBAL for p in f.params}
+        self.spaces = {p: SPACE_GLOBAL for p in f.params} | {DYNAMIC_SHARED: SPACE_DYNAMIC}
+        self.origins = self.origins_of(f)
         self.line(f'extern "C" void {self.func_name(f.name)}__block(void **hl_fast_args) {{')
         self.depth += 1
         for i, p in enumerate(f.params):
@@ -158,7 +189,7 @@ class BlockFunctionEmitter(EmulatorEmitter):
         self.line("    }")
         self.line("}")
         if kind == "registers" and self.sites:
-            sites = ", ".join(f"{name}, {where}" for name, where in self.sites)
+            sites = ", ".join(", ".join(site) for site in self.sites)
             self.line("if (hl_fast_bad) {")
             self.line(f"    static const char *const hl_fast_sites[] = {{{sites}}};")
             self.line("    ::hl_emu::fast_store_failed(hl_fast, hl_fast_sites);")
@@ -168,28 +199,43 @@ class BlockFunctionEmitter(EmulatorEmitter):
         return "\n".join(self.lines)
 
     def stmt_BufferStoreStmt(self, s: S.BufferStoreStmt) -> None:
-        if self.kind == "registers" and self.spaces.get(s.buf) == SPACE_GLOBAL:  # a guarded store
-            self.deferred_store(s)
+        origin = self.origins.get(s.buf)
+        space = self.spaces.get(s.buf if origin is None else origin)
+        if self.kind == "registers" and space in (SPACE_GLOBAL, SPACE_DYNAMIC):  # a guarded store
+            self.deferred_store(s, origin)
         else:
             super().stmt_BufferStoreStmt(s)
 
-    def deferred_store(self, s: S.BufferStoreStmt) -> None:
-        """A guarded store in a "registers" block function: a failed guard is recorded and ends the thread."""
-        self.sites.append((tensor_label(s.buf), self.where()))
+    def deferred_store(self, s: S.BufferStoreStmt, origin: E.Var | None) -> None:
+        """A guarded store in a "registers" block function (`origin`: of a store through a view): a failed guard
+        is recorded and ends the thread."""
+        self.sites.append((tensor_label(s.buf), self.where(), "0" if origin is None else tensor_label(origin)))
+        thread, site = "hl_fast_row + (int)hl_fast_tx", len(self.sites)
         self.line("{")
         self.depth += 1
         self.line(f"auto hl_fast_v = {self.expr(s.value)};")
-        self.line(f"const long long hl_fast_k = (long long)({self.expr(s.indices[0])}), "
-                  f"hl_fast_n = {self.extent(s.buf)};")
-        self.line("if (__builtin_expect(hl_fast_n >= 0 && (unsigned long long)hl_fast_k >= "
-                  "(unsigned long long)hl_fast_n, 0)) {")
-        self.line("    hl_fast_bad |= ::hl_emu::fast_store_fail(hl_fast, hl_fast_row + (int)hl_fast_tx, hl_fast_k, "
-                  f"hl_fast_n, {len(self.sites)});")
+        if origin is None:
+            self.line(f"const long long hl_fast_k = (long long)({self.expr(s.indices[0])}), "
+                      f"hl_fast_n = {self.extent(s.buf)};")
+            self.line("if (__builtin_expect(hl_fast_n >= 0 && (unsigned long long)hl_fast_k >= "
+                      "(unsigned long long)hl_fast_n, 0)) {")
+            self.line(f"    hl_fast_bad |= ::hl_emu::fast_store_fail(hl_fast, {thread}, hl_fast_k, hl_fast_n, {site});")
+        else:
+            self.line(f"const long long hl_fast_k = (long long)({self.expr(s.indices[0])}), "
+                      f"hl_fast_n = {self.byte_size(origin)};")
+            self.line("long long hl_fast_o;")
+            self.line(f"if (__builtin_expect(::hl_emu::outside({self.expr(s.buf)}, hl_fast_k, "
+                      f"{self.origin_address(origin)}, hl_fast_n, &hl_fast_o), 0)) {{")
+            self.line(f"    hl_fast_bad |= ::hl_emu::fast_view_store_fail(hl_fast, {thread}, hl_fast_k, hl_fast_o, "
+                      f"hl_fast_n, {site});")
         self.line("    return;")
         self.line("}")
         self.line(f"{self.expr(s.buf)}[hl_fast_k] = hl_fast_v;")
         self.depth -= 1
         self.line("}")
+
+    def byte_size(self, tensor: E.Var) -> str:
+        return "(long long)hl_fast.smem_bytes" if tensor is DYNAMIC_SHARED else super().byte_size(tensor)
 
     def intrinsic(self, name: str, args: list[str], t: Type) -> str:
         if "." in name:  # the block function's loop variables and FastBlock

@@ -14,9 +14,12 @@ from dataclasses import dataclass
 
 from codegen.c_emitter import c_function_name
 from hidet_lang.ir import expr as E
+from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import DEVICE_KINDS, FuncKind, Function, IRModule
 from hidet_lang.ir.functor import collect
 from hidet_lang.ir.intrinsics import SYNC_INTRINSICS
+from hidet_lang.ir.stmt import DeclScope
+from hidet_lang.ir.types import TensorType
 from hidet_lang.passes.kind_rules import shared_memory_declarations
 from hidet_lang.passes.pipeline import LoweredModule, require_lowered
 
@@ -32,11 +35,14 @@ class KernelPlan:
     vectorized), "header" otherwise (the indices are also kept where device functions and the store guards' slow
     path read them); see `codegen.emulator_emitter.BlockFunctionEmitter` and FastBlock in emulator_checks.h.
     `static_smem`: the bytes of the shared tensors it and the device functions it calls declare.
+    `local_bytes`: the bytes of the local arrays (`register_tensor`) they declare, all of them together: what a
+    thread's stack holds on the emulator besides its frames.
     """
 
     needs_fibers: bool
     fast_path: str | None
     static_smem: int
+    local_bytes: int
 
 
 @dataclass(frozen=True)
@@ -106,4 +112,10 @@ def _plan_kernel(module: IRModule, kernel: Function) -> KernelPlan:
     fibers = any(i.name in SYNC_INTRINSICS for f in functions for i in collect(f.body, E.Intrinsic))
     fast = None if fibers else "header" if collect(kernel.body, E.Call) else "registers"
     smem = sum(n for f in functions for _, n in shared_memory_declarations(f))
-    return KernelPlan(fibers, fast, smem)
+    return KernelPlan(fibers, fast, smem, sum(_local_array_bytes(f) for f in functions))
+
+
+def _local_array_bytes(f: Function) -> int:
+    """The bytes of the local (not shared) arrays `f` declares."""
+    return sum(s.var.type.dtype.nbytes * int(s.var.type.storage_size) for s in collect(f.body, S.DeclareStmt)
+               if s.scope != DeclScope.SHARED and isinstance(s.var.type, TensorType))

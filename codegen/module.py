@@ -117,16 +117,22 @@ def host_checks(ir: IRModule, lib: ctypes.CDLL) -> AfterCall | None:
     return after
 
 
+_CHECK_ERRORS: dict[int, type[Exception]] = {1: IndexError, 2: ZeroDivisionError}
+"""The exception of each failure the host runtime's checking mode records (HL_CHECK_* in host_runtime.h)."""
+
+
 def bounds_checks(lib: ctypes.CDLL) -> AfterCall:
-    """After a call of a module built in checking mode: raise the first out-of-bounds access as IndexError."""
+    """After a call of a module built in checking mode: raise its first failure, an out-of-bounds access as
+    IndexError, an integer division or modulo by zero as ZeroDivisionError (each naming the DSL line)."""
     status = lib.hidet_lang_bounds_status
     status.argtypes = [ctypes.POINTER(ctypes.c_char_p)]
     status.restype = ctypes.c_int
 
     def after() -> None:
         message = ctypes.c_char_p()
-        if status(ctypes.byref(message)):
-            raise IndexError((message.value or b"index out of bounds").decode())
+        kind = status(ctypes.byref(message))
+        if kind:
+            raise _CHECK_ERRORS.get(kind, RuntimeError)((message.value or b"checking mode failure").decode())
 
     return after
 

@@ -6,6 +6,8 @@ Write kernels as `@hidet.script` functions inside `with hidet.script_module() as
 
 from __future__ import annotations
 
+import sys
+
 from hidet_lang import option
 from hidet_lang.cuda import shared_tensor
 from hidet_lang.frontend.builtins import (
@@ -26,7 +28,7 @@ from hidet_lang.frontend.builtins import (
     tensor_pointer,
     view,
 )
-from hidet_lang.frontend.script import ScriptFunction, ScriptModule, script
+from hidet_lang.frontend.script import ScriptFunction, ScriptModule, script_for_caller
 from hidet_lang.frontend.script import script_module as _new_script_module
 from hidet_lang.ir.layout import column_major, local_layout, row_major, strided_layout
 from hidet_lang.ir.mapping import auto_map, repeat, spatial
@@ -107,6 +109,15 @@ def script_module() -> ScriptModule:
     import codegen.build  # noqa: F401 - loaded once; later calls find it in sys.modules
 
     return _new_script_module()
+
+
+def __getattr__(name: str) -> object:
+    """`hidet.script` and `from hidet_lang import script`: the decorator, looked up through this hook so that
+    parameter names used by later parameters' annotations (`x: f32[n]`) resolve outside a `script_module` block
+    too (see `hidet_lang.frontend.annotation_names`)."""
+    if name == "script":
+        return script_for_caller(sys._getframe(1))
+    raise AttributeError(f"module 'hidet_lang' has no attribute {name!r}")
 
 
 def _build_through_codegen(*args: object, **kwargs: object) -> object:

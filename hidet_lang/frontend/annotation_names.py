@@ -6,6 +6,10 @@ Python before 3.14 evaluates annotations when `def` runs, before the decorator s
 for the duration of the block: only names of parameters that a later parameter's annotation mentions, and
 only where the name is defined neither there nor in builtins. The parser reads annotations from the source, so
 the placeholders' values never matter; they are removed when the block ends.
+
+Outside a block, the lookup of the decorator itself binds them (`hidet.script` and `from hidet_lang import
+script` go through the package's `__getattr__`, which Python calls before it evaluates the annotations of the
+`def` that follows); those stay bound, since no hook runs after the last `def` of a file.
 """
 
 from __future__ import annotations

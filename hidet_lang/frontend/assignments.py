@@ -90,13 +90,7 @@ class AssignmentParser(ExpressionParser, OperatorParser):
             for t, v in zip(target.elts, value):
                 self.assign(t, v, node)
         elif isinstance(target, ast.Subscript):
-            base = self.visit_expr(target.value)
-            indices = self.subscript_indices(target)
-            if not isinstance(base, E.Expr):
-                raise self.error(target, f"cannot store into {semantics.describe(base)}")
-            elem = self.host_call(target, semantics.element, base, indices)
-            stored = self.host_call(target, semantics.assignable, elem.type, value, "an element")
-            self.emit(S.BufferStoreStmt(base, elem.indices, stored))
+            self.store_element(target, self.visit_expr(target.value), self.subscript_indices(target), value)
         elif isinstance(target, ast.Attribute):
             owner = self.visit_expr(target.value)
             if isinstance(owner, B._AttrsNamespace):

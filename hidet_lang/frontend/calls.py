@@ -1,15 +1,17 @@
 """Calls in a kernel: other script functions, casts, math functions, `range`, and Python helpers.
 
 What a call means follows from what its callee evaluates to while parsing: a `@hidet.script` function becomes
-an IR call checked against its parameters; a data type (`f32(x)`) or Python's `float`/`int`/`bool` on an IR
-value is a conversion; Python's `math` functions (and `abs`, `min`, `max`, ...) on IR values are intrinsics;
-`range` with IR bounds is a `RangeLoop` for a `for` loop; any other Python callable runs while parsing (host
-helpers compute with IR values through their operators).
+an IR call checked against its parameters (in its own body, a function's name is a recursive call of it:
+`RecursiveSelf`); a data type (`f32(x)`) or Python's `float`/`int`/`bool` on an IR value is a conversion; Python's
+`math` functions (and `abs`, `min`, `max`, ...) on IR values are intrinsics; `range` with IR bounds is a
+`RangeLoop` for a `for` loop; any other Python callable runs while parsing (host helpers compute with IR values
+through their operators, and store into tensors when called as a statement of their own).
 """
 
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 from typing import Any
 
 from hidet_lang.errors import DSLSyntaxError, DSLTypeError
@@ -18,7 +20,8 @@ from hidet_lang.frontend import semantics
 from hidet_lang.frontend.core import ParserCore
 from hidet_lang.frontend.loops import RangeLoop
 from hidet_lang.ir import expr as E
-from hidet_lang.ir.types import DataType
+from hidet_lang.ir.func import HOST_CALLABLE_KINDS
+from hidet_lang.ir.types import DataType, Type, void
 
 
 class CallParser(ParserCore):
@@ -49,7 +52,12 @@ class CallParser(ParserCore):
 
         any_ir = any(isinstance(a, E.Expr) for a in [*args, *kwargs.values()])
         if isinstance(func, ScriptFunction):
-            return self.call_script(node, func, args, kwargs)
+            assert self.ctx is not None
+            if func not in self.ctx.callees:
+                self.ctx.callees.append(func)
+            return self.call_script(node, func.ir.name, func.ir.params, func.ir.ret_type, args, kwargs)
+        if isinstance(func, RecursiveSelf):
+            return self.call_self(node, func, args, kwargs)
         if func is range:
             if kwargs or not 1 <= len(args) <= 3:
                 raise self.error(node, "range() takes 1 to 3 positional arguments", DSLTypeError)
@@ -74,35 +82,65 @@ class CallParser(ParserCore):
             raise self.error(node, "print() does not exist in a kernel; use printf(format, ...)", DSLSyntaxError)
         if not callable(func):
             raise self.error(node, f"{semantics.describe(func)} is not callable")
-        return self.host_call(node, func, *args, **kwargs)
+        return self.helper_call(node, func, args, kwargs)
 
-    def call_script(self, node: ast.Call, func: Any, args: list[Any], kwargs: dict[str, Any]) -> E.Expr:
-        """A call of another `@hidet.script` function: checked against its parameters."""
+    def helper_call(self, node: ast.Call, func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """A Python helper, run while parsing. Its stores into IR tensors (`buf[i] = v`) become stores of the
+        kernel when the call is a statement of its own; inside an expression they are refused, since they would
+        run before the rest of the expression and whatever its `and`/`or`/`if` decide."""
+        def store(base: E.Expr, indices: tuple[Any, ...], value: Any) -> None:
+            if node is not self.statement_call:
+                raise self.error(node, f"the helper {getattr(func, '__name__', 'called here')}() stores into a "
+                                       "tensor, so it must be called as a statement of its own, not inside an "
+                                       "expression")
+            self.store_element(node, base, indices, value)
+
+        with E.element_stores(store):
+            return self.host_call(node, func, *args, **kwargs)
+
+    def call_self(self, node: ast.Call, func: RecursiveSelf, args: list[Any], kwargs: dict[str, Any]) -> E.Expr:
+        """A recursive call of the function being parsed: its return type must be annotated (the body that
+        would infer it is not parsed yet); `check_kind_rules` checks that its kind allows recursion."""
         assert self.ctx is not None
-        callee = func.ir
-        params = callee.params
+        ret = self.ctx.declared_return
+        if ret is None and self.ctx.kind in HOST_CALLABLE_KINDS:
+            ret = void  # what these kinds return
+        if ret is None:
+            raise self.error(node, f"'{func.name}' calls itself: annotate its return type for the recursive call, "
+                                   f"e.g. `def {func.name}(...) -> i32:` (or `-> None`)")
+        return self.call_script(node, func.name, func.params, ret, args, kwargs)
+
+    def call_script(self, node: ast.Call, name: str, params: tuple[E.Var, ...], ret_type: Type, args: list[Any],
+                    kwargs: dict[str, Any]) -> E.Expr:
+        """A call of the `@hidet.script` function `name`: the arguments checked against its parameters."""
         names = [p.name for p in params]
         if len(args) > len(params):
-            raise self.error(node, f"{callee.name}() takes {len(params)} argument(s) but {len(args)} were given")
+            raise self.error(node, f"{name}() takes {len(params)} argument(s) but {len(args)} were given")
         bound = dict(zip(names, args))
         for k, v in kwargs.items():
             if k not in names:
-                raise self.error(node, f"{callee.name}() has no parameter '{k}'; its parameters: {', '.join(names)}")
+                raise self.error(node, f"{name}() has no parameter '{k}'; its parameters: {', '.join(names)}")
             if k in bound:
-                raise self.error(node, f"{callee.name}() got parameter '{k}' twice")
+                raise self.error(node, f"{name}() got parameter '{k}' twice")
             bound[k] = v
         missing = [n for n in names if n not in bound]
         if missing:
-            raise self.error(node, f"{callee.name}() is missing argument(s): {', '.join(missing)}")
+            raise self.error(node, f"{name}() is missing argument(s): {', '.join(missing)}")
         converted = []
         for p in params:
             try:
                 converted.append(semantics.argument(p.type, bound[p.name], f"parameter '{p.name}'"))
             except TypeError as e:
-                raise self.error(node, f"{callee.name}(): {e}") from None
-        if func not in self.ctx.callees:
-            self.ctx.callees.append(func)
-        return E.Call(callee.name, tuple(converted), callee.ret_type)
+                raise self.error(node, f"{name}(): {e}") from None
+        return E.Call(name, tuple(converted), ret_type)
+
+
+@dataclass(frozen=True)
+class RecursiveSelf:
+    """What the name of the function being parsed means in its own body: a recursive call of it."""
+
+    name: str
+    params: tuple[E.Var, ...]
 
 
 def _hashable(x: Any) -> bool:

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hidet_lang.errors import DSLError, DSLNameError, DSLSyntaxError, DSLTypeError, DSLValueError
+from hidet_lang.frontend import semantics
+from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import FuncKind
 from hidet_lang.ir.node import at
@@ -70,6 +72,7 @@ class ParserCore:
         self.loops: list[LoopFrame] = []
         self.names_used: dict[str, int] = {}
         self.ctx: FunctionContext | None = None
+        self.statement_call: ast.expr | None = None  # the call an expression statement is made of, if any
 
     # ---------------------------------------------------------------------------------------------- visit shell
     def visit_stmt(self, node: ast.stmt) -> None:
@@ -157,6 +160,14 @@ class ParserCore:
     def emit(self, stmt: S.Stmt) -> None:
         """Append a statement to the block being built."""
         self.stmts[-1].append(stmt)
+
+    def store_element(self, node: ast.AST, base: Any, indices: tuple[Any, ...], value: Any) -> None:
+        """Emit `base[indices] = value` (from the kernel's own `x[i] = v`, or a helper's), errors at `node`."""
+        if not isinstance(base, E.Expr):
+            raise self.error(node, f"cannot store into {semantics.describe(base)}")
+        elem = self.host_call(node, semantics.element, base, indices)
+        stored = self.host_call(node, semantics.assignable, elem.type, value, "an element")
+        self.emit(S.BufferStoreStmt(base, elem.indices, stored))
 
     def block(self, body: list[ast.stmt], bindings: dict[str, Any] | None = None) -> S.Stmt:
         """Parse statements into one IR statement, in a new scope holding `bindings`."""

@@ -3,8 +3,10 @@
 On host values the operators are Python's own, evaluated while parsing; as soon as one operand is an IR value
 the result is IR, typed by the semantics module. Python `//` and `/` on integers both lower to C division, which
 truncates toward zero, and `%` to C's remainder, whose sign follows the dividend (so `-7 // 2 == -3` and
-`-7 % 2 == -1` in a kernel). On floats `//` is `floor(a / b)` and `%` is C's `fmod` (the sign of the dividend:
-`-7.0 % 2.0 == -1.0`). Expressions made only of host values are evaluated by Python with its own rules.
+`-7 % 2 == -1` in a kernel). On floats both follow Python: `%` is the floor modulo, whose sign is the divisor's
+(`-6.5 % 2.0 == 1.5`), and `//` the floored quotient that goes with it (`-6.5 // 2.0 == -4.0`), so that
+`a == (a // b) * b + a % b` up to rounding. Expressions made only of host values are evaluated by Python with
+its own rules.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ class OperatorParser(ParserCore):
         if isinstance(op, ast.Pow):
             return self.power(node, a, b)
         if isinstance(op, ast.FloorDiv) and _is_float_value(a, b):
-            return semantics.math_call("floor", self.host_call(node, semantics.binary, "/", a, b))
+            return self.host_call(node, semantics.math_call, "floordiv", a, b)
         sym = _IR_BINOPS.get(type(op))
         if sym is None:
             raise self.error(node, f"operator {type(op).__name__} is not supported on IR values", DSLSyntaxError)

@@ -17,7 +17,8 @@ what its iterable evaluates to: each iterable kind is a `LoopConstruct` that bui
 new loop kinds need no parser change.
 
 A function without a return annotation returns the promotion of the types of its `return` values (`return 1`
-and `return x` with `x: f32` give f32).
+and `return x` with `x: f32` give f32). A function may call itself by name (`check_kind_rules` allows it in
+`cpu_internal` functions only); its return type must then be annotated (`-> i32`, or `-> None`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import dataclasses
 from hidet_lang.errors import DSLSyntaxError, DSLTypeError
 from hidet_lang.frontend import semantics
 from hidet_lang.frontend.assignments import AssignmentParser
-from hidet_lang.frontend.calls import CallParser
+from hidet_lang.frontend.calls import CallParser, RecursiveSelf
 from hidet_lang.frontend.core import FunctionContext
 from hidet_lang.frontend.statements import StatementParser
 from hidet_lang.ir import expr as E
@@ -63,12 +64,16 @@ class Parser(StatementParser, AssignmentParser, CallParser):
                 var = E.Var(self.fresh_name(a.arg), ptype)
             self.bind(a.arg, var)
             params.append(var)
-        declared_ret = self.annotation_type(fdef.returns) if fdef.returns is not None else None
+        declared_ret = self.return_annotation(fdef.returns)
         self.ctx.declared_return = declared_ret
+        if fdef.name not in (a.arg for a in args.args):
+            self.bind(fdef.name, RecursiveSelf(fdef.name, tuple(params)))
         has_docstring = ast.get_docstring(fdef, clean=False) is not None
         body = self.block(fdef.body[1:] if has_docstring else fdef.body)
         ctx = self.ctx
         kind = ctx.kind or (FuncKind.CUDA_KERNEL if ctx.cuda else FuncKind.CPU_INTERNAL)
+        if ctx.name != fdef.name:  # recursive calls name the `def`, and attrs.func_name renamed it
+            body = _CallRenamer(fdef.name, ctx.name).visit(body)
         ret = declared_ret if declared_ret is not None else self.inferred_return_type(fdef)
         if declared_ret is None and ctx.return_types:
             body = _ReturnCaster(ret).visit(body)
@@ -78,6 +83,14 @@ class Parser(StatementParser, AssignmentParser, CallParser):
         cuda = CudaAttrs(**ctx.cuda, spans=tuple(ctx.cuda_spans.items())) if ctx.cuda else None
         func = Function(ctx.name, tuple(params), ret, body, FuncAttrs(kind, cuda, ctx.kind is None))
         return func, ctx
+
+    def return_annotation(self, returns: ast.expr | None) -> Type | None:
+        """The declared return type: None without an annotation, void for `-> None`."""
+        if returns is None:
+            return None
+        if isinstance(returns, ast.Constant) and returns.value in (None, "None"):
+            return void
+        return self.annotation_type(returns)
 
     def inferred_return_type(self, fdef: ast.FunctionDef) -> Type:
         """The return type of a function without a return annotation: the promotion of what its returns return.
@@ -96,6 +109,18 @@ class Parser(StatementParser, AssignmentParser, CallParser):
                                        "annotate its return type, e.g. `-> f32`")
             result = common
         return result
+
+
+class _CallRenamer(IRRewriter):
+    """Calls of `old` become calls of `new`."""
+
+    def __init__(self, old: str, new: str) -> None:
+        super().__init__()
+        self.old, self.new = old, new
+
+    def visit_Call(self, c: E.Call) -> E.Expr:
+        c = self.rebuild(c)
+        return dataclasses.replace(c, func_name=self.new) if c.func_name == self.old else c
 
 
 class _ReturnCaster(IRRewriter):

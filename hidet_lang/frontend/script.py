@@ -14,6 +14,7 @@ import inspect
 import sys
 import textwrap
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 from hidet_lang.errors import DSLSyntaxError, without_compiler_frames
@@ -129,6 +130,16 @@ def script(py_func: Callable[..., Any]) -> ScriptFunction:
     if _MODULE_STACK:
         _MODULE_STACK[-1].add(func)
     return func
+
+
+def script_for_caller(frame: FrameType) -> Callable[[Callable[..., Any]], ScriptFunction]:
+    """`script`, for code running in `frame` that looks it up (`@hidet.script`, `from hidet_lang import script`).
+
+    Python looks the decorator up before it evaluates the annotations of the `def` below it, so binding the
+    parameter names of `frame`'s file here lets `x: f32[n]` evaluate outside a `script_module` block, as inside
+    one. The placeholders stay bound (a later `def` may use them); names the program defines are never bound."""
+    bind_placeholders(frame)
+    return script
 
 
 def _defining_locals(py_func: Callable[..., Any]) -> dict[str, Any]:

@@ -149,6 +149,18 @@ def _constant_shape(shape: tuple[Any, ...]) -> bool:
     return all(isinstance(d, int) for d in shape)
 
 
+def check_view_fits(source: Any, target: TensorType) -> None:
+    """A view (`view(source, target)`) of a tensor may not claim more bytes than the tensor holds, when both
+    sizes are constants (TypeError otherwise)."""
+    t = E.convert(source).type
+    if not isinstance(t, TensorType) or t.storage_size is None or target.storage_size is None:
+        return
+    have, need = t.storage_size * t.dtype.nbytes, target.storage_size * target.dtype.nbytes
+    if need > have:
+        raise TypeError(f"view() of {describe(source)} ({have} bytes) as {target} ({need} bytes): the view is "
+                        f"larger than the tensor it views")
+
+
 def new_variable_type(value: Any) -> Type:
     """The type of a variable first assigned `value` (Python int -> i32, float -> f32, bool -> bool)."""
     e = E.convert(value)
@@ -188,6 +200,10 @@ def element(base: E.Expr, indices: tuple[Any, ...]) -> E.Expr:
     return E.TensorElement(base, converted)
 
 
+# The float functions of two arguments; `floordiv` is the float `//` (Python's floored quotient, see operators.py).
+BINARY_MATH = frozenset({"pow", "atan2", "fmod", "floordiv"})
+
+
 def math_call(name: str, *args: Any) -> E.Expr:
     """A math function on IR values: float functions promote integers to f32; min/max/abs keep the type."""
     exprs = tuple(E.convert(a) for a in args)
@@ -200,8 +216,9 @@ def math_call(name: str, *args: Any) -> E.Expr:
             t = promote(scalar_type(result, name), scalar_type(e, name))
             result = E.Intrinsic(name, (convert_to(result, t), convert_to(e, t)), t)
         return result
-    if len(exprs) != (2 if name in ("pow", "atan2", "fmod") else 1):
-        raise TypeError(f"{name}() takes {2 if name in ('pow', 'atan2', 'fmod') else 1} argument(s), got {len(exprs)}")
+    arity = 2 if name in BINARY_MATH else 1
+    if len(exprs) != arity:
+        raise TypeError(f"{name}() takes {arity} argument(s), got {len(exprs)}")
     if name == "abs":
         return E.Intrinsic("abs", exprs, types[0])
     t = max((ty for ty in types if ty.is_float), key=lambda ty: ty.nbytes, default=float32)

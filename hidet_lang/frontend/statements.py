@@ -25,6 +25,7 @@ class StatementParser(ParserCore):
 
     def visit_Expr(self, node: ast.Expr) -> None:
         """An expression statement: a call, an intrinsic or an `asm` block (other values are dropped)."""
+        self.statement_call = node.value
         value = self.visit_expr(node.value)
         if isinstance(value, (E.Call, E.Intrinsic)):
             self.emit(S.EvaluateStmt(value))

@@ -1,6 +1,7 @@
 """Evaluate IR expressions in Python with C's semantics: the reference that `simplify` and tests rely on.
 
 Integers wrap around at their type's width; `/` truncates toward zero and `%` takes the dividend's sign.
+On floats `%` is the floor modulo, as Python's: the sign of the divisor (`floor_mod`).
 Floating-point values are rounded to their type after every operation, as the compiled code computes them
 (an operation on two float32 values computed in double precision and rounded once gives the float32 result).
 """
@@ -50,7 +51,34 @@ def ieee_div(a: float, b: float) -> float:
         return math.copysign(math.inf, a) * math.copysign(1.0, b)
 
 
-_FLOAT_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": ieee_div, "%": math.fmod}
+def floor_mod(a: float, b: float) -> float:
+    """The float `a % b` of the IR: `math.fmod(a, b)` moved into the sign of `b` (Python's and numpy's `%`),
+    so that `a == floor(a / b) * b + a % b` up to rounding. NaN where `fmod` is undefined (`b == 0`, infinite
+    `a`, a NaN operand), as C's `fmod` gives."""
+    if b == 0 or math.isinf(a) or math.isnan(a) or math.isnan(b):
+        return math.nan
+    r = math.fmod(a, b)
+    if r == 0:
+        return math.copysign(0.0, b)
+    return r + b if (r < 0) != (b < 0) else r
+
+
+def floor_div(a: float, b: float) -> float:
+    """The float `//` of the IR (the intrinsic `floordiv`): Python's and numpy's floored quotient, the one that
+    goes with `floor_mod` (`1.0 // 0.1 == 9.0`, where `floor(1.0 / 0.1)` is 10); `a / b` for `b == 0`."""
+    if b == 0:
+        return ieee_div(a, b)
+    mod = math.fmod(a, b) if math.isfinite(a) and not math.isnan(b) else math.nan
+    div = (a - mod) / b
+    if mod and (b < 0) != (mod < 0):
+        div -= 1.0
+    if div == 0:
+        return math.copysign(0.0, a / b)
+    q = math.floor(div) if math.isfinite(div) else div
+    return q + 1.0 if div - q > 0.5 else float(q)
+
+
+_FLOAT_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": ieee_div, "%": floor_mod}
 _INT_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": c_div, "%": c_mod, "&": operator.and_,
             "|": operator.or_, "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift}
 

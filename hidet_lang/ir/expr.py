@@ -7,6 +7,9 @@ values; `==`, `!=` and truth testing are not overloaded (equality of nodes is st
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,6 +115,29 @@ class Expr(Node):
     def __getitem__(self, indices: Any) -> Expr:
         indices = indices if isinstance(indices, tuple) else (indices,)
         return TensorElement(self, tuple(convert(i) for i in indices))
+
+    def __setitem__(self, indices: Any, value: Any) -> None:
+        """`x[i] = v` in a Python helper that a kernel calls while it is parsed: handed to the store handler
+        of `element_stores` (the parser's, which makes it a store of the kernel); TypeError outside one."""
+        store = _element_store.get()
+        if store is None:
+            raise TypeError("a store into an IR tensor (x[i] = v) happens only in a helper called by a kernel")
+        store(self, indices if isinstance(indices, tuple) else (indices,), value)
+
+
+# Who receives `x[i] = v` on IR values in Python code run while a kernel is parsed (see `element_stores`).
+_element_store: ContextVar[Callable[[Expr, tuple[Any, ...], Any], None] | None] = ContextVar(
+    "hidet_lang_element_store", default=None)
+
+
+@contextmanager
+def element_stores(store: Callable[[Expr, tuple[Any, ...], Any], None]) -> Iterator[None]:
+    """Inside the block, `x[i] = v` on an IR value `x` calls `store(x, (i,), v)`."""
+    token = _element_store.set(store)
+    try:
+        yield
+    finally:
+        _element_store.reset(token)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

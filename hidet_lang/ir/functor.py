@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from hidet_lang.ir.expr import Expr
 from hidet_lang.ir.node import Node, child_field_names
 
 
@@ -89,6 +90,15 @@ def collect(node: Any, cls: type | tuple[type, ...]) -> list[Any]:
         elif isinstance(n, tuple):
             stack.extend(reversed(n))
     return found
+
+
+def own_expressions(stmt: Node) -> tuple[Expr, ...]:
+    """The expressions of statement `stmt` itself, not of the statements nested in it."""
+    out: list[Expr] = []
+    for name in child_field_names(type(stmt)):
+        value = getattr(stmt, name)
+        out.extend(v for v in (value if isinstance(value, tuple) else (value,)) if isinstance(v, Expr))
+    return tuple(out)
 
 
 def substitute(node: Any, mapping: dict[Any, Any]) -> Any:

@@ -101,7 +101,8 @@ class IRPrinter:
             self.block(s.else_body)
 
     def stmt_ForStmt(self, s: S.ForStmt) -> None:
-        kind = f"  # {s.kind}" if s.kind else ""
+        reductions = "".join(f" reduction({op}: {v.name})" for op, v in s.reductions)
+        kind = f"  # {s.kind}{reductions}" if s.kind else ""
         self.line(f"for {s.var.name} in range({self.expr(s.start)}, {self.expr(s.stop)}, {self.expr(s.step)}):{kind}")
         self.block(s.body)
 

@@ -89,6 +89,8 @@ class ForStmt(Stmt):
 
     `step` is a compile-time constant or an expression whose sign is not known; for a non-constant step the
     loop runs while `var < stop` if the step is positive and `var > stop` otherwise, as Python's range does.
+    `reductions` lists, for a parallel loop, the `(operator, variable)` pairs of the scalars declared outside it
+    that its iterations reduce into (`+`, `*`, `min`, `max`; OpenMP's `reduction` clause on the CPU).
     """
 
     var: Var
@@ -97,6 +99,7 @@ class ForStmt(Stmt):
     step: Expr
     body: Stmt
     kind: LoopKind = LoopKind.PLAIN
+    reductions: tuple[tuple[str, Var], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,9 +3,10 @@
 
 `check_entry_points` wants a function callable from Python; `resolve_inferred_kinds` (module -> module) settles
 the kinds a program left unset; `check_kind_rules` checks each function's body against its kind (CUDA constructs
-only in CUDA functions, OpenMP loops that nothing leaves and bf16-free code on the CPU, launch attributes within
-CUDA's limits); `check_module_rules` checks the calls between functions and what host code of a CUDA module
-touches; `check_target_support` refuses what the chosen target cannot run. Errors name the offending line.
+only in CUDA functions, recursion only in 'cpu_internal' functions, OpenMP loops that nothing leaves and
+bf16-free code on the CPU, launch attributes within CUDA's limits); `check_module_rules` checks the calls between
+functions and what host code of a CUDA module touches; `check_target_support` refuses what the chosen target
+cannot run. Errors name the offending line.
 """
 
 from __future__ import annotations
@@ -16,24 +17,13 @@ from hidet_lang.errors import DSLSyntaxError, DSLTypeError, DSLValueError
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import DEVICE_KINDS, HOST_CALLABLE_KINDS, FuncKind, Function, IRModule
-from hidet_lang.ir.functor import collect
+from hidet_lang.ir.functor import collect, own_expressions
 from hidet_lang.ir.intrinsics import CUDA_INTRINSICS
-from hidet_lang.ir.node import child_field_names
 from hidet_lang.ir.stmt import DeclScope, LoopKind
 from hidet_lang.ir.types import TensorType, bfloat16
 from hidet_lang.passes.cuda_limits import MAX_BLOCK_DIM, MAX_GRID_DIM, MAX_STATIC_SHARED_BYTES, MAX_THREADS_PER_BLOCK
+from hidet_lang.passes.loop_exits import statements_leaving
 from hidet_lang.passes.target import Target
-
-
-def _own_expressions(stmt: S.Stmt) -> tuple[E.Expr, ...]:
-    """The expressions of `stmt` itself, not of the statements nested in it."""
-    out: list[E.Expr] = []
-    for name in child_field_names(type(stmt)):
-        value = getattr(stmt, name)
-        for v in value if isinstance(value, tuple) else (value,):
-            if isinstance(v, E.Expr):
-                out.append(v)
-    return tuple(out)
 
 
 def _is_bf16(t: object) -> bool:
@@ -66,8 +56,13 @@ def _check_function_kind(func: Function) -> None:
                 raise DSLTypeError(f"parameter '{p.name}': bf16 is supported in CUDA functions only",
                                    p.span or func.span)
     for stmt in collect(func.body, S.Stmt):
+        if kind != FuncKind.CPU_INTERNAL and any(c.func_name == func.name
+                                                 for c in collect(own_expressions(stmt), E.Call)):
+            raise DSLTypeError(f"'{func.name}' calls itself; recursion is supported in 'cpu_internal' functions only "
+                               f"(CUDA device functions are inlined), and '{func.name}' is a '{kind}' function",
+                               stmt.span)
         if not is_cuda:
-            for e in collect(_own_expressions(stmt), (E.Cast, E.Constant, E.Var, E.Intrinsic)):
+            for e in collect(own_expressions(stmt), (E.Cast, E.Constant, E.Var, E.Intrinsic)):
                 if isinstance(e, E.Intrinsic):
                     if e.name in CUDA_INTRINSICS:
                         raise DSLTypeError(
@@ -78,13 +73,13 @@ def _check_function_kind(func: Function) -> None:
                     raise DSLTypeError(f"bf16 is supported in CUDA functions only, and '{func.name}' is a '{kind}' "
                                        "function", stmt.span)
             if isinstance(stmt, S.AsmStmt):
-                raise DSLTypeError(f"inline PTX (asm) runs in CUDA functions only, and '{func.name}' is a '{kind}' "
-                                   "function", stmt.span)
+                raise DSLTypeError(f"inline PTX (asm) is not supported on the CPU: it runs in CUDA functions only, "
+                                   f"and '{func.name}' is a '{kind}' function", stmt.span)
             if isinstance(stmt, S.DeclareStmt) and stmt.scope == DeclScope.SHARED:
                 raise DSLTypeError(f"shared memory exists only in CUDA functions, and '{func.name}' is a '{kind}' "
                                    "function", stmt.span)
             if isinstance(stmt, S.ForStmt) and stmt.kind == LoopKind.PARALLEL:
-                for leaving in _statements_leaving(stmt):
+                for leaving in statements_leaving(stmt):
                     raise DSLSyntaxError("`break`/`return` cannot leave a parallel loop", leaving.span)
         elif isinstance(stmt, S.ForStmt) and stmt.kind == LoopKind.PARALLEL:
             raise DSLTypeError("parallel loops (grid attrs 'p') are for CPU functions; in a CUDA kernel, spread "
@@ -99,24 +94,6 @@ def _check_function_kind(func: Function) -> None:
     elif func.attrs.cuda is not None:
         raise DSLValueError(f"attrs.cuda.* applies to cuda_kernel functions, and '{func.name}' is a '{kind}' function",
                             func.span)
-
-
-def _statements_leaving(loop: S.ForStmt) -> list[S.Stmt]:
-    """The `break`s and `return`s in `loop`'s body that leave `loop` itself."""
-    leaving: list[S.Stmt] = []
-
-    def walk(node: S.Stmt, in_inner_loop: bool) -> None:
-        if isinstance(node, S.ReturnStmt) or (isinstance(node, S.BreakStmt) and not in_inner_loop):
-            leaving.append(node)
-        inner = in_inner_loop or isinstance(node, (S.ForStmt, S.WhileStmt))
-        for name in child_field_names(type(node)):
-            child = getattr(node, name)
-            for c in child if isinstance(child, tuple) else (child,):
-                if isinstance(c, S.Stmt):
-                    walk(c, inner)
-
-    walk(loop.body, False)
-    return leaving
 
 
 def _check_launch_dims(func: Function) -> None:
@@ -156,7 +133,8 @@ def resolve_inferred_kinds(module: IRModule) -> IRModule:
     callers: dict[str, set[str]] = {f.name: set() for f in module.functions}
     for f in module.functions:
         for call in collect(f.body, E.Call):
-            callers[call.func_name].add(f.name)
+            if call.func_name != f.name:  # a recursive call says nothing about who else calls it
+                callers[call.func_name].add(f.name)
     kinds = {f.name: f.attrs.kind for f in module.functions}
     changed = True
     while changed:
@@ -181,7 +159,7 @@ def check_module_rules(module: IRModule) -> None:
     for f in module.functions:
         on_device = f.attrs.kind in DEVICE_KINDS
         for stmt in collect(f.body, S.Stmt):
-            expressions = _own_expressions(stmt)
+            expressions = own_expressions(stmt)
             for call in (c for e in expressions for c in collect(e, E.Call)):
                 callee_kind = kinds[call.func_name]
                 if on_device and callee_kind not in DEVICE_KINDS:
@@ -203,10 +181,11 @@ def check_module_rules(module: IRModule) -> None:
 
 
 def check_target_support(module: IRModule, target: Target) -> None:
-    """What `target` cannot run: inline PTX needs a GPU, so the CUDA emulator refuses it (a DSL error)."""
+    """What `target` cannot run: inline PTX needs a GPU, so the CUDA emulator refuses it (a DSLTypeError, as
+    `check_kind_rules` raises for inline PTX in a CPU function)."""
     if not target.emulated:
         return
     for f in module.functions:
         for stmt in collect(f.body, S.AsmStmt):
-            raise DSLSyntaxError("inline PTX (asm) cannot run on the CUDA emulator; it needs a GPU "
-                                 "(HIDET_LANG_CUDA=gpu)", stmt.span)
+            raise DSLTypeError("inline PTX (asm) is not supported on this target: it cannot run on the CUDA "
+                               "emulator and needs a GPU (HIDET_LANG_CUDA=gpu)", stmt.span)

@@ -26,6 +26,8 @@ from hidet_lang.passes.kind_rules import (
     resolve_inferred_kinds,
 )
 from hidet_lang.passes.lower_task_mappings import lower_task_mappings, worker_bounds
+from hidet_lang.passes.parallel_reductions import resolve_parallel_reductions
+from hidet_lang.passes.return_flow import check_returns
 from hidet_lang.passes.simplify import simplify
 from hidet_lang.passes.target import Target, TargetKind, implied_target_kind
 
@@ -60,6 +62,8 @@ STEPS: tuple[tuple[str, Callable[[IRModule, Target], IRModule], str], ...] = (
     ("check_kind_rules", _checked(check_kind_rules), "parsed"),
     ("check_module_rules", _checked(check_module_rules), "parsed"),
     ("check_target_support", _check_target, "parsed"),
+    ("check_returns", _checked(check_returns), "parsed"),
+    ("resolve_parallel_reductions", lambda m, t: resolve_parallel_reductions(m), "parsed"),
     ("lower_task_mappings", _per_function(lambda f: lower_task_mappings(f.body, worker_bounds(f))),
      "mappings_lowered"),
     ("flatten_tensor_access", _per_function(lambda f: flatten_tensor_access(f.body)), "flattened"),

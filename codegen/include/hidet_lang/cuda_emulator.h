@@ -8,9 +8,11 @@
 // - Every kernel thread runs on a stack of the emulator: the top of a 1 MiB-aligned region, whose last 64 bytes
 //   hold the thread's index and a pointer to its block's state, found from the stack pointer (threadIdx is a
 //   mask and a load; thread-local storage in a dlopen'ed library costs a __tls_get_addr call per access).
-//   HIDET_LANG_EMU_STACK_KB (16 to 1020, default 64) sets the stack size; the rest of the region below it is
-//   PROT_NONE, a guard that turns an overflow into a fault instead of corrupting memory. The stacks are mapped
-//   once per worker thread and reused by every block and launch.
+//   A thread's stack holds the kernel's local arrays (their bytes come with the launch) plus
+//   HIDET_LANG_EMU_STACK_KB (16 to 1020, default 64) for its frames; the rest of the region below it is
+//   PROT_NONE, a guard: an overflow faults there, and the fault handler of emulator_stack_guard.h makes it a
+//   launch error naming the kernel and HIDET_LANG_EMU_STACK_KB. The stacks are mapped once per worker thread and
+//   reused by every block and launch (and mapped again when a launch needs larger ones).
 // - A kernel launched with needs_fibers=0 (no barrier, no warp-collective operation) runs the threads of a block
 //   to completion one after the other. A barrier or warp operation that would have to wait then fails the
 //   launch, naming the operation and its line.
@@ -36,8 +38,8 @@
 //   different warp operations or with different masks, a mask without the caller's lane, a mask naming a lane
 //   that exited.
 // - Errors are returned by hl_emu_launch / hl_emu_launch_blocks (nonzero; text from hl_emu_error_message(), per
-//   calling thread); the process never aborts, except on a fault in the kernel itself (a bad pointer, a stack
-//   overflow).
+//   calling thread); the process never aborts, except on a fault in the kernel itself (a bad pointer; a stack
+//   overflow is a launch error).
 // - hl_assert_fail records the first failed assertion's line (hl_emu_take_assert_line() returns and clears it);
 //   the launch then starts no more blocks, quietly abandons blocks left waiting for a thread that returned, and
 //   returns 0, like a GPU kernel that records the line and returns.
@@ -50,7 +52,8 @@
 // built-in variables), emulator_half.h (half precision types), emulator_math.h (vector types, math functions),
 // emulator_fiber.h (the context switch), emulator_block.h (launch, block and worker state, reports, running a
 // block's threads, barriers), emulator_warp.h (warp-collective operations), emulator_atomics.h,
-// emulator_checks.h (guarded and checked accesses), emulator_launch.h (running a launch; the entry points).
+// emulator_checks.h (guarded and checked accesses), emulator_stack_guard.h (stack overflows as launch errors),
+// emulator_launch.h (running a launch; the entry points).
 #pragma once
 #ifndef HIDET_LANG_CUDA_EMULATOR_H
 #define HIDET_LANG_CUDA_EMULATOR_H
@@ -64,6 +67,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -83,6 +87,7 @@
 #include "emulator_warp.h"
 #include "emulator_atomics.h"
 #include "emulator_checks.h"
+#include "emulator_stack_guard.h"
 #include "emulator_launch.h"
 
 #endif  // HIDET_LANG_CUDA_EMULATOR_H

@@ -5,8 +5,9 @@
 // CUDA driver entry points hidet_lang_bind_gpu hands over, or with -DHIDET_LANG_EMULATOR through the emulator.
 //
 // Defined by the generated source before the #include: HL_NUM_KERNELS, `static long long
-// hl_static_smem[HL_NUM_KERNELS + 1]` (each kernel's static shared memory) and `static long long hl_smem_limit`
-// (the shared memory a block may have; 0: no limit; a GPU's binding sets the device's). The launch limits are
+// hl_static_smem[HL_NUM_KERNELS + 1]` (each kernel's static shared memory), on the emulator `static long long
+// hl_local_bytes[HL_NUM_KERNELS + 1]` (each kernel's local arrays, for its threads' stacks), and `static long long
+// hl_smem_limit` (the shared memory a block may have; 0: no limit; a GPU's binding sets the device's). The launch limits are
 // compiler defines (cuda_limits.h).
 #pragma once
 #ifndef HIDET_LANG_CUDA_LAUNCH_H
@@ -58,7 +59,8 @@ HL_EXPORT int hidet_lang_launch_status(const char **message, int *code) {
 #ifdef HIDET_LANG_EMULATOR
 extern "C" int hl_emu_launch_blocks(void (*entry)(void **), void (*block)(void **), const char *kernel_name,
                                     int needs_fibers, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                                    unsigned by, unsigned bz, size_t dynamic_smem_bytes, void **args);
+                                    unsigned by, unsigned bz, size_t dynamic_smem_bytes, void **args,
+                                    size_t local_bytes);
 extern "C" const char *hl_emu_error_message(void);
 #else
 typedef int (*hl_cu_launch_kernel_t)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
@@ -113,7 +115,8 @@ static void hl_launch(int kernel, const hl_kernel_info *info, const char *const 
     }
 #ifdef HIDET_LANG_EMULATOR
     if (hl_emu_launch_blocks(info->entry, info->block, info->name, info->needs_fibers, (unsigned)gx, (unsigned)gy,
-                             (unsigned)gz, (unsigned)bx, (unsigned)by, (unsigned)bz, (size_t)smem, args) != 0) {
+                             (unsigned)gz, (unsigned)bx, (unsigned)by, (unsigned)bz, (size_t)smem, args,
+                             (size_t)hl_local_bytes[kernel]) != 0) {
         hl_launch_failed = 1;
         hl_launch_code = -2;
         snprintf(hl_launch_message, sizeof hl_launch_message, "%s", hl_emu_error_message());

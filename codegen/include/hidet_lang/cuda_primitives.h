@@ -17,6 +17,8 @@
 //   (integers), hl_atomic_exchange (all T), hl_atomic_cas(T *addr, T compare, T v) (integers): each returns the
 //   old value;
 //   char *hl_dynamic_smem(): the block's dynamic shared memory (16-byte aligned);
+//   T hl_div_<t>(T a, T b), hl_mod_<t>: integer `/` and `%` with defined results for a zero divisor and MIN / -1
+//   (int_division.h; the same on every target);
 //   void hl_assert_fail(int line): records the first failed assertion's line in `hl_assert_line` (a __device__
 //   int on the GPU; the emulator's hl_emu_take_assert_line() returns and clears it); the caller then returns.
 // Tensor-core and asynchronous-copy primitives (GPU: inline PTX, sm_80 and later; on an older architecture the
@@ -35,9 +37,11 @@
 //   hl_cp_async_wait_all(). The emulator copies synchronously (the data is in place when cp_async returns), so
 //   commit and wait are no-ops there: a correct emulation, since the GPU only promises the data after the wait.
 //   A kernel that reads the destination before waiting is wrong on the GPU yet works on the emulator.
-// Emulator builds only (see cuda_emulator.h): hl_emu_store_guard, hl_emu_checked, hl_emu_shared_declared for
-// guarded and checked accesses (emulator_checks.h), and the launch API (emulator_launch.h) hl_emu_launch /
-// hl_emu_launch_blocks (with a block function: the fast path of a barrier-free kernel) / hl_emu_error_message /
+// Emulator builds only (see cuda_emulator.h): hl_emu_store_guard, hl_emu_checked (and their _in variants for
+// views, checked against the memory viewed), hl_emu_shared_declared, hl_emu_dynamic_shared and
+// hl_emu_division_by_zero for guarded and checked accesses (emulator_checks.h), and the launch API
+// (emulator_launch.h) hl_emu_launch / hl_emu_launch_blocks (with a block function: the fast path of a barrier-free
+// kernel; and the kernel's local-array bytes, for its threads' stacks) / hl_emu_error_message /
 // hl_emu_take_assert_line.
 #pragma once
 #ifndef HIDET_LANG_CUDA_PRIMITIVES_H
@@ -48,6 +52,7 @@
 // Emulator bodies. The warp operations are macros so that the call site's line identifies the operation in
 // deadlock and divergence reports.
 #include "cuda_emulator.h"
+#include "int_division.h"
 
 #define hl_shfl_sync(...) ::hl_emu::shfl(__LINE__, ::hl_emu::W_IDX, __VA_ARGS__)
 #define hl_shfl_up_sync(...) ::hl_emu::shfl(__LINE__, ::hl_emu::W_UP, __VA_ARGS__)
@@ -117,6 +122,7 @@ typedef uint64_t uintptr_t;
 #else
 #include <stdint.h>
 #endif
+#include "int_division.h"
 
 #define HL_DEVICE static __device__ __forceinline__
 

@@ -72,6 +72,8 @@ struct Launch {
     uint64_t nblocks;
     int nthreads;
     size_t stack_bytes;     // read-write bytes at the top of each stack region (header included)
+    size_t local_bytes;     // the kernel's local arrays, part of stack_bytes
+    size_t stack_kb;        // HIDET_LANG_EMU_STACK_KB: the rest of stack_bytes (frames), in KiB
     const uint32_t *order;  // block visiting order, or null
     int reverse;
     int stop;      // set on failure or assertion: start no more blocks
@@ -118,9 +120,11 @@ struct Worker {
     size_t map_bytes;
     char *dsmem;
     size_t dsmem_cap;
+    char *alt_stack;  // the OS thread's alternate signal stack, when the worker installed it (stack guard)
     int fail_site[MAX_THREADS];  // State::fail_*: all 0 but while a fast block reports a failure
     long long fail_index[MAX_THREADS];
     long long fail_extent[MAX_THREADS];
+    long long fail_bytes[MAX_THREADS];
 };
 
 static inline Header *region_header(Worker *w, int region) {
@@ -132,6 +136,14 @@ static void worker_free(Worker *w) {
     if (w->map) munmap(w->map, w->map_bytes);
     for (int i = 0; i < MAX_SHARED_ARRAYS; ++i) free(w->block.shared[i].shadow);
     free(w->dsmem);
+    stack_t current;
+    if (w->alt_stack && sigaltstack(nullptr, &current) == 0 && current.ss_sp == w->alt_stack) {
+        stack_t off;
+        memset(&off, 0, sizeof off);
+        off.ss_flags = SS_DISABLE;
+        sigaltstack(&off, nullptr);
+    }
+    free(w->alt_stack);
     free(w);
 }
 

@@ -41,10 +41,12 @@ struct State {
     uint3 grid_dim;
     Block *block;
     char *dyn_smem;
+    size_t dyn_smem_bytes;  // the launch's dynamic shared memory a block
     // The fast path's deferred store-guard failures, by linear thread id (site 0: none; see FastBlock)
     int *fail_site;
     long long *fail_index;
     long long *fail_extent;
+    long long *fail_bytes;  // of a store through a view: its origin's bytes (fail_extent: the element's offset)
 };
 
 // Every kernel thread runs on a stack of the emulator: a STACK_REGION-aligned region whose top HEADER_BYTES hold

@@ -60,7 +60,7 @@ static bool prepare_worker(Worker *w, Launch *L) {
     int n = L->nthreads;
     bool fibers = L->needs_fibers && n > 1;
     int need = fibers ? n + 1 : 1;
-    if (w->nregions < need || w->stack_bytes != L->stack_bytes) {
+    if (w->nregions < need || w->stack_bytes < L->stack_bytes) {  // larger stacks serve smaller kernels too
         int count = fibers ? (n > 256 ? n : 256) + 1 : (w->nregions > 1 ? w->nregions : 1);
         if (!map_regions(w, L, count)) return false;
     }
@@ -107,9 +107,11 @@ static bool prepare_worker(Worker *w, Launch *L) {
     w->state.block_dim = L->block;
     w->state.grid_dim = L->grid;
     w->state.dyn_smem = w->dsmem;
+    w->state.dyn_smem_bytes = L->dsmem;
     w->state.fail_site = w->fail_site;
     w->state.fail_index = w->fail_index;
     w->state.fail_extent = w->fail_extent;
+    w->state.fail_bytes = w->fail_bytes;
     return true;
 }
 
@@ -191,6 +193,7 @@ static void run_worker(Launch *L) {
             return;
         }
         t_worker.w = w;
+        guard_worker_stacks(w);
     }
     bool ok = prepare_worker(w, L);
     Block *b = &w->block;
@@ -238,7 +241,8 @@ static uint64_t splitmix64(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
-// Read the environment into the launch: stack size and block order.
+// Read the environment into the launch: stack size (HIDET_LANG_EMU_STACK_KB for frames, plus the kernel's local
+// arrays) and block order.
 static void configure(Launch *L, uint32_t **order_out) {
     const char *kb = getenv("HIDET_LANG_EMU_STACK_KB");
     long stack_kb = 64;
@@ -253,8 +257,15 @@ static void configure(Launch *L, uint32_t **order_out) {
         }
     }
     size_t ps = page_size();
-    L->stack_bytes = ((size_t)stack_kb * 1024 + HEADER_BYTES + ps - 1) / ps * ps;
-    if (L->stack_bytes > STACK_REGION - ps) L->stack_bytes = STACK_REGION - ps;
+    L->stack_kb = (size_t)stack_kb;
+    L->stack_bytes = ((size_t)stack_kb * 1024 + L->local_bytes + HEADER_BYTES + ps - 1) / ps * ps;
+    if (L->stack_bytes > STACK_REGION - ps) {
+        record_error(L,
+                     "CUDA emulator: kernel '%s': its local arrays (%zu KiB) and HIDET_LANG_EMU_STACK_KB=%ld need "
+                     "more than the %zu KiB a thread's stack may have",
+                     L->name, L->local_bytes / 1024, stack_kb, (size_t)(STACK_REGION - ps) / 1024);
+        return;
+    }
     const char *ord = getenv("HIDET_LANG_EMU_BLOCK_ORDER");
     if (!ord || !*ord || !strcmp(ord, "linear")) return;
     if (!strcmp(ord, "reverse")) {
@@ -294,7 +305,7 @@ static void configure(Launch *L, uint32_t **order_out) {
 
 static int launch(void (*entry)(void **), void (*block_fn)(void **), const char *kernel_name, int needs_fibers,
                   unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                  size_t dynamic_smem_bytes, void **args) {
+                  size_t dynamic_smem_bytes, void **args, size_t local_bytes) {
     Launch *L = (Launch *)calloc(1, sizeof(Launch));
     if (!L) {
         snprintf(t_error, sizeof t_error, "CUDA emulator: out of memory");
@@ -309,6 +320,7 @@ static int launch(void (*entry)(void **), void (*block_fn)(void **), const char 
     L->grid = uint3{gx, gy, gz};
     L->block = uint3{bx, by, bz};
     L->dsmem = dynamic_smem_bytes;
+    L->local_bytes = local_bytes;
     L->nthreads = (int)((uint64_t)bx * by * bz > (uint64_t)MAX_THREADS ? 0 : bx * by * bz);
     L->nblocks = (uint64_t)gx * gy * gz;
     // Generated launchers check the configuration before they get here (with the DSL line); these checks guard
@@ -364,7 +376,8 @@ extern "C" __attribute__((visibility("protected"))) int hl_emu_launch(void (*ent
                                                                       void **args);
 extern "C" __attribute__((visibility("protected"))) int hl_emu_launch_blocks(
     void (*entry)(void **), void (*block_fn)(void **), const char *kernel_name, int needs_fibers, unsigned gx,
-    unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, size_t dynamic_smem_bytes, void **args);
+    unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, size_t dynamic_smem_bytes, void **args,
+    size_t local_bytes);
 extern "C" __attribute__((visibility("protected"))) const char *hl_emu_error_message(void);
 extern "C" __attribute__((visibility("protected"))) int hl_emu_take_assert_line(void);
 
@@ -372,14 +385,14 @@ extern "C" int hl_emu_launch(void (*entry)(void **), const char *kernel_name, in
                              unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                              size_t dynamic_smem_bytes, void **args) {
     return ::hl_emu::launch(entry, nullptr, kernel_name, needs_fibers, gx, gy, gz, bx, by, bz, dynamic_smem_bytes,
-                            args);
+                            args, 0);
 }
 
 extern "C" int hl_emu_launch_blocks(void (*entry)(void **), void (*block_fn)(void **), const char *kernel_name,
                                     int needs_fibers, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                                    unsigned bz, size_t dynamic_smem_bytes, void **args) {
+                                    unsigned bz, size_t dynamic_smem_bytes, void **args, size_t local_bytes) {
     return ::hl_emu::launch(entry, block_fn, kernel_name, needs_fibers, gx, gy, gz, bx, by, bz, dynamic_smem_bytes,
-                            args);
+                            args, local_bytes);
 }
 
 extern "C" const char *hl_emu_error_message(void) { return ::hl_emu::t_error; }

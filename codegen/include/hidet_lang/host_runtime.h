@@ -1,6 +1,7 @@
 // hidet_lang host runtime: what every generated host source (C for the CPU, the host half of a CUDA module)
 // relies on, included first: the standard headers, HL_EXPORT for the functions Python calls, the channel of
-// failed host assertions (hidet_lang_assert_status), the checking mode's bounds checks (HL_CHECKED,
+// failed host assertions (hidet_lang_assert_status), the guarded integer division (int_division.h), the checking
+// mode's bounds checks and zero divisors (HL_CHECKED, HL_CHECKED_IN for views, hl_division_by_zero,
 // hidet_lang_bounds_status) and hidet_lang_flush. C, and C++ when a CUDA module runs on the emulator.
 #pragma once
 #ifndef HIDET_LANG_HOST_RUNTIME_H
@@ -11,6 +12,8 @@
 #include <stdio.h>
 #include <math.h>
 #include <string.h>
+
+#include "int_division.h"
 
 #ifdef __cplusplus
 #define HL_EXPORT extern "C"
@@ -39,23 +42,59 @@ HL_EXPORT int hidet_lang_assert_status(const char **message, int *line) {
     return failed;
 }
 
+/* The checking mode's first failure: 0 none, 1 an index out of bounds, 2 an integer division by zero. */
+enum { HL_CHECK_INDEX = 1, HL_CHECK_DIVISION = 2 };
 static char hl_bounds_message[512];
 static volatile int hl_bounds_failed = 0;
 static char hl_bounds_scratch[64] __attribute__((aligned(64)));
 
 /* An index outside a tensor in checking mode: record the first one; the access goes to a scratch buffer. */
 static void *hl_bounds_fail(long long index, long long extent, const char *name, const char *where) {
-    if (__atomic_exchange_n(&hl_bounds_failed, 1, __ATOMIC_SEQ_CST) == 0) {
+    if (__atomic_exchange_n(&hl_bounds_failed, HL_CHECK_INDEX, __ATOMIC_SEQ_CST) == 0) {
         snprintf(hl_bounds_message, sizeof hl_bounds_message,
                  "%s: index %lld is out of bounds for '%s', which has %lld elements", where, index, name, extent);
     }
     return hl_bounds_scratch;
 }
 
+/* An integer division or modulo by zero in checking mode: record the first one (the result is int_division.h's). */
+static void hl_division_by_zero(const char *where) {
+    if (__atomic_exchange_n(&hl_bounds_failed, HL_CHECK_DIVISION, __ATOMIC_SEQ_CST) == 0) {
+        snprintf(hl_bounds_message, sizeof hl_bounds_message, "%s: integer division or modulo by zero", where);
+    }
+}
+
 #define HL_CHECKED(base, index, extent, name, where) \
     ((long long)(index) >= 0 && (long long)(index) < (long long)(extent) ? &(base)[index] \
      : (__typeof__(&(base)[0]))hl_bounds_fail((long long)(index), (long long)(extent), name, where))
 
+/* The checking mode's first failure since the last call (HL_CHECK_*, 0: none), and its message. */
+/* Checking mode's access `base[index]` through a pointer into the tensor `origin` of `bytes` bytes (a view, which
+   may claim more elements than its origin has): the element must lie within the origin. */
+static inline long long hl_origin_offset(const void *origin, const void *base, long long index, long long size) {
+    return (long long)((uintptr_t)base - (uintptr_t)origin) + index * size;
+}
+
+static void *hl_origin_fail(long long index, long long offset, long long bytes, const char *name,
+                            const char *origin_name, const char *where) {
+    if (__atomic_exchange_n(&hl_bounds_failed, HL_CHECK_INDEX, __ATOMIC_SEQ_CST) == 0) {
+        snprintf(hl_bounds_message, sizeof hl_bounds_message,
+                 "%s: index %lld is out of bounds for '%s': the element lies %lld bytes from the start of '%s', "
+                 "which has %lld bytes", where, index, name, offset, origin_name, bytes);
+    }
+    return hl_bounds_scratch;
+}
+
+#define HL_ORIGIN_OFFSET(base, index, origin) \
+    hl_origin_offset((origin), (base), (long long)(index), (long long)sizeof((base)[0]))
+#define HL_CHECKED_IN(base, index, origin, bytes, name, origin_name, where)                                      \
+    (HL_ORIGIN_OFFSET(base, index, origin) >= 0 &&                                                             \
+             HL_ORIGIN_OFFSET(base, index, origin) + (long long)sizeof((base)[0]) <= (long long)(bytes)          \
+         ? &(base)[index]                                                                                      \
+         : (__typeof__(&(base)[0]))hl_origin_fail((long long)(index), HL_ORIGIN_OFFSET(base, index, origin),    \
+                                                  (long long)(bytes), name, origin_name, where))
+
+/* The checking mode's first failure since the last call (HL_CHECK_*, 0: none), and its message. */
 HL_EXPORT int hidet_lang_bounds_status(const char **message) {
     int failed = hl_bounds_failed;
     if (failed) {

@@ -1,0 +1,97 @@
+"""Inline PTX refused where it cannot run is a DSLTypeError ("not supported") at its line, like every other
+construct a target or kind does not allow; Python helpers called in a kernel store into its tensors."""
+
+import numpy as np
+import pytest
+from semantics_checks import assert_error_at_marker
+
+import hidet_lang as hidet
+from hidet_lang import asm, attrs, cuda, f32, i32
+from hidet_lang.errors import DSLSyntaxError, DSLTypeError
+
+
+def ptx_on_the_emulator() -> None:
+    with hidet.script_module() as module:
+        @hidet.script
+        def lane_ids(out: i32[32]):
+            attrs.cuda.grid_dim = 1
+            attrs.cuda.block_dim = 32
+            lane: i32 = 0
+            asm("mov.u32 %0, %%laneid;", outputs=[lane], is_volatile=True)  # ERROR
+            out[cuda.threadIdx.x] = lane
+    module.build()
+
+
+def ptx_on_the_cpu() -> None:
+    with hidet.script_module() as module:
+        @hidet.script
+        def lane_ids(out: i32[32]):
+            attrs.func_kind = "cpu_kernel"
+            lane: i32 = 0
+            asm("mov.u32 %0, %%laneid;", outputs=[lane])  # ERROR
+            out[0] = lane
+    module.build("cpu")
+
+
+def test_inline_ptx_on_the_emulator_is_not_supported_error() -> None:
+    from codegen.cuda_backend import backend
+
+    if backend() != "emulator":
+        pytest.skip("runs the PTX on the GPU instead")
+    error = assert_error_at_marker(ptx_on_the_emulator, DSLTypeError, "not supported on this target")
+    assert not isinstance(error, DSLSyntaxError)
+
+
+def test_inline_ptx_on_the_cpu_is_not_supported_error() -> None:
+    error = assert_error_at_marker(ptx_on_the_cpu, DSLTypeError, "not supported on the CPU")
+    assert not isinstance(error, DSLSyntaxError)
+
+
+def store_scaled(buf: object, i: object, v: object) -> None:
+    """A Python helper that stores: `buf[i] = 2 * v` and `buf[i] += 1`."""
+    buf[i] = 2.0 * v  # type: ignore[index]
+    buf[i] += 1.0  # type: ignore[index]
+
+
+def test_a_helper_stores_into_a_cpu_kernel_tensor() -> None:
+    with hidet.script_module() as module:
+        @hidet.script
+        def kernel(x: f32[8], out: f32[8]):
+            attrs.func_kind = "cpu_kernel"
+            for i in range(8):
+                store_scaled(out, i, x[i])
+    x = np.arange(8, dtype=np.float32)
+    out = np.zeros(8, np.float32)
+    module.build("cpu")(x, out)
+    np.testing.assert_array_equal(out, 2 * x + 1)
+
+
+def test_a_helper_stores_into_a_cuda_kernel_tensor() -> None:
+    with hidet.script_module() as module:
+        @hidet.script
+        def kernel(x: f32[32], out: f32[32]):
+            attrs.cuda.grid_dim = 1
+            attrs.cuda.block_dim = 32
+            store_scaled(out, cuda.threadIdx.x, x[cuda.threadIdx.x])
+    x = np.arange(32, dtype=np.float32)
+    out = np.zeros(32, np.float32)
+    module.build()(x, out)
+    np.testing.assert_array_equal(out, 2 * x + 1)
+
+
+def stores_then_returns(buf: object, i: object) -> object:
+    buf[i] = 1.0  # type: ignore[index]
+    return i
+
+
+def storing_helper_in_an_expression() -> None:
+    @hidet.script
+    def kernel(out: f32[8], idx: i32[8]):
+        attrs.func_kind = "cpu_kernel"
+        for i in range(8):
+            idx[i] = stores_then_returns(out, i) + 1  # ERROR
+
+
+def test_a_storing_helper_inside_an_expression_is_an_error_at_the_call() -> None:
+    assert_error_at_marker(storing_helper_in_an_expression, DSLTypeError,
+                           "stores_then_returns() stores into a tensor, so it must be called as a statement")
