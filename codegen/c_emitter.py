@@ -18,7 +18,7 @@ from codegen.pointer_origins import pointer_origins
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import HOST_CALLABLE_KINDS, Function, IRModule
-from hidet_lang.ir.types import DataType, PointerType, TensorType, Type, VoidType, float32
+from hidet_lang.ir.types import DataType, PointerType, TensorType, Type, VoidType, float32, promote
 from hidet_lang.passes.pipeline import LoweredModule, require_lowered
 
 C_KEYWORDS = frozenset("""
@@ -72,6 +72,7 @@ class CEmitter:
     parallel_pragma = "#pragma omp parallel for schedule(static)"
     unroll_pragma = "#pragma GCC unroll 64"
     helper_qualifiers = "static inline"  # of the helper functions (`helper`)
+    helper_prefix = "hl_"  # of their names
     division_fail = "hl_division_by_zero"  # checking mode: what a zero integer divisor calls (int_division.h)
 
     def __init__(self, check: bool = False) -> None:
@@ -156,7 +157,7 @@ class CEmitter:
     def helper(self, name: str, t: DataType) -> str:
         """The name of the typed helper `hl_<name>_<type>` (min, max, abs; for floats, mod and floordiv: the
         float `%` and `//`, as Python's), defining it on first use."""
-        c, helper = self.scalar(t), f"hl_{name}_{t.short_name}"
+        c, helper = self.scalar(t), f"{self.helper_prefix}{name}_{t.short_name}"
         if helper not in self.helpers:
             f = "f" if t.nbytes <= 4 else ""
             if name == "mod":
@@ -430,7 +431,7 @@ class CEmitter:
         return c_string(e.value)
 
     def expr_BinaryOp(self, e: E.BinaryOp) -> str:
-        a, b = self.expr(e.a), self.expr(e.b)
+        a, b = self.operand(e.a, e), self.operand(e.b, e)
         t = e.type
         if e.op in ("/", "%") and isinstance(t, DataType) and needs_guard(t, e.b):
             return guarded_division(e.op, t, a, b, *((self.where(), self.division_fail) if self.check else ()))
@@ -440,6 +441,18 @@ class CEmitter:
         if isinstance(t, DataType) and t.nbytes < 4 and not t.is_bool and e.op in ("+", "-", "*", "/", "%", "<<"):
             text = f"(({self.scalar(t)}){text})"  # C computes in int: wrap back to the IR's type
         return text
+
+    def operand(self, x: E.Expr, e: E.BinaryOp) -> str:
+        """The C text of operand `x` of `e`, converted to the type the IR computes `e` in where it differs (C would
+        compute `u8 | i8` in int, and `__half + uint8_t` has no single overload)."""
+        text = self.expr(x)
+        if e.op in E.LOGICAL_OPS or e.op in ("<<", ">>"):
+            return text
+        ta, tb = e.a.type, e.b.type
+        if not (isinstance(ta, DataType) and isinstance(tb, DataType)) or ta == tb:
+            return text
+        common = promote(ta, tb)
+        return text if x.type == common else f"(({self.scalar(common)})({text}))"
 
     def expr_UnaryOp(self, e: E.UnaryOp) -> str:
         text = f"({e.op}{self.expr(e.a)})"

@@ -16,7 +16,7 @@ import re
 
 from codegen import cuda_driver
 from codegen.cache import build_and_load, build_cubin, build_library
-from codegen.compiler import DEFAULT_C_FLAGS, map_c_line_to_dsl
+from codegen.compiler import DEFAULT_C_FLAGS, SEMANTICS_FLAGS, map_c_line_to_dsl
 from codegen.cuda_backend import backend
 from codegen.cuda_emitter import emit_cuda
 from codegen.elf import STT_FUNC, read_symbols
@@ -35,7 +35,8 @@ VERIFY_ENV_VAR = "HIDET_LANG_VERIFY_CUBINS"  # e.g. "sm_80,sm_90": compile every
 LAUNCH_STATUS_SYMBOL = "hidet_lang_launch_status"
 HOST_FLAGS = (*DEFAULT_C_FLAGS, *cuda_limit_flags())
 """The flags of a CUDA module's host library for a GPU."""
-EMULATOR_FLAGS = ("-O2", "-march=native", "-fopenmp", "-std=c++17", "-DHIDET_LANG_EMULATOR", *cuda_limit_flags(),
+EMULATOR_FLAGS = ("-O2", "-march=native", "-fopenmp", *SEMANTICS_FLAGS, "-std=c++17", "-DHIDET_LANG_EMULATOR",
+                  *cuda_limit_flags(),
                   # a frame larger than a page touches the stack's guard (emulator_stack_guard.h), never skips it
                   "-fstack-clash-protection",
                   # `__shared__` arrays are thread-local; the descriptor dialect makes their accesses cheaper

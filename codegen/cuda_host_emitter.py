@@ -108,6 +108,8 @@ class EmulatorHostEmitter(CudaHostEmitter):
     half-precision types as CUDA does, so they are passed as they are. With `check` (the emulator's checking
     mode) the host functions' element accesses are bounds-checked as on the CPU (see `CEmitter`)."""
 
+    helper_prefix = "hl_host_"  # the device code's helpers are in the same translation unit
+
     def __init__(self, plan: ModulePlan, smem_limit: int = 0, check: bool = False) -> None:
         super().__init__(plan, smem_limit)
         self.check = check

@@ -1,12 +1,11 @@
 """Differential fuzzing: generated kernels on the CPU, the CUDA emulator and the IR interpreter must agree.
 
-    python examples/fuzz_programs.py [-n 10000] [--batch 40] [--seed 0] [--out fuzz_reports] [--default-flags]
+    python examples/fuzz_programs.py [-n 10000] [--batch 40] [--seed 0] [--out fuzz_reports]
 
 Draws ``-n`` programs (``hidet_lang.testing.programs``) with inputs, builds them ``--batch`` at a time into one CPU
 and one CUDA module, runs every program on the three targets and prints how many ran and how many disagreed per
 target. Each disagreement is saved to ``--out/<n>/`` as ``cpu.py`` and ``cuda.py`` (a one-program script module),
-``inputs.npz`` and ``results.txt``. ``--default-flags`` builds with the project's own compiler flags instead of
-``-ffp-contract=off`` (which shows where fused multiply-adds change float results).
+``inputs.npz`` and ``results.txt``.
 """
 
 from __future__ import annotations
@@ -42,7 +41,6 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=40, help="programs per compiled module")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="fuzz_reports", help="where disagreements are saved")
-    parser.add_argument("--default-flags", action="store_true", help="build with the project's default flags")
     args = parser.parse_args()
     out = Path(args.out)
     ran, disagreements, saved = 0, Counter[str](), 0
@@ -50,8 +48,7 @@ def main() -> None:
     for batch_number in range((args.n + args.batch - 1) // args.batch):
         count = min(args.batch, args.n - ran)
         drawn = draw_examples(st.tuples(programs(), program_inputs()), count, args.seed * 1_000_003 + batch_number)
-        outcomes = run_batch([p for p, _ in drawn], [x for _, x in drawn], str(out / "modules"),
-                             exact_floats=not args.default_flags)
+        outcomes = run_batch([p for p, _ in drawn], [x for _, x in drawn], str(out / "modules"))
         for outcome in outcomes:
             ran += 1
             bad = outcome.disagreeing()

@@ -102,9 +102,9 @@ def cold_and_warm(mode: str) -> tuple[dict[str, float], dict[str, float]]:
     """Median times of `mode` with an empty cache, then again in a new process with that cache filled."""
     cold, warm = [], []
     for _ in range(RUNS):
-        cache = tempfile.mkdtemp(prefix="hidet_lang_bench_")
-        cold.append(run_child(mode, cache))
-        warm.append(run_child(mode, cache))
+        with tempfile.TemporaryDirectory(prefix="hidet_lang_bench_") as cache:
+            cold.append(run_child(mode, cache))
+            warm.append(run_child(mode, cache))
     return _median(cold), _median(warm)
 
 

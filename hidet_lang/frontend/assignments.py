@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from hidet_lang.errors import DSLAttributeError, DSLSyntaxError, DSLValueError
+from hidet_lang.errors import DSLAttributeError, DSLSyntaxError, DSLTypeError, DSLValueError
 from hidet_lang.frontend import builtins as B
 from hidet_lang.frontend import semantics
 from hidet_lang.frontend.expressions import ExpressionParser
@@ -163,8 +163,16 @@ class AssignmentParser(ExpressionParser, OperatorParser):
                 raise self.error(node, f"min_blocks must be a positive int, got {value!r}", DSLValueError)
             return value
         if attr == "dynamic_smem_bytes":
-            return self.host_call(node, E.convert, value)
+            return self.launch_integer(attr, value, node)
         dims = value if isinstance(value, (tuple, list)) else (value,)
         if not 1 <= len(dims) <= 3:
             raise self.error(node, f"{attr} has 1 to 3 dimensions, got {len(dims)}", DSLValueError)
-        return tuple(self.host_call(node, E.convert, d) for d in dims)
+        return tuple(self.launch_integer(attr, d, node) for d in dims)
+
+    def launch_integer(self, attr: str, value: Any, node: ast.AST) -> E.Expr:
+        """One integer of a launch configuration, as an IR expression (a float or a bool is refused)."""
+        converted = None if isinstance(value, (bool, float)) else self.host_call(node, E.convert, value)
+        t = converted.type if converted is not None else None
+        if not (isinstance(t, DataType) and t.is_integer):
+            raise self.error(node, f"attrs.cuda.{attr} takes integers, got {value!r}", DSLTypeError)
+        return converted

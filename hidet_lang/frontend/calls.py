@@ -70,7 +70,7 @@ class CallParser(ParserCore):
             if len(args) != 1 or kwargs:
                 raise self.error(node, f"{func}() converts one value", DSLTypeError)
             return self.host_call(node, semantics.cast, args[0], func)
-        if func in B.PYTHON_CASTS and any_ir:
+        if _hashable(func) and func in B.PYTHON_CASTS and any_ir:
             if len(args) != 1 or kwargs:
                 raise self.error(node, f"{func.__name__}() converts one value", DSLTypeError)
             return self.host_call(node, semantics.cast, args[0], B._as_dtype(B.PYTHON_CASTS[func]))

@@ -16,7 +16,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-from hidet_lang.errors import DSLSyntaxError
+from hidet_lang.errors import DSLSyntaxError, DSLTypeError
 from hidet_lang.frontend import semantics
 from hidet_lang.frontend.core import ParserCore
 from hidet_lang.ir import expr as E
@@ -151,6 +151,9 @@ class OperatorParser(ParserCore):
         c = self.host_call(node, semantics.condition, cond, "a conditional expression")
         ea, eb = self.host_call(node.body, E.convert, a), self.host_call(node.orelse, E.convert, b)
         t = semantics.common_type(ea.type, eb.type)
+        if t is None:
+            raise self.error(node, f"the branches of a conditional expression have no common type: {ea.type} and "
+                                   f"{eb.type}", DSLTypeError)
         if isinstance(t, DataType):
             ea, eb = semantics.convert_to(ea, t), semantics.convert_to(eb, t)
         return E.IfThenElse(c, ea, eb)

@@ -90,11 +90,15 @@ def convert_to(e: E.Expr, dtype: DataType) -> E.Expr:
 
 def common_type(a: Type, b: Type) -> Type | None:
     """The type values of types `a` and `b` meet in (the branches of a conditional, a function's returns): `a`
-    when they are equal, the promotion of two scalar types (as `x + y`), None when there is none."""
+    when they are equal, the promotion of two scalar types (as `x + y`), a pointer to the element type of pointers
+    and tensors of one element type, None when there is none."""
     if a == b:
         return a
     if isinstance(a, DataType) and isinstance(b, DataType):
         return promote(a, b)
+    addresses = (PointerType, TensorType)
+    if isinstance(a, addresses) and isinstance(b, addresses) and a.dtype == b.dtype:
+        return PointerType(a.dtype)
     return None
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import operator
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from hidet_lang.ir import expr as E
@@ -63,19 +64,20 @@ def floor_mod(a: float, b: float) -> float:
     return r + b if (r < 0) != (b < 0) else r
 
 
-def floor_div(a: float, b: float) -> float:
+def floor_div(a: float, b: float, rounding: Callable[[float], float] = float) -> float:
     """The float `//` of the IR (the intrinsic `floordiv`): Python's and numpy's floored quotient, the one that
-    goes with `floor_mod` (`1.0 // 0.1 == 9.0`, where `floor(1.0 / 0.1)` is 10); `a / b` for `b == 0`."""
+    goes with `floor_mod` (`1.0 // 0.1 == 9.0`, where `floor(1.0 / 0.1)` is 10); `a / b` for `b == 0`.
+    `rounding` rounds each intermediate result to the type computed in (the C helper's steps, in float for f32)."""
     if b == 0:
         return ieee_div(a, b)
     mod = math.fmod(a, b) if math.isfinite(a) and not math.isnan(b) else math.nan
-    div = (a - mod) / b
+    div = rounding(rounding(a - mod) / b)
     if mod and (b < 0) != (mod < 0):
-        div -= 1.0
+        div = rounding(div - 1.0)
     if div == 0:
         return math.copysign(0.0, a / b)
     q = math.floor(div) if math.isfinite(div) else div
-    return q + 1.0 if div - q > 0.5 else float(q)
+    return q + 1.0 if rounding(div - q) > 0.5 else float(q)
 
 
 _FLOAT_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": ieee_div, "%": floor_mod}

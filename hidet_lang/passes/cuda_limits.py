@@ -10,6 +10,7 @@ MAX_BLOCK_DIM = (1024, 1024, 64)
 MAX_THREADS_PER_BLOCK = 1024
 MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
 MAX_STATIC_SHARED_BYTES = 48 * 1024  # more shared memory is dynamic and opted into per kernel
+MAX_LOCAL_BYTES_PER_THREAD = 512 * 1024  # a thread's local memory (register tensors spill there)
 
 # Shared memory a block may have (static + dynamic, after opting in), by compute capability.
 _SHARED_MEMORY_PER_BLOCK = {

@@ -4,7 +4,8 @@
 `check_entry_points` wants a function callable from Python; `resolve_inferred_kinds` (module -> module) settles
 the kinds a program left unset; `check_kind_rules` checks each function's body against its kind (CUDA constructs
 only in CUDA functions, recursion only in 'cpu_internal' functions, OpenMP loops that nothing leaves and
-bf16-free code on the CPU, launch attributes within CUDA's limits); `check_module_rules` checks the calls between
+bf16-free code on the CPU, launch attributes and local arrays within CUDA's limits, local arrays on the CPU within
+`MAX_CPU_LOCAL_ARRAY_BYTES`); `check_module_rules` checks the calls between
 functions and what host code of a CUDA module touches; `check_target_support` refuses what the chosen target
 cannot run. Errors name the offending line.
 """
@@ -21,9 +22,19 @@ from hidet_lang.ir.functor import collect, own_expressions
 from hidet_lang.ir.intrinsics import CUDA_INTRINSICS
 from hidet_lang.ir.stmt import DeclScope, LoopKind
 from hidet_lang.ir.types import TensorType, bfloat16
-from hidet_lang.passes.cuda_limits import MAX_BLOCK_DIM, MAX_GRID_DIM, MAX_STATIC_SHARED_BYTES, MAX_THREADS_PER_BLOCK
+from hidet_lang.passes.cuda_limits import (
+    MAX_BLOCK_DIM,
+    MAX_GRID_DIM,
+    MAX_LOCAL_BYTES_PER_THREAD,
+    MAX_STATIC_SHARED_BYTES,
+    MAX_THREADS_PER_BLOCK,
+)
 from hidet_lang.passes.loop_exits import statements_leaving
 from hidet_lang.passes.target import Target
+
+MAX_CPU_LOCAL_ARRAY_BYTES = 4 * 1024 * 1024
+"""The largest local array of a CPU function: it lives on the stack, of a thread of OpenMP's too (8 MB by default
+on Linux), so a larger one would crash the process instead of raising an error."""
 
 
 def _is_bf16(t: object) -> bool:
@@ -56,6 +67,8 @@ def _check_function_kind(func: Function) -> None:
                 raise DSLTypeError(f"parameter '{p.name}': bf16 is supported in CUDA functions only",
                                    p.span or func.span)
     for stmt in collect(func.body, S.Stmt):
+        if isinstance(stmt, S.DeclareStmt) and stmt.scope == DeclScope.LOCAL:
+            _check_local_array_size(func, stmt, is_cuda)
         if kind != FuncKind.CPU_INTERNAL and any(c.func_name == func.name
                                                  for c in collect(own_expressions(stmt), E.Call)):
             raise DSLTypeError(f"'{func.name}' calls itself; recursion is supported in 'cpu_internal' functions only "
@@ -94,6 +107,19 @@ def _check_function_kind(func: Function) -> None:
     elif func.attrs.cuda is not None:
         raise DSLValueError(f"attrs.cuda.* applies to cuda_kernel functions, and '{func.name}' is a '{kind}' function",
                             func.span)
+
+
+def _check_local_array_size(func: Function, decl: S.DeclareStmt, is_cuda: bool) -> None:
+    """A local array within what a thread may hold: CUDA's local memory, or the CPU limit of the stack."""
+    t = decl.var.type
+    size = t.storage_size if isinstance(t, TensorType) else None
+    if size is None:
+        return
+    nbytes, limit = t.dtype.nbytes * size, MAX_LOCAL_BYTES_PER_THREAD if is_cuda else MAX_CPU_LOCAL_ARRAY_BYTES
+    if nbytes > limit:
+        where = "a CUDA thread's local memory" if is_cuda else "the stack of a CPU function"
+        raise DSLValueError(f"the local array '{decl.var.name}' of '{func.name}' takes {nbytes} bytes; {where} holds "
+                            f"at most {limit} per array (use a tensor argument or shared memory)", decl.span)
 
 
 def _check_launch_dims(func: Function) -> None:

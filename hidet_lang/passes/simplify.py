@@ -195,13 +195,13 @@ def _always(m: Match) -> bool:
 
 
 def _true(m: Match) -> bool:
-    """The matched constant condition holds."""
-    return bool(m.c.value)
+    """The matched constant condition holds (its value rounded to its type: `f16(1e-8)` is zero)."""
+    return bool(evaluate(m.c, {}))
 
 
 def _false(m: Match) -> bool:
     """The matched constant condition does not hold."""
-    return not m.c.value
+    return not _true(m)
 
 
 # ---------------------------------------------------------------------------------------------- replacements
@@ -240,9 +240,9 @@ RULES: tuple[Rule, ...] = (
     # name                pattern                                        replacement        condition       again
     Rule("c1 op c2",      binary(None, c1, c2),                          _folded,           _foldable),
     Rule("c1 op c2 kept", binary(None, c1, c2),                          lambda m: m.e,     _always),
-    Rule("x + 0",         binary("+", x, ZERO),                          lambda m: m.x,     _same_type),
-    Rule("x - 0",         binary("-", x, ZERO),                          lambda m: m.x,     _same_type),
-    Rule("0 + x",         binary("+", ZERO, x),                          lambda m: m.x,     _same_type),
+    Rule("x + 0",         binary("+", x, ZERO),                          lambda m: m.x,     _same_int_type),
+    Rule("x - 0",         binary("-", x, ZERO),                          lambda m: m.x,     _same_int_type),
+    Rule("0 + x",         binary("+", ZERO, x),                          lambda m: m.x,     _same_int_type),
     Rule("x * 1",         binary("*", x, ONE),                           lambda m: m.x,     _same_type),
     Rule("x / 1",         binary("/", x, ONE),                           lambda m: m.x,     _same_int_type),
     Rule("1 * x",         binary("*", ONE, x),                           lambda m: m.x,     _same_type),

@@ -6,20 +6,14 @@ workers), on the CUDA emulator (one block, a thread per worker) and in ``hidet_l
 parsed IR of the CPU module), and compares the outputs.
 
 Agreement rule: every output bit for bit (integers, and floats with all NaNs counted equal). That holds because
-the compilers are run with ``-ffp-contract=off`` (``exact_float_compilers``): by default GCC contracts ``a * b + c``
-into a fused multiply-add under ``-march=native``, which rounds once where the DSL's semantics round twice (see
-the report in ``examples/fuzz_programs.py``); and the C compiler gets ``-fexcess-precision=standard`` so that
-``_Float16`` arithmetic is rounded after every operation, as the emulator's ``__half`` and the DSL's semantics do.
+the project's compiler flags give the DSL's semantics (``codegen.compiler.SEMANTICS_FLAGS``: no fused
+multiply-add contraction, wrapping signed integers; ``_Float16`` rounded after every operation).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
-import shutil
 import traceback
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,8 +24,7 @@ from hypothesis import strategies as st
 from hidet_lang.testing.interpret import run_function
 from hidet_lang.testing.programs import N_INPUTS, N_OUT, Program, load_module, module_source
 
-__all__ = ["TARGETS", "Outcome", "draw_examples", "exact_float_compilers", "program_inputs", "run_batch",
-           "same_outputs"]
+__all__ = ["TARGETS", "Outcome", "draw_examples", "program_inputs", "run_batch", "same_outputs"]
 
 TARGETS = ("cpu", "emulator", "interpreter")
 
@@ -63,25 +56,6 @@ def draw_examples(strategy: st.SearchStrategy[Any], count: int, random_seed: int
 
     collect()
     return drawn[:count]
-
-
-@contextlib.contextmanager
-def exact_float_compilers() -> Iterator[None]:
-    """Set ``CC``/``CXX`` (for the duration) to the usual compilers plus ``-ffp-contract=off`` (and, for C,
-    ``-fexcess-precision=standard``): the flags under which compiled floats round as the DSL's semantics say."""
-    saved = {k: os.environ.get(k) for k in ("CC", "CXX")}
-    cc = saved["CC"] or shutil.which("cc") or "gcc"
-    cxx = saved["CXX"] or shutil.which("c++") or "g++"
-    os.environ["CC"] = f"{cc} -ffp-contract=off -fexcess-precision=standard"
-    os.environ["CXX"] = f"{cxx} -ffp-contract=off"
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @dataclass
@@ -120,24 +94,22 @@ def _run(fn: Any, program: Program, inputs: tuple[np.ndarray, np.ndarray]) -> tu
 
 
 def run_batch(programs: list[Program], inputs: list[tuple[np.ndarray, np.ndarray]],
-              directory: str | None = None, *, exact_floats: bool = True) -> list[Outcome]:
-    """Build ``programs`` as one CPU and one CUDA module (in ``exact_float_compilers`` unless ``exact_floats`` is
-    False: then with the project's default flags), run each on its inputs on every target and return the
+              directory: str | None = None) -> list[Outcome]:
+    """Build ``programs`` as one CPU and one CUDA module, run each on its inputs on every target and return the
     outcomes. A module that fails to build fails every program of its target."""
     outcomes = [Outcome(p, x, {}) for p, x in zip(programs, inputs)]
     cpu_module = load_module(module_source(programs, "cpu"), directory)
-    with exact_float_compilers() if exact_floats else contextlib.nullcontext():
-        for target in ("cpu", "emulator"):
-            try:
-                script = cpu_module if target == "cpu" else load_module(module_source(programs, "cuda"), directory)
-                built = script.build()
-            except Exception:  # noqa: BLE001
-                error = traceback.format_exc(limit=3)
-                for o in outcomes:
-                    o.results[target] = error
-                continue
-            for i, o in enumerate(outcomes):
-                o.results[target] = _run(built[f"p{i}"], o.program, o.inputs)
+    for target in ("cpu", "emulator"):
+        try:
+            script = cpu_module if target == "cpu" else load_module(module_source(programs, "cuda"), directory)
+            built = script.build()
+        except Exception:  # noqa: BLE001
+            error = traceback.format_exc(limit=3)
+            for o in outcomes:
+                o.results[target] = error
+            continue
+        for i, o in enumerate(outcomes):
+            o.results[target] = _run(built[f"p{i}"], o.program, o.inputs)
     ir = cpu_module.ir_module()
     for i, o in enumerate(outcomes):
         o.results["interpreter"] = _run(lambda *a, name=f"p{i}": run_function(ir, name, *a), o.program, o.inputs)

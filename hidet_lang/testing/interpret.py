@@ -16,9 +16,9 @@ import numpy as np
 
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
-from hidet_lang.ir.evaluate import convert_value, fold, operand_type_of, round_float, wrap
+from hidet_lang.ir.evaluate import convert_value, floor_div, fold, operand_type_of, round_float, wrap
 from hidet_lang.ir.func import IRModule
-from hidet_lang.ir.types import DataType, TensorType
+from hidet_lang.ir.types import DataType, TensorType, float32
 
 __all__ = ["run_function"]
 
@@ -188,6 +188,9 @@ class Interpreter:
             return args[0] if args[0] > args[1] else args[1]
         if e.name == "abs":
             return abs(args[0]) if t.is_float else wrap(-args[0] if args[0] < 0 else args[0], t)
+        if e.name == "floordiv":  # the C helper computes half precision in float
+            step = float32 if t.nbytes <= 4 else t
+            return round_float(floor_div(args[0], args[1], lambda v: round_float(v, step)), t)
         return round_float(_math(e.name, float(args[0])), t)
 
 

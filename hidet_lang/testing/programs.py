@@ -16,10 +16,8 @@ Undefined behaviour in C is avoided by construction: the integer range of every 
 ``+ - * <<`` on ``i32``/``i64`` whose result may leave the type go through the unsigned type
 (``i32(u32(a) + u32(b))``, which wraps as the DSL defines); divisors are guarded (``b if b != 0 else 1``, and
 ``-1`` too where the dividend may be the type's minimum); shift amounts are masked to the width; floats are
-clamped before a conversion to an integer type. Two known bugs are not generated: ``& | ^ // %`` of a ``u8``/``u16`` and
-a signed operand (C computes them in ``int``), and operators on ``f16`` with another type (CUDA code does not
-compile); see ``tests/codegen/test_fuzz_findings.py``. Float ``%`` and
-``//`` are not generated (their semantics is being changed to Python's floor-mod). The math functions of
+clamped before a conversion to an integer type. Operands of different types are drawn (``u16 | i8``,
+``f16 * u8``), so are the float ``//`` and ``%`` (floored, as Python's). The math functions of
 ``f32``/``f16`` are limited to correctly rounded ones (``sqrt``, ``floor``, ``ceil``, ``abs``) so that every
 target computes the same bits; ``f64`` also gets ``exp``, ``log``, ``sin``, ``cos`` and ``tanh`` (Python's
 ``math`` calls the same C library). ``module_source`` puts many programs into one script module;
@@ -280,16 +278,15 @@ class _Generator:
 
     def binary(self, t: str, scope: _Scope, depth: int) -> tuple[str, Interval]:
         if t[0] == "f":
-            op = self.choice(["+", "-", "*", "/"])  # float // and % are being redefined: not generated
+            op = self.choice(["+", "-", "*", "/", "//", "%"])
             a, _ = self.expr(t, scope, depth - 1)
-            b, _ = self.expr(t, scope, depth - 1)
+            b, _ = self.expr(self.choice([t, t, *(u for u in _INT_TYPES + _FLOAT_TYPES if _promote(t, u) == t)]),
+                             scope, depth - 1)
             return f"({a} {op} {b})", None
         op = self.choice(["+", "-", "*", "//", "%", "&", "|", "^", "<<", ">>"])
         # the right operand may have a different type whose promotion with t gives t
         tb = self.choice([u for u in _INT_TYPES if _promote(t, u) == t]) if op not in ("<<", ">>") else \
             self.choice(_INT_TYPES)
-        if op in ("&", "|", "^", "//", "%") and t in ("u8", "u16") and tb[0] == "i":
-            tb = t  # C computes `u16 | i8` (and `u16 // i8(-2)`) in int, not in u16 as the DSL says: a known bug
         a, ia = self.expr(t, scope, depth - 1)
         b, ib = self.expr(tb, scope, depth - 1)
         assert ia is not None and ib is not None

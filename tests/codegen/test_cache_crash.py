@@ -41,11 +41,13 @@ BUILDER = textwrap.dedent(
 @pytest.fixture
 def compiler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """`$CC`: a wrapper of gcc that, when `$HOLD_MARKER` is set, writes its process id to that file and sleeps
-    (the same compiler, hence the same cache key, whether it holds or not). The cache runs the compiler in a
+    before compiling, not when asked its `--version` (the same compiler, hence the same cache key, whether it
+    holds or not). The cache runs the compiler in a
     process group of its own, which outlives a killed builder; `kill_when_held` kills it too."""
     wrapper = tmp_path / "holdcc"
     hold = 'echo $$ > "$HOLD_MARKER.pid" && mv "$HOLD_MARKER.pid" "$HOLD_MARKER" && sleep 120'
-    wrapper.write_text(f'#!/bin/sh\nif [ -n "$HOLD_MARKER" ]; then {hold}; fi\nexec gcc "$@"\n')
+    wrapper.write_text(f'#!/bin/sh\nif [ -n "$HOLD_MARKER" ] && [ "$1" != --version ]; then {hold}; fi\n'
+                       'exec gcc "$@"\n')
     wrapper.chmod(0o755)
     monkeypatch.setenv("CC", str(wrapper))
     monkeypatch.delenv("HOLD_MARKER", raising=False)

@@ -11,6 +11,7 @@ import pytest
 from codegen import compiler
 from codegen.compiler import (
     DEFAULT_C_FLAGS,
+    SEMANTICS_FLAGS,
     CCompilationError,
     CompilerInfo,
     CompilerNotFoundError,
@@ -30,8 +31,11 @@ def no_cc(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CXX", raising=False)
 
 
-def test_default_flags_are_the_cpu_target_flags() -> None:
-    assert DEFAULT_C_FLAGS == ("-O3", "-march=native", "-fopenmp")
+def test_cpu_and_emulator_flags_give_the_dsl_semantics() -> None:
+    from codegen.cuda_build import EMULATOR_FLAGS
+
+    assert {"-O3", "-fopenmp", *SEMANTICS_FLAGS, "-fexcess-precision=standard"} <= set(DEFAULT_C_FLAGS)
+    assert set(SEMANTICS_FLAGS) <= set(EMULATOR_FLAGS)
 
 
 def test_find_c_compiler_on_path(no_cc: None) -> None:

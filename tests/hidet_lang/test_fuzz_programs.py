@@ -1,7 +1,7 @@
 """Differential fuzzing: generated kernels agree bit for bit on the CPU, the CUDA emulator and the IR interpreter.
 
 Each batch is 40 programs (``hidet_lang.testing.programs``) drawn from a fixed seed, compiled as one CPU module
-and one CUDA module under ``-ffp-contract=off`` (see ``hidet_lang.testing.differential``); ``examples/
+and one CUDA module with the project's own flags (see ``hidet_lang.testing.differential``); ``examples/
 fuzz_programs.py`` runs many more. A disagreement prints the program, its inputs and every target's outputs.
 """
 
