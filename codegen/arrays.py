@@ -17,13 +17,23 @@ import numpy as np
 class DeviceArray:
     """A C-contiguous array in CUDA device memory (or in host memory on the emulator)."""
 
-    __slots__ = ("shape", "dtype", "ptr", "host", "__weakref__")
+    __slots__ = ("shape", "dtype", "ptr", "host", "base", "__weakref__")
 
-    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, ptr: int = 0, host: np.ndarray | None = None):
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, ptr: int = 0, host: np.ndarray | None = None,
+                 base: DeviceArray | None = None):
         self.shape = tuple(int(d) for d in shape)
         self.dtype = np.dtype(dtype)
         self.ptr = ptr
         self.host = host
+        self.base = base  # the array whose memory this one views (kept alive by the view; it frees the memory)
+
+    def reshape(self, shape: tuple[int, ...]) -> DeviceArray:
+        """A view of the same memory with another shape of the same size."""
+        shape = tuple(int(d) for d in shape)
+        if int(np.prod(shape, dtype=np.int64)) != int(np.prod(self.shape, dtype=np.int64)):
+            raise ValueError(f"cannot reshape a DeviceArray of shape {self.shape} into shape {shape}")
+        host = None if self.host is None else self.host.reshape(shape)
+        return DeviceArray(shape, self.dtype, self.ptr, host, self.base or self)
 
     @property
     def on_gpu(self) -> bool:
@@ -62,7 +72,7 @@ class DeviceArray:
         return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, device='cuda' ({where}))"
 
     def __del__(self) -> None:
-        if self.host is None and self.ptr:
+        if self.host is None and self.base is None and self.ptr:
             try:
                 from codegen import cuda_driver
 

@@ -1,0 +1,91 @@
+"""The compute-definition language: `tensor_input`, `compute`, `reduce`, `arg_reduce`.
+
+Bodies are hidet_lang IR expressions (so `math`-like intrinsics, casts and `IfThenElse` all work); shapes hold
+Python ints and symbolic dimensions, given as strings ('batch') or as the `Var` that `size_var` returns.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from functools import cache
+
+from hidet_lang.ir.expr import Expr, Var, convert
+from hidet_lang.ir.types import DataType, TensorType, dtype_from_name, int32
+from stdlib_ops.compute.nodes import ARG_REDUCE_KINDS, REDUCE_KINDS, ArgReduceExpr, ComputeTensor, ReduceExpr
+
+Dim = int | Expr
+
+
+@cache
+def size_var(name: str) -> Var:
+    """The `i32` variable standing for the symbolic dimension `name` (one per name, so shapes compare equal)."""
+    return Var(name, int32)
+
+
+def as_dim(d: int | str | Expr) -> Dim:
+    """A shape entry as a compute definition holds it: an int, or an IR expression over size variables."""
+    if isinstance(d, str):
+        return size_var(d)
+    if isinstance(d, Expr):
+        return d
+    return int(d)
+
+
+def as_dtype(dtype: str | DataType) -> DataType:
+    """`dtype` as an IR scalar type ('float32', 'f16', a DataType)."""
+    return dtype if isinstance(dtype, DataType) else dtype_from_name(str(dtype))
+
+
+_counter = itertools.count()
+
+
+def _axes(prefix: str, n: int) -> tuple[Var, ...]:
+    tag = next(_counter)
+    return tuple(Var(f"{prefix}{i}_{tag}", int32) for i in range(n))
+
+
+def tensor_input(name: str, dtype: str | DataType, shape: Sequence[int | str | Expr]) -> Var:
+    """An input of a task: a tensor variable (index it, `x[i, j]`, inside `compute` bodies).
+
+    A scalar input (shape `[]`) is declared with shape `[1]` and read as `x[0]`: kernels store scalars so."""
+    dims = tuple(as_dim(d) for d in shape)
+    return Var(name, TensorType(as_dtype(dtype), dims if dims else (1,)))
+
+
+def compute(name: str, shape: Sequence[int | str | Expr], fcompute: Callable[..., object]) -> ComputeTensor:
+    """The tensor whose element at index `(i, j, ...)` is `fcompute(i, j, ...)` (an IR expression)."""
+    dims = tuple(as_dim(d) for d in shape)
+    axes = _axes("i", len(dims))
+    return ComputeTensor(name, dims, axes, convert(fcompute(*axes)))
+
+
+def reduce(shape: Sequence[int | str | Expr], fcompute: Callable[..., object], kind: str,
+           dtype: str | DataType | None = None) -> ReduceExpr:
+    """`kind` ('sum', 'mean', 'max', 'min', 'prod') of `fcompute(k0, k1, ...)` over the index space `shape`.
+
+    The accumulator has type `dtype` (default: the body's type); the body is converted to it."""
+    if kind not in REDUCE_KINDS:
+        raise ValueError(f"unknown reduction {kind!r}; valid: {', '.join(REDUCE_KINDS)}")
+    dims = tuple(as_dim(d) for d in shape)
+    axes = _axes("k", len(dims))
+    body = convert(fcompute(*axes))
+    acc = as_dtype(dtype) if dtype is not None else body.type
+    return ReduceExpr(axes, dims, cast_to(body, acc), kind, acc)
+
+
+def arg_reduce(extent: int | str | Expr, fcompute: Callable[[Var], object], kind: str) -> ArgReduceExpr:
+    """The first index `k` in `[0, extent)` where `fcompute(k)` is largest ('max') or smallest ('min'), as i64."""
+    if kind not in ARG_REDUCE_KINDS:
+        raise ValueError(f"unknown arg reduction {kind!r}; valid: {', '.join(ARG_REDUCE_KINDS)}")
+    (axis,) = _axes("k", 1)
+    return ArgReduceExpr(axis, as_dim(extent), convert(fcompute(axis)), kind)
+
+
+def cast_to(e: object, dtype: str | DataType) -> Expr:
+    """`e` converted to `dtype` (the expression itself when it already has that type)."""
+    from hidet_lang.ir.expr import Cast
+
+    e = convert(e)
+    t = as_dtype(dtype)
+    return e if e.type == t else Cast(e, t)

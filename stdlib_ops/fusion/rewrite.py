@@ -1,0 +1,138 @@
+"""`fuse`: post-scheduling fusion, the injection of prologues and epilogues into a scheduled kernel.
+
+The anchor is an IR module that follows the kernel contract (one kernel; size parameters, inputs, outputs). The
+rewrite replaces every element read of an input that has a prologue by the prologue's value at that index, every
+element store to an output that has an epilogue by the epilogue's stores, and every `cp_async` from an input with
+a prologue by synchronous element copies of the prologue's values (the commit/wait calls around it stay, and
+are harmless); the kernel's parameters become the fused ones. The fused kernel computes what the prologues, the
+anchor and the epilogues compute one after another. A kernel that breaks the fusion contract for a tensor that
+receives a prologue or an epilogue raises `FusionContractError`; fusing nothing returns the anchor itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from itertools import count
+
+from hidet_lang.ir import expr as E
+from hidet_lang.ir import stmt as S
+from hidet_lang.ir.func import Function, IRModule
+from hidet_lang.ir.functor import IRRewriter, substitute
+from hidet_lang.ir.node import at
+from hidet_lang.ir.types import DataType, TensorType, element_type
+from stdlib_ops.fusion.contract import CP_ASYNC_INTRINSICS, check_fusion_contract, the_kernel
+from stdlib_ops.fusion.signature import FusedSignature, fused_signature
+from stdlib_ops.fusion.spec import Epilogue, Prologue
+
+
+def fuse(anchor: IRModule, prologues: Mapping[str, Prologue] | None = None,
+         epilogues: Mapping[str, Epilogue] | None = None, *, name: str | None = None) -> IRModule:
+    """`anchor` with `prologues` (by the name of the kernel input each replaces) and `epilogues` (by the name of
+    the kernel output each replaces) injected into its kernel, renamed `name` when given.
+
+    The fused kernel's parameters follow the kernel contract: the size parameters, in order of first appearance
+    in the shapes of the inputs then the outputs (a size parameter of the anchor that no shape names follows
+    them), then the inputs (the anchor's, each one with a prologue replaced in place by the prologue's inputs,
+    then the epilogues' extra inputs), then the outputs (the anchor's, each one with an epilogue replaced by the
+    epilogue's outputs); a tensor named twice is one parameter. Raises FusionContractError when the kernel uses a
+    fused input or output other than by element accesses (or a cp_async source), and ValueError for a name that
+    is no tensor parameter of the kernel or two parameters of one name."""
+    prologues, epilogues = dict(prologues or {}), dict(epilogues or {})
+    if not prologues and not epilogues:
+        return anchor
+    kernel = the_kernel(anchor)
+    params = {p.name: p for p in kernel.params}
+    fused_inputs = {_tensor_param(params, key, kernel, "prologue"): p for key, p in prologues.items()}
+    fused_outputs = {_tensor_param(params, key, kernel, "epilogue"): e for key, e in epilogues.items()}
+    check_fusion_contract(kernel, fused_inputs, fused_outputs)
+    signature = fused_signature(kernel, fused_inputs, fused_outputs)
+    body = _Injector(fused_inputs, fused_outputs, signature).visit(kernel.body)
+    fused = dataclasses.replace(kernel, name=name or kernel.name, params=signature.params, body=body)
+    return IRModule(tuple(fused if f is kernel else f for f in anchor.functions))
+
+
+def _tensor_param(params: Mapping[str, E.Var], key: str, kernel: Function, what: str) -> E.Var:
+    param = params.get(key)
+    if param is None or not isinstance(param.type, TensorType):
+        tensors = ", ".join(p.name for p in params.values() if isinstance(p.type, TensorType))
+        raise ValueError(f"a {what} for '{key}', which is no tensor parameter of kernel '{kernel.name}' "
+                         f"(its tensor parameters: {tensors})")
+    return param
+
+
+class _Injector(IRRewriter):
+    """Replaces reads of anchor inputs, stores to anchor outputs and cp_async copies from anchor inputs."""
+
+    def __init__(self, prologues: dict[E.Var, Prologue], epilogues: dict[E.Var, Epilogue],
+                 signature: FusedSignature) -> None:
+        super().__init__()
+        self.prologues, self.epilogues = prologues, epilogues
+        self.renames = signature.renames
+        self.temporaries = count()
+
+    def bind(self, e: E.Expr) -> E.Expr:
+        """`e`, made by a description, with its variables renamed to the fused kernel's parameters."""
+        return substitute(e, self.renames) if self.renames else e
+
+    def input_value(self, tensor: E.Var, indices: tuple[E.Expr, ...]) -> E.Expr:
+        """The prologue's value of anchor input `tensor` at `indices`, in the input's data type."""
+        value = self.bind(E.convert(self.prologues[tensor].value(indices)))
+        return _converted(value, element_type(tensor.type))
+
+    def visit_TensorElement(self, e: E.TensorElement) -> E.Expr:
+        if not (isinstance(e.base, E.Var) and e.base in self.prologues):
+            return self.rebuild(e)
+        with at(e.span):
+            return self.input_value(e.base, self.visit(e.indices))
+
+    def visit_BufferStoreStmt(self, s: S.BufferStoreStmt) -> S.Stmt:
+        if not (isinstance(s.buf, E.Var) and s.buf in self.epilogues):
+            return self.rebuild(s)
+        indices, value = self.visit(s.indices), self.visit(s.value)
+        with at(s.span):
+            value = _converted(value, element_type(s.buf.type))
+            prelude: list[S.Stmt] = []
+            if not isinstance(value, (E.Var, E.Constant)):
+                temporary = E.Var(f"{s.buf.name}_value{next(self.temporaries)}", value.type)
+                prelude.append(S.DeclareStmt(temporary, value))
+                value = temporary
+            stores = [
+                S.BufferStoreStmt(self.bind(st.tensor), tuple(self.bind(E.convert(i)) for i in st.indices),
+                                  _converted(self.bind(E.convert(st.value)), element_type(st.tensor.type)))
+                for st in self.epilogues[s.buf].stores(indices, value)
+            ]
+            return S.seq(prelude + stores) if prelude or stores else S.SeqStmt(())
+
+    def visit_EvaluateStmt(self, s: S.EvaluateStmt) -> S.Stmt:
+        e = s.expr
+        if not (isinstance(e, E.Intrinsic) and e.name in CP_ASYNC_INTRINSICS and self.copies_from_prologue(e)):
+            return self.rebuild(s)
+        dst = self.visit(e.args[0])
+        src = e.args[1].expr
+        indices = self.visit(src.indices)
+        dtype = element_type(src.base.type)
+        count_ = int(e.name.rsplit("_", 1)[1]) // dtype.nbytes
+        with at(s.span):
+            copies = [
+                S.BufferStoreStmt(dst, (E.convert(k),),
+                                  self.input_value(src.base, (*indices[:-1], _plus(indices[-1], k))))
+                for k in range(count_)
+            ]
+            return S.seq(copies)
+
+    def copies_from_prologue(self, e: E.Intrinsic) -> bool:
+        src = e.args[1]
+        return (isinstance(src, E.Address) and isinstance(src.expr, E.TensorElement)
+                and isinstance(src.expr.base, E.Var) and src.expr.base in self.prologues)
+
+
+def _plus(index: E.Expr, k: int) -> E.Expr:
+    return index if k == 0 else E.binary("+", index, k)
+
+
+def _converted(value: E.Expr, dtype: DataType) -> E.Expr:
+    return value if value.type == dtype else E.Cast(value, dtype)
+
+
+__all__: Sequence[str] = ["fuse"]

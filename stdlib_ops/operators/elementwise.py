@@ -1,0 +1,208 @@
+"""Element-wise operators with numpy's broadcasting and result dtypes: unary math, binary arithmetic,
+comparisons, `where`, `clip`, `cast`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from hidet_lang.ir.expr import BinaryOp, Constant, Expr, IfThenElse, Intrinsic, UnaryOp, Var
+from hidet_lang.ir.types import DataType, boolean, float32
+from stdlib_ops.compute import as_dtype, cast_to, compute
+from stdlib_ops.operators.base import (
+    apply,
+    as_tensors,
+    broadcast_index,
+    broadcast_shapes,
+    result_dtype,
+    same_shape_inverse,
+)
+from stdlib_ops.tensor import Tensor
+
+
+def _map(name: str, inputs: list[Tensor], out_dtype: str, fn: Callable[..., Expr],
+         attrs: dict[str, Any] | None = None) -> Tensor:
+    """The element-wise operator `name`: out[idx] = fn(*inputs at idx, broadcast), as `out_dtype`."""
+    shape = broadcast_shapes(name, *[t.shape for t in inputs])
+
+    def define(*xs: Var) -> Any:
+        return compute("out", shape, lambda *i: cast_to(fn(*[x[broadcast_index(x, i)] for x in xs]), out_dtype))
+
+    return apply(name, attrs or {}, inputs, define, same_shape_inverse)[0]
+
+
+def _float_dtype(dtype: str) -> str:
+    """The dtype of a float function of `dtype` (numpy: integers give float64, or smaller floats for int8)."""
+    return dtype if dtype in ("float16", "float32", "float64", "bfloat16") else result_dtype(dtype, "float16")
+
+
+def _compute_type(dtype: str) -> DataType:
+    """Half-precision math runs in f32 (rounded once at the end)."""
+    t = as_dtype(dtype)
+    return float32 if t.nbytes == 2 and t.is_float else t
+
+
+def _unary_float(name: str, fn: Callable[[Expr], Expr]) -> Callable[[Tensor], Tensor]:
+    def op(x: Tensor) -> Tensor:
+        (x,) = as_tensors(name, x)
+        out = _float_dtype(x.dtype)
+        ct = _compute_type(out)
+        return _map(name, [x], out, lambda a: fn(cast_to(a, ct)))
+
+    op.__name__ = name
+    op.__doc__ = f"`{name}` of each element (numpy's result dtype)."
+    return op
+
+
+def _intrinsic(name: str) -> Callable[[Expr], Expr]:
+    return lambda a: Intrinsic(name, (a,), a.type)
+
+
+def _const(value: float, t: DataType) -> Constant:
+    return Constant(value, t)
+
+
+def _sigmoid(a: Expr) -> Expr:
+    one = _const(1.0, a.type)
+    return BinaryOp("/", one, BinaryOp("+", one, Intrinsic("exp", (UnaryOp("-", a),), a.type)))
+
+
+def _gelu(a: Expr) -> Expr:
+    t = a.type
+    erf = Intrinsic("erf", (BinaryOp("*", a, _const(1 / math.sqrt(2.0), t)),), t)
+    return BinaryOp("*", BinaryOp("*", _const(0.5, t), a), BinaryOp("+", _const(1.0, t), erf))
+
+
+def _round_half_even(a: Expr) -> Expr:
+    t = a.type
+    r = Intrinsic("floor", (BinaryOp("+", a, _const(0.5, t)),), t)
+    tie = BinaryOp("==", BinaryOp("-", r, a), _const(0.5, t))
+    odd = BinaryOp("!=", Intrinsic("fmod", (r, _const(2.0, t)), t), _const(0.0, t))
+    return IfThenElse(BinaryOp("&&", tie, odd), BinaryOp("-", r, _const(1.0, t)), r)
+
+
+gelu = _unary_float("gelu", _gelu)
+silu = _unary_float("silu", lambda a: BinaryOp("*", a, _sigmoid(a)))
+sigmoid = _unary_float("sigmoid", _sigmoid)
+tanh = _unary_float("tanh", _intrinsic("tanh"))
+exp = _unary_float("exp", _intrinsic("exp"))
+log = _unary_float("log", _intrinsic("log"))
+sqrt = _unary_float("sqrt", _intrinsic("sqrt"))
+rsqrt = _unary_float("rsqrt", _intrinsic("rsqrt"))
+erf = _unary_float("erf", _intrinsic("erf"))
+sin = _unary_float("sin", _intrinsic("sin"))
+cos = _unary_float("cos", _intrinsic("cos"))
+
+
+def _unary_same(name: str, fn: Callable[[Expr], Expr], float_fn: bool = False) -> Callable[[Tensor], Tensor]:
+    def op(x: Tensor) -> Tensor:
+        (x,) = as_tensors(name, x)
+        if float_fn and not as_dtype(x.dtype).is_float:
+            return _map(name, [x], x.dtype, lambda a: a)
+        ct = _compute_type(x.dtype)
+        return _map(name, [x], x.dtype, lambda a: fn(cast_to(a, ct)))
+
+    op.__name__ = name
+    op.__doc__ = f"`{name}` of each element, in the input's dtype."
+    return op
+
+
+relu = _unary_same("relu", lambda a: Intrinsic("max", (a, Constant(0.0 if a.type.is_float else 0, a.type)), a.type))
+abs = _unary_same("abs", _intrinsic("abs"))  # noqa: A001 - numpy's name
+neg = _unary_same("neg", lambda a: UnaryOp("-", a))
+floor = _unary_same("floor", _intrinsic("floor"), float_fn=True)
+ceil = _unary_same("ceil", _intrinsic("ceil"), float_fn=True)
+round = _unary_same("round", _round_half_even, float_fn=True)  # noqa: A001 - numpy's name
+
+
+def clip(x: Tensor, a_min: float | None = None, a_max: float | None = None) -> Tensor:
+    """Each element limited to [a_min, a_max] (either bound may be None)."""
+    (x,) = as_tensors("clip", x)
+    ct = _compute_type(x.dtype)
+
+    def fn(a: Expr) -> Expr:
+        a = cast_to(a, ct)
+        if a_min is not None:
+            a = Intrinsic("max", (a, Constant(a_min, ct)), ct)
+        if a_max is not None:
+            a = Intrinsic("min", (a, Constant(a_max, ct)), ct)
+        return a
+
+    return _map("clip", [x], x.dtype, fn, {"a_min": a_min, "a_max": a_max})
+
+
+def _binary(name: str, c_op: str | None, true_divide: bool = False) -> Callable[[Any, Any], Tensor]:
+    def op(a: Any, b: Any) -> Tensor:
+        x, y = as_tensors(name, a, b)
+        out = result_dtype(x.dtype, y.dtype)
+        if true_divide:
+            out = _float_dtype(out)
+        ct = _compute_type(out)
+
+        def fn(p: Expr, q: Expr) -> Expr:
+            p, q = cast_to(p, ct), cast_to(q, ct)
+            if c_op is None:
+                return Intrinsic(name.replace("imum", ""), (p, q), ct)
+            return BinaryOp(c_op, p, q)
+
+        return _map(name, [x, y], out, fn)
+
+    op.__name__ = name
+    op.__doc__ = f"`{name}` of the operands, broadcast as numpy does."
+    return op
+
+
+add = _binary("add", "+")
+sub = _binary("sub", "-")
+mul = _binary("mul", "*")
+div = _binary("div", "/", true_divide=True)
+maximum = _binary("maximum", None)
+minimum = _binary("minimum", None)
+
+
+def pow(a: Any, b: Any) -> Tensor:  # noqa: A001 - numpy's name
+    """`a ** b`, broadcast (integer powers of integers stay integers)."""
+    x, y = as_tensors("pow", a, b)
+    out = result_dtype(x.dtype, y.dtype)
+    ct = _compute_type(out)
+    if not ct.is_float:
+        return _map("pow", [x, y], out, lambda p, q: cast_to(
+            Intrinsic("round", (Intrinsic("pow", (cast_to(p, "float64"), cast_to(q, "float64")), as_dtype("float64")),),
+                      as_dtype("float64")), ct))
+    return _map("pow", [x, y], out, lambda p, q: Intrinsic("pow", (cast_to(p, ct), cast_to(q, ct)), ct))
+
+
+def _comparison(name: str, c_op: str) -> Callable[[Any, Any], Tensor]:
+    def op(a: Any, b: Any) -> Tensor:
+        x, y = as_tensors(name, a, b)
+        ct = _compute_type(result_dtype(x.dtype, y.dtype))
+        return _map(name, [x, y], "bool", lambda p, q: BinaryOp(c_op, cast_to(p, ct), cast_to(q, ct)))
+
+    op.__name__ = name
+    op.__doc__ = f"Element-wise `a {c_op} b` as a bool tensor."
+    return op
+
+
+less = _comparison("less", "<")
+less_equal = _comparison("less_equal", "<=")
+greater = _comparison("greater", ">")
+greater_equal = _comparison("greater_equal", ">=")
+equal = _comparison("equal", "==")
+not_equal = _comparison("not_equal", "!=")
+
+
+def where(cond: Any, a: Any, b: Any) -> Tensor:
+    """`a` where `cond` is true, else `b`, broadcast together."""
+    c, x, y = as_tensors("where", cond, a, b)
+    out = result_dtype(x.dtype, y.dtype)
+    return _map("where", [c, x, y], out,
+                lambda p, q, r: IfThenElse(cast_to(p, boolean), cast_to(q, out), cast_to(r, out)))
+
+
+def cast(x: Tensor, dtype: Any) -> Tensor:
+    """The tensor converted to `dtype` (C conversion: floats to integers truncate)."""
+    name = np.dtype(dtype).name if dtype != "bfloat16" else "bfloat16"
+    return _map("cast", [x], name, lambda a: a, {"dtype": name})

@@ -1,0 +1,51 @@
+"""The rule-based CPU schedule: for each output, a loop nest over its elements.
+
+The outer loop runs in parallel (OpenMP; the two outer loops collapse when nothing sits between them), the
+innermost loop runs over the contiguous axis so the C compiler vectorizes it, computed tensors are inlined and
+reductions are loops hoisted to the outermost level that binds what they read.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+from hidet_lang.ir.expr import Constant, Expr, Var, convert
+from hidet_lang.ir.func import FuncAttrs, FuncKind, Function, IRModule
+from hidet_lang.ir.stmt import BufferStoreStmt, ForStmt, LoopKind, Stmt, seq
+from hidet_lang.ir.types import int32, void
+from stdlib_ops.compute.nodes import ComputeTensor
+from stdlib_ops.schedule.inline import inline_computes
+from stdlib_ops.schedule.reductions import ReductionLowering, Scope
+from stdlib_ops.schedule.signature import kernel_signature
+
+
+def schedule_cpu(name: str, inputs: tuple[Var, ...], outputs: tuple[ComputeTensor, ...]) -> IRModule:
+    """A module with one public function `name` computing `outputs` from `inputs` (kernel contract order)."""
+    signature = kernel_signature(inputs, outputs)
+    names = itertools.count(1)
+    body = seq([_loop_nest(out, param, names) for out, param in zip(outputs, signature.outputs)])
+    func = Function(name, signature.params, void, body, FuncAttrs(kind=FuncKind.PUBLIC))
+    return IRModule((func,))
+
+
+def _loop_nest(out: ComputeTensor, param: Var, names: Iterator[int]) -> Stmt:
+    rank = len(out.shape)
+    axes = tuple(Var(f"i{k}", int32) for k in range(rank))
+    value_expr = _at(inline_computes(out), out.axes, axes)
+    scopes = [Scope() for _ in range(rank + 1)]
+    lowering = ReductionLowering(scopes, {a: k + 1 for k, a in enumerate(axes)}, names)
+    value = lowering.value(value_expr, rank)
+    stmt: Stmt = seq([*scopes[rank].prelude, BufferStoreStmt(param, axes or (Constant(0, int32),), value)])
+    for k in reversed(range(rank)):
+        parallel = k == 0 or (k == 1 and not scopes[1].prelude)
+        kind = LoopKind.PARALLEL if parallel else LoopKind.PLAIN
+        stmt = ForStmt(axes[k], Constant(0, int32), convert(out.shape[k]), Constant(1, int32), stmt, kind)
+        stmt = seq([*scopes[k].prelude, stmt])
+    return stmt
+
+
+def _at(body: Expr, old: tuple[Var, ...], new: tuple[Var, ...]) -> Expr:
+    from hidet_lang.ir.functor import substitute
+
+    return substitute(body, dict(zip(old, new)))

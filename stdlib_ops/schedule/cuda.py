@@ -1,0 +1,160 @@
+"""The rule-based CUDA schedule: one kernel per task, with the launch shape derived from the output.
+
+- Outputs without a reduction at the top (injective computations, and computations whose reductions are only
+  inside other expressions): one thread per output element, 256 threads a block; reductions run as loops in the
+  thread, hoisted as on the CPU.
+- An output whose value has one reduction at the top (`sum`, `mean`, `max`, `min`, `prod`, possibly inside an
+  element-wise expression): one warp per output element; the lanes stride over the reduced index space and
+  combine their partial results with `shfl_down_sync`.
+
+Shapes may be symbolic: the grid is an expression of the size parameters. A task with several outputs gets the
+launch of its first output and loops over the others' elements in a grid-stride loop.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+from hidet_lang.cuda import FULL_MASK, blockIdx, shfl_down_sync, threadIdx
+from hidet_lang.ir.expr import BinaryOp, Constant, Expr, Intrinsic, Var, convert
+from hidet_lang.ir.func import CudaAttrs, FuncAttrs, FuncKind, Function, IRModule
+from hidet_lang.ir.functor import IRRewriter, substitute
+from hidet_lang.ir.stmt import AssignStmt, BufferStoreStmt, DeclareStmt, ForStmt, IfStmt, Stmt, seq
+from hidet_lang.ir.types import int32, void
+from stdlib_ops.compute.nodes import ArgReduceExpr, ComputeTensor, ReduceExpr
+from stdlib_ops.schedule.inline import inline_computes
+from stdlib_ops.schedule.reductions import ReductionLowering, Scope, combine, extent_product, identity
+from stdlib_ops.schedule.signature import kernel_signature
+
+BLOCK = 256
+WARP = 32
+
+
+def schedule_cuda(name: str, inputs: tuple[Var, ...], outputs: tuple[ComputeTensor, ...]) -> IRModule:
+    """A module with one `cuda_kernel` called `name` computing `outputs` from `inputs` (kernel contract order)."""
+    signature = kernel_signature(inputs, outputs)
+    names = itertools.count(1)
+    bodies = [_value_at(out, names) for out in outputs]
+    first_out, (first_axes, first_value) = outputs[0], bodies[0]
+    top = _top_reductions(first_value)
+    if len(outputs) == 1 and len(top) == 1 and isinstance(top[0], ReduceExpr):
+        body, grid = _warp_per_element(first_out, signature.outputs[0], first_axes, first_value, top[0], names)
+    else:
+        total = extent_product(tuple(first_out.shape))
+        grid = _ceil_div(total, BLOCK)
+        worker = _global_thread()
+        body = seq([_grid_stride(out, param, axes, value, worker, total, names)
+                    for out, param, (axes, value) in zip(outputs, signature.outputs, bodies)])
+    attrs = FuncAttrs(kind=FuncKind.CUDA_KERNEL,
+                      cuda=CudaAttrs(grid_dim=(grid,), block_dim=(Constant(BLOCK, int32),)))
+    return IRModule((Function(name, signature.params, void, body, attrs),))
+
+
+def _value_at(out: ComputeTensor, names: Iterator[int]) -> tuple[tuple[Var, ...], Expr]:
+    axes = tuple(Var(f"i{k}_{next(names)}", int32) for k in range(len(out.shape)))
+    return axes, substitute(inline_computes(out), dict(zip(out.axes, axes)))
+
+
+def _global_thread() -> Expr:
+    return BinaryOp("+", BinaryOp("*", blockIdx.x, Constant(BLOCK, int32)), threadIdx.x)
+
+
+def _ceil_div(a: Expr, b: int) -> Expr:
+    if isinstance(a, Constant):
+        return Constant(max(1, (a.value + b - 1) // b), int32)
+    return BinaryOp("/", BinaryOp("+", a, Constant(b - 1, int32)), Constant(b, int32))
+
+
+def _unflatten(flat: Expr, axes: tuple[Var, ...], shape: tuple) -> list[Stmt]:
+    """Declarations of `axes` as the row-major coordinates of `flat` in `shape`."""
+    decls: list[Stmt] = []
+    stride: Expr = Constant(1, int32)
+    for axis, extent in reversed(list(zip(axes, shape))):
+        coord = flat if _is_one(stride) else BinaryOp("/", flat, stride)
+        decls.append(DeclareStmt(axis, BinaryOp("%", coord, convert(extent))))
+        stride = convert(extent) if _is_one(stride) else BinaryOp("*", stride, convert(extent))
+    return decls[::-1]
+
+
+def _is_one(e: Expr) -> bool:
+    return isinstance(e, Constant) and e.value == 1
+
+
+def _store_index(axes: tuple[Var, ...]) -> tuple[Expr, ...]:
+    return axes or (Constant(0, int32),)
+
+
+def _grid_stride(out: ComputeTensor, param: Var, axes: tuple[Var, ...], value: Expr, worker: Expr, total: Expr,
+                 names: Iterator[int]) -> Stmt:
+    """Each thread computes the elements `worker`, `worker + grid size`, ... of `out`."""
+    flat = Var(f"e{next(names)}", int32)
+    scopes = [Scope(), Scope()]
+    lowered = ReductionLowering(scopes, dict.fromkeys(axes, 1), names).value(value, 1)
+    body = seq([*_unflatten(flat, axes, tuple(out.shape)), *scopes[0].prelude, *scopes[1].prelude,
+                BufferStoreStmt(param, _store_index(axes), lowered)])
+    stride = BinaryOp("*", Intrinsic("gridDim.x", (), int32), Constant(BLOCK, int32))
+    return ForStmt(flat, worker, total, stride, body)
+
+
+def _top_reductions(e: Expr) -> list[ReduceExpr | ArgReduceExpr]:
+    found: list[ReduceExpr | ArgReduceExpr] = []
+
+    class _Find(IRRewriter):
+        def visit_ReduceExpr(self, r: ReduceExpr) -> Expr:
+            found.append(r)
+            return r
+
+        def visit_ArgReduceExpr(self, r: ArgReduceExpr) -> Expr:
+            found.append(r)
+            return r
+
+    _Find().visit(e)
+    return list(dict.fromkeys(found))
+
+
+def _warp_per_element(out: ComputeTensor, param: Var, axes: tuple[Var, ...], value: Expr, r: ReduceExpr,
+                      names: Iterator[int]) -> tuple[Stmt, Expr]:
+    """One warp per output element: lanes reduce strided slices of `r`, then combine through shuffles."""
+    warps = BLOCK // WARP
+    total = extent_product(tuple(out.shape))
+    element = Var(f"element{next(names)}", int32)
+    lane = Var(f"lane{next(names)}", int32)
+    acc = Var(f"acc{next(names)}", r.dtype)
+    k = Var(f"k{next(names)}", int32)
+    last = BinaryOp("-", total, Constant(1, int32))
+    clamped = Intrinsic("min", (element, last), int32)
+    scopes = [Scope(), Scope()]
+    level_of = dict.fromkeys(axes, 0) | dict.fromkeys(r.axes, 1)
+    lowering = ReductionLowering(scopes, level_of, names)
+    term = lowering.value(r.body, 1)
+    kind = "sum" if r.kind == "mean" else r.kind
+    lane_loop = ForStmt(k, lane, extent_product(r.extents), Constant(WARP, int32),
+                        seq([*_unflatten(k, r.axes, r.extents), *scopes[1].prelude,
+                             AssignStmt(acc, combine(kind, acc, term))]))
+    shuffles = [AssignStmt(acc, combine(kind, acc, shfl_down_sync(FULL_MASK, acc, offset)))
+                for offset in (16, 8, 4, 2, 1)]
+    reduced: Expr = acc
+    if r.kind == "mean":
+        count = extent_product(r.extents)
+        reduced = BinaryOp("/", acc, count if count.type == r.dtype else _cast(count, r.dtype))
+    result = lowering.value(substitute(value, {r: reduced}), 0)
+    store_guard = BinaryOp("&&", BinaryOp("<", element, total), BinaryOp("==", lane, Constant(0, int32)))
+    body = seq([
+        DeclareStmt(element, BinaryOp("+", BinaryOp("*", blockIdx.x, Constant(warps, int32)),
+                                      BinaryOp("/", threadIdx.x, Constant(WARP, int32)))),
+        DeclareStmt(lane, BinaryOp("%", threadIdx.x, Constant(WARP, int32))),
+        *_unflatten(clamped, axes, tuple(out.shape)),
+        DeclareStmt(acc, identity(kind, r.dtype)),
+        *scopes[0].prelude,
+        lane_loop,
+        *shuffles,
+        IfStmt(store_guard, BufferStoreStmt(param, _store_index(axes), result)),
+    ])
+    return body, _ceil_div(total, warps)
+
+
+def _cast(e: Expr, t: object) -> Expr:
+    from hidet_lang.ir.expr import Cast
+
+    return Cast(e, t)

@@ -1,0 +1,23 @@
+"""Operator templates: schedules written in the DSL, one function per template.
+
+Each template takes the operator's sizes (an int, known when the kernel is built, or a string, a symbolic size
+parameter of the kernel) and schedule parameters (tile sizes, thread counts: Python values that fold into
+constants, never dependent on the sizes), and returns a `hidet.script_module()` whose one kernel follows the
+kernel contract: one `i32` per distinct symbolic size in order of first appearance in the tensors' shapes, then
+the inputs, then the outputs; inputs only read element by element (or copied by `cp_async` from one element's
+address), outputs only stored element by element. Parameters a template cannot honour raise `ScheduleError`.
+"""
+
+from __future__ import annotations
+
+from stdlib_ops.templates.attention_cuda import attention_cuda
+from stdlib_ops.templates.matmul_cpu import matmul_cpu
+from stdlib_ops.templates.matmul_cuda import matmul_cuda
+from stdlib_ops.templates.matmul_cuda_f16_mma import matmul_cuda_f16_mma
+from stdlib_ops.templates.normalization_cuda import layer_norm_cuda, log_softmax_cuda, rms_norm_cuda, softmax_cuda
+from stdlib_ops.templates.params import ScheduleError
+
+__all__ = [
+    "ScheduleError", "attention_cuda", "layer_norm_cuda", "log_softmax_cuda", "matmul_cpu", "matmul_cuda",
+    "matmul_cuda_f16_mma", "rms_norm_cuda", "softmax_cuda",
+]

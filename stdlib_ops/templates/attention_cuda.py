@@ -1,0 +1,104 @@
+"""Scaled dot-product attention for CUDA in one kernel, with an online softmax over tiles of keys and values.
+
+`o[b, i] = sum_j softmax_j(q[b, i] . k[b, j] / sqrt(head_dim)) v[b, j]`, where with `causal=True` query i sees
+only keys j <= i (aligned at the top-left, as torch's `is_causal`). A block owns `block_q` consecutive queries
+of one head batch, one query per thread, whose row of q and running output stay in registers. The block walks
+the keys in tiles of `block_k`: it copies the tile of k and of v into shared memory (a task mapping spreads the
+copy over the threads), then each thread scores its query against the tile, raises its running maximum,
+rescales its running sum and output by `exp(old max - new max)`, and adds the tile's weighted values. The
+scores are never stored, whatever the sequence lengths; keys past `seq_k` (and, causally, past the block's last
+query) are skipped. Arithmetic is in f32 whatever the storage dtype. Inputs are only read element by element and
+the output only stored element by element (the kernel contract).
+"""
+
+from __future__ import annotations
+
+import math
+
+from hidet_lang import attrs, auto_map, f32, i32, register_tensor, script, script_module, spatial
+from hidet_lang.cuda import blockIdx, shared_tensor, syncthreads, threadIdx
+from hidet_lang.frontend.script import ScriptModule
+from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
+from stdlib_ops.templates.sizes import bind_sizes
+
+ATTENTION_DTYPES = ("float32", "float16", "bfloat16")
+NO_SCORE = -1.0e30  # below every score: the running maximum before any key was seen
+
+
+def attention_cuda(batch_heads: Size, seq_q: Size, seq_k: Size, head_dim: int, causal: bool = False,
+                   dtype: str = "float32", *, block_q: int = 64, block_k: int = 32) -> ScriptModule:
+    """A module with one kernel `attention(<symbolic sizes>, q, k, v, o)`.
+
+    `q, o: dtype[batch_heads, seq_q, head_dim]`, `k, v: dtype[batch_heads, seq_k, head_dim]`; `batch_heads`,
+    `seq_q` and `seq_k` are ints or symbolic names, `head_dim` an int (registers hold a row).
+    """
+    name = "attention_cuda"
+    check_sizes(name, {"batch_heads": batch_heads, "seq_q": seq_q, "seq_k": seq_k})
+    require(isinstance(head_dim, int) and 1 <= head_dim <= 256, name, f"head_dim must be an int in 1..256, got "
+            f"{head_dim!r}")
+    dt = template_dtype(name, dtype, ATTENTION_DTYPES)
+    require(block_q % 32 == 0 and 32 <= block_q <= 1024, name, "block_q must be whole warps, at most 1024")
+    smem_bytes = 2 * block_k * head_dim * 4
+    require(smem_bytes <= 48 * 1024, name, f"{smem_bytes} bytes of shared memory (at most 48 KB)")
+    scale = 1.0 / math.sqrt(head_dim)
+    queries = spatial(block_q)
+    load_tile = auto_map(block_k, head_dim, workers=block_q)
+
+    with script_module() as module:
+
+        @script
+        def attention(batch_heads: i32, seq_q: i32, seq_k: i32, q: dt[batch_heads, seq_q, head_dim],
+                      k: dt[batch_heads, seq_k, head_dim], v: dt[batch_heads, seq_k, head_dim],
+                      o: dt[batch_heads, seq_q, head_dim]):
+            attrs.func_kind = "cuda_kernel"
+            attrs.cuda.block_dim = block_q
+            attrs.cuda.grid_dim = ((seq_q + block_q - 1) // block_q, batch_heads)
+            smem_k = shared_tensor(f32, [block_k, head_dim])
+            smem_v = shared_tensor(f32, [block_k, head_dim])
+            q_row = register_tensor(f32, [head_dim])
+            out = register_tensor(f32, [head_dim])
+            scores = register_tensor(f32, [block_k])
+            bh = blockIdx.y
+            q0 = blockIdx.x * block_q
+            for t in queries.on(threadIdx.x):
+                qi = q0 + t
+                live = qi < seq_q
+                for c in range(head_dim):
+                    q_row[c] = f32(q[bh, qi, c]) * scale if live else 0.0
+                    out[c] = 0.0
+                running_max: f32 = NO_SCORE
+                running_sum: f32 = 0.0
+                kv_end = min(seq_k, q0 + block_q) if causal else seq_k
+                for k0 in range(0, kv_end, block_k):
+                    for j, c in load_tile.on(threadIdx.x):
+                        inside = k0 + j < seq_k
+                        smem_k[j, c] = f32(k[bh, k0 + j, c]) if inside else 0.0
+                        smem_v[j, c] = f32(v[bh, k0 + j, c]) if inside else 0.0
+                    syncthreads()
+                    if live:
+                        tile_max: f32 = NO_SCORE
+                        for j in range(block_k):
+                            if k0 + j < seq_k and (not causal or k0 + j <= qi):
+                                s: f32 = 0.0
+                                for c in range(head_dim):
+                                    s += q_row[c] * smem_k[j, c]
+                                scores[j] = s
+                                tile_max = max(tile_max, s)
+                        new_max = max(running_max, tile_max)
+                        correction = math.exp(running_max - new_max)
+                        running_sum *= correction
+                        for c in range(head_dim):
+                            out[c] *= correction
+                        for j in range(block_k):
+                            if k0 + j < seq_k and (not causal or k0 + j <= qi):
+                                p = math.exp(scores[j] - new_max)
+                                running_sum += p
+                                for c in range(head_dim):
+                                    out[c] += p * smem_v[j, c]
+                        running_max = new_max
+                    syncthreads()
+                if live:
+                    for c in range(head_dim):
+                        o[bh, qi, c] = dt(out[c] / running_sum)
+
+    return bind_sizes(module, "attention", {"batch_heads": batch_heads, "seq_q": seq_q, "seq_k": seq_k})

@@ -1,0 +1,91 @@
+"""Binding a template's size parameters to constants or to the task's symbolic dimensions.
+
+A template is written once, with every size it depends on as an `i32` parameter (`m: i32, k: i32, a: f32[m, k]`).
+A task fixes each size either to an int (known at build time) or to a string (a symbolic dimension, known only
+at run time). `bind_sizes` rewrites the template's kernel to the kernel contract: every size given an int
+becomes that constant (in the body, the tensor annotations and the launch configuration) and leaves the
+parameter list; sizes given the same string share one `i32` parameter named like it; the remaining size
+parameters are ordered by their first appearance in the shapes of the tensor parameters, inputs then outputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from hidet_lang.frontend.script import ScriptFunction, ScriptModule
+from hidet_lang.ir import expr as E
+from hidet_lang.ir.func import CudaAttrs, Function
+from hidet_lang.ir.functor import collect, substitute
+from hidet_lang.ir.types import TensorType, int32
+from stdlib_ops.templates.params import Size
+
+
+def bind_sizes(module: ScriptModule, kernel: str, sizes: Mapping[str, Size]) -> ScriptModule:
+    """A copy of `module` whose function `kernel` has its size parameters (named by `sizes`' keys) bound.
+
+    An int binds the parameter to that constant; a string makes it the symbolic size parameter of that name.
+    """
+    functions = list(module.functions)
+    index = next(i for i, f in enumerate(functions) if f.name == kernel)
+    old = functions[index]
+    bound = ScriptFunction(old.py_func, _bind_function(old.ir, sizes), old.callees)
+    result = ScriptModule()
+    for f in functions[:index] + [bound] + functions[index + 1:]:
+        result.add(f)
+    return result
+
+
+def _bind_function(func: Function, sizes: Mapping[str, Size]) -> Function:
+    size_params = {p.name: p for p in func.params if p.name in sizes}
+    missing = set(sizes) - set(size_params)
+    if missing:
+        raise ValueError(f"'{func.name}' has no size parameter named {', '.join(sorted(missing))}")
+    symbols: dict[str, E.Var] = {}
+    mapping: dict[E.Expr, E.Expr] = {}
+    for name, param in size_params.items():
+        size = sizes[name]
+        if isinstance(size, str):
+            mapping[param] = symbols.setdefault(size, E.Var(size, int32))
+        else:
+            mapping[param] = E.Constant(size, int32)
+    tensors: list[E.Var] = []
+    for p in func.params:
+        if p.name in sizes:
+            continue
+        new_type = p.var_type
+        if isinstance(new_type, TensorType):
+            new_type = dataclasses.replace(new_type, shape=tuple(substitute(d, mapping) for d in new_type.shape))
+        new_param = dataclasses.replace(p, var_type=new_type)
+        mapping[p] = new_param
+        tensors.append(new_param)
+    order = _symbols_in_order_of_appearance(tensors, set(symbols.values()))
+    cuda = func.attrs.cuda
+    if cuda is not None:
+        cuda = CudaAttrs(
+            grid_dim=substitute(cuda.grid_dim, mapping),
+            block_dim=substitute(cuda.block_dim, mapping),
+            dynamic_smem_bytes=substitute(cuda.dynamic_smem_bytes, mapping),
+            min_blocks=cuda.min_blocks,
+            spans=cuda.spans,
+        )
+    return dataclasses.replace(
+        func,
+        params=tuple(order) + tuple(tensors),
+        body=substitute(func.body, mapping),
+        attrs=dataclasses.replace(func.attrs, cuda=cuda),
+    )
+
+
+def _symbols_in_order_of_appearance(tensors: list[E.Var], symbols: set[E.Var]) -> list[E.Var]:
+    order: list[E.Var] = []
+    for t in tensors:
+        shape = t.var_type.shape if isinstance(t.var_type, TensorType) else ()
+        for dim in shape:
+            for v in collect(dim, E.Var):
+                if v in symbols and v not in order:
+                    order.append(v)
+    unused = [v for v in symbols if v not in order]
+    if unused:
+        raise ValueError(f"symbolic sizes {', '.join(v.name for v in unused)} appear in no tensor shape")
+    return order

@@ -1,0 +1,243 @@
+"""`Tensor`: the value operators take and return, concrete (holding data) or symbolic (a graph placeholder).
+
+A concrete tensor stores its data in one of the runtime's arrays (`codegen.arrays`: a `HostArray` on 'cpu', a
+`DeviceArray` on 'cuda'), the same arrays `hidet.asarray/empty/zeros/randn` make; operators on it run at once.
+A symbolic tensor (`symbol`) has no data and may have string dimensions ('batch'); an operator on it records
+an `Operator` as the producer of its outputs, from which `trace_from` builds a graph.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from codegen import arrays
+
+if TYPE_CHECKING:
+    from stdlib_ops.operators.base import Operator
+
+Dim = int | str
+DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64", "bfloat16")
+
+
+class Tensor:
+    """A tensor: `shape` (ints, or strings for symbolic dimensions), `dtype` (a numpy name), `device`."""
+
+    __slots__ = ("shape", "dtype", "device", "storage", "producer", "output_index", "__weakref__")
+
+    def __init__(self, shape: tuple[Dim, ...], dtype: str, device: str = "cpu", storage: Any = None,
+                 producer: Operator | None = None, output_index: int = 0) -> None:
+        self.shape = tuple(shape)
+        self.dtype = dtype
+        self.device = device
+        self.storage = storage
+        self.producer = producer
+        self.output_index = output_index
+
+    @property
+    def is_symbolic(self) -> bool:
+        """True for a tensor without data (an input of a graph, or an operator's result on one)."""
+        return self.storage is None
+
+    @property
+    def ndim(self) -> int:
+        """The number of dimensions."""
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """The number of elements (concrete shapes only)."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def numpy(self) -> np.ndarray:
+        """A numpy copy of the data."""
+        if self.storage is None:
+            raise ValueError(f"a symbolic tensor (shape {list(self.shape)}) holds no data; build its graph and run it")
+        return np.array(self.storage.numpy(), copy=False).reshape(self.shape)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self.numpy()
+        return out if dtype is None else out.astype(dtype)
+
+    def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
+        if self.device != "cpu" and getattr(self.storage, "on_gpu", False):
+            raise BufferError("DLPack export of GPU tensors is not supported; use .numpy()")
+        return self.numpy().__dlpack__(**({"stream": stream} if stream is not None else {}))
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)
+
+    def __repr__(self) -> str:
+        if self.storage is None:
+            return f"Tensor(shape={list(self.shape)}, dtype={self.dtype}, device={self.device!r}, symbolic)"
+        return f"Tensor({self.numpy()!r}, device={self.device!r})"
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0] if isinstance(self.shape[0], int) else 0
+
+    def astype(self, dtype: str) -> Tensor:
+        """The tensor converted to `dtype`."""
+        return _ops().cast(self, dtype)
+
+    def reshape(self, *shape: Any) -> Tensor:
+        """The tensor with a new shape (one entry may be -1)."""
+        return _ops().reshape(self, shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape)
+
+    def transpose(self, *axes: Any) -> Tensor:
+        """The tensor with its axes permuted (reversed when none are given)."""
+        return _ops().transpose(self, axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else
+                                (axes or None))
+
+    @property
+    def T(self) -> Tensor:  # noqa: N802 - numpy's name
+        """The tensor with its axes reversed."""
+        return _ops().transpose(self)
+
+    def __getitem__(self, index: Any) -> Tensor:
+        return _ops().getitem(self, index)
+
+    def __add__(self, other: Any) -> Tensor:
+        return _ops().add(self, other)
+
+    def __radd__(self, other: Any) -> Tensor:
+        return _ops().add(other, self)
+
+    def __sub__(self, other: Any) -> Tensor:
+        return _ops().sub(self, other)
+
+    def __rsub__(self, other: Any) -> Tensor:
+        return _ops().sub(other, self)
+
+    def __mul__(self, other: Any) -> Tensor:
+        return _ops().mul(self, other)
+
+    def __rmul__(self, other: Any) -> Tensor:
+        return _ops().mul(other, self)
+
+    def __truediv__(self, other: Any) -> Tensor:
+        return _ops().div(self, other)
+
+    def __rtruediv__(self, other: Any) -> Tensor:
+        return _ops().div(other, self)
+
+    def __pow__(self, other: Any) -> Tensor:
+        return _ops().pow(self, other)
+
+    def __rpow__(self, other: Any) -> Tensor:
+        return _ops().pow(other, self)
+
+    def __matmul__(self, other: Any) -> Tensor:
+        return _ops().matmul(self, other)
+
+    def __rmatmul__(self, other: Any) -> Tensor:
+        return _ops().matmul(other, self)
+
+    def __neg__(self) -> Tensor:
+        return _ops().neg(self)
+
+    def __abs__(self) -> Tensor:
+        return _ops().abs(self)
+
+    def __lt__(self, other: Any) -> Tensor:
+        return _ops().less(self, other)
+
+    def __le__(self, other: Any) -> Tensor:
+        return _ops().less_equal(self, other)
+
+    def __gt__(self, other: Any) -> Tensor:
+        return _ops().greater(self, other)
+
+    def __ge__(self, other: Any) -> Tensor:
+        return _ops().greater_equal(self, other)
+
+    def __eq__(self, other: Any) -> Tensor:  # type: ignore[override]
+        return _ops().equal(self, other)
+
+    def __ne__(self, other: Any) -> Tensor:  # type: ignore[override]
+        return _ops().not_equal(self, other)
+
+    __hash__ = object.__hash__
+
+
+def _ops() -> Any:
+    import stdlib_ops.operators as operators
+
+    return operators
+
+
+def _check_dtype(dtype: Any) -> str:
+    name = np.dtype(dtype).name if not (isinstance(dtype, str) and dtype == "bfloat16") else "bfloat16"
+    if name not in DTYPES:
+        raise TypeError(f"unsupported dtype {name!r}; supported: {', '.join(DTYPES)}")
+    return name
+
+
+def wrap(array: Any, device: str) -> Tensor:
+    """A concrete tensor around a runtime array (no copy)."""
+    return Tensor(tuple(int(d) for d in array.shape), _check_dtype(array.dtype), device, array)
+
+
+def asarray(data: Any, dtype: Any = None, device: str = "cpu") -> Tensor:
+    """A concrete tensor with a copy of `data` (array-like, a tensor, or a DLPack object) on `device`."""
+    if isinstance(data, Tensor):
+        data = data.numpy()
+    elif hasattr(data, "__dlpack__") and not isinstance(data, np.ndarray):
+        data = np.from_dlpack(data)
+    array = np.asarray(data, dtype=dtype)
+    if array.dtype == np.float64 and dtype is None and not isinstance(data, np.ndarray):
+        array = array.astype(np.float32)  # Python floats make float32 tensors, as in the deep-learning libraries
+    _check_dtype(array.dtype)
+    return wrap(arrays.asarray(np.array(array, copy=True), device=device), device)
+
+
+def from_dlpack(obj: Any, device: str = "cpu") -> Tensor:
+    """A concrete tensor with the data of a DLPack object (a numpy or torch CPU tensor, ...)."""
+    return asarray(np.from_dlpack(obj), device=device)
+
+
+def empty(shape: Any, dtype: Any = "float32", device: str = "cpu") -> Tensor:
+    """An uninitialized tensor."""
+    return wrap(arrays.empty(_shape(shape), _check_dtype(dtype), device), device)
+
+
+def zeros(shape: Any, dtype: Any = "float32", device: str = "cpu") -> Tensor:
+    """A tensor of zeros."""
+    return full(shape, 0, dtype, device)
+
+
+def ones(shape: Any, dtype: Any = "float32", device: str = "cpu") -> Tensor:
+    """A tensor of ones."""
+    return full(shape, 1, dtype, device)
+
+
+def full(shape: Any, fill_value: Any, dtype: Any = "float32", device: str = "cpu") -> Tensor:
+    """A tensor with every element `fill_value`."""
+    return wrap(arrays.asarray(np.full(_shape(shape), fill_value, _check_dtype(dtype)), device=device), device)
+
+
+def randn(shape: Any, dtype: Any = "float32", device: str = "cpu") -> Tensor:
+    """Standard-normal random values."""
+    return wrap(arrays.randn(_shape(shape), _check_dtype(dtype), device), device)
+
+
+def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None, device: str = "cpu") -> Tensor:
+    """`numpy.arange` as a tensor."""
+    values = np.arange(start, stop, step) if stop is not None else np.arange(start)
+    if dtype is not None:
+        values = values.astype(dtype)
+    elif values.dtype == np.float64:
+        values = values.astype(np.float32)
+    return wrap(arrays.asarray(values, device=device), device)
+
+
+def symbol(shape: Any, dtype: Any = "float32", device: str = "cpu") -> Tensor:
+    """A symbolic tensor: a graph input; string dimensions are sizes known only when the graph runs."""
+    dims = tuple(d if isinstance(d, str) else int(d) for d in _shape(shape))
+    return Tensor(dims, _check_dtype(dtype), device)
+
+
+def _shape(shape: Any) -> tuple:
+    return (shape,) if isinstance(shape, (int, str)) else tuple(shape)

@@ -1,0 +1,123 @@
+"""The row-wise CUDA templates (softmax, log-softmax, layer norm, RMS norm) against float64 numpy references, on
+the emulator's checking mode (no race, no out-of-bounds access, no uninitialized shared-memory read). Errors
+are bounded by what f32 arithmetic allows: a sum of n terms is off by about n * 2^-24 of the sum of their
+magnitudes, and exp, log and rsqrt by a few ulps."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from template_checks import data, sizes
+
+from stdlib_ops.templates.normalization_cuda import layer_norm_cuda, log_softmax_cuda, rms_norm_cuda, softmax_cuda
+
+U = 2.0**-24  # f32's unit roundoff
+H = 2.0**-11  # f16's unit roundoff
+SUBNORMAL = 2.0**-146  # f32 results below 2^-126 are subnormal, spaced 2^-149: a few of those spacings
+
+
+@cache
+def built(template, *args, **kwargs):
+    return template(*args, **kwargs).build(check=True)
+
+
+def rows_and_cols(draw: st.DataObject) -> tuple[int, int]:
+    return draw.draw(sizes(40), label="rows"), draw.draw(sizes(300), label="cols")
+
+
+def assert_softmax_close(y: np.ndarray, x: np.ndarray, extra_rtol: float = 0.0, atol: float = SUBNORMAL) -> None:
+    """`y` within f32's error of softmax(x): the shift x - max rounds by 2^-24 of its size, which exp turns into
+    that much relative error; exp adds a few ulps, and the sum of `cols` positive terms cols * 2^-24."""
+    expected, shifted, _ = softmax_reference(x)
+    cols = x.shape[1]
+    bound = expected * ((cols + 8) * U + 2 * U * np.abs(shifted) + extra_rtol) + atol
+    worst = np.unravel_index(np.argmax(np.abs(y - expected) - bound), y.shape)
+    assert (np.abs(y - expected) <= bound).all(), f"{y[worst]} != {expected[worst]} at {worst}"
+
+
+def softmax_reference(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """float64 softmax of the rows, the shifted inputs x - max, and log of the sums of exp."""
+    shifted = x.astype(np.float64) - x.max(axis=1, keepdims=True)
+    log_total = np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    return np.exp(shifted - log_total), shifted, log_total
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.data(), st.sampled_from([1.0, 100.0]))
+def test_softmax_matches_numpy(draw: st.DataObject, scale: float) -> None:
+    rows, cols = rows_and_cols(draw)
+    x = data(draw.draw, (rows, cols), scale=scale)  # exp(100) overflows f32: only a max-shifted softmax passes
+    y = np.full_like(x, np.nan)
+    built(softmax_cuda, "rows", "cols")(rows, cols, x, y)
+    assert_softmax_close(y, x)
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.data())
+def test_log_softmax_matches_numpy(draw: st.DataObject) -> None:
+    rows, cols = rows_and_cols(draw)
+    x = data(draw.draw, (rows, cols), scale=10.0)
+    y = np.full_like(x, np.nan)
+    built(log_softmax_cuda, "rows", "cols")(rows, cols, x, y)
+    _, shifted, log_total = softmax_reference(x)
+    # x - max - log(sum): two roundings of the terms' size, and log of a sum off by cols * 2^-24 relative
+    bound = 4 * U * (np.abs(x) + np.abs(shifted) + np.abs(log_total)) + (cols + 8) * U
+    assert (np.abs(y - (shifted - log_total)) <= bound).all()
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.data())
+def test_layer_norm_matches_numpy(draw: st.DataObject) -> None:
+    rows, cols = rows_and_cols(draw)
+    x = data(draw.draw, (rows, cols), scale=3.0) + np.float32(draw.draw(st.sampled_from([0.0, 5.0])))
+    weight, bias = data(draw.draw, (cols,)), data(draw.draw, (cols,))
+    y = np.full_like(x, np.nan)
+    built(layer_norm_cuda, "rows", "cols", eps=1e-5)(rows, cols, x, weight, bias, y)
+    x64 = x.astype(np.float64)
+    inv_std = 1 / np.sqrt(x64.var(axis=1, keepdims=True) + 1e-5)
+    expected = (x64 - x64.mean(axis=1, keepdims=True)) * inv_std * weight + bias
+    # the mean is off by cols * 2^-24 of max |x|; that error, and the variance's, are scaled by 1/std, and the
+    # normalized value |x - mean| / std is at most sqrt(cols)
+    magnitude = np.abs(x64).max(axis=1, keepdims=True) * inv_std * np.abs(weight) * (1 + np.sqrt(cols)) + np.abs(bias)
+    assert (np.abs(y - expected) <= 8 * (cols + 2) * U * magnitude).all()
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.data())
+def test_rms_norm_matches_numpy(draw: st.DataObject) -> None:
+    rows, cols = rows_and_cols(draw)
+    x = data(draw.draw, (rows, cols), scale=3.0)
+    weight = data(draw.draw, (cols,))
+    y = np.full_like(x, np.nan)
+    built(rms_norm_cuda, "rows", "cols", eps=1e-6)(rows, cols, x, weight, y)
+    x64 = x.astype(np.float64)
+    inv_rms = 1 / np.sqrt((x64 * x64).mean(axis=1, keepdims=True) + 1e-6)
+    # the mean of squares is off by cols * 2^-24 relative (positive terms); rsqrt and two products add a few ulps
+    np.testing.assert_allclose(y, x64 * inv_rms * weight, rtol=(cols + 8) * U, atol=SUBNORMAL)
+
+
+@settings(max_examples=4, deadline=None)
+@given(st.data())
+def test_half_precision_softmax_and_rms_norm_compute_in_f32(draw: st.DataObject) -> None:
+    rows = draw.draw(sizes(16))
+    x = data(draw.draw, (rows, 33), "float16", scale=8.0)
+    y = np.zeros_like(x)
+    built(softmax_cuda, "rows", 33, "float16")(rows, x, y)
+    # f32 arithmetic as above, then one rounding to f16 (2^-11 relative; subnormal halves have 2^-24 spacing)
+    assert_softmax_close(y.astype(np.float32), x, extra_rtol=H, atol=2.0**-24)
+    weight = data(draw.draw, (33,), "float16")
+    built(rms_norm_cuda, "rows", 33, dtype="float16")(rows, x, weight, y)
+    x64 = x.astype(np.float64)
+    reference = x64 / np.sqrt((x64 * x64).mean(axis=1, keepdims=True) + 1e-6) * weight
+    np.testing.assert_allclose(y, reference, rtol=H + 41 * U, atol=2.0**-24)
+
+
+def test_one_thread_block_per_row_with_other_block_sizes() -> None:
+    x = np.random.default_rng(1).standard_normal((3, 1000)).astype(np.float32)
+    for threads in (32, 256):
+        y = np.full_like(x, np.nan)
+        built(softmax_cuda, 3, 1000, threads=threads)(x, y)
+        assert_softmax_close(y, x)
