@@ -436,7 +436,8 @@ class CEmitter:
         if e.op in ("/", "%") and isinstance(t, DataType) and needs_guard(t, e.b):
             return guarded_division(e.op, t, a, b, *((self.where(), self.division_fail) if self.check else ()))
         if e.op == "%" and isinstance(t, DataType) and t.is_float:  # the floor modulo (`evaluate.floor_mod`)
-            return f"{self.helper('mod', float32 if t.nbytes <= 4 else t)}({a}, {b})"
+            text = f"{self.helper('mod', float32 if t.nbytes <= 4 else t)}({a}, {b})"
+            return text if t.nbytes >= 4 else f"(({self.scalar(t)}){text})"  # half precision: computed in float
         text = f"({a} {e.op} {b})"
         if isinstance(t, DataType) and t.nbytes < 4 and not t.is_bool and e.op in ("+", "-", "*", "/", "%", "<<"):
             text = f"(({self.scalar(t)}){text})"  # C computes in int: wrap back to the IR's type

@@ -19,8 +19,9 @@ Undefined behaviour in C is avoided by construction: the integer range of every 
 clamped before a conversion to an integer type. Operands of different types are drawn (``u16 | i8``,
 ``f16 * u8``), so are the float ``//`` and ``%`` (floored, as Python's). The math functions of
 ``f32``/``f16`` are limited to correctly rounded ones (``sqrt``, ``floor``, ``ceil``, ``abs``) so that every
-target computes the same bits; ``f64`` also gets ``exp``, ``log``, ``sin``, ``cos`` and ``tanh`` (Python's
-``math`` calls the same C library). ``module_source`` puts many programs into one script module;
+target computes the same bits; ``f64`` also gets ``exp``, ``log``, ``sin``, ``cos`` and ``tanh``, whose results
+agree within an ulp (``Program.uses_libm``: the C library computes them at run time, but the C compiler evaluates
+a call on constants while compiling, correctly rounded). ``module_source`` puts many programs into one script module;
 ``load_module`` imports such a source from a temporary file.
 """
 
@@ -99,6 +100,12 @@ class Program:
     body: tuple[str, ...]
     helpers: tuple[tuple[str, ...], ...]
     workers: int
+
+    @property
+    def uses_libm(self) -> bool:
+        """Whether the program calls a math function that is not correctly rounded (``exp log sin cos tanh``)."""
+        lines = [*self.body, *(line for helper in self.helpers for line in helper)]
+        return any(f"math.{fn}(" in line for fn in _F64_MATH for line in lines)
 
     def function_source(self, name: str, target: str) -> str:
         """The helpers and the kernel called ``name`` for ``target`` ('cpu' or 'cuda'), at indentation 4."""

@@ -143,3 +143,15 @@ def test_adjacent_f32_roundings_survive_vectorization(tmp_path: Path) -> None:
     out = np.zeros(2)
     load_module(source, str(tmp_path)).build()(x, out)
     assert out.tolist() == x.astype(np.float32).astype(np.float64).tolist()
+
+
+def test_half_modulo_inside_an_expression_in_cuda(tmp_path: Path) -> None:
+    """The f16 `%` is computed in float: its result is rounded back to f16 before the enclosing operator (the
+    emulator's `__half` has no `float + __half`)."""
+    source = (_HEADER + "    def k(x: f64[2], o: f64[2]):\n        attrs.func_kind = 'cuda_kernel'\n"
+              "        attrs.cuda.grid_dim = 1\n        attrs.cuda.block_dim = 1\n"
+              "        o[0] = f64((f16(x[0]) % f16(3.0)) + f16(0.25))\n"
+              "        o[1] = f64(x[1] if (f16(x[1]) % u16(4)) > f16(1.0) else -x[1])\n")
+    out = np.zeros(2)
+    load_module(source, str(tmp_path)).build()(np.array([-6.5, 7.0]), out)
+    assert out.tolist() == [2.75, 7.0]

@@ -7,16 +7,17 @@ fuzz_programs.py`` runs many more. A disagreement prints the program, its inputs
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import strategies as st
 
-from hidet_lang.testing.differential import draw_examples, program_inputs, run_batch
+from hidet_lang.testing.differential import draw_examples, program_inputs, run_batch, same_outputs
 from hidet_lang.testing.programs import programs
 
 BATCH = 40
 
 
-@pytest.mark.parametrize("batch_seed", [11, 12, 13, 14])
+@pytest.mark.parametrize("batch_seed", [11, 12, 13, 14, 15, 16])
 def test_generated_programs_agree_on_every_target(batch_seed: int, tmp_path) -> None:  # noqa: ANN001
     drawn = draw_examples(st.tuples(programs(), program_inputs()), BATCH, batch_seed)
     outcomes = run_batch([p for p, _ in drawn], [x for _, x in drawn], str(tmp_path))
@@ -26,3 +27,17 @@ def test_generated_programs_agree_on_every_target(batch_seed: int, tmp_path) -> 
             f"{bad} disagree with the interpreter on\n{outcome.program.function_source('p', 'cpu')}\n"
             f"inputs: {outcome.inputs}\n" + "\n".join(f"{t}: {r}" for t, r in outcome.results.items())
         )
+
+
+def test_agreement_rule_counts_ulps_within_one_sign() -> None:
+    z = np.zeros(1, np.int64)
+
+    def agree(x: float, y: float, ulps: int) -> bool:
+        return same_outputs((z, np.array([x])), (z, np.array([y])), ulps)
+
+    below = float(np.nextafter(-0.25, 0.0))
+    assert agree(-0.25, below, 1) and not agree(-0.25, below, 0)
+    assert not agree(-0.25, float(np.nextafter(below, 0.0)), 1)  # two ulps apart
+    assert not agree(0.0, -0.0, 1) and not agree(5e-324, -5e-324, 1)  # a sign is never an ulp
+    assert agree(float("nan"), -float("nan"), 0) and agree(float("inf"), float("inf"), 0)
+    assert not same_outputs((z + 1, np.zeros(1)), (z, np.zeros(1)), 1)  # integers exactly
