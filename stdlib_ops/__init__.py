@@ -4,12 +4,15 @@ run eagerly on concrete tensors or recorded on symbolic ones (`import stdlib_ops
 from __future__ import annotations
 
 from stdlib_ops.compute import arg_reduce, compute, reduce, tensor_input
+from stdlib_ops.graph import CompiledGraph, FlowGraph, load, optimize, trace_from
 from stdlib_ops.operators import *  # noqa: F403 - the operator functions are the package's surface
 from stdlib_ops.operators import __all__ as _operator_names
 from stdlib_ops.task import InverseMap, Task, register_template
+from stdlib_ops.templates import registry as _registry  # noqa: F401 - registers the library's templates
 from stdlib_ops.tensor import Tensor, arange, asarray, empty, from_dlpack, full, ones, randn, symbol, zeros
 
 __all__ = [
     *_operator_names, "InverseMap", "Task", "Tensor", "arange", "arg_reduce", "asarray", "compute", "empty",
     "from_dlpack", "full", "ones", "randn", "reduce", "register_template", "symbol", "tensor_input", "zeros",
+    "CompiledGraph", "FlowGraph", "load", "optimize", "trace_from",
 ]

@@ -1,0 +1,168 @@
+"""`build_graph`: a (partitioned) graph compiled for a target into a `CompiledGraph`.
+
+Each fusion group becomes one kernel: the anchor's scheduled module (`task.implement(target)`), with the group's
+prologues and epilogues injected. Where the anchor's kernel breaks the fusion contract for a tensor, the
+operators that would be fused there stay kernels of their own, and the compiled graph's printout says why. Groups
+with equal keys share one kernel, within a graph and across graphs (the `GraphKernels` cache); distinct kernels
+compile in parallel (the C compilers are subprocesses), with a progress bar when a build takes more than a second
+on a terminal. An unpartitioned graph builds with one kernel per operator.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from tqdm import tqdm
+
+from codegen import arrays
+from codegen.build import build_module
+from hidet_lang.ir.func import IRModule
+from stdlib_ops.graph.compiled import CompiledGraph, Launch, Plan, Ref, TensorSpec
+from stdlib_ops.graph.flow_graph import FlowGraph
+from stdlib_ops.graph.fused_task import FusedKernel, contract_problems, fused_kernel, group_key, group_outputs
+from stdlib_ops.graph.memory_plan import plan_memory
+from stdlib_ops.graph.partition import FusionGroup, detach, order_groups
+from stdlib_ops.task import Task
+from stdlib_ops.tensor import Tensor
+
+PROGRESS_DELAY_S = 1.0
+
+
+class GraphKernels:
+    """The scheduled anchor modules by (task key, target), and the fused kernels and their builds by group key."""
+
+    def __init__(self) -> None:
+        self._anchors: dict[tuple[str, str], IRModule] = {}
+        self._fused: dict[str, FusedKernel] = {}
+        self._built: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def anchor_module(self, task: Task, target: str) -> IRModule:
+        """The first scheduled module of `task` for `target`."""
+        key = (task.key, target)
+        if key not in self._anchors:
+            self._anchors[key] = task.implement(target)[0]
+        return self._anchors[key]
+
+    def fused(self, group: FusionGroup, target: str) -> tuple[str, FusedKernel]:
+        """The key and the kernel of `group` on `target`."""
+        key = group_key(group, target)
+        if key not in self._fused:
+            self._fused[key] = fused_kernel(group, self.anchor_module(group.anchor.task, target))
+        return key, self._fused[key]
+
+    def compile(self, kernels: dict[str, FusedKernel], target: str) -> dict[str, Any]:
+        """The built module of each kernel (by key), building the ones not built yet in parallel."""
+        missing = [key for key in kernels if key not in self._built]
+        if missing:
+            workers = min(len(missing), 8)
+            with ThreadPoolExecutor(max_workers=workers) as pool, \
+                    tqdm(total=len(missing), desc=f"building kernels for {target}", unit="kernel",
+                         delay=PROGRESS_DELAY_S, disable=not sys.stderr.isatty(), leave=False) as bar:
+                futures = {key: pool.submit(build_module, kernels[key].module, target) for key in missing}
+                for key, future in futures.items():
+                    built = future.result()
+                    with self._lock:
+                        self._built[key] = built
+                    bar.update(1)
+        return {key: self._built[key] for key in kernels}
+
+
+GRAPH_KERNELS = GraphKernels()
+
+
+def build_graph(graph: FlowGraph, target: str = "cpu", kernels: GraphKernels = GRAPH_KERNELS) -> CompiledGraph:
+    """`graph` compiled for `target` ('cpu', 'cuda' or 'cuda:sm_XY')."""
+    kind = target.split(":", 1)[0]
+    if kind not in ("cpu", "cuda"):
+        raise ValueError(f"build: target must be 'cpu' or 'cuda', got {target!r}")
+    device = "cuda" if kind == "cuda" else "cpu"
+    groups = respect_contracts(_groups_of(graph), target, kernels)
+    fused = [kernels.fused(group, target) for group in groups]
+    distinct = dict(fused)
+    built = kernels.compile(distinct, target)
+    keys = list(distinct)
+    modules = [built[key] for key in keys]
+    titles = [distinct[key].title for key in keys]
+    plan, constants = _plan(graph, groups, [(keys.index(key), kernel) for key, kernel in fused], device)
+    description = str(FlowGraph(graph.inputs, graph.outputs, graph.nodes, groups))
+    return CompiledGraph(target, plan, modules, titles, constants, description)
+
+
+def respect_contracts(groups: Sequence[FusionGroup], target: str, kernels: GraphKernels) -> list[FusionGroup]:
+    """`groups`, with the operators that an anchor's kernel cannot take (fusion contract) split off."""
+    result: list[FusionGroup] = []
+    pending = list(groups)
+    while pending:
+        group = pending.pop(0)
+        if not (group.prologues or group.epilogues):
+            result.append(group)
+            continue
+        problems = contract_problems(group, kernels.anchor_module(group.anchor.task, target))
+        if not problems:
+            result.append(group)
+            continue
+        ops, why = problems[0]
+        kept, *singles = detach(group, ops, why)
+        pending = [kept, *pending]
+        result.extend(singles)
+    return order_groups(result)
+
+
+def _groups_of(graph: FlowGraph) -> list[FusionGroup]:
+    if graph.groups is not None:
+        return list(graph.groups)
+    position = {id(op): k for k, op in enumerate(graph.nodes)}
+    return [FusionGroup(op, position=position) for op in graph.nodes]
+
+
+def _plan(graph: FlowGraph, groups: Sequence[FusionGroup], launches: Sequence[tuple[int, FusedKernel]],
+          device: str) -> tuple[Plan, list[Any]]:
+    """The run plan of `groups` (in order, each with its kernel) and the constants moved to `device`."""
+    refs: dict[int, Ref] = {id(t): ("input", k) for k, t in enumerate(graph.inputs)}
+    constants = graph.constants
+    refs.update((id(t), ("const", k)) for k, t in enumerate(constants))
+    outputs: list[tuple[Ref, TensorSpec]] = []
+    for k, t in enumerate(graph.outputs):
+        refs.setdefault(id(t), ("output", k))
+        outputs.append((refs[id(t)], TensorSpec(t.shape, t.dtype)))
+    tensors: dict[int, Tensor] = {}
+    steps: list[tuple[list[int], list[int]]] = []
+    group_io: list[tuple[list[Tensor], list[Tensor]]] = []
+    for group in groups:
+        ins, outs = group.inputs(), group_outputs(group)
+        group_io.append((ins, outs))
+        tensors.update((id(t), t) for t in [*ins, *outs])
+        steps.append(([id(t) for t in ins], [id(t) for t in outs]))
+    intermediates = {i: (t.shape, t.dtype) for i, t in tensors.items() if i not in refs}
+    memory = plan_memory(steps, intermediates)
+    buffer_ids = list(memory.slot_of)
+    buffers = tuple((TensorSpec(tensors[i].shape, tensors[i].dtype), memory.slot_of[i]) for i in buffer_ids)
+    refs.update((i, ("buffer", k)) for k, i in enumerate(buffer_ids))
+    plan_launches = []
+    for (kernel_index, kernel), (ins, outs) in zip(launches, group_io):
+        args: list[Ref] = []
+        for role, which in kernel.args:
+            if role == "size":
+                args.append(("size", which))
+            else:
+                args.append(refs[id((ins if role == "in" else outs)[which])])
+        plan_launches.append(Launch(kernel_index, tuple(args)))
+    _check_sizes(graph, plan_launches)
+    plan = Plan(tuple(TensorSpec(t.shape, t.dtype) for t in graph.inputs),
+                tuple(f"%x{k}" for k in range(len(graph.inputs))), buffers, memory.slots, tuple(plan_launches),
+                tuple(outputs))
+    moved = [c.storage if c.device == device else arrays.asarray(c.numpy(), device=device) for c in constants]
+    return plan, moved
+
+
+def _check_sizes(graph: FlowGraph, launches: Sequence[Launch]) -> None:
+    known = {d for t in graph.inputs for d in t.shape if isinstance(d, str)}
+    for launch in launches:
+        for role, name in launch.args:
+            if role == "size" and name not in known:
+                raise ValueError(f"build: a kernel takes the size '{name}', which no graph input's shape names")

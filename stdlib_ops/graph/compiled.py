@@ -1,0 +1,175 @@
+"""`CompiledGraph`: a graph's kernels and the plan that runs them, callable with arrays.
+
+A call checks its arguments against the graph's inputs (rank, dtype, fixed dimensions; each symbolic dimension
+bound to one value) before any kernel runs, moves them to the graph's device, allocates the outputs and the
+planned intermediate slots for the symbolic dimensions' values, and launches the kernels in order. Everything in
+the plan is plain data (names, numbers, shapes), so a compiled graph can be saved and loaded (`save`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from codegen import arrays
+from stdlib_ops.graph.memory_plan import Shape, SlotKind
+from stdlib_ops.operators.base import shape_str
+from stdlib_ops.tensor import Tensor
+
+Ref = tuple[str, "int | str"]  # ('input', i) | ('const', i) | ('buffer', i) | ('output', i) | ('size', name)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """The shape (ints, and strings for symbolic dimensions) and dtype of a graph input, output or buffer."""
+
+    shape: Shape
+    dtype: str
+
+    def resolve(self, sizes: dict[str, int]) -> tuple[int, ...]:
+        """The concrete shape for the symbolic dimensions' values `sizes`."""
+        return tuple(d if isinstance(d, int) else sizes[d] for d in self.shape)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch: kernel `kernel` (an index into the graph's kernels) with `args`, one per parameter."""
+
+    kernel: int
+    args: tuple[Ref, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a compiled graph runs: its inputs, constants' specs, buffers (each in a slot), launches and outputs."""
+
+    inputs: tuple[TensorSpec, ...]
+    input_names: tuple[str, ...]
+    buffers: tuple[tuple[TensorSpec, int], ...]
+    slots: tuple[SlotKind, ...]
+    launches: tuple[Launch, ...]
+    outputs: tuple[tuple[Ref, TensorSpec], ...]
+
+
+class CompiledGraph:
+    """A graph compiled for one target. `compiled(*inputs)` takes numpy arrays, Tensors or DLPack objects (one
+    per graph input) and returns a Tensor (one output) or a tuple of them; `kernels` names the kernels launched
+    per call; `save(path)` writes it to one file that `stdlib_ops.load` reads back."""
+
+    def __init__(self, target: str, plan: Plan, kernels: Sequence[Any], titles: Sequence[str],
+                 constants: Sequence[Any], description: str = "") -> None:
+        self.target = target
+        self.device = "cuda" if target.split(":", 1)[0] == "cuda" else "cpu"
+        self.plan = plan
+        self.modules = list(kernels)
+        self.titles = list(titles)
+        self.constants = list(constants)
+        self.description = description
+
+    @property
+    def kernels(self) -> list[str]:
+        """The kernels launched per call, in order (each named by the operators it computes)."""
+        return [self.titles[launch.kernel] for launch in self.plan.launches]
+
+    def __call__(self, *args: Any) -> Tensor | tuple[Tensor, ...]:
+        plan = self.plan
+        if len(args) != len(plan.inputs):
+            raise TypeError(f"the compiled graph takes {len(plan.inputs)} inputs "
+                            f"({', '.join(self._input_text(k) for k in range(len(plan.inputs)))}), got {len(args)}")
+        hosts = [self._accept(k, a) for k, a in enumerate(args)]
+        sizes = self._bind_sizes(hosts)
+        values: dict[Ref, Any] = {}
+        for k, a in enumerate(hosts):
+            values[("input", k)] = a if isinstance(a, (arrays.DeviceArray, arrays.HostArray)) else \
+                arrays.asarray(a, device=self.device)
+        for k, c in enumerate(self.constants):
+            values[("const", k)] = c
+        slots = [arrays.empty((kind.elements(sizes),), kind.dtype, self.device) for kind in plan.slots]
+        for k, (spec, slot) in enumerate(plan.buffers):
+            values[("buffer", k)] = slots[slot].reshape(spec.resolve(sizes))
+        results = []
+        for ref, spec in plan.outputs:
+            if ref[0] == "output" and ref not in values:
+                values[ref] = arrays.empty(spec.resolve(sizes), spec.dtype, self.device)
+            results.append((ref, spec))
+        for launch in plan.launches:
+            call = [sizes[a[1]] if a[0] == "size" else _kernel_argument(values[a]) for a in launch.args]
+            self.modules[launch.kernel](*call)
+        outs = tuple(self._output(values[ref], spec, sizes, ref) for ref, spec in results)
+        return outs[0] if len(outs) == 1 else outs
+
+    def _output(self, value: Any, spec: TensorSpec, sizes: dict[str, int], ref: Ref) -> Tensor:
+        shape = spec.resolve(sizes)
+        if ref[0] != "output":  # a graph input or constant returned as it is: a copy, never the caller's memory
+            value = arrays.asarray(np.array(value.numpy()), device=self.device)
+        return Tensor(shape, spec.dtype, self.device, value.reshape(shape))
+
+    def _accept(self, k: int, value: Any) -> Any:
+        """Argument `k` as an array (on the graph's device when it is a tensor there), its rank and dtype checked."""
+        spec = self.plan.inputs[k]
+        if isinstance(value, Tensor):
+            if value.is_symbolic:
+                raise TypeError(f"the compiled graph's input {self._input_text(k)} got a symbolic tensor; pass data")
+            array = value.storage if value.device == self.device else value.numpy()
+            dtype, shape = value.dtype, value.shape
+        else:
+            if hasattr(value, "__dlpack__") and not isinstance(value, np.ndarray):
+                value = np.from_dlpack(value)
+            array = np.ascontiguousarray(value)
+            dtype, shape = array.dtype.name, array.shape
+        if len(shape) != len(spec.shape):
+            raise ValueError(f"the compiled graph's input {self._input_text(k)} has rank {len(spec.shape)}, got an "
+                             f"array of shape {shape_str(shape)}")
+        if dtype != spec.dtype:
+            raise TypeError(f"the compiled graph's input {self._input_text(k)} has dtype {spec.dtype}, got an array "
+                            f"of dtype {dtype} (shape {shape_str(shape)})")
+        for axis, (want, got) in enumerate(zip(spec.shape, shape)):
+            if isinstance(want, int) and want != got:
+                raise ValueError(f"the compiled graph's input {self._input_text(k)} has size {want} in dimension "
+                                 f"{axis}, got an array of shape {shape_str(shape)}")
+        return array
+
+    def _bind_sizes(self, hosts: Sequence[Any]) -> dict[str, int]:
+        """The value of every symbolic dimension, from the inputs' shapes; ValueError when one gets two values."""
+        sizes: dict[str, int] = {}
+        first: dict[str, tuple[int, tuple]] = {}
+        for k, (spec, a) in enumerate(zip(self.plan.inputs, hosts)):
+            shape = tuple(int(d) for d in a.shape)
+            for want, got in zip(spec.shape, shape):
+                if not isinstance(want, str):
+                    continue
+                if got < 1:
+                    raise ValueError(f"the compiled graph's input {self._input_text(k)} got an array of shape "
+                                     f"{shape_str(shape)}: the symbolic dimension '{want}' must be at least 1")
+                if want in sizes and sizes[want] != got:
+                    other, other_shape = first[want]
+                    raise ValueError(f"the symbolic dimension '{want}' is {sizes[want]} in input "
+                                     f"{self._input_text(other)} (an array of shape {shape_str(other_shape)}) but "
+                                     f"{got} in input {self._input_text(k)} (an array of shape {shape_str(shape)})")
+                sizes[want] = got
+                first.setdefault(want, (k, shape))
+        return sizes
+
+    def _input_text(self, k: int) -> str:
+        spec = self.plan.inputs[k]
+        return f"{self.plan.input_names[k]}: {spec.dtype} {shape_str(spec.shape)}"
+
+    def save(self, path: str) -> None:
+        """Write the compiled graph to one file (a zip) that `stdlib_ops.load(path)` runs without compiling."""
+        from stdlib_ops.graph.save import save_compiled
+
+        save_compiled(self, path)
+
+    def __str__(self) -> str:
+        return self.description or repr(self)
+
+    def __repr__(self) -> str:
+        return f"<CompiledGraph for {self.target}: {len(self.plan.launches)} kernels per call>"
+
+
+def _kernel_argument(value: Any) -> Any:
+    """A rank-0 array is passed to a kernel as a one-element array."""
+    return value.reshape((1,)) if len(value.shape) == 0 else value

@@ -1,0 +1,58 @@
+"""`trace_from`: the graph of operators recorded between symbolic inputs and the outputs computed from them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from stdlib_ops.graph.flow_graph import FlowGraph
+from stdlib_ops.operators.base import Operator, shape_str
+from stdlib_ops.tensor import Tensor
+
+
+def trace_from(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor]) -> FlowGraph:
+    """The `FlowGraph` that computes `outputs` from `inputs` (symbolic tensors, in the order the compiled graph
+    takes them). Every symbolic tensor the outputs depend on must be an input or an operator's result."""
+    outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    ins = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    for k, t in enumerate([*outs, *ins]):
+        if not isinstance(t, Tensor):
+            what = "output" if k < len(outs) else "input"
+            raise TypeError(f"trace_from: every {what} must be a Tensor, got {type(t).__name__}")
+    for t in ins:
+        if not t.is_symbolic or t.producer is not None:
+            raise ValueError(f"trace_from: the input {_text(t)} is not a graph input; make inputs with ops.symbol")
+    if len({id(t) for t in ins}) != len(ins):
+        raise ValueError("trace_from: an input is listed twice")
+    return FlowGraph(ins, outs, topological_order(outs, ins))
+
+
+def topological_order(outputs: Sequence[Tensor], inputs: Sequence[Tensor]) -> list[Operator]:
+    """The operators that `outputs` depend on, each after the producers of its inputs (depth-first from the
+    outputs); ValueError for a symbolic tensor that is neither an input nor an operator's result."""
+    known_inputs = {id(t) for t in inputs}
+    order: list[Operator] = []
+    visited: set[int] = set()
+    for root in outputs:
+        stack: list[tuple[Tensor, bool]] = [(root, False)]
+        while stack:
+            t, expanded = stack.pop()
+            op = t.producer
+            if op is None:
+                if t.is_symbolic and id(t) not in known_inputs:
+                    raise ValueError(f"trace_from: the outputs depend on the symbolic tensor {_text(t)}, which is not "
+                                     f"among the inputs")
+                continue
+            if expanded:
+                if id(op) not in visited:
+                    visited.add(id(op))
+                    order.append(op)
+                continue
+            if id(op) in visited:
+                continue
+            stack.append((t, True))
+            stack.extend((i, False) for i in reversed(op.inputs))
+    return order
+
+
+def _text(t: Tensor) -> str:
+    return f"{t.dtype} {shape_str(t.shape)}"

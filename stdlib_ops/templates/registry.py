@@ -1,0 +1,247 @@
+"""The library's templates, registered for the tasks they implement.
+
+Each registration adapts one task to a template's canonical shapes, or declines it (returns None, and the
+rule-based scheduler schedules the task):
+
+- `matmul` (numpy's semantics: 1-D operands, broadcast batch dimensions): on CUDA, f16 operands go to the
+  tensor-core template `matmul_cuda_f16_mma`, f32 and bf16 ones to the tiled `cp_async` template `matmul_cuda`; on
+  the CPU, f32 and f16 go to the blocked `matmul_cpu`. When the right operand has no batch dimensions, the left
+  operand's batch dimensions fold into the rows of one matrix product (a linear layer is one big matmul).
+- `softmax` / `log_softmax` over the last axis, `layer_norm` over trailing axes with a weight and a bias, and
+  `rms_norm` with a weight: the row-wise CUDA templates, over the `[rows, cols]` view of the tensors.
+- `attention` (inputs q, k, v of shapes `[..., seq, head_dim]`, attribute `causal`): `attention_cuda` over the
+  head batch, for head dimensions known at build time.
+
+The operands must share one dtype the template supports, and every size known at build time must be positive.
+The bound kernel is named after its template (`matmul_cuda`, `softmax_cuda`, ...), which says which schedule a
+task got; it follows the kernel contract with the task's own signature (see `views.bind_template`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+from hidet_lang.frontend.script import ScriptModule
+from hidet_lang.ir import expr as E
+from hidet_lang.ir.func import IRModule
+from hidet_lang.ir.types import TensorType
+from stdlib_ops.schedule.signature import KernelSignature, kernel_signature
+from stdlib_ops.task import Task, register_template
+from stdlib_ops.templates.attention_cuda import ATTENTION_DTYPES, attention_cuda
+from stdlib_ops.templates.matmul_cpu import MATMUL_CPU_DTYPES, matmul_cpu
+from stdlib_ops.templates.matmul_cuda import MATMUL_CUDA_DTYPES, matmul_cuda
+from stdlib_ops.templates.matmul_cuda_f16_mma import matmul_cuda_f16_mma
+from stdlib_ops.templates.normalization_cuda import (
+    NORMALIZATION_DTYPES,
+    layer_norm_cuda,
+    log_softmax_cuda,
+    rms_norm_cuda,
+    softmax_cuda,
+)
+from stdlib_ops.templates.views import Dim, Indices, View, bind_template, broadcast_batch, product, unravel
+
+Instantiate = Callable[..., ScriptModule]
+
+
+def instantiate(signature: KernelSignature, name: str, template: Instantiate, sizes: Mapping[str, Dim],
+                views: Sequence[View], **options: object) -> IRModule | None:
+    """`template` instantiated and bound through `views` to a task's kernel `signature`, its kernel named `name`;
+    None when a size known at build time is not positive.
+
+    `sizes` gives each size parameter of the template (by keyword) an int or an expression of the task's sizes;
+    the template sees ints as constants and the others as symbolic sizes, which the binding replaces by their
+    expressions."""
+    if any(isinstance(d, int) and d < 1 for d in sizes.values()):
+        return None
+    given = {key: d if isinstance(d, int) else key for key, d in sizes.items()}
+    module = template(**given, **options).ir_module()
+    return bind_template(module, name, sizes, views, signature)
+
+
+def shape_of(tensor: E.Var | E.Expr) -> tuple[Dim, ...]:
+    """The shape of a task input or output."""
+    t = tensor.type
+    assert isinstance(t, TensorType)
+    return tuple(t.shape)
+
+
+def common_dtype(task: Task, allowed: tuple[str, ...]) -> str | None:
+    """The dtype every input and output of `task` has, when there is one and it is in `allowed`."""
+    dtypes = {v.type.dtype.name for v in task.inputs} | {o.dtype.name for o in task.outputs}
+    return dtypes.pop() if len(dtypes) == 1 and next(iter(dtypes)) in allowed else None
+
+
+# ---------------------------------------------------------------------------------------------------- matmul
+
+
+def matmul_views(signature: KernelSignature) -> tuple[dict[str, Dim], list[View]] | None:
+    """The sizes (`batch, m, n, k`) and the views of `a, b, c` that make a batched matmul of the matmul task
+    whose kernel signature is `signature`, or None when the task is not one (two inputs, one output)."""
+    if len(signature.inputs) != 2 or len(signature.outputs) != 1:
+        return None
+    x, y = signature.inputs
+    xs, ys = shape_of(x), shape_of(y)
+    x_vector, y_vector = len(xs) == 1, len(ys) == 1
+    out = signature.outputs[0]
+    m_dim: Dim = 1 if x_vector else xs[-2]
+    k_dim, n_dim = xs[-1], (1 if y_vector else ys[-1])
+    x_batch, y_batch = xs[:-2], ys[:-2]
+    batch = shape_of(out)[:len(shape_of(out)) - (2 - x_vector - y_vector)]
+
+    def rows(coords: list[E.Expr]) -> list[E.Expr]:
+        return [] if x_vector else coords
+
+    def cols(j: E.Expr) -> list[E.Expr]:
+        return [] if y_vector else [j]
+
+    if not y_batch:  # fold the batch of `x` into the rows of one product
+        def a_fold(i: Indices) -> Indices:
+            coords = unravel(i[1], [*x_batch, m_dim])
+            return (*coords[:-1], *rows(coords[-1:]), i[2])
+
+        def c_fold(i: Indices) -> Indices:
+            coords = unravel(i[1], [*batch, m_dim])
+            return (*coords[:-1], *rows(coords[-1:]), *cols(i[2]))
+
+        sizes = {"batch": 1, "m": product([*x_batch, m_dim]), "n": n_dim, "k": k_dim}
+        return sizes, [View(x, a_fold), View(y, lambda i: (i[1], *cols(i[2]))), View(out, c_fold)]
+
+    def a_view(i: Indices) -> Indices:
+        return (*broadcast_batch(unravel(i[0], batch), x_batch), *rows([i[1]]), i[2])
+
+    def b_view(i: Indices) -> Indices:
+        return (*broadcast_batch(unravel(i[0], batch), y_batch), i[1], *cols(i[2]))
+
+    def c_view(i: Indices) -> Indices:
+        return (*unravel(i[0], batch), *rows([i[1]]), *cols(i[2]))
+
+    sizes = {"batch": product(batch), "m": m_dim, "n": n_dim, "k": k_dim}
+    return sizes, [View(x, a_view), View(y, b_view), View(out, c_view)]
+
+
+@register_template("matmul", "cuda")
+def matmul_on_cuda(task: Task) -> IRModule | None:
+    """The tensor-core template for f16 operands, the tiled cp_async template for f32 and bf16 ones."""
+    signature = kernel_signature(task.inputs, task.outputs)
+    shapes = matmul_views(signature)
+    dtype = common_dtype(task, MATMUL_CUDA_DTYPES)
+    if shapes is None or dtype is None:
+        return None
+    sizes, views = shapes
+    if dtype == "float16":
+        return instantiate(signature, "matmul_cuda_f16_mma", matmul_cuda_f16_mma, sizes, views, out_dtype=dtype)
+    return instantiate(signature, "matmul_cuda", matmul_cuda, sizes, views, dtype=dtype)
+
+
+@register_template("matmul", "cpu")
+def matmul_on_cpu(task: Task) -> IRModule | None:
+    """The blocked CPU template for f32 and f16 operands."""
+    signature = kernel_signature(task.inputs, task.outputs)
+    shapes = matmul_views(signature)
+    dtype = common_dtype(task, MATMUL_CPU_DTYPES)
+    if shapes is None or dtype is None:
+        return None
+    sizes, views = shapes
+    return instantiate(signature, "matmul_cpu", matmul_cpu, sizes, views, dtype=dtype)
+
+
+# ------------------------------------------------------------------------------------- row-wise normalizations
+
+
+def row_view(tensor: E.Var, lead: Sequence[Dim], trail: Sequence[Dim]) -> View:
+    """`tensor` of shape `[*lead, *trail]` seen as the matrix `[product(lead), product(trail)]`."""
+    return View(tensor, lambda i: (*unravel(i[0], lead), *unravel(i[1], trail)))
+
+
+def trailing_axes(task: Task, key: str) -> int | None:
+    """How many trailing axes the task's attribute `key` (an axis or axes) names, or None if they are not the
+    trailing axes of its first input."""
+    rank = len(shape_of(task.inputs[0]))
+    value = task.attrs.get(key)
+    axes = (value,) if isinstance(value, int) else tuple(value) if isinstance(value, (tuple, list)) else ()
+    count = len(axes)
+    return count if count and tuple(axes) == tuple(range(rank - count, rank)) else None
+
+
+def rows_template(task: Task, name: str, template: Instantiate, key: str, params: int,
+                  **options: object) -> IRModule | None:
+    """A row-wise template over the trailing axes that attribute `key` names, for a task whose inputs are `x`
+    and `params` parameter tensors of the normalized shape; None when the task is not of that form."""
+    count = trailing_axes(task, key)
+    dtype = common_dtype(task, NORMALIZATION_DTYPES)
+    if count is None or dtype is None or len(task.inputs) != 1 + params or len(task.outputs) != 1:
+        return None
+    signature = kernel_signature(task.inputs, task.outputs)
+    x = task.inputs[0]
+    shape = shape_of(x)
+    lead, trail = shape[:len(shape) - count], shape[len(shape) - count:]
+    if any(shape_of(p) != trail for p in task.inputs[1:]):
+        return None
+    sizes = {"rows": product(lead), "cols": product(trail)}
+    views = [row_view(x, lead, trail), *[View(p, lambda i: tuple(unravel(i[0], trail))) for p in task.inputs[1:]],
+             row_view(signature.outputs[0], lead, trail)]
+    return instantiate(signature, name, template, sizes, views, dtype=dtype, **options)
+
+
+@register_template("softmax", "cuda")
+def softmax_on_cuda(task: Task) -> IRModule | None:
+    """Softmax over the last axis."""
+    return rows_template(task, "softmax_cuda", softmax_cuda, "axis", 0) if trailing_axes(task, "axis") == 1 else None
+
+
+@register_template("log_softmax", "cuda")
+def log_softmax_on_cuda(task: Task) -> IRModule | None:
+    """Log-softmax over the last axis."""
+    if trailing_axes(task, "axis") != 1:
+        return None
+    return rows_template(task, "log_softmax_cuda", log_softmax_cuda, "axis", 0)
+
+
+@register_template("layer_norm", "cuda")
+def layer_norm_on_cuda(task: Task) -> IRModule | None:
+    """Layer norm over trailing axes, with a weight and a bias."""
+    if task.attrs.get("params") != (True, True):
+        return None
+    return rows_template(task, "layer_norm_cuda", layer_norm_cuda, "axes", 2, eps=float(task.attrs["eps"]))
+
+
+@register_template("rms_norm", "cuda")
+def rms_norm_on_cuda(task: Task) -> IRModule | None:
+    """RMS norm over the last axis, with a weight."""
+    if task.attrs.get("params") != (True,) or trailing_axes(task, "axes") != 1:
+        return None
+    return rows_template(task, "rms_norm_cuda", rms_norm_cuda, "axes", 1, eps=float(task.attrs["eps"]))
+
+
+# -------------------------------------------------------------------------------------------------- attention
+
+
+@register_template("attention", "cuda")
+def attention_on_cuda(task: Task) -> IRModule | None:
+    """Scaled dot-product attention (scale 1 / sqrt(head_dim)) over `[..., seq, head_dim]` tensors whose batch
+    dimensions broadcast, with one head dimension known at build time."""
+    dtype = common_dtype(task, ATTENTION_DTYPES)
+    if len(task.inputs) != 3 or len(task.outputs) != 1 or dtype is None:
+        return None
+    signature = kernel_signature(task.inputs, task.outputs)
+    q, k, v = task.inputs
+    out = signature.outputs[0]
+    shapes = [shape_of(t) for t in (q, k, v, out)]
+    if min(len(s) for s in shapes) < 2:
+        return None
+    head_dim = shapes[0][-1]
+    if not isinstance(head_dim, int) or any(s[-1] != head_dim for s in shapes) or shapes[1][-2] != shapes[2][-2]:
+        return None
+    scale = task.attrs.get("scale")
+    if scale is not None and not math.isclose(float(scale), 1.0 / math.sqrt(head_dim), rel_tol=1e-12):
+        return None
+    batch = shapes[3][:-2]
+
+    def view(tensor: E.Var, shape: tuple[Dim, ...]) -> View:
+        return View(tensor, lambda i: (*broadcast_batch(unravel(i[0], batch), shape[:-2]), i[1], i[2]))
+
+    sizes = {"batch_heads": product(batch), "seq_q": shapes[0][-2], "seq_k": shapes[1][-2]}
+    views = [view(t, s) for t, s in zip((q, k, v, out), shapes)]
+    return instantiate(signature, "attention_cuda", attention_cuda, sizes, views, head_dim=head_dim,
+                       causal=bool(task.attrs.get("causal", False)), dtype=dtype)

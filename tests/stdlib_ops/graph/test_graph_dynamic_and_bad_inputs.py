@@ -1,0 +1,108 @@
+"""One compiled graph with a symbolic dimension serves batch 1, 3 and 64 without building anything again; bad
+arguments (wrong rank, dtype, fixed dimension, a symbolic dimension bound twice, wrong count) raise an exception
+naming the graph input and the shapes before any kernel runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import stdlib_ops as ops
+from stdlib_ops.graph import build as graph_build
+
+W = np.random.default_rng(0).standard_normal((33, 7)).astype(np.float32)
+
+
+def mlp_like(target: str) -> ops.CompiledGraph:
+    xs = ops.symbol(["batch", 33])
+    h = ops.matmul(ops.tanh(xs * 2.0), ops.asarray(W))
+    out = ops.sum(ops.exp(h) - 1.0, axis=-1) * 3.0 + ops.max(xs, axis=1)
+    return ops.optimize(ops.trace_from([out, h], [xs])).build(target)
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_one_graph_serves_every_batch_without_a_rebuild(target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    compiled = mlp_like(target)
+    assert compiled.kernels == ["mul + tanh + matmul*", "max", "exp + sub + sum* + mul + add"]
+
+    def no_build(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a compiled graph was rebuilt")
+
+    monkeypatch.setattr(graph_build, "build_module", no_build)
+    for batch in (1, 3, 64):
+        x = np.random.standard_normal((batch, 33)).astype(np.float32)
+        out, h = compiled(x)
+        hidden = np.tanh(x * 2) @ W
+        assert out.shape == (batch,) and h.shape == (batch, 7)
+        # 33-term f32 dot products (a few ulps), then exp of values up to ~20, summed: relative 1e-5
+        np.testing.assert_allclose(h.numpy(), hidden, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(out.numpy(), (np.exp(hidden) - 1).sum(-1) * 3 + x.max(1), rtol=1e-5, atol=1e-4)
+
+
+class DLPackOnly:
+    """An object that offers its data only through the DLPack protocol."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+
+    def __dlpack__(self, **kwargs: object) -> object:
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self.array.__dlpack_device__()
+
+
+def test_inputs_as_arrays_tensors_and_dlpack_objects() -> None:
+    xs, ys = ops.symbol(["n"]), ops.symbol(["n"], dtype="int32")
+    compiled = ops.optimize(ops.trace_from([xs * 2.0, ys + 1], [xs, ys])).build("cpu")
+    x, y = np.arange(5, dtype=np.float32), np.arange(5, dtype=np.int32)
+    for args in ((x, y), (ops.asarray(x), ops.asarray(y)), (DLPackOnly(x), DLPackOnly(y))):
+        a, b = compiled(*args)
+        np.testing.assert_array_equal(a.numpy(), x * 2)
+        np.testing.assert_array_equal(b.numpy(), y + 1)
+        assert (a.dtype, b.dtype) == ("float32", "int32")
+
+
+class Launches:
+    """Counts kernel launches of a compiled graph."""
+
+    def __init__(self, compiled: ops.CompiledGraph) -> None:
+        self.count = 0
+        modules = compiled.modules
+
+        def counting(module: object) -> object:
+            def call(*args: object) -> None:
+                self.count += 1
+                module(*args)
+            return call
+
+        compiled.modules = [counting(m) for m in modules]
+
+
+def test_bad_inputs_raise_before_any_kernel_runs() -> None:
+    xs, ys = ops.symbol(["batch", 4]), ops.symbol(["batch"])
+    compiled = ops.optimize(ops.trace_from(ops.sum(xs, axis=1) + ys, [xs, ys])).build("cpu")
+    launches = Launches(compiled)
+    good_x, good_y = np.ones((3, 4), np.float32), np.ones(3, np.float32)
+    cases = [
+        ((np.ones((3, 4, 1), np.float32), good_y), ValueError, r"input %x0: float32 \(batch, 4\) has rank 2, got an "
+                                                               r"array of shape \(3, 4, 1\)"),
+        ((good_x.astype(np.float64), good_y), TypeError, r"%x0: float32 \(batch, 4\) has dtype float32, got an array "
+                                                         r"of dtype float64 \(shape \(3, 4\)\)"),
+        ((np.ones((3, 5), np.float32), good_y), ValueError, r"size 4 in dimension 1, got an array of shape \(3, 5\)"),
+        ((good_x, np.ones(2, np.float32)), ValueError, r"'batch' is 3 in input %x0: float32 \(batch, 4\) \(an array "
+                                                       r"of shape \(3, 4\)\) but 2 in input %x1: float32 \(batch,\)"),
+        ((good_x,), TypeError, r"takes 2 inputs"),
+    ]
+    for args, error, message in cases:
+        with pytest.raises(error, match=message):
+            compiled(*args)
+    assert launches.count == 0
+    np.testing.assert_array_equal(compiled(good_x, good_y).numpy(), np.full(3, 5, np.float32))
+    assert launches.count == 1
+
+
+def test_build_rejects_an_unknown_target() -> None:
+    xs = ops.symbol([3])
+    with pytest.raises(ValueError, match="target must be 'cpu' or 'cuda'"):
+        ops.trace_from(xs + 1.0, [xs]).build("tpu")
