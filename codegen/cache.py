@@ -15,6 +15,11 @@ A `CompilationCache` holds its directory setting and its in-memory layer; every 
 The cache directory is created private (mode 0700); one that another user owns or can write is not used (a
 warning, and a private temporary directory instead), since the libraries in it are loaded, i.e. executed.
 
+An entry can move between caches (a saved compiled graph carries its kernels'): `export_entry` takes a library's
+entry out (its source, what built it, its bytes) and `install_entry` publishes such an entry, or a cubin, under the
+key that a build of the same source looks up in this process, checked and made private like any new entry, so that
+the build finds it and compiles nothing.
+
 Libraries are compiled with the project's headers on the include path (`codegen.headers`); the contents of the
 include directories are part of the key, so editing a header rebuilds.
 """
@@ -22,14 +27,16 @@ include directories are part of the key, so editing a header rebuilds.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import cache_entries
-from .cache_entries import CUBIN, LIBRARY, Filler
+from .cache_entries import CUBIN, LIBRARY, META_NAME, Filler
 from .cache_keys import cache_key, cubin_cache_key, hash_include_dirs
 from .compiler import (
     DEFAULT_C_FLAGS,
@@ -47,6 +54,7 @@ __all__ = [
     "CACHE_ENV_VAR",
     "PROJECT_INCLUDE_DIRS",
     "CompilationCache",
+    "PortableEntry",
     "default_cache",
     "cache_dir",
     "set_cache_dir",
@@ -55,6 +63,8 @@ __all__ = [
     "load_library",
     "build_and_load",
     "clear_memory_cache",
+    "export_entry",
+    "install_entry",
 ]
 
 CACHE_ENV_VAR = "HIDET_LANG_CACHE_DIR"
@@ -62,6 +72,19 @@ CACHE_ENV_VAR = "HIDET_LANG_CACHE_DIR"
 
 PROJECT_INCLUDE_DIRS = (str(INCLUDE_DIR),)
 """The include directories of a library build unless told otherwise: the project's headers."""
+
+
+@dataclass(frozen=True)
+class PortableEntry:
+    """A cache entry taken out of one cache, to be installed into another (`CompilationCache.install_entry`): the
+    name of its artifact (`lib.so` or `kernel.cubin`), the source it was built from, what built it (`meta`: for a
+    library its key, language, flags, compiler identity and package version, as `export_entry` reads them; for a
+    cubin its `arch` and package version) and the artifact's bytes."""
+
+    artifact: str
+    source: str
+    meta: dict[str, Any]
+    data: bytes
 
 
 class CompilationCache:
@@ -270,6 +293,77 @@ class CompilationCache:
             cache_entries.discard(path.parent)
             return self.load_library(build())
 
+    # ------------------------------------------------------------------------------------------------ moving entries
+    def export_entry(self, library: str | os.PathLike[str]) -> PortableEntry:
+        """The entry of the library at `library` (a path `build_library` returned), for `install_entry` elsewhere.
+
+        Raises ValueError unless it is a trusted, intact entry of this package's headers whose source and
+        metadata still give its key."""
+        path = Path(library)
+        entry = path.parent
+        try:
+            data = cache_entries.verified_artifact(entry, entry.name, LIBRARY) if path.name == LIBRARY.file else None
+            if data is None:
+                raise ValueError("not the library of a trusted, intact cache entry")
+            meta = json.loads((entry / META_NAME).read_text(encoding="utf-8"))
+            source = (entry / Path(meta["source"]).name).read_text(encoding="utf-8")
+            described = {name: meta[name] for name in ("key", "language", "flags", "compiler_identity",
+                                                       "include_dirs", "package_version")}
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"cannot export the library {path}: {exc}") from None
+        if described["include_dirs"] != [os.path.abspath(d) for d in PROJECT_INCLUDE_DIRS]:
+            raise ValueError(f"cannot export the library {path}: it was built with other headers than the project's")
+        exported = PortableEntry(LIBRARY.file, source, described, data)
+        if self._library_key(exported, described["compiler_identity"]) != entry.name:
+            raise ValueError(f"cannot export the library {path}: its source and metadata do not give its key")
+        return exported
+
+    def install_entry(self, exported: PortableEntry, *, version: str) -> Path:
+        """Publish `exported` in this cache under the key a build of its source here would look up (this process's
+        compiler or toolkit), so that the build finds it and compiles nothing; the artifact's path.
+
+        The cache's rules hold: the entry is made private and verified like any other. Raises ValueError for an
+        entry of another package `version`, or a library made for another machine (a `-march=native` build for
+        another CPU, other headers): its key, recomputed here with the compiler that made it, differs."""
+        meta = exported.meta
+        if meta.get("package_version") != version:
+            raise ValueError(f"the entry was built by version {meta.get('package_version')} of the package; this is "
+                             f"version {version}")
+        if exported.artifact == LIBRARY.file:
+            if self._library_key(exported, meta["compiler_identity"]) != meta["key"]:
+                raise ValueError("the library was built for another machine (another CPU or other headers)")
+            compiler = find_c_compiler(meta["language"])
+            key, artifact = self._library_key(exported, compiler.identity), LIBRARY
+            source_name = "lib" + source_suffix(meta["language"])
+        elif exported.artifact == CUBIN.file:
+            from . import nvrtc
+
+            include_hash = self.include_dirs_hash(tuple(os.path.abspath(d) for d in PROJECT_INCLUDE_DIRS))
+            key = cubin_cache_key(exported.source, arch=nvrtc.normalize_arch(meta["arch"]), options=nvrtc.BASE_OPTIONS,
+                                  toolkit_identity=nvrtc.toolkit_identity(), include_hash=include_hash, version=version)
+            artifact, source_name = CUBIN, "kernel.cu"
+        else:
+            raise ValueError(f"unknown kind of cache entry {exported.artifact!r}")
+        entry = cache_entries.entry_dir(self.directory(), key)
+        found = cache_entries.valid_entry(entry, key, artifact)
+        if found is not None:
+            return found
+
+        def fill(directory: Path) -> dict[str, Any]:
+            (directory / source_name).write_text(exported.source, encoding="utf-8")
+            (directory / artifact.file).write_bytes(exported.data)
+            return {**{k: v for k, v in meta.items() if k != "key"}, "source": source_name, "installed": True}
+
+        return cache_entries.publish_new_entry(entry, key, artifact, fill)
+
+    def _library_key(self, exported: PortableEntry, compiler_identity: str) -> str:
+        """The key of the library `exported` built by the compiler `compiler_identity`, with the project's headers."""
+        meta = exported.meta
+        dirs = tuple(os.path.abspath(d) for d in PROJECT_INCLUDE_DIRS)
+        return cache_key(exported.source, compiler_identity=compiler_identity, flags=tuple(meta["flags"]),
+                         language=meta["language"], include_hash=self.include_dirs_hash(dirs),
+                         version=meta["package_version"])
+
     def _forget(self, path: Path) -> None:
         """Drop every in-memory reference to the library at `path`."""
         for memo_key in [k for k, v in self._libraries.items() if v == path]:
@@ -354,3 +448,5 @@ build_library = default_cache.build_library
 build_cubin = default_cache.build_cubin
 load_library = default_cache.load_library
 build_and_load = default_cache.build_and_load
+export_entry = default_cache.export_entry
+install_entry = default_cache.install_entry

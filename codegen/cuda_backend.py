@@ -9,13 +9,20 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 
 ENV_VAR = "HIDET_LANG_CUDA"
+_choosing = threading.Lock()  # builds on several threads choose (and give the notice) once
+
+
+def backend() -> str:
+    """'gpu' or 'emulator' for this process."""
+    with _choosing:
+        return _choose_backend()
 
 
 @functools.cache
-def backend() -> str:
-    """'gpu' or 'emulator' for this process."""
+def _choose_backend() -> str:
     choice = os.environ.get(ENV_VAR, "").strip().lower()
     if choice not in ("", "gpu", "emulator"):
         raise ValueError(f"{ENV_VAR}={choice!r}: use 'gpu', 'emulator', or leave it unset to choose automatically")

@@ -48,6 +48,12 @@ class CompiledModule:
         self._param_names = {f.name: tuple(p.name for p in f.params) for f in ir.functions}
 
     @property
+    def library_path(self) -> str:
+        """The shared library the module runs (for a CUDA module, its host library or the emulator's), as loaded
+        from the compilation cache."""
+        return self._lib._name
+
+    @property
     def param_names(self) -> tuple[str, ...]:
         """The parameter names of the default function (used by `hidet_lang.testing.check_kernel`)."""
         return self._param_names[self._default_name()]

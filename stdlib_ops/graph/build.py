@@ -90,7 +90,8 @@ def build_graph(graph: FlowGraph, target: str = "cpu", kernels: GraphKernels = G
     titles = [distinct[key].title for key in keys]
     plan, constants = _plan(graph, groups, [(keys.index(key), kernel) for key, kernel in fused], device)
     description = str(FlowGraph(graph.inputs, graph.outputs, graph.nodes, groups))
-    return CompiledGraph(target, plan, modules, titles, constants, description)
+    return CompiledGraph(target, plan, modules, titles, constants, description,
+                         [distinct[key].module for key in keys])
 
 
 def respect_contracts(groups: Sequence[FusionGroup], target: str, kernels: GraphKernels) -> list[FusionGroup]:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from codegen import arrays
+from hidet_lang.ir.func import IRModule
 from stdlib_ops.graph.memory_plan import Shape, SlotKind
 from stdlib_ops.operators.base import shape_str
 from stdlib_ops.tensor import Tensor
@@ -60,7 +61,7 @@ class CompiledGraph:
     per call; `save(path)` writes it to one file that `stdlib_ops.load` reads back."""
 
     def __init__(self, target: str, plan: Plan, kernels: Sequence[Any], titles: Sequence[str],
-                 constants: Sequence[Any], description: str = "") -> None:
+                 constants: Sequence[Any], description: str = "", ir_modules: Sequence[IRModule] = ()) -> None:
         self.target = target
         self.device = "cuda" if target.split(":", 1)[0] == "cuda" else "cpu"
         self.plan = plan
@@ -68,6 +69,7 @@ class CompiledGraph:
         self.titles = list(titles)
         self.constants = list(constants)
         self.description = description
+        self.ir_modules = list(ir_modules)  # each kernel's module before lowering (what `save` writes)
 
     @property
     def kernels(self) -> list[str]:

@@ -1,19 +1,200 @@
-"""Saving a compiled graph to one file and loading it back: not available yet.
+"""Saving a compiled graph to one file and loading it back, in a new process, without compiling anything.
 
-A saved graph must run in a new process without a compiler, which needs the kernels' IR (or their call
-signatures) stored next to their libraries; until the IR can be serialized, both functions raise.
+The file is a zip archive:
+
+- `graph.json`: the format and package version, the target and where its kernels ran when saved ('cpu', or
+  'gpu'/'emulator' for CUDA), the printout, the kernels' titles and the run plan (graph inputs and outputs with
+  their symbolic dimensions, buffers and their slots, launches) as plain data;
+- `kernel<k>.ir.json`: kernel k's IR module before lowering (`hidet_lang.ir.serialize`), with its resolved target;
+- `kernel<k>.entry<j>.src` / `.bin` (+ what built it, in `graph.json`): the compilation-cache entries kernel k
+  loads: its shared library on the CPU and on the emulator, the host library and the cubin on a GPU;
+- `const<k>.npy`: the constants (read with `allow_pickle=False`).
+
+`load(path)` checks the format and the package version (a file of another version is refused with an error
+naming both), installs each kernel's cache entries into the compilation cache under the key that a build of the
+kernel's IR looks up here (`codegen.cache.install_entry`: the cache's trust rules hold, the library is loaded
+from the private cache directory), then builds each kernel from its IR: the build finds its entries and invokes
+no compiler. Where the saved entries do not apply here (CUDA saved on a GPU and loaded where the emulator runs it
+or the reverse, or a library compiled for another CPU), a warning says so and the kernels are built from their IR
+again, which needs the compilers. Nothing is unpickled or evaluated: the archive holds data only. It does hold
+machine code, which `load` runs: load only files you trust, as you would a shared library.
 """
 
 from __future__ import annotations
 
+import io
+import json
+import warnings
+import zipfile
+import zlib
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 
-def save_compiled(compiled: Any, path: str) -> None:
-    """Write `compiled` to `path` (not available yet: raises NotImplementedError)."""
-    raise NotImplementedError("saving a compiled graph is not available yet: kernel IR cannot be serialized")
+from codegen import arrays
+from codegen.build import build_module
+from codegen.cache import PortableEntry, export_entry, install_entry
+from codegen.cache_entries import CUBIN
+from hidet_lang.ir.serialize import SerializationError, from_json, to_json
+from hidet_lang.version import __version__
+from stdlib_ops.graph.compiled import CompiledGraph, Launch, Plan, Ref, TensorSpec
+from stdlib_ops.graph.memory_plan import SlotKind
+
+FORMAT = "hidet_lang-compiled-graph"
+FORMAT_VERSION = 1
+GRAPH_FILE = "graph.json"
 
 
-def load(path: str) -> Any:
-    """The compiled graph saved at `path` (not available yet: raises NotImplementedError)."""
-    raise NotImplementedError("loading a compiled graph is not available yet: kernel IR cannot be serialized")
+class SavedGraphError(ValueError):
+    """A file that is not a compiled graph this version can load: corrupt, truncated, or of another version."""
+
+
+def save_compiled(compiled: CompiledGraph, path: str | Path) -> None:
+    """Write `compiled` to the file `path` (a zip archive; see the module docstring)."""
+    if len(compiled.ir_modules) != len(compiled.modules):
+        raise ValueError("save: this compiled graph does not hold its kernels' IR (it was not made by build)")
+    backend = _backend(compiled.target)
+    kernels = []
+    files: dict[str, bytes] = {}
+    for k, (ir, module) in enumerate(zip(compiled.ir_modules, compiled.modules)):
+        files[f"kernel{k}.ir.json"] = to_json(ir).encode()
+        entries = []
+        for j, entry in enumerate(_cache_entries(module, backend)):
+            files[f"kernel{k}.entry{j}.src"] = entry.source.encode()
+            files[f"kernel{k}.entry{j}.bin"] = entry.data
+            entries.append({"artifact": entry.artifact, "meta": entry.meta})
+        kernels.append({"target": module.target, "entries": entries})
+    for k, constant in enumerate(compiled.constants):
+        buffer = io.BytesIO()
+        np.save(buffer, np.ascontiguousarray(constant.numpy()), allow_pickle=False)
+        files[f"const{k}.npy"] = buffer.getvalue()
+    header = {"format": FORMAT, "format_version": FORMAT_VERSION, "package_version": __version__,
+              "target": compiled.target, "backend": backend, "description": compiled.description,
+              "titles": compiled.titles, "kernels": kernels, "constants": len(compiled.constants),
+              "plan": _plan_data(compiled.plan)}
+    tmp = Path(f"{path}.tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(GRAPH_FILE, json.dumps(header, indent=1))
+        for name, data in files.items():
+            archive.writestr(name, data)
+    tmp.replace(path)
+
+
+def load(path: str | Path) -> CompiledGraph:
+    """The compiled graph saved at `path`, ready to call; SavedGraphError for a corrupt or truncated file or one
+    of another version (see the module docstring for what is compiled, and when)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return _load(archive, str(path))
+    except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+        raise SavedGraphError(f"{path} is not a saved compiled graph, or it is corrupt or truncated ({exc})") from None
+    except (SerializationError, KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, SavedGraphError):
+            raise
+        raise SavedGraphError(f"{path} is a damaged saved compiled graph ({type(exc).__name__}: {exc})") from None
+
+
+def _load(archive: zipfile.ZipFile, path: str) -> CompiledGraph:
+    header = json.loads(archive.read(GRAPH_FILE))
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise SavedGraphError(f"{path} is not a saved compiled graph (no '{FORMAT}' header)")
+    if header["format_version"] != FORMAT_VERSION or header["package_version"] != __version__:
+        raise SavedGraphError(f"{path} was saved by version {header['package_version']} of the package (format "
+                              f"{header['format_version']}); this is version {__version__} (format "
+                              f"{FORMAT_VERSION}): save it again with this version")
+    target = header["target"]
+    backend = _backend(target)
+    if header["backend"] != backend:
+        warnings.warn(f"{path} was saved where CUDA kernels ran on the {header['backend']}; here they run on the "
+                      f"{backend}: its kernels are built again from their IR", RuntimeWarning, stacklevel=3)
+    modules, irs = [], []
+    for k, kernel in enumerate(header["kernels"]):
+        ir = from_json(archive.read(f"kernel{k}.ir.json"))
+        if header["backend"] == backend:
+            _install(archive, k, kernel["entries"], path)
+        modules.append(build_module(ir, kernel["target"]))
+        irs.append(ir)
+    device = "cuda" if target.split(":", 1)[0] == "cuda" else "cpu"
+    constants = [arrays.asarray(np.load(io.BytesIO(archive.read(f"const{k}.npy")), allow_pickle=False),
+                                device=device) for k in range(header["constants"])]
+    return CompiledGraph(target, _plan_of(header["plan"]), modules, header["titles"], constants,
+                         header["description"], irs)
+
+
+def _install(archive: zipfile.ZipFile, k: int, entries: list[dict[str, Any]], path: str) -> None:
+    """Put kernel `k`'s saved cache entries into the compilation cache (a warning for one that does not apply)."""
+    for j, entry in enumerate(entries):
+        exported = PortableEntry(entry["artifact"], archive.read(f"kernel{k}.entry{j}.src").decode(),
+                                 dict(entry["meta"]), archive.read(f"kernel{k}.entry{j}.bin"))
+        try:
+            install_entry(exported, version=__version__)
+        except ValueError as exc:
+            warnings.warn(f"{path}: kernel {k} is built again from its IR: {exc}", RuntimeWarning, stacklevel=4)
+
+
+def _backend(target: str) -> str:
+    """Where kernels for `target` run in this process: 'cpu', 'gpu' or 'emulator'."""
+    if target.split(":", 1)[0] != "cuda":
+        return "cpu"
+    from codegen.cuda_backend import backend
+
+    return backend()
+
+
+def _cache_entries(module: Any, backend: str) -> list[PortableEntry]:
+    """The compilation-cache entries a built module loads: its library (on a GPU the host library, and the cubin)."""
+    entries = [export_entry(module.library_path)]
+    if backend == "gpu":
+        arch = module.target.split(":", 1)[1]
+        entries.append(PortableEntry(CUBIN.file, module.source("cuda"), {"arch": arch, "package_version": __version__},
+                                     module.cubin))
+    return entries
+
+
+def _plan_data(plan: Plan) -> dict[str, Any]:
+    """`plan` as JSON data."""
+    return {
+        "inputs": [_spec_data(s) for s in plan.inputs],
+        "input_names": list(plan.input_names),
+        "buffers": [[_spec_data(s), slot] for s, slot in plan.buffers],
+        "slots": [[s.dtype, s.factor, list(s.symbols)] for s in plan.slots],
+        "launches": [[launch.kernel, [list(a) for a in launch.args]] for launch in plan.launches],
+        "outputs": [[list(ref), _spec_data(s)] for ref, s in plan.outputs],
+    }
+
+
+def _plan_of(data: dict[str, Any]) -> Plan:
+    """The plan `_plan_data` wrote, each field checked to be of its type."""
+    return Plan(
+        inputs=tuple(_spec_of(s) for s in data["inputs"]),
+        input_names=tuple(_checked(n, str) for n in data["input_names"]),
+        buffers=tuple((_spec_of(s), _checked(slot, int)) for s, slot in data["buffers"]),
+        slots=tuple(SlotKind(_checked(dtype, str), _checked(factor, int), tuple(_checked(x, str) for x in symbols))
+                    for dtype, factor, symbols in data["slots"]),
+        launches=tuple(Launch(_checked(kernel, int), tuple(_ref_of(a) for a in args))
+                       for kernel, args in data["launches"]),
+        outputs=tuple((_ref_of(ref), _spec_of(s)) for ref, s in data["outputs"]),
+    )
+
+
+def _spec_data(spec: TensorSpec) -> list[Any]:
+    return [list(spec.shape), spec.dtype]
+
+
+def _spec_of(data: list[Any]) -> TensorSpec:
+    shape, dtype = data
+    return TensorSpec(tuple(_checked(d, int | str) for d in shape), _checked(dtype, str))
+
+
+def _ref_of(data: list[Any]) -> Ref:
+    role, which = data
+    if role not in ("input", "const", "buffer", "output", "size"):
+        raise ValueError(f"unknown argument role {role!r}")
+    return (role, _checked(which, str if role == "size" else int))
+
+
+def _checked(value: Any, kind: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise TypeError(f"expected {kind}, got {value!r}")
+    return value
