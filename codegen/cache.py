@@ -297,8 +297,8 @@ class CompilationCache:
     def export_entry(self, library: str | os.PathLike[str]) -> PortableEntry:
         """The entry of the library at `library` (a path `build_library` returned), for `install_entry` elsewhere.
 
-        Raises ValueError unless it is a trusted, intact entry of this package's headers whose source and
-        metadata still give its key."""
+        Raises ValueError unless it is a trusted, intact entry whose source and metadata, with this package's
+        headers (their contents, wherever the package is installed), still give its key."""
         path = Path(library)
         entry = path.parent
         try:
@@ -311,8 +311,6 @@ class CompilationCache:
                                                        "include_dirs", "package_version")}
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"cannot export the library {path}: {exc}") from None
-        if described["include_dirs"] != [os.path.abspath(d) for d in PROJECT_INCLUDE_DIRS]:
-            raise ValueError(f"cannot export the library {path}: it was built with other headers than the project's")
         exported = PortableEntry(LIBRARY.file, source, described, data)
         if self._library_key(exported, described["compiler_identity"]) != entry.name:
             raise ValueError(f"cannot export the library {path}: its source and metadata do not give its key")
