@@ -30,7 +30,18 @@ select index rindex puts putchar getchar fflush memcpy memset strlen j0 j1 jn y0
 erfc log10 exp2 log2 atan atan2 asin acos sinh cosh log1p expm1 cbrt hypot nan isnan isinf remainder
 int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t half bfloat16 dim3 threadIdx blockIdx blockDim
 gridDim warpSize new delete class namespace template this operator private public protected virtual friend
-""".split())
+std size_t assert typename using nullptr constexpr mutable explicit export
+""".split()) | frozenset(
+    variant for name in """
+abs exp exp2 exp10 expm1 log log2 log10 log1p logb ilogb sqrt rsqrt cbrt rcbrt sin cos tan sinh cosh tanh asin acos
+atan atan2 asinh acosh atanh sinpi cospi sincos sincospi erf erfc erfinv erfcinv erfcx normcdf normcdfinv lgamma
+tgamma j0 j1 jn y0 y1 yn floor ceil round trunc rint nearbyint lrint llrint lround llround modf frexp ldexp scalbn
+scalbln fmod remainder remquo fma fmin fmax fdim copysign nextafter hypot rhypot norm3d rnorm3d norm4d rnorm4d
+nan cyl_bessel_i0 cyl_bessel_i1 signbit isfinite isnan isinf saturate fdividef
+""".split() for variant in (name, name + "f"))
+"""Names a generated identifier must not take: C and C++ keywords, and the C, CUDA and C++ library names a
+translation unit declares (math functions in their `f` variants too), which a kernel or variable named like an
+operator (`rsqrt`, `std`) would collide with."""
 
 ASSERT_STATUS_SYMBOL = "hidet_lang_assert_status"
 FLUSH_SYMBOL = "hidet_lang_flush"

@@ -69,6 +69,11 @@ def _check_function_kind(func: Function) -> None:
     for stmt in collect(func.body, S.Stmt):
         if isinstance(stmt, S.DeclareStmt) and stmt.scope == DeclScope.LOCAL:
             _check_local_array_size(func, stmt, is_cuda)
+        if isinstance(stmt, S.ForMappingStmt):
+            for jump in statements_leaving(stmt, continues=True, returns=False):
+                raise DSLSyntaxError("`break`/`continue` cannot leave a task-mapping loop (`mapping.on(w)`): its "
+                                     "tasks become one or several loops, or none; guard the work with `if` instead",
+                                     jump.span)
         if kind != FuncKind.CPU_INTERNAL and any(c.func_name == func.name
                                                  for c in collect(own_expressions(stmt), E.Call)):
             raise DSLTypeError(f"'{func.name}' calls itself; recursion is supported in 'cpu_internal' functions only "

@@ -4,15 +4,14 @@
 ``@hidet.script``), lowers each resulting module through the pipeline, and builds all the mutants that lowered in
 one module (splitting the batch in halves to find the culprit when that build fails). Each mutant's ``Verdict``
 is ``ok`` (built), ``dsl_error`` (a ``DSLError`` with a span, or a ``TypeError``/``ValueError`` from lowering or
-the build, as documented), ``not_python`` (the mutant is not valid Python), ``known_bug`` (an internal error
-listed in ``KNOWN_BUGS``) or a finding: ``internal`` (any other exception, or a ``DSLError`` without a span) or ``hang``
-(a step over the time limit, enforced with ``SIGALRM`` in the main thread).
+the build, as documented), ``not_python`` (the mutant is not valid Python) or a finding: ``internal`` (any other
+exception, or a ``DSLError`` without a span) or ``hang`` (a step over the time limit, enforced with ``SIGALRM`` in
+the main thread). The findings so far are regression tests in tests/codegen/test_fuzz_findings.py.
 """
 
 from __future__ import annotations
 
 import random
-import re
 import signal
 import traceback
 from collections.abc import Callable, Iterator
@@ -28,7 +27,7 @@ from hidet_lang.passes.pipeline import lower
 from hidet_lang.testing.mutate import mutate
 from hidet_lang.testing.programs import load_module
 
-__all__ = ["KNOWN_BUGS", "StepTimeout", "Verdict", "check_mutants", "classify"]
+__all__ = ["StepTimeout", "Verdict", "check_mutants", "classify"]
 
 T = TypeVar("T")
 
@@ -39,7 +38,7 @@ class StepTimeout(Exception):
 
 @dataclass
 class Verdict:
-    """The fate of one mutant: ``kind`` is 'ok', 'dsl_error', 'not_python', 'known_bug', 'internal' or 'hang';
+    """The fate of one mutant: ``kind`` is 'ok', 'dsl_error', 'not_python', 'internal' or 'hang';
     ``detail`` the error."""
 
     source: str
@@ -68,32 +67,9 @@ def _time_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-KNOWN_BUGS: tuple[tuple[str, str], ...] = (
-    (r"ambiguous overload for ‘operator\S*’ \(operand types are ‘half’|more than one operator \"\S+\" matches",
-     "CUDA code: an operator on f16 and an integer is emitted without a conversion (tests/codegen/"
-     "test_fuzz_findings.py::test_half_with_integer_operand_in_cuda)"),
-    (r"size of array \S+ (exceeds maximum object size|is too large)",
-     "a register_tensor's size is not checked (test_fuzz_findings.py::test_oversized_register_tensor_is_a_dsl_error)"),
-    (r"invalid operands to binary \S+ \(have ‘[^’]*\*’",
-     "a conditional with a tensor branch is not rejected (test_fuzz_findings.py::"
-     "test_conditional_with_a_tensor_branch_is_a_dsl_error)"),
-    (r"redefinition of ‘\S+ hl_(min|max|abs)_",
-     "host and device code both define a min/max/abs helper (test_fuzz_findings.py::"
-     "test_min_helper_in_host_and_device_code)"),
-    (r"cannot convert float (infinity|NaN) to integer",
-     "a float launch dimension reaches int() (test_fuzz_findings.py::test_infinite_block_dim_is_a_dsl_error)"),
-    (r"^TypeError: unhashable type",
-     "calling a list or a dict in a kernel (test_fuzz_findings.py::test_calling_a_list_is_a_dsl_error)"),
-)
-"""(pattern of the error text, description): internal errors already reported, judged 'known_bug'."""
-
-
 def classify(error: BaseException, stage: str) -> tuple[str, str]:
     """(kind, detail) for an exception raised at ``stage`` (see ``Verdict``)."""
     detail = "".join(traceback.format_exception_only(type(error), error)).strip()
-    for pattern, description in KNOWN_BUGS:
-        if re.search(pattern, detail):
-            return "known_bug", f"{description}: {detail}"
     if isinstance(error, StepTimeout):
         return "hang", detail
     if isinstance(error, DSLError):

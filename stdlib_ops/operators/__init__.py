@@ -3,7 +3,9 @@ records it (symbolic inputs). numpy's semantics throughout; see the modules for 
 
 from __future__ import annotations
 
+from stdlib_ops.operators.attention import attention
 from stdlib_ops.operators.base import Operator, apply
+from stdlib_ops.operators.conv import conv2d, conv_transpose2d
 from stdlib_ops.operators.elementwise import (
     abs,
     add,
@@ -41,6 +43,7 @@ from stdlib_ops.operators.elementwise import (
 )
 from stdlib_ops.operators.linalg import linear, matmul
 from stdlib_ops.operators.nn import batch_norm, group_norm, layer_norm, log_softmax, rms_norm, softmax
+from stdlib_ops.operators.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 from stdlib_ops.operators.reduction import argmax, argmin, max, mean, min, prod, std, sum, var
 from stdlib_ops.operators.transform import (
     broadcast_to,
@@ -61,10 +64,11 @@ from stdlib_ops.operators.transform import (
 )
 
 __all__ = [
-    "Operator", "abs", "add", "apply", "argmax", "argmin", "batch_norm", "broadcast_to", "cast", "ceil", "clip",
-    "concat", "cos", "div", "equal", "erf", "exp", "expand_dims", "flatten", "floor", "gather", "gelu", "getitem",
-    "greater", "greater_equal", "group_norm", "layer_norm", "less", "less_equal", "linear", "log", "log_softmax",
-    "matmul", "max", "maximum", "mean", "min", "minimum", "mul", "neg", "not_equal", "pad", "permute", "pow", "prod",
-    "relu", "reshape", "rms_norm", "round", "rsqrt", "sigmoid", "silu", "sin", "softmax", "split", "sqrt",
-    "squeeze", "stack", "std", "strided_slice", "sub", "sum", "take", "tanh", "transpose", "var", "where",
+    "Operator", "abs", "adaptive_avg_pool2d", "add", "apply", "argmax", "argmin", "attention", "avg_pool2d",
+    "batch_norm", "broadcast_to", "cast", "ceil", "clip", "concat", "conv2d", "conv_transpose2d", "cos", "div", "equal",
+    "erf", "exp", "expand_dims", "flatten", "floor", "gather", "gelu", "getitem", "greater", "greater_equal",
+    "group_norm", "layer_norm", "less", "less_equal", "linear", "log", "log_softmax", "matmul", "max", "max_pool2d",
+    "maximum", "mean", "min", "minimum", "mul", "neg", "not_equal", "pad", "permute", "pow", "prod", "relu", "reshape",
+    "rms_norm", "round", "rsqrt", "sigmoid", "silu", "sin", "softmax", "split", "sqrt", "squeeze", "stack", "std",
+    "strided_slice", "sub", "sum", "take", "tanh", "transpose", "var", "where"
 ]

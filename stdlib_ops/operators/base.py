@@ -3,6 +3,7 @@ numpy's broadcasting and axis rules, and error messages that name the operator a
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -91,6 +92,7 @@ def as_tensors(name: str, *values: Any) -> list[Tensor]:
     return out
 
 
+@functools.cache
 def result_dtype(*dtypes: str) -> str:
     """numpy's result type of the dtypes (bfloat16 stays bfloat16 with itself)."""
     if all(d == "bfloat16" for d in dtypes):
@@ -105,6 +107,11 @@ def shape_str(shape: Sequence[Any]) -> str:
 
 def broadcast_shapes(name: str, *shapes: Sequence[Any]) -> tuple:
     """numpy's broadcast of `shapes` (string dimensions broadcast with 1 and with themselves)."""
+    return _broadcast_shapes(name, *[tuple(s) for s in shapes])
+
+
+@functools.cache
+def _broadcast_shapes(name: str, *shapes: tuple) -> tuple:
     rank = max(len(s) for s in shapes)
     out: list[Any] = []
     for k in range(rank):

@@ -3,6 +3,7 @@ comparisons, `where`, `clip`, `cast`."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -39,6 +40,7 @@ def _float_dtype(dtype: str) -> str:
     return dtype if dtype in ("float16", "float32", "float64", "bfloat16") else result_dtype(dtype, "float16")
 
 
+@functools.cache
 def _compute_type(dtype: str) -> DataType:
     """Half-precision math runs in f32 (rounded once at the end)."""
     t = as_dtype(dtype)
@@ -138,8 +140,8 @@ def _binary(name: str, c_op: str | None, true_divide: bool = False) -> Callable[
     def op(a: Any, b: Any) -> Tensor:
         x, y = as_tensors(name, a, b)
         out = result_dtype(x.dtype, y.dtype)
-        if true_divide:
-            out = _float_dtype(out)
+        if true_divide and not as_dtype(out).is_float:
+            out = "float64"  # numpy's true division of integers (of any width) gives float64
         ct = _compute_type(out)
 
         def fn(p: Expr, q: Expr) -> Expr:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from hidet_lang.ir.expr import BinaryOp, Constant, Expr, IfThenElse, convert
+from hidet_lang.ir.expr import BinaryOp, Constant, Expr, IfThenElse, Intrinsic, Var, convert
 from hidet_lang.ir.types import int32
 from stdlib_ops.compute import as_dim, cast_to, compute
 from stdlib_ops.operators.base import (
@@ -18,6 +18,7 @@ from stdlib_ops.operators.base import (
     normalize_axis,
     shape_str,
 )
+from stdlib_ops.task import InverseMap
 from stdlib_ops.tensor import Tensor
 
 
@@ -44,6 +45,16 @@ def _unravel(flat: Expr, shape: tuple) -> tuple:
     return tuple(reversed(out)) or (_c(0),)
 
 
+def _inverse(rank: int, out_index: Any) -> Any:
+    """The inverse-map maker of a one-input task whose input element at index `a` lands at `out_index(a)`."""
+
+    def make(xs: list[Var], outs: list[Any]) -> dict[int, InverseMap]:
+        axes = tuple(Var(f"j{k}", int32) for k in range(max(rank, 1)))  # a scalar is stored as [1]
+        return {0: InverseMap(axes, tuple(out_index(axes)) or (_c(0),))}
+
+    return make
+
+
 def reshape(x: Tensor, shape: Any) -> Tensor:
     """The same elements in row-major order with a new shape (one entry may be -1)."""
     (x,) = as_tensors("reshape", x)
@@ -63,7 +74,8 @@ def reshape(x: Tensor, shape: Any) -> Tensor:
         raise ValueError(f"reshape: cannot reshape array of size {x.size} into shape {tuple(shape)}")
     new = tuple(shape)
     return apply("reshape", {"shape": new}, [x], lambda xv: compute(
-        "out", new, lambda *i: xv[_unravel(_row_major(i, new), x.shape)]))[0]
+        "out", new, lambda *i: xv[_unravel(_row_major(i, new), x.shape)]),
+        _inverse(x.ndim, lambda a: _unravel(_row_major(a, x.shape), new) if new else ()))[0]
 
 
 def transpose(x: Tensor, axes: Any = None) -> Tensor:
@@ -81,7 +93,8 @@ def transpose(x: Tensor, axes: Any = None) -> Tensor:
             idx[p] = i[k]
         return tuple(idx) or (_c(0),)
 
-    return apply("transpose", {"axes": perm}, [x], lambda xv: compute("out", out_shape, lambda *i: xv[index(i)]))[0]
+    return apply("transpose", {"axes": perm}, [x], lambda xv: compute("out", out_shape, lambda *i: xv[index(i)]),
+                 _inverse(x.ndim, lambda a: tuple(a[p] for p in perm)))[0]
 
 
 permute = transpose
@@ -133,7 +146,12 @@ def _symbolic_view(x: Tensor, shape: list) -> Tensor:
             idx[k] = c
         return tuple(idx) or (_c(0),)
 
-    return apply("view", {"shape": new}, [x], lambda xv: compute("out", new, lambda *i: xv[index(i)]))[0]
+    def out_index(a: tuple) -> tuple:
+        coords = iter(a[k] for k in src)
+        return tuple(next(coords) if d != 1 else _c(0) for d in shape)
+
+    return apply("view", {"shape": new}, [x], lambda xv: compute("out", new, lambda *i: xv[index(i)]),
+                 _inverse(x.ndim, out_index))[0]
 
 
 def flatten(x: Tensor, start_axis: int = 0, end_axis: int = -1) -> Tensor:
@@ -261,8 +279,8 @@ def getitem(x: Tensor, index: Any) -> Tensor:
 
         return compute("out", shape, at)
 
-    key = tuple((p if p[0] != "axis" else p) for p in plan)
-    return apply("slice", {"plan": key, "fixed": tuple(fixed)}, [x], value)[0]
+    # the plan fixes where each output axis starts and steps; the shape, where it stops
+    return apply("slice", {"plan": tuple(plan), "fixed": tuple(fixed), "shape": shape}, [x], value)[0]
 
 
 strided_slice = getitem
@@ -270,18 +288,28 @@ strided_slice = getitem
 
 def take(x: Tensor, indices: Any, axis: int | None = None) -> Tensor:
     """Elements of `x` at integer `indices` along `axis` (of the flattened tensor when None); negative indices
-    count from the end, as numpy's; out-of-range indices are clamped (numpy raises)."""
+    count from the end, as numpy's. Concrete indices out of range raise IndexError before any kernel runs;
+    symbolic ones (known only when a graph runs) are clamped into range."""
     x, idx = as_tensors("take", x, indices)
-    if axis is None:
+    ax = None if axis is None else normalize_axis("take", axis, x.ndim)
+    n = (x.size if not any(isinstance(d, str) for d in x.shape) else None) if ax is None else x.shape[ax]
+    if idx.dtype not in ("int8", "int16", "int32", "int64", "uint8"):
+        raise TypeError(f"take: indices must be integers, got dtype {idx.dtype!r} (shape {shape_str(idx.shape)})")
+    if not idx.is_symbolic and isinstance(n, int) and idx.size:
+        values = idx.numpy()
+        bad = values[(values < -n) | (values >= n)]
+        if bad.size:
+            raise IndexError(f"take: index {int(bad.flat[0])} is out of bounds for axis {ax or 0} with size {n} "
+                             f"(array shape {shape_str(x.shape)})")
+    if ax is None:
         return take(reshape(x, [-1]), idx, 0)
-    ax = normalize_axis("take", axis, x.ndim)
     shape = (*x.shape[:ax], *idx.shape, *x.shape[ax + 1:])
-    n = x.shape[ax]
 
     def define(xv: Any, iv: Any) -> Any:
         def at(*i: Expr) -> Expr:
             j = cast_to(iv[tuple(i[ax:ax + idx.ndim]) or (_c(0),)], "int32")
             j = IfThenElse(BinaryOp("<", j, _c(0)), BinaryOp("+", j, _dim(n)), j)
+            j = Intrinsic("min", (Intrinsic("max", (j, _c(0)), int32), BinaryOp("-", _dim(n), _c(1))), int32)
             return xv[(*i[:ax], j, *i[ax + idx.ndim:]) or (_c(0),)]
 
         return compute("out", shape, at)

@@ -1,8 +1,9 @@
 """The rule-based CPU schedule: for each output, a loop nest over its elements.
 
-The outer loop runs in parallel (OpenMP; the two outer loops collapse when nothing sits between them), the
-innermost loop runs over the contiguous axis so the C compiler vectorizes it, computed tensors are inlined and
-reductions are loops hoisted to the outermost level that binds what they read.
+The outer loop runs in parallel (OpenMP; the two outer loops collapse when nothing sits between them) unless
+the work is known to be small (`PARALLEL_MIN_WORK`), the innermost loop runs over the contiguous axis so the C
+compiler vectorizes it, computed tensors are inlined and reductions are loops hoisted to the outermost level that
+binds what they read.
 """
 
 from __future__ import annotations
@@ -12,12 +13,17 @@ from collections.abc import Iterator
 
 from hidet_lang.ir.expr import Constant, Expr, Var, convert
 from hidet_lang.ir.func import FuncAttrs, FuncKind, Function, IRModule
+from hidet_lang.ir.functor import collect, substitute
 from hidet_lang.ir.stmt import BufferStoreStmt, ForStmt, LoopKind, Stmt, seq
 from hidet_lang.ir.types import int32, void
-from stdlib_ops.compute.nodes import ComputeTensor
+from stdlib_ops.compute.nodes import ArgReduceExpr, ComputeTensor, ReduceExpr
 from stdlib_ops.schedule.inline import inline_computes
 from stdlib_ops.schedule.reductions import ReductionLowering, Scope
 from stdlib_ops.schedule.signature import kernel_signature
+
+PARALLEL_MIN_WORK = 1 << 15
+"""The fewest element computations (output elements times reduction extents) worth an OpenMP parallel region:
+starting one costs microseconds, more than a small operator's whole work (an eager `x + y` of 16 floats)."""
 
 
 def schedule_cpu(name: str, inputs: tuple[Var, ...], outputs: tuple[ComputeTensor, ...]) -> IRModule:
@@ -37,15 +43,28 @@ def _loop_nest(out: ComputeTensor, param: Var, names: Iterator[int]) -> Stmt:
     lowering = ReductionLowering(scopes, {a: k + 1 for k, a in enumerate(axes)}, names)
     value = lowering.value(value_expr, rank)
     stmt: Stmt = seq([*scopes[rank].prelude, BufferStoreStmt(param, axes or (Constant(0, int32),), value)])
+    worth_parallel = _work(out, value_expr) >= PARALLEL_MIN_WORK
     for k in reversed(range(rank)):
-        parallel = k == 0 or (k == 1 and not scopes[1].prelude)
+        parallel = worth_parallel and (k == 0 or (k == 1 and not scopes[1].prelude))
         kind = LoopKind.PARALLEL if parallel else LoopKind.PLAIN
         stmt = ForStmt(axes[k], Constant(0, int32), convert(out.shape[k]), Constant(1, int32), stmt, kind)
         stmt = seq([*scopes[k].prelude, stmt])
     return stmt
 
 
-def _at(body: Expr, old: tuple[Var, ...], new: tuple[Var, ...]) -> Expr:
-    from hidet_lang.ir.functor import substitute
+def _work(out: ComputeTensor, value: Expr) -> float:
+    """The element computations of `out` (output elements times the extents of the reductions in `value`);
+    infinite when a size is known only at run time."""
+    extents = [*out.shape]
+    for r in collect(value, (ReduceExpr, ArgReduceExpr)):
+        extents += [r.extent] if isinstance(r, ArgReduceExpr) else list(r.extents)
+    work = 1.0
+    for e in extents:
+        if not isinstance(e, int):
+            return float("inf")
+        work *= e
+    return work
 
+
+def _at(body: Expr, old: tuple[Var, ...], new: tuple[Var, ...]) -> Expr:
     return substitute(body, dict(zip(old, new)))

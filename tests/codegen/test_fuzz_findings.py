@@ -155,3 +155,16 @@ def test_half_modulo_inside_an_expression_in_cuda(tmp_path: Path) -> None:
     out = np.zeros(2)
     load_module(source, str(tmp_path)).build()(np.array([-6.5, 7.0]), out)
     assert out.tolist() == [2.75, 7.0]
+
+
+@pytest.mark.parametrize("jump", ["break", "continue"])
+def test_leaving_a_task_mapping_loop_is_a_dsl_error(jump: str, tmp_path: Path) -> None:
+    """A mapping loop of one task has no loop left after lowering (the `break` reached the C compiler); of several
+    dimensions, a `break` would leave only the innermost of the loops it becomes."""
+    source = (_HEADER.replace("attrs,", "attrs, spatial,") + "    def k(o: f64[4]):\n"
+              "        attrs.func_kind = 'public'\n        for w in range(2):\n"
+              "            for i, j in spatial(1, 2).on(w):\n                o[w] = f64(1.0)\n"
+              f"                {jump}\n")
+    with pytest.raises(DSLError, match="cannot leave a task-mapping loop") as caught:
+        load_module(source, str(tmp_path)).build()
+    assert caught.value.span is not None and caught.value.span.line == 10

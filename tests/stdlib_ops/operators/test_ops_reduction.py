@@ -1,0 +1,75 @@
+"""Reductions against numpy over any axes (negative ones included), with and without keepdims, numpy's result
+dtypes for integer inputs, and ddof; on cpu and cuda."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from operator_cases import DEVICES, SETTINGS, assert_ulps, data, ints, run
+
+import stdlib_ops as ops
+
+SHAPE = (7, 1, 33)
+# each reduction over one of: all axes, two axes (one negative) kept, one negative axis
+CASES = [("sum", None, False), ("sum", (0, -1), True), ("mean", -3, False), ("mean", None, True),
+         ("max", (0, -1), True), ("min", -1, False), ("var", None, False), ("var", -3, True),
+         ("std", (0, -1), False)]
+U = 2.0**-24  # the unit roundoff of f32
+
+
+def _tolerance(name: str, x: np.ndarray, axis: object) -> float:
+    """An absolute error bound: a sum of n terms in f32, in any order, is within n * u * sum(|x|) of the exact
+    sum; a mean divides that by n; a variance sums n squared deviations (each at most max|x|^2 * 4); a standard
+    deviation's error is at most the square root of the variance's."""
+    n = x.size if axis is None else int(np.prod([x.shape[a] for a in np.atleast_1d(axis)]))
+    if name in ("max", "min"):
+        return 0.0
+    if name in ("sum", "mean"):
+        return n * U * float(np.abs(x).sum()) / (n if name == "mean" else 1)
+    var_bound = 4 * n * U * 4 * float(np.square(x).max()) + 1e-30
+    return var_bound if name == "var" else float(np.sqrt(var_bound))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name,axis,keepdims", CASES)
+@SETTINGS
+@given(x=data(SHAPE))
+def test_float_reductions(device: str, name: str, axis: object, keepdims: bool, x: np.ndarray) -> None:
+    got = run(getattr(ops, name), x, device=device, axis=axis, keepdims=keepdims)
+    want = getattr(x.astype(np.float64), name)(axis=axis, keepdims=keepdims)
+    assert got.dtype == np.float32
+    assert_ulps(got, want, 1, _tolerance(name, x, axis))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@SETTINGS
+@given(x=data((7, 5), 0.5, 1.5))
+def test_prod_and_ddof(device: str, x: np.ndarray) -> None:
+    # 7 factors in [0.5, 1.5]: one rounding each, relative error below 7 ulp
+    assert_ulps(run(ops.prod, x, device=device, axis=0), x.astype(np.float64).prod(axis=0), 8)
+    assert_ulps(run(ops.var, x, device=device, axis=-1, ddof=1), x.astype(np.float64).var(axis=-1, ddof=1), 8, 1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name,axis,keepdims", [("argmax", None, False), ("argmax", -1, True), ("argmin", 0, False)])
+@SETTINGS
+@given(x=ints(SHAPE, -3, 3).map(lambda a: a.astype(np.float32)))
+def test_argmax_argmin_first_of_ties(device: str, name: str, axis: object, keepdims: bool, x: np.ndarray) -> None:
+    got = run(getattr(ops, name), x, device=device, axis=axis, keepdims=keepdims)
+    want = getattr(np, name)(x, axis=axis, keepdims=keepdims)
+    assert got.dtype == want.dtype == np.int64
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["int8", "bool"])
+@SETTINGS
+@given(x=ints((7, 33), 0, 1))
+def test_integer_result_dtypes(device: str, dtype: str, x: np.ndarray) -> None:
+    x = (x * 5).astype(dtype) if dtype != "bool" else x.astype(bool)
+    for name in ("sum", "mean"):
+        got = run(getattr(ops, name), x, device=device, axis=1)
+        want = getattr(np, name)(x, axis=1)
+        assert got.dtype == want.dtype, (name, dtype, got.dtype, want.dtype)
+        np.testing.assert_array_equal(got, want, err_msg=name)
