@@ -3,18 +3,20 @@
 On a GPU, the kernels are compiled by NVRTC to a cubin for the chosen architecture and loaded with the driver;
 the host functions and kernel launchers are C built by the system compiler, bound to the driver's launch entry
 point. On the emulator, the same CUDA source, the host code and the project's emulation header form one C++
-translation unit built by the system C++ compiler. Either way the cubin is available as `module.cubin`.
+translation unit built by the system C++ compiler; after each call, `codegen.emulator_memory` decides which
+emulator libraries keep their workers. Either way the cubin is available as `module.cubin`.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import platform
 import re
 
-from codegen import cuda_driver
+from codegen import cuda_driver, emulator_memory
 from codegen.cache import build_and_load, build_cubin, build_library
 from codegen.compiler import DEFAULT_C_FLAGS, SEMANTICS_FLAGS, map_c_line_to_dsl
 from codegen.cuda_backend import backend
@@ -66,8 +68,8 @@ def build_cuda_module(module: IRModule, arch: str | None, check: bool = False) -
                               cubin=cubin, after_call=[c for c in checks if c is not None])
     check = check or os.environ.get(CHECK_ENV_VAR, "") not in ("", "0")
     lib, combined = build_emulator(plan, check, arch)
-    checks = [_launch_checks(lib, combined), _emulator_assert_checks(module, lib),
-              bounds_checks(lib) if check else None]
+    checks = [functools.partial(emulator_memory.launched, lib), _launch_checks(lib, combined),
+              _emulator_assert_checks(module, lib), bounds_checks(lib) if check else None]
     return CompiledModule(module, lib, f"cuda:{arch}", dict(plan.host_names), sources=sources, cubin=cubin,
                           after_call=[c for c in checks if c is not None])
 

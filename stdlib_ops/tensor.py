@@ -76,7 +76,9 @@ class Tensor:
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of a 0-d tensor")
-        return self.shape[0] if isinstance(self.shape[0], int) else 0
+        if not isinstance(self.shape[0], int):
+            raise TypeError(f"len() of a tensor whose first dimension is symbolic ({self.shape[0]!r})")
+        return self.shape[0]
 
     def astype(self, dtype: str) -> Tensor:
         """The tensor converted to `dtype`."""

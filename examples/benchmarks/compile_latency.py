@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from timing import loop_time  # examples/benchmarks/timing.py, beside this script
+
 EXAMPLES = Path(__file__).resolve().parent.parent
 RUNS = 5
 
@@ -132,9 +134,9 @@ def per_call_overheads() -> dict[str, float]:
     raw = built._lib.add16
     pointers = [x.ctypes.data for x in (a, b, c)]
     results = {
-        "hidet-lang": _loop_time(lambda: built(a, b, c)),
-        "ctypes (no checks)": _loop_time(lambda: raw(*pointers)),
-        "numpy np.add(out=)": _loop_time(lambda: np.add(a, b, out=c)),
+        "hidet-lang": loop_time(lambda: built(a, b, c)),
+        "ctypes (no checks)": loop_time(lambda: raw(*pointers)),
+        "numpy np.add(out=)": loop_time(lambda: np.add(a, b, out=c)),
     }
     try:
         import numba
@@ -144,20 +146,10 @@ def per_call_overheads() -> dict[str, float]:
             for i in range(16):
                 z[i] = x[i] + y[i]
 
-        results["numba"] = _loop_time(lambda: nb_add16(a, b, c))
+        results["numba"] = loop_time(lambda: nb_add16(a, b, c))
     except ImportError:
         pass
     return results
-
-
-def _loop_time(fn, number: int = 20000, repeat: int = 7) -> float:
-    samples = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        samples.append((time.perf_counter() - start) / number)
-    return statistics.median(samples)
 
 
 # ------------------------------------------------------------------------------------------------ main

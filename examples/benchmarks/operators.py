@@ -24,20 +24,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+from timing import loop_time  # examples/benchmarks/timing.py, beside this script
 
 EXAMPLES = Path(__file__).resolve().parent.parent
 RUNS = 3
-
-
-def loop_time(fn, number: int = 20000, repeat: int = 7) -> float:
-    """Median seconds per call of `fn` over `repeat` loops of `number` calls."""
-    samples = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        samples.append((time.perf_counter() - start) / number)
-    return statistics.median(samples)
 
 
 # ------------------------------------------------------------------------------------------------ children

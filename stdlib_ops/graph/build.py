@@ -10,6 +10,7 @@ on a terminal. An unpartitioned graph builds with one kernel per operator.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Sequence
@@ -59,7 +60,7 @@ class GraphKernels:
         """The built module of each kernel (by key), building the ones not built yet in parallel."""
         missing = [key for key in kernels if key not in self._built]
         if missing:
-            workers = min(len(missing), 8)
+            workers = min(len(missing), os.cpu_count() or 1)  # compilers are processes: one a core
             with ThreadPoolExecutor(max_workers=workers) as pool, \
                     tqdm(total=len(missing), desc=f"building kernels for {target}", unit="kernel",
                          delay=PROGRESS_DELAY_S, disable=not sys.stderr.isatty(), leave=False) as bar:

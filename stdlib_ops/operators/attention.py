@@ -41,27 +41,21 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False) -> Tensor:
         def read(t: Var, b: tuple, row: Expr, col: Expr) -> Expr:
             return cast_to(t[broadcast_index(t, (*b, row, col))], acc)
 
-        def score(*i: Expr) -> Expr:
-            """The scaled (and masked) score at [..., row, col]; a fresh reduction at each use, since a loop
-            variable may be declared only once in a kernel."""
+        def score_at(*i: Expr) -> Expr:
             b, row, col = i[:-2], i[-2], i[-1]
             dot = reduce([d], lambda e: read(qv, b, row, e) * read(kv, b, col, e), "sum", acc)
             s = dot * Constant(scale, at)
             return IfThenElse(col <= row, s, Constant(-math.inf, at)) if causal else s
 
-        def row_max_at(*i: Expr) -> Expr:
-            return reduce([sk], lambda j: score(*i, j), "max", acc)
+        score = compute("score", [*batch, sq, sk], score_at)
+        row_max = compute("row_max", [*batch, sq], lambda *i: reduce([sk], lambda j: score[(*i, j)], "max", acc))
 
-        row_max = compute("row_max", [*batch, sq], row_max_at)
-
-        def weight(i: tuple, j: Expr) -> Expr:
-            return Intrinsic("exp", (score(*i, j) - row_max[i],), at)
-
-        row_sum = compute("row_sum", [*batch, sq], lambda *i: reduce([sk], lambda j: weight(i, j), "sum", acc))
+        weight = compute("weight", [*batch, sq, sk], lambda *i: Intrinsic("exp", (score[i] - row_max[i[:-1]],), at))
+        row_sum = compute("row_sum", [*batch, sq], lambda *i: reduce([sk], lambda j: weight[(*i, j)], "sum", acc))
 
         def out_at(*i: Expr) -> Expr:
             b, row, col = i[:-2], i[-2], i[-1]
-            total = reduce([sk], lambda j: weight((*b, row), j) * read(vv, b, j, col), "sum", acc)
+            total = reduce([sk], lambda j: weight[(*b, row, j)] * read(vv, b, j, col), "sum", acc)
             return cast_to(total / row_sum[(*b, row)], out_dtype)
 
         return compute("out", [*batch, sq, dv], out_at)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from hidet_lang.ir.expr import BinaryOp, Constant, Expr, Intrinsic
@@ -86,10 +87,7 @@ def prod(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
 def _arg(name: str, kind: str, x: Tensor, axis: int | None, keepdims: bool) -> Tensor:
     (x,) = as_tensors(name, x)
     if axis is None:
-        from stdlib_ops.operators.transform import reshape
-
-        flat = _arg(name, kind, reshape(x, [-1]), 0, False)
-        return reshape(flat, [1] * x.ndim) if keepdims else flat
+        return _flat_arg(name, kind, x, keepdims)
     ax = normalize_axis(name, axis, x.ndim)
     out_shape = _out_shape(x.shape, (ax,), keepdims)
 
@@ -98,6 +96,24 @@ def _arg(name: str, kind: str, x: Tensor, axis: int | None, keepdims: bool) -> T
             x.shape[ax], lambda k: xv[_index(x.ndim, (ax,), i, (k,), keepdims)], kind))
 
     return apply(name, {"axis": ax, "keepdims": keepdims}, [x], define)[0]
+
+
+def _flat_arg(name: str, kind: str, x: Tensor, keepdims: bool) -> Tensor:
+    """The first row-major index of the largest ('max') or smallest ('min') element of `x`, over all its
+    elements (symbolic dimensions included)."""
+    from stdlib_ops.operators.transform import unravel
+
+    size: Any = math.prod(x.shape) if all(isinstance(d, int) for d in x.shape) else None
+    if size is None:
+        size = Constant(1, int32)
+        for d in x.shape:
+            size = size * as_dim(d)
+    out_shape = (1,) * x.ndim if keepdims else ()
+
+    def define(xv: Any) -> Any:
+        return compute("out", out_shape, lambda *i: arg_reduce(size, lambda k: xv[unravel(k, x.shape)], kind))
+
+    return apply(name, {"axis": None, "keepdims": keepdims}, [x], define)[0]
 
 
 def argmax(x: Tensor, axis: int | None = None, keepdims: bool = False) -> Tensor:

@@ -37,7 +37,8 @@ def _row_major(index: tuple, shape: tuple) -> Expr:
     return flat
 
 
-def _unravel(flat: Expr, shape: tuple) -> tuple:
+def unravel(flat: Expr, shape: tuple) -> tuple:
+    """The index into `shape` (ints or symbolic names) of row-major position `flat`."""
     out = []
     for d in reversed(shape):
         out.append(BinaryOp("%", flat, _dim(d)))
@@ -74,8 +75,8 @@ def reshape(x: Tensor, shape: Any) -> Tensor:
         raise ValueError(f"reshape: cannot reshape array of size {x.size} into shape {tuple(shape)}")
     new = tuple(shape)
     return apply("reshape", {"shape": new}, [x], lambda xv: compute(
-        "out", new, lambda *i: xv[_unravel(_row_major(i, new), x.shape)]),
-        _inverse(x.ndim, lambda a: _unravel(_row_major(a, x.shape), new) if new else ()))[0]
+        "out", new, lambda *i: xv[unravel(_row_major(i, new), x.shape)]),
+        _inverse(x.ndim, lambda a: unravel(_row_major(a, x.shape), new) if new else ()))[0]
 
 
 def transpose(x: Tensor, axes: Any = None) -> Tensor:
@@ -326,7 +327,11 @@ def pad(x: Tensor, pad_width: Any, constant_values: float = 0) -> Tensor:
     widths = [tuple(pad_width)] * x.ndim if isinstance(pad_width[0], int) else [tuple(w) for w in pad_width]
     if len(widths) != x.ndim:
         raise ValueError(f"pad: pad_width has {len(widths)} entries for array of shape {shape_str(x.shape)}")
-    shape = tuple(d + lo + hi for d, (lo, hi) in zip(x.shape, widths))
+    for d, (lo, hi) in zip(x.shape, widths):
+        if isinstance(d, str) and (lo, hi) != (0, 0):
+            raise ValueError(f"pad: the symbolic dimension {d!r} of shape {shape_str(x.shape)} cannot be padded "
+                             f"(widths {lo, hi})")
+    shape = tuple(d if (lo, hi) == (0, 0) else d + lo + hi for d, (lo, hi) in zip(x.shape, widths))
 
     def define(xv: Any) -> Any:
         def at(*i: Expr) -> Expr:

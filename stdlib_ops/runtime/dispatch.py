@@ -52,10 +52,13 @@ class EagerDispatcher:
         entry = self._calls.get(call_key)
         if entry is None:
             task = make_task()
-            entry = self._calls[call_key] = (self._kernels.get(task, target_of(device)), output_specs(task))
+            specs = output_specs(task)
+            empty = all(0 in shape for shape, _ in specs)  # nothing to compute: no kernel is built or launched
+            entry = self._calls[call_key] = (None if empty else self._kernels.get(task, target_of(device)), specs)
         compiled, specs = entry
         outs = [Tensor(shape, dtype, device, arrays.empty(shape, dtype, device)) for shape, dtype in specs]
-        compiled(*[kernel_argument(t) for t in inputs], *[kernel_argument(t) for t in outs])
+        if compiled is not None:
+            compiled(*[kernel_argument(t) for t in inputs], *[kernel_argument(t) for t in outs])
         return outs
 
 

@@ -17,7 +17,7 @@ import itertools
 from collections.abc import Iterator
 
 from hidet_lang.cuda import FULL_MASK, blockIdx, shfl_down_sync, threadIdx
-from hidet_lang.ir.expr import BinaryOp, Constant, Expr, Intrinsic, Var, convert
+from hidet_lang.ir.expr import BinaryOp, Constant, Expr, IfThenElse, Intrinsic, Var, convert
 from hidet_lang.ir.func import CudaAttrs, FuncAttrs, FuncKind, Function, IRModule
 from hidet_lang.ir.functor import IRRewriter, substitute
 from hidet_lang.ir.stmt import AssignStmt, BufferStoreStmt, DeclareStmt, ForStmt, IfStmt, Stmt, seq
@@ -42,7 +42,9 @@ def schedule_cuda(name: str, inputs: tuple[Var, ...], outputs: tuple[ComputeTens
         body, grid = _warp_per_element(first_out, signature.outputs[0], first_axes, first_value, top[0], names)
     else:
         total = extent_product(tuple(first_out.shape))
-        grid = _ceil_div(total, BLOCK)
+        # at least one block: an empty output (an empty slice) launches one that loops over nothing
+        nonempty = BinaryOp(">", convert(total), Constant(0, int32))
+        grid = IfThenElse(nonempty, _ceil_div(total, BLOCK), Constant(1, int32))
         worker = _global_thread()
         body = seq([_grid_stride(out, param, axes, value, worker, total, names)
                     for out, param, (axes, value) in zip(outputs, signature.outputs, bodies)])

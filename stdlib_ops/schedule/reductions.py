@@ -4,6 +4,8 @@
 accumulator variable, and appends the statements computing each accumulator to the prelude of the loop level
 (`Scope`) where all the variables the reduction reads are bound. So `softmax` computes a row's maximum and sum
 once per row, not once per element, and a reduction nested in another one (a variance's mean) runs outside it.
+Each lowered reduction loops over fresh variables, so a reduction that inlining copies into several places (a
+computed tensor read by two sibling reductions) declares each loop variable once in the kernel.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from hidet_lang.ir.expr import BinaryOp, Cast, Constant, Expr, Intrinsic, Var, convert
-from hidet_lang.ir.functor import IRRewriter, collect
+from hidet_lang.ir.functor import IRRewriter, collect, substitute
 from hidet_lang.ir.stmt import AssignStmt, DeclareStmt, ForStmt, IfStmt, Stmt, seq
 from hidet_lang.ir.types import DataType, int32, int64
 from stdlib_ops.compute.nodes import ArgReduceExpr, ReduceExpr
@@ -105,31 +107,31 @@ class ReductionLowering:
         inner = Scope()
         saved = self.scopes
         self.scopes = self.scopes[: level + 1] + [inner]
-        axes = _axes_of(r)
+        axes = tuple(self._fresh("k", a.type) for a in _axes_of(r))
         for a in axes:
             self.level_of[a] = level + 1
         try:
-            body = self.value(r.body, level + 1)
+            body = self.value(substitute(r.body, dict(zip(_axes_of(r), axes))), level + 1)
         finally:
             self.scopes = saved
         if isinstance(r, ArgReduceExpr):
-            acc = self._arg_reduce(r, body, inner, scope)
+            acc = self._arg_reduce(r, axes[0], body, inner, scope)
         else:
-            acc = self._reduce(r, body, inner, scope)
+            acc = self._reduce(r, axes, body, inner, scope)
         scope.computed[r] = acc
         return acc
 
-    def _reduce(self, r: ReduceExpr, body: Expr, inner: Scope, scope: Scope) -> Var:
+    def _reduce(self, r: ReduceExpr, axes: tuple[Var, ...], body: Expr, inner: Scope, scope: Scope) -> Var:
         acc = self._fresh("acc", r.dtype)
         update = AssignStmt(acc, combine(r.kind, acc, body))
         scope.prelude.append(DeclareStmt(acc, identity(r.kind, r.dtype)))
-        scope.prelude.append(_loops(r.axes, r.extents, seq([*inner.prelude, update])))
+        scope.prelude.append(_loops(axes, r.extents, seq([*inner.prelude, update])))
         if r.kind == "mean":
             count = extent_product(r.extents)
             scope.prelude.append(AssignStmt(acc, BinaryOp("/", acc, _cast(count, r.dtype))))
         return acc
 
-    def _arg_reduce(self, r: ArgReduceExpr, body: Expr, inner: Scope, scope: Scope) -> Var:
+    def _arg_reduce(self, r: ArgReduceExpr, axis: Var, body: Expr, inner: Scope, scope: Scope) -> Var:
         t = body.type
         best = self._fresh("best", t)
         index = self._fresh("index", int64)
@@ -137,11 +139,11 @@ class ReductionLowering:
         update = seq([
             DeclareStmt(candidate, body),
             IfStmt(BinaryOp(">" if r.kind == "max" else "<", candidate, best),
-                   seq([AssignStmt(best, candidate), AssignStmt(index, _cast(r.axis, int64))])),
+                   seq([AssignStmt(best, candidate), AssignStmt(index, _cast(axis, int64))])),
         ])
         scope.prelude.append(DeclareStmt(best, identity(r.kind, t)))
         scope.prelude.append(DeclareStmt(index, Constant(0, int64)))
-        scope.prelude.append(_loops((r.axis,), (r.extent,), seq([*inner.prelude, update])))
+        scope.prelude.append(_loops((axis,), (r.extent,), seq([*inner.prelude, update])))
         return index
 
 

@@ -4,8 +4,8 @@
 the code generator emits and a host function `launch_<kernel>(gx, gy, gz, bx, by, bz, dynamic_smem, needs_fibers,
 params...)` that calls `hl_emu_launch`; compiles the whole as one C++ translation unit with the emulator flags
 (`codegen.compiler.compile_shared_library`); and loads it with ctypes. `EmulatorModule.launch` passes numpy
-arrays by pointer and scalars by value, and raises `EmulatorLaunchError` with `hl_emu_error_message()` when the
-launch fails.
+arrays by pointer and scalars by value, raises `EmulatorLaunchError` with `hl_emu_error_message()` when the
+launch fails, and tells `codegen.emulator_memory` of the launch, as the modules the code generator builds do.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from codegen import emulator_memory
 from codegen.compiler import compile_shared_library, find_c_compiler
 from codegen.headers import INCLUDE_DIR, cuda_limit_flags
 
@@ -124,6 +125,7 @@ class EmulatorModule:
         fibers = k.needs_fibers if needs_fibers is None else needs_fibers
         values = [a.ctypes.data if isinstance(a, np.ndarray) else a for a in args]
         rc = getattr(self.lib, f"launch_{kernel}")(*_dims(grid), *_dims(block), smem, int(fibers), *values)
+        emulator_memory.launched(self.lib)
         if rc != 0:
             raise EmulatorLaunchError(self.error_message())
 

@@ -11,8 +11,12 @@
 //   A thread's stack holds the kernel's local arrays (their bytes come with the launch) plus
 //   HIDET_LANG_EMU_STACK_KB (16 to 1020, default 64) for its frames; the rest of the region below it is
 //   PROT_NONE, a guard: an overflow faults there, and the fault handler of emulator_stack_guard.h makes it a
-//   launch error naming the kernel and HIDET_LANG_EMU_STACK_KB. The stacks are mapped once per worker thread and
-//   reused by every block and launch (and mapped again when a launch needs larger ones).
+//   launch error naming the kernel and HIDET_LANG_EMU_STACK_KB. Each worker thread maps the stacks its launches
+//   need (one a thread of the largest block run with fibers, one for the blocks run without) and reuses them for
+//   every block and launch, mapping them again when a launch needs more or larger ones. A guarded stack takes two
+//   memory maps: where the process is short of them (vm.max_map_count), the stacks run unguarded, said once a
+//   module on stderr. hl_emu_release_workers() frees a module's workers, stacks included, between its launches (a
+//   process running many modules keeps those of the last few: emulator_workers.h).
 // - A kernel launched with needs_fibers=0 (no barrier, no warp-collective operation) runs the threads of a block
 //   to completion one after the other. A barrier or warp operation that would have to wait then fails the
 //   launch, naming the operation and its line.
@@ -53,7 +57,8 @@
 // emulator_fiber.h (the context switch), emulator_block.h (launch, block and worker state, reports, running a
 // block's threads, barriers), emulator_warp.h (warp-collective operations), emulator_atomics.h,
 // emulator_checks.h (guarded and checked accesses), emulator_stack_guard.h (stack overflows as launch errors),
-// emulator_launch.h (running a launch; the entry points).
+// emulator_workers.h (a module's workers and their release), emulator_launch.h (running a launch; the entry
+// points).
 #pragma once
 #ifndef HIDET_LANG_CUDA_EMULATOR_H
 #define HIDET_LANG_CUDA_EMULATOR_H
@@ -88,6 +93,7 @@
 #include "emulator_atomics.h"
 #include "emulator_checks.h"
 #include "emulator_stack_guard.h"
+#include "emulator_workers.h"
 #include "emulator_launch.h"
 
 #endif  // HIDET_LANG_CUDA_EMULATOR_H

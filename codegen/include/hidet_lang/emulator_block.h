@@ -118,9 +118,9 @@ struct Worker {
     size_t stack_bytes;
     char *map;
     size_t map_bytes;
+    long map_count;  // the memory maps (VMAs) `map` takes: 2 a guarded region plus 1, or 1 unguarded
     char *dsmem;
     size_t dsmem_cap;
-    char *alt_stack;  // the OS thread's alternate signal stack, when the worker installed it (stack guard)
     int fail_site[MAX_THREADS];  // State::fail_*: all 0 but while a fast block reports a failure
     long long fail_index[MAX_THREADS];
     long long fail_extent[MAX_THREADS];
@@ -131,25 +131,35 @@ static inline Header *region_header(Worker *w, int region) {
     return (Header *)(w->regions + (size_t)(region + 1) * STACK_REGION - HEADER_BYTES);
 }
 
+static long g_held_maps = 0;  // the memory maps the stacks of this module's workers take (see map_regions)
+
+// Unmap the worker's stacks (the next launch maps them again).
+static void unmap_regions(Worker *w) {
+    if (w->map) munmap(w->map, w->map_bytes);
+    __atomic_sub_fetch(&g_held_maps, w->map_count, __ATOMIC_RELAXED);
+    w->map = nullptr;
+    w->map_count = 0;
+    w->regions = nullptr;
+    w->nregions = 0;
+    w->header_dims = uint3{0, 0, 0};
+}
+
 static void worker_free(Worker *w) {
     if (!w) return;
-    if (w->map) munmap(w->map, w->map_bytes);
+    unmap_regions(w);
     for (int i = 0; i < MAX_SHARED_ARRAYS; ++i) free(w->block.shared[i].shadow);
     free(w->dsmem);
-    stack_t current;
-    if (w->alt_stack && sigaltstack(nullptr, &current) == 0 && current.ss_sp == w->alt_stack) {
-        stack_t off;
-        memset(&off, 0, sizeof off);
-        off.ss_flags = SS_DISABLE;
-        sigaltstack(&off, nullptr);
-    }
-    free(w->alt_stack);
     free(w);
 }
 
+// An OS thread's worker for this module (created by its first launch, freed at the thread's exit or by a release:
+// emulator_workers.h) and the alternate signal stack the thread runs the fault handler on, when this module
+// installed it (emulator_stack_guard.h; it stays as long as the thread, across releases).
 struct WorkerHolder {
     Worker *w = nullptr;
-    ~WorkerHolder() { worker_free(w); }
+    char *alt_stack = nullptr;
+    WorkerHolder *prev = nullptr, *next = nullptr;  // the module's registry of holders with a worker
+    ~WorkerHolder();
 };
 
 static thread_local WorkerHolder t_worker;

@@ -15,14 +15,21 @@ static size_t page_size() {
     return ps;
 }
 
+// Say once (a module) that stacks run unguarded: the process is short of memory maps.
+static void report_unguarded(Launch *L, int count) {
+    static int reported = 0;
+    if (__atomic_exchange_n(&reported, 1, __ATOMIC_RELAXED)) return;
+    fprintf(stderr,
+            "hidet_lang: CUDA emulator: kernel '%s': the process is short of memory maps (vm.max_map_count), so its "
+            "%d fiber stacks run without overflow guards: a stack overflow may corrupt a neighbouring stack instead "
+            "of failing the launch (said once a module)\n",
+            L->name, count);
+}
+
 // Map `count` stack regions: each STACK_REGION-aligned, PROT_NONE but for its top `stack_bytes` (so the rest
 // below is the guard), with the header at the top pointing to the worker's state.
 static bool map_regions(Worker *w, Launch *L, int count) {
-    if (w->map) munmap(w->map, w->map_bytes);
-    w->map = nullptr;
-    w->regions = nullptr;
-    w->nregions = 0;
-    w->header_dims = uint3{0, 0, 0};
+    unmap_regions(w);
     size_t bytes = STACK_REGION * (size_t)(count + 1);
     void *mem = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (mem == MAP_FAILED) {
@@ -38,17 +45,23 @@ static bool map_regions(Worker *w, Launch *L, int count) {
         char *top = w->regions + (size_t)(i + 1) * STACK_REGION;
         guarded = mprotect(top - L->stack_bytes, L->stack_bytes, PROT_READ | PROT_WRITE) == 0;
     }
-    // Each guarded stack costs two memory maps; past the system's limit (vm.max_map_count, with many workers
-    // and 1024-thread blocks), make the whole mapping writable instead: a stack can then grow unnoticed into
-    // the untouched rest of its 1 MiB region, and only an overflow beyond that corrupts a neighbour.
-    if (!guarded && mprotect(w->map, bytes, PROT_READ | PROT_WRITE) != 0) {
-        record_error(L, "CUDA emulator: kernel '%s': could not map %d fiber stacks of %zu KiB", L->name, count,
-                     L->stack_bytes / 1024);
-        munmap(w->map, w->map_bytes);
-        w->map = nullptr;
-        w->regions = nullptr;
-        return false;
+    // Each guarded stack costs two memory maps; past the system's limit (with many workers and 1024-thread
+    // blocks, or a process whose other maps leave too few), make the whole mapping writable instead, and say so:
+    // a stack can then grow unnoticed into the untouched rest of its 1 MiB region, and an overflow beyond that
+    // corrupts a neighbour.
+    if (!guarded) {
+        if (mprotect(w->map, bytes, PROT_READ | PROT_WRITE) != 0) {
+            record_error(L, "CUDA emulator: kernel '%s': could not map %d fiber stacks of %zu KiB", L->name, count,
+                         L->stack_bytes / 1024);
+            munmap(w->map, w->map_bytes);
+            w->map = nullptr;
+            w->regions = nullptr;
+            return false;
+        }
+        report_unguarded(L, count);
     }
+    w->map_count = guarded ? 2 * (long)count + 1 : 1;
+    __atomic_add_fetch(&g_held_maps, w->map_count, __ATOMIC_RELAXED);
     for (int i = 0; i < count; ++i) region_header(w, i)->st = &w->state;
     w->nregions = count;
     w->stack_bytes = L->stack_bytes;
@@ -60,9 +73,8 @@ static bool prepare_worker(Worker *w, Launch *L) {
     int n = L->nthreads;
     bool fibers = L->needs_fibers && n > 1;
     int need = fibers ? n + 1 : 1;
-    if (w->nregions < need || w->stack_bytes < L->stack_bytes) {  // larger stacks serve smaller kernels too
-        int count = fibers ? (n > 256 ? n : 256) + 1 : (w->nregions > 1 ? w->nregions : 1);
-        if (!map_regions(w, L, count)) return false;
+    if (w->nregions < need || w->stack_bytes < L->stack_bytes) {  // more, larger stacks serve smaller kernels too
+        if (!map_regions(w, L, need > w->nregions ? need : w->nregions)) return false;
     }
     uint3 d = L->block;
     if (fibers && (w->header_dims.x != d.x || w->header_dims.y != d.y || w->header_dims.z != d.z)) {
@@ -185,19 +197,10 @@ static void run_block_fibers(Block *b, Worker *w) {
 }
 
 static void run_worker(Launch *L) {
-    Worker *w = t_worker.w;
-    if (!w) {
-        w = (Worker *)calloc(1, sizeof(Worker));
-        if (!w) {
-            record_error(L, "CUDA emulator: kernel '%s': out of memory for a worker", L->name);
-            return;
-        }
-        t_worker.w = w;
-        guard_worker_stacks(w);
-    }
-    bool ok = prepare_worker(w, L);
-    Block *b = &w->block;
-    State *st = &w->state;
+    Worker *w = thread_worker(L);
+    bool ok = w && prepare_worker(w, L);  // without a worker, the thread still takes part in the loops below
+    Block *b = w ? &w->block : nullptr;
+    State *st = w ? &w->state : nullptr;
     long long nblocks = (long long)L->nblocks;
 #ifdef _OPENMP
     long long chunk = nblocks / ((long long)omp_get_num_threads() * 16);
@@ -343,6 +346,7 @@ static int launch(void (*entry)(void **), void (*block_fn)(void **), const char 
     uint32_t *order = nullptr;
     if (!L->failed) configure(L, &order);
     if (!L->failed) {
+        pthread_rwlock_rdlock(&g_launching);  // no release of the workers while they run
 #ifdef _OPENMP
         int workers = omp_get_max_threads();
         if ((uint64_t)workers > L->nblocks) workers = (int)L->nblocks;
@@ -355,6 +359,7 @@ static int launch(void (*entry)(void **), void (*block_fn)(void **), const char 
 #else
         run_worker(L);
 #endif
+        pthread_rwlock_unlock(&g_launching);
     }
     fflush(stdout);
     int rc = 0;
@@ -379,6 +384,8 @@ extern "C" __attribute__((visibility("protected"))) int hl_emu_launch_blocks(
     unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, size_t dynamic_smem_bytes, void **args,
     size_t local_bytes);
 extern "C" __attribute__((visibility("protected"))) const char *hl_emu_error_message(void);
+extern "C" __attribute__((visibility("protected"))) int hl_emu_release_workers(void);
+extern "C" __attribute__((visibility("protected"))) long hl_emu_held_maps(void);
 extern "C" __attribute__((visibility("protected"))) int hl_emu_take_assert_line(void);
 
 extern "C" int hl_emu_launch(void (*entry)(void **), const char *kernel_name, int needs_fibers, unsigned gx,
@@ -396,6 +403,13 @@ extern "C" int hl_emu_launch_blocks(void (*entry)(void **), void (*block_fn)(voi
 }
 
 extern "C" const char *hl_emu_error_message(void) { return ::hl_emu::t_error; }
+
+// Free the workers of this module (their stacks above all); 0, or -1 while a launch of it runs (see
+// emulator_workers.h).
+extern "C" int hl_emu_release_workers(void) { return ::hl_emu::release_workers(); }
+
+// About how many memory maps the stacks of this module's workers take now.
+extern "C" long hl_emu_held_maps(void) { return __atomic_load_n(&::hl_emu::g_held_maps, __ATOMIC_RELAXED); }
 
 extern "C" int hl_emu_take_assert_line(void) {
     return __atomic_exchange_n(&::hl_emu::g_assert_line, 0, __ATOMIC_SEQ_CST);

@@ -1,11 +1,11 @@
 // hidet_lang CUDA emulator: stack overflows are launch errors, not crashes.
 // Every kernel thread runs on the top `stack_bytes` of a STACK_REGION-aligned region whose rest below is PROT_NONE
 // (see map_regions), so a thread that overflows its stack faults in that guard. A SIGSEGV/SIGBUS handler, run on
-// an alternate signal stack of the worker, recognises a fault inside a guard of the faulting worker's own regions,
-// records the error (the kernel, block, thread, the stack's size and HIDET_LANG_EMU_STACK_KB) and switches back
-// to the worker's context, as abort_block does: the launch fails like any other and the process lives on. Any
-// other fault goes to the handler that was installed before (Python's faulthandler, or the default: the process
-// dies as it would have). Each module (a shared library with its own copy of this header) chains its handler in
+// an alternate signal stack of the worker's thread, recognises a fault inside a guard of the faulting worker's own
+// regions, records the error (the kernel, block, thread, the stack's size and HIDET_LANG_EMU_STACK_KB) and switches
+// back to the worker's context, as abort_block does: the launch fails like any other and the process lives on.
+// Any other fault goes to the handler that was installed before (Python's faulthandler, or the default: the
+// process dies as it would have). Each module (a shared library with its own copy of this header) chains its handler in
 // front of the previous one, once, when its first worker starts; the code generator compiles kernels with
 // -fstack-clash-protection so that a large frame touches the guard instead of jumping over it.
 // A part of cuda_emulator.h, which includes the parts in order (each relies on those before it).
@@ -74,22 +74,35 @@ static void install_fault_handler() {
     sigaction(SIGBUS, &action, &g_previous_bus);
 }
 
-// A new worker's OS thread: the fault handler, and an alternate signal stack to run it on unless the thread has
-// one (kept in the worker, freed with it).
-static void guard_worker_stacks(Worker *w) {
+// A thread's first worker of this module: the fault handler, and an alternate signal stack to run it on unless
+// the thread has one (kept in the thread's holder until the thread exits: see unguard_thread).
+static void guard_thread(WorkerHolder *h) {
     install_fault_handler();
     stack_t current;
-    if (sigaltstack(nullptr, &current) != 0 || !(current.ss_flags & SS_DISABLE)) return;
-    w->alt_stack = (char *)malloc(ALT_STACK_BYTES);
-    if (!w->alt_stack) return;
+    if (h->alt_stack || sigaltstack(nullptr, &current) != 0 || !(current.ss_flags & SS_DISABLE)) return;
+    h->alt_stack = (char *)malloc(ALT_STACK_BYTES);
+    if (!h->alt_stack) return;
     stack_t mine;
-    mine.ss_sp = w->alt_stack;
+    mine.ss_sp = h->alt_stack;
     mine.ss_size = ALT_STACK_BYTES;
     mine.ss_flags = 0;
     if (sigaltstack(&mine, nullptr) != 0) {
-        free(w->alt_stack);
-        w->alt_stack = nullptr;
+        free(h->alt_stack);
+        h->alt_stack = nullptr;
     }
+}
+
+// The thread exits: take down and free the alternate signal stack this module installed.
+static void unguard_thread(WorkerHolder *h) {
+    stack_t current;
+    if (h->alt_stack && sigaltstack(nullptr, &current) == 0 && current.ss_sp == h->alt_stack) {
+        stack_t off;
+        memset(&off, 0, sizeof off);
+        off.ss_flags = SS_DISABLE;
+        sigaltstack(&off, nullptr);
+    }
+    free(h->alt_stack);
+    h->alt_stack = nullptr;
 }
 
 }  // namespace hl_emu

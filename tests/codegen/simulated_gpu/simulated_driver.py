@@ -80,6 +80,7 @@ def _run_on_emulator(lib: ctypes.CDLL, plan, cu_module: int, name: str, configur
     """Launch kernel `name` (a device symbol of the planned module `plan`) through the emulator's launcher with the
     arguments the driver received, once the launch configuration the driver received is checked against the
     kernel's attributes; the driver error a GPU would report (0 when the kernel ran cleanly)."""
+    from codegen import emulator_memory
     from codegen.arguments import ctype_of
 
     kernel = plan.kernels[plan.kernel_symbols.index(name)]
@@ -93,6 +94,7 @@ def _run_on_emulator(lib: ctypes.CDLL, plan, cu_module: int, name: str, configur
               file=sys.stderr)
         return LAUNCH_FAILED
     launch(*arguments)
+    emulator_memory.launched(lib)
     status = lib.hidet_lang_launch_status
     status.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_int)]
     message, code = ctypes.c_char_p(), ctypes.c_int()

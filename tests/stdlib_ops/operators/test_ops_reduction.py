@@ -73,3 +73,12 @@ def test_integer_result_dtypes(device: str, dtype: str, x: np.ndarray) -> None:
         want = getattr(np, name)(x, axis=1)
         assert got.dtype == want.dtype, (name, dtype, got.dtype, want.dtype)
         np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_operators_with_empty_outputs_launch_nothing(device: str) -> None:
+    x = np.arange(15, dtype=np.float32).reshape(3, 5)
+    empty_rows = ops.asarray(x, device=device)[3:]
+    assert empty_rows.shape == (0, 5)
+    for result, expected in ((ops.sum(empty_rows, axis=1), x[3:].sum(axis=1)), (ops.exp(empty_rows), np.exp(x[3:]))):
+        assert result.shape == expected.shape and result.numpy().shape == expected.shape

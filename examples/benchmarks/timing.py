@@ -1,0 +1,18 @@
+"""What the benchmark scripts share: timing a call by the median of repeated loops."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+
+def loop_time(fn: Callable[[], object], number: int = 20000, repeat: int = 7) -> float:
+    """Median seconds per call of `fn` over `repeat` loops of `number` calls (the machine is noisy: medians)."""
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        samples.append((time.perf_counter() - start) / number)
+    return statistics.median(samples)
