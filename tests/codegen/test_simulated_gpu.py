@@ -24,8 +24,11 @@ def driver_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("simulated_driver")
 
 
+RUN_LIMIT_S = 2700  # the whole suite on a cold compilation cache (a fresh checkout) on 2 cores
+
+
 def run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_LIMIT_S)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     return done
 
