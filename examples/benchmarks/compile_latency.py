@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from timing import loop_time  # examples/benchmarks/timing.py, beside this script
+from timing import loop_time, medians  # examples/benchmarks/timing.py, beside this script
 
 EXAMPLES = Path(__file__).resolve().parent.parent
 RUNS = 5
@@ -107,11 +107,7 @@ def cold_and_warm(mode: str) -> tuple[dict[str, float], dict[str, float]]:
         with tempfile.TemporaryDirectory(prefix="hidet_lang_bench_") as cache:
             cold.append(run_child(mode, cache))
             warm.append(run_child(mode, cache))
-    return _median(cold), _median(warm)
-
-
-def _median(samples: list[dict[str, float]]) -> dict[str, float]:
-    return {k: statistics.median(s[k] for s in samples) for k in samples[0]}
+    return medians(cold), medians(warm)
 
 
 # ------------------------------------------------------------------------------------------------ call overhead
@@ -160,7 +156,7 @@ def main() -> None:
         has_numba = True
     except ImportError:
         has_numba = False
-    ours = _median([run_child("import:hidet_lang") for _ in range(RUNS)])
+    ours = medians([run_child("import:hidet_lang") for _ in range(RUNS)])
     imports = {"hidet-lang": ours["seconds"]}
     if has_numba:
         imports["numba"] = statistics.median(run_child("import:numba")["seconds"] for _ in range(RUNS))

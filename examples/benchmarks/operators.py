@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -24,7 +23,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from timing import loop_time  # examples/benchmarks/timing.py, beside this script
+from timing import loop_time, medians  # examples/benchmarks/timing.py, beside this script
 
 EXAMPLES = Path(__file__).resolve().parent.parent
 RUNS = 3
@@ -63,8 +62,7 @@ def build_times() -> tuple[dict[str, float], dict[str, float]]:
         with tempfile.TemporaryDirectory(prefix="hidet_lang_bench_") as cache:
             cold.append(run_child(cache))
             warm.append(run_child(cache))
-    median = lambda samples: {k: statistics.median(s[k] for s in samples) for k in samples[0]}  # noqa: E731
-    return median(cold), median(warm)
+    return medians(cold), medians(warm)
 
 
 # ------------------------------------------------------------------------------------------------ in process

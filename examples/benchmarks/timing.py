@@ -1,4 +1,4 @@
-"""What the benchmark scripts share: timing a call by the median of repeated loops."""
+"""What the benchmark scripts share: timing a call by the median of repeated loops, and medians of samples."""
 
 from __future__ import annotations
 
@@ -16,3 +16,8 @@ def loop_time(fn: Callable[[], object], number: int = 20000, repeat: int = 7) ->
             fn()
         samples.append((time.perf_counter() - start) / number)
     return statistics.median(samples)
+
+
+def medians(samples: list[dict[str, float]]) -> dict[str, float]:
+    """The median of each measurement over `samples` (one dict of measurements a run)."""
+    return {k: statistics.median(s[k] for s in samples) for k in samples[0]}

@@ -70,11 +70,12 @@ class CallParser(ParserCore):
             if len(args) != 1 or kwargs:
                 raise self.error(node, f"{func}() converts one value", DSLTypeError)
             return self.host_call(node, semantics.cast, args[0], func)
-        if _hashable(func) and func in B.PYTHON_CASTS and any_ir:
+        builtin = _hashable(func)  # a Python builtin the DSL maps (int, float, math.exp, ...) is hashable
+        if builtin and func in B.PYTHON_CASTS and any_ir:
             if len(args) != 1 or kwargs:
                 raise self.error(node, f"{func.__name__}() converts one value", DSLTypeError)
             return self.host_call(node, semantics.cast, args[0], B._as_dtype(B.PYTHON_CASTS[func]))
-        if _hashable(func) and func in B.PYTHON_MATH and any_ir:
+        if builtin and func in B.PYTHON_MATH and any_ir:
             if kwargs:
                 raise self.error(node, f"{B.PYTHON_MATH[func]}() takes no keyword arguments here", DSLTypeError)
             return self.host_call(node, semantics.math_call, B.PYTHON_MATH[func], *args)

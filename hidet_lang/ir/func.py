@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from hidet_lang.ir.expr import Expr, Var
 from hidet_lang.ir.node import Node
@@ -43,6 +44,14 @@ class CudaAttrs:
     def span_of(self, attribute: str) -> Span | None:
         """Where `attrs.cuda.<attribute>` was set, if known."""
         return dict(self.spans).get(attribute)
+
+    def with_exprs(self, rewrite: Callable[[Expr], Expr]) -> CudaAttrs:
+        """A copy with `rewrite` applied to every launch expression (grid and block dimensions, dynamic shared
+        memory), as a pass that rewrites a kernel's parameters must."""
+        smem = self.dynamic_smem_bytes
+        return replace(self, grid_dim=tuple(rewrite(d) for d in self.grid_dim),
+                       block_dim=tuple(rewrite(d) for d in self.block_dim),
+                       dynamic_smem_bytes=None if smem is None else rewrite(smem))
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from hidet_lang.frontend.script import ScriptFunction, ScriptModule
 from hidet_lang.ir import expr as E
-from hidet_lang.ir.func import CudaAttrs, Function
+from hidet_lang.ir.func import Function
 from hidet_lang.ir.functor import collect, substitute
 from hidet_lang.ir.types import TensorType, int32
 from stdlib_ops.templates.params import Size
@@ -62,13 +62,7 @@ def _bind_function(func: Function, sizes: Mapping[str, Size]) -> Function:
     order = _symbols_in_order_of_appearance(tensors, set(symbols.values()))
     cuda = func.attrs.cuda
     if cuda is not None:
-        cuda = CudaAttrs(
-            grid_dim=substitute(cuda.grid_dim, mapping),
-            block_dim=substitute(cuda.block_dim, mapping),
-            dynamic_smem_bytes=substitute(cuda.dynamic_smem_bytes, mapping),
-            min_blocks=cuda.min_blocks,
-            spans=cuda.spans,
-        )
+        cuda = cuda.with_exprs(lambda e: substitute(e, mapping))
     return dataclasses.replace(
         func,
         params=tuple(order) + tuple(tensors),

@@ -54,10 +54,7 @@ def bind_template(module: IRModule, name: str, sizes: Mapping[str, Dim], views: 
     rewriter = _ViewRewriter(kernel.name, {p: E.convert(sizes[p.name]) for p in scalars}, dict(zip(tensors, views)))
     attrs = kernel.attrs
     if attrs.cuda is not None:
-        cuda = attrs.cuda
-        attrs = dataclasses.replace(attrs, cuda=dataclasses.replace(
-            cuda, grid_dim=rewriter.visit(cuda.grid_dim), block_dim=rewriter.visit(cuda.block_dim),
-            dynamic_smem_bytes=rewriter.visit(cuda.dynamic_smem_bytes)))
+        attrs = dataclasses.replace(attrs, cuda=attrs.cuda.with_exprs(rewriter.visit))
     bound = dataclasses.replace(kernel, name=name, params=signature.params, body=rewriter.visit(kernel.body),
                                 attrs=attrs)
     return IRModule(tuple(bound if f is kernel else f for f in module.functions))

@@ -63,8 +63,8 @@ static __thread int current_context = 0; /* the driver's current context is per 
 static int sticky_error = 0;
 static int primary_context;
 static Allocation *allocations = 0;
-static Module *loaded[256];
-static int loaded_count = 0;
+static Module **loaded = NULL; /* every module loaded, as a real driver holds them: as many as memory allows */
+static int loaded_count = 0, loaded_capacity = 0;
 static launch_hook_t launch_hook = 0;
 
 /* ---- controls for the test harness ---- */
@@ -270,7 +270,13 @@ CUresult cuModuleLoadData(void **module, const void *image) {
     if (!h || memcmp(h->e_ident, ELFMAG, SELFMAG) != 0 || h->e_ident[EI_CLASS] != ELFCLASS64 ||
         h->e_machine != EM_CUDA)
         return INVALID_IMAGE;
-    if (loaded_count == (int)(sizeof loaded / sizeof loaded[0])) return OUT_OF_MEMORY;
+    if (loaded_count == loaded_capacity) {
+        int capacity = loaded_capacity ? 2 * loaded_capacity : 256;
+        Module **grown = realloc(loaded, (size_t)capacity * sizeof *grown);
+        if (!grown) return OUT_OF_MEMORY;
+        loaded = grown;
+        loaded_capacity = capacity;
+    }
     size_t size = h->e_shoff + (size_t)h->e_shnum * h->e_shentsize;
     const Elf64_Shdr *s = (const Elf64_Shdr *)((const char *)image + h->e_shoff);
     for (int i = 0; i < h->e_shnum; i++)

@@ -10,27 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from operator_cases import DEVICES, SETTINGS, assert_ulps, data, run
+from references import conv2d_reference
 
 import stdlib_ops as ops
-
-
-def conv2d_reference(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride: tuple, padding: tuple,
-                     dilation: tuple, groups: int) -> np.ndarray:
-    n, c, h, wd = x.shape
-    o, cg, kh, kw = w.shape
-    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (padding[0],) * 2, (padding[1],) * 2))
-    oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
-    ow = (wd + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
-    out = np.zeros((n, o, oh, ow))
-    og = o // groups
-    for g in range(groups):
-        xs = xp[:, g * cg:(g + 1) * cg]
-        for ky in range(kh):
-            for kx in range(kw):
-                y0, x0 = ky * dilation[0], kx * dilation[1]
-                patch = xs[:, :, y0:y0 + stride[0] * (oh - 1) + 1:stride[0], x0:x0 + stride[1] * (ow - 1) + 1:stride[1]]
-                out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", patch, w[g * og:(g + 1) * og, :, ky, kx])
-    return out + (b.reshape(1, -1, 1, 1) if b is not None else 0)
 
 
 def conv_transpose2d_reference(x: np.ndarray, w: np.ndarray, stride: tuple, padding: tuple, output_padding: tuple,

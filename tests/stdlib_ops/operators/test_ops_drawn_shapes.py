@@ -16,10 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from operator_cases import DEVICES, assert_ulps, data, ints
-from test_ops_conv_pool import conv2d_reference
-from test_ops_elementwise import ATOL, ULPS, UNARY
-from test_ops_nn import assert_normalized_close
-from test_ops_reduction import _tolerance as reduction_tolerance
+from references import ATOL, ULPS, UNARY, U, assert_normalized_close, conv2d_reference, reduction_tolerance
 
 import stdlib_ops as ops
 from stdlib_ops.graph.compiled import CompiledGraph
@@ -28,7 +25,6 @@ from stdlib_ops.graph.compiled import CompiledGraph
 DRAWN = settings(max_examples=12, deadline=None)
 SIZES = (1, 7, 33, 257)
 MAX_ELEMENTS = 2048  # per input: keeps the emulator's runs and the float64 references quick
-U = 2.0**-24  # the unit roundoff of f32
 
 
 def dims(rank: int, limit: int = MAX_ELEMENTS) -> st.SearchStrategy[tuple[int, ...]]:

@@ -3,48 +3,14 @@ broadcasting and Python scalars, numpy's result dtypes, comparisons, `where`, `c
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from operator_cases import DEVICES, HALF_DTYPES, SETTINGS, assert_ulps, data, ints, run
+from references import ATOL, ULPS, UNARY
 
 import stdlib_ops as ops
-
-_erf = np.vectorize(math.erf)
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1 / (1 + np.exp(-x))
-
-
-# name: (float64 reference, data range); log, sqrt and rsqrt take positive data
-UNARY = {
-    "relu": (lambda x: np.maximum(x, 0), (-4, 4)),
-    "gelu": (lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2))), (-4, 4)),
-    "silu": (lambda x: x * _sigmoid(x), (-4, 4)),
-    "sigmoid": (_sigmoid, (-4, 4)),
-    "tanh": (np.tanh, (-4, 4)),
-    "exp": (np.exp, (-4, 4)),
-    "log": (np.log, (0.01, 8)),
-    "sqrt": (np.sqrt, (0, 8)),
-    "rsqrt": (lambda x: 1 / np.sqrt(x), (0.01, 8)),
-    "abs": (np.abs, (-4, 4)),
-    "neg": (np.negative, (-4, 4)),
-    "erf": (_erf, (-4, 4)),
-    "sin": (np.sin, (-4, 4)),
-    "cos": (np.cos, (-4, 4)),
-    "floor": (np.floor, (-4, 4)),
-    "ceil": (np.ceil, (-4, 4)),
-    "round": (np.round, (-4, 4)),
-}
-# f32 libm results are within 2 ulp of the exact value; a function built from several (gelu, silu, sigmoid)
-# adds one rounding per step. Near a zero of the function (sin, cos, erf, gelu's 1 + erf(x) for x < 0, silu)
-# the error is relative to the inputs' magnitude (4), not the result's: an absolute tolerance of a few ulp of 4.
-ULPS = {"gelu": 8, "silu": 6, "sigmoid": 6}
-ATOL = {"sin": 2e-6, "cos": 2e-6, "erf": 1e-6, "gelu": 2e-6, "silu": 2e-6}
 
 
 @pytest.mark.parametrize("device", DEVICES)

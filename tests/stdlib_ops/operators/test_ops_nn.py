@@ -7,23 +7,9 @@ import numpy as np
 import pytest
 from hypothesis import given
 from operator_cases import DEVICES, SETTINGS, assert_ulps, data, run
+from references import assert_normalized_close
 
 import stdlib_ops as ops
-
-U = 2.0**-24  # the unit roundoff of f32
-
-
-def assert_normalized_close(got: np.ndarray, want: np.ndarray, x: np.ndarray, axes: tuple, scale: float) -> None:
-    """A normalization's f32 error: the mean of n values is off by up to n * u * max|x|, and x - mean (then the
-    whole row) is divided by sqrt(var + eps), which is as small as sqrt(eps) for a nearly constant row; `scale`
-    bounds the affine weight. Per row: 2 * n * u * max|x| / sqrt(var + eps) * scale, plus a few ulp."""
-    x64 = x.astype(np.float64)
-    n = int(np.prod([x.shape[a] for a in axes]))
-    spread = np.sqrt(x64.var(axes, keepdims=True) + 1e-5)
-    bound = 2 * n * U * np.abs(x64).max(axes, keepdims=True) / spread * scale + 8 * U * np.abs(want) + 1e-6
-    excess = np.abs(got.astype(np.float64) - want) - bound
-    worst = int(np.argmax(excess))
-    assert (excess <= 0).all(), f"element {worst}: got {got.flat[worst]}, want {want.flat[worst]}"
 
 
 def _softmax(x: np.ndarray, axis: int) -> np.ndarray:

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from operator_cases import DEVICES, SETTINGS, assert_ulps, data, ints, run
+from references import reduction_tolerance
 
 import stdlib_ops as ops
 
@@ -15,22 +16,6 @@ SHAPE = (7, 1, 33)
 CASES = [("sum", None, False), ("sum", (0, -1), True), ("mean", -3, False), ("mean", None, True),
          ("max", (0, -1), True), ("min", -1, False), ("var", None, False), ("var", -3, True),
          ("std", (0, -1), False)]
-U = 2.0**-24  # the unit roundoff of f32
-
-
-def _tolerance(name: str, x: np.ndarray, axis: object) -> float:
-    """An absolute error bound: a sum of n terms in f32, in any order, is within n * u * sum(|x|) of the exact
-    sum; a mean divides that by n; a variance sums n squared deviations (each at most max|x|^2 * 4); a standard
-    deviation's error is at most the square root of the variance's."""
-    n = x.size if axis is None else int(np.prod([x.shape[a] for a in np.atleast_1d(axis)]))
-    if name in ("max", "min"):
-        return 0.0
-    if name in ("sum", "mean"):
-        return n * U * float(np.abs(x).sum()) / (n if name == "mean" else 1)
-    var_bound = 4 * n * U * 4 * float(np.square(x).max()) + 1e-30
-    return var_bound if name == "var" else float(np.sqrt(var_bound))
-
-
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name,axis,keepdims", CASES)
 @SETTINGS
@@ -39,7 +24,7 @@ def test_float_reductions(device: str, name: str, axis: object, keepdims: bool, 
     got = run(getattr(ops, name), x, device=device, axis=axis, keepdims=keepdims)
     want = getattr(x.astype(np.float64), name)(axis=axis, keepdims=keepdims)
     assert got.dtype == np.float32
-    assert_ulps(got, want, 1, _tolerance(name, x, axis))
+    assert_ulps(got, want, 1, reduction_tolerance(name, x, axis))
 
 
 @pytest.mark.parametrize("device", DEVICES)
