@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+from codegen import cpu_features
 from codegen.c_emitter import CEmitter
 from codegen.cache import build_and_load
 from codegen.compiler import DEFAULT_C_FLAGS
@@ -9,6 +12,7 @@ from codegen.module import CompiledModule, bounds_checks
 from hidet_lang.ir.func import IRModule
 from hidet_lang.passes.pipeline import lower
 from hidet_lang.passes.target import Target, TargetKind, implied_target_kind
+from hidet_lang.passes.vector_rules import uses_vector_types
 from hidet_lang.version import __version__
 
 
@@ -16,8 +20,12 @@ def build_module(module: IRModule, target: str | None = None, *, check: bool = F
     """Compile `module` for `target` ('cpu', 'cuda' or 'cuda:sm_XY'; inferred from the function kinds when None).
 
     `check` also verifies the IR after every lowering step and builds the checking mode: bounds-checked
-    accesses on the CPU (an IndexError after the call), the emulator's checks for CUDA modules."""
+    accesses on the CPU (an IndexError after the call), the emulator's checks for CUDA modules. A CPU build of a
+    module with vector types asks the machine's C compiler which instruction-set extensions it enables
+    (`codegen.cpu_features`), for the lowering to refuse a vector type that needs a missing one."""
     resolved = Target.parse(target, module, emulated=_runs_on_emulator(target, module))
+    if resolved.kind == TargetKind.CPU and uses_vector_types(module):
+        resolved = dataclasses.replace(resolved, cpu_features=cpu_features.machine_cpu_features())
     lowered = lower(module, resolved, verify_ir=check)
     if resolved.kind == TargetKind.CUDA:
         from codegen.cuda_build import build_cuda_module

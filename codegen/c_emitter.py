@@ -6,6 +6,13 @@ helpers it used, forward declarations, then the functions. Before the code of ea
 writes a marker comment `// <file>:<line>`, so compiler diagnostics map back to the user's line.
 Target-specific emitters (CUDA) subclass `CEmitter` and override the spelling of types, functions and
 intrinsics.
+
+Vector types (`f32x8`, CPU functions only) are printed as the GCC/Clang vector-extension types of the project's
+header `hidet_lang/cpu_vectors.h` (`hl_f32x8`), included when a module uses one. Vector extensions make `+ - *`
+plain C operators, portable between GCC and Clang and held to the same flags as scalar code (`-ffp-contract=off`:
+never fused), with no intrinsic per operation; the header implements the operations whose meaning must be exact
+(the fused multiply-add, max/min, broadcast) with `<immintrin.h>` intrinsics, and each intrinsic of the IR
+(`f32x8_load`) becomes a call of its helper there (`hl_f32x8_load`).
 """
 
 from __future__ import annotations
@@ -18,7 +25,8 @@ from codegen.pointer_origins import pointer_origins
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import HOST_CALLABLE_KINDS, Function, IRModule
-from hidet_lang.ir.types import DataType, PointerType, TensorType, Type, VoidType, float32, promote
+from hidet_lang.ir.intrinsics import VECTOR_INTRINSICS
+from hidet_lang.ir.types import DataType, PointerType, TensorType, Type, VectorType, VoidType, float32, promote
 from hidet_lang.passes.pipeline import LoweredModule, require_lowered
 
 C_KEYWORDS = frozenset("""
@@ -99,6 +107,7 @@ class CEmitter:
         self.helpers: dict[str, str] = {}
         self.float_params: dict[E.Var, str] = {}
         self.origins: dict[E.Var, E.Var] = {}  # the tensor each pointer points into (`origins_of`)
+        self.uses_vectors = False  # whether the module has a vector type (it then includes cpu_vectors.h)
 
     # ---------------------------------------------------------------------------------------------- types
     def scalar(self, t: DataType) -> str:
@@ -113,6 +122,9 @@ class CEmitter:
             return self.scalar(t.dtype) + " *"
         if isinstance(t, VoidType):
             return "void"
+        if isinstance(t, VectorType):
+            self.uses_vectors = True
+            return f"{self.helper_prefix}{t}"
         raise TypeError(f"no C type for {t}")
 
     # ---------------------------------------------------------------------------------------------- names
@@ -162,8 +174,10 @@ class CEmitter:
         return {f.name: c_function_name(f) for f in module.functions}
 
     def prelude(self) -> str:
-        """What the generated code starts with: the project's host runtime (headers, the assertion channel)."""
-        return '#include "hidet_lang/host_runtime.h"\n'
+        """What the generated code starts with: the project's host runtime (headers, the assertion channel), and
+        the vector types' header where the module uses them (`emit_module` asks after printing the functions)."""
+        vectors = '#include "hidet_lang/cpu_vectors.h"\n' if self.uses_vectors else ""
+        return '#include "hidet_lang/host_runtime.h"\n' + vectors
 
     def helper(self, name: str, t: DataType) -> str:
         """The name of the typed helper `hl_<name>_<type>` (min, max, abs; for floats, mod and floordiv: the
@@ -323,16 +337,23 @@ class CEmitter:
         """In checking mode, the address of `base[index]` behind a bounds check (None: a plain access).
         `write`: the access stores; `address_only`: it is `~base[index]` (the CUDA emulator's checks tell
         these apart; on the CPU every checked access is the same)."""
+        return self.span_checked(base, index, 1)
+
+    def span_checked(self, base: E.Expr, index: E.Expr, count: int) -> str | None:
+        """In checking mode, the address of `base[index]` behind a check that the `count` elements from there lie
+        in the tensor (a vector load or store reads or writes its lanes); None outside checking mode or where the
+        tensor's size is unknown."""
         if not self.check:
             return None
         origin = self.origins.get(base) if isinstance(base, E.Var) else None
         if origin is not None:  # a view: checked against the bytes of the tensor it points into
-            return (f"HL_CHECKED_IN({self.expr(base)}, {self.expr(index)}, {self.expr(origin)}, "
+            return (f"HL_CHECKED_IN({self.expr(base)}, {self.expr(index)}, {count}, {self.expr(origin)}, "
                     f"{self.byte_size(origin)}, {tensor_label(base)}, {tensor_label(origin)}, {self.where()})")
         extent = self.extent(base)
         if extent == "-1LL":
             return None
-        return f"HL_CHECKED({self.expr(base)}, {self.expr(index)}, {extent}, {tensor_label(base)}, {self.where()})"
+        return (f"HL_CHECKED({self.expr(base)}, {self.expr(index)}, {count}, {extent}, {tensor_label(base)}, "
+                f"{self.where()})")
 
     def stmt_EvaluateStmt(self, s: S.EvaluateStmt) -> None:
         self.line(f"{self.expr(s.expr)};")
@@ -499,7 +520,27 @@ class CEmitter:
 
     def expr_Intrinsic(self, e: E.Intrinsic) -> str:
         args = [self.expr(a) for a in e.args]
+        if e.name in VECTOR_INTRINSICS:  # a helper of cpu_vectors.h
+            self.uses_vectors = True
+            checked = self.vector_access_checked(e)
+            if checked is not None:
+                args[0] = checked
+            return f"{self.helper_prefix}{e.name}({', '.join(args)})"
         return self.intrinsic(e.name, args, e.ret_type)
+
+    def vector_access_checked(self, e: E.Intrinsic) -> str | None:
+        """In checking mode, the pointer of a vector load or store into a tensor (`~a[i]`, or the tensor itself)
+        behind a check that covers every lane; None for other operations and raw pointers."""
+        vector, operation = e.name.split("_", 1)
+        if operation not in ("load", "load_aligned", "store", "store_aligned"):
+            return None
+        lanes = int(vector.split("x")[1])
+        pointer = e.args[0]
+        if isinstance(pointer, E.Address) and isinstance(pointer.expr, E.TensorElement):
+            return self.span_checked(pointer.expr.base, pointer.expr.indices[0], lanes)
+        if isinstance(pointer, E.Var) and isinstance(pointer.type, TensorType):
+            return self.span_checked(pointer, E.convert(0), lanes)
+        return None
 
     def intrinsic(self, name: str, args: list[str], t: Type) -> str:
         """The C text of a built-in operation on already-printed arguments."""

@@ -34,6 +34,7 @@ __all__ = [
     "compile_shared_library",
     "compiler_version",
     "map_c_line_to_dsl",
+    "run_compiler",
     "source_suffix",
 ]
 
@@ -220,7 +221,7 @@ def compile_shared_library(
     command = (*compiler.command, "-shared", "-fPIC", *flags, *workaround_flags(compiler), "-o", str(output),
                str(source_path), "-lm")
     try:
-        returncode, output = _run(command)
+        returncode, output = run_compiler(command)
     except subprocess.TimeoutExpired as exc:
         raise CCompilationError(
             f"the {language} compiler did not finish within {COMPILE_TIMEOUT_S:g} s compiling {source_path}",
@@ -234,7 +235,7 @@ def compile_shared_library(
         raise _compilation_error(source, str(source_path), command, output, returncode, language)
 
 
-def _run(command: tuple[str, ...]) -> tuple[int, str]:
+def run_compiler(command: tuple[str, ...]) -> tuple[int, str]:
     """Run `command` in its own process group with stderr merged into stdout; return (status, output).
 
     On timeout the whole group (the driver and the cc1 / ld it started) is killed, and `TimeoutExpired`

@@ -1,6 +1,7 @@
 """The project's C, C++ and CUDA headers, which generated sources include (`#include "hidet_lang/..."`).
 
-They live in `INCLUDE_DIR/hidet_lang/`: `host_runtime.h` (every host source), `cuda_launch.h` (the kernel
+They live in `INCLUDE_DIR/hidet_lang/`: `host_runtime.h` (every host source), `cpu_vectors.h` (C sources whose
+functions use vector types), `cuda_launch.h` (the kernel
 launchers), `cuda_primitives.h` (every CUDA source; with `-DHIDET_LANG_EMULATOR` it includes the emulator,
 `cuda_emulator.h` and its `emulator_*.h` parts) and `cuda_limits.h`. Every compiler of generated code searches
 `INCLUDE_DIR`: the C and C++ compilers through the compilation cache (`codegen.cache`), NVRTC through the

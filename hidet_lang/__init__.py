@@ -38,9 +38,15 @@ from hidet_lang.types import (
     boolean,
     f16,
     f32,
+    f32x4,
+    f32x8,
+    f32x16,
     f64,
     float16,
     float32,
+    float32x4,
+    float32x8,
+    float32x16,
     float64,
     i8,
     i16,
@@ -63,11 +69,12 @@ from hidet_lang.version import __version__
 
 __all__ = [
     "__version__", "address", "as_tensor_pointer", "asarray", "asm", "attrs", "auto_map", "bf16", "bfloat16",
-    "boolean", "cast", "column_major", "deref", "empty", "exp", "f16", "f32", "f64", "float16", "float32",
-    "float64", "grid", "i16", "i32", "i64", "i8", "int16", "int32", "int64", "int8", "local_layout", "meta",
-    "option", "printf", "randn", "register_tensor", "repeat", "row_major", "rsqrt", "script", "script_module",
-    "ScriptFunction", "ScriptModule", "shared_tensor", "spatial", "sqrt", "strided_layout", "tensor",
-    "tensor_pointer", "u16", "u32", "u64", "u8", "uint16", "uint32", "uint64", "uint8", "view", "zeros",
+    "boolean", "cast", "column_major", "deref", "empty", "exp", "f16", "f32", "f32x4", "f32x8", "f32x16", "f64",
+    "float16", "float32", "float32x4", "float32x8", "float32x16", "float64", "grid", "i16", "i32", "i64", "i8",
+    "int16", "int32", "int64", "int8", "local_layout", "meta", "option", "printf", "randn", "register_tensor",
+    "repeat", "row_major", "rsqrt", "script", "script_module", "ScriptFunction", "ScriptModule", "shared_tensor",
+    "spatial", "sqrt", "strided_layout", "tensor", "tensor_pointer", "u16", "u32", "u64", "u8", "uint16", "uint32",
+    "uint64", "uint8", "view", "zeros",
 ]
 
 

@@ -19,7 +19,7 @@ from hidet_lang.frontend.operators import OperatorParser
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import FUNC_KINDS, FuncKind
-from hidet_lang.ir.types import DataType, PointerType, TensorType
+from hidet_lang.ir.types import DataType, PointerType, TensorType, VectorType
 
 
 class AssignmentParser(ExpressionParser, OperatorParser):
@@ -43,7 +43,7 @@ class AssignmentParser(ExpressionParser, OperatorParser):
             return type(value)(self.snapshot(v, node) for v in value)
         if not isinstance(value, E.Expr) or isinstance(value, (E.Constant, E.StringLiteral)):
             return value
-        if not isinstance(value.type, (DataType, PointerType)):
+        if not isinstance(value.type, (DataType, PointerType, VectorType)):
             return value
         tmp = E.Var(self.fresh_name("tmp"), value.type)
         self.emit(S.DeclareStmt(tmp, value))

@@ -16,7 +16,7 @@ from hidet_lang.frontend.loops import GridLoop, UnrolledLoop
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.layout import Layout
 from hidet_lang.ir.stmt import DeclScope, LoopKind
-from hidet_lang.ir.types import DataType, PointerType, TensorType, dtype_from_name, int32
+from hidet_lang.ir.types import DataType, PointerType, TensorType, VectorType, dtype_from_name, int32
 
 FUNC_ATTRS = ("func_kind", "func_name")
 CUDA_ATTRS = ("grid_dim", "block_dim", "dynamic_smem_bytes", "min_blocks")
@@ -75,6 +75,8 @@ class TensorPointerRequest:
 def _as_dtype(dtype: DataType | str) -> DataType:
     if isinstance(dtype, DataType):
         return dtype
+    if isinstance(dtype, VectorType):
+        raise dtype.not_an_element_type()
     if isinstance(dtype, str):
         return dtype_from_name(dtype)
     raise TypeError(f"expected a data type such as f32 or 'float32', got {dtype!r}")
@@ -269,6 +271,7 @@ def deref(pointer: Any) -> E.Expr:
 def address(value: Any) -> E.Expr:
     """The address of a variable or an element (as `~x[i]`)."""
     e = E.convert(value)
+    semantics.refuse_vector_address(e)
     if isinstance(e, (E.TensorElement, E.Var)):
         return semantics.first_element_address(e) if isinstance(e.type, TensorType) else E.Address(e)
     raise TypeError(f"address() takes a variable or an element such as a[i], got {semantics.describe(e)}")

@@ -17,7 +17,7 @@ from hidet_lang.frontend import semantics
 from hidet_lang.frontend.core import ParserCore
 from hidet_lang.frontend.loops import UnrolledLoop
 from hidet_lang.ir import expr as E
-from hidet_lang.ir.types import DataType, PointerType, TensorType, Type
+from hidet_lang.ir.types import DataType, PointerType, TensorType, Type, VectorType
 
 
 class ExpressionParser(ParserCore):
@@ -59,7 +59,7 @@ class ExpressionParser(ParserCore):
         """`x[...]`: an element of a tensor, a row of one (`a[i, :]`), or an item of a host value."""
         base = self.visit_expr(node.value)
         if not isinstance(base, E.Expr):
-            if isinstance(base, (DataType, tuple, list, dict, str)):
+            if isinstance(base, (DataType, VectorType, tuple, list, dict, str)):
                 index = self.visit_expr(node.slice)
                 if isinstance(base, DataType) and isinstance(index, list):
                     index = tuple(index)
@@ -170,9 +170,9 @@ class ExpressionParser(ParserCore):
                 return B._as_dtype(value)
             except ValueError as e:
                 raise self.error(node, str(e)) from None
-        if isinstance(value, (DataType, TensorType, PointerType)):
+        if isinstance(value, (DataType, TensorType, PointerType, VectorType)):
             return value
-        raise self.error(node, f"{ast.unparse(node)} is not a type; write e.g. f32, i32, f32[16, 16] or ~f32")
+        raise self.error(node, f"{ast.unparse(node)} is not a type; write e.g. f32, i32, f32[16, 16], ~f32 or f32x8")
 
 
 def _has_slice(node: ast.Subscript) -> bool:

@@ -1,5 +1,9 @@
 """Type rules of the DSL: what operators, assignments, indexing and intrinsics accept, and their result types.
 
+Vector values (`f32x8`, see `hidet_lang.frontend.vectors` for their operations) take `+ - *` and `min`/`max` with
+a vector of the same type only: a vector and a scalar, or two widths, are a TypeError (broadcast the scalar first);
+a vector is assigned only to a variable of its own type.
+
 These functions raise plain `TypeError`/`ValueError`; the parser attaches the user's source position.
 """
 
@@ -14,6 +18,7 @@ from hidet_lang.ir.types import (
     PointerType,
     TensorType,
     Type,
+    VectorType,
     VoidType,
     boolean,
     float32,
@@ -51,11 +56,43 @@ def binary(op: str, a: Any, b: Any) -> E.Expr:
         if isinstance(other, DataType) and other.is_integer:
             return expr
         raise TypeError(f"pointer arithmetic needs an integer offset, got {describe(expr.b)}")
+    if isinstance(ta, VectorType) or isinstance(tb, VectorType):
+        vector = same_vector_type(f"operator {op}", expr.a, expr.b)
+        if op not in VECTOR_OPERATORS:
+            raise TypeError(f"operator {op} is not defined on vectors ({vector}); they have "
+                            f"{', '.join(VECTOR_OPERATORS)}, min, max and {vector}_fma")
+        return expr
     sa = scalar_type(expr.a, f"operator {op}")
     sb = scalar_type(expr.b, f"operator {op}")
     if op in ("&", "|", "^", "<<", ">>") and (sa.is_float or sb.is_float):
         raise TypeError(f"operator {op} needs integers, got {sa} and {sb}")
     return expr
+
+
+# The operators that compute lane by lane on two vectors of one type (each lane rounded once, as f32 scalars are:
+# `a * b + c` is two roundings; `f32x8_fma` is one).
+VECTOR_OPERATORS = ("+", "-", "*")
+
+
+def same_vector_type(what: str, *operands: E.Expr) -> VectorType:
+    """The vector type all `operands` share, or a TypeError naming `what`: a scalar among vectors (to broadcast
+    first), or vectors of two widths."""
+    types = [o.type for o in operands]
+    vector = next(t for t in types if isinstance(t, VectorType))
+    for o, t in zip(operands, types):
+        if isinstance(t, VectorType) and t != vector:
+            raise TypeError(f"{what} mixes vector types {vector} and {t}; use one width")
+        if not isinstance(t, VectorType):
+            raise TypeError(f"{what} takes a vector ({vector}) and {describe(o)}: a scalar is not broadcast "
+                            f"implicitly; write {vector}_broadcast(x)")
+    return vector
+
+
+def refuse_vector_address(e: E.Expr) -> None:
+    """A TypeError if `e` is a vector: a vector value has no address (it lives in a register)."""
+    if isinstance(e.type, VectorType):
+        raise TypeError(f"{describe(e)} is a vector value and has no address; store its lanes with "
+                        f"{e.type}_store(~a[i], v)")
 
 
 def logical(op: str, a: E.Expr, b: E.Expr) -> E.Expr:
@@ -109,8 +146,16 @@ def assignable(target: Type, value: Any, what: str) -> E.Expr:
     if isinstance(target, DataType):
         if isinstance(vt, DataType):
             return convert_to(e, target)
+        if isinstance(vt, VectorType):
+            raise TypeError(f"cannot assign a vector ({vt}) to {what} of type {target}; reduce it to a scalar "
+                            f"first, e.g. {vt}_reduce_sum(v)")
         kind = "a pointer" if isinstance(vt, PointerType) else "a tensor" if isinstance(vt, TensorType) else "nothing"
         raise TypeError(f"cannot assign {kind} ({vt}) to {what} of type {target}")
+    if isinstance(target, VectorType):
+        if vt != target:
+            raise TypeError(f"cannot assign {describe(e)} to {what} of type {target}: a vector variable takes a "
+                            f"{target} value only (broadcast a scalar with {target}_broadcast(x))")
+        return e
     if isinstance(target, PointerType):
         if isinstance(vt, (PointerType, TensorType)):
             if vt.dtype != target.dtype:
@@ -209,8 +254,14 @@ BINARY_MATH = frozenset({"pow", "atan2", "fmod", "floordiv"})
 
 
 def math_call(name: str, *args: Any) -> E.Expr:
-    """A math function on IR values: float functions promote integers to f32; min/max/abs keep the type."""
+    """A math function on IR values: float functions promote integers to f32; min/max/abs keep the type; min/max
+    of two vectors of one type are the lane-wise `<vector>_min` / `<vector>_max` intrinsics."""
     exprs = tuple(E.convert(a) for a in args)
+    if name in ("min", "max") and any(isinstance(e.type, VectorType) for e in exprs):
+        if len(exprs) != 2:
+            raise TypeError(f"{name}() of vectors takes two vectors, got {len(exprs)} values")
+        vector = same_vector_type(f"{name}()", *exprs)
+        return E.Intrinsic(f"{vector}_{name}", exprs, vector)
     types = [scalar_type(e, f"{name}()") for e in exprs]
     if name in ("min", "max"):
         if len(exprs) < 2:

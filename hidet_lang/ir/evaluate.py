@@ -4,6 +4,8 @@ Integers wrap around at their type's width; `/` truncates toward zero and `%` ta
 On floats `%` is the floor modulo, as Python's: the sign of the divisor (`floor_mod`).
 Floating-point values are rounded to their type after every operation, as the compiled code computes them
 (an operation on two float32 values computed in double precision and rounded once gives the float32 result).
+Vector values (`f32x8`) are not evaluated here: asking raises a TypeError (no IR constant is a vector, so `simplify`
+never folds one).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hidet_lang.ir import expr as E
-from hidet_lang.ir.types import DataType, boolean, float32, promote
+from hidet_lang.ir.types import DataType, VectorType, boolean, float32, promote
 
 
 def wrap(value: int, dtype: DataType) -> int:
@@ -118,9 +120,13 @@ def evaluate(e: E.Expr, env: dict[E.Var, Any]) -> Any:
     if isinstance(e, E.Constant):
         return convert_value(e.value, e.dtype)
     if isinstance(e, E.Var):
+        if isinstance(e.type, VectorType):
+            raise TypeError(f"cannot evaluate the {e.type} vector '{e.name}' in Python")
         return convert_value(env[e], e.type) if isinstance(e.type, DataType) else env[e]
     if isinstance(e, E.BinaryOp):
         operand_type = operand_type_of(e)
+        if isinstance(operand_type, VectorType):
+            raise TypeError(f"cannot evaluate {operand_type} vector arithmetic in Python")
         a, b = evaluate(e.a, env), evaluate(e.b, env)
         if isinstance(operand_type, DataType) and operand_type.is_integer:
             a, b = wrap(int(a), operand_type), wrap(int(b), operand_type) if e.op not in ("<<", ">>") else int(b)

@@ -19,6 +19,7 @@ from hidet_lang.ir.types import (
     PointerType,
     TensorType,
     Type,
+    VectorType,
     boolean,
     element_type,
     float32,
@@ -195,6 +196,8 @@ class BinaryOp(Expr):
             return ta
         if isinstance(ta, PointerType) or isinstance(tb, PointerType):
             return ta if isinstance(ta, PointerType) else tb
+        if isinstance(ta, VectorType):
+            return ta  # lane-wise, on two vectors of one type (the frontend checks that)
         return promote(element_type(ta), element_type(tb))
 
 

@@ -1,5 +1,11 @@
 """Which intrinsics belong to which targets."""
 
+# The operations on the vector types of CPU functions (`hidet_lang.cpu`), named `<type>_<operation>` (f32x8_load):
+# what each computes is documented in `hidet_lang.frontend.vectors`, which builds them.
+VECTOR_OPERATIONS = ("load", "load_aligned", "store", "store_aligned", "broadcast", "setzero", "fma", "max", "min",
+                     "reduce_sum", "reduce_max")
+VECTOR_INTRINSICS = frozenset(f"f32x{lanes}_{op}" for lanes in (4, 8, 16) for op in VECTOR_OPERATIONS)
+
 # Intrinsics only CUDA code can contain (the names the code generators see).
 CUDA_INTRINSICS = frozenset({
     *(f"{v}.{d}" for v in ("threadIdx", "blockIdx", "blockDim", "gridDim") for d in "xyz"),
@@ -21,4 +27,5 @@ SYNC_INTRINSICS = frozenset({
 EFFECTFUL_INTRINSICS = SYNC_INTRINSICS | frozenset({
     "atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_exchange", "atomic_cas", "printf",
     "cp_async_4", "cp_async_8", "cp_async_16", "cp_async_commit_group", "cp_async_wait_group", "cp_async_wait_all",
+    *(f"f32x{lanes}_{op}" for lanes in (4, 8, 16) for op in ("store", "store_aligned")),
 })

@@ -1,6 +1,8 @@
 """Scalar data types, tensor types and pointer types of the IR.
 
 Scalar types are singletons (`f32`, `i32`, ...); `f32[16, 16]` is a tensor type and `~f32` a pointer type.
+`f32x4`, `f32x8` and `f32x16` are SIMD vector value types of CPU functions (`hidet_lang.cpu`): a value of one
+holds that many f32 lanes; it lives in a variable, a parameter or a return value, never in a tensor.
 Tensor shapes hold ints or IR expressions (a dimension may name an earlier integer parameter); a tensor type
 may carry a layout (`hidet_lang.ir.layout`), row-major when it has none.
 """
@@ -121,6 +123,56 @@ class PointerType:
 
 
 @dataclass(frozen=True, slots=True)
+class VectorType:
+    """A SIMD vector of `lanes` values of `dtype`, a value type of CPU functions: `f32x4`, `f32x8`, `f32x16`.
+
+    Only those three exist (a `ValueError` for any other); `f32x8[4]` is a `TypeError`, since tensors hold
+    scalars only."""
+
+    dtype: DataType
+    lanes: int
+
+    def __post_init__(self) -> None:
+        if (getattr(self.dtype, "name", None), self.lanes) not in VECTOR_SHAPES:
+            raise ValueError(f"no vector type of {self.lanes} x {self.dtype}; the vector types are "
+                             f"{', '.join(f'f32x{n}' for _, n in VECTOR_SHAPES)}")
+
+    @property
+    def name(self) -> str:
+        """The long name, as Hidet spells it: `float32x8`."""
+        return f"{self.dtype.name}x{self.lanes}"
+
+    @property
+    def short_name(self) -> str:
+        """The short name: `f32x8`."""
+        return f"{self.dtype.short_name}x{self.lanes}"
+
+    @property
+    def nbytes(self) -> int:
+        """The size of a value in bytes (also its alignment for aligned loads and stores)."""
+        return self.dtype.nbytes * self.lanes
+
+    def not_an_element_type(self) -> TypeError:
+        """The error for a tensor or pointer of this vector type (`f32x8[4]`, `~f32x8`, `register_tensor(f32x8,
+        ...)`): tensors and pointers hold scalars only."""
+        return TypeError(f"{self} is a vector value type, and tensors and pointers hold scalars only: use an "
+                         f"{self.dtype} tensor (or ~{self.dtype} pointer) and move vectors in and out of it with "
+                         f"{self}_load / {self}_store")
+
+    def __getitem__(self, shape: Any) -> TensorType:
+        raise self.not_an_element_type()
+
+    def __invert__(self) -> PointerType:
+        raise self.not_an_element_type()
+
+    def __str__(self) -> str:
+        return self.short_name
+
+    def __repr__(self) -> str:
+        return self.short_name
+
+
+@dataclass(frozen=True, slots=True)
 class VoidType:
     """The return type of functions that return nothing."""
 
@@ -128,7 +180,7 @@ class VoidType:
         return "void"
 
 
-Type = DataType | TensorType | PointerType | VoidType
+Type = DataType | TensorType | PointerType | VectorType | VoidType
 
 boolean = DataType("bool", "bool", "bool", 1, "bool")
 int8 = DataType("int8", "i8", "int8_t", 1, "int")
@@ -144,6 +196,12 @@ bfloat16 = DataType("bfloat16", "bf16", "__bf16", 2, "float")  # CUDA kernels on
 float32 = DataType("float32", "f32", "float", 4, "float")
 float64 = DataType("float64", "f64", "double", 8, "float")
 void = VoidType()
+
+VECTOR_SHAPES = (("float32", 4), ("float32", 8), ("float32", 16))  # (element type name, lanes) of the vector types
+float32x4 = VectorType(float32, 4)
+float32x8 = VectorType(float32, 8)
+float32x16 = VectorType(float32, 16)
+VECTOR_TYPES: tuple[VectorType, ...] = (float32x4, float32x8, float32x16)
 
 ALL_DTYPES: tuple[DataType, ...] = (
     boolean, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32, float64,

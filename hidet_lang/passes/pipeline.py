@@ -30,6 +30,7 @@ from hidet_lang.passes.parallel_reductions import resolve_parallel_reductions
 from hidet_lang.passes.return_flow import check_returns
 from hidet_lang.passes.simplify import simplify
 from hidet_lang.passes.target import Target, TargetKind, implied_target_kind
+from hidet_lang.passes.vector_rules import check_vector_support
 
 VERIFY_ENV_VAR = "HIDET_LANG_VERIFY_IR"
 DUMP_ENV_VAR = "HIDET_LANG_DUMP_IR"
@@ -48,6 +49,11 @@ def _check_target(module: IRModule, target: Target) -> IRModule:
     return module
 
 
+def _check_vectors(module: IRModule, target: Target) -> IRModule:
+    check_vector_support(module, target)
+    return module
+
+
 def _per_function(rewrite: Callable[[Function], Stmt]) -> Callable[[IRModule, Target], IRModule]:
     def step(module: IRModule, target: Target) -> IRModule:
         return IRModule(tuple(dataclasses.replace(f, body=rewrite(f)) for f in module.functions))
@@ -62,6 +68,7 @@ STEPS: tuple[tuple[str, Callable[[IRModule, Target], IRModule], str], ...] = (
     ("check_kind_rules", _checked(check_kind_rules), "parsed"),
     ("check_module_rules", _checked(check_module_rules), "parsed"),
     ("check_target_support", _check_target, "parsed"),
+    ("check_vector_support", _check_vectors, "parsed"),
     ("check_returns", _checked(check_returns), "parsed"),
     ("resolve_parallel_reductions", lambda m, t: resolve_parallel_reductions(m), "parsed"),
     ("lower_task_mappings", _per_function(lambda f: lower_task_mappings(f.body, worker_bounds(f))),

@@ -18,11 +18,15 @@ class TargetKind(StrEnum):
 @dataclass(frozen=True)
 class Target:
     """A build target. `arch` is the CUDA architecture asked for ('sm_90'; None: the device's or a default);
-    `emulated` says that CUDA code runs on the CUDA emulator rather than a GPU."""
+    `emulated` says that CUDA code runs on the CUDA emulator rather than a GPU. `cpu_features` are the x86
+    instruction-set extensions the C compiler enables for the CPU target ('sse', 'avx', 'fma', 'avx512f'), which
+    the code generator asks the compiler for when it builds (`codegen.cpu_features`); None when they are not known
+    (a module lowered and not built), and then no vector operation is refused for want of one."""
 
     kind: TargetKind
     arch: str | None = None
     emulated: bool = False
+    cpu_features: frozenset[str] | None = None
 
     @staticmethod
     def parse(text: str | None, module: IRModule, *, emulated: bool = False) -> Target:

@@ -64,13 +64,20 @@ static void hl_division_by_zero(const char *where) {
     }
 }
 
-#define HL_CHECKED(base, index, extent, name, where) \
-    ((long long)(index) >= 0 && (long long)(index) < (long long)(extent) ? &(base)[index] \
-     : (__typeof__(&(base)[0]))hl_bounds_fail((long long)(index), (long long)(extent), name, where))
+/* The first index of an access starting at `index` (and running past the end) outside a tensor of `extent`. */
+static inline long long hl_first_outside(long long index, long long extent) {
+    return index < 0 || index >= extent ? index : extent;
+}
 
-/* The checking mode's first failure since the last call (HL_CHECK_*, 0: none), and its message. */
-/* Checking mode's access `base[index]` through a pointer into the tensor `origin` of `bytes` bytes (a view, which
-   may claim more elements than its origin has): the element must lie within the origin. */
+/* The address of `base[index]` in checking mode, where the access covers `count` elements from there (a vector
+   load or store covers its lanes); a failure reports the first index outside the tensor. */
+#define HL_CHECKED(base, index, count, extent, name, where)                                                    \
+    ((long long)(index) >= 0 && (long long)(index) + (count) <= (long long)(extent) ? &(base)[index]          \
+     : (__typeof__(&(base)[0]))hl_bounds_fail(hl_first_outside((long long)(index), (long long)(extent)),     \
+                                              (long long)(extent), name, where))
+
+/* Checking mode's access `base[index]` (of `count` elements) through a pointer into the tensor `origin` of `bytes`
+   bytes (a view, which may claim more elements than its origin has): the elements must lie within the origin. */
 static inline long long hl_origin_offset(const void *origin, const void *base, long long index, long long size) {
     return (long long)((uintptr_t)base - (uintptr_t)origin) + index * size;
 }
@@ -87,9 +94,9 @@ static void *hl_origin_fail(long long index, long long offset, long long bytes, 
 
 #define HL_ORIGIN_OFFSET(base, index, origin) \
     hl_origin_offset((origin), (base), (long long)(index), (long long)sizeof((base)[0]))
-#define HL_CHECKED_IN(base, index, origin, bytes, name, origin_name, where)                                      \
+#define HL_CHECKED_IN(base, index, count, origin, bytes, name, origin_name, where)                               \
     (HL_ORIGIN_OFFSET(base, index, origin) >= 0 &&                                                             \
-             HL_ORIGIN_OFFSET(base, index, origin) + (long long)sizeof((base)[0]) <= (long long)(bytes)          \
+             HL_ORIGIN_OFFSET(base, index, origin) + (count) * (long long)sizeof((base)[0]) <= (long long)(bytes) \
          ? &(base)[index]                                                                                      \
          : (__typeof__(&(base)[0]))hl_origin_fail((long long)(index), HL_ORIGIN_OFFSET(base, index, origin),    \
                                                   (long long)(bytes), name, origin_name, where))
