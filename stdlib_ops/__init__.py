@@ -1,5 +1,6 @@
 """stdlib_ops: operators as tasks (compute definitions), scheduled by templates or the rule-based scheduler,
-run eagerly on concrete tensors or recorded on symbolic ones (`import stdlib_ops as ops`)."""
+run eagerly on concrete tensors or recorded on symbolic ones (`import stdlib_ops as ops`); `tune` chooses the
+templates' schedule parameters for this machine."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from stdlib_ops.operators import __all__ as _operator_names
 from stdlib_ops.task import InverseMap, Task, register_template
 from stdlib_ops.templates import registry as _registry  # noqa: F401 - registers the library's templates
 from stdlib_ops.tensor import Tensor, arange, asarray, empty, from_dlpack, full, ones, randn, symbol, zeros
+from stdlib_ops.tuning import TuningResult, tune
 
 __all__ = [
     *_operator_names, "InverseMap", "Task", "Tensor", "arange", "arg_reduce", "asarray", "compute", "empty",
     "from_dlpack", "full", "ones", "randn", "reduce", "register_template", "symbol", "tensor_input", "zeros",
-    "CompiledGraph", "FlowGraph", "load", "optimize", "trace_from",
+    "CompiledGraph", "FlowGraph", "load", "optimize", "trace_from", "TuningResult", "tune",
 ]

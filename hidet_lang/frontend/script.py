@@ -13,6 +13,7 @@ import ast
 import inspect
 import sys
 import textwrap
+import threading
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -22,7 +23,15 @@ from hidet_lang.frontend.annotation_names import bind_placeholders, unbind_place
 from hidet_lang.frontend.parser import Parser
 from hidet_lang.ir.func import Function, IRModule
 
-_MODULE_STACK: list[ScriptModule] = []
+
+class _ModuleStack(threading.local):
+    """The `script_module` blocks open in this thread, innermost last (threads build modules independently)."""
+
+    def __init__(self) -> None:
+        self.blocks: list[ScriptModule] = []
+
+
+_OPEN_MODULES = _ModuleStack()
 
 # The function that compiles an IRModule. The frontend does not import the code generator; the package's facade
 # (hidet_lang/__init__.py) installs codegen's `build_module` here.
@@ -78,11 +87,11 @@ class ScriptModule:
     def __enter__(self) -> ScriptModule:
         frame = sys._getframe(1)
         self._placeholders = (frame.f_globals, bind_placeholders(frame))
-        _MODULE_STACK.append(self)
+        _OPEN_MODULES.blocks.append(self)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        _MODULE_STACK.remove(self)
+        _OPEN_MODULES.blocks.remove(self)
         unbind_placeholders(*self._placeholders)
 
     def add(self, func: ScriptFunction) -> None:
@@ -127,8 +136,8 @@ def script(py_func: Callable[..., Any]) -> ScriptFunction:
         func = _parse(py_func, _defining_locals(py_func))
     except Exception as e:  # noqa: BLE001 - DSL errors and parse errors reach the user without our frames
         raise without_compiler_frames(e) from None
-    if _MODULE_STACK:
-        _MODULE_STACK[-1].add(func)
+    if _OPEN_MODULES.blocks:
+        _OPEN_MODULES.blocks[-1].add(func)
     return func
 
 

@@ -1,6 +1,7 @@
 """`build_graph`: a (partitioned) graph compiled for a target into a `CompiledGraph`.
 
-Each fusion group becomes one kernel: the anchor's scheduled module (`task.implement(target)`), with the group's
+Each fusion group becomes one kernel: the anchor's scheduled module (`task.implement(target)`; a tunable library
+template's with the schedule parameters recorded for this machine, else its default point), with the group's
 prologues and epilogues injected. Where the anchor's kernel breaks the fusion contract for a tensor, the
 operators that would be fused there stay kernels of their own, and the compiled graph's printout says why. Groups
 with equal keys share one kernel, within a graph and across graphs (the `GraphKernels` cache); distinct kernels
@@ -10,6 +11,7 @@ on a terminal. An unpartitioned graph builds with one kernel per operator.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
@@ -28,32 +30,47 @@ from stdlib_ops.graph.fused_task import FusedKernel, contract_problems, fused_ke
 from stdlib_ops.graph.memory_plan import plan_memory
 from stdlib_ops.graph.partition import FusionGroup, detach, order_groups
 from stdlib_ops.task import Task
+from stdlib_ops.templates.registry import binding_of, schedule_params
+from stdlib_ops.templates.space import Point
 from stdlib_ops.tensor import Tensor
 
 PROGRESS_DELAY_S = 1.0
 
 
 class GraphKernels:
-    """The scheduled anchor modules by (task key, target), and the fused kernels and their builds by group key."""
+    """The scheduled anchor modules by (task key, target, schedule parameters), and the fused kernels, their
+    schedule parameters and their builds by group key (which covers the anchor's schedule parameters, so a
+    winner recorded by a tuning run since is built, not an earlier kernel)."""
 
     def __init__(self) -> None:
-        self._anchors: dict[tuple[str, str], IRModule] = {}
+        self._anchors: dict[tuple[str, str, str], IRModule] = {}
         self._fused: dict[str, FusedKernel] = {}
+        self.schedules: dict[str, Point | None] = {}
         self._built: dict[str, Any] = {}
         self._lock = threading.Lock()
 
     def anchor_module(self, task: Task, target: str) -> IRModule:
         """The first scheduled module of `task` for `target`."""
-        key = (task.key, target)
+        return self.scheduled_anchor(task, target)[0]
+
+    def scheduled_anchor(self, task: Task, target: str) -> tuple[IRModule, Point | None]:
+        """The first scheduled module of `task` for `target`, and the schedule parameters its tunable library
+        template was instantiated with (None when no such template schedules it)."""
+        binding = binding_of(task, target)
+        params = None if binding is None else schedule_params(binding)
+        key = (task.key, target, _params_text(params))
         if key not in self._anchors:
-            self._anchors[key] = task.implement(target)[0]
-        return self._anchors[key]
+            module = None if binding is None else binding.instantiate(params)
+            self._anchors[key] = module if module is not None else task.implement(target)[0]
+        return self._anchors[key], params
 
     def fused(self, group: FusionGroup, target: str) -> tuple[str, FusedKernel]:
-        """The key and the kernel of `group` on `target`."""
-        key = group_key(group, target)
+        """The key and the kernel of `group` on `target` (`schedules[key]`: its anchor's schedule parameters)."""
+        module, params = self.scheduled_anchor(group.anchor.task, target)
+        key = group_key(group, target) + _params_text(params)
         if key not in self._fused:
-            self._fused[key] = fused_kernel(group, self.anchor_module(group.anchor.task, target))
+            self._fused[key] = fused_kernel(group, module)
+            self.schedules[key] = params
         return key, self._fused[key]
 
     def compile(self, kernels: dict[str, FusedKernel], target: str) -> dict[str, Any]:
@@ -92,7 +109,7 @@ def build_graph(graph: FlowGraph, target: str = "cpu", kernels: GraphKernels = G
     plan, constants = _plan(graph, groups, [(keys.index(key), kernel) for key, kernel in fused], device)
     description = str(FlowGraph(graph.inputs, graph.outputs, graph.nodes, groups))
     return CompiledGraph(target, plan, modules, titles, constants, description,
-                         [distinct[key].module for key in keys])
+                         [distinct[key].module for key in keys], [kernels.schedules[key] for key in keys])
 
 
 def respect_contracts(groups: Sequence[FusionGroup], target: str, kernels: GraphKernels) -> list[FusionGroup]:
@@ -113,6 +130,11 @@ def respect_contracts(groups: Sequence[FusionGroup], target: str, kernels: Graph
         pending = [kept, *pending]
         result.extend(singles)
     return order_groups(result)
+
+
+def _params_text(params: Point | None) -> str:
+    """Schedule parameters as part of a cache key ('' for none)."""
+    return "" if params is None else "|" + json.dumps(params, sort_keys=True)
 
 
 def _groups_of(graph: FlowGraph) -> list[FusionGroup]:

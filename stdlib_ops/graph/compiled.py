@@ -58,10 +58,12 @@ class Plan:
 class CompiledGraph:
     """A graph compiled for one target. `compiled(*inputs)` takes numpy arrays, Tensors or DLPack objects (one
     per graph input) and returns a Tensor (one output) or a tuple of them; `kernels` names the kernels launched
-    per call; `save(path)` writes it to one file that `stdlib_ops.load` reads back."""
+    per call and `schedules` their tunable templates' parameters; `save(path)` writes it to one file that
+    `stdlib_ops.load` reads back."""
 
     def __init__(self, target: str, plan: Plan, kernels: Sequence[Any], titles: Sequence[str],
-                 constants: Sequence[Any], description: str = "", ir_modules: Sequence[IRModule] = ()) -> None:
+                 constants: Sequence[Any], description: str = "", ir_modules: Sequence[IRModule] = (),
+                 kernel_schedules: Sequence[dict[str, Any] | None] = ()) -> None:
         self.target = target
         self.device = "cuda" if target.split(":", 1)[0] == "cuda" else "cpu"
         self.plan = plan
@@ -70,11 +72,18 @@ class CompiledGraph:
         self.constants = list(constants)
         self.description = description
         self.ir_modules = list(ir_modules)  # each kernel's module before lowering (what `save` writes)
+        self.kernel_schedules = list(kernel_schedules) or [None] * len(self.modules)  # by kernel, like `titles`
 
     @property
     def kernels(self) -> list[str]:
         """The kernels launched per call, in order (each named by the operators it computes)."""
         return [self.titles[launch.kernel] for launch in self.plan.launches]
+
+    @property
+    def schedules(self) -> list[dict[str, Any] | None]:
+        """The schedule parameters of each kernel launched per call, in the order of `kernels`: those its tunable
+        template was instantiated with (a tuned winner or the template's default point), None for other kernels."""
+        return [self.kernel_schedules[launch.kernel] for launch in self.plan.launches]
 
     def __call__(self, *args: Any) -> Tensor | tuple[Tensor, ...]:
         plan = self.plan

@@ -62,10 +62,16 @@ class FlowGraph:
             constants[id(t)] = constant
         return replay(self, constants, keep_inputs=[t for t in self.inputs if id(t) not in constants], fold=False)
 
-    def build(self, target: str = "cpu") -> CompiledGraph:
-        """The graph compiled for `target` ('cpu' or 'cuda'); see `stdlib_ops.graph.build`."""
+    def build(self, target: str = "cpu", *, tune: bool = False) -> CompiledGraph:
+        """The graph compiled for `target` ('cpu' or 'cuda'); see `stdlib_ops.graph.build`. With `tune`, its
+        tunable tasks without a record for this machine are tuned first (`stdlib_ops.tune` with its defaults;
+        call it directly for an executor or the sizes of symbolic dimensions)."""
         from stdlib_ops.graph.build import build_graph
 
+        if tune:
+            from stdlib_ops.tuning import tune as tune_graph
+
+            tune_graph(self, target)
         return build_graph(self, target)
 
     def names(self) -> dict[int, str]:

@@ -3,8 +3,8 @@
 The file is a zip archive:
 
 - `graph.json`: the format and package version, the target and where its kernels ran when saved ('cpu', or
-  'gpu'/'emulator' for CUDA), the printout, the kernels' titles and the run plan (graph inputs and outputs with
-  their symbolic dimensions, buffers and their slots, launches) as plain data;
+  'gpu'/'emulator' for CUDA), the printout, the kernels' titles and schedule parameters, and the run plan (graph
+  inputs and outputs with their symbolic dimensions, buffers and their slots, launches) as plain data;
 - `kernel<k>.ir.json`: kernel k's IR module before lowering (`hidet_lang.ir.serialize`), with its resolved target;
 - `kernel<k>.entry<j>.src` / `.bin` (+ what built it, in `graph.json`): the compilation-cache entries kernel k
   loads: its shared library on the CPU and on the emulator, the host library and the cubin on a GPU;
@@ -42,7 +42,7 @@ from stdlib_ops.graph.compiled import CompiledGraph, Launch, Plan, Ref, TensorSp
 from stdlib_ops.graph.memory_plan import SlotKind
 
 FORMAT = "hidet_lang-compiled-graph"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 GRAPH_FILE = "graph.json"
 
 
@@ -71,7 +71,8 @@ def save_compiled(compiled: CompiledGraph, path: str | Path) -> None:
         files[f"const{k}.npy"] = buffer.getvalue()
     header = {"format": FORMAT, "format_version": FORMAT_VERSION, "package_version": __version__,
               "target": compiled.target, "backend": backend, "description": compiled.description,
-              "titles": compiled.titles, "kernels": kernels, "constants": len(compiled.constants),
+              "titles": compiled.titles, "schedules": compiled.kernel_schedules, "kernels": kernels,
+              "constants": len(compiled.constants),
               "plan": _plan_data(compiled.plan)}
     tmp = Path(f"{path}.tmp")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
@@ -119,7 +120,7 @@ def _load(archive: zipfile.ZipFile, path: str) -> CompiledGraph:
     constants = [arrays.asarray(np.load(io.BytesIO(archive.read(f"const{k}.npy")), allow_pickle=False),
                                 device=device) for k in range(header["constants"])]
     return CompiledGraph(target, _plan_of(header["plan"]), modules, header["titles"], constants,
-                         header["description"], irs)
+                         header["description"], irs, header["schedules"])
 
 
 def _install(archive: zipfile.ZipFile, k: int, entries: list[dict[str, Any]], path: str) -> None:

@@ -5,7 +5,9 @@ parameter of the kernel) and schedule parameters (tile sizes, thread counts: Pyt
 constants, never dependent on the sizes), and returns a `hidet.script_module()` whose one kernel follows the
 kernel contract: one `i32` per distinct symbolic size in order of first appearance in the tensors' shapes, then
 the inputs, then the outputs; inputs only read element by element (or copied by `cp_async` from one element's
-address), outputs only stored element by element. Parameters a template cannot honour raise `ScheduleError`.
+address), outputs only stored element by element. Parameters a template cannot honour raise `ScheduleError`. A
+template may declare the schedule parameters a tuner tries (`space.declare_space`, next to the template; its
+default point is what an untuned build uses).
 
 `registry` registers the templates for the tasks they implement (`Task.implement` then returns them), adapting
 each task to a template's canonical shapes through `views` (index views of the task's own tensors).

@@ -6,6 +6,9 @@ local f32 array, stepping along k by `block_k` so that the `block_k x block_n` p
 cache; the innermost loop runs along a row of `b` and of the tile, contiguous in both, which the C compiler
 vectorizes. Edge tiles stop at the matrices' edges, so every shape is correct.
 
+`MATMUL_CPU_SPACE` is the template's tuning space (`block_m x block_n x block_k`); its default point is the
+default of the parameters, a good tile for AVX2 to AVX-512 machines without tuning.
+
 The kernel follows the kernel contract: `a` and `b` are only read element by element, `c` only stored element
 by element.
 """
@@ -16,10 +19,19 @@ from hidet_lang import attrs, f32, grid, i32, register_tensor, script, script_mo
 from hidet_lang.frontend.script import ScriptModule
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.sizes import bind_sizes
+from stdlib_ops.templates.space import TuningSpace, declare_space
 
 MATMUL_CPU_DTYPES = ("float32", "float16")
+ACCUMULATOR_BYTES = 256 * 1024
+
+MATMUL_CPU_SPACE = TuningSpace(
+    {"block_m": (16, 32, 64), "block_n": (64, 128, 256), "block_k": (64, 128, 256)},
+    default={"block_m": 32, "block_n": 256, "block_k": 128},
+    constraint=lambda p: p["block_m"] * p["block_n"] * 4 <= ACCUMULATOR_BYTES,
+)
 
 
+@declare_space(MATMUL_CPU_SPACE)
 def matmul_cpu(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *, block_m: int = 32,
                block_n: int = 256, block_k: int = 128) -> ScriptModule:
     """A module with one CPU kernel `matmul(<symbolic sizes>, a, b, c)` computing `c = a @ b` per batch entry.
@@ -31,7 +43,7 @@ def matmul_cpu(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *
     check_sizes(name, {"batch": batch, "m": m, "n": n, "k": k})
     dt = template_dtype(name, dtype, MATMUL_CPU_DTYPES)
     require(min(block_m, block_n, block_k) >= 1, name, "block sizes must be positive")
-    require(block_m * block_n * 4 <= 256 * 1024, name, "the accumulator tile must fit in 256 KB")
+    require(block_m * block_n * 4 <= ACCUMULATOR_BYTES, name, "the accumulator tile must fit in 256 KB")
 
     with script_module() as module:
 

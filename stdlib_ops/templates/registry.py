@@ -1,7 +1,9 @@
 """The library's templates, registered for the tasks they implement.
 
-Each registration adapts one task to a template's canonical shapes, or declines it (returns None, and the
-rule-based scheduler schedules the task):
+Each registration (`library_template`) adapts one task to a template's canonical shapes as a `TemplateBinding`,
+or declines it (returns None, and the rule-based scheduler schedules the task); the registered template
+instantiates the binding with the schedule parameters `schedule_params` chooses (a tuned winner recorded for this
+machine, else the template's default point; see `stdlib_ops.tuning`). `binding_of` gives a tuner the binding:
 
 - `matmul` (numpy's semantics: 1-D operands, broadcast batch dimensions): on CUDA, f16 operands go to the
   tensor-core template `matmul_cuda_f16_mma`, f32 and bf16 ones to the tiled `cp_async` template `matmul_cuda`; on
@@ -20,15 +22,15 @@ task got; it follows the kernel contract with the task's own signature (see `vie
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
-from hidet_lang.frontend.script import ScriptModule
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.func import IRModule
 from hidet_lang.ir.types import TensorType
 from stdlib_ops.schedule.signature import KernelSignature, kernel_signature
-from stdlib_ops.task import Task, register_template
+from stdlib_ops.task import TEMPLATES, Task, Template, register_template
 from stdlib_ops.templates.attention_cuda import ATTENTION_DTYPES, attention_cuda
+from stdlib_ops.templates.binding import Instantiate, TemplateBinding
 from stdlib_ops.templates.matmul_cpu import MATMUL_CPU_DTYPES, matmul_cpu
 from stdlib_ops.templates.matmul_cuda import MATMUL_CUDA_DTYPES, matmul_cuda
 from stdlib_ops.templates.matmul_cuda_f16_mma import matmul_cuda_f16_mma
@@ -39,24 +41,48 @@ from stdlib_ops.templates.normalization_cuda import (
     rms_norm_cuda,
     softmax_cuda,
 )
-from stdlib_ops.templates.views import Dim, Indices, View, bind_template, broadcast_batch, product, unravel
+from stdlib_ops.templates.space import Point
+from stdlib_ops.templates.views import Dim, Indices, View, broadcast_batch, product, unravel
 
-Instantiate = Callable[..., ScriptModule]
+Adapter = Callable[[Task], TemplateBinding | None]
+
+_ADAPTERS: dict[Template, Adapter] = {}  # each registered library template -> the adapter it instantiates
 
 
-def instantiate(signature: KernelSignature, name: str, template: Instantiate, sizes: Mapping[str, Dim],
-                views: Sequence[View], **options: object) -> IRModule | None:
-    """`template` instantiated and bound through `views` to a task's kernel `signature`, its kernel named `name`;
-    None when a size known at build time is not positive.
+def library_template(task: str, target: str) -> Callable[[Adapter], Adapter]:
+    """Decorator: register, for tasks named `task` on `target`, the template that instantiates the binding the
+    decorated adapter makes of a task (declining the task when the adapter returns None), with the schedule
+    parameters `schedule_params` chooses."""
 
-    `sizes` gives each size parameter of the template (by keyword) an int or an expression of the task's sizes;
-    the template sees ints as constants and the others as symbolic sizes, which the binding replaces by their
-    expressions."""
-    if any(isinstance(d, int) and d < 1 for d in sizes.values()):
+    def decorate(adapt: Adapter) -> Adapter:
+        def implement(t: Task) -> IRModule | None:
+            binding = adapt(t)
+            return None if binding is None else binding.instantiate(schedule_params(binding))
+
+        implement.__doc__ = adapt.__doc__
+        _ADAPTERS[register_template(task, target)(implement)] = adapt
+        return adapt
+
+    return decorate
+
+
+def binding_of(task: Task, target: str) -> TemplateBinding | None:
+    """The binding of `task` to the library template registered for it on `target`; None when the task's
+    registered template is not one of the library's (or none is), or declines the task."""
+    adapt = _ADAPTERS.get(TEMPLATES.lookup(task, target))  # type: ignore[arg-type]
+    return None if adapt is None else adapt(task)
+
+
+def schedule_params(binding: TemplateBinding) -> Point | None:
+    """The schedule parameters `binding`'s template is instantiated with: None when the template declares no tuning
+    space (its own defaults), otherwise the winner recorded for this machine and the binding's shape class when
+    there is one (`stdlib_ops.tuning.records`), else the space's default point."""
+    space = binding.space
+    if space is None:
         return None
-    given = {key: d if isinstance(d, int) else key for key, d in sizes.items()}
-    module = template(**given, **options).ir_module()
-    return bind_template(module, name, sizes, views, signature)
+    from stdlib_ops.tuning.records import recorded_winner  # the tuning package builds on this registry
+
+    return recorded_winner(binding, space) or dict(space.default)
 
 
 def shape_of(tensor: E.Var | E.Expr) -> tuple[Dim, ...]:
@@ -120,8 +146,8 @@ def matmul_views(signature: KernelSignature) -> tuple[dict[str, Dim], list[View]
     return sizes, [View(x, a_view), View(y, b_view), View(out, c_view)]
 
 
-@register_template("matmul", "cuda")
-def matmul_on_cuda(task: Task) -> IRModule | None:
+@library_template("matmul", "cuda")
+def matmul_on_cuda(task: Task) -> TemplateBinding | None:
     """The tensor-core template for f16 operands, the tiled cp_async template for f32 and bf16 ones."""
     signature = kernel_signature(task.inputs, task.outputs)
     shapes = matmul_views(signature)
@@ -130,12 +156,13 @@ def matmul_on_cuda(task: Task) -> IRModule | None:
         return None
     sizes, views = shapes
     if dtype == "float16":
-        return instantiate(signature, "matmul_cuda_f16_mma", matmul_cuda_f16_mma, sizes, views, out_dtype=dtype)
-    return instantiate(signature, "matmul_cuda", matmul_cuda, sizes, views, dtype=dtype)
+        return TemplateBinding("matmul_cuda_f16_mma", matmul_cuda_f16_mma, signature, sizes, views,
+                               {"out_dtype": dtype})
+    return TemplateBinding("matmul_cuda", matmul_cuda, signature, sizes, views, {"dtype": dtype})
 
 
-@register_template("matmul", "cpu")
-def matmul_on_cpu(task: Task) -> IRModule | None:
+@library_template("matmul", "cpu")
+def matmul_on_cpu(task: Task) -> TemplateBinding | None:
     """The blocked CPU template for f32 and f16 operands."""
     signature = kernel_signature(task.inputs, task.outputs)
     shapes = matmul_views(signature)
@@ -143,7 +170,7 @@ def matmul_on_cpu(task: Task) -> IRModule | None:
     if shapes is None or dtype is None:
         return None
     sizes, views = shapes
-    return instantiate(signature, "matmul_cpu", matmul_cpu, sizes, views, dtype=dtype)
+    return TemplateBinding("matmul_cpu", matmul_cpu, signature, sizes, views, {"dtype": dtype})
 
 
 # ------------------------------------------------------------------------------------- row-wise normalizations
@@ -165,7 +192,7 @@ def trailing_axes(task: Task, key: str) -> int | None:
 
 
 def rows_template(task: Task, name: str, template: Instantiate, key: str, params: int,
-                  **options: object) -> IRModule | None:
+                  **options: object) -> TemplateBinding | None:
     """A row-wise template over the trailing axes that attribute `key` names, for a task whose inputs are `x`
     and `params` parameter tensors of the normalized shape; None when the task is not of that form."""
     count = trailing_axes(task, key)
@@ -181,33 +208,33 @@ def rows_template(task: Task, name: str, template: Instantiate, key: str, params
     sizes = {"rows": product(lead), "cols": product(trail)}
     views = [row_view(x, lead, trail), *[View(p, lambda i: tuple(unravel(i[0], trail))) for p in task.inputs[1:]],
              row_view(signature.outputs[0], lead, trail)]
-    return instantiate(signature, name, template, sizes, views, dtype=dtype, **options)
+    return TemplateBinding(name, template, signature, sizes, views, {"dtype": dtype, **options})
 
 
-@register_template("softmax", "cuda")
-def softmax_on_cuda(task: Task) -> IRModule | None:
+@library_template("softmax", "cuda")
+def softmax_on_cuda(task: Task) -> TemplateBinding | None:
     """Softmax over the last axis."""
     return rows_template(task, "softmax_cuda", softmax_cuda, "axis", 0) if trailing_axes(task, "axis") == 1 else None
 
 
-@register_template("log_softmax", "cuda")
-def log_softmax_on_cuda(task: Task) -> IRModule | None:
+@library_template("log_softmax", "cuda")
+def log_softmax_on_cuda(task: Task) -> TemplateBinding | None:
     """Log-softmax over the last axis."""
     if trailing_axes(task, "axis") != 1:
         return None
     return rows_template(task, "log_softmax_cuda", log_softmax_cuda, "axis", 0)
 
 
-@register_template("layer_norm", "cuda")
-def layer_norm_on_cuda(task: Task) -> IRModule | None:
+@library_template("layer_norm", "cuda")
+def layer_norm_on_cuda(task: Task) -> TemplateBinding | None:
     """Layer norm over trailing axes, with a weight and a bias."""
     if task.attrs.get("params") != (True, True):
         return None
     return rows_template(task, "layer_norm_cuda", layer_norm_cuda, "axes", 2, eps=float(task.attrs["eps"]))
 
 
-@register_template("rms_norm", "cuda")
-def rms_norm_on_cuda(task: Task) -> IRModule | None:
+@library_template("rms_norm", "cuda")
+def rms_norm_on_cuda(task: Task) -> TemplateBinding | None:
     """RMS norm over the last axis, with a weight."""
     if task.attrs.get("params") != (True,) or trailing_axes(task, "axes") != 1:
         return None
@@ -217,8 +244,8 @@ def rms_norm_on_cuda(task: Task) -> IRModule | None:
 # -------------------------------------------------------------------------------------------------- attention
 
 
-@register_template("attention", "cuda")
-def attention_on_cuda(task: Task) -> IRModule | None:
+@library_template("attention", "cuda")
+def attention_on_cuda(task: Task) -> TemplateBinding | None:
     """Scaled dot-product attention (scale 1 / sqrt(head_dim)) over `[..., seq, head_dim]` tensors whose batch
     dimensions broadcast, with one head dimension known at build time."""
     dtype = common_dtype(task, ATTENTION_DTYPES)
@@ -243,5 +270,5 @@ def attention_on_cuda(task: Task) -> IRModule | None:
 
     sizes = {"batch_heads": product(batch), "seq_q": shapes[0][-2], "seq_k": shapes[1][-2]}
     views = [view(t, s) for t, s in zip((q, k, v, out), shapes)]
-    return instantiate(signature, "attention_cuda", attention_cuda, sizes, views, head_dim=head_dim,
-                       causal=bool(task.attrs.get("causal", False)), dtype=dtype)
+    return TemplateBinding("attention_cuda", attention_cuda, signature, sizes, views,
+                           {"head_dim": head_dim, "causal": bool(task.attrs.get("causal", False)), "dtype": dtype})

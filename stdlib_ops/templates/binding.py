@@ -1,0 +1,58 @@
+"""`TemplateBinding`: a task adapted to a template, before the template is instantiated.
+
+The registry adapts each task it schedules with a template to the template's canonical shapes: the kernel's name,
+the template, the task's kernel signature, the template's sizes as ints or expressions of the task's sizes, the
+views of the task's tensors, and the template's other options (dtype, eps, ...). Instantiating the binding with a
+point of the template's tuning space (its schedule parameters) gives the task's kernel; a tuner reads the same
+binding as plain data (`template_ref`, sizes, options) to rebuild the template for concrete sizes in a worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hidet_lang.frontend.script import ScriptModule
+from hidet_lang.ir.func import IRModule
+from stdlib_ops.schedule.signature import KernelSignature
+from stdlib_ops.templates.space import Point, TuningSpace, space_of, template_ref
+from stdlib_ops.templates.views import Dim, View, bind_template
+
+Instantiate = Callable[..., ScriptModule]
+
+
+@dataclass(frozen=True)
+class TemplateBinding:
+    """`template` bound to a task's kernel `signature`: its kernel named `name`, its size parameters given by
+    `sizes` (ints, or expressions of the task's sizes), its tensors by `views`, its other keyword arguments by
+    `options` (plain values: dtype names, numbers, flags)."""
+
+    name: str
+    template: Instantiate
+    signature: KernelSignature
+    sizes: Mapping[str, Dim]
+    views: Sequence[View]
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def space(self) -> TuningSpace | None:
+        """The tuning space the template declares, if any."""
+        return space_of(self.template)
+
+    @property
+    def template_ref(self) -> str:
+        """The template as plain data (`module:qualname`)."""
+        return template_ref(self.template)
+
+    def instantiate(self, params: Point | None = None) -> IRModule | None:
+        """The task's kernel module: the template instantiated with schedule parameters `params` (its defaults
+        when None) and bound to the task; None when a size known at build time is not positive.
+
+        Sizes that are ints are constants of the template; the others are symbolic sizes, which the binding
+        replaces by their expressions."""
+        if any(isinstance(d, int) and d < 1 for d in self.sizes.values()):
+            return None
+        given = {key: d if isinstance(d, int) else key for key, d in self.sizes.items()}
+        module = self.template(**given, **self.options, **(params or {})).ir_module()
+        return bind_template(module, self.name, self.sizes, self.views, self.signature)

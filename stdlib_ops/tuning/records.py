@@ -1,0 +1,150 @@
+"""Tuning records: the winning schedule parameters per machine and shape class, in one JSON file on disk.
+
+The file is `tuning_records.json` in the compilation cache directory (`codegen.cache.cache_dir()`, i.e.
+`hidet.option.cache_dir`, `$HIDET_LANG_CACHE_DIR`, or the XDG cache directory):
+
+```json
+{"version": 1,
+ "machines": {"<machine_id()>": {"<shape_class(binding)>": {
+     "params": {"block_m": 32, "block_n": 128, "block_k": 256},
+     "seconds": 0.0012, "default_seconds": 0.0015, "checked": 27, "rejected": 0,
+     "sizes": {"batch": 1, "m": 256, "n": 256, "k": 256}}}}}
+```
+
+`params` is the winner; the other fields say what it was chosen from: its median time and the default point's
+(seconds per call), how many candidates computed the default's result (`checked`, the winner among them) and how
+many did not (`rejected`), and the sizes they were timed at.
+
+One file, read-merge-written under an exclusive lock (`fcntl.flock` on `tuning_records.json.lock`) and replaced
+atomically (a temporary file renamed over it): concurrent tuners never lose each other's records, readers never
+lock and always see a whole file, and the records stay one file a user can read, copy to a machine of the same
+kind, or delete. Writes are rare (once per tuned task), so the lock costs nothing.
+
+Reading is forgiving: a file that cannot be read, is not JSON, or has another `version` is ignored with a
+`warnings.warn` naming it (it is replaced on the next write), and so is an entry that is malformed or whose
+`params` are not a point of the template's current space. The parsed file is kept in memory until it changes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import uuid
+import warnings
+from pathlib import Path
+from typing import Any
+
+from codegen.cache import cache_dir
+from stdlib_ops.templates.binding import TemplateBinding
+from stdlib_ops.templates.space import Point, TuningSpace
+from stdlib_ops.tuning.machine import machine_id
+from stdlib_ops.tuning.shapes import shape_class
+
+RECORDS_FILE = "tuning_records.json"
+RECORDS_VERSION = 1
+
+Records = dict[str, dict[str, dict[str, Any]]]  # machine id -> shape class -> entry
+
+_parsed: dict[str, tuple[tuple[int, ...], Records]] = {}  # path -> (the file's state, its records)
+_warned: set[tuple[Any, ...]] = set()
+
+
+def records_path() -> Path:
+    """Where the tuning records are: `tuning_records.json` in the compilation cache directory."""
+    return cache_dir() / RECORDS_FILE
+
+
+def read_records(path: Path) -> Records:
+    """The records in the file `path` (empty when there is none; see the module docstring for what is ignored).
+    The result is shared: do not modify it."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        _warn_once((str(path), "stat"), f"ignoring the tuning records file {path}: {exc}")
+        return {}
+    state = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+    cached = _parsed.get(str(path))
+    if cached is not None and cached[0] == state:
+        return cached[1]
+    records = _parse(path, state)
+    _parsed[str(path)] = (state, records)
+    return records
+
+
+def _parse(path: Path, state: tuple[int, ...]) -> Records:
+    """The valid records of the file `path`, warning (once per state of the file) about what is ignored."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        _warn_once((str(path), state), f"ignoring the tuning records file {path}: it is not readable JSON ({exc})")
+        return {}
+    if not isinstance(data, dict) or data.get("version") != RECORDS_VERSION or not isinstance(data.get("machines"),
+                                                                                             dict):
+        version = data.get("version") if isinstance(data, dict) else None
+        _warn_once((str(path), state), f"ignoring the tuning records file {path}: it is not a version "
+                   f"{RECORDS_VERSION} records file (its version: {version!r}); tuning again replaces it")
+        return {}
+    records: Records = {}
+    for machine, entries in data["machines"].items():
+        if not isinstance(entries, dict):
+            _warn_once((str(path), state, machine), f"ignoring the malformed tuning records of machine "
+                       f"{machine!r} in {path}")
+            continue
+        for key, entry in entries.items():
+            if isinstance(entry, dict) and isinstance(entry.get("params"), dict):
+                records.setdefault(machine, {})[key] = entry
+            else:
+                _warn_once((str(path), state, machine, key), f"ignoring the malformed tuning record {key} in {path}")
+    return records
+
+
+def write_record(path: Path, machine: str, key: str, entry: dict[str, Any]) -> None:
+    """Record `entry` for `machine` and shape class `key` in the file `path`, keeping every other record (see the
+    module docstring: read-merge-write under a lock, atomic replacement)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            machines = {m: dict(entries) for m, entries in read_records(path).items()}
+            machines.setdefault(machine, {})[key] = entry
+            temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+            try:
+                with open(temporary, "w", encoding="utf-8") as f:
+                    json.dump({"version": RECORDS_VERSION, "machines": machines}, f, indent=1, sort_keys=True)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(temporary, path)
+            finally:
+                temporary.unlink(missing_ok=True)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def recorded_entry(binding: TemplateBinding) -> dict[str, Any] | None:
+    """The record of this machine for `binding`'s shape class, whatever its parameters, or None."""
+    return read_records(records_path()).get(machine_id(), {}).get(shape_class(binding))
+
+
+def recorded_winner(binding: TemplateBinding, space: TuningSpace) -> Point | None:
+    """The recorded winner for `binding` on this machine, when there is one and it is a point of `space` (a record
+    whose parameters are not is ignored with a warning)."""
+    entry = recorded_entry(binding)
+    if entry is None:
+        return None
+    params = entry["params"]
+    if not space.contains(params):
+        path = records_path()
+        _warn_once((str(path), shape_class(binding), json.dumps(params, sort_keys=True)),
+                   f"ignoring the tuning record {shape_class(binding)} in {path}: its parameters {params} are not a "
+                   f"point of the template's tuning space {space.choices}")
+        return None
+    return dict(params)
+
+
+def _warn_once(key: tuple[Any, ...], message: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)

@@ -1,0 +1,185 @@
+"""`tune`: choose each tunable task's schedule parameters by timing every point of its template's space.
+
+For each task (of a graph, of the operators that computed a symbolic tensor, or one task) whose library template
+declares a tuning space (`stdlib_ops.templates.space`), and whose shape class has no record for this machine yet
+(`stdlib_ops.tuning.records`), every point of the space becomes a candidate (`stdlib_ops.tuning.jobs`). The work
+goes through a `concurrent.futures.Executor` in two phases:
+
+1. compile: every candidate of every task at once, in parallel (`compile_candidate`);
+2. time: one job per task, one job at a time (so no compilation or other timing disturbs it), which checks each
+   candidate's result against the default point's and times the correct ones (`time_candidates`).
+
+The fastest correct candidate is recorded for the machine that timed it and the task's shape class, and every
+later build on a machine of that kind uses it (`stdlib_ops.templates.registry.schedule_params`). The default
+executor is a local pool of processes (`spawn`: a script that tunes needs the usual `if __name__ == "__main__":`
+guard); any other executor works, e.g. a Dask cluster's `distributed.Client(...).get_executor()`, since the jobs
+are module-level functions of plain data. The winner is recorded under the identity of the machine that timed
+it, so a cluster of another kind of machines tunes for its own kind.
+
+Graph builds look the records up each time (a new winner is built, not an earlier kernel); an operator run
+eagerly keeps, within a process, the kernel its first call got.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import warnings
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from tqdm import tqdm
+
+from stdlib_ops.graph.flow_graph import FlowGraph
+from stdlib_ops.task import Task
+from stdlib_ops.templates import registry
+from stdlib_ops.templates.space import Point, TuningSpace
+from stdlib_ops.tensor import Tensor
+from stdlib_ops.tuning.jobs import Candidate, TimingJob, compile_candidate, time_candidates
+from stdlib_ops.tuning.records import recorded_winner, records_path, write_record
+from stdlib_ops.tuning.shapes import concrete_sizes, shape_class
+
+
+@dataclass(frozen=True)
+class TuningResult:
+    """The schedule one tunable task gets: its `shape_class`, the chosen `params`, and where they come from
+    (`source`: 'recorded', found in the records, nothing timed; 'tuned', timed now and recorded; 'default', no
+    candidate could be checked, nothing recorded). For a tuned task: the median `seconds` per call of the winner
+    and of the default point, and the candidates that were `rejected` (point, reason: wrong result, failed
+    build)."""
+
+    shape_class: str
+    params: Point
+    source: str
+    seconds: float | None = None
+    default_seconds: float | None = None
+    rejected: tuple[tuple[Point, str], ...] = field(default_factory=tuple)
+
+
+@dataclass
+class _Pending:
+    """A task to tune: its template's space and its candidates (the default point first)."""
+
+    space: TuningSpace
+    candidates: list[Candidate]
+
+
+def tune(subject: FlowGraph | Tensor | Task, target: str = "cpu", *, sizes: Mapping[str, int] | None = None,
+         executor: Executor | None = None, repeat: int = 5, retune: bool = False) -> list[TuningResult]:
+    """Tune the tasks of `subject` (a graph, a symbolic tensor's operators, or a task) for `target`, and record
+    the winners (see the module docstring); one result per distinct shape class, in the order of the tasks.
+
+    `sizes` gives symbolic dimensions (by name) the values to time at (default `shapes.REPRESENTATIVE_SIZE`);
+    `executor` runs the jobs (default: a local process pool); each candidate is timed by the median of `repeat`
+    samples; `retune` times again the shape classes that already have a record."""
+    if repeat < 1:
+        raise ValueError(f"tune: repeat must be at least 1, got {repeat}")
+    order: list[str] = []
+    results: dict[str, TuningResult] = {}
+    pending: dict[str, _Pending] = {}
+    for task in _tasks_of(subject):
+        binding = registry.binding_of(task, target)
+        space = None if binding is None else binding.space
+        if binding is None or space is None:
+            continue
+        key = shape_class(binding)
+        if key in order:
+            continue
+        order.append(key)
+        if target.split(":", 1)[0] != "cpu":
+            raise NotImplementedError(f"tune: timing kernels on '{target}' is not supported yet (template "
+                                      f"{binding.template_ref} declares a tuning space for it)")
+        winner = None if retune else recorded_winner(binding, space)
+        if winner is not None:
+            results[key] = TuningResult(key, winner, "recorded")
+            continue
+        concrete = tuple(concrete_sizes(binding, sizes or {}).items())
+        options = tuple(sorted(binding.options.items()))
+        pending[key] = _Pending(space, [Candidate(binding.template_ref, concrete, options, tuple(point.items()),
+                                                  target) for point in space.points()])
+    if pending:
+        with _executor(executor, sum(len(p.candidates) for p in pending.values())) as pool:
+            failures = _compile_all(pool, pending)
+            for key, job in _progress(pending.items(), "tuning: timing", "task"):
+                results[key] = _time_and_record(pool, key, job, failures, repeat)
+    return [results[key] for key in order]
+
+
+def _tasks_of(subject: FlowGraph | Tensor | Task) -> list[Task]:
+    """The tasks of a graph's operators, of the operators a symbolic tensor was computed by, or the task."""
+    if isinstance(subject, Task):
+        return [subject]
+    if isinstance(subject, FlowGraph):
+        return [op.task for op in subject.nodes]
+    if isinstance(subject, Tensor):
+        tasks: list[Task] = []
+        seen: set[int] = set()
+        stack = [subject]
+        while stack:
+            op = stack.pop().producer
+            if op is not None and id(op) not in seen:
+                seen.add(id(op))
+                tasks.append(op.task)
+                stack.extend(op.inputs)
+        return tasks[::-1]
+    raise TypeError(f"tune: expected a FlowGraph, a Tensor or a Task, got {type(subject).__name__}")
+
+
+@contextmanager
+def _executor(given: Executor | None, jobs: int) -> Iterator[Executor]:
+    """`given`, or a local process pool of up to one worker per core, shut down afterwards."""
+    if given is not None:
+        yield given
+        return
+    workers = max(1, min(jobs, os.cpu_count() or 1))
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        yield pool
+
+
+def _progress(items: object, desc: str, unit: str, total: int | None = None) -> tqdm:
+    """A progress bar over `items`, shown on a terminal only."""
+    return tqdm(items, desc=desc, unit=unit, total=total, disable=not sys.stderr.isatty(), leave=False)
+
+
+def _compile_all(pool: Executor, pending: Mapping[str, _Pending]) -> dict[Candidate, str]:
+    """First phase: compile every candidate in parallel; why each one that failed did."""
+    futures: dict[Future[str | None], Candidate] = {
+        pool.submit(compile_candidate, c): c for job in pending.values() for c in job.candidates}
+    failures: dict[Candidate, str] = {}
+    for future in _progress(as_completed(futures), "tuning: compiling", "candidate", total=len(futures)):
+        problem = future.result()
+        if problem is not None:
+            failures[futures[future]] = problem
+    return failures
+
+
+def _time_and_record(pool: Executor, key: str, job: _Pending, failures: Mapping[Candidate, str],
+                     repeat: int) -> TuningResult:
+    """Second phase for one task: time its candidates that compiled (one job, waited for), record the winner."""
+    default = dict(job.space.default)
+    rejected = [(dict(c.params), f"failed to build: {failures[c]}") for c in job.candidates if c in failures]
+    if job.candidates[0] in failures:
+        warnings.warn(f"tune: the default schedule of {key} failed to build ({failures[job.candidates[0]]}); "
+                      "nothing can be checked, so it keeps the default", RuntimeWarning, stacklevel=4)
+        return TuningResult(key, default, "default", rejected=tuple(rejected))
+    built = [c for c in job.candidates if c not in failures]
+    outcome = pool.submit(time_candidates, TimingJob(tuple(built), repeat)).result()
+    timed: list[tuple[float, Candidate]] = []
+    for candidate, seconds, problem in zip(built, outcome.seconds, outcome.problems):
+        if seconds is None:
+            rejected.append((dict(candidate.params), problem or "not timed"))
+        else:
+            timed.append((seconds, candidate))
+    if outcome.seconds[0] is None:
+        warnings.warn(f"tune: the default schedule of {key} failed ({outcome.problems[0]}); nothing can be checked, "
+                      "so it keeps the default", RuntimeWarning, stacklevel=4)
+        return TuningResult(key, default, "default", rejected=tuple(rejected))
+    seconds, winner = min(timed, key=lambda pair: pair[0])
+    params = dict(winner.params)
+    write_record(records_path(), outcome.machine, key, {
+        "params": params, "seconds": seconds, "default_seconds": outcome.seconds[0], "checked": len(timed),
+        "rejected": len(rejected), "sizes": dict(winner.sizes)})
+    return TuningResult(key, params, "tuned", seconds, outcome.seconds[0], tuple(rejected))

@@ -1,0 +1,102 @@
+"""`ops.tune` and `build(tune=True)`: a tuned winner is a checked point of the space, recorded for this machine and
+the task's shape class; later builds, in this process and in others, use it without timing again (and a saved
+compiled graph keeps it); a candidate that computes a wrong result is never chosen, however fast; tensors and
+tasks are tuned like graphs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tuning_cases import PLANTED_SPACE, CountingExecutor, check_graph, matmul_graph, planted_matmul
+
+import stdlib_ops as ops
+from stdlib_ops.templates import registry
+from stdlib_ops.templates import space as spaces
+from stdlib_ops.templates.space import TuningSpace, template_ref
+from stdlib_ops.tuning.machine import machine_id
+from stdlib_ops.tuning.records import read_records
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_tune_records_a_checked_winner_that_builds_use_without_timing_again(
+        records: Path, small_space: TuningSpace, executor: CountingExecutor) -> None:
+    graph = matmul_graph()
+    (result,) = ops.tune(graph, sizes={"rows": 33}, executor=executor)
+    assert result.source == "tuned" and small_space.contains(result.params) and result.rejected == ()
+    assert executor.submitted == len(small_space.points()) + 1  # every candidate compiled, then one timing job
+    entry = read_records(records)[machine_id()][result.shape_class]
+    assert entry["params"] == result.params and entry["checked"] == 2 and entry["rejected"] == 0
+    assert entry["sizes"] == {"batch": 1, "m": 33, "n": 24, "k": 40}
+    compiled = graph.build("cpu")
+    assert compiled.schedules == [result.params]
+    check_graph(compiled, graph)
+    compiled.save(str(records.parent / "graph.hlgraph"))
+    assert ops.load(str(records.parent / "graph.hlgraph")).schedules == [result.params]
+    again = ops.tune(graph, executor=executor)
+    assert [(r.source, r.params) for r in again] == [("recorded", result.params)]
+    assert executor.submitted == len(small_space.points()) + 1  # nothing compiled or timed again
+
+
+def test_build_with_tune_uses_the_record_in_later_builds_and_processes(records: Path, small_space: TuningSpace) -> None:
+    graph = matmul_graph()
+    compiled = graph.build("cpu", tune=True)  # the default executor: a local process pool
+    (machine,) = read_records(records)
+    (entry,) = read_records(records)[machine].values()
+    assert machine == machine_id() and small_space.contains(entry["params"])
+    assert compiled.schedules == [entry["params"]]
+    check_graph(compiled, graph)
+    written = records.stat().st_mtime_ns
+    assert graph.build("cpu", tune=True).schedules == [entry["params"]]
+    assert records.stat().st_mtime_ns == written  # not tuned again
+    script = ("import sys, numpy as np, stdlib_ops as ops\n"
+              "from stdlib_ops.templates import space\n"
+              "from stdlib_ops.templates.matmul_cpu import matmul_cpu\n"
+              "from tuning_cases import SMALL_SPACE, matmul_graph\n"
+              "space.SPACES[space.template_ref(matmul_cpu)] = SMALL_SPACE\n"
+              "print(__import__('json').dumps(matmul_graph().build('cpu').schedules))\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(Path(__file__).parent)]))
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == [entry["params"]]
+
+
+def test_a_wrong_candidate_is_never_chosen(records: Path, executor: CountingExecutor,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "matmul_cpu", planted_matmul)
+    monkeypatch.setitem(spaces.SPACES, template_ref(planted_matmul), PLANTED_SPACE)
+    graph = matmul_graph()
+    (result,) = ops.tune(graph, executor=executor)
+    assert result.source == "tuned" and result.params == PLANTED_SPACE.default
+    ((point, reason),) = result.rejected
+    assert point["fast_but_wrong"] is True and reason.startswith("wrong result")
+    entry = read_records(records)[machine_id()][result.shape_class]
+    assert entry["params"] == PLANTED_SPACE.default and entry["rejected"] == 1
+    compiled = graph.build("cpu")
+    assert compiled.schedules == [PLANTED_SPACE.default]
+    check_graph(compiled, graph)
+
+
+def test_tensors_and_tasks_are_tuned_like_graphs(records: Path, small_space: TuningSpace,
+                                                 executor: CountingExecutor) -> None:
+    x = ops.symbol([6, 40], dtype="float32")
+    w = ops.asarray(np.ones((40, 24), np.float32))
+    y = ops.relu(ops.matmul(x, w) + 1.0)
+    (by_tensor,) = ops.tune(y, executor=executor)
+    (by_task,) = ops.tune(y.producer.inputs[0].producer.inputs[0].producer.task, executor=executor)
+    assert by_tensor.source == "tuned" and by_task.source == "recorded"
+    assert by_task.shape_class == by_tensor.shape_class and by_task.params == by_tensor.params
+    assert ops.tune(ops.relu(x), executor=executor) == []  # nothing tunable
+    assert ops.tune(matmul_graph(), "cuda", executor=executor) == []  # no CUDA template declares a space
+
+
+def test_bad_arguments_are_refused() -> None:
+    with pytest.raises(TypeError, match="FlowGraph, a Tensor or a Task"):
+        ops.tune([1, 2])
+    with pytest.raises(ValueError, match="repeat"):
+        ops.tune(matmul_graph(), repeat=0)
