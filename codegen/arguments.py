@@ -141,6 +141,16 @@ def _caller_parameter_names(func: Function) -> list[str]:
     return names
 
 
+def _needs_raw_view(dtype: np.dtype) -> bool:
+    """Whether arrays of `dtype` have no buffer-protocol format (ml_dtypes' bfloat16), so that their address is
+    taken through an unsigned-integer view of the same bytes."""
+    try:
+        memoryview(np.empty(1, dtype))
+    except (ValueError, TypeError):
+        return True
+    return False
+
+
 def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] | None,
                 on_gpu: bool = False) -> Callable[..., None]:
     """A Python function with `func`'s parameters that checks its arguments and calls `c_function`.
@@ -196,7 +206,9 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
         if shape_expr != "None":
             checks.insert(1, f"{a}.shape != {shape_expr}")
         body.append(f"    if {' or '.join(checks)}: _bad(_fn, {pname!r}, {a}, _d{i}, {shape_expr})")
-        pass_args.append(f"(_addr(_from_buffer({a})) if {a}.nbytes else None)")
+        raw = f"{a}.view(_raw{i})" if _needs_raw_view(dtype) else a
+        env[f"_raw{i}"] = np.dtype(f"u{dtype.itemsize}")
+        pass_args.append(f"(_addr(_from_buffer({raw})) if {a}.nbytes else None)")
     sig = ", ".join(names)
     call = [f"    _c({', '.join(pass_args)})"]
     if on_gpu:  # the results come back before the checks, so a failed device assertion loses none of them

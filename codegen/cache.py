@@ -298,7 +298,8 @@ class CompilationCache:
         """The entry of the library at `library` (a path `build_library` returned), for `install_entry` elsewhere.
 
         Raises ValueError unless it is a trusted, intact entry whose source and metadata, with this package's
-        headers (their contents, wherever the package is installed), still give its key."""
+        headers (their contents, wherever the package is installed), still give its key; an entry that is gone or
+        damaged is also forgotten by the in-memory layer, so that a build of its source publishes it again."""
         path = Path(library)
         entry = path.parent
         try:
@@ -310,6 +311,7 @@ class CompilationCache:
             described = {name: meta[name] for name in ("key", "language", "flags", "compiler_identity",
                                                        "include_dirs", "package_version")}
         except (OSError, ValueError, KeyError, TypeError) as exc:
+            self._forget(path)  # gone or damaged on disk: the next build of its source publishes it again
             raise ValueError(f"cannot export the library {path}: {exc}") from None
         exported = PortableEntry(LIBRARY.file, source, described, data)
         if self._library_key(exported, described["compiler_identity"]) != entry.name:

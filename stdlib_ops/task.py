@@ -86,6 +86,14 @@ class Task:
         """A C identifier for the task's kernel."""
         return re.sub(r"\W", "_", self.name)
 
+    def check_target(self, target: str) -> None:
+        """A TypeError naming the operator when `target` cannot compute its dtypes: bfloat16 only on CUDA (the C
+        compilers of the CPU target have no bfloat16 arithmetic)."""
+        dtypes = {v.type.dtype.name for v in self.inputs} | {o.dtype.name for o in self.outputs}
+        if "bfloat16" in dtypes and _target_kind(target) == "cpu":
+            raise TypeError(f"{self.name}: bfloat16 tensors are computed on 'cuda' only (the CPU target has no "
+                            f"bfloat16 arithmetic); convert to float32 first (on 'cuda', or with numpy)")
+
     def implement(self, target: str) -> list[IRModule]:
         """The scheduled IR module(s) for `target` ('cpu', 'cuda' or 'cuda:sm_XY'): a template's, else the
         rule-based scheduler's."""

@@ -177,6 +177,18 @@ def _check_dtype(dtype: Any) -> str:
     return name
 
 
+def _numpy_dtype(dtype: Any) -> np.dtype:
+    """The numpy dtype of a tensor of `dtype` (checked); bfloat16 is `ml_dtypes.bfloat16`, which it needs."""
+    name = _check_dtype(dtype)
+    if name != "bfloat16":
+        return np.dtype(name)
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise TypeError("bfloat16 tensors need the ml_dtypes package (pip install ml_dtypes)") from None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
 def wrap(array: Any, device: str) -> Tensor:
     """A concrete tensor around a runtime array (no copy)."""
     return Tensor(tuple(int(d) for d in array.shape), _check_dtype(array.dtype), device, array)
@@ -202,7 +214,7 @@ def from_dlpack(obj: Any, device: str = "cpu") -> Tensor:
 
 def empty(shape: Any, dtype: Any = "float32", device: str = "cpu") -> Tensor:
     """An uninitialized tensor."""
-    return wrap(arrays.empty(_shape(shape), _check_dtype(dtype), device), device)
+    return wrap(arrays.empty(_shape(shape), _numpy_dtype(dtype), device), device)
 
 
 def zeros(shape: Any, dtype: Any = "float32", device: str = "cpu") -> Tensor:
@@ -217,12 +229,12 @@ def ones(shape: Any, dtype: Any = "float32", device: str = "cpu") -> Tensor:
 
 def full(shape: Any, fill_value: Any, dtype: Any = "float32", device: str = "cpu") -> Tensor:
     """A tensor with every element `fill_value`."""
-    return wrap(arrays.asarray(np.full(_shape(shape), fill_value, _check_dtype(dtype)), device=device), device)
+    return wrap(arrays.asarray(np.full(_shape(shape), fill_value, _numpy_dtype(dtype)), device=device), device)
 
 
 def randn(shape: Any, dtype: Any = "float32", device: str = "cpu") -> Tensor:
     """Standard-normal random values."""
-    return wrap(arrays.randn(_shape(shape), _check_dtype(dtype), device), device)
+    return wrap(arrays.randn(_shape(shape), _numpy_dtype(dtype), device), device)
 
 
 def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None, device: str = "cpu") -> Tensor:

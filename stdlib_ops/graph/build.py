@@ -99,6 +99,8 @@ def build_graph(graph: FlowGraph, target: str = "cpu", kernels: GraphKernels = G
     if kind not in ("cpu", "cuda"):
         raise ValueError(f"build: target must be 'cpu' or 'cuda', got {target!r}")
     device = "cuda" if kind == "cuda" else "cpu"
+    for op in graph.nodes:
+        op.task.check_target(target)
     groups = respect_contracts(_groups_of(graph), target, kernels)
     fused = [kernels.fused(group, target) for group in groups]
     distinct = dict(fused)

@@ -36,6 +36,7 @@ from codegen import arrays
 from codegen.build import build_module
 from codegen.cache import PortableEntry, export_entry, install_entry
 from codegen.cache_entries import CUBIN
+from hidet_lang.ir.func import IRModule
 from hidet_lang.ir.serialize import SerializationError, from_json, to_json
 from hidet_lang.version import __version__
 from stdlib_ops.graph.compiled import CompiledGraph, Launch, Plan, Ref, TensorSpec
@@ -60,7 +61,7 @@ def save_compiled(compiled: CompiledGraph, path: str | Path) -> None:
     for k, (ir, module) in enumerate(zip(compiled.ir_modules, compiled.modules)):
         files[f"kernel{k}.ir.json"] = to_json(ir).encode()
         entries = []
-        for j, entry in enumerate(_cache_entries(module, backend)):
+        for j, entry in enumerate(_cache_entries(ir, module, backend)):
             files[f"kernel{k}.entry{j}.src"] = entry.source.encode()
             files[f"kernel{k}.entry{j}.bin"] = entry.data
             entries.append({"artifact": entry.artifact, "meta": entry.meta})
@@ -143,9 +144,16 @@ def _backend(target: str) -> str:
     return backend()
 
 
-def _cache_entries(module: Any, backend: str) -> list[PortableEntry]:
-    """The compilation-cache entries a built module loads: its library (on a GPU the host library, and the cubin)."""
-    entries = [export_entry(module.library_path)]
+def _cache_entries(ir: IRModule, module: Any, backend: str) -> list[PortableEntry]:
+    """The compilation-cache entries a built module loads: its library (on a GPU the host library, and the cubin).
+    Where the entry it was loaded from is no longer in the cache (the cache was cleared or moved since), the
+    module is built again from its IR `ir`, which publishes a fresh entry."""
+    try:
+        library = export_entry(module.library_path)
+    except ValueError:
+        module = build_module(ir, module.target)
+        library = export_entry(module.library_path)
+    entries = [library]
     if backend == "gpu":
         arch = module.target.split(":", 1)[1]
         entries.append(PortableEntry(CUBIN.file, module.source("cuda"), {"arch": arch, "package_version": __version__},

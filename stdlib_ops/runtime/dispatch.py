@@ -52,6 +52,7 @@ class EagerDispatcher:
         entry = self._calls.get(call_key)
         if entry is None:
             task = make_task()
+            task.check_target(target_of(device))
             specs = output_specs(task)
             empty = all(0 in shape for shape, _ in specs)  # nothing to compute: no kernel is built or launched
             entry = self._calls[call_key] = (None if empty else self._kernels.get(task, target_of(device)), specs)

@@ -52,14 +52,16 @@ def attention_cuda(batch_heads: Size, seq_q: Size, seq_k: Size, head_dim: int, c
                       o: dt[batch_heads, seq_q, head_dim]):
             attrs.func_kind = "cuda_kernel"
             attrs.cuda.block_dim = block_q
-            attrs.cuda.grid_dim = ((seq_q + block_q - 1) // block_q, batch_heads)
+            # one grid dimension (x allows 2**31 - 1 blocks; y only 65535, fewer than batch x heads may need)
+            attrs.cuda.grid_dim = (seq_q + block_q - 1) // block_q * batch_heads
             smem_k = shared_tensor(f32, [block_k, head_dim])
             smem_v = shared_tensor(f32, [block_k, head_dim])
             q_row = register_tensor(f32, [head_dim])
             out = register_tensor(f32, [head_dim])
             scores = register_tensor(f32, [block_k])
-            bh = blockIdx.y
-            q0 = blockIdx.x * block_q
+            tiles_q = (seq_q + block_q - 1) // block_q
+            bh = blockIdx.x // tiles_q
+            q0 = blockIdx.x % tiles_q * block_q
             for t in queries.on(threadIdx.x):
                 qi = q0 + t
                 live = qi < seq_q

@@ -57,15 +57,18 @@ def matmul_cuda(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", 
         def matmul(batch: i32, m: i32, n: i32, k: i32, a: dt[batch, m, k], b: dt[batch, k, n], c: dt[batch, m, n]):
             attrs.func_kind = "cuda_kernel"
             attrs.cuda.block_dim = threads
-            attrs.cuda.grid_dim = ((n + block_n - 1) // block_n, (m + block_m - 1) // block_m, batch)
+            # one grid dimension (x allows 2**31 - 1 blocks; y and z only 65535, fewer than a batch may need)
+            attrs.cuda.grid_dim = (n + block_n - 1) // block_n * ((m + block_m - 1) // block_m) * batch
             smem_a = shared_tensor(f32, [2, block_m, block_k])
             smem_b = shared_tensor(f32, [2, block_k, block_n])
             acc = register_tensor(f32, [thread_m, thread_n])
             for i, j in repeat(thread_m, thread_n).on(0):
                 acc[i, j] = 0.0
-            bi = blockIdx.z
-            m0 = blockIdx.y * block_m
-            n0 = blockIdx.x * block_n
+            tiles_n = (n + block_n - 1) // block_n
+            tiles_m = (m + block_m - 1) // block_m
+            bi = blockIdx.x // (tiles_n * tiles_m)
+            m0 = blockIdx.x // tiles_n % tiles_m * block_m
+            n0 = blockIdx.x % tiles_n * block_n
             steps = (k + block_k - 1) // block_k
             for step in range(steps + 1):
                 if step < steps:  # issue the copy of step `step` into buffer step % 2

@@ -51,7 +51,8 @@ def matmul_cuda_f16_mma(batch: Size, m: Size, n: Size, k: Size, out_dtype: str =
                    c: out[batch, m, n]):
             attrs.func_kind = "cuda_kernel"
             attrs.cuda.block_dim = threads
-            attrs.cuda.grid_dim = ((n + block_n - 1) // block_n, (m + block_m - 1) // block_m, batch)
+            # one grid dimension (x allows 2**31 - 1 blocks; y and z only 65535, fewer than a batch may need)
+            attrs.cuda.grid_dim = (n + block_n - 1) // block_n * ((m + block_m - 1) // block_m) * batch
             smem_a = shared_tensor(f16, [block_m, MMA_K])
             smem_b = shared_tensor(f16, [MMA_K, block_n])
             ra = register_tensor(u32, [mma_m, 4])
@@ -60,9 +61,11 @@ def matmul_cuda_f16_mma(batch: Size, m: Size, n: Size, k: Size, out_dtype: str =
             for mi, ni in mma_tiles.on(0):
                 for e in range(4):
                     acc[mi, ni, e] = 0.0
-            bi = blockIdx.z
-            m0 = blockIdx.y * block_m
-            n0 = blockIdx.x * block_n
+            tiles_n = (n + block_n - 1) // block_n
+            tiles_m = (m + block_m - 1) // block_m
+            bi = blockIdx.x // (tiles_n * tiles_m)
+            m0 = blockIdx.x // tiles_n % tiles_m * block_m
+            n0 = blockIdx.x % tiles_n * block_n
             lane = threadIdx.x % 32
             for wi, wj in warp_grid.on(threadIdx.x // 32):
                 wm = wi * warp_m

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from operator_cases import DEVICES, HALF_DTYPES, SETTINGS, assert_ulps, data, ints, run
+from operator_cases import DEVICES, HALF_CASES, SETTINGS, assert_ulps, data, ints, run
 from references import ATOL, ULPS, UNARY
 
 import stdlib_ops as ops
@@ -25,8 +25,7 @@ def test_unary_f32(device: str, name: str, draw: st.DataObject) -> None:
     assert_ulps(got, reference(x.astype(np.float64)), ULPS.get(name, 2), ATOL.get(name, 0.0))
 
 
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("dtype", HALF_DTYPES)
+@pytest.mark.parametrize(("device", "dtype"), HALF_CASES)
 @pytest.mark.parametrize("name", ["relu", "gelu", "exp", "sqrt"])
 @SETTINGS
 @given(st.data())

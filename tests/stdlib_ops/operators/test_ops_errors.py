@@ -3,6 +3,8 @@ shapes (numpy's or torch's kind of exception and wording)."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -101,3 +103,23 @@ def test_errors_compile_nothing() -> None:
         with pytest.raises((ValueError, IndexError)):
             bad()
     assert len(KERNELS) == before
+
+
+def test_bfloat16_is_refused_on_the_cpu_before_any_kernel() -> None:
+    x = ops.zeros([4], dtype="bfloat16")
+    before = len(KERNELS)
+    with pytest.raises(TypeError, match=r"relu: bfloat16 tensors are computed on 'cuda' only"):
+        ops.relu(x)
+    s = ops.symbol(["n"], dtype="bfloat16")
+    graph = ops.trace_from(ops.relu(s) + 1.0, inputs=[s])
+    with pytest.raises(TypeError, match=r"relu: bfloat16 tensors are computed on 'cuda' only"):
+        graph.build("cpu")
+    assert len(KERNELS) == before
+    np.testing.assert_array_equal(graph.build("cuda")(np.full(3, -2.0, x.numpy().dtype)).numpy().astype(np.float32),
+                                  np.ones(3, np.float32))
+
+
+def test_bfloat16_tensors_need_ml_dtypes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # as if it were not installed
+    with pytest.raises(TypeError, match=r"bfloat16 tensors need the ml_dtypes package"):
+        ops.zeros([2], dtype="bfloat16")

@@ -74,3 +74,13 @@ def test_linear_matmul(device: str, x: np.ndarray, w: np.ndarray, b: np.ndarray,
     assert_ulps(run(ops.linear, x, w, b, device=device), x64 @ w.T + b, 1, atol)
     assert_ulps(run(ops.matmul, x, v, device=device), x64 @ v, 1, atol)
     assert_ulps(run(ops.matmul, v, w.T.copy(), device=device), v.astype(np.float64) @ w.T, 1, atol)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_matmul_batches_beyond_a_grid_dimension_other_than_x(dtype: str) -> None:
+    """65537 batch entries: more blocks than CUDA allows in grid y or z (65535), all in grid x (the f16 operands
+    take the tensor-core template)."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.integers(-3, 4, shape).astype(dtype) for shape in ((65537, 1, 2), (65537, 2, 1)))
+    got = ops.matmul(ops.asarray(a, device="cuda"), ops.asarray(b, device="cuda")).numpy()
+    np.testing.assert_array_equal(got, a @ b)  # small integers: exact in either dtype
