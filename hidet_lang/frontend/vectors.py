@@ -12,6 +12,11 @@ f32 (`~a[i]`, a `~f32` parameter, pointer arithmetic) or an f32 tensor (its firs
 - `setzero(t)`: every lane +0.0.
 - `fma(t, a, b, c)`: `a * b + c` lane by lane, fused: rounded once. `a * b + c` written with operators is
   rounded twice, as on scalars (the C code is compiled with `-ffp-contract=off`, so the compiler never fuses it).
+- `exp(t, v)`: e to the power of each lane, within 1 ulp of the exact value (at most 1 ulp from the correctly
+  rounded result; results below f32's normal range within 1 ulp of their spacing 2^-149); +inf above about 88.72,
+  +0.0 below about -103.97 and for -inf, NaN for NaN. Computed by `cpu_vectors.h` from the vector's own
+  operations (a range reduction, a polynomial, a scaling by the exponent bits), so the lanes agree exactly for
+  every width, but they may differ from the C library's scalar `expf` in the last bit.
 - `maximum(t, a, b)` / `minimum(t, a, b)` (also Python's `max(a, b)` / `min(a, b)`): per lane `a > b ? a : b` /
   `a < b ? a : b`, the rule of the scalar `max`/`min` (`b` where the lanes compare equal or unordered, NaN).
 - `reduce_sum(t, v)`: the f32 sum of the lanes, as a tree: lane `i` plus lane `i + lanes/2`, halving until one
@@ -20,8 +25,9 @@ f32 (`~a[i]`, a `~f32` parameter, pointer arithmetic) or an f32 tensor (its firs
 - `arithmetic(t, op, a, b)`: `a op b` for `+ - *` (Hidet's `avx_f32x8_add` and friends); the operators do the
   same.
 
-Which instruction set each needs (SSE for f32x4, AVX for f32x8, AVX-512F for f32x16, FMA too for the `fma` of
-the first two) is checked when the module is built (`hidet_lang.passes.vector_rules`).
+Which instruction set each needs (SSE for f32x4, AVX for f32x8, AVX-512F for f32x16, FMA too for the `fma` and
+the `exp` of the first two: `exp` is made of fused multiply-adds) is checked when the module is built
+(`hidet_lang.passes.vector_rules`).
 """
 
 from __future__ import annotations
@@ -93,6 +99,11 @@ def setzero(t: VectorType) -> E.Intrinsic:
 def fma(t: VectorType, a: Any, b: Any, c: Any) -> E.Intrinsic:
     """`a * b + c` lane by lane, rounded once (a fused multiply-add)."""
     return E.Intrinsic(f"{t}_fma", tuple(_vector(t, "fma", x) for x in (a, b, c)), t)
+
+
+def exp(t: VectorType, value: Any) -> E.Intrinsic:
+    """e to the power of each lane, within 1 ulp (overflow +inf, underflow and -inf +0.0, NaN stays NaN)."""
+    return E.Intrinsic(f"{t}_exp", (_vector(t, "exp", value),), t)
 
 
 def maximum(t: VectorType, a: Any, b: Any) -> E.Expr:

@@ -3,8 +3,8 @@
 A step of `pipeline.lower`, after the kinds are settled. Vectors are values of CPU code only: a CUDA function
 (on a GPU or the CUDA emulator), or any function of a module built for CUDA, that has one is refused; so is a
 vector parameter of a function called from Python, which cannot pass one. And each vector type needs an
-instruction-set extension of the CPU (`REQUIRED_FEATURE`; the fused multiply-add of f32x4 and f32x8 needs FMA as
-well): when the target knows the features its C compiler enables (`Target.cpu_features`), a use of one it lacks
+instruction-set extension of the CPU (`REQUIRED_FEATURE`; the fused multiply-add and the exp of f32x4 and f32x8 need
+FMA as well): when the target knows the features its C compiler enables (`Target.cpu_features`), a use of one it lacks
 is refused at its line, naming the extension.
 """
 
@@ -22,6 +22,9 @@ from hidet_lang.passes.target import Target, TargetKind
 
 REQUIRED_FEATURE = {4: "sse", 8: "avx", 16: "avx512f"}
 """The extension each vector type needs, by its number of lanes (as `Target.cpu_features` names them)."""
+
+FMA_OPERATIONS = {"fma": "a fused multiply-add", "exp": "made of fused multiply-adds"}
+"""The operations that need FMA as well on f32x4 and f32x8 (AVX-512F has it), and how an error says why."""
 
 FEATURE_NAMES = {"sse": "SSE", "avx": "AVX", "fma": "FMA", "avx512f": "AVX-512F"}
 """How errors name the extensions."""
@@ -42,8 +45,8 @@ def check_vector_support(module: IRModule, target: Target) -> None:
         if isinstance(f.ret_type, VectorType):
             _check_use(f, target, f.ret_type, f.span)
         for stmt in collect(f.body, S.Stmt):
-            for t, fused in _vector_uses(stmt):
-                _check_use(f, target, t, stmt.span, fused)
+            for t, operation in _vector_uses(stmt):
+                _check_use(f, target, t, stmt.span, operation)
 
 
 def uses_vector_types(module: IRModule) -> bool:
@@ -52,21 +55,23 @@ def uses_vector_types(module: IRModule) -> bool:
         or any(_vector_uses(stmt) for f in module.functions for stmt in collect(f.body, S.Stmt))
 
 
-def _vector_uses(stmt: S.Stmt) -> list[tuple[VectorType, bool]]:
-    """The vector types statement `stmt` itself declares or computes with, each with whether it is a fused
-    multiply-add. Every vector value comes from a variable, an intrinsic or a call, so those are enough."""
-    uses: list[tuple[Type, bool]] = []
+def _vector_uses(stmt: S.Stmt) -> list[tuple[VectorType, str | None]]:
+    """The vector types statement `stmt` itself declares or computes with, each with the operation of
+    `FMA_OPERATIONS` that computes it (None for any other use). Every vector value comes from a variable, an
+    intrinsic or a call, so those are enough."""
+    uses: list[tuple[Type, str | None]] = []
     if isinstance(stmt, S.DeclareStmt):
-        uses.append((stmt.var.type, False))
+        uses.append((stmt.var.type, None))
     for e in own_expressions(stmt):
         for x in collect(e, (E.Var, E.Intrinsic, E.Call)):
-            fused = isinstance(x, E.Intrinsic) and x.name in VECTOR_INTRINSICS and x.name.endswith("_fma")
-            uses.append((x.type, fused))
-    return [(t, fused) for t, fused in uses if isinstance(t, VectorType)]
+            operation = x.name.split("_", 1)[1] if isinstance(x, E.Intrinsic) and x.name in VECTOR_INTRINSICS else None
+            uses.append((x.type, operation if operation in FMA_OPERATIONS else None))
+    return [(t, operation) for t, operation in uses if isinstance(t, VectorType)]
 
 
-def _check_use(f: Function, target: Target, t: VectorType, span: Span | None, fused: bool = False) -> None:
-    """A DSLTypeError at `span` if function `f` may not use vector type `t` (`fused`: in a fused multiply-add)."""
+def _check_use(f: Function, target: Target, t: VectorType, span: Span | None, operation: str | None = None) -> None:
+    """A DSLTypeError at `span` if function `f` may not use vector type `t` (in `operation`, one of
+    `FMA_OPERATIONS`, when given)."""
     if f.attrs.kind in DEVICE_KINDS:
         raise DSLTypeError(f"vector types ({t}) are for CPU functions, and '{f.name}' is a '{f.attrs.kind}' function "
                            "(CUDA code, on a GPU or the CUDA emulator)", span)
@@ -75,9 +80,9 @@ def _check_use(f: Function, target: Target, t: VectorType, span: Span | None, fu
                            f"for target '{target}'; build it for 'cpu'", span)
     if target.cpu_features is None:
         return
-    needed = [REQUIRED_FEATURE[t.lanes]] + (["fma"] if fused and t.lanes < 16 else [])
+    needed = [REQUIRED_FEATURE[t.lanes]] + (["fma"] if operation is not None and t.lanes < 16 else [])
     for feature in needed:
         if feature not in target.cpu_features:
-            what = f"{t}_fma (a fused multiply-add)" if feature == "fma" else t.short_name
+            what = f"{t}_{operation} ({FMA_OPERATIONS[operation]})" if feature == "fma" else t.short_name
             raise DSLTypeError(f"{what} needs {FEATURE_NAMES[feature]}, which this machine's C compiler "
                                "(-march=native) does not enable", span)

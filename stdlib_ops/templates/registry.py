@@ -10,17 +10,19 @@ machine, else the template's default point; see `stdlib_ops.tuning`). `binding_o
   the CPU, f32 and f16 go to the blocked `matmul_cpu`. When the right operand has no batch dimensions, the left
   operand's batch dimensions fold into the rows of one matrix product (a linear layer is one big matmul).
 - `softmax` / `log_softmax` over the last axis, `layer_norm` over trailing axes with a weight and a bias, and
-  `rms_norm` with a weight: the row-wise CUDA templates, over the `[rows, cols]` view of the tensors.
+  `rms_norm` with a weight: the row-wise templates over the `[rows, cols]` view of the tensors, on CUDA (f32, f16,
+  bf16) and on the CPU (f32, f16; vectors of the machine's widest type, when it has one with FMA).
 - `attention` (inputs q, k, v of shapes `[..., seq, head_dim]`, attribute `causal`): `attention_cuda` over the
   head batch, for head dimensions known at build time.
 
 The operands must share one dtype the template supports, and every size known at build time must be positive.
-The bound kernel is named after its template (`matmul_cuda`, `softmax_cuda`, ...), which says which schedule a
-task got; it follows the kernel contract with the task's own signature (see `views.bind_template`).
+The bound kernel is named after its template (`matmul_cuda`, `softmax_cuda`, `softmax_cpu`, ...), which says
+which schedule a task got; it follows the kernel contract with the task's own signature (see `views.bind_template`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 
@@ -34,6 +36,13 @@ from stdlib_ops.templates.binding import Instantiate, TemplateBinding
 from stdlib_ops.templates.matmul_cpu import MATMUL_CPU_DTYPES, matmul_cpu
 from stdlib_ops.templates.matmul_cuda import MATMUL_CUDA_DTYPES, matmul_cuda
 from stdlib_ops.templates.matmul_cuda_f16_mma import matmul_cuda_f16_mma
+from stdlib_ops.templates.normalization_cpu import (
+    NORMALIZATION_CPU_DTYPES,
+    layer_norm_cpu,
+    log_softmax_cpu,
+    rms_norm_cpu,
+    softmax_cpu,
+)
 from stdlib_ops.templates.normalization_cuda import (
     NORMALIZATION_DTYPES,
     layer_norm_cuda,
@@ -41,6 +50,7 @@ from stdlib_ops.templates.normalization_cuda import (
     rms_norm_cuda,
     softmax_cuda,
 )
+from stdlib_ops.templates.row_reduce_cpu import machine_lanes
 from stdlib_ops.templates.space import Point
 from stdlib_ops.templates.views import Dim, Indices, View, broadcast_batch, product, unravel
 
@@ -191,13 +201,26 @@ def trailing_axes(task: Task, key: str) -> int | None:
     return count if count and tuple(axes) == tuple(range(rank - count, rank)) else None
 
 
-def rows_template(task: Task, name: str, template: Instantiate, key: str, params: int,
-                  **options: object) -> TemplateBinding | None:
-    """A row-wise template over the trailing axes that attribute `key` names, for a task whose inputs are `x`
-    and `params` parameter tensors of the normalized shape; None when the task is not of that form."""
+ROW_TEMPLATES: dict[str, tuple[tuple[str, ...], dict[str, Instantiate]]] = {
+    "cuda": (NORMALIZATION_DTYPES, {"softmax": softmax_cuda, "log_softmax": log_softmax_cuda,
+                                    "layer_norm": layer_norm_cuda, "rms_norm": rms_norm_cuda}),
+    "cpu": (NORMALIZATION_CPU_DTYPES, {"softmax": softmax_cpu, "log_softmax": log_softmax_cpu,
+                                       "layer_norm": layer_norm_cpu, "rms_norm": rms_norm_cpu}),
+}
+"""For each target, the dtypes its row-wise templates take and the template for each task name."""
+
+
+def rows_template(task: Task, target: str, key: str, params: int, **options: object) -> TemplateBinding | None:
+    """The row-wise template of `target` for `task` (by its name), over the trailing axes that attribute `key`
+    names, for a task whose inputs are `x` and `params` parameter tensors of the normalized shape; None when the
+    task is not of that form (or, on the CPU, when the machine has no vector type for the template)."""
+    dtypes, templates = ROW_TEMPLATES[target]
+    template = templates[task.name]
     count = trailing_axes(task, key)
-    dtype = common_dtype(task, NORMALIZATION_DTYPES)
+    dtype = common_dtype(task, dtypes)
     if count is None or dtype is None or len(task.inputs) != 1 + params or len(task.outputs) != 1:
+        return None
+    if target == "cpu" and machine_lanes() is None:
         return None
     signature = kernel_signature(task.inputs, task.outputs)
     x = task.inputs[0]
@@ -208,37 +231,33 @@ def rows_template(task: Task, name: str, template: Instantiate, key: str, params
     sizes = {"rows": product(lead), "cols": product(trail)}
     views = [row_view(x, lead, trail), *[View(p, lambda i: tuple(unravel(i[0], trail))) for p in task.inputs[1:]],
              row_view(signature.outputs[0], lead, trail)]
-    return TemplateBinding(name, template, signature, sizes, views, {"dtype": dtype, **options})
+    return TemplateBinding(template.__name__, template, signature, sizes, views, {"dtype": dtype, **options})
 
 
-@library_template("softmax", "cuda")
-def softmax_on_cuda(task: Task) -> TemplateBinding | None:
-    """Softmax over the last axis."""
-    return rows_template(task, "softmax_cuda", softmax_cuda, "axis", 0) if trailing_axes(task, "axis") == 1 else None
+def softmax_rows(task: Task, target: str) -> TemplateBinding | None:
+    """Softmax or log-softmax over the last axis."""
+    return rows_template(task, target, "axis", 0) if trailing_axes(task, "axis") == 1 else None
 
 
-@library_template("log_softmax", "cuda")
-def log_softmax_on_cuda(task: Task) -> TemplateBinding | None:
-    """Log-softmax over the last axis."""
-    if trailing_axes(task, "axis") != 1:
-        return None
-    return rows_template(task, "log_softmax_cuda", log_softmax_cuda, "axis", 0)
-
-
-@library_template("layer_norm", "cuda")
-def layer_norm_on_cuda(task: Task) -> TemplateBinding | None:
+def layer_norm_rows(task: Task, target: str) -> TemplateBinding | None:
     """Layer norm over trailing axes, with a weight and a bias."""
     if task.attrs.get("params") != (True, True):
         return None
-    return rows_template(task, "layer_norm_cuda", layer_norm_cuda, "axes", 2, eps=float(task.attrs["eps"]))
+    return rows_template(task, target, "axes", 2, eps=float(task.attrs["eps"]))
 
 
-@library_template("rms_norm", "cuda")
-def rms_norm_on_cuda(task: Task) -> TemplateBinding | None:
+def rms_norm_rows(task: Task, target: str) -> TemplateBinding | None:
     """RMS norm over the last axis, with a weight."""
     if task.attrs.get("params") != (True,) or trailing_axes(task, "axes") != 1:
         return None
-    return rows_template(task, "rms_norm_cuda", rms_norm_cuda, "axes", 1, eps=float(task.attrs["eps"]))
+    return rows_template(task, target, "axes", 1, eps=float(task.attrs["eps"]))
+
+
+for _target in ROW_TEMPLATES:
+    for _name, _rows in (("softmax", softmax_rows), ("log_softmax", softmax_rows), ("layer_norm", layer_norm_rows),
+                         ("rms_norm", rms_norm_rows)):
+        library_template(_name, _target)(functools.partial(_rows, target=_target))
+del _target, _name, _rows
 
 
 # -------------------------------------------------------------------------------------------------- attention

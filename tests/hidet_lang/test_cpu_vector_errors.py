@@ -13,8 +13,11 @@ import hidet_lang as hidet
 from hidet_lang import attrs, f32, f64, i32, register_tensor
 from hidet_lang.cpu import (
     f32x4,
+    f32x4_exp,
+    f32x4_load,
     f32x4_reduce_sum,
     f32x4_setzero,
+    f32x4_store,
     f32x8,
     f32x8_fma,
     f32x8_load,
@@ -217,6 +220,16 @@ def uses_f32x8_fma() -> None:
     module.build()
 
 
+def uses_f32x4_exp() -> None:
+    with hidet.script_module() as module:
+        @hidet.script
+        def k(a: f32[4]):
+            attrs.func_kind = "public"
+            v = f32x4_load(~a[0])
+            f32x4_store(~a[0], f32x4_exp(v))  # ERROR
+    module.build()
+
+
 def uses_f32x8() -> None:
     with hidet.script_module() as module:
         @hidet.script
@@ -246,8 +259,9 @@ def uses_f32x16() -> None:
 @pytest.mark.parametrize(("factory", "features", "message"), [
     (uses_f32x8, {"sse"}, "f32x8 needs AVX, which this machine's C compiler (-march=native) does not enable"),
     (uses_f32x8_fma, {"sse", "avx"}, "f32x8_fma (a fused multiply-add) needs FMA, which this machine's C compiler"),
+    (uses_f32x4_exp, {"sse", "avx"}, "f32x4_exp (made of fused multiply-adds) needs FMA, which this machine's C"),
     (uses_f32x16, {"sse", "avx", "fma"}, "f32x16 needs AVX-512F, which this machine's C compiler (-march=native)"),
-], ids=["f32x8_without_avx", "fma_without_fma", "f32x16_without_avx512f"])
+], ids=["f32x8_without_avx", "fma_without_fma", "exp_without_fma", "f32x16_without_avx512f"])
 def test_a_missing_instruction_set_is_refused_at_the_line(factory: object, features: set[str], message: str,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     from codegen import cpu_features

@@ -1,6 +1,6 @@
-"""Operators that tasks hand to the DSL templates: the template (not the rule-based scheduler) is chosen, the
-result equals numpy's through the public operators and through tasks with symbolic sizes (one build serves every
-drawn shape), CUDA template kernels pass the emulator's checking mode, prologues and epilogues fuse into every
+"""Operators that tasks hand to the DSL templates: the template (not the rule-based scheduler) is chosen, the result
+equals numpy's through the public operators and through tasks with symbolic sizes (one build serves every drawn
+shape), template kernels pass the checking mode (the emulator's for CUDA), prologues and epilogues fuse into every
 registered template's kernel, and tasks a template cannot do are declined to the scheduler."""
 
 from __future__ import annotations
@@ -158,32 +158,37 @@ ROWWISE_SHAPES = [(33,), (3, 1, 7), (2, 257)]
 ROW_TOLERANCE = dict(rtol=2e-5, atol=2e-6)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("shape", ROWWISE_SHAPES, ids=str)
 @settings(max_examples=3, deadline=None)
 @given(seed=SEEDS)
-def test_rowwise_operators_use_the_templates(shape: tuple[int, ...], seed: int) -> None:
+def test_rowwise_operators_use_the_templates(device: str, shape: tuple[int, ...], seed: int) -> None:
     x, w, b = uniform(seed, shape) * 4, uniform(seed + 1, shape[-1:]), uniform(seed + 2, shape[-1:])
-    t, tw, tb = (ops.asarray(a, device="cuda") for a in (x, w, b))
+    t, tw, tb = (ops.asarray(a, device=device) for a in (x, w, b))
     np.testing.assert_allclose(ops.softmax(t).numpy(), softmax_ref(x), **ROW_TOLERANCE)
     np.testing.assert_allclose(ops.log_softmax(t).numpy(), softmax_ref(x, log=True), **ROW_TOLERANCE)
     np.testing.assert_allclose(ops.layer_norm(t, tw, tb).numpy(), layer_norm_ref(x, w, b, (-1,)), **ROW_TOLERANCE)
     np.testing.assert_allclose(ops.rms_norm(t, tw).numpy(), rms_norm_ref(x, w), **ROW_TOLERANCE)
     s = ops.symbol(list(shape))
     sw = ops.symbol(list(shape[-1:]))
-    names = [kernel_name(task_of(y), "cuda") for y in
+    names = [kernel_name(task_of(y), device) for y in
              (ops.softmax(s), ops.log_softmax(s), ops.layer_norm(s, sw, sw), ops.rms_norm(s, sw))]
-    assert names == ["softmax_cuda", "log_softmax_cuda", "layer_norm_cuda", "rms_norm_cuda"]
+    assert names == [f"{op}_{device}" for op in ("softmax", "log_softmax", "layer_norm", "rms_norm")]
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @settings(max_examples=3, deadline=None)
 @given(seed=SEEDS)
-def test_layer_norm_over_several_trailing_axes(seed: int) -> None:
+def test_layer_norm_over_several_trailing_axes(device: str, seed: int) -> None:
     x, w, b = uniform(seed, (3, 5, 7)), uniform(seed + 1, (5, 7)), uniform(seed + 2, (5, 7))
-    got = ops.layer_norm(*(ops.asarray(a, device="cuda") for a in (x, w, b))).numpy()
+    got = ops.layer_norm(*(ops.asarray(a, device=device) for a in (x, w, b))).numpy()
     np.testing.assert_allclose(got, layer_norm_ref(x, w, b, (-2, -1)), **ROW_TOLERANCE)
+    task = task_of(ops.layer_norm(ops.symbol([3, 5, 7]), ops.symbol([5, 7]), ops.symbol([5, 7])))
+    assert kernel_name(task, device) == f"layer_norm_{device}"
 
 
-def test_tasks_a_template_cannot_do_are_scheduled_by_rules() -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_tasks_a_template_cannot_do_are_scheduled_by_rules(device: str) -> None:
     s = ops.symbol([7, 33])
     declined = {
         "softmax over a leading axis": ops.softmax(s, axis=0),
@@ -194,9 +199,9 @@ def test_tasks_a_template_cannot_do_are_scheduled_by_rules() -> None:
     }
     for what, y in declined.items():
         task = task_of(y)
-        assert kernel_name(task, "cuda") == task.kernel_name, what
+        assert kernel_name(task, device) == task.kernel_name, what
     x = uniform(5, (7, 33))
-    np.testing.assert_allclose(ops.softmax(ops.asarray(x, device="cuda"), axis=0).numpy(),
+    np.testing.assert_allclose(ops.softmax(ops.asarray(x, device=device), axis=0).numpy(),
                                softmax_ref(x.T).T, **ROW_TOLERANCE)
 
 
@@ -211,17 +216,20 @@ def symbolic_rowwise(name: str) -> Task:
     return task_of(made[name]())
 
 
+@pytest.mark.parametrize("target", DEVICES)
 @pytest.mark.parametrize("name", ["softmax", "log_softmax", "layer_norm", "rms_norm"])
 @settings(max_examples=3, deadline=None)
 @given(n=ODD, c=st.sampled_from([1, 7, 33, 257]), seed=SEEDS)
-def test_symbolic_rowwise_kernels_pass_the_checking_mode(name: str, n: int, c: int, seed: int) -> None:
+def test_symbolic_rowwise_kernels_pass_the_checking_mode(target: str, name: str, n: int, c: int, seed: int) -> None:
     task = symbolic_rowwise(name)
     x, w = uniform(seed, (n, 3, c)) * 4, uniform(seed + 1, (c,))
     expected = {"softmax": lambda: softmax_ref(x), "log_softmax": lambda: softmax_ref(x, log=True),
                 "layer_norm": lambda: layer_norm_ref(x, w, w, (-1,)), "rms_norm": lambda: rms_norm_ref(x, w)}[name]()
     got = np.full(x.shape, np.nan, np.float32)
     params = [x] + [w] * (len(task.inputs) - 1)
-    run(task.implement("cuda")[0], "cuda", n, c, *params, got, check=True)
+    module = task.implement(target)[0]
+    assert the_kernel(module).name == f"{name}_{target}"
+    run(module, target, n, c, *params, got, check=True)
     np.testing.assert_allclose(got, expected, **ROW_TOLERANCE)
 
 
@@ -302,6 +310,11 @@ FUSED_TASKS = {  # template kernel -> (target, the task's symbolic tensor, numpy
     "layer_norm_cuda": ("cuda", lambda: ops.layer_norm(ops.symbol(["m", "n"]), ops.symbol(["n"]), ops.symbol(["n"])),
                         lambda x, w, b: layer_norm_ref(x, w, b, (-1,))),
     "rms_norm_cuda": ("cuda", lambda: ops.rms_norm(ops.symbol(["m", "n"]), ops.symbol(["n"])), rms_norm_ref),
+    "softmax_cpu": ("cpu", lambda: ops.softmax(ops.symbol(["m", "n"])), softmax_ref),
+    "log_softmax_cpu": ("cpu", lambda: ops.log_softmax(ops.symbol(["m", "n"])), lambda x: softmax_ref(x, log=True)),
+    "layer_norm_cpu": ("cpu", lambda: ops.layer_norm(ops.symbol(["m", "n"]), ops.symbol(["n"]), ops.symbol(["n"])),
+                       lambda x, w, b: layer_norm_ref(x, w, b, (-1,))),
+    "rms_norm_cpu": ("cpu", lambda: ops.rms_norm(ops.symbol(["m", "n"]), ops.symbol(["n"])), rms_norm_ref),
     "attention_cuda": ("cuda", lambda: None, lambda q, k, v: attention_ref(q, k, v, False)),
 }
 
@@ -343,3 +356,14 @@ def test_prologues_and_epilogues_fuse_into_every_template(template: str, m: int,
     # the unfused task's own arithmetic (f32 sums of at most 40 products; f16: one rounding of the result)
     tolerance = 2e-3 if got.dtype == np.float16 else 2e-5
     np.testing.assert_allclose(got.astype(np.float64), expected, rtol=tolerance, atol=tolerance)
+
+
+def test_softmax_of_a_scaled_input_is_one_cpu_kernel_on_its_template() -> None:
+    xs = ops.symbol(["m", 1000])
+    compiled = ops.optimize(ops.trace_from(ops.softmax(xs * 2 + 1), [xs])).build("cpu")
+    assert compiled.kernels == ["mul + add + softmax*"]
+    (module,) = compiled.ir_modules
+    helpers = {f.name for f in module.functions} - {the_kernel(module).name}
+    assert helpers and all(name.startswith("row_") for name in helpers)  # the template's vector row reductions
+    x = uniform(9, (37, 1000)) * 8
+    np.testing.assert_allclose(compiled(x).numpy(), softmax_ref(x * 2 + 1), **ROW_TOLERANCE)

@@ -1,4 +1,5 @@
-"""What the template tests share: hypothesis strategies for sizes and data, and the error bounds of f32 sums."""
+"""What the template tests share: hypothesis strategies for sizes and data, the error bounds of f32 sums, and the
+softmax reference with its bound."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ import numpy as np
 from hypothesis import strategies as st
 
 ODD_SIZES = (1, 7, 33, 257)
+U = 2.0**-24  # f32's unit roundoff
+H = 2.0**-11  # f16's unit roundoff
+SUBNORMAL = 2.0**-146  # f32 results below 2^-126 are subnormal, spaced 2^-149: a few of those spacings
 
 
 def sizes(max_size: int) -> st.SearchStrategy[int]:
@@ -37,3 +41,20 @@ def assert_sum_close(actual: np.ndarray, exact: np.ndarray, magnitude: np.ndarra
     bound = (terms + 1) * unit * magnitude + absolute + 1e-30
     worst = np.unravel_index(np.argmax(err - bound), err.shape) if err.size else ()
     assert (err <= bound).all(), f"error {err[worst]} above the bound {bound[worst]} at index {worst}"
+
+
+def softmax_reference(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """float64 softmax of the rows, the shifted inputs x - max, and log of the sums of exp."""
+    shifted = x.astype(np.float64) - x.max(axis=1, keepdims=True)
+    log_total = np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    return np.exp(shifted - log_total), shifted, log_total
+
+
+def assert_softmax_close(y: np.ndarray, x: np.ndarray, extra_rtol: float = 0.0, atol: float = SUBNORMAL) -> None:
+    """`y` within f32's error of softmax(x): the shift x - max rounds by 2^-24 of its size, which exp turns into
+    that much relative error; exp adds a few ulps, and the sum of `cols` positive terms cols * 2^-24."""
+    expected, shifted, _ = softmax_reference(x)
+    cols = x.shape[1]
+    bound = expected * ((cols + 8) * U + 2 * U * np.abs(shifted) + extra_rtol) + atol
+    worst = np.unravel_index(np.argmax(np.abs(y - expected) - bound), y.shape)
+    assert (np.abs(y - expected) <= bound).all(), f"{y[worst]} != {expected[worst]} at {worst}"

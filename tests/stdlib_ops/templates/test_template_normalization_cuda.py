@@ -10,13 +10,9 @@ from functools import cache
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from template_checks import data, sizes
+from template_checks import SUBNORMAL, H, U, assert_softmax_close, data, sizes, softmax_reference
 
 from stdlib_ops.templates.normalization_cuda import layer_norm_cuda, log_softmax_cuda, rms_norm_cuda, softmax_cuda
-
-U = 2.0**-24  # f32's unit roundoff
-H = 2.0**-11  # f16's unit roundoff
-SUBNORMAL = 2.0**-146  # f32 results below 2^-126 are subnormal, spaced 2^-149: a few of those spacings
 
 
 @cache
@@ -26,23 +22,6 @@ def built(template, *args, **kwargs):
 
 def rows_and_cols(draw: st.DataObject) -> tuple[int, int]:
     return draw.draw(sizes(40), label="rows"), draw.draw(sizes(300), label="cols")
-
-
-def assert_softmax_close(y: np.ndarray, x: np.ndarray, extra_rtol: float = 0.0, atol: float = SUBNORMAL) -> None:
-    """`y` within f32's error of softmax(x): the shift x - max rounds by 2^-24 of its size, which exp turns into
-    that much relative error; exp adds a few ulps, and the sum of `cols` positive terms cols * 2^-24."""
-    expected, shifted, _ = softmax_reference(x)
-    cols = x.shape[1]
-    bound = expected * ((cols + 8) * U + 2 * U * np.abs(shifted) + extra_rtol) + atol
-    worst = np.unravel_index(np.argmax(np.abs(y - expected) - bound), y.shape)
-    assert (np.abs(y - expected) <= bound).all(), f"{y[worst]} != {expected[worst]} at {worst}"
-
-
-def softmax_reference(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """float64 softmax of the rows, the shifted inputs x - max, and log of the sums of exp."""
-    shifted = x.astype(np.float64) - x.max(axis=1, keepdims=True)
-    log_total = np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-    return np.exp(shifted - log_total), shifted, log_total
 
 
 @settings(max_examples=10, deadline=None)

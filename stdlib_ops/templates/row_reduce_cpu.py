@@ -1,0 +1,171 @@
+"""Reductions over a row of f32 values in local memory, with the CPU's vector types, as `cpu_internal` functions.
+
+`row_reducers(lanes)` gives the functions for vectors of `lanes` f32 lanes (4, 8 or 16); `machine_lanes()` says the
+widest this machine's C compiler enables (`machine_has_lanes(lanes)`: whether it enables one). Each function takes a
+pointer `p` to `n >= 1` floats (a template's row buffer, never a kernel's tensor, so the fusion contract is not
+involved), runs whole vectors through vector accumulators (two, alternating, where the loop is bound by the latency
+of its additions or maxima rather than by exp), adds them, combines the lanes as a tree (`hidet_lang.cpu`'s
+`reduce_sum` / `reduce_max`), and finishes the last `n % lanes` values with scalars. Sums are in f32: each lane adds
+about `n / (2 lanes)` terms, so a sum is off by about `(n / lanes + log2(lanes) + 1) * 2^-24` of the sum of the
+terms' magnitudes.
+
+- `row_max(p, n)`: the largest value (the `max` rule of `hidet_lang.cpu`: a NaN may be skipped).
+- `row_sum(p, n)`: the sum.
+- `row_exp_sum(p, n, shift)`: the sum of `exp(p[j] - shift)`; `row_exp_sum_in_place` also stores each
+  `exp(p[j] - shift)` into `p[j]`. Whole vectors use the vector exp (within 1 ulp), the scalar tail the C
+  library's `expf`.
+- `row_deviations(p, n, center, out)`: `out[0] = sum(p[j] - center)`, `out[1] = sum((p[j] - center)^2)`, for the
+  corrected two-pass variance (see `normalization_cpu`).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import NamedTuple
+
+from hidet_lang import attrs, f32, i32, script
+from hidet_lang import cpu as V
+from hidet_lang.frontend.script import ScriptFunction
+from stdlib_ops.templates.params import require
+
+VECTOR_LANES = (16, 8, 4)
+"""The widths the reductions come in, widest first."""
+
+_FEATURES = {16: {"avx512f"}, 8: {"avx", "fma"}, 4: {"sse", "fma"}}
+
+
+def machine_has_lanes(lanes: int) -> bool:
+    """Whether this machine's C compiler enables the `lanes`-wide vector type and its exp (FMA below 16 lanes)."""
+    from codegen.cpu_features import machine_cpu_features
+
+    return _FEATURES[lanes] <= machine_cpu_features()
+
+
+def machine_lanes() -> int | None:
+    """The widest of `VECTOR_LANES` that the machine has (`machine_has_lanes`); None when it has none (not an x86
+    CPU)."""
+    return next((lanes for lanes in VECTOR_LANES if machine_has_lanes(lanes)), None)
+
+
+class RowReducers(NamedTuple):
+    """The `cpu_internal` row functions of one vector width (see the module docstring)."""
+
+    row_max: ScriptFunction
+    row_sum: ScriptFunction
+    row_exp_sum: ScriptFunction
+    row_exp_sum_in_place: ScriptFunction
+    row_deviations: ScriptFunction
+
+
+@functools.cache
+def row_reducers(lanes: int) -> RowReducers:
+    """The row functions for vectors of `lanes` f32 lanes (4, 8 or 16)."""
+    require(lanes in VECTOR_LANES, "row_reducers", f"{lanes} lanes (the vector types have 4, 8 or 16)")
+    prefix = f"f32x{lanes}_"
+    load, store, broadcast, setzero, vexp, fma, vmax, reduce_sum, reduce_max = (getattr(V, prefix + name) for name in (
+        "load", "store", "broadcast", "setzero", "exp", "fma", "max", "reduce_sum", "reduce_max"))
+    W = lanes  # noqa: N806 - the width, a Python int while parsing
+    names = {name: f"{name}_x{lanes}" for name in RowReducers._fields}  # one set of functions per width
+
+    @script
+    def row_max(p: ~f32, n: i32) -> f32:
+        attrs.func_name = names["row_max"]
+        attrs.func_kind = "cpu_internal"
+        acc0 = broadcast(p[0])
+        acc1 = acc0
+        j = 0
+        while j + 2 * W <= n:
+            acc0 = vmax(acc0, load(p + j))
+            acc1 = vmax(acc1, load(p + j + W))
+            j += 2 * W
+        if j + W <= n:
+            acc0 = vmax(acc0, load(p + j))
+            j += W
+        best = reduce_max(vmax(acc0, acc1))
+        while j < n:
+            best = max(best, p[j])
+            j += 1
+        return best
+
+    @script
+    def row_sum(p: ~f32, n: i32) -> f32:
+        attrs.func_name = names["row_sum"]
+        attrs.func_kind = "cpu_internal"
+        acc0 = setzero()
+        acc1 = setzero()
+        j = 0
+        while j + 2 * W <= n:
+            acc0 = acc0 + load(p + j)
+            acc1 = acc1 + load(p + j + W)
+            j += 2 * W
+        if j + W <= n:
+            acc0 = acc0 + load(p + j)
+            j += W
+        total = reduce_sum(acc0 + acc1)
+        while j < n:
+            total += p[j]
+            j += 1
+        return total
+
+    def exp_sum(in_place: bool) -> ScriptFunction:
+        name = names["row_exp_sum_in_place" if in_place else "row_exp_sum"]
+
+        @script
+        def row_exp_sum(p: ~f32, n: i32, shift: f32) -> f32:
+            attrs.func_name = name
+            attrs.func_kind = "cpu_internal"
+            by = broadcast(shift)
+            acc = setzero()
+            j = 0
+            while j + W <= n:
+                e = vexp(load(p + j) - by)
+                if in_place:
+                    store(p + j, e)
+                acc = acc + e
+                j += W
+            total = reduce_sum(acc)
+            while j < n:
+                s = math.exp(p[j] - shift)
+                if in_place:
+                    p[j] = s
+                total += s
+                j += 1
+            return total
+
+        return row_exp_sum
+
+    @script
+    def row_deviations(p: ~f32, n: i32, center: f32, out: ~f32):
+        attrs.func_name = names["row_deviations"]
+        attrs.func_kind = "cpu_internal"
+        by = broadcast(center)
+        acc0 = setzero()
+        acc1 = setzero()
+        squares0 = setzero()
+        squares1 = setzero()
+        j = 0
+        while j + 2 * W <= n:
+            d0 = load(p + j) - by
+            d1 = load(p + j + W) - by
+            acc0 = acc0 + d0
+            acc1 = acc1 + d1
+            squares0 = fma(d0, d0, squares0)
+            squares1 = fma(d1, d1, squares1)
+            j += 2 * W
+        if j + W <= n:
+            d = load(p + j) - by
+            acc0 = acc0 + d
+            squares0 = fma(d, d, squares0)
+            j += W
+        total = reduce_sum(acc0 + acc1)
+        total_squares = reduce_sum(squares0 + squares1)
+        while j < n:
+            s = p[j] - center
+            total += s
+            total_squares += s * s
+            j += 1
+        out[0] = total
+        out[1] = total_squares
+
+    return RowReducers(row_max, row_sum, exp_sum(False), exp_sum(True), row_deviations)
