@@ -8,6 +8,7 @@ from codegen import cpu_features
 from codegen.c_emitter import CEmitter
 from codegen.cache import build_and_load
 from codegen.compiler import DEFAULT_C_FLAGS
+from codegen.errors import CCompilationError, CompilerNotFoundError
 from codegen.module import CompiledModule, bounds_checks
 from hidet_lang.ir.func import IRModule
 from hidet_lang.passes.pipeline import lower
@@ -22,10 +23,15 @@ def build_module(module: IRModule, target: str | None = None, *, check: bool = F
     `check` also verifies the IR after every lowering step and builds the checking mode: bounds-checked
     accesses on the CPU (an IndexError after the call), the emulator's checks for CUDA modules. A CPU build of a
     module with vector types asks the machine's C compiler which instruction-set extensions it enables
-    (`codegen.cpu_features`), for the lowering to refuse a vector type that needs a missing one."""
+    (`codegen.cpu_features`), for the lowering to refuse a vector type that needs a missing one; where the compiler
+    cannot be asked, nothing is refused (a library in the cache needs no compiler, and a compilation reports it)."""
     resolved = Target.parse(target, module, emulated=_runs_on_emulator(target, module))
     if resolved.kind == TargetKind.CPU and uses_vector_types(module):
-        resolved = dataclasses.replace(resolved, cpu_features=cpu_features.machine_cpu_features())
+        try:
+            features = cpu_features.machine_cpu_features()
+        except (CCompilationError, CompilerNotFoundError):
+            features = None
+        resolved = dataclasses.replace(resolved, cpu_features=features)
     lowered = lower(module, resolved, verify_ir=check)
     if resolved.kind == TargetKind.CUDA:
         from codegen.cuda_build import build_cuda_module

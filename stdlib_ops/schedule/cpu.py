@@ -3,7 +3,9 @@
 The outer loop runs in parallel (OpenMP; the two outer loops collapse when nothing sits between them) unless
 the work is known to be small (`PARALLEL_MIN_WORK`), the innermost loop runs over the contiguous axis so the C
 compiler vectorizes it, computed tensors are inlined and reductions are loops hoisted to the outermost level that
-binds what they read.
+binds what they read. The loops over the output's axes count in i64: the C code is compiled with `-fwrapv`, under
+which the compiler cannot assume an i32 index expression never wraps, and would move elements one by one instead
+of whole vectors.
 """
 
 from __future__ import annotations
@@ -11,11 +13,11 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
-from hidet_lang.ir.expr import Constant, Expr, Var, convert
+from hidet_lang.ir.expr import Cast, Constant, Expr, Var, convert
 from hidet_lang.ir.func import FuncAttrs, FuncKind, Function, IRModule
 from hidet_lang.ir.functor import collect, substitute
 from hidet_lang.ir.stmt import BufferStoreStmt, ForStmt, LoopKind, Stmt, seq
-from hidet_lang.ir.types import int32, void
+from hidet_lang.ir.types import int32, int64, void
 from stdlib_ops.compute.nodes import ArgReduceExpr, ComputeTensor, ReduceExpr
 from stdlib_ops.schedule.inline import inline_computes
 from stdlib_ops.schedule.reductions import ReductionLowering, Scope
@@ -37,7 +39,7 @@ def schedule_cpu(name: str, inputs: tuple[Var, ...], outputs: tuple[ComputeTenso
 
 def _loop_nest(out: ComputeTensor, param: Var, names: Iterator[int]) -> Stmt:
     rank = len(out.shape)
-    axes = tuple(Var(f"i{k}", int32) for k in range(rank))
+    axes = tuple(Var(f"i{k}", int64) for k in range(rank))
     value_expr = _at(inline_computes(out), out.axes, axes)
     scopes = [Scope() for _ in range(rank + 1)]
     lowering = ReductionLowering(scopes, {a: k + 1 for k, a in enumerate(axes)}, names)
@@ -47,7 +49,7 @@ def _loop_nest(out: ComputeTensor, param: Var, names: Iterator[int]) -> Stmt:
     for k in reversed(range(rank)):
         parallel = worth_parallel and (k == 0 or (k == 1 and not scopes[1].prelude))
         kind = LoopKind.PARALLEL if parallel else LoopKind.PLAIN
-        stmt = ForStmt(axes[k], Constant(0, int32), convert(out.shape[k]), Constant(1, int32), stmt, kind)
+        stmt = ForStmt(axes[k], Constant(0, int64), Cast(convert(out.shape[k]), int64), Constant(1, int64), stmt, kind)
         stmt = seq([*scopes[k].prelude, stmt])
     return stmt
 
