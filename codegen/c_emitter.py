@@ -201,7 +201,8 @@ class CEmitter:
 
     def qualifiers(self, f: Function) -> str:
         """Storage class and attributes of a function."""
-        return "HL_EXPORT " if f.attrs.kind in HOST_CALLABLE_KINDS else "static "
+        noinline = "HL_NOINLINE " if f.attrs.noinline else ""  # host_runtime.h
+        return noinline + ("HL_EXPORT " if f.attrs.kind in HOST_CALLABLE_KINDS else "static ")
 
     @staticmethod
     def passed_as_float(f: Function, p: E.Var) -> bool:

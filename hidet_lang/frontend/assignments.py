@@ -150,6 +150,10 @@ class AssignmentParser(ExpressionParser, OperatorParser):
             if not isinstance(value, str) or not value.isidentifier():
                 raise self.error(node, f"func_name must be an identifier, got {value!r}", DSLValueError)
             self.ctx.name = value
+        elif owner is B.attrs and attr == "noinline":
+            if not isinstance(value, bool):
+                raise self.error(node, f"noinline must be True or False, got {value!r}", DSLValueError)
+            self.ctx.noinline = value
         elif owner is B.attrs:
             raise self.error(node, "set CUDA attributes as attrs.cuda.<name>", DSLAttributeError)
         else:

@@ -18,7 +18,7 @@ from hidet_lang.ir.layout import Layout
 from hidet_lang.ir.stmt import DeclScope, LoopKind
 from hidet_lang.ir.types import DataType, PointerType, TensorType, VectorType, dtype_from_name, int32
 
-FUNC_ATTRS = ("func_kind", "func_name")
+FUNC_ATTRS = ("func_kind", "func_name", "noinline")
 CUDA_ATTRS = ("grid_dim", "block_dim", "dynamic_smem_bytes", "min_blocks")
 
 

@@ -45,6 +45,7 @@ class FunctionContext:
 
     name: str
     kind: FuncKind | None = None
+    noinline: bool = False
     cuda: dict[str, Any] = field(default_factory=dict)
     cuda_spans: dict[str, Span] = field(default_factory=dict)
     declared_return: Type | None = None

@@ -81,7 +81,7 @@ class Parser(StatementParser, AssignmentParser, CallParser):
             raise self.error(fdef, f"a '{kind}' function cannot return a value; write results into a tensor "
                                    "argument (only 'cpu_internal'/'cuda_internal' functions return values)")
         cuda = CudaAttrs(**ctx.cuda, spans=tuple(ctx.cuda_spans.items())) if ctx.cuda else None
-        func = Function(ctx.name, tuple(params), ret, body, FuncAttrs(kind, cuda, ctx.kind is None))
+        func = Function(ctx.name, tuple(params), ret, body, FuncAttrs(kind, cuda, ctx.kind is None, ctx.noinline))
         return func, ctx
 
     def return_annotation(self, returns: ast.expr | None) -> Type | None:

@@ -60,12 +60,15 @@ class FuncAttrs:
 
     `kind_inferred` marks a kind the program did not set: a function with CUDA launch attributes is a
     'cuda_kernel'; any other is 'cpu_internal' until a module finds it called from CUDA code only (then it is a
-    'cuda_internal' there, as in Hidet Script).
+    'cuda_internal' there, as in Hidet Script). `noinline` keeps a CPU function out of line in the C it becomes
+    (`attrs.noinline = True`), compiled on its own whoever calls it (no inlining, cloning or assumptions from the
+    callers), so that the C compiler allocates its registers for it alone (a micro-kernel).
     """
 
     kind: FuncKind = FuncKind.CPU_INTERNAL
     cuda: CudaAttrs | None = None
     kind_inferred: bool = field(default=False, compare=False)
+    noinline: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -134,9 +134,10 @@ class IRPrinter:
 
     # functions -------------------------------------------------------------------------------------------
     def function(self, f: Function) -> None:
-        """Print a function with its kind."""
+        """Print a function with its kind (and `noinline` where it is kept out of line)."""
         params = ", ".join(f"{p.name}: {p.type}" for p in f.params)
-        self.line(f"def {f.name}({params}) -> {f.ret_type}:  # {f.attrs.kind}")
+        noinline = ", noinline" if f.attrs.noinline else ""
+        self.line(f"def {f.name}({params}) -> {f.ret_type}:  # {f.attrs.kind}{noinline}")
         self.block(f.body)
 
 

@@ -102,6 +102,9 @@ def _check_function_kind(func: Function) -> None:
         elif isinstance(stmt, S.ForStmt) and stmt.kind == LoopKind.PARALLEL:
             raise DSLTypeError("parallel loops (grid attrs 'p') are for CPU functions; in a CUDA kernel, spread "
                                "the work over threads instead", stmt.span)
+    if is_cuda and func.attrs.noinline:
+        raise DSLValueError(f"attrs.noinline applies to CPU functions (CUDA device functions are inlined), and "
+                            f"'{func.name}' is a '{kind}' function", func.span)
     if kind == FuncKind.CUDA_KERNEL:
         cuda = func.attrs.cuda
         missing = [n for n in ("grid_dim", "block_dim") if cuda is None or not getattr(cuda, n)]

@@ -1,76 +1,251 @@
-"""The batched matmul template for the CPU: cache-blocked tiles, one parallel loop over them, vectorizable rows.
+"""The batched matmul template for the CPU, in the style of GotoBLAS and BLIS: packed panels and a register-blocked
+micro-kernel of SIMD vectors.
 
-`c[b, i, j] = sum_k a[b, i, k] * b[b, k, j]`, accumulated in f32. The output is cut into `block_m x block_n`
-tiles, spread over the OpenMP threads (one parallel loop over batch entries x tiles). A tile accumulates in a
-local f32 array, stepping along k by `block_k` so that the `block_k x block_n` panel of `b` it reads stays in
-cache; the innermost loop runs along a row of `b` and of the tile, contiguous in both, which the C compiler
-vectorizes. Edge tiles stop at the matrices' edges, so every shape is correct.
+`c[b, i, j] = sum_k a[b, i, k] * b[b, k, j]`, accumulated in f32 (f16 operands are converted as they are packed).
 
-`MATMUL_CPU_SPACE` is the template's tuning space (`block_m x block_n x block_k`); its default point is the
-default of the parameters, a good tile for AVX2 to AVX-512 machines without tuning.
+- **Macro tiles.** The output is cut into tiles of at most `mc x nc`, spread over the OpenMP threads by one
+  parallel loop over batch entries x row tiles x column tiles. Tiles are made equal (up to a micro-tile) and, where
+  that gives fewer than `min_tiles` of them (small, tall or wide products), cut further, columns first, so that
+  every thread gets work without knowing how many there are.
+- **Packing.** For each `kc` block of k, the tile's `mc x kc` block of `a` is packed into `mr`-row panels
+  (`kc x mr`: the `mr` values one step of k broadcasts are contiguous) and the `kc x nc` block of `b` into panels
+  of whole micro-panels, at least 32 columns wide (`kc x 32` for `nr` = 16 or 32: a copy loop the C compiler
+  vectorizes rather than unrolling it into scalars), converted to f32 and zero-padded past the matrices' edges.
+  The packing is the only place `a` and `b` are read; its loops run along the rows of `a` and `b`.
+- **Few rows.** A tile of fewer rows than a micro-tile (a product of one row: a vector times a matrix) is computed
+  straight from `b`, unpacked: for each row of `b`, a multiply and an add along it into the f32 tile, which the C
+  compiler vectorizes (the bandwidth of reading `b` bounds it; a micro-tile would waste most of its rows).
+- **Micro-kernel.** A `cpu_internal` function kept out of line (`attrs.noinline`, so that GCC allocates its
+  registers for it alone). For an `mr x nr` micro-tile, `mr * nr / lanes` vector accumulators (a local array read
+  and written at constant offsets only, which the C compiler keeps in registers) start from the tile's f32
+  accumulator array, or from a row of zeros on the first k block (a choice of pointer, not of vectors); each step
+  of k broadcasts the `mr` values of `a` and multiplies them into the `nr / lanes` vectors of `b` with fused
+  multiply-adds (one rounding each); the accumulators go back to the f32 array. It never branches on the edges:
+  the padding is zeros; a last panel of `b` one vector wide or less gets a micro-kernel one vector wide. Its loads
+  and stores are the unaligned kind, correct at any address; where GCC sees that an address is aligned (it aligns
+  these large local arrays to 64 bytes) it emits the aligned instruction.
+- **Output.** After the last k block the valid rows and columns of the f32 array are stored into `c` element by
+  element, which is where a fused epilogue lands.
 
-The kernel follows the kernel contract: `a` and `b` are only read element by element, `c` only stored element
-by element.
+The vector width is the widest the machine's C compiler enables (16 lanes with AVX-512F, 8 with AVX and FMA, 4 with
+SSE and FMA), unless `lanes` says; `DEFAULT_BLOCKS` gives each width its micro-tile and cache blocks,
+`MATMUL_CPU_SPACE` what a tuning run may change. The kernel follows the kernel contract: `a` and `b` are only read
+element by element, `c` only stored element by element.
 """
 
 from __future__ import annotations
 
-from hidet_lang import attrs, f32, grid, i32, register_tensor, script, script_module
-from hidet_lang.frontend.script import ScriptModule
+from dataclasses import dataclass
+
+from hidet_lang import attrs, f32, grid, i32, i64, meta, register_tensor, script, script_module
+from hidet_lang import cpu as vectors
+from hidet_lang.frontend.script import ScriptFunction, ScriptModule
+from stdlib_ops.templates.cpu_lanes import machine_lanes
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.sizes import bind_sizes
 from stdlib_ops.templates.space import TuningSpace, declare_space
 
 MATMUL_CPU_DTYPES = ("float32", "float16")
-ACCUMULATOR_BYTES = 256 * 1024
+
+MAX_LOCAL_BYTES = 2 * 1024 * 1024
+"""The most the packed panels and the accumulator tile may take together: they live on the stack of each OpenMP
+thread (8 MB by default on Linux; hidet_lang refuses a single local array over 4 MB)."""
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """The blocking of one vector width: the micro-tile `mr x nr` (`nr` a multiple of the width) and the cache
+    blocks `mc x nc` (a macro tile: `mc` a multiple of `mr`, `nc` of the packed panels' width) and `kc` (a k
+    block)."""
+
+    mr: int
+    nr: int
+    mc: int
+    nc: int
+    kc: int
+
+
+DEFAULT_BLOCKS = {
+    16: Blocks(mr=8, nr=32, mc=256, nc=512, kc=256),
+    8: Blocks(mr=6, nr=16, mc=192, nc=512, kc=256),
+    4: Blocks(mr=6, nr=8, mc=96, nc=256, kc=256),
+}
+"""Defaults per vector width. 16 lanes: 16 zmm accumulators, 2 vectors of `b` and a broadcast (of 32 registers);
+8 lanes: 12 ymm accumulators of 16 registers, as in GotoBLAS's Haswell kernel; 4 lanes: the same with xmm. The
+micro-tiles of a tile run row panel by row panel: an `mr x kc` panel of `a` stays in L1 while the `kc x nc` block
+of `b` streams from L2. The three local arrays take 1.25 MB (16 lanes), 1.1 MB (8) and 0.47 MB (4) of a thread's
+stack."""
+
+
+def _fits(point: dict[str, int | None]) -> bool:
+    """Whether a point's blocks fit in `MAX_LOCAL_BYTES` with the largest defaults (16 lanes) where it keeps them."""
+    widest = DEFAULT_BLOCKS[16]
+    mc, nc, kc = widest.mc, point["nc"] or widest.nc, point["kc"] or widest.kc
+    return 4 * (mc * kc + kc * nc + mc * nc) <= MAX_LOCAL_BYTES
+
 
 MATMUL_CPU_SPACE = TuningSpace(
-    {"block_m": (16, 32, 64), "block_n": (64, 128, 256), "block_k": (64, 128, 256)},
-    default={"block_m": 32, "block_n": 256, "block_k": 128},
-    constraint=lambda p: p["block_m"] * p["block_n"] * 4 <= ACCUMULATOR_BYTES,
+    {"kc": (None, 128, 384), "nc": (None, 256, 1024), "min_tiles": (4, 2, 8)},
+    default={"kc": None, "nc": None, "min_tiles": 4},
+    constraint=_fits,
 )
+"""The tuning space (`ops.tune`): the k block, the macro tile's width and how finely small products are cut,
+valid for every vector width (None: the width's default; `nc` a multiple of every width's packed panels)."""
 
 
 @declare_space(MATMUL_CPU_SPACE)
-def matmul_cpu(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *, block_m: int = 32,
-               block_n: int = 256, block_k: int = 128) -> ScriptModule:
+def matmul_cpu(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *, lanes: int | None = None,
+               mr: int | None = None, nr: int | None = None, mc: int | None = None, nc: int | None = None,
+               kc: int | None = None, min_tiles: int = 4) -> ScriptModule:
     """A module with one CPU kernel `matmul(<symbolic sizes>, a, b, c)` computing `c = a @ b` per batch entry.
 
     `a: dtype[batch, m, k]`, `b: dtype[batch, k, n]`, `c: dtype[batch, m, n]`; each size is an int or a symbolic
-    name. Tiles are `block_m x block_n`; k advances by `block_k`.
+    name. Schedule parameters (None: the default of `DEFAULT_BLOCKS` for the width):
+
+    - `lanes`: the vector width, 16 (f32x16), 8 (f32x8) or 4 (f32x4); None: the widest the machine has;
+    - `mr`, `nr`: the micro-tile, `mr * nr / lanes` accumulators in vector registers (`nr` a multiple of `lanes`);
+    - `mc`, `nc`: the largest macro tile, the unit of parallel work, whose f32 accumulators live in a local array
+      (`mc` a multiple of `mr`; `nc` of the packed panels of `b`: `nr`, or its smallest multiple of 32 or more);
+      `kc`: the k block packed at a time;
+    - `min_tiles`: the least number of macro tiles a product is cut into where its size allows (the threads share
+      them).
     """
     name = "matmul_cpu"
     check_sizes(name, {"batch": batch, "m": m, "n": n, "k": k})
     dt = template_dtype(name, dtype, MATMUL_CPU_DTYPES)
-    require(min(block_m, block_n, block_k) >= 1, name, "block sizes must be positive")
-    require(block_m * block_n * 4 <= ACCUMULATOR_BYTES, name, "the accumulator tile must fit in 256 KB")
+    if lanes is None:
+        lanes = machine_lanes()
+        require(lanes is not None, name, "the machine's C compiler enables no vector fused multiply-add")
+    require(lanes in DEFAULT_BLOCKS, name, f"lanes must be one of {', '.join(map(str, DEFAULT_BLOCKS))}")
+    default = DEFAULT_BLOCKS[lanes]
+    mr, nr, mc, nc, kc = (default.mr if mr is None else mr, default.nr if nr is None else nr,
+                          default.mc if mc is None else mc, default.nc if nc is None else nc,
+                          default.kc if kc is None else kc)
+    require(min(mr, nr, mc, nc, kc, min_tiles) >= 1, name, "block sizes must be positive")
+    require(nr % lanes == 0, name, f"nr must be a multiple of lanes ({lanes})")
+    pw = nr * -(-32 // nr)  # b is packed in panels of pw columns: whole micro-panels, at least 32 floats wide
+    require(mc % mr == 0, name, "mc must be a multiple of mr")
+    require(nc % pw == 0, name, f"nc must be a multiple of {pw} (nr, at least 32: the packed panels of b)")
+    require(4 * (mc * kc + kc * nc + mc * nc) <= MAX_LOCAL_BYTES, name,
+            f"the packed blocks and the tile must fit in {MAX_LOCAL_BYTES // 1024} KB")
+    # the micro-kernels: mr x nr, and one vector wide for a last panel of b that narrow
+    micro = {cols: micro_kernel(lanes, mr, cols, mr, pw, nc) for cols in {nr, lanes}}
 
     with script_module() as module:
 
         @script
         def matmul(batch: i32, m: i32, n: i32, k: i32, a: dt[batch, m, k], b: dt[batch, k, n], c: dt[batch, m, n]):
             attrs.func_kind = "cpu_kernel"
-            tiles_m = (m + block_m - 1) // block_m
-            tiles_n = (n + block_n - 1) // block_n
+            # macro tiles: as large as mc x nc allows, then cut further until there are min_tiles (columns first)
+            tiles_m = (m + mc - 1) // mc
+            tiles_n = (n + nc - 1) // nc
+            if batch * tiles_m * tiles_n < min_tiles:
+                cut = (min_tiles + batch * tiles_m * tiles_n - 1) // (batch * tiles_m * tiles_n)
+                tiles_n = min(tiles_n * cut, (n + nr - 1) // nr)
+            if batch * tiles_m * tiles_n < min_tiles:
+                cut = (min_tiles + batch * tiles_m * tiles_n - 1) // (batch * tiles_m * tiles_n)
+                tiles_m = min(tiles_m * cut, (m + mr - 1) // mr)
+            tile_m = ((m + tiles_m - 1) // tiles_m + mr - 1) // mr * mr  # equal tiles, whole micro-tiles
+            tile_n = ((n + tiles_n - 1) // tiles_n + nr - 1) // nr * nr
+            tiles_m = (m + tile_m - 1) // tile_m
+            tiles_n = (n + tile_n - 1) // tile_n
             for t in grid(batch * tiles_m * tiles_n, attrs="p"):
                 bi = t // (tiles_m * tiles_n)
-                m0 = t // tiles_n % tiles_m * block_m
-                n0 = t % tiles_n * block_n
-                rows = min(block_m, m - m0)
-                cols = min(block_n, n - n0)
-                acc = register_tensor(f32, [block_m, block_n])
-                for i in range(rows):
-                    for j in range(cols):
-                        acc[i, j] = 0.0
-                for k0 in range(0, k, block_k):
-                    k1 = min(k0 + block_k, k)
+                m0 = t // tiles_n % tiles_m * tile_m
+                n0 = t % tiles_n * tile_n
+                rows = min(tile_m, m - m0)
+                cols = min(tile_n, n - n0)
+                panels_m = (rows + mr - 1) // mr
+                panels_n = (cols + nr - 1) // nr
+                packed_a = register_tensor(f32, [mc * kc])
+                packed_b = register_tensor(f32, [kc * nc])
+                acc = register_tensor(f32, [mc * nc])  # row-major, nc columns a row
+                if rows < mr:  # fewer rows than a micro-tile (a product of one row): straight from b, unpacked
                     for i in range(rows):
-                        for kk in range(k0, k1):
+                        for j in range(i64(cols)):
+                            acc[i * nc + j] = 0.0
+                    for kk in range(k):
+                        for i in range(rows):
                             aik = f32(a[bi, m0 + i, kk])
-                            for j in range(cols):
-                                acc[i, j] += aik * f32(b[bi, kk, n0 + j])
+                            for j in range(i64(cols)):  # along a row of b: the C compiler vectorizes it
+                                acc[i * nc + j] += aik * f32(b[bi, kk, n0 + j])
+                else:
+                    for k0 in range(0, k, kc):
+                        depth = min(kc, k - k0)
+                        for p in range(panels_m):  # a panel: depth x mr, row r of the panel at column r
+                            panel = p * mr * depth
+                            i0 = m0 + p * mr
+                            if i0 + mr <= m:
+                                for kk in range(i64(depth)):
+                                    for r in meta.range(mr):
+                                        packed_a[panel + kk * mr + r] = f32(a[bi, i0 + r, k0 + kk])
+                            else:
+                                for kk in range(i64(depth)):
+                                    for r in meta.range(mr):
+                                        inside = i0 + r < m
+                                        packed_a[panel + kk * mr + r] = f32(a[bi, i0 + r, k0 + kk]) if inside else 0.0
+                        full_b = cols // pw  # whole panels of b, then one padded with zeros
+                        for kk in range(depth):  # along the rows of b
+                            for q in range(full_b):
+                                for j in range(i64(pw)):
+                                    packed_b[q * pw * depth + kk * pw + j] = f32(b[bi, k0 + kk, n0 + q * pw + j])
+                            if full_b * pw < cols:
+                                for j in range(i64(pw)):
+                                    jj = n0 + full_b * pw + j
+                                    edge = full_b * pw * depth + kk * pw + j
+                                    packed_b[edge] = f32(b[bi, k0 + kk, jj]) if jj < n else 0.0
+                        for p in range(panels_m):
+                            for q in range(panels_n):
+                                pa = ~packed_a[p * mr * depth]
+                                pb = ~packed_b[q * nr // pw * pw * depth + q * nr % pw]
+                                ct = ~acc[p * mr * nc + q * nr]
+                                if cols - q * nr <= lanes:  # a last panel of b one vector wide or less
+                                    micro[lanes](depth, pa, pb, ct, k0 == 0)
+                                else:
+                                    micro[nr](depth, pa, pb, ct, k0 == 0)
                 for i in range(rows):
-                    for j in range(cols):
-                        c[bi, m0 + i, n0 + j] = dt(acc[i, j])
+                    for j in range(i64(cols)):
+                        c[bi, m0 + i, n0 + j] = dt(acc[i * nc + j])
 
     return bind_sizes(module, "matmul", {"batch": batch, "m": m, "n": n, "k": k})
+
+
+def micro_kernel(lanes: int, rows: int, cols: int, lda: int, ldb: int, ldc: int) -> ScriptFunction:
+    """The `cpu_internal` function `micro_<rows>x<cols>(depth, pa, pb, ct, first)`: `ct[r * ldc + j] (+)= sum over
+    kk of pa[kk * lda + r] * pb[kk * ldb + j]` for the `rows x cols` micro-tile at `ct`, starting from zeros when
+    `first`.
+
+    The accumulators are a local array read and written only at constant offsets, one vector at a time, so the C
+    compiler keeps them in vector registers (its scalar replacement of aggregates) and the k loop is `rows`
+    broadcasts and `rows * cols / lanes` fused multiply-adds on registers, the pointers to the panels advancing by
+    a row a step."""
+    load, store, fma, broadcast, setzero = (getattr(vectors, f"f32x{lanes}_{op}") for op in
+                                            ("load", "store", "fma", "broadcast", "setzero"))
+    per_row = cols // lanes
+    cells = [(r, v) for r in range(rows) for v in range(per_row)]  # the accumulators, unrolled while parsing
+    name = f"micro_{rows}x{cols}"
+
+    @script
+    def micro(depth: i32, pa: ~f32, pb: ~f32, ct: ~f32, first: bool):
+        attrs.func_kind = "cpu_internal"
+        attrs.func_name = name
+        attrs.noinline = True  # compiled on its own: the accumulators get the vector registers
+        regs = register_tensor(f32, [rows * cols])
+        zeros = register_tensor(f32, [cols])  # the first k block starts from a row of zeros, every row
+        for v in meta.range(per_row):
+            store(~zeros[v * lanes], setzero())
+        src = ~zeros[0] if first else ct  # a choice of pointers, not of vectors: no copies of accumulators
+        stride = 0 if first else ldc
+        for r, v in cells:
+            store(~regs[r * cols + v * lanes], load(src + r * stride + v * lanes))
+        for _ in range(depth):
+            for r in meta.range(rows):
+                ar = broadcast(pa[r])
+                for v in meta.range(per_row):
+                    store(~regs[r * cols + v * lanes], fma(ar, load(pb + v * lanes), load(~regs[r * cols + v * lanes])))
+            pa = pa + lda
+            pb = pb + ldb
+        for r, v in cells:
+            store(ct + r * ldc + v * lanes, load(~regs[r * cols + v * lanes]))
+
+    return micro

@@ -7,8 +7,10 @@ machine, else the template's default point; see `stdlib_ops.tuning`). `binding_o
 
 - `matmul` (numpy's semantics: 1-D operands, broadcast batch dimensions): on CUDA, f16 operands go to the
   tensor-core template `matmul_cuda_f16_mma`, f32 and bf16 ones to the tiled `cp_async` template `matmul_cuda`; on
-  the CPU, f32 and f16 go to the blocked `matmul_cpu`. When the right operand has no batch dimensions, the left
-  operand's batch dimensions fold into the rows of one matrix product (a linear layer is one big matmul).
+  the CPU, f32 and f16 go to `matmul_cpu` (packed panels and a SIMD micro-kernel) where the C compiler enables a
+  vector fused multiply-add, and to the rule-based scheduler elsewhere. When the right operand has no batch
+  dimensions, the left operand's batch dimensions fold into the rows of one matrix product (a linear layer is one
+  big matmul).
 - `softmax` / `log_softmax` over the last axis, `layer_norm` over trailing axes with a weight and a bias, and
   `rms_norm` with a weight: the row-wise templates over the `[rows, cols]` view of the tensors, on CUDA (f32, f16,
   bf16) and on the CPU (f32, f16; vectors of the machine's widest type, when it has one with FMA).
@@ -33,6 +35,7 @@ from stdlib_ops.schedule.signature import KernelSignature, kernel_signature
 from stdlib_ops.task import TEMPLATES, Task, Template, register_template
 from stdlib_ops.templates.attention_cuda import ATTENTION_DTYPES, attention_cuda
 from stdlib_ops.templates.binding import Instantiate, TemplateBinding
+from stdlib_ops.templates.cpu_lanes import machine_lanes
 from stdlib_ops.templates.matmul_cpu import MATMUL_CPU_DTYPES, matmul_cpu
 from stdlib_ops.templates.matmul_cuda import MATMUL_CUDA_DTYPES, matmul_cuda
 from stdlib_ops.templates.matmul_cuda_f16_mma import matmul_cuda_f16_mma
@@ -50,7 +53,6 @@ from stdlib_ops.templates.normalization_cuda import (
     rms_norm_cuda,
     softmax_cuda,
 )
-from stdlib_ops.templates.row_reduce_cpu import machine_lanes
 from stdlib_ops.templates.space import Point
 from stdlib_ops.templates.views import Dim, Indices, View, broadcast_batch, product, unravel
 
@@ -173,11 +175,11 @@ def matmul_on_cuda(task: Task) -> TemplateBinding | None:
 
 @library_template("matmul", "cpu")
 def matmul_on_cpu(task: Task) -> TemplateBinding | None:
-    """The blocked CPU template for f32 and f16 operands."""
+    """The packed, register-blocked CPU template for f32 and f16 operands, where the machine has vector FMA."""
     signature = kernel_signature(task.inputs, task.outputs)
     shapes = matmul_views(signature)
     dtype = common_dtype(task, MATMUL_CPU_DTYPES)
-    if shapes is None or dtype is None:
+    if shapes is None or dtype is None or machine_lanes() is None:
         return None
     sizes, views = shapes
     return TemplateBinding("matmul_cpu", matmul_cpu, signature, sizes, views, {"dtype": dtype})

@@ -1,13 +1,12 @@
 """Reductions over a row of f32 values in local memory, with the CPU's vector types, as `cpu_internal` functions.
 
-`row_reducers(lanes)` gives the functions for vectors of `lanes` f32 lanes (4, 8 or 16); `machine_lanes()` says the
-widest this machine's C compiler enables (`machine_has_lanes(lanes)`: whether it enables one). Each function takes a
-pointer `p` to `n >= 1` floats (a template's row buffer, never a kernel's tensor, so the fusion contract is not
-involved), runs whole vectors through vector accumulators (two, alternating, where the loop is bound by the latency
-of its additions or maxima rather than by exp), adds them, combines the lanes as a tree (`hidet_lang.cpu`'s
-`reduce_sum` / `reduce_max`), and finishes the last `n % lanes` values with scalars. Sums are in f32: each lane adds
-about `n / (2 lanes)` terms, so a sum is off by about `(n / lanes + log2(lanes) + 1) * 2^-24` of the sum of the
-terms' magnitudes.
+`row_reducers(lanes)` gives the functions for vectors of `lanes` f32 lanes (4, 8 or 16; `cpu_lanes` says which this
+machine has). Each function takes a pointer `p` to `n >= 1` floats (a template's row buffer, never a kernel's
+tensor, so the fusion contract is not involved), runs whole vectors through vector accumulators (two, alternating,
+where the loop is bound by the latency of its additions or maxima rather than by exp), adds them, combines the lanes
+as a tree (`hidet_lang.cpu`'s `reduce_sum` / `reduce_max`), and finishes the last `n % lanes` values with scalars.
+Sums are in f32: each lane adds about `n / (2 lanes)` terms, so a sum is off by about `(n / lanes + log2(lanes) + 1)
+* 2^-24` of the sum of the terms' magnitudes.
 
 - `row_max(p, n)`: the largest value (the `max` rule of `hidet_lang.cpu`: a NaN may be skipped).
 - `row_sum(p, n)`: the sum.
@@ -27,25 +26,8 @@ from typing import NamedTuple
 from hidet_lang import attrs, f32, i32, script
 from hidet_lang import cpu as V
 from hidet_lang.frontend.script import ScriptFunction
+from stdlib_ops.templates.cpu_lanes import VECTOR_LANES
 from stdlib_ops.templates.params import require
-
-VECTOR_LANES = (16, 8, 4)
-"""The widths the reductions come in, widest first."""
-
-_FEATURES = {16: {"avx512f"}, 8: {"avx", "fma"}, 4: {"sse", "fma"}}
-
-
-def machine_has_lanes(lanes: int) -> bool:
-    """Whether this machine's C compiler enables the `lanes`-wide vector type and its exp (FMA below 16 lanes)."""
-    from codegen.cpu_features import machine_cpu_features
-
-    return _FEATURES[lanes] <= machine_cpu_features()
-
-
-def machine_lanes() -> int | None:
-    """The widest of `VECTOR_LANES` that the machine has (`machine_has_lanes`); None when it has none (not an x86
-    CPU)."""
-    return next((lanes for lanes in VECTOR_LANES if machine_has_lanes(lanes)), None)
 
 
 class RowReducers(NamedTuple):

@@ -7,8 +7,8 @@ tuning) and optionally a constraint that a point must satisfy. A template declar
 template as plain data (`module:qualname`) that a worker process resolves with `resolve_template`.
 
 ```python
-@declare_space(TuningSpace({"block_m": (16, 32, 64), "block_n": (128, 256)}, default={"block_m": 32, "block_n": 256}))
-def matmul_cpu(batch, m, n, k, dtype="float32", *, block_m=32, block_n=256): ...
+@declare_space(TuningSpace({"kc": (None, 128, 384), "nc": (None, 256, 1024)}, default={"kc": None, "nc": None}))
+def matmul_cpu(batch, m, n, k, dtype="float32", *, kc=None, nc=None): ...
 ```
 """
 

@@ -6,7 +6,7 @@ The file is `tuning_records.json` in the compilation cache directory (`codegen.c
 ```json
 {"version": 1,
  "machines": {"<machine_id()>": {"<shape_class(binding)>": {
-     "params": {"block_m": 32, "block_n": 128, "block_k": 256},
+     "params": {"kc": 384, "nc": 1024, "min_tiles": 4},
      "seconds": 0.0012, "default_seconds": 0.0015, "checked": 27, "rejected": 0,
      "sizes": {"batch": 1, "m": 256, "n": 256, "k": 256}}}}}
 ```

@@ -104,6 +104,13 @@ def bad_attr() -> None:
         a[0] = 1.0
 
 
+def bad_noinline() -> None:
+    @hidet.script
+    def k(a: f32[4]):
+        attrs.noinline = 1  # ERROR
+        a[0] = 1.0
+
+
 def bad_continue_unrolled() -> None:
     @hidet.script
     def k(a: f32[4]):
@@ -189,7 +196,9 @@ CASES: list[tuple[Callable[[], None], type[Exception], str]] = [
     (bad_one_index, DSLTypeError, "'a' has 2 dimensions (f32[4, 4]) but is indexed with 1 index"),
     (bad_one_index_read, DSLTypeError, "'a' has 2 dimensions (f32[4, 4]) but is indexed with 1 index"),
     (bad_attr, DSLAttributeError,
-     "unknown attribute 'attrs.func_knd'; valid attributes: attrs.func_kind, attrs.func_name, attrs.cuda"),
+     "unknown attribute 'attrs.func_knd'; valid attributes: attrs.func_kind, attrs.func_name, attrs.noinline, "
+     "attrs.cuda"),
+    (bad_noinline, DSLValueError, "noinline must be True or False, got 1"),
     (bad_continue_unrolled, DSLSyntaxError, "`continue` cannot leave a loop unrolled while parsing"),
     (bad_print, DSLSyntaxError, "print() does not exist in a kernel; use printf"),
     (bad_static_assert, DSLValueError, "static assertion failed: size must be even"),
@@ -245,7 +254,7 @@ def test_bad_program_is_reported_at_its_line(factory: Callable[[], None], cls: t
 def test_misspelt_attribute_lists_the_valid_names() -> None:
     with pytest.raises(DSLAttributeError) as excinfo:
         bad_attr()
-    for name in ("attrs.func_kind", "attrs.func_name", "attrs.cuda"):
+    for name in ("attrs.func_kind", "attrs.func_name", "attrs.noinline", "attrs.cuda"):
         assert name in str(excinfo.value)
 
 

@@ -134,3 +134,26 @@ def test_host_values_from_globals_and_closures(params: tuple[float, int]) -> Non
         grid_[:] = (w // 2).reshape(SHAPE)
 
     check_kernel(module.build(), ref, np.zeros(ROWS * COLS, np.float32), np.zeros(SHAPE, np.int32))
+
+
+def test_a_noinline_function_stays_out_of_line() -> None:
+    """`attrs.noinline = True` keeps a CPU function a function of its own in the C (its registers its own), and
+    computes the same; the IR printout says so."""
+    with hidet.script_module() as module:
+        @hidet.script
+        def twice(x: f32) -> f32:
+            attrs.noinline = True
+            return x + x
+
+        @hidet.script
+        def apply(n: i32, a: f32[16], out: f32[16]):
+            attrs.func_kind = "public"
+            for i in range(n):
+                out[i] = twice(a[i])
+
+    assert "# cpu_internal, noinline" in str(module.ir_module())
+    built = module.build()
+    assert "HL_NOINLINE static float twice(" in built.source()
+    a, out = np.arange(16, dtype=np.float32), np.zeros(16, np.float32)
+    built(16, a, out)
+    np.testing.assert_array_equal(out, a + a)

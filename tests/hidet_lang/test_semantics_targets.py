@@ -7,7 +7,7 @@ from semantics_checks import assert_error_at_marker
 
 import hidet_lang as hidet
 from hidet_lang import asm, attrs, cuda, f32, i32
-from hidet_lang.errors import DSLSyntaxError, DSLTypeError
+from hidet_lang.errors import DSLSyntaxError, DSLTypeError, DSLValueError
 
 
 def ptx_on_the_emulator() -> None:
@@ -45,6 +45,27 @@ def test_inline_ptx_on_the_emulator_is_not_supported_error() -> None:
 def test_inline_ptx_on_the_cpu_is_not_supported_error() -> None:
     error = assert_error_at_marker(ptx_on_the_cpu, DSLTypeError, "not supported on the CPU")
     assert not isinstance(error, DSLSyntaxError)
+
+
+def noinline_in_cuda() -> None:
+    with hidet.script_module() as module:
+        @hidet.script
+        def lane_id() -> i32:  # ERROR
+            attrs.func_kind = "cuda_internal"
+            attrs.noinline = True
+            return cuda.threadIdx.x
+
+        @hidet.script
+        def lane_ids(out: i32[32]):
+            attrs.cuda.grid_dim = 1
+            attrs.cuda.block_dim = 32
+            out[cuda.threadIdx.x] = lane_id()
+    module.build()
+
+
+def test_noinline_is_refused_in_cuda_functions() -> None:
+    """CUDA device functions are always inlined; `attrs.noinline` is for CPU functions."""
+    assert_error_at_marker(noinline_in_cuda, DSLValueError, "attrs.noinline applies to CPU functions")
 
 
 def store_scaled(buf: object, i: object, v: object) -> None:

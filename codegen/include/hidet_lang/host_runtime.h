@@ -1,5 +1,6 @@
 // hidet_lang host runtime: what every generated host source (C for the CPU, the host half of a CUDA module)
-// relies on, included first: the standard headers, HL_EXPORT for the functions Python calls, the channel of
+// relies on, included first: the standard headers, HL_EXPORT for the functions Python calls, HL_NOINLINE for
+// functions compiled on their own (attrs.noinline), the channel of
 // failed host assertions (hidet_lang_assert_status), the guarded integer division (int_division.h), the checking
 // mode's bounds checks and zero divisors (HL_CHECKED, HL_CHECKED_IN for views, hl_division_by_zero,
 // hidet_lang_bounds_status) and hidet_lang_flush. C, and C++ when a CUDA module runs on the emulator.
@@ -19,6 +20,14 @@
 #define HL_EXPORT extern "C"
 #else
 #define HL_EXPORT
+#endif
+
+// A function kept out of line and out of the interprocedural passes: GCC neither inlines nor clones it, nor
+// narrows what it assumes of the arguments from its callers, so its code is the same whoever calls it.
+#if defined(__GNUC__) && !defined(__clang__)
+#define HL_NOINLINE __attribute__((noinline, noipa))
+#else
+#define HL_NOINLINE __attribute__((noinline))
 #endif
 
 static volatile int hl_host_assert_failed = 0;

@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from template_checks import SUBNORMAL, H, U, assert_softmax_close, data, sizes, softmax_reference
 
+from stdlib_ops.templates.cpu_lanes import machine_has_lanes
 from stdlib_ops.templates.normalization_cpu import CHUNK, layer_norm_cpu, log_softmax_cpu, rms_norm_cpu, softmax_cpu
-from stdlib_ops.templates.row_reduce_cpu import machine_has_lanes
 
 ODD_COLS = (1, 3, 17, 255, 1000, 1024)
 SMALL_CHUNK = 64

@@ -21,7 +21,7 @@ from stdlib_ops.tuning.machine import machine_id
 from stdlib_ops.tuning.records import RECORDS_VERSION, read_records, write_record
 from stdlib_ops.tuning.shapes import REPRESENTATIVE_SIZE, concrete_sizes, shape_class, size_bucket
 
-ENTRY = {"params": {"block_m": 8, "block_n": 32, "block_k": 16}, "seconds": 1e-5, "default_seconds": 2e-5,
+ENTRY = {"params": {"kc": 8, "nc": 32, "min_tiles": 1}, "seconds": 1e-5, "default_seconds": 2e-5,
          "checked": 2, "rejected": 0, "sizes": {"batch": 1, "m": 256, "n": 24, "k": 40}}
 
 
@@ -80,7 +80,7 @@ def test_an_entry_outside_the_space_is_ignored_and_the_default_point_built(
         records: Path, small_space: TuningSpace, executor: object) -> None:
     graph = matmul_graph()
     key = shape_class(binding_of(graph.nodes[0].task, "cpu"))
-    write_record(records, machine_id(), key, {**ENTRY, "params": {"block_m": 12, "block_n": 32, "block_k": 16}})
+    write_record(records, machine_id(), key, {**ENTRY, "params": {"kc": 12, "nc": 32, "min_tiles": 1}})
     with pytest.warns(RuntimeWarning, match=f"ignoring the tuning record .* in {records}"):
         compiled = graph.build("cpu")
     assert compiled.schedules == [small_space.default]

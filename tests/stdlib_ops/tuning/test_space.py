@@ -44,7 +44,7 @@ def test_the_cpu_matmul_template_declares_its_defaults_as_the_default_point() ->
     assert space_of(matmul_cpu) is MATMUL_CPU_SPACE
     defaults = {name: p.default for name, p in inspect.signature(matmul_cpu).parameters.items()
                 if p.kind is inspect.Parameter.KEYWORD_ONLY}
-    assert MATMUL_CPU_SPACE.default == defaults
+    assert MATMUL_CPU_SPACE.default == {name: defaults[name] for name in MATMUL_CPU_SPACE.choices}
     assert len(MATMUL_CPU_SPACE.points()) > 1
     assert space_of(matmul_cuda) is None
 

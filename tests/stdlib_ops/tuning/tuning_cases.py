@@ -19,20 +19,20 @@ from stdlib_ops.templates.params import Size
 from stdlib_ops.templates.sizes import bind_sizes
 from stdlib_ops.templates.space import TuningSpace
 
-SMALL_SPACE = TuningSpace({"block_m": (8, 16), "block_n": (32,), "block_k": (16,)},
-                          default={"block_m": 16, "block_n": 32, "block_k": 16})
+SMALL_SPACE = TuningSpace({"kc": (16, 8), "nc": (32,), "min_tiles": (1,)},
+                          default={"kc": 16, "nc": 32, "min_tiles": 1})
 """Two points of `matmul_cpu`'s parameters: enough to choose between, quick to compile."""
 
-PLANTED_SPACE = TuningSpace({"block_m": (16,), "block_n": (32,), "block_k": (16,), "fast_but_wrong": (False, True)},
-                            default={"block_m": 16, "block_n": 32, "block_k": 16, "fast_but_wrong": False})
+PLANTED_SPACE = TuningSpace({"kc": (16,), "nc": (32,), "min_tiles": (1,), "fast_but_wrong": (False, True)},
+                            default={"kc": 16, "nc": 32, "min_tiles": 1, "fast_but_wrong": False})
 """The space of `planted_matmul`: the default point and one that computes zeros (faster than any matmul)."""
 
 
-def planted_matmul(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *, block_m: int = 16,
-                   block_n: int = 32, block_k: int = 16, fast_but_wrong: bool = False) -> ScriptModule:
+def planted_matmul(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *, kc: int = 16, nc: int = 32,
+                   min_tiles: int = 1, fast_but_wrong: bool = False) -> ScriptModule:
     """`matmul_cpu`, or with `fast_but_wrong` a kernel of the same signature that stores zeros (f32 only)."""
     if not fast_but_wrong:
-        return matmul_cpu(batch, m, n, k, dtype, block_m=block_m, block_n=block_n, block_k=block_k)
+        return matmul_cpu(batch, m, n, k, dtype, kc=kc, nc=nc, min_tiles=min_tiles)
     with script_module() as module:
 
         @script

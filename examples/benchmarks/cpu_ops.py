@@ -1,0 +1,340 @@
+"""stdlib_ops' CPU operators side by side with numpy (OpenBLAS), torch and onnxruntime, two threads each, and as a
+fraction of the machine's FMA peak.
+
+Prints the machine's measured peak (a loop of independent fused multiply-adds written in the DSL with the widest
+vector type the C compiler enables, on both threads), which OpenBLAS kernel numpy runs (threadpoolctl's report),
+then one table row per case: our time, our GFLOP/s and its fraction of the peak, and each peer's time with the
+ratio peer time / our time (above 1: we are faster). Every peer's result is checked against ours before anything
+is timed. Times are medians of at least 20 runs after a warm-up.
+
+Rows are produced by the functions in `ROWS` (each returns its `Row`s); a new operator (softmax, the norms,
+conv2d) is a new row function appended there. Peers that are not installed (torch, onnxruntime, threadpoolctl: the
+`bench` extra) print as missing.
+
+Where the environment sets OPENBLAS_CORETYPE or OPENBLAS_L2_SIZE (which pin OpenBLAS to another kernel or cache
+size), the script runs itself again without them, so that numpy runs the kernel OpenBLAS picks for this machine.
+
+Run: python examples/benchmarks/cpu_ops.py (`--quick`: small sizes and few repeats, a smoke run of the script)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+OPENBLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+THREADS = 2
+
+if __name__ == "__main__" and any(name in os.environ for name in OPENBLAS_OVERRIDES):  # before numpy loads OpenBLAS
+    os.execve(sys.executable, [sys.executable, *sys.argv],
+              {k: v for k, v in os.environ.items() if k not in OPENBLAS_OVERRIDES})
+os.environ["OMP_NUM_THREADS"] = str(THREADS)  # our kernels' OpenMP, read when the first library loads
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import math  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from functools import cache  # noqa: E402
+
+import numpy as np  # noqa: E402
+from timing import loop_time  # noqa: E402 - examples/benchmarks/timing.py, beside this script
+
+import hidet_lang as hidet  # noqa: E402
+import stdlib_ops as ops  # noqa: E402
+from hidet_lang import attrs, f32, grid, i32, meta, register_tensor  # noqa: E402
+from hidet_lang import cpu as vectors  # noqa: E402
+from stdlib_ops.templates.cpu_lanes import machine_lanes  # noqa: E402
+
+RUNS = 21
+"""Timed runs a measurement (after a warm-up); its median is reported."""
+
+PEERS = ("numpy", "torch", "onnxruntime")
+MISSING = "not installed"
+
+
+@dataclass
+class Peers:
+    """The optional peers, None where not installed, and what each runs on."""
+
+    torch: object | None
+    onnxruntime: object | None
+    threadpoolctl: object | None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Row:
+    """One case: its label, its floating-point operations, and seconds per run for us and each peer (None: the
+    peer is missing)."""
+
+    label: str
+    flops: float
+    ours: float
+    peers: dict[str, float | None]
+
+
+# ------------------------------------------------------------------------------------------------ timing
+SETTLE_S = 0.3
+"""Seconds to wait before timing, so that the worker threads the previous measurement left spinning (OpenBLAS's,
+OpenMP's, onnxruntime's) have gone to sleep and do not take the cores from the next one."""
+
+
+def median_seconds(fn: Callable[[], object], runs: int) -> float:
+    """Median seconds per call of `fn` over `runs` timed loops after a warm-up; a loop lasts at least ~10 ms."""
+    time.sleep(SETTLE_S)
+    fn()
+    start = time.perf_counter()
+    fn()
+    once = max(time.perf_counter() - start, 1e-7)
+    return loop_time(fn, number=max(1, int(0.01 / once)), repeat=runs)
+
+
+# -------------------------------------------------------------------------------------------- the peak
+@cache
+def fma_peak_module(lanes: int, accumulators: int = 12) -> object:
+    """A public function `peak(threads, iters, x, y, out)`: on each thread, `accumulators` independent vectors of
+    `lanes` floats each take `iters` fused multiply-adds `acc * x + y` (more chains than FMA units times their
+    latency, so the units never wait), and the lanes' sum goes to `out[thread]`."""
+    load, store, fma, broadcast, reduce_sum = (getattr(vectors, f"f32x{lanes}_{op}") for op in
+                                               ("load", "store", "fma", "broadcast", "reduce_sum"))
+
+    with hidet.script_module() as module:
+        @hidet.script
+        def chains(iters: i32, x: f32, y: f32) -> f32:
+            attrs.func_kind = "cpu_internal"
+            attrs.noinline = True
+            regs = register_tensor(f32, [accumulators * lanes])  # kept in vector registers by the C compiler
+            vx = broadcast(x)
+            vy = broadcast(y)
+            for i in meta.range(accumulators):
+                store(~regs[i * lanes], broadcast(f32(i)))
+            for _ in range(iters):
+                for i in meta.range(accumulators):
+                    store(~regs[i * lanes], fma(load(~regs[i * lanes]), vx, vy))
+            total = 0.0
+            for i in meta.range(accumulators):
+                total += reduce_sum(load(~regs[i * lanes]))
+            return total
+
+        @hidet.script
+        def peak(threads: i32, iters: i32, x: f32, y: f32, out: ~f32):
+            attrs.func_kind = "public"
+            for t in grid(threads, attrs="p"):
+                out[t] = chains(iters, x, y)
+
+    return module.build(), accumulators
+
+
+def fma_peak(quick: bool) -> tuple[float, int]:
+    """The machine's measured peak in FLOP/s on THREADS threads (the best of several runs), and the width used."""
+    lanes = machine_lanes()
+    if lanes is None:
+        raise SystemExit("this machine's C compiler enables no vector fused multiply-add")
+    module, accumulators = fma_peak_module(lanes)
+    iters = 1_000_000 if quick else 4_000_000
+    out = np.zeros(THREADS, np.float32)
+    module(THREADS, 1000, 0.5, 1.0, out)  # acc * 0.5 + 1 tends to 2: no overflow, no subnormals
+    assert np.allclose(out, 2.0 * lanes * accumulators), out
+    time.sleep(SETTLE_S)
+    best = math.inf
+    for _ in range(3 if quick else 7):
+        start = time.perf_counter()
+        module(THREADS, iters, 0.5, 1.0, out)
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * THREADS * iters * accumulators * lanes / best, lanes
+
+
+# -------------------------------------------------------------------------------------------- the peers
+def load_peers() -> Peers:
+    """Import the optional peers, each set to THREADS threads."""
+    peers = Peers(None, None, None)
+    with contextlib.suppress(ImportError):
+        import threadpoolctl
+
+        peers.threadpoolctl = threadpoolctl
+    with contextlib.suppress(ImportError):
+        import torch
+
+        torch.set_num_threads(THREADS)
+        peers.torch = torch
+        peers.notes.append(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    with contextlib.suppress(ImportError):
+        import onnx  # noqa: F401 - the models are built with it
+        import onnxruntime
+
+        peers.onnxruntime = onnxruntime
+        peers.notes.append(f"onnxruntime {onnxruntime.__version__}, {THREADS} intra-op threads")
+    return peers
+
+
+def openblas_report(peers: Peers) -> str:
+    """Which BLAS numpy runs, with its kernel (architecture) and threads, from threadpoolctl."""
+    if peers.threadpoolctl is None:
+        return f"numpy's BLAS: unknown (threadpoolctl {MISSING}; numpy uses its default threads)"
+    infos = [i for i in peers.threadpoolctl.threadpool_info() if i.get("user_api") == "blas"]
+    return "; ".join(f"numpy's BLAS: {i.get('internal_api')} {i.get('version')}, kernel {i.get('architecture')}, "
+                     f"{i.get('num_threads')} threads" for i in infos) or "numpy's BLAS: none found"
+
+
+def onnx_session(peers: Peers, nodes: list, inputs: dict[str, np.ndarray], output: str) -> Callable[[], np.ndarray]:
+    """A call running the ONNX graph of `nodes` (over the named inputs, float32) in onnxruntime on THREADS threads."""
+    from onnx import TensorProto, helper
+
+    def info(name: str, shape: tuple[int, ...] | None) -> object:
+        return helper.make_tensor_value_info(name, TensorProto.FLOAT, None if shape is None else list(shape))
+
+    graph = helper.make_graph(nodes, "bench", [info(k, v.shape) for k, v in inputs.items()], [info(output, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    options = peers.onnxruntime.SessionOptions()
+    options.intra_op_num_threads = THREADS
+    options.inter_op_num_threads = 1
+    session = peers.onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return lambda: session.run([output], inputs)[0]
+
+
+def timed_peers(candidates: dict[str, Callable[[], np.ndarray] | None], ours: np.ndarray, bound: np.ndarray,
+                runs: int) -> dict[str, float | None]:
+    """Each peer's median seconds (None where missing), after checking its result against ours within `bound`."""
+    times: dict[str, float | None] = {}
+    for name in PEERS:
+        fn = candidates.get(name)
+        if fn is None:
+            times[name] = None
+            continue
+        got = np.asarray(fn())
+        err = np.abs(got.astype(np.float64) - ours)
+        assert (err <= bound).all(), f"{name} differs from stdlib_ops by {err.max()} (bound {bound.max()})"
+        times[name] = median_seconds(fn, runs)
+    return times
+
+
+# ------------------------------------------------------------------------------------------------ rows
+def sum_bound(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """How far two f32 results of `a @ b` may be apart: each is within (k + 1) * 2^-24 * (|a| @ |b|) of the exact
+    product (f32 sums of k terms in any order), so twice that."""
+    return 2 * (a.shape[-1] + 1) * 2.0**-24 * (np.abs(a).astype(np.float64) @ np.abs(b)) + 1e-30
+
+
+def matmul_rows(peers: Peers, quick: bool) -> list[Row]:
+    """f32 matmul at square sizes and at MLP shapes (m = 64 and 512; k x n = 768 x 3072 and 3072 x 768)."""
+    squares = [(s, s, s) for s in ((64, 128) if quick else (256, 512, 1024, 2048))]
+    mlp = [(64, 96, 384)] if quick else [(m, k, n) for m in (64, 512) for k, n in ((768, 3072), (3072, 768))]
+    rows = []
+    rng = np.random.default_rng(0)
+    for m, k, n in squares + mlp:
+        a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+        b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+        xs, ws = ops.symbol([m, k]), ops.symbol([k, n])
+        compiled = ops.optimize(ops.trace_from(ops.matmul(xs, ws), [xs, ws])).build("cpu")
+        ours = compiled(a, b).numpy().astype(np.float64)
+        runs = 3 if quick else RUNS
+        candidates: dict[str, Callable[[], np.ndarray] | None] = {"numpy": lambda a=a, b=b: np.matmul(a, b)}
+        if peers.torch is not None:
+            ta, tb = peers.torch.from_numpy(a), peers.torch.from_numpy(b)
+            candidates["torch"] = lambda ta=ta, tb=tb: peers.torch.matmul(ta, tb)
+        if peers.onnxruntime is not None:
+            from onnx import helper
+
+            candidates["onnxruntime"] = onnx_session(peers, [helper.make_node("MatMul", ["a", "b"], ["c"])],
+                                                     {"a": a, "b": b}, "c")
+        times = timed_peers(candidates, ours, sum_bound(a, b), runs)
+        label = f"matmul {m}x{k} @ {k}x{n}" if (m, k, n) not in squares else f"matmul {m}^3"
+        rows.append(Row(label, 2.0 * m * n * k, median_seconds(lambda a=a, b=b, f=compiled: f(a, b), runs),
+                        times))
+    return rows
+
+
+def numpy_erf(x: np.ndarray) -> np.ndarray:
+    """erf to within 1.5e-7 (Abramowitz and Stegun 7.1.26), in numpy operations: numpy has no erf."""
+    t = 1.0 / (1.0 + 0.3275911 * np.abs(x))
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    return np.sign(x) * (1.0 - poly * np.exp(-x * x))
+
+
+def gelu_rows(peers: Peers, quick: bool) -> list[Row]:
+    """`gelu(x @ w + b)` (erf's gelu) as one fused kernel of ours, against numpy in three steps, torch and ORT."""
+    m, k, n = (64, 96, 384) if quick else (512, 768, 3072)
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    w = rng.uniform(-1, 1, (k, n)).astype(np.float32) / np.float32(math.sqrt(k))
+    bias = rng.uniform(-1, 1, n).astype(np.float32)
+    xs = ops.symbol(["m", k])
+    compiled = ops.optimize(ops.trace_from(ops.gelu(ops.matmul(xs, ops.asarray(w)) + ops.asarray(bias)),
+                                           [xs])).build("cpu")
+    assert len(compiled.kernels) == 1, compiled.kernels
+    ours = compiled(x).numpy().astype(np.float64)
+
+    def numpy_steps() -> np.ndarray:
+        h = x @ w
+        h += bias
+        return 0.5 * h * (1.0 + numpy_erf(h * np.float32(1 / math.sqrt(2))))
+
+    candidates: dict[str, Callable[[], np.ndarray] | None] = {"numpy": numpy_steps}
+    if peers.torch is not None:
+        tx, tw, tb = (peers.torch.from_numpy(v) for v in (x, w, bias))
+        candidates["torch"] = lambda: peers.torch.nn.functional.gelu(peers.torch.addmm(tb, tx, tw))
+    if peers.onnxruntime is not None:
+        from onnx import helper, numpy_helper
+
+        consts = {"sqrt2": np.float32(math.sqrt(2)), "one": np.float32(1), "half": np.float32(0.5)}
+        nodes = [helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(v)))
+                 for name, v in consts.items()]
+        nodes += [helper.make_node("MatMul", ["x", "w"], ["xw"]), helper.make_node("Add", ["xw", "b"], ["h"]),
+                  helper.make_node("Div", ["h", "sqrt2"], ["s"]), helper.make_node("Erf", ["s"], ["e"]),
+                  helper.make_node("Add", ["e", "one"], ["e1"]), helper.make_node("Mul", ["h", "e1"], ["he"]),
+                  helper.make_node("Mul", ["he", "half"], ["y"])]
+        candidates["onnxruntime"] = onnx_session(peers, nodes, {"x": x, "w": w, "b": bias}, "y")
+    # the matmul's bound (gelu's slope is at most 1.13), the bias addition, gelu's own f32 rounding and numpy's erf
+    bound = 1.13 * sum_bound(x, w) + 8 * 2.0**-24 * np.abs(ours) + 2e-7 + 1e-30
+    runs = 3 if quick else RUNS
+    times = timed_peers(candidates, ours, bound, runs)
+    return [Row(f"gelu(x @ w + b) {m}x{k} @ {k}x{n}", 2.0 * m * n * k, median_seconds(lambda: compiled(x), runs),
+                times)]
+
+
+ROWS: list[Callable[[Peers, bool], list[Row]]] = [matmul_rows, gelu_rows]
+"""The row functions, in table order; each returns its rows (append a function for a new operator)."""
+
+
+# ------------------------------------------------------------------------------------------------ the table
+def print_table(rows: list[Row], peak: float) -> None:
+    header = f"{'case':34} | {'ours ms':>8} | {'GFLOP/s':>7} | {'% peak':>6}"
+    for name in PEERS:
+        header += f" | {name + ' ms':>14} | {'ratio':>5}"
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        rate = row.flops / row.ours
+        line = f"{row.label:34} | {row.ours * 1e3:8.3f} | {rate / 1e9:7.1f} | {100 * rate / peak:5.1f}%"
+        for name in PEERS:
+            t = row.peers.get(name)
+            line += f" | {MISSING:>14} | {'':>5}" if t is None else f" | {t * 1e3:14.3f} | {t / row.ours:5.2f}"
+        print(line)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes and few repeats (a smoke run)")
+    args = parser.parse_args()
+    peers = load_peers()
+    limits = peers.threadpoolctl.threadpool_limits(THREADS, user_api="blas") if peers.threadpoolctl else None
+    with limits if limits is not None else contextlib.nullcontext():
+        peak, lanes = fma_peak(args.quick)
+        print(f"{THREADS} threads each; measured peak {peak / 1e9:.1f} GFLOP/s (f32x{lanes} fused multiply-adds)")
+        print(openblas_report(peers))
+        for note in peers.notes:
+            print(note)
+        missing = [name for name in ("torch", "onnxruntime") if getattr(peers, name) is None]
+        if missing:
+            print(f"not installed: {', '.join(missing)} (the `bench` extra)")
+        print()
+        rows = [row for make in ROWS for row in make(peers, args.quick)]
+        print_table(rows, peak)
+    print("\nratio: peer time / ours (above 1: stdlib_ops is faster); every peer's result matched ours first")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,26 @@
+"""The vector widths the CPU templates may use on this machine: `machine_lanes`, `machine_has_lanes`.
+
+A template's vector type of `lanes` floats (f32x16, f32x8, f32x4) needs its instruction set and, below 16 lanes,
+FMA for its fused multiply-add and exp (AVX-512F has them). The machine's C compiler is asked what `-march=native`
+enables (`codegen.cpu_features`).
+"""
+
+from __future__ import annotations
+
+VECTOR_LANES = (16, 8, 4)
+"""The widths of the CPU templates' vector types, widest first."""
+
+LANE_FEATURES = {16: {"avx512f"}, 8: {"avx", "fma"}, 4: {"sse", "fma"}}
+"""The instruction sets each width needs (`codegen.cpu_features` names)."""
+
+
+def machine_has_lanes(lanes: int) -> bool:
+    """Whether this machine's C compiler enables the `lanes`-wide vector type with its fused multiply-add."""
+    from codegen.cpu_features import machine_cpu_features
+
+    return LANE_FEATURES[lanes] <= machine_cpu_features()
+
+
+def machine_lanes() -> int | None:
+    """The widest of `VECTOR_LANES` the machine has (`machine_has_lanes`); None when it has none (no vector FMA)."""
+    return next((lanes for lanes in VECTOR_LANES if machine_has_lanes(lanes)), None)
