@@ -7,9 +7,10 @@ then one table row per case: our time, our GFLOP/s and its fraction of the peak,
 ratio peer time / our time (above 1: we are faster). Every peer's result is checked against ours before anything
 is timed. Times are medians of at least 20 runs after a warm-up.
 
-Rows are produced by the functions in `ROWS` (each returns its `Row`s); a new operator (softmax, the norms,
-conv2d) is a new row function appended there. Peers that are not installed (torch, onnxruntime, threadpoolctl: the
-`bench` extra) print as missing.
+Rows are produced by the functions in `ROWS` (each returns its `Row`s): matmul, `gelu(x @ w + b)`, and the
+memory-bound softmax and norms, whose rate is in GB/s against the machine's measured copy bandwidth (a parallel copy
+written in the DSL); a new operator (conv2d) is a new row function appended there. Peers that are not installed
+(torch, onnxruntime, threadpoolctl: the `bench` extra) print as missing.
 
 Where the environment sets OPENBLAS_CORETYPE or OPENBLAS_L2_SIZE (which pin OpenBLAS to another kernel or cache
 size), the script runs itself again without them, so that numpy runs the kernel OpenBLAS picks for this machine.
@@ -66,13 +67,15 @@ class Peers:
 
 @dataclass
 class Row:
-    """One case: its label, its floating-point operations, and seconds per run for us and each peer (None: the
-    peer is missing)."""
+    """One case: its label, its floating-point operations (compute-bound cases) or the bytes it must move
+    (memory-bound ones: `flops` 0), and seconds per run for us and each peer (None: the peer is missing or not
+    compared on this case)."""
 
     label: str
     flops: float
     ours: float
     peers: dict[str, float | None]
+    moved_bytes: float = 0.0
 
 
 # ------------------------------------------------------------------------------------------------ timing
@@ -144,6 +147,36 @@ def fma_peak(quick: bool) -> tuple[float, int]:
         module(THREADS, iters, 0.5, 1.0, out)
         best = min(best, time.perf_counter() - start)
     return 2.0 * THREADS * iters * accumulators * lanes / best, lanes
+
+
+@cache
+def copy_module() -> object:
+    """A public function `copy(n, src, dst)`: `dst[i] = src[i]`, the elements spread over the threads."""
+    with hidet.script_module() as module:
+        @hidet.script
+        def copy(n: i32, src: ~f32, dst: ~f32):
+            attrs.func_kind = "public"
+            for i in grid(n, attrs="p"):
+                dst[i] = src[i]
+
+    return module.build()
+
+
+def copy_bandwidth(quick: bool) -> float:
+    """The machine's measured copy bandwidth in bytes/s on THREADS threads (a read and a write of 64 MB, or 8 MB
+    with `quick`; the best of several runs)."""
+    n = (2 if quick else 16) * 1024 * 1024
+    src, dst = np.random.default_rng(0).standard_normal(n).astype(np.float32), np.empty(n, np.float32)
+    module = copy_module()
+    module(n, src, dst)
+    assert np.array_equal(src, dst)
+    time.sleep(SETTLE_S)
+    best = math.inf
+    for _ in range(3 if quick else 11):
+        start = time.perf_counter()
+        module(n, src, dst)
+        best = min(best, time.perf_counter() - start)
+    return 2 * 4 * n / best
 
 
 # -------------------------------------------------------------------------------------------- the peers
@@ -295,23 +328,72 @@ def gelu_rows(peers: Peers, quick: bool) -> list[Row]:
                 times)]
 
 
-ROWS: list[Callable[[Peers, bool], list[Row]]] = [matmul_rows, gelu_rows]
+def normalization_rows(peers: Peers, quick: bool) -> list[Row]:
+    """softmax, layer_norm and rms_norm over the last axis of [4096, 1024] f32 (memory-bound: one read of the input
+    and one write of the output), each a compiled graph of one operator, against numpy's usual formulas and torch."""
+    rows, cols = (256, 1024) if quick else (4096, 1024)
+    rng = np.random.default_rng(2)
+    x = (3 * rng.standard_normal((rows, cols))).astype(np.float32)
+    w, b = (rng.uniform(-2, 2, cols).astype(np.float32) for _ in range(2))
+    tw, tb = ops.asarray(w), ops.asarray(b)
+
+    def numpy_softmax() -> np.ndarray:
+        e = np.exp(x - x.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    def numpy_layer_norm() -> np.ndarray:
+        mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+        return (x - mean) / np.sqrt(var + 1e-5) * w + b
+
+    cases = {  # name: (our operator on a symbolic x, numpy's call, torch's call or None)
+        "softmax": (lambda t: ops.softmax(t, axis=-1), numpy_softmax, None),
+        "layer_norm": (lambda t: ops.layer_norm(t, tw, tb, eps=1e-5), numpy_layer_norm, None),
+        "rms_norm": (lambda t: ops.rms_norm(t, tw, eps=1e-6),
+                     lambda: x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6) * w, None),
+    }
+    if peers.torch is not None:
+        f = peers.torch.nn.functional
+        tx, ttw, ttb = (peers.torch.from_numpy(v) for v in (x, w, b))
+        torch_calls = {"softmax": lambda: f.softmax(tx, -1),
+                       "layer_norm": lambda: f.layer_norm(tx, (cols,), ttw, ttb, 1e-5),
+                       "rms_norm": lambda: f.rms_norm(tx, (cols,), ttw, 1e-6)}
+        cases = {name: (op, np_call, torch_calls[name]) for name, (op, np_call, _) in cases.items()}
+    result = []
+    runs = 3 if quick else RUNS
+    for name, (op, numpy_call, torch_call) in cases.items():
+        xs = ops.symbol([rows, cols])
+        compiled = ops.optimize(ops.trace_from(op(xs), [xs])).build("cpu")
+        ours = compiled(x).numpy().astype(np.float64)
+        # f32 sums of 1024 terms in different orders, and exp / sqrt of different libraries: a few ulps each
+        bound = 1e-4 * np.abs(ours) + 1e-5
+        times = timed_peers({"numpy": numpy_call, "torch": torch_call}, ours, bound, runs)
+        result.append(Row(f"{name} [{rows}, {cols}]", 0.0, median_seconds(lambda f=compiled: f(x), runs), times,
+                          moved_bytes=2.0 * rows * cols * 4))
+    return result
+
+
+ROWS: list[Callable[[Peers, bool], list[Row]]] = [matmul_rows, gelu_rows, normalization_rows]
 """The row functions, in table order; each returns its rows (append a function for a new operator)."""
 
 
 # ------------------------------------------------------------------------------------------------ the table
-def print_table(rows: list[Row], peak: float) -> None:
-    header = f"{'case':34} | {'ours ms':>8} | {'GFLOP/s':>7} | {'% peak':>6}"
+def print_table(rows: list[Row], peak: float, bandwidth: float) -> None:
+    """The table: for each row our time and rate (GFLOP/s against the peak, or GB/s against the copy bandwidth for a
+    memory-bound case), then each peer's time and ratio."""
+    header = f"{'case':34} | {'ours ms':>8} | {'rate':>11} | {'% limit':>7}"
     for name in PEERS:
         header += f" | {name + ' ms':>14} | {'ratio':>5}"
     print(header)
     print("-" * len(header))
     for row in rows:
-        rate = row.flops / row.ours
-        line = f"{row.label:34} | {row.ours * 1e3:8.3f} | {rate / 1e9:7.1f} | {100 * rate / peak:5.1f}%"
+        if row.flops:
+            rate, limit, unit = row.flops / row.ours, peak, "GFLOP/s"
+        else:
+            rate, limit, unit = row.moved_bytes / row.ours, bandwidth, "GB/s"
+        line = f"{row.label:34} | {row.ours * 1e3:8.3f} | {rate / 1e9:5.1f} {unit:>5} | {100 * rate / limit:6.1f}%"
         for name in PEERS:
             t = row.peers.get(name)
-            line += f" | {MISSING:>14} | {'':>5}" if t is None else f" | {t * 1e3:14.3f} | {t / row.ours:5.2f}"
+            line += f" | {'-':>14} | {'':>5}" if t is None else f" | {t * 1e3:14.3f} | {t / row.ours:5.2f}"
         print(line)
 
 
@@ -323,7 +405,9 @@ def main() -> None:
     limits = peers.threadpoolctl.threadpool_limits(THREADS, user_api="blas") if peers.threadpoolctl else None
     with limits if limits is not None else contextlib.nullcontext():
         peak, lanes = fma_peak(args.quick)
-        print(f"{THREADS} threads each; measured peak {peak / 1e9:.1f} GFLOP/s (f32x{lanes} fused multiply-adds)")
+        bandwidth = copy_bandwidth(args.quick)
+        print(f"{THREADS} threads each; measured peak {peak / 1e9:.1f} GFLOP/s (f32x{lanes} fused multiply-adds), "
+              f"copy bandwidth {bandwidth / 1e9:.1f} GB/s (a read and a write)")
         print(openblas_report(peers))
         for note in peers.notes:
             print(note)
@@ -332,8 +416,9 @@ def main() -> None:
             print(f"not installed: {', '.join(missing)} (the `bench` extra)")
         print()
         rows = [row for make in ROWS for row in make(peers, args.quick)]
-        print_table(rows, peak)
-    print("\nratio: peer time / ours (above 1: stdlib_ops is faster); every peer's result matched ours first")
+        print_table(rows, peak, bandwidth)
+    print("\nratio: peer time / ours (above 1: stdlib_ops is faster); -: not installed, or no such case; "
+          "every peer's result matched ours first")
 
 
 if __name__ == "__main__":
