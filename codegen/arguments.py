@@ -51,6 +51,18 @@ def numpy_dtype(t: DataType) -> np.dtype:
     return np.dtype(t.numpy_name)
 
 
+BF16_BITS = np.dtype(np.uint16)
+"""The dtype of bf16 bit patterns, which a bf16 parameter also takes where its arrays are ml_dtypes' bfloat16."""
+
+
+def bf16_bits_viewed(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """`array` viewed as `dtype` (no copy) when it holds bf16 bit patterns for a parameter of ml_dtypes' bfloat16;
+    else `array` itself."""
+    if array.dtype == BF16_BITS and dtype != BF16_BITS and dtype.name == "bfloat16":
+        return array.view(dtype)
+    return array
+
+
 def _describe(value: Any) -> str:
     if isinstance(value, np.ndarray):
         return f"a numpy array of {value.dtype} with shape {value.shape}"
@@ -78,7 +90,7 @@ def as_array(value: Any, func: str, param: str, dtype: np.dtype) -> np.ndarray:
 def check_dtype_and_shape(func: str, param: str, dtype: np.dtype, shape: tuple[int, ...],
                           want_dtype: np.dtype, want_shape: tuple[int, ...] | None) -> None:
     """Raise the error for an array of `dtype` and `shape` given for parameter `param` that wants others."""
-    if dtype != want_dtype:
+    if dtype != want_dtype and not (dtype == BF16_BITS and want_dtype.name == "bfloat16"):
         raise TypeError(f"{func}(): parameter '{param}' expects {want_dtype}, got an array of {dtype}")
     if want_shape is not None and tuple(shape) != want_shape:
         raise ValueError(f"{func}(): parameter '{param}' expects shape {want_shape}, got shape {tuple(shape)}")
@@ -161,7 +173,7 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
     env: dict[str, Any] = {
         "_c": c_function, "_nd": np.ndarray, "_as_array": as_array, "_bad": bad_array, "_to_int": to_int,
         "_to_float": to_float, "_after": after_call, "_fn": func.name, "_addr": ctypes.addressof,
-        "_from_buffer": ctypes.c_char.from_buffer,
+        "_from_buffer": ctypes.c_char.from_buffer, "_bf16_bits": bf16_bits_viewed,
         "_cut": without_compiler_frames,
     }
     names = _caller_parameter_names(func)
@@ -202,6 +214,8 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
             pass_args.append(a)
             continue
         body.append(f"    if type({a}) is not _nd: {a} = _as_array({a}, _fn, {pname!r}, _d{i})")
+        if dtype.name == "bfloat16":  # ml_dtypes' arrays; bit patterns (uint16) are taken too
+            body.append(f"    {a} = _bf16_bits({a}, _d{i})")
         checks = [f"{a}.dtype is not _d{i}", f"not {a}.flags.c_contiguous", f"not {a}.flags.writeable"]
         if shape_expr != "None":
             checks.insert(1, f"{a}.shape != {shape_expr}")
