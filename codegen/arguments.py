@@ -58,7 +58,7 @@ BF16_BITS = np.dtype(np.uint16)
 def bf16_bits_viewed(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """`array` viewed as `dtype` (no copy) when it holds bf16 bit patterns for a parameter of ml_dtypes' bfloat16;
     else `array` itself."""
-    if array.dtype == BF16_BITS and dtype != BF16_BITS and dtype.name == "bfloat16":
+    if array.dtype == BF16_BITS and dtype.name == "bfloat16":
         return array.view(dtype)
     return array
 
@@ -153,16 +153,6 @@ def _caller_parameter_names(func: Function) -> list[str]:
     return names
 
 
-def _needs_raw_view(dtype: np.dtype) -> bool:
-    """Whether arrays of `dtype` have no buffer-protocol format (ml_dtypes' bfloat16), so that their address is
-    taken through an unsigned-integer view of the same bytes."""
-    try:
-        memoryview(np.empty(1, dtype))
-    except (ValueError, TypeError):
-        return True
-    return False
-
-
 def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] | None,
                 on_gpu: bool = False) -> Callable[..., None]:
     """A Python function with `func`'s parameters that checks its arguments and calls `c_function`.
@@ -173,7 +163,7 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
     env: dict[str, Any] = {
         "_c": c_function, "_nd": np.ndarray, "_as_array": as_array, "_bad": bad_array, "_to_int": to_int,
         "_to_float": to_float, "_after": after_call, "_fn": func.name, "_addr": ctypes.addressof,
-        "_from_buffer": ctypes.c_char.from_buffer, "_bf16_bits": bf16_bits_viewed,
+        "_from_buffer": ctypes.c_char.from_buffer, "_bf16_bits": bf16_bits_viewed, "_bits": BF16_BITS,
         "_cut": without_compiler_frames,
     }
     names = _caller_parameter_names(func)
@@ -214,15 +204,15 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
             pass_args.append(a)
             continue
         body.append(f"    if type({a}) is not _nd: {a} = _as_array({a}, _fn, {pname!r}, _d{i})")
-        if dtype.name == "bfloat16":  # ml_dtypes' arrays; bit patterns (uint16) are taken too
+        address_of = a
+        if dtype.name == "bfloat16":  # ml_dtypes' arrays, or bit patterns (uint16) viewed as them
             body.append(f"    {a} = _bf16_bits({a}, _d{i})")
+            address_of = f"{a}.view(_bits)"  # ml_dtypes' bfloat16 has no buffer format: its address through its bits
         checks = [f"{a}.dtype is not _d{i}", f"not {a}.flags.c_contiguous", f"not {a}.flags.writeable"]
         if shape_expr != "None":
             checks.insert(1, f"{a}.shape != {shape_expr}")
         body.append(f"    if {' or '.join(checks)}: _bad(_fn, {pname!r}, {a}, _d{i}, {shape_expr})")
-        raw = f"{a}.view(_raw{i})" if _needs_raw_view(dtype) else a
-        env[f"_raw{i}"] = np.dtype(f"u{dtype.itemsize}")
-        pass_args.append(f"(_addr(_from_buffer({raw})) if {a}.nbytes else None)")
+        pass_args.append(f"(_addr(_from_buffer({address_of})) if {a}.nbytes else None)")
     sig = ", ".join(names)
     call = [f"    _c({', '.join(pass_args)})"]
     if on_gpu:  # the results come back before the checks, so a failed device assertion loses none of them

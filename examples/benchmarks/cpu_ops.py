@@ -40,7 +40,7 @@ from dataclasses import dataclass, field  # noqa: E402
 from functools import cache  # noqa: E402
 
 import numpy as np  # noqa: E402
-from timing import loop_time  # noqa: E402 - examples/benchmarks/timing.py, beside this script
+from timing import best_time, loop_time  # noqa: E402 - examples/benchmarks/timing.py, beside this script
 
 import hidet_lang as hidet  # noqa: E402
 import stdlib_ops as ops  # noqa: E402
@@ -141,11 +141,7 @@ def fma_peak(quick: bool) -> tuple[float, int]:
     module(THREADS, 1000, 0.5, 1.0, out)  # acc * 0.5 + 1 tends to 2: no overflow, no subnormals
     assert np.allclose(out, 2.0 * lanes * accumulators), out
     time.sleep(SETTLE_S)
-    best = math.inf
-    for _ in range(3 if quick else 7):
-        start = time.perf_counter()
-        module(THREADS, iters, 0.5, 1.0, out)
-        best = min(best, time.perf_counter() - start)
+    best = best_time(lambda: module(THREADS, iters, 0.5, 1.0, out), 3 if quick else 7)
     return 2.0 * THREADS * iters * accumulators * lanes / best, lanes
 
 
@@ -171,12 +167,7 @@ def copy_bandwidth(quick: bool) -> float:
     module(n, src, dst)
     assert np.array_equal(src, dst)
     time.sleep(SETTLE_S)
-    best = math.inf
-    for _ in range(3 if quick else 11):
-        start = time.perf_counter()
-        module(n, src, dst)
-        best = min(best, time.perf_counter() - start)
-    return 2 * 4 * n / best
+    return 2 * 4 * n / best_time(lambda: module(n, src, dst), 3 if quick else 11)
 
 
 # -------------------------------------------------------------------------------------------- the peers
