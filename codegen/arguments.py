@@ -63,6 +63,13 @@ def bf16_bits_viewed(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return array
 
 
+def array_address(array: np.ndarray) -> int:
+    """The address of the data of a C-contiguous, writeable numpy array, as a compiled function takes it (0, a null
+    pointer, for an empty array); TypeError or ValueError for any other array (read-only, not contiguous, or of a
+    dtype without a buffer format)."""
+    return ctypes.addressof(ctypes.c_char.from_buffer(array)) if array.nbytes else 0
+
+
 def _describe(value: Any) -> str:
     if isinstance(value, np.ndarray):
         return f"a numpy array of {value.dtype} with shape {value.shape}"

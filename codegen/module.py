@@ -13,6 +13,7 @@ from hidet_lang.ir.expr import Intrinsic
 from hidet_lang.ir.func import DEVICE_KINDS, HOST_CALLABLE_KINDS, FuncKind, IRModule
 from hidet_lang.ir.functor import collect
 from hidet_lang.ir.stmt import AssertStmt
+from hidet_lang.ir.types import DataType
 
 AfterCall = Callable[[], None]
 
@@ -34,6 +35,7 @@ class CompiledModule:
         self._cubin_builder = cubin
         self._cubin: bytes | None = None
         self.functions: dict[str, Callable[..., None]] = {}
+        self._direct: dict[str, Callable[..., None]] = {}
         after = _chain([*after_call, *filter(None, [host_checks(ir, lib)])])
         for f in ir.functions:
             if f.attrs.kind not in HOST_CALLABLE_KINDS:
@@ -42,6 +44,8 @@ class CompiledModule:
             c_function.argtypes = [ctype_of(p.type) for p in f.params]
             c_function.restype = None
             self.functions[f.name] = make_caller(f, c_function, after, on_gpu=on_gpu)
+            if target == "cpu" and after is None and all(not isinstance(p.type, DataType) for p in f.params):
+                self._direct[f.name] = c_function
         public = [f.name for f in ir.functions if f.attrs.kind == FuncKind.PUBLIC]
         candidates = public or list(self.functions)
         self._default = candidates[0] if len(candidates) == 1 else None
@@ -76,6 +80,13 @@ class CompiledModule:
             return self.functions[name]
         except KeyError:
             raise KeyError(f"no host-callable function {name!r}; the module has: {', '.join(self.functions)}") from None
+
+    def direct_function(self, name: str | None = None) -> Callable[..., None] | None:
+        """The C function of the host-callable function `name` (the default one when None), for a caller that
+        guarantees its arguments itself: it takes the address of each array's data (`array_address`) and checks
+        nothing. None where a call needs more than the C call: a CUDA module's functions, a function with scalar
+        parameters, and one whose calls report assertions or flush printf afterwards."""
+        return self._direct.get(self._default_name() if name is None else name)
 
     def source(self, which: str | None = None) -> str:
         """The generated source code: the C of a CPU module, the CUDA C of a CUDA module (`which='host'` for

@@ -24,7 +24,7 @@ DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float3
 class Tensor:
     """A tensor: `shape` (ints, or strings for symbolic dimensions), `dtype` (a numpy name), `device`."""
 
-    __slots__ = ("shape", "dtype", "device", "storage", "producer", "output_index", "__weakref__")
+    __slots__ = ("shape", "dtype", "device", "storage", "producer", "output_index", "address", "__weakref__")
 
     def __init__(self, shape: tuple[Dim, ...], dtype: str, device: str = "cpu", storage: Any = None,
                  producer: Operator | None = None, output_index: int = 0) -> None:
@@ -34,6 +34,7 @@ class Tensor:
         self.storage = storage
         self.producer = producer
         self.output_index = output_index
+        self.address: int | None = None  # of the data of a 'cpu' tensor, once a kernel has taken it (eager calls)
 
     @property
     def is_symbolic(self) -> bool:
@@ -165,9 +166,16 @@ class Tensor:
 
 
 def _ops() -> Any:
-    import stdlib_ops.operators as operators
+    """The operators module (imported on first use: it imports this one)."""
+    global _operators
+    if _operators is None:
+        import stdlib_ops.operators as operators
 
-    return operators
+        _operators = operators
+    return _operators
+
+
+_operators: Any = None
 
 
 def _check_dtype(dtype: Any) -> str:

@@ -44,9 +44,13 @@ def apply(name: str, attrs: dict[str, Any], inputs: Sequence[Tensor], define: De
           inverse: Callable[[list[Var], list[ComputeTensor]], dict[int, InverseMap]] | None = None) -> list[Tensor]:
     """The outputs of operator `name` on `inputs`: computed at once when every input is concrete, else recorded
     (symbolic outputs whose producer is the new `Operator`). `define(*input_vars)` gives the output compute(s)."""
-    devices = {t.device for t in inputs}
-    if len(devices) > 1:
-        raise ValueError(f"{name}: the inputs are on different devices ({', '.join(sorted(devices))})")
+    device = inputs[0].device
+    concrete = True
+    for t in inputs:
+        if t.device != device:
+            devices = ", ".join(sorted({t.device for t in inputs}))
+            raise ValueError(f"{name}: the inputs are on different devices ({devices})")
+        concrete = concrete and t.storage is not None
 
     def make_task() -> Task:
         xs = [tensor_input(f"x{i}", t.dtype, t.shape) for i, t in enumerate(inputs)]
@@ -54,11 +58,10 @@ def apply(name: str, attrs: dict[str, Any], inputs: Sequence[Tensor], define: De
         outs = [outs] if isinstance(outs, ComputeTensor) else list(outs)
         return Task(name, tuple(xs), tuple(outs), dict(attrs), inverse(xs, outs) if inverse else {})
 
-    if all(not t.is_symbolic for t in inputs):
-        return EAGER.run((name, tuple(sorted(attrs.items()))), inputs, make_task)
+    if concrete:
+        return EAGER.run((name, tuple(sorted(attrs.items())) if attrs else ()), inputs, make_task)
     task = make_task()
     op = Operator(task, list(inputs))
-    device = inputs[0].device
     op.outputs = [Tensor(shape, dtype, device, producer=op, output_index=k)
                   for k, (shape, dtype) in enumerate(output_specs(task))]
     return op.outputs
@@ -78,6 +81,8 @@ def scalar_dtype(value: Any, other: str) -> str:
 
 def as_tensors(name: str, *values: Any) -> list[Tensor]:
     """The operands as tensors; Python scalars become 0-d tensors of the dtype numpy would give them."""
+    if all(type(v) is Tensor for v in values):
+        return list(values)
     like = next((v for v in values if isinstance(v, Tensor)), None)
     if like is None:
         raise TypeError(f"{name}: needs at least one tensor operand")

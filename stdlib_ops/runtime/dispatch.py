@@ -1,15 +1,20 @@
 """Eager dispatch: an operator on concrete tensors runs its task's compiled kernel at once.
 
 The kernel is found by a cheap key (operator name, attributes, input shapes and dtypes, device) before any
-task is built, so a repeated call costs a dictionary lookup, the output allocation and the kernel call.
+task is built, so a repeated call costs a dictionary lookup, the output allocation and the kernel call. On the
+CPU the kernel's C function is called directly with the addresses of the tensors' data (each tensor's found once),
+since the key already guarantees what the checked caller would check; storage it cannot take as it is goes
+through the checked caller, which explains the problem or converts the argument.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from codegen import arrays
+from codegen.arguments import array_address
 from hidet_lang.ir.expr import Expr, Var
 from stdlib_ops.runtime.kernels import KERNELS, KernelCache, target_of
 from stdlib_ops.task import Task
@@ -38,29 +43,65 @@ def kernel_argument(t: Tensor) -> Any:
     return t.storage.reshape((1,))
 
 
+def data_address(t: Tensor) -> int:
+    """The address of the data of a 'cpu' tensor, as a kernel's C function takes it (found once per tensor);
+    TypeError or ValueError for storage that cannot be passed as it is (see `array_address`)."""
+    if t.address is None:
+        t.address = array_address(t.storage)
+    return t.address
+
+
+@dataclass(frozen=True)
+class EagerCall:
+    """What a call signature runs: the compiled `kernel` (None: no element to compute), its C function taking
+    addresses (`direct`, where it has one) and the (shape, dtype) of each output."""
+
+    kernel: Any
+    direct: Callable[..., None] | None
+    outputs: list[OutSpec]
+
+    def launch(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        """Run the kernel on `inputs`, writing `outputs`."""
+        if self.direct is not None:
+            try:
+                addresses = [data_address(t) for t in inputs] + [data_address(t) for t in outputs]
+            except (TypeError, ValueError):
+                pass  # the checked call below says what is wrong with the storage, or takes it
+            else:
+                self.direct(*addresses)
+                return
+        if self.kernel is not None:
+            self.kernel(*[kernel_argument(t) for t in inputs], *[kernel_argument(t) for t in outputs])
+
+
 class EagerDispatcher:
     """Runs operators on concrete tensors, remembering the compiled kernel of each call signature."""
 
     def __init__(self, kernels: KernelCache) -> None:
         self._kernels = kernels
-        self._calls: dict[tuple, tuple[Any, list[OutSpec]]] = {}
+        self._calls: dict[tuple, EagerCall] = {}
 
     def run(self, key: tuple, inputs: Sequence[Tensor], make_task: Callable[[], Task]) -> list[Tensor]:
         """The outputs of the operator `key` names (its name and attributes) on concrete `inputs`."""
         device = inputs[0].device
         call_key = (key, device, *[(t.shape, t.dtype) for t in inputs])
-        entry = self._calls.get(call_key)
-        if entry is None:
-            task = make_task()
-            task.check_target(target_of(device))
-            specs = output_specs(task)
-            empty = all(0 in shape for shape, _ in specs)  # nothing to compute: no kernel is built or launched
-            entry = self._calls[call_key] = (None if empty else self._kernels.get(task, target_of(device)), specs)
-        compiled, specs = entry
-        outs = [Tensor(shape, dtype, device, arrays.empty(shape, dtype, device)) for shape, dtype in specs]
-        if compiled is not None:
-            compiled(*[kernel_argument(t) for t in inputs], *[kernel_argument(t) for t in outs])
+        call = self._calls.get(call_key)
+        if call is None:
+            call = self._calls[call_key] = self._prepare(make_task(), device)
+        outs = [Tensor(shape, dtype, device, arrays.empty(shape, dtype, device)) for shape, dtype in call.outputs]
+        call.launch(inputs, outs)
         return outs
+
+    def _prepare(self, task: Task, device: str) -> EagerCall:
+        """The call of `task` on `device`: its kernel built (or found in the cache) unless it has nothing to
+        compute."""
+        target = target_of(device)
+        task.check_target(target)
+        specs = output_specs(task)
+        if all(0 in shape for shape, _ in specs):  # nothing to compute: no kernel is built or launched
+            return EagerCall(None, None, specs)
+        kernel = self._kernels.get(task, target)
+        return EagerCall(kernel, kernel.direct_function(), specs)
 
 
 EAGER = EagerDispatcher(KERNELS)

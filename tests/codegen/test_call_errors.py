@@ -137,3 +137,21 @@ def test_a_bad_call_leaves_through_the_entry_point_alone() -> None:
     with pytest.raises(ValueError) as excinfo:
         built["kernel"](*args.values())
     assert runtime_frames(excinfo.value) == [("<hidet_lang caller of kernel>", "kernel")]
+
+
+def test_the_direct_function_is_offered_only_for_tensor_parameters() -> None:
+    assert module.build().direct_function() is None  # scalars need their conversions and range checks
+    with hidet.script_module() as tensors_only:
+
+        @hidet.script
+        def double(a: f32[4], out: f32[4]):
+            attrs.func_kind = "public"
+            for i in range(4):
+                out[i] = a[i] * 2.0
+
+    direct = tensors_only.build().direct_function()
+    a, out = np.arange(4, dtype=np.float32), np.zeros(4, np.float32)
+    direct(codegen.arguments.array_address(a), codegen.arguments.array_address(out))
+    np.testing.assert_array_equal(out, a * 2)
+    with pytest.raises(TypeError):
+        codegen.arguments.array_address(np.zeros(8, np.float32)[::2])
