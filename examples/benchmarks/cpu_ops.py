@@ -363,7 +363,76 @@ def normalization_rows(peers: Peers, quick: bool) -> list[Row]:
     return result
 
 
-ROWS: list[Callable[[Peers, bool], list[Row]]] = [matmul_rows, gelu_rows, normalization_rows]
+def mlp_module() -> object:
+    """examples/mlp.py, imported from its path (it is a script, not a package)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "mlp.py")
+    spec = importlib.util.spec_from_file_location("mlp_example", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def mlp_onnx_nodes(weights: dict[str, np.ndarray]) -> list:
+    """The MLP of examples/mlp.py as ONNX nodes over input `x` with its weights as constants: MatMul, Add,
+    LayerNormalization (opset 17), Relu, MatMul, Add; output `y`."""
+    from onnx import helper, numpy_helper
+
+    nodes = [helper.make_node("Constant", [], [name], value=numpy_helper.from_array(value, name))
+             for name, value in weights.items()]
+    return nodes + [
+        helper.make_node("MatMul", ["x", "w1"], ["xw1"]), helper.make_node("Add", ["xw1", "b1"], ["h"]),
+        helper.make_node("LayerNormalization", ["h", "gamma", "beta"], ["n"], axis=-1, epsilon=1e-5),
+        helper.make_node("Relu", ["n"], ["r"]), helper.make_node("MatMul", ["r", "w2"], ["rw2"]),
+        helper.make_node("Add", ["rw2", "b2"], ["y"]),
+    ]
+
+
+def mlp_rows(peers: Peers, quick: bool) -> list[Row]:
+    """The MLP of examples/mlp.py compiled as one graph (three kernels), against the same network in numpy (f32),
+    torch, and onnxruntime running it exported as an ONNX model, at batch 64 and 512."""
+    example = mlp_module()
+    weights = example.make_weights(np.random.default_rng(3))
+    params = {name: ops.asarray(value) for name, value in weights.items()}
+    xs = ops.symbol(["batch", example.IN_FEATURES])
+    compiled = ops.optimize(ops.trace_from(example.mlp(xs, params), [xs])).build("cpu")
+    w = weights
+
+    def numpy_mlp(x: np.ndarray) -> np.ndarray:
+        h = x @ w["w1"] + w["b1"]
+        h = (h - h.mean(-1, keepdims=True)) / np.sqrt(h.var(-1, keepdims=True) + np.float32(1e-5))
+        return np.maximum(h * w["gamma"] + w["beta"], 0) @ w["w2"] + w["b2"]
+
+    torch = peers.torch
+    tp = {name: torch.from_numpy(value) for name, value in w.items()} if torch is not None else {}
+
+    def torch_mlp(tx: object) -> object:
+        h = torch.nn.functional.layer_norm(torch.addmm(tp["b1"], tx, tp["w1"]), (example.HIDDEN,), tp["gamma"],
+                                           tp["beta"], eps=1e-5)
+        return torch.addmm(tp["b2"], torch.relu(h), tp["w2"])
+
+    rows = []
+    for batch in (8,) if quick else (64, 512):
+        x = np.random.default_rng(batch).standard_normal((batch, example.IN_FEATURES)).astype(np.float32)
+        ours = compiled(x).numpy().astype(np.float64)
+        candidates: dict[str, Callable[[], np.ndarray] | None] = {"numpy": lambda x=x: numpy_mlp(x)}
+        if torch is not None:
+            tx = torch.from_numpy(x)
+            candidates["torch"] = lambda tx=tx: torch_mlp(tx)
+        if peers.onnxruntime is not None:
+            candidates["onnxruntime"] = onnx_session(peers, mlp_onnx_nodes(w), {"x": x}, "y")
+        # f32 sums of 256 and 512 unit-size terms, through a normalization (examples/mlp.py's own tolerance, twice)
+        bound = 4e-4 * (1 + np.abs(ours))
+        runs = 3 if quick else RUNS
+        times = timed_peers(candidates, ours, bound, runs)
+        flops = 2.0 * batch * example.HIDDEN * (example.IN_FEATURES + example.OUT_FEATURES)
+        rows.append(Row(f"MLP of examples/mlp.py, batch {batch}", flops,
+                        median_seconds(lambda x=x: compiled(x), runs), times))
+    return rows
+
+
+ROWS: list[Callable[[Peers, bool], list[Row]]] = [matmul_rows, gelu_rows, normalization_rows, mlp_rows]
 """The row functions, in table order; each returns its rows (append a function for a new operator)."""
 
 
