@@ -21,7 +21,7 @@ f32 (`~a[i]`, a `~f32` parameter, pointer arithmetic) or an f32 tensor (its firs
   `a < b ? a : b`, the rule of the scalar `max`/`min` (`b` where the lanes compare equal or unordered, NaN).
 - `reduce_sum(t, v)`: the f32 sum of the lanes, as a tree: lane `i` plus lane `i + lanes/2`, halving until one
   is left (for f32x4: `(v0 + v2) + (v1 + v3)`); each addition rounds, so it may differ from a left-to-right sum.
-- `reduce_max(t, v)`: the largest lane, by the same tree with the `max` rule.
+- `reduce_max(t, v)`: the largest lane, by the same tree with the `max` rule; `reduce_min(t, v)` the smallest.
 - `arithmetic(t, op, a, b)`: `a op b` for `+ - *` (Hidet's `avx_f32x8_add` and friends); the operators do the
   same.
 
@@ -124,6 +124,11 @@ def reduce_sum(t: VectorType, value: Any) -> E.Intrinsic:
 def reduce_max(t: VectorType, value: Any) -> E.Intrinsic:
     """The largest lane, by the tree of `reduce_sum` with the `max` rule."""
     return E.Intrinsic(f"{t}_reduce_max", (_vector(t, "reduce_max", value),), t.dtype)
+
+
+def reduce_min(t: VectorType, value: Any) -> E.Intrinsic:
+    """The smallest lane, by the tree of `reduce_sum` with the `min` rule."""
+    return E.Intrinsic(f"{t}_reduce_min", (_vector(t, "reduce_min", value),), t.dtype)
 
 
 _ARITHMETIC_NAMES = {"+": "add", "-": "subtract", "*": "multiply"}

@@ -3,7 +3,7 @@
 # The operations on the vector types of CPU functions (`hidet_lang.cpu`), named `<type>_<operation>` (f32x8_load):
 # what each computes is documented in `hidet_lang.frontend.vectors`, which builds them.
 VECTOR_OPERATIONS = ("load", "load_aligned", "store", "store_aligned", "broadcast", "setzero", "fma", "exp", "max",
-                     "min", "reduce_sum", "reduce_max")
+                     "min", "reduce_sum", "reduce_max", "reduce_min")
 VECTOR_INTRINSICS = frozenset(f"f32x{lanes}_{op}" for lanes in (4, 8, 16) for op in VECTOR_OPERATIONS)
 
 # Intrinsics only CUDA code can contain (the names the code generators see).

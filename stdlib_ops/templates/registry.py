@@ -14,6 +14,9 @@ machine, else the template's default point; see `stdlib_ops.tuning`). `binding_o
 - `softmax` / `log_softmax` over the last axis, `layer_norm` over trailing axes with a weight and a bias, and
   `rms_norm` with a weight: the row-wise templates over the `[rows, cols]` view of the tensors, on CUDA (f32, f16,
   bf16) and on the CPU (f32, f16; vectors of the machine's widest type, when it has one with FMA).
+- `sum`, `mean`, `max` and `min` over a run of consecutive axes of an f32 or f16 tensor, on the CPU:
+  `reduce_rows_cpu` where the axes are the trailing ones (vector accumulators), `reduce_columns_cpu` where some
+  axes follow them (strips of columns accumulated row after row), over the `[outer, extent, inner]` view.
 - `attention` (inputs q, k, v of shapes `[..., seq, head_dim]`, attribute `causal`): `attention_cuda` over the
   head batch, for head dimensions known at build time.
 
@@ -30,7 +33,7 @@ from collections.abc import Callable, Sequence
 
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.func import IRModule
-from hidet_lang.ir.types import TensorType
+from hidet_lang.ir.types import TensorType, int32
 from stdlib_ops.schedule.signature import KernelSignature, kernel_signature
 from stdlib_ops.task import TEMPLATES, Task, Template, register_template
 from stdlib_ops.templates.attention_cuda import ATTENTION_DTYPES, attention_cuda
@@ -52,6 +55,12 @@ from stdlib_ops.templates.normalization_cuda import (
     log_softmax_cuda,
     rms_norm_cuda,
     softmax_cuda,
+)
+from stdlib_ops.templates.reduction_cpu import (
+    REDUCTION_CPU_DTYPES,
+    REDUCTION_CPU_KINDS,
+    reduce_columns_cpu,
+    reduce_rows_cpu,
 )
 from stdlib_ops.templates.space import Point
 from stdlib_ops.templates.views import Dim, Indices, View, broadcast_batch, product, unravel
@@ -260,6 +269,49 @@ for _target in ROW_TEMPLATES:
                          ("rms_norm", rms_norm_rows)):
         library_template(_name, _target)(functools.partial(_rows, target=_target))
 del _target, _name, _rows
+
+
+# ------------------------------------------------------------------------------------------------- reductions
+
+
+def reduction_on_cpu(task: Task) -> TemplateBinding | None:
+    """A reduction (its kind: the task's name) over consecutive axes, as `[outer, extent, inner]`: the rows
+    template when no axis follows the reduced ones, the columns template otherwise."""
+    axes = tuple(task.attrs.get("axes") or ())
+    dtype = common_dtype(task, REDUCTION_CPU_DTYPES)
+    if len(task.inputs) != 1 or len(task.outputs) != 1 or dtype is None or not axes:
+        return None
+    if axes != tuple(range(axes[0], axes[-1] + 1)):
+        return None
+    if machine_lanes() is None:
+        return None
+    signature = kernel_signature(task.inputs, task.outputs)
+    x, out = task.inputs[0], signature.outputs[0]
+    shape = shape_of(x)
+    lead, middle, trail = shape[:axes[0]], shape[axes[0]:axes[-1] + 1], shape[axes[-1] + 1:]
+    kept = [E.Constant(0, int32)] * len(middle) if task.attrs.get("keepdims") else []
+    zero = E.Constant(0, int32)
+
+    def x_index(o: E.Expr, k: E.Expr, j: E.Expr) -> Indices:
+        return (*unravel(o, lead), *unravel(k, middle), *unravel(j, trail))
+
+    def out_index(o: E.Expr, j: E.Expr) -> Indices:
+        return (*unravel(o, lead), *kept, *unravel(j, trail)) or (zero,)  # a scalar result is stored as [1]
+
+    sizes = {"outer": product(lead), "extent": product(middle)}
+    inner = product(trail)
+    options = {"kind": task.name, "dtype": dtype}
+    if isinstance(inner, int) and inner == 1:
+        views = [View(x, lambda i: x_index(i[0], i[1], zero)), View(out, lambda i: out_index(i[0], zero))]
+        return TemplateBinding("reduce_rows_cpu", reduce_rows_cpu, signature, sizes, views, options)
+    views = [View(x, lambda i: x_index(*i)), View(out, lambda i: out_index(*i))]
+    return TemplateBinding("reduce_columns_cpu", reduce_columns_cpu, signature, {**sizes, "inner": inner}, views,
+                           options)
+
+
+for _kind in REDUCTION_CPU_KINDS:
+    library_template(_kind, "cpu")(reduction_on_cpu)
+del _kind
 
 
 # -------------------------------------------------------------------------------------------------- attention

@@ -8,7 +8,8 @@ as a tree (`hidet_lang.cpu`'s `reduce_sum` / `reduce_max`), and finishes the las
 Sums are in f32: each lane adds about `n / (2 lanes)` terms, so a sum is off by about `(n / lanes + log2(lanes) + 1)
 * 2^-24` of the sum of the terms' magnitudes.
 
-- `row_max(p, n)`: the largest value (the `max` rule of `hidet_lang.cpu`: a NaN may be skipped).
+- `row_max(p, n)`, `row_min(p, n)`: the largest / smallest value (the `max` / `min` rule of `hidet_lang.cpu`: a NaN
+  may be skipped).
 - `row_sum(p, n)`: the sum.
 - `row_exp_sum(p, n, shift)`: the sum of `exp(p[j] - shift)`; `row_exp_sum_in_place` also stores each
   `exp(p[j] - shift)` into `p[j]`. Whole vectors use the vector exp (within 1 ulp), the scalar tail the C
@@ -34,6 +35,7 @@ class RowReducers(NamedTuple):
     """The `cpu_internal` row functions of one vector width (see the module docstring)."""
 
     row_max: ScriptFunction
+    row_min: ScriptFunction
     row_sum: ScriptFunction
     row_exp_sum: ScriptFunction
     row_exp_sum_in_place: ScriptFunction
@@ -45,30 +47,36 @@ def row_reducers(lanes: int) -> RowReducers:
     """The row functions for vectors of `lanes` f32 lanes (4, 8 or 16)."""
     require(lanes in VECTOR_LANES, "row_reducers", f"{lanes} lanes (the vector types have 4, 8 or 16)")
     prefix = f"f32x{lanes}_"
-    load, store, broadcast, setzero, vexp, fma, vmax, reduce_sum, reduce_max = (getattr(V, prefix + name) for name in (
-        "load", "store", "broadcast", "setzero", "exp", "fma", "max", "reduce_sum", "reduce_max"))
+    load, store, broadcast, setzero, vexp, fma, reduce_sum = (getattr(V, prefix + name) for name in (
+        "load", "store", "broadcast", "setzero", "exp", "fma", "reduce_sum"))
     W = lanes  # noqa: N806 - the width, a Python int while parsing
     names = {name: f"{name}_x{lanes}" for name in RowReducers._fields}  # one set of functions per width
 
-    @script
-    def row_max(p: ~f32, n: i32) -> f32:
-        attrs.func_name = names["row_max"]
-        attrs.func_kind = "cpu_internal"
-        acc0 = broadcast(p[0])
-        acc1 = acc0
-        j = 0
-        while j + 2 * W <= n:
-            acc0 = vmax(acc0, load(p + j))
-            acc1 = vmax(acc1, load(p + j + W))
-            j += 2 * W
-        if j + W <= n:
-            acc0 = vmax(acc0, load(p + j))
-            j += W
-        best = reduce_max(vmax(acc0, acc1))
-        while j < n:
-            best = max(best, p[j])
-            j += 1
-        return best
+    def extremum(kind: str) -> ScriptFunction:
+        name, pick = names[f"row_{kind}"], getattr(V, f"{prefix}{kind}")
+        reduce_lanes, scalar_pick = getattr(V, f"{prefix}reduce_{kind}"), max if kind == "max" else min
+
+        @script
+        def row_extremum(p: ~f32, n: i32) -> f32:
+            attrs.func_name = name
+            attrs.func_kind = "cpu_internal"
+            acc0 = broadcast(p[0])
+            acc1 = acc0
+            j = 0
+            while j + 2 * W <= n:
+                acc0 = pick(acc0, load(p + j))
+                acc1 = pick(acc1, load(p + j + W))
+                j += 2 * W
+            if j + W <= n:
+                acc0 = pick(acc0, load(p + j))
+                j += W
+            best = reduce_lanes(pick(acc0, acc1))
+            while j < n:
+                best = scalar_pick(best, p[j])
+                j += 1
+            return best
+
+        return row_extremum
 
     @script
     def row_sum(p: ~f32, n: i32) -> f32:
@@ -150,4 +158,4 @@ def row_reducers(lanes: int) -> RowReducers:
         out[0] = total
         out[1] = total_squares
 
-    return RowReducers(row_max, row_sum, exp_sum(False), exp_sum(True), row_deviations)
+    return RowReducers(extremum("max"), extremum("min"), row_sum, exp_sum(False), exp_sum(True), row_deviations)

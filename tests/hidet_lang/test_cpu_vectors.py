@@ -46,7 +46,7 @@ def elementwise_module(lanes: int) -> object:
     op = _ops(lanes)
     load, load_aligned, store, store_aligned = op["load"], op["load_aligned"], op["store"], op["store_aligned"]
     vmax, fma, broadcast, setzero = op["max"], op["fma"], op["broadcast"], op["setzero"]
-    reduce_sum, reduce_max = op["reduce_sum"], op["reduce_max"]
+    reduce_sum, reduce_max, reduce_min = op["reduce_sum"], op["reduce_max"], op["reduce_min"]
     W = lanes  # noqa: N806 - the width, a Python int while parsing
 
     with hidet.script_module() as module:
@@ -121,12 +121,13 @@ def elementwise_module(lanes: int) -> object:
                 i += 1
 
         @hidet.script
-        def reduce(count: i32, a: ~f32, sums: ~f32, maxes: ~f32):
+        def reduce(count: i32, a: ~f32, sums: ~f32, maxes: ~f32, mins: ~f32):
             attrs.func_kind = "public"
             for k in range(count):
                 v = load(~a[k * W])
                 sums[k] = reduce_sum(v)
                 maxes[k] = reduce_max(v)
+                mins[k] = reduce_min(v)
 
     return module.build()
 
@@ -247,12 +248,13 @@ def test_reductions_follow_the_documented_tree(lanes: int, data: st.DataObject) 
     _machine_has(lanes)
     count = data.draw(st.integers(1, 12))
     a = data.draw(_floats(count * lanes))
-    sums, maxes = np.empty(count, np.float32), np.empty(count, np.float32)
-    elementwise_module(lanes)["reduce"](count, a, sums, maxes)
+    sums, maxes, mins = (np.empty(count, np.float32) for _ in range(3))
+    elementwise_module(lanes)["reduce"](count, a, sums, maxes, mins)
     rows = a.reshape(count, lanes)
     expected_sums = [tree(r, lambda x, y: np.float32(x + y)) for r in rows]
     assert sums.tobytes() == np.array(expected_sums, np.float32).tobytes()
     np.testing.assert_array_equal(maxes, rows.max(axis=1))
+    np.testing.assert_array_equal(mins, rows.min(axis=1))
     # and the tree sum is a sum of the lanes: within the error bound of any order of f32 additions
     exact = rows.astype(np.float64).sum(axis=1)
     bound = (lanes - 1) * np.finfo(np.float32).eps * np.abs(rows).astype(np.float64).sum(axis=1)

@@ -1,13 +1,13 @@
 // The vector types of CPU functions (hidet_lang.cpu) and their operations, as the C emitter names them:
 // hl_f32x4, hl_f32x8, hl_f32x16 and hl_<type>_<operation> (load, load_aligned, store, store_aligned, broadcast,
-// setzero, fma, exp, max, min, reduce_sum, reduce_max). Included by generated C that uses a vector type.
+// setzero, fma, exp, max, min, reduce_sum, reduce_max, reduce_min). Included by generated C that uses a vector type.
 //
 // The types are GCC/Clang vector extensions, so `+ - *` are C's own operators, lane by lane, and follow the
 // project's flags like scalar code: with -ffp-contract=off the compiler never fuses `a * b + c`. The operations
 // whose meaning must be exact are <immintrin.h> intrinsics: fma (one rounding), max and min (per lane
 // `a > b ? a : b` / `a < b ? a : b`, the rule of the scalar hl_max/hl_min), broadcast. Loads and stores are
 // memcpy (no aliasing or alignment assumption; the aligned ones tell the compiler the alignment). The sums and
-// maxima of lanes use a fixed tree order: lane i with lane i + n/2, halving until one is left.
+// maxima and minima of lanes use a fixed tree order: lane i with lane i + n/2, halving until one is left.
 // exp (hl_<type>_exp) is computed here, lane by lane, from the type's own operations (see HL_F32_EXP below); its
 // error is at most 1 ulp for normal results, and results below them are within 1 ulp of their spacing (2^-149).
 // Each type is defined only where the compiler enables its instruction set (SSE, AVX, AVX-512F; FMA for the fma
@@ -44,6 +44,12 @@
         float t[LANES]; memcpy(t, &v, sizeof v);                                                               \
         for (int w = (LANES) / 2; w > 0; w /= 2)                                                               \
             for (int i = 0; i < w; i++) t[i] = t[i] > t[i + w] ? t[i] : t[i + w];                              \
+        return t[0];                                                                                           \
+    }                                                                                                          \
+    static inline float T##_reduce_min(T v) {                                                                  \
+        float t[LANES]; memcpy(t, &v, sizeof v);                                                               \
+        for (int w = (LANES) / 2; w > 0; w /= 2)                                                               \
+            for (int i = 0; i < w; i++) t[i] = t[i] < t[i + w] ? t[i] : t[i + w];                              \
         return t[0];                                                                                           \
     }
 
