@@ -9,7 +9,8 @@ is timed. Times are medians of at least 20 runs after a warm-up.
 
 Rows are produced by the functions in `ROWS` (each returns its `Row`s): matmul, `gelu(x @ w + b)`, and the
 memory-bound softmax and norms, whose rate is in GB/s against the machine's measured copy bandwidth (a parallel copy
-written in the DSL); a new operator (conv2d) is a new row function appended there. Peers that are not installed
+written in the DSL), and conv2d (a dense 3x3 and a depthwise 3x3); a new operator is a new row function appended
+there. Peers that are not installed
 (torch, onnxruntime, threadpoolctl: the `bench` extra) print as missing.
 
 Where the environment sets OPENBLAS_CORETYPE or OPENBLAS_L2_SIZE (which pin OpenBLAS to another kernel or cache
@@ -432,7 +433,63 @@ def mlp_rows(peers: Peers, quick: bool) -> list[Row]:
     return rows
 
 
-ROWS: list[Callable[[Peers, bool], list[Row]]] = [matmul_rows, gelu_rows, normalization_rows, mlp_rows]
+
+def conv_magnitude(x: np.ndarray, w: np.ndarray, padding: int, groups: int) -> np.ndarray:
+    """The stride-1 convolution of |x| with |w| in float64 (the sum of the terms' absolute values of each output),
+    per group and kernel tap."""
+    o, cg, kh, kw = w.shape
+    og = o // groups
+    xp = np.pad(np.abs(x).astype(np.float64), ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    oh, ow = xp.shape[2] - kh + 1, xp.shape[3] - kw + 1
+    out = np.zeros((x.shape[0], o, oh, ow))
+    for g in range(groups):
+        for ky in range(kh):
+            for kx in range(kw):
+                window = xp[:, g * cg:(g + 1) * cg, ky:ky + oh, kx:kx + ow]
+                taps = np.abs(w[g * og:(g + 1) * og, :, ky, kx])
+                out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", window, taps)
+    return out
+
+
+def conv_rows(peers: Peers, quick: bool) -> list[Row]:
+    """conv2d with bias, 3x3, stride 1, padding 1: a dense one (64 -> 64 channels on 56x56, the implicit GEMM) and
+    a depthwise one (groups = channels, the direct schedule), against torch and an ONNX Conv node (numpy has none)."""
+    side = 28 if quick else 56
+    cases = [(16 if quick else 64, 16 if quick else 64, 1), (32 if quick else 256, 1, 0)]  # (channels, cg, dense)
+    rows = []
+    rng = np.random.default_rng(3)
+    for channels, cg, dense in cases:
+        groups = 1 if dense else channels
+        x = rng.uniform(-1, 1, (1, channels, side, side)).astype(np.float32)
+        w = rng.uniform(-1, 1, (channels, cg, 3, 3)).astype(np.float32)
+        b = rng.uniform(-1, 1, channels).astype(np.float32)
+        xs, ws, bs = ops.symbol(list(x.shape)), ops.symbol(list(w.shape)), ops.symbol([channels])
+        compiled = ops.optimize(ops.trace_from(ops.conv2d(xs, ws, bs, padding=1, groups=groups), [xs, ws, bs])).build(
+            "cpu")
+        ours = compiled(x, w, b).numpy().astype(np.float64)
+        candidates: dict[str, Callable[[], np.ndarray] | None] = {}
+        if peers.torch is not None:
+            tx, tw, tb = (peers.torch.from_numpy(v) for v in (x, w, b))
+            candidates["torch"] = lambda tx=tx, tw=tw, tb=tb, g=groups: peers.torch.nn.functional.conv2d(
+                tx, tw, tb, padding=1, groups=g)
+        if peers.onnxruntime is not None:
+            from onnx import helper
+
+            node = helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1], group=groups)
+            candidates["onnxruntime"] = onnx_session(peers, [node], {"x": x, "w": w, "b": b}, "y")
+        # each result within (K + 2) * 2^-24 of the terms' magnitude (f32 sums of K = cg * 9 products and the bias)
+        bound = 2 * (cg * 9 + 2) * 2.0**-24 * (conv_magnitude(x, w, 1, groups) + np.abs(b).reshape(1, -1, 1, 1))
+        runs = 3 if quick else RUNS
+        times = timed_peers(candidates, ours, bound + 1e-30, runs)
+        label = (f"conv2d 1x{channels}x{side}^2 {channels}x{cg}x3x3" if dense else
+                 f"depthwise 3x3 1x{channels}x{side}^2")
+        rows.append(Row(label, 2.0 * channels * cg * 9 * side * side,
+                        median_seconds(lambda f=compiled, x=x, w=w, b=b: f(x, w, b), runs), times))
+    return rows
+
+
+ROWS: list[Callable[[Peers, bool], list[Row]]] = [matmul_rows, gelu_rows, normalization_rows, conv_rows,
+                                                   mlp_rows]
 """The row functions, in table order; each returns its rows (append a function for a new operator)."""
 
 

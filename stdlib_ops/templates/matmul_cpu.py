@@ -128,8 +128,7 @@ def matmul_cpu(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *
     require(nc % pw == 0, name, f"nc must be a multiple of {pw} (nr, at least 32: the packed panels of b)")
     require(4 * (mc * kc + kc * nc + mc * nc) <= MAX_LOCAL_BYTES, name,
             f"the packed blocks and the tile must fit in {MAX_LOCAL_BYTES // 1024} KB")
-    # the micro-kernels: mr x nr, and one vector wide for a last panel of b that narrow
-    micro = {cols: micro_kernel(lanes, mr, cols, mr, pw, nc) for cols in {nr, lanes}}
+    tile = tile_kernel(lanes, mr, nr, pw, nc)
 
     with script_module() as module:
 
@@ -194,20 +193,42 @@ def matmul_cpu(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *
                                     jj = n0 + full_b * pw + j
                                     edge = full_b * pw * depth + kk * pw + j
                                     packed_b[edge] = f32(b[bi, k0 + kk, jj]) if jj < n else 0.0
-                        for p in range(panels_m):
-                            for q in range(panels_n):
-                                pa = ~packed_a[p * mr * depth]
-                                pb = ~packed_b[q * nr // pw * pw * depth + q * nr % pw]
-                                ct = ~acc[p * mr * nc + q * nr]
-                                if cols - q * nr <= lanes:  # a last panel of b one vector wide or less
-                                    micro[lanes](depth, pa, pb, ct, k0 == 0)
-                                else:
-                                    micro[nr](depth, pa, pb, ct, k0 == 0)
+                        tile(panels_m, panels_n, cols, depth, ~packed_a[0], ~packed_b[0], ~acc[0], k0 == 0)
                 for i in range(rows):
                     for j in range(i64(cols)):
                         c[bi, m0 + i, n0 + j] = dt(acc[i * nc + j])
 
     return bind_sizes(module, "matmul", {"batch": batch, "m": m, "n": n, "k": k})
+
+
+def tile_kernel(lanes: int, mr: int, nr: int, pw: int, nc: int) -> ScriptFunction:
+    """The `cpu_internal` function `tile_<mr>x<nr>(panels_m, panels_n, cols, depth, packed_a, packed_b, acc,
+    first)`: one k block of a macro tile, `acc (+)= packed_a @ packed_b` (from zeros when `first`), micro-tile by
+    micro-tile.
+
+    `packed_a` holds `panels_m` panels of `depth x mr` (row r of a panel at column r), `packed_b` panels of
+    `depth x pw` (`pw` a multiple of `nr`: `pw / nr` micro-panels side by side), covering `cols` columns in
+    `panels_n` micro-panels; `acc` is row-major, `nc` columns a row. The micro-kernels are `mr x nr`, and one
+    vector wide for a last micro-panel that narrow."""
+    micro = {cols: micro_kernel(lanes, mr, cols, mr, pw, nc) for cols in {nr, lanes}}
+    name = f"tile_{mr}x{nr}"
+
+    @script
+    def tile(panels_m: i32, panels_n: i32, cols: i32, depth: i32, packed_a: ~f32, packed_b: ~f32, acc: ~f32,
+             first: bool):
+        attrs.func_kind = "cpu_internal"
+        attrs.func_name = name
+        for p in range(panels_m):
+            for q in range(panels_n):
+                pa = packed_a + p * mr * depth
+                pb = packed_b + q * nr // pw * pw * depth + q * nr % pw
+                ct = acc + p * mr * nc + q * nr
+                if cols - q * nr <= lanes:  # a last panel of b one vector wide or less
+                    micro[lanes](depth, pa, pb, ct, first)
+                else:
+                    micro[nr](depth, pa, pb, ct, first)
+
+    return tile
 
 
 def micro_kernel(lanes: int, rows: int, cols: int, lda: int, ldb: int, ldc: int) -> ScriptFunction:

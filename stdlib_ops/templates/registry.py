@@ -19,6 +19,10 @@ machine, else the template's default point; see `stdlib_ops.tuning`). `binding_o
   axes follow them (strips of columns accumulated row after row), over the `[outer, extent, inner]` view.
 - `attention` (inputs q, k, v of shapes `[..., seq, head_dim]`, attribute `causal`): `attention_cuda` over the
   head batch, for head dimensions known at build time.
+- `conv2d` (NCHW, stride, padding, dilation, groups, an optional bias as a third input) on the CPU, f32 and f16,
+  where the machine has vector FMA: depthwise convolutions (at most 2 input channels a group) to
+  `conv2d_direct_cpu`, the others to the implicit GEMM `conv2d_gemm_cpu` (`conv2d_cpu.conv2d_schedule`, the rule
+  measured in that module); only the batch may be symbolic.
 
 The operands must share one dtype the template supports, and every size known at build time must be positive.
 The bound kernel is named after its template (`matmul_cuda`, `softmax_cuda`, `softmax_cpu`, ...), which says
@@ -38,6 +42,7 @@ from stdlib_ops.schedule.signature import KernelSignature, kernel_signature
 from stdlib_ops.task import TEMPLATES, Task, Template, register_template
 from stdlib_ops.templates.attention_cuda import ATTENTION_DTYPES, attention_cuda
 from stdlib_ops.templates.binding import Instantiate, TemplateBinding
+from stdlib_ops.templates.conv2d_cpu import CONV2D_CPU_DTYPES, conv2d_direct_cpu, conv2d_gemm_cpu, conv2d_schedule
 from stdlib_ops.templates.cpu_lanes import machine_lanes
 from stdlib_ops.templates.matmul_cpu import MATMUL_CPU_DTYPES, matmul_cpu
 from stdlib_ops.templates.matmul_cuda import MATMUL_CUDA_DTYPES, matmul_cuda
@@ -345,3 +350,28 @@ def attention_on_cuda(task: Task) -> TemplateBinding | None:
     views = [view(t, s) for t, s in zip((q, k, v, out), shapes)]
     return TemplateBinding("attention_cuda", attention_cuda, signature, sizes, views,
                            {"head_dim": head_dim, "causal": bool(task.attrs.get("causal", False)), "dtype": dtype})
+
+
+# ------------------------------------------------------------------------------------------------------ conv2d
+
+
+@library_template("conv2d", "cpu")
+def conv2d_on_cpu(task: Task) -> TemplateBinding | None:
+    """The implicit GEMM on the matmul micro-kernel, or the direct schedule for few channels a group, for f32 and
+    f16 tensors whose sizes other than the batch are known at build time, where the machine has vector FMA."""
+    dtype = common_dtype(task, CONV2D_CPU_DTYPES)
+    if dtype is None or len(task.inputs) not in (2, 3) or len(task.outputs) != 1 or machine_lanes() is None:
+        return None
+    signature = kernel_signature(task.inputs, task.outputs)
+    (batch, channels, height, width), (out_channels, _, kh, kw) = shape_of(task.inputs[0]), shape_of(task.inputs[1])
+    if not all(isinstance(d, int) for d in (channels, height, width, out_channels, kh, kw)):
+        return None
+    groups = int(task.attrs["groups"])
+    schedule = conv2d_schedule(channels, groups)
+    template = conv2d_direct_cpu if schedule == "direct" else conv2d_gemm_cpu
+    options = {"channels": channels, "height": height, "width": width, "out_channels": out_channels,
+               "kernel": (kh, kw), "stride": tuple(task.attrs["stride"]), "padding": tuple(task.attrs["padding"]),
+               "dilation": tuple(task.attrs["dilation"]), "groups": groups, "bias": len(task.inputs) == 3,
+               "dtype": dtype}
+    views = [View(t, lambda i: i) for t in (*task.inputs, *signature.outputs)]
+    return TemplateBinding(template.__name__, template, signature, {"batch": batch}, views, options)

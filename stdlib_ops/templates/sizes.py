@@ -83,3 +83,20 @@ def _symbols_in_order_of_appearance(tensors: list[E.Var], symbols: set[E.Var]) -
     if unused:
         raise ValueError(f"symbolic sizes {', '.join(v.name for v in unused)} appear in no tensor shape")
     return order
+
+
+def drop_params(module: ScriptModule, kernel: str, names: list[str]) -> ScriptModule:
+    """A copy of `module` whose function `kernel` lacks the parameters `names`, which its body must not use (a
+    template's optional tensor, left unread by a static `if`). ValueError when it uses one."""
+    functions = list(module.functions)
+    index = next(i for i, f in enumerate(functions) if f.name == kernel)
+    old = functions[index]
+    dropped = [p for p in old.ir.params if p.name in names]
+    used = set(collect(old.ir.body, E.Var))
+    if any(p in used for p in dropped):
+        raise ValueError(f"'{kernel}' uses a parameter among {', '.join(names)}, which cannot be dropped")
+    func = dataclasses.replace(old.ir, params=tuple(p for p in old.ir.params if p not in dropped))
+    result = ScriptModule()
+    for f in functions[:index] + [ScriptFunction(old.py_func, func, old.callees)] + functions[index + 1:]:
+        result.add(f)
+    return result

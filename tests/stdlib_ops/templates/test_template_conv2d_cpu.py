@@ -1,0 +1,219 @@
+"""The CPU conv2d templates (the implicit GEMM, and the direct schedule of depthwise and narrow grouped
+convolutions) against a float64 numpy reference, the registry's choice between them, and a fused epilogue.
+
+Error bound, from the arithmetic: an output is a sum of K = (channels / groups) * kh * kw products, plus the bias,
+accumulated in f32 in an order the schedule decides (fused multiply-adds in the implicit GEMM's micro-kernel, a
+multiply and an add, or their contraction, in the direct schedule's row loop). Any such order is within
+(K + 1) * u * (the same sum of absolute values) of the exact one, to first order (u = 2^-24; the standard bound of
+a dot product, gamma_n, whatever the order), which `assert_sum_close` checks with one term more for the second-order
+term. Padding contributes exact zeros (the implicit GEMM multiplies by packed zeros, the direct schedule skips the
+taps), so it adds no error. An f16 result adds one rounding to f16 (2^-11 of the magnitude) and, below f16's normal
+range, its absolute step; f16 inputs convert to f32 exactly.
+
+Shapes are drawn by hypothesis with odd sizes (1, 3, 17) among them: channels, groups, kernel, stride, padding,
+dilation, bias or not, and a batch that is symbolic in every build (one build serves the batches drawn). Small
+cases run in the checking mode (every element access bounds-checked); small cache blocks make many k blocks, macro
+tiles and edge panels. The benchmark shapes run once."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from template_checks import F16_HALF_SUBNORMAL_STEP, U, assert_sum_close, data
+
+import stdlib_ops as ops
+from stdlib_ops.fusion.contract import the_kernel
+from stdlib_ops.templates.conv2d_cpu import conv2d_direct_cpu, conv2d_gemm_cpu
+from stdlib_ops.templates.cpu_lanes import machine_lanes
+from stdlib_ops.templates.params import ScheduleError
+
+pytestmark = pytest.mark.skipif(machine_lanes() is None, reason="the machine's C compiler has no vector FMA")
+
+F16_UNIT = 2.0**-11
+"""The relative rounding of a result stored as f16."""
+
+SMALL = st.sampled_from([1, 3, 17]) | st.integers(1, 9)
+"""Sizes of channels and spatial axes: the odd edge sizes drawn often."""
+
+TEMPLATES = {"gemm": conv2d_gemm_cpu, "direct": conv2d_direct_cpu}
+
+
+@cache
+def built(schedule: str, check: bool = True, **params: object) -> object:
+    """The template's kernel for `params` with a symbolic batch, built once per process."""
+    return TEMPLATES[schedule]("n", **params).build(check=check)
+
+
+def reference(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride: tuple, padding: tuple, dilation: tuple,
+              groups: int) -> np.ndarray:
+    """conv2d in float64: per group and kernel tap, the strided window of the padded input times the tap's
+    weights."""
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    og = o // groups
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (padding[0],) * 2, (padding[1],) * 2))
+    oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (wd + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    out = np.zeros((n, o, oh, ow))
+    for g in range(groups):
+        for ky in range(kh):
+            for kx in range(kw):
+                y0, x0 = ky * dilation[0], kx * dilation[1]
+                window = xp[:, g * cg:(g + 1) * cg, y0:y0 + stride[0] * (oh - 1) + 1:stride[0],
+                            x0:x0 + stride[1] * (ow - 1) + 1:stride[1]]
+                out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", window,
+                                                         w[g * og:(g + 1) * og, :, ky, kx].astype(np.float64))
+    return out if b is None else out + b.astype(np.float64).reshape(1, -1, 1, 1)
+
+
+def check(out: np.ndarray, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, **conv: object) -> None:
+    """`out` within the error bound of the module docstring of the exact convolution."""
+    exact = reference(x, w, b, **conv)
+    magnitude = reference(np.abs(x), np.abs(w), None if b is None else np.abs(b), **conv)
+    terms = int(np.prod(w.shape[1:])) + 1
+    f16 = out.dtype == np.float16
+    unit = U + F16_UNIT / (terms + 1) if f16 else U
+    assert_sum_close(out, exact, magnitude, terms, unit, F16_HALF_SUBNORMAL_STEP if f16 else 0.0)
+
+
+def run(module: object, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride: tuple, padding: tuple,
+        dilation: tuple, groups: int) -> np.ndarray:
+    """The kernel's output for `x`, `w` and `b` (NaN where it stores nothing)."""
+    oh = (x.shape[2] + 2 * padding[0] - dilation[0] * (w.shape[2] - 1) - 1) // stride[0] + 1
+    ow = (x.shape[3] + 2 * padding[1] - dilation[1] * (w.shape[3] - 1) - 1) // stride[1] + 1
+    out = np.full((x.shape[0], w.shape[0], oh, ow), np.nan, x.dtype)
+    module(x.shape[0], x, w, *([] if b is None else [b]), out)
+    return out
+
+
+@st.composite
+def convolutions(draw: st.DrawFn, depthwise: bool) -> dict:
+    """A convolution's template parameters: sizes, kernel, stride, padding, dilation, groups and bias (for the
+    direct schedule, one or two input channels a group, as the registry gives it)."""
+    groups = draw(st.sampled_from([1, 3, 17]) | st.integers(1, 4))
+    channels = groups * (draw(st.sampled_from([1, 1, 2])) if depthwise else draw(SMALL))
+    out_channels = groups * draw(st.integers(1, 3) if depthwise else SMALL)
+    height, width = draw(SMALL), draw(SMALL)
+    kernel = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    padding = (draw(st.integers(0, 2)), draw(st.integers(0, 2)))
+    dilation = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    assume(all(s + 2 * p >= d * (k - 1) + 1 for s, p, d, k in zip((height, width), padding, dilation, kernel)))
+    return {"channels": channels, "height": height, "width": width, "out_channels": out_channels, "kernel": kernel,
+            "stride": stride, "padding": padding, "dilation": dilation, "groups": groups, "bias": draw(st.booleans())}
+
+
+def check_drawn(draw: st.DataObject, schedule: str, params: dict, batches: int = 1, dtype: str = "float32",
+                **blocks: int) -> None:
+    """Build `schedule` for `params` (checking mode) and check it on `batches` drawn batch sizes."""
+    module = built(schedule, dtype=dtype, **params, **blocks)
+    conv = {key: params[key] for key in ("stride", "padding", "dilation", "groups")}
+    for _ in range(batches):
+        n = draw.draw(st.integers(1, 3))
+        x = data(draw.draw, (n, params["channels"], params["height"], params["width"]), dtype)
+        w = data(draw.draw, (params["out_channels"], params["channels"] // params["groups"], *params["kernel"]), dtype)
+        b = data(draw.draw, (params["out_channels"],), dtype) if params["bias"] else None
+        check(run(module, x, w, b, **conv), x, w, b, **conv)
+
+
+# ------------------------------------------------------------------------------------------------ the schedules
+
+
+@settings(max_examples=14, deadline=None)
+@given(st.data())
+def test_implicit_gemm_on_drawn_shapes(draw: st.DataObject) -> None:
+    check_drawn(draw, "gemm", draw.draw(convolutions(depthwise=False)), batches=2)
+
+
+@settings(max_examples=5, deadline=None)
+@given(st.data())
+def test_implicit_gemm_with_small_blocks(draw: st.DataObject) -> None:
+    """Blocks far below the defaults: many k blocks (a k block ends inside a kernel row and inside a channel),
+    macro tiles and panels, most of them at an edge."""
+    params = draw.draw(convolutions(depthwise=False))
+    mr = 8 if machine_lanes() == 16 else 6
+    check_drawn(draw, "gemm", params, mc=mr, nc=32, kc=draw.draw(st.sampled_from([1, 2, 5])), min_tiles=3)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.data())
+def test_direct_schedule_on_drawn_shapes(draw: st.DataObject) -> None:
+    check_drawn(draw, "direct", draw.draw(convolutions(depthwise=True)), batches=2)
+
+
+@pytest.mark.parametrize("schedule", ["gemm", "direct"])
+@settings(max_examples=3, deadline=None)
+@given(st.data())
+def test_half_precision_accumulates_in_f32(schedule: str, draw: st.DataObject) -> None:
+    check_drawn(draw, schedule, draw.draw(convolutions(depthwise=schedule == "direct")), dtype="float16")
+
+
+@pytest.mark.parametrize("case", [
+    ("gemm", (1, 64, 56, 56), (64, 64, 3, 3), 1),
+    ("direct", (1, 64, 56, 56), (64, 1, 3, 3), 64),
+], ids=str)
+def test_benchmark_shapes(case: tuple) -> None:
+    schedule, xs, ws, groups = case
+    rng = np.random.default_rng(0)
+    x, w, b = (rng.uniform(-1, 1, s).astype(np.float32) for s in (xs, ws, (ws[0],)))
+    conv = {"stride": (1, 1), "padding": (1, 1), "dilation": (1, 1), "groups": groups}
+    module = built(schedule, False, channels=xs[1], height=xs[2], width=xs[3], out_channels=ws[0],
+                   kernel=ws[2:], bias=True, **conv)
+    check(run(module, x, w, b, **conv), x, w, b, **conv)
+
+
+# ---------------------------------------------------------------------------------------- the registry's choice
+
+
+def kernel_name(t: ops.Tensor) -> str:
+    """The name of the kernel the CPU schedules the task producing symbolic tensor `t` as."""
+    return the_kernel(t.producer.task.implement("cpu")[0]).name
+
+
+def test_the_registry_chooses_the_schedule_per_shape() -> None:
+    x = ops.symbol(["n", 12, 9, 9])
+    assert kernel_name(ops.conv2d(x, ops.symbol([12, 1, 3, 3]), groups=12)) == "conv2d_direct_cpu"
+    assert kernel_name(ops.conv2d(x, ops.symbol([24, 1, 3, 3]), groups=12, stride=2)) == "conv2d_direct_cpu"
+    assert kernel_name(ops.conv2d(x, ops.symbol([8, 12, 3, 3]), ops.symbol([8]), padding=1)) == "conv2d_gemm_cpu"
+    assert kernel_name(ops.conv2d(x, ops.symbol([6, 4, 1, 1]), groups=3)) == "conv2d_gemm_cpu"
+    assert kernel_name(ops.conv2d(x, ops.symbol([6, 2, 3, 3]), groups=6)) == "conv2d_direct_cpu"
+    # float64 is no template's: the rule-based scheduler's kernel, named after the operator
+    assert kernel_name(ops.conv2d(ops.symbol([1, 3, 5, 5], "float64"), ops.symbol([2, 3, 3, 3], "float64"))) == \
+        "conv2d"
+
+
+def test_relu_of_conv2d_with_bias_is_one_kernel_for_any_batch() -> None:
+    """The epilogue lands in the template's element stores: one kernel, equal to numpy, for two batch sizes."""
+    rng = np.random.default_rng(1)
+    w, b = rng.uniform(-1, 1, (17, 5, 3, 3)).astype(np.float32), rng.uniform(-1, 1, 17).astype(np.float32)
+    xs = ops.symbol(["n", 5, 11, 13])
+    conv2d = ops.conv2d(xs, ops.asarray(w), ops.asarray(b), stride=(1, 2), padding=1)
+    assert kernel_name(conv2d) == "conv2d_gemm_cpu"
+    compiled = ops.optimize(ops.trace_from(ops.relu(conv2d), [xs])).build("cpu")
+    assert compiled.kernels == ["conv2d* + relu"]
+    conv = {"stride": (1, 2), "padding": (1, 1), "dilation": (1, 1), "groups": 1}
+    for n in (1, 3):
+        x = rng.uniform(-1, 1, (n, 5, 11, 13)).astype(np.float32)
+        got = compiled(x).numpy()
+        # the convolution's bound (as `check`); relu is exact and 1-Lipschitz
+        bound = 47 * U * reference(np.abs(x), np.abs(w), np.abs(b), **conv) + 1e-30
+        assert (np.abs(got - np.maximum(reference(x, w, b, **conv), 0)) <= bound).all()
+
+
+# ------------------------------------------------------------------------------------------------ refusals
+
+
+def test_unsupported_parameters_are_refused() -> None:
+    shape = {"channels": 4, "height": 5, "width": 5, "out_channels": 4, "kernel": (3, 3)}
+    with pytest.raises(ScheduleError, match="dtype float64 is not supported"):
+        conv2d_gemm_cpu(1, **shape, dtype="float64")
+    with pytest.raises(ScheduleError, match="do not split into 3 groups"):
+        conv2d_gemm_cpu(1, **shape, groups=3)
+    with pytest.raises(ScheduleError, match="larger than the padded input"):
+        conv2d_gemm_cpu(1, **shape, dilation=(3, 1))
+    with pytest.raises(ScheduleError, match="mc must be a multiple"):
+        conv2d_gemm_cpu(1, **shape, mc=7)
