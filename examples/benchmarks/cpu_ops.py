@@ -7,11 +7,11 @@ then one table row per case: our time, our GFLOP/s and its fraction of the peak,
 ratio peer time / our time (above 1: we are faster). Every peer's result is checked against ours before anything
 is timed. Times are medians of at least 20 runs after a warm-up.
 
-Rows are produced by the functions in `ROWS` (each returns its `Row`s): matmul, `gelu(x @ w + b)`, and the
+Rows are produced by the functions in `ROWS` (each returns its `Row`s): matmul, `gelu(x @ w + b)`, the
 memory-bound softmax and norms, whose rate is in GB/s against the machine's measured copy bandwidth (a parallel copy
-written in the DSL), and conv2d (a dense 3x3 and a depthwise 3x3); a new operator is a new row function appended
-there. Peers that are not installed
-(torch, onnxruntime, threadpoolctl: the `bench` extra) print as missing.
+written in the DSL), conv2d (a dense 3x3 and a depthwise 3x3), and the MLP of examples/mlp.py (onnxruntime runs it
+as an ONNX model the benchmark writes); a new operator is a new row function appended there. Peers that are not
+installed (torch, onnxruntime, threadpoolctl: the `bench` extra) print as missing.
 
 Where the environment sets OPENBLAS_CORETYPE or OPENBLAS_L2_SIZE (which pin OpenBLAS to another kernel or cache
 size), the script runs itself again without them, so that numpy runs the kernel OpenBLAS picks for this machine.
