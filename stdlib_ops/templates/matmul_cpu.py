@@ -4,9 +4,11 @@ micro-kernel of SIMD vectors.
 `c[b, i, j] = sum_k a[b, i, k] * b[b, k, j]`, accumulated in f32 (f16 operands are converted as they are packed).
 
 - **Macro tiles.** The output is cut into tiles of at most `mc x nc`, spread over the OpenMP threads by one
-  parallel loop over batch entries x row tiles x column tiles. Tiles are made equal (up to a micro-tile) and, where
-  that gives fewer than `min_tiles` of them (small, tall or wide products), cut further, columns first, so that
-  every thread gets work without knowing how many there are.
+  parallel loop over batch entries x column tiles x row tiles (the row tiles innermost: a thread's consecutive
+  tiles pack the same block of `b`, which the previous one left in the caches: 5% faster at 2048^3 on one thread
+  than the other order). Tiles are made equal (up to a micro-tile) and, where that gives fewer than `min_tiles` of
+  them (small, tall or wide products), cut further, columns first, so that every thread gets work without knowing
+  how many there are.
 - **Packing.** For each `kc` block of k, the tile's `mc x kc` block of `a` is packed into `mr`-row panels
   (`kc x mr`: the `mr` values one step of k broadcasts are contiguous) and the `kc x nc` block of `b` into panels
   of whole micro-panels, at least 32 columns wide (`kc x 32` for `nr` = 16 or 32: a copy loop the C compiler
@@ -150,8 +152,8 @@ def matmul_cpu(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *
             tiles_n = (n + tile_n - 1) // tile_n
             for t in grid(batch * tiles_m * tiles_n, attrs="p"):
                 bi = t // (tiles_m * tiles_n)
-                m0 = t // tiles_n % tiles_m * tile_m
-                n0 = t % tiles_n * tile_n
+                m0 = t % tiles_m * tile_m
+                n0 = t // tiles_m % tiles_n * tile_n
                 rows = min(tile_m, m - m0)
                 cols = min(tile_n, n - n0)
                 panels_m = (rows + mr - 1) // mr
