@@ -5,7 +5,8 @@ Prints the machine's measured peak (a loop of independent fused multiply-adds wr
 vector type the C compiler enables, on both threads), which OpenBLAS kernel numpy runs (threadpoolctl's report),
 then one table row per case: our time, our GFLOP/s and its fraction of the peak, and each peer's time with the
 ratio peer time / our time (above 1: we are faster). Every peer's result is checked against ours before anything
-is timed. Times are medians of at least 20 runs after a warm-up.
+is timed. The machine is noisy, so the contenders take turns: three times over, each times a block of 7 loops of
+about 10 ms (after its threads are left to settle and a warm-up call); a time is the median of its 21 loops.
 
 Rows are produced by the functions in `ROWS` (each returns its `Row`s): matmul, `gelu(x @ w + b)`, the
 memory-bound softmax and norms, whose rate is in GB/s against the machine's measured copy bandwidth (a parallel copy
@@ -35,6 +36,7 @@ os.environ["OMP_NUM_THREADS"] = str(THREADS)  # our kernels' OpenMP, read when t
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
 import math  # noqa: E402
+import statistics  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
@@ -67,32 +69,68 @@ class Peers:
 
 
 @dataclass
+class Timing:
+    """Median seconds per run of ours and of each peer (None: the peer is missing or not compared on this case)."""
+
+    ours: float
+    peers: dict[str, float | None]
+
+
+@dataclass
 class Row:
     """One case: its label, its floating-point operations (compute-bound cases) or the bytes it must move
-    (memory-bound ones: `flops` 0), and seconds per run for us and each peer (None: the peer is missing or not
-    compared on this case)."""
+    (memory-bound ones: `flops` 0), and its timing."""
 
     label: str
     flops: float
-    ours: float
-    peers: dict[str, float | None]
+    timing: Timing
     moved_bytes: float = 0.0
 
 
 # ------------------------------------------------------------------------------------------------ timing
 SETTLE_S = 0.3
-"""Seconds to wait before timing, so that the worker threads the previous measurement left spinning (OpenBLAS's,
-OpenMP's, onnxruntime's) have gone to sleep and do not take the cores from the next one."""
+"""Seconds to wait before each block of timed loops, so that the worker threads the previous block left spinning
+(OpenBLAS's, OpenMP's, onnxruntime's) have gone to sleep and do not take the cores from the next one."""
+
+PASSES = 3
+"""How many times the contenders take turns: each pass times a block of `RUNS / PASSES` consecutive loops of each
+contender in turn, so that a slow phase of the machine falls on several of them rather than on one."""
 
 
-def median_seconds(fn: Callable[[], object], runs: int) -> float:
-    """Median seconds per call of `fn` over `runs` timed loops after a warm-up; a loop lasts at least ~10 ms."""
-    time.sleep(SETTLE_S)
+def calls_per_loop(fn: Callable[[], object]) -> int:
+    """How many calls of `fn` make a timed loop of about 10 ms (after a warm-up call)."""
     fn()
     start = time.perf_counter()
     fn()
-    once = max(time.perf_counter() - start, 1e-7)
-    return loop_time(fn, number=max(1, int(0.01 / once)), repeat=runs)
+    return max(1, int(0.01 / max(time.perf_counter() - start, 1e-7)))
+
+
+def in_turns(fns: dict[str, Callable[[], object]], runs: int) -> dict[str, list[float]]:
+    """Seconds per call of each function over `runs` timed loops (at least `PASSES`), taken in `PASSES` turns of
+    consecutive loops; a turn starts after the others' threads have settled and with a warm-up call. (Loops of
+    different contenders interleaved one by one measure mostly the waking of each runtime's sleeping threads.)"""
+    numbers = {name: calls_per_loop(fn) for name, fn in fns.items()}
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    per_turn = max(1, -(-runs // PASSES))
+    for _ in range(PASSES):
+        for name, fn in fns.items():
+            time.sleep(SETTLE_S)
+            fn()
+            samples[name] += [loop_time(fn, number=numbers[name], repeat=1) for _ in range(per_turn)]
+    return samples
+
+
+def timed(ours: Callable[[], object], candidates: dict[str, Callable[[], np.ndarray] | None], result: np.ndarray,
+          bound: np.ndarray, runs: int) -> Timing:
+    """Our function and each installed peer timed in turns (`in_turns`), after checking each peer's result against
+    ours (`result`) within `bound`."""
+    present = {name: fn for name, fn in candidates.items() if name in PEERS and fn is not None}
+    for name, fn in present.items():
+        err = np.abs(np.asarray(fn()).astype(np.float64) - result)
+        assert (err <= bound).all(), f"{name} differs from stdlib_ops by {err.max()} (bound {bound.max()})"
+    samples = in_turns({"ours": ours, **present}, runs)
+    return Timing(statistics.median(samples["ours"]),
+                  {name: statistics.median(samples[name]) if name in present else None for name in PEERS})
 
 
 # -------------------------------------------------------------------------------------------- the peak
@@ -220,22 +258,6 @@ def onnx_session(peers: Peers, nodes: list, inputs: dict[str, np.ndarray], outpu
     return lambda: session.run([output], inputs)[0]
 
 
-def timed_peers(candidates: dict[str, Callable[[], np.ndarray] | None], ours: np.ndarray, bound: np.ndarray,
-                runs: int) -> dict[str, float | None]:
-    """Each peer's median seconds (None where missing), after checking its result against ours within `bound`."""
-    times: dict[str, float | None] = {}
-    for name in PEERS:
-        fn = candidates.get(name)
-        if fn is None:
-            times[name] = None
-            continue
-        got = np.asarray(fn())
-        err = np.abs(got.astype(np.float64) - ours)
-        assert (err <= bound).all(), f"{name} differs from stdlib_ops by {err.max()} (bound {bound.max()})"
-        times[name] = median_seconds(fn, runs)
-    return times
-
-
 # ------------------------------------------------------------------------------------------------ rows
 def sum_bound(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """How far two f32 results of `a @ b` may be apart: each is within (k + 1) * 2^-24 * (|a| @ |b|) of the exact
@@ -265,10 +287,9 @@ def matmul_rows(peers: Peers, quick: bool) -> list[Row]:
 
             candidates["onnxruntime"] = onnx_session(peers, [helper.make_node("MatMul", ["a", "b"], ["c"])],
                                                      {"a": a, "b": b}, "c")
-        times = timed_peers(candidates, ours, sum_bound(a, b), runs)
+        timing = timed(lambda a=a, b=b, f=compiled: f(a, b), candidates, ours, sum_bound(a, b), runs)
         label = f"matmul {m}x{k} @ {k}x{n}" if (m, k, n) not in squares else f"matmul {m}^3"
-        rows.append(Row(label, 2.0 * m * n * k, median_seconds(lambda a=a, b=b, f=compiled: f(a, b), runs),
-                        times))
+        rows.append(Row(label, 2.0 * m * n * k, timing))
     return rows
 
 
@@ -315,9 +336,8 @@ def gelu_rows(peers: Peers, quick: bool) -> list[Row]:
     # the matmul's bound (gelu's slope is at most 1.13), the bias addition, gelu's own f32 rounding and numpy's erf
     bound = 1.13 * sum_bound(x, w) + 8 * 2.0**-24 * np.abs(ours) + 2e-7 + 1e-30
     runs = 3 if quick else RUNS
-    times = timed_peers(candidates, ours, bound, runs)
-    return [Row(f"gelu(x @ w + b) {m}x{k} @ {k}x{n}", 2.0 * m * n * k, median_seconds(lambda: compiled(x), runs),
-                times)]
+    timing = timed(lambda: compiled(x), candidates, ours, bound, runs)
+    return [Row(f"gelu(x @ w + b) {m}x{k} @ {k}x{n}", 2.0 * m * n * k, timing)]
 
 
 def normalization_rows(peers: Peers, quick: bool) -> list[Row]:
@@ -358,9 +378,8 @@ def normalization_rows(peers: Peers, quick: bool) -> list[Row]:
         ours = compiled(x).numpy().astype(np.float64)
         # f32 sums of 1024 terms in different orders, and exp / sqrt of different libraries: a few ulps each
         bound = 1e-4 * np.abs(ours) + 1e-5
-        times = timed_peers({"numpy": numpy_call, "torch": torch_call}, ours, bound, runs)
-        result.append(Row(f"{name} [{rows}, {cols}]", 0.0, median_seconds(lambda f=compiled: f(x), runs), times,
-                          moved_bytes=2.0 * rows * cols * 4))
+        timing = timed(lambda f=compiled: f(x), {"numpy": numpy_call, "torch": torch_call}, ours, bound, runs)
+        result.append(Row(f"{name} [{rows}, {cols}]", 0.0, timing, moved_bytes=2.0 * rows * cols * 4))
     return result
 
 
@@ -426,10 +445,9 @@ def mlp_rows(peers: Peers, quick: bool) -> list[Row]:
         # f32 sums of 256 and 512 unit-size terms, through a normalization (examples/mlp.py's own tolerance, twice)
         bound = 4e-4 * (1 + np.abs(ours))
         runs = 3 if quick else RUNS
-        times = timed_peers(candidates, ours, bound, runs)
+        timing = timed(lambda x=x: compiled(x), candidates, ours, bound, runs)
         flops = 2.0 * batch * example.HIDDEN * (example.IN_FEATURES + example.OUT_FEATURES)
-        rows.append(Row(f"MLP of examples/mlp.py, batch {batch}", flops,
-                        median_seconds(lambda x=x: compiled(x), runs), times))
+        rows.append(Row(f"MLP of examples/mlp.py, batch {batch}", flops, timing))
     return rows
 
 
@@ -480,11 +498,10 @@ def conv_rows(peers: Peers, quick: bool) -> list[Row]:
         # each result within (K + 2) * 2^-24 of the terms' magnitude (f32 sums of K = cg * 9 products and the bias)
         bound = 2 * (cg * 9 + 2) * 2.0**-24 * (conv_magnitude(x, w, 1, groups) + np.abs(b).reshape(1, -1, 1, 1))
         runs = 3 if quick else RUNS
-        times = timed_peers(candidates, ours, bound + 1e-30, runs)
+        timing = timed(lambda f=compiled, x=x, w=w, b=b: f(x, w, b), candidates, ours, bound + 1e-30, runs)
         label = (f"conv2d 1x{channels}x{side}^2 {channels}x{cg}x3x3" if dense else
                  f"depthwise 3x3 1x{channels}x{side}^2")
-        rows.append(Row(label, 2.0 * channels * cg * 9 * side * side,
-                        median_seconds(lambda f=compiled, x=x, w=w, b=b: f(x, w, b), runs), times))
+        rows.append(Row(label, 2.0 * channels * cg * 9 * side * side, timing))
     return rows
 
 
@@ -496,21 +513,22 @@ ROWS: list[Callable[[Peers, bool], list[Row]]] = [matmul_rows, gelu_rows, normal
 # ------------------------------------------------------------------------------------------------ the table
 def print_table(rows: list[Row], peak: float, bandwidth: float) -> None:
     """The table: for each row our time and rate (GFLOP/s against the peak, or GB/s against the copy bandwidth for a
-    memory-bound case), then each peer's time and ratio."""
+    memory-bound case), then each peer's time and its ratio to ours."""
     header = f"{'case':34} | {'ours ms':>8} | {'rate':>11} | {'% limit':>7}"
     for name in PEERS:
         header += f" | {name + ' ms':>14} | {'ratio':>5}"
     print(header)
     print("-" * len(header))
     for row in rows:
+        ours = row.timing.ours
         if row.flops:
-            rate, limit, unit = row.flops / row.ours, peak, "GFLOP/s"
+            rate, limit, unit = row.flops / ours, peak, "GFLOP/s"
         else:
-            rate, limit, unit = row.moved_bytes / row.ours, bandwidth, "GB/s"
-        line = f"{row.label:34} | {row.ours * 1e3:8.3f} | {rate / 1e9:5.1f} {unit:>5} | {100 * rate / limit:6.1f}%"
+            rate, limit, unit = row.moved_bytes / ours, bandwidth, "GB/s"
+        line = f"{row.label:34} | {ours * 1e3:8.3f} | {rate / 1e9:5.1f} {unit:>5} | {100 * rate / limit:6.1f}%"
         for name in PEERS:
-            t = row.peers.get(name)
-            line += f" | {'-':>14} | {'':>5}" if t is None else f" | {t * 1e3:14.3f} | {t / row.ours:5.2f}"
+            t = row.timing.peers[name]
+            line += f" | {'-':>14} | {'':>5}" if t is None else f" | {t * 1e3:14.3f} | {t / ours:5.2f}"
         print(line)
 
 
