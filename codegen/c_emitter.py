@@ -89,7 +89,6 @@ class CEmitter:
     """
 
     parallel_pragma = "#pragma omp parallel for schedule(static)"
-    unroll_pragma = "#pragma GCC unroll 64"
     helper_qualifiers = "static inline"  # of the helper functions (`helper`)
     helper_prefix = "hl_"  # of their names
     division_fail = "hl_division_by_zero"  # checking mode: what a zero integer divisor calls (int_division.h)
@@ -378,14 +377,21 @@ class CEmitter:
         incr = f"{name}++" if isinstance(step, E.Constant) and step.value == 1 else f"{name} += {self.expr(step)}"
         parallel = s.kind == S.LoopKind.PARALLEL and self.parallel_depth == 0
         if parallel:
-            self.line(self.parallel_pragma + self.collapse_clause(s) + self.reduction_clauses(s))
+            threads = f" num_threads({s.factor})" if s.factor > 0 else ""
+            self.line(self.parallel_pragma + self.collapse_clause(s) + threads + self.reduction_clauses(s))
         elif s.kind == S.LoopKind.UNROLL:
-            self.line(self.unroll_pragma)
+            self.line(self.unroll_line(s.factor))
         self.line(f"for ({self.type_name(s.var.type)} {name} = {self.expr(s.start)}; {cond}; {incr}) {{")
         self.parallel_depth += parallel
         self.body(s.body)
         self.parallel_depth -= parallel
         self.line("}")
+
+    def unroll_line(self, factor: int) -> str:
+        """The pragma of a loop unrolled by `factor` (`ForStmt.factor`): GCC's (Clang takes it too); `unroll 64`
+        for the compiler's choice, its largest factor for `FULL_UNROLL`."""
+        count = {0: 64, S.FULL_UNROLL: 65534}.get(factor, factor)
+        return f"#pragma GCC unroll {count}"
 
     def reduction_clauses(self, s: S.ForStmt) -> str:
         """` reduction(op:name)` for each scalar the parallel loop reduces into (see `ForStmt.reductions`)."""

@@ -42,12 +42,15 @@ def asm_constraint(t: Type) -> str:
 class CudaDeviceEmitter(CEmitter):
     """Prints the device functions of a planned CUDA module as CUDA C: `emit_module(plan.device_module)`."""
 
-    unroll_pragma = "#pragma unroll"
     helper_qualifiers = "static __device__ __forceinline__"
 
     def __init__(self, plan: ModulePlan) -> None:
         super().__init__()
         self.plan = plan
+
+    def unroll_line(self, factor: int) -> str:
+        """CUDA's pragma: `#pragma unroll` (completely where the trip count is known), `#pragma unroll N`."""
+        return "#pragma unroll" if factor in (0, S.FULL_UNROLL) else f"#pragma unroll {factor}"
 
     def function_names_of(self, module: IRModule) -> dict[str, str]:
         """The C names of the device functions, from the plan."""

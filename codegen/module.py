@@ -19,7 +19,8 @@ AfterCall = Callable[[], None]
 
 
 class CompiledModule:
-    """A built module. `m(*args)` calls its only public function; `m['name'](*args)` any host-callable one.
+    """A built module. `m(*args)` calls its only public function (of several, the one named `launch`, as in Hidet);
+    `m['name'](*args)` any host-callable one.
 
     `sources` maps a name to generated source: 'c' for a CPU module; 'cuda' (what NVRTC compiles) and 'host'
     (the launchers and host functions) for a CUDA module. `source()` returns the first.
@@ -48,7 +49,8 @@ class CompiledModule:
                 self._direct[f.name] = c_function
         public = [f.name for f in ir.functions if f.attrs.kind == FuncKind.PUBLIC]
         candidates = public or list(self.functions)
-        self._default = candidates[0] if len(candidates) == 1 else None
+        # one public function, or (as in Hidet) the one named `launch`
+        self._default = candidates[0] if len(candidates) == 1 else ("launch" if "launch" in candidates else None)
         self._param_names = {f.name: tuple(p.name for p in f.params) for f in ir.functions}
 
     @property
@@ -88,15 +90,17 @@ class CompiledModule:
         parameters, and one whose calls report assertions or flush printf afterwards."""
         return self._direct.get(self._default_name() if name is None else name)
 
-    def source(self, which: str | None = None) -> str:
+    def source(self, which: str | None = None, color: bool = False) -> str:
         """The generated source code: the C of a CPU module, the CUDA C of a CUDA module (`which='host'` for
-        a CUDA module's host code)."""
+        a CUDA module's host code); with `color`, highlighted for a terminal (ANSI colors, where the `pygments`
+        package is installed; plain text otherwise)."""
         if which is None:
-            return next(iter(self._sources.values()))
-        try:
-            return self._sources[which]
-        except KeyError:
-            raise KeyError(f"no {which!r} source; this module has: {', '.join(self._sources)}") from None
+            text = next(iter(self._sources.values()))
+        elif which in self._sources:
+            text = self._sources[which]
+        else:
+            raise KeyError(f"no {which!r} source; this module has: {', '.join(self._sources)}")
+        return highlighted(text) if color else text
 
     @property
     def cubin(self) -> bytes:
@@ -109,6 +113,17 @@ class CompiledModule:
 
     def __repr__(self) -> str:
         return f"<compiled module ({self.target}): {', '.join(self.functions)}>"
+
+
+def highlighted(source: str) -> str:
+    """C or CUDA C `source` with ANSI colors (`pygments`' C lexer), or as it is without pygments."""
+    try:
+        from pygments import highlight
+        from pygments.formatters import TerminalFormatter
+        from pygments.lexers import CLexer
+    except ImportError:
+        return source
+    return highlight(source, CLexer(), TerminalFormatter())
 
 
 def host_checks(ir: IRModule, lib: ctypes.CDLL) -> AfterCall | None:

@@ -121,14 +121,19 @@ def script_module() -> ScriptModule:
 def __getattr__(name: str) -> object:
     """`hidet.script` and `from hidet_lang import script`: the decorator, looked up through this hook so that
     parameter names used by later parameters' annotations (`x: f32[n]`) resolve outside a `script_module` block
-    too (see `hidet_lang.frontend.annotation_names`); and `hidet.ops`, the operator library (`stdlib_ops`), loaded on
-    first use."""
+    too (see `hidet_lang.frontend.annotation_names`); `hidet.ops`, the operator library (`stdlib_ops`), and
+    `hidet.utils` (`assert_close`, `benchmark.benchmark_func`), loaded on first use."""
     if name == "script":
         return script_for_caller(sys._getframe(1))
     if name == "ops":
         import stdlib_ops
 
         return stdlib_ops
+    if name == "utils":
+        import hidet_lang.utils
+        import hidet_lang.utils.benchmark  # noqa: F401 - `hidet.utils.benchmark.benchmark_func` as in Hidet
+
+        return hidet_lang.utils
     raise AttributeError(f"module 'hidet_lang' has no attribute {name!r}")
 
 

@@ -15,7 +15,8 @@ from hidet_lang.frontend import semantics
 from hidet_lang.frontend.loops import GridLoop, UnrolledLoop
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.layout import Layout
-from hidet_lang.ir.stmt import DeclScope, LoopKind
+from hidet_lang.ir.loop_attrs import parse_loop_attrs
+from hidet_lang.ir.stmt import DeclScope
 from hidet_lang.ir.types import DataType, PointerType, TensorType, VectorType, dtype_from_name, int32
 
 FUNC_ATTRS = ("func_kind", "func_name", "noinline")
@@ -150,19 +151,17 @@ def tensor_pointer(dtype: DataType | str, shape: Sequence[Any], init: Any = None
 
 
 def grid(*extents: Any, attrs: str | None = None) -> GridLoop:
-    """Nested loops over `extents`; `attrs` has one character per dimension: '.' plain, 'u' unrolled, 'p' parallel
-    (OpenMP on the CPU)."""
+    """Nested loops over `extents`; `attrs` (also the last positional argument, as in Hidet Script) has one token
+    per dimension: '.' plain, 'u' unrolled ('uN' by a factor of N, 'u+' completely), 'p' parallel ('pN' on N
+    threads; OpenMP on the CPU), see `hidet_lang.ir.loop_attrs`."""
+    if attrs is None and extents and isinstance(extents[-1], str):
+        extents, attrs = extents[:-1], extents[-1]
     if len(extents) == 1 and isinstance(extents[0], (list, tuple)):
         extents = tuple(extents[0])
     if not extents:
         raise ValueError("grid() needs at least one extent")
     spec = attrs if attrs is not None else "." * len(extents)
-    if len(spec) != len(extents) or any(c not in ".up" for c in spec):
-        raise ValueError(
-            f"grid attrs {spec!r} must have one character per dimension ({len(extents)}), each '.', 'u' or 'p'"
-        )
-    names = {".": LoopKind.PLAIN, "u": LoopKind.UNROLL, "p": LoopKind.PARALLEL}
-    return GridLoop(tuple(extents), tuple(names[c] for c in spec))
+    return GridLoop(tuple(extents), parse_loop_attrs(spec, len(extents), "grid"))
 
 
 class meta:  # noqa: N801 - spelled as in Hidet Script

@@ -27,8 +27,8 @@ from hidet_lang.errors import DSLError, DSLSyntaxError, DSLTypeError, DSLValueEr
 from hidet_lang.frontend import semantics
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
+from hidet_lang.ir.loop_attrs import LoopAttr
 from hidet_lang.ir.mapping import MappingOn, TaskMapping
-from hidet_lang.ir.stmt import LoopKind
 from hidet_lang.ir.types import DataType, int32
 
 
@@ -104,10 +104,10 @@ class RangeLoop(LoopConstruct):
 
 @dataclass(frozen=True)
 class GridLoop(LoopConstruct):
-    """`grid(4, 4, attrs='p.')`: nested loops from 0 to each extent, each run as its `LoopKind` says."""
+    """`grid(4, 4, attrs='p.')`: nested loops from 0 to each extent, each run as its `LoopAttr` says."""
 
     extents: tuple[Any, ...]
-    kinds: tuple[LoopKind, ...]
+    attrs: tuple[LoopAttr, ...]
 
     def build(self, parser: LoopBuilder, node: ast.For, names: list[str]) -> S.Stmt:
         """`for i, j in grid(m, n)` (one name per dimension), or `for ij in grid(m, n)` (a tuple of indices)."""
@@ -125,9 +125,10 @@ class GridLoop(LoopConstruct):
             raise parser.error(node.target, f"grid has {len(extents)} dimensions but the loop names {len(names)} "
                                             "variables", DSLValueError)
         body = parser.loop_body(node.body, bindings)
-        for var, ext, kind in reversed(list(zip(vars_, extents, self.kinds))):
+        for var, ext, attr in reversed(list(zip(vars_, extents, self.attrs))):
             stop = semantics.convert_to(ext, var.type)
-            body = S.ForStmt(var, E.Constant(0, var.type), stop, E.Constant(1, var.type), body, kind)
+            body = S.ForStmt(var, E.Constant(0, var.type), stop, E.Constant(1, var.type), body,
+                             S.LoopKind(attr.kind), factor=attr.factor)
         return body
 
 

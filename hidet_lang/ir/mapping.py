@@ -44,6 +44,8 @@ from dataclasses import dataclass
 from itertools import product
 from typing import Any
 
+from hidet_lang.ir.loop_attrs import parse_loop_attrs
+
 __all__ = [
     "ComposedMapping",
     "MappingOn",
@@ -57,8 +59,6 @@ __all__ = [
 ]
 
 Task = tuple[int, ...]
-
-_REPEAT_ATTR_CHARS = {".": "plain", "u": "unroll"}
 
 
 class MappingTypeError(TypeError, ValueError):
@@ -123,17 +123,12 @@ def _ranks(ranks: Any, ndim: int, func: str) -> tuple[int, ...]:
 
 
 def _repeat_attrs(attrs: Any, ndim: int, func: str) -> str:
-    """Validates repeat attrs (one char per dim: '.' plain, 'u' unroll); ``None`` means all plain."""
+    """Validates repeat attrs (one token per dim, `hidet_lang.ir.loop_attrs`); ``None`` means all plain."""
     if attrs is None:
         return "." * ndim
     if not isinstance(attrs, str):
         raise MappingTypeError(f"{func}: attrs must be a str or None, got {type(attrs).__name__} {attrs!r}")
-    if len(attrs) != ndim:
-        raise ValueError(f"{func}: attrs must have one char per dim ({ndim}), got {attrs!r} ({len(attrs)})")
-    bad = sorted(set(attrs) - set(_REPEAT_ATTR_CHARS))
-    if bad:
-        allowed = ", ".join(f"'{c}' {meaning}" for c, meaning in _REPEAT_ATTR_CHARS.items())
-        raise ValueError(f"{func}: attrs {attrs!r} has unknown char(s) {bad}; allowed: {allowed}")
+    parse_loop_attrs(attrs, ndim, func)
     return attrs
 
 
@@ -306,9 +301,10 @@ class RepeatMapping(TaskMapping):
     """One worker that runs every task of ``shape`` in a loop nest.
 
     ``ranks[d]`` is the rank of dim ``d`` in the nest: the dim with the lowest rank is the outermost loop.
-    The default ``(0, 1, ..., n-1)`` is row-major (last dim innermost). ``attrs`` has one char per dim:
-    ``'.'`` a plain loop, ``'u'`` a hint for the compiler to unroll it (it does not change the semantics);
-    ``None`` means all plain and is stored as ``'.' * n``.
+    The default ``(0, 1, ..., n-1)`` is row-major (last dim innermost). ``attrs`` has one token per dim
+    (`hidet_lang.ir.loop_attrs`): ``'.'`` a plain loop, ``'u'``/``'uN'``/``'u+'`` unrolled, ``'p'``/``'pN'``
+    parallel (OpenMP, in CPU functions); neither changes the semantics. ``None`` means all plain and is stored as
+    ``'.' * n``.
     """
 
     shape: tuple[int, ...]
@@ -439,8 +435,8 @@ def spatial(*shape: int, ranks: Sequence[int] | None = None) -> SpatialMapping:
 def repeat(*shape: int, ranks: Sequence[int] | None = None, attrs: str | None = None) -> RepeatMapping:
     """A repeat mapping: one worker running all tasks of ``shape`` in a loop nest (see ``RepeatMapping``).
 
-    ``ranks`` orders the loops (lowest rank outermost; default row-major); ``attrs`` has one char per dim,
-    ``'.'`` plain or ``'u'`` unroll.
+    ``ranks`` orders the loops (lowest rank outermost; default row-major); ``attrs`` has one token per dim:
+    ``'.'`` plain, ``'u'``/``'uN'``/``'u+'`` unrolled, ``'p'``/``'pN'`` parallel.
     """
     return RepeatMapping(_shape_args(shape, "repeat()"), ranks, attrs)
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hidet_lang.ir.expr import Expr, Var
+from hidet_lang.ir.loop_attrs import FULL_UNROLL  # noqa: F401 - `ForStmt.factor`'s value for a complete unroll
 from hidet_lang.ir.node import Node
 from hidet_lang.ir.str_enum import StrEnum
 
@@ -90,7 +91,9 @@ class ForStmt(Stmt):
     `step` is a compile-time constant or an expression whose sign is not known; for a non-constant step the
     loop runs while `var < stop` if the step is positive and `var > stop` otherwise, as Python's range does.
     `reductions` lists, for a parallel loop, the `(operator, variable)` pairs of the scalars declared outside it
-    that its iterations reduce into (`+`, `*`, `min`, `max`; OpenMP's `reduction` clause on the CPU).
+    that its iterations reduce into (`+`, `*`, `min`, `max`; OpenMP's `reduction` clause on the CPU). `factor` is,
+    for an unrolled loop, the unroll factor (0: the compiler's choice; `FULL_UNROLL`: completely), and for a
+    parallel loop the number of threads (0: OpenMP's default).
     """
 
     var: Var
@@ -100,6 +103,7 @@ class ForStmt(Stmt):
     body: Stmt
     kind: LoopKind = LoopKind.PLAIN
     reductions: tuple[tuple[str, Var], ...] = ()
+    factor: int = 0
 
 
 @dataclass(frozen=True, slots=True)

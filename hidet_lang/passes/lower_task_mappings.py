@@ -20,6 +20,7 @@ from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import FuncKind, Function
 from hidet_lang.ir.functor import IRRewriter, collect
+from hidet_lang.ir.loop_attrs import parse_loop_attrs
 from hidet_lang.ir.mapping import ComposedMapping, RepeatMapping, SpatialMapping, TaskMapping
 from hidet_lang.ir.node import at
 from hidet_lang.ir.types import int32
@@ -122,9 +123,10 @@ class _MappingLowerer(IRRewriter):
             order = sorted(range(len(m.shape)), key=m.ranks.__getitem__)
             loop_vars = {d: self.loop_var() for d in order}
             stmt = make_body([loop_vars[d] for d in range(len(m.shape))])
+            attrs = parse_loop_attrs(m.attrs, len(m.shape), "repeat()")
             for d in reversed(order):
-                kind = S.LoopKind.UNROLL if m.attrs[d] == "u" else S.LoopKind.PLAIN
-                stmt = S.ForStmt(loop_vars[d], _c(0), _c(m.shape[d]), _c(1), stmt, kind)
+                stmt = S.ForStmt(loop_vars[d], _c(0), _c(m.shape[d]), _c(1), stmt, S.LoopKind(attrs[d].kind),
+                                 factor=attrs[d].factor)
             return stmt
         if isinstance(m, ComposedMapping):
             inner, outer = m.inner, m.outer

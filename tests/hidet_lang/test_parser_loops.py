@@ -28,6 +28,7 @@ from hidet_lang.frontend.loops import (
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.functor import collect
+from hidet_lang.ir.loop_attrs import LoopAttr
 from hidet_lang.ir.mapping import spatial
 from hidet_lang.ir.stmt import LoopKind
 from hidet_lang.ir.types import int32
@@ -37,7 +38,7 @@ Pair = namedtuple("Pair", "first second")
 
 @pytest.mark.parametrize(("value", "construct"), [
     (range(2, 8, 3), RangeLoop(2, 8, 3)),
-    (grid(4, 2, attrs="u."), GridLoop((4, 2), (LoopKind.UNROLL, LoopKind.PLAIN))),
+    (grid(4, 2, attrs="u."), GridLoop((4, 2), (LoopAttr(LoopKind.UNROLL), LoopAttr(LoopKind.PLAIN)))),
     (meta.range(3), UnrolledLoop((0, 1, 2))),
     (meta.each(["x", "y"]), UnrolledLoop(("x", "y"))),
     ((1, 2), UnrolledLoop((1, 2))),

@@ -1,0 +1,125 @@
+"""What Hidet Script programs use that hidet_lang offers with Hidet's meaning: the loop attribute tokens of `grid`
+and `repeat` ('pN' threads, 'uN' and 'u+' unrolling, attrs as grid's last positional argument), a module's
+`launch` function as its default, `source(color=True)`, and the helpers `hidet.utils.assert_close` and
+`hidet.utils.benchmark.benchmark_func`."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import hidet_lang as hidet
+from hidet_lang import attrs, f32, grid, i32, printf, repeat
+from hidet_lang.ir.loop_attrs import LoopAttr, parse_loop_attrs
+from hidet_lang.ir.stmt import FULL_UNROLL, LoopKind
+
+with hidet.script_module() as loops_module:
+
+    @hidet.script
+    def loops(out: f32[4, 64], count: i32[1]):
+        attrs.func_kind = "public"
+        for i in grid(64, attrs="p2"):
+            out[0, i] = f32(i)
+        for i in grid(64, "u4"):  # attrs given positionally, as Hidet's programs do
+            out[1, i] = f32(2 * i)
+        for i, j in grid(8, 8, attrs="u+p"):
+            out[2, i * 8 + j] = f32(i - j)
+        for i, j in repeat(4, 16, attrs="u+p").on(0):
+            out[3, i * 16 + j] = f32(i + j)
+        for _ in grid(3, attrs="u+"):
+            count[0] += 1
+
+
+def test_loop_attribute_tokens_run_and_reach_the_c_code() -> None:
+    compiled = loops_module.build()
+    out, count = np.zeros((4, 64), np.float32), np.zeros(1, np.int32)
+    compiled(out, count)
+    i = np.arange(64)
+    np.testing.assert_array_equal(out[0], i)
+    np.testing.assert_array_equal(out[1], 2 * i)
+    np.testing.assert_array_equal(out[2], (i // 8) - (i % 8))
+    np.testing.assert_array_equal(out[3], (i // 16) + (i % 16))
+    assert count[0] == 3
+    source = compiled.source()
+    assert "num_threads(2)" in source
+    assert "#pragma GCC unroll 4" in source and "#pragma GCC unroll 65534" in source
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    ("p2u+.", (LoopAttr(LoopKind.PARALLEL, 2), LoopAttr(LoopKind.UNROLL, FULL_UNROLL), LoopAttr(LoopKind.PLAIN))),
+    ("u16p", (LoopAttr(LoopKind.UNROLL, 16), LoopAttr(LoopKind.PARALLEL))),
+])
+def test_attrs_parse_into_one_token_per_dimension(spec: str, expected: tuple) -> None:
+    assert parse_loop_attrs(spec, len(expected), "grid") == expected
+
+
+@pytest.mark.parametrize(("spec", "ndim", "message"), [
+    ("u+", 2, "one token per dimension (2)"),
+    ("x.", 2, "one token per dimension"),
+    ("p0", 1, "factor of 'p0' must be at least 1"),
+    ("+u", 2, "one token per dimension"),
+])
+def test_bad_attrs_name_the_string(spec: str, ndim: int, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        grid(*[4] * ndim, attrs=spec)
+
+
+with hidet.script_module() as two_public:
+
+    @hidet.script
+    def helper(out: i32[1]):
+        attrs.func_kind = "public"
+        out[0] = 1
+
+    @hidet.script
+    def launch(out: i32[1]):
+        attrs.func_kind = "public"
+        out[0] = 2
+
+
+def test_a_module_with_several_public_functions_calls_launch() -> None:
+    out = np.zeros(1, np.int32)
+    compiled = two_public.build()
+    compiled(out)
+    assert out[0] == 2
+    compiled["helper"](out)
+    assert out[0] == 1
+
+
+def test_colored_source_is_the_source_with_terminal_colors() -> None:
+    pytest.importorskip("pygments")
+    compiled = loops_module.build()
+    colored = compiled.source(color=True)
+    assert "\x1b[" in colored
+    assert re.sub(r"\x1b\[[0-9;]*m", "", colored).strip() == compiled.source().strip()
+
+
+def test_utils_assert_close_compares_arrays_tensors_and_numbers() -> None:
+    a = hidet.asarray(np.array([1.0, 2.0], np.float32))
+    hidet.utils.assert_close(a, np.array([1.0, 2.0 + 1e-6]))
+    with pytest.raises(AssertionError):
+        hidet.utils.assert_close(a, [1.0, 2.1], atol=1e-3, rtol=1e-3)
+
+
+def test_benchmark_func_gives_milliseconds_per_call() -> None:
+    calls = []
+    median = hidet.utils.benchmark.benchmark_func(lambda: calls.append(1), warmup=2, number=3, repeat=4)
+    assert isinstance(median, float) and median >= 0
+    assert len(calls) == 2 + 3 * 4
+    timings = hidet.utils.benchmark.benchmark_func(lambda: None, median=False, repeat=3)
+    assert len(timings) == 3
+
+
+def test_printf_in_an_unrolled_loop_prints_every_iteration(capfd: pytest.CaptureFixture[str]) -> None:
+    with hidet.script_module() as m:
+
+        @hidet.script
+        def show():
+            attrs.func_kind = "public"
+            for i in grid(3, attrs="u+"):
+                printf("i=%d\n", i)
+
+    m.build()()
+    assert capfd.readouterr().out.split() == ["i=0", "i=1", "i=2"]
