@@ -60,6 +60,23 @@ class DeviceArray:
         cuda_driver.copy_to_host(out, self.ptr)
         return out
 
+    def cpu(self) -> HostArray:
+        """A copy in host memory (Hidet's `tensor.cpu()`)."""
+        return self.numpy().view(HostArray)
+
+    def cuda(self) -> DeviceArray:
+        """The array itself (it is on the 'cuda' device)."""
+        return self
+
+    def torch(self) -> Any:
+        """A torch tensor sharing the data (Hidet's `tensor.torch()`): a CUDA tensor on a GPU; on the emulator,
+        whose device memory is host memory, a CPU tensor."""
+        import torch
+
+        if self.host is not None:
+            return torch.from_numpy(self.host)
+        return torch.as_tensor(self, device="cuda")
+
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
         if self.host is not None:
@@ -127,6 +144,20 @@ class HostArray(np.ndarray):
     def numpy(self) -> np.ndarray:
         """A plain numpy copy."""
         return np.array(self)
+
+    def cpu(self) -> HostArray:
+        """The array itself (it is on the 'cpu' device; Hidet's `tensor.cpu()`)."""
+        return self
+
+    def cuda(self) -> DeviceArray:
+        """A copy on the 'cuda' device (a GPU, or the emulator)."""
+        return to_device(np.asarray(self))
+
+    def torch(self) -> Any:
+        """A torch CPU tensor sharing the data (Hidet's `tensor.torch()`)."""
+        import torch
+
+        return torch.from_numpy(np.asarray(self))
 
 
 def _check_device(device: str) -> str:

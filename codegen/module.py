@@ -13,7 +13,7 @@ from hidet_lang.ir.expr import Intrinsic
 from hidet_lang.ir.func import DEVICE_KINDS, HOST_CALLABLE_KINDS, FuncKind, IRModule
 from hidet_lang.ir.functor import collect
 from hidet_lang.ir.stmt import AssertStmt
-from hidet_lang.ir.types import DataType
+from hidet_lang.ir.types import DataType, VoidType
 
 AfterCall = Callable[[], None]
 
@@ -43,7 +43,7 @@ class CompiledModule:
                 continue
             c_function = getattr(lib, c_names[f.name])
             c_function.argtypes = [ctype_of(p.type) for p in f.params]
-            c_function.restype = None
+            c_function.restype = None if isinstance(f.ret_type, VoidType) else ctype_of(f.ret_type)
             self.functions[f.name] = make_caller(f, c_function, after, on_gpu=on_gpu)
             if target == "cpu" and after is None and all(not isinstance(p.type, DataType) for p in f.params):
                 self._direct[f.name] = c_function

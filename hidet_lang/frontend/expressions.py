@@ -70,11 +70,11 @@ class ExpressionParser(ParserCore):
         return self.host_call(node, semantics.element, base, self.subscript_indices(node))
 
     def subscript_indices(self, node: ast.Subscript) -> tuple[Any, ...]:
-        """The indices of `x[...]`."""
+        """The indices of `x[...]`: `x[i, j]`, or a host list or tuple of them (`x[indices]`, as in Hidet)."""
         if _has_slice(node):
             raise self.error(node, "slices of tensors are not supported here; index each element", DSLSyntaxError)
         value = self.visit_expr(node.slice)
-        return tuple(value) if isinstance(value, tuple) else (value,)
+        return tuple(value) if isinstance(value, (tuple, list)) else (value,)
 
     def tensor_slice(self, node: ast.Subscript, base: E.Expr) -> E.Expr:
         """`a[i, :]`: leading indices then whole trailing dimensions, as a pointer to that contiguous sub-tensor
@@ -121,13 +121,34 @@ class ExpressionParser(ParserCore):
         """`(f(x) for x in values)`, expanded while parsing into a tuple."""
         return tuple(self.comprehension(node))
 
-    def comprehension(self, node: ast.ListComp | ast.GeneratorExp) -> list[Any]:
-        """The elements of a list comprehension or generator over Python values, expanded while parsing."""
+    def expr_Dict(self, node: ast.Dict) -> dict[Any, Any]:
+        """`{k: v, ...}`, a host dict whose keys are Python values while parsing."""
+        if any(k is None for k in node.keys):
+            raise self.error(node, "`**` in a dict literal is not supported in a kernel", DSLSyntaxError)
+        return self.host_dict([(k, self.visit_expr(k), self.visit_expr(v)) for k, v in zip(node.keys, node.values)])
+
+    def expr_DictComp(self, node: ast.DictComp) -> dict[Any, Any]:
+        """`{k: f(x) for x in values}`, expanded while parsing; the keys are Python values."""
+        return self.host_dict(self.comprehension(
+            node, lambda: (node.key, self.visit_expr(node.key), self.visit_expr(node.value))))
+
+    def host_dict(self, items: list[tuple[ast.expr, Any, Any]]) -> dict[Any, Any]:
+        """The dict of `(key node, key, value)` items; an error at a key that is not a Python value."""
+        for key_node, key, _ in items:
+            if isinstance(key, E.Expr):
+                raise self.error(key_node, "a dict's keys in a kernel must be Python values while parsing")
+        return {key: value for _, key, value in items}
+
+    def comprehension(self, node: ast.ListComp | ast.GeneratorExp | ast.DictComp,
+                      element: Callable[[], Any] | None = None) -> list[Any]:
+        """The elements of a comprehension or generator over Python values, expanded while parsing (each made by
+        `element`, by default the value of `node.elt`)."""
         results: list[Any] = []
+        make = element or (lambda: self.visit_expr(node.elt))
 
         def expand(k: int) -> None:
             if k == len(node.generators):
-                results.append(self.visit_expr(node.elt))
+                results.append(make())
                 return
             generator = node.generators[k]
             iterable = self.visit_expr(generator.iter)

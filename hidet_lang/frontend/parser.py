@@ -34,7 +34,7 @@ from hidet_lang.frontend.core import FunctionContext
 from hidet_lang.frontend.statements import StatementParser
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
-from hidet_lang.ir.func import HOST_CALLABLE_KINDS, CudaAttrs, FuncAttrs, FuncKind, Function
+from hidet_lang.ir.func import HOST_CALLABLE_KINDS, CudaAttrs, FuncAttrs, FuncKind, Function, returnable_to_python
 from hidet_lang.ir.functor import IRRewriter
 from hidet_lang.ir.node import at
 from hidet_lang.ir.types import DataType, Type, VoidType, void
@@ -77,9 +77,13 @@ class Parser(StatementParser, AssignmentParser, CallParser):
         ret = declared_ret if declared_ret is not None else self.inferred_return_type(fdef)
         if declared_ret is None and ctx.return_types:
             body = _ReturnCaster(ret).visit(body)
-        if kind in HOST_CALLABLE_KINDS and not isinstance(ret, VoidType):
+        if kind == FuncKind.PUBLIC and not (isinstance(ret, VoidType) or returnable_to_python(ret)):
+            raise self.error(fdef, f"a 'public' function returns to Python a bool, an integer, f32 or f64, not {ret}; "
+                                   "write other results into a tensor argument")
+        if kind in HOST_CALLABLE_KINDS and kind != FuncKind.PUBLIC and not isinstance(ret, VoidType):
             raise self.error(fdef, f"a '{kind}' function cannot return a value; write results into a tensor "
-                                   "argument (only 'cpu_internal'/'cuda_internal' functions return values)")
+                                   "argument (only 'public', 'cpu_internal' and 'cuda_internal' functions return "
+                                   "values)")
         cuda = CudaAttrs(**ctx.cuda, spans=tuple(ctx.cuda_spans.items())) if ctx.cuda else None
         func = Function(ctx.name, tuple(params), ret, body, FuncAttrs(kind, cuda, ctx.kind is None, ctx.noinline))
         return func, ctx

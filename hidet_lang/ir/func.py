@@ -10,7 +10,7 @@ from hidet_lang.ir.node import Node
 from hidet_lang.ir.span import Span
 from hidet_lang.ir.stmt import Stmt
 from hidet_lang.ir.str_enum import StrEnum
-from hidet_lang.ir.types import Type
+from hidet_lang.ir.types import DataType, Type
 
 
 class FuncKind(StrEnum):
@@ -26,6 +26,12 @@ class FuncKind(StrEnum):
 FUNC_KINDS = tuple(FuncKind)
 HOST_CALLABLE_KINDS = frozenset({FuncKind.PUBLIC, FuncKind.CPU_KERNEL, FuncKind.CUDA_KERNEL})
 DEVICE_KINDS = frozenset({FuncKind.CUDA_KERNEL, FuncKind.CUDA_INTERNAL})  # the functions that run on a device
+
+
+def returnable_to_python(t: Type) -> bool:
+    """Whether a 'public' function may return a value of type `t` to its Python caller: a bool, an integer, f32 or
+    f64 (the scalars a C function returns as ctypes reads them; half-precision values would need a conversion)."""
+    return isinstance(t, DataType) and t.name not in ("float16", "bfloat16")
 
 
 @dataclass(frozen=True, slots=True)

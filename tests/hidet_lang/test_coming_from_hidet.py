@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import hidet_lang as hidet
-from hidet_lang import attrs, f32, grid, i32, printf, repeat
+from hidet_lang import attrs, f16, f32, grid, i32, printf, repeat
 from hidet_lang.ir.loop_attrs import LoopAttr, parse_loop_attrs
 from hidet_lang.ir.stmt import FULL_UNROLL, LoopKind
 
@@ -123,3 +123,90 @@ def test_printf_in_an_unrolled_loop_prints_every_iteration(capfd: pytest.Capture
 
     m.build()()
     assert capfd.readouterr().out.split() == ["i=0", "i=1", "i=2"]
+
+
+with hidet.script_module() as returning:
+
+    @hidet.script
+    def launch(a: f32, b: f32) -> f32:
+        attrs.func_kind = "public"
+        return a + b
+
+    @hidet.script
+    def triangle(n: i32) -> i32:
+        attrs.func_kind = "public"
+        total = 0
+        for i in range(n + 1):
+            total += i
+        return total
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_public_functions_return_scalars_to_python(target: str) -> None:
+    compiled = returning.build(target=target)
+    assert compiled(3.0, 4.5) == 7.5
+    assert compiled["triangle"](100) == 5050
+
+
+def test_a_public_function_returning_half_precision_is_refused_at_its_line() -> None:
+    with pytest.raises(hidet.errors.DSLTypeError, match=r"returns to Python a bool, an integer, f32 or f64, not f16"):
+        with hidet.script_module():
+
+            @hidet.script
+            def half(a: f16) -> f16:
+                attrs.func_kind = "public"
+                return a
+
+
+def test_a_cpu_kernel_still_returns_nothing() -> None:
+    with pytest.raises(hidet.errors.DSLTypeError, match=r"a 'cpu_kernel' function cannot return a value"):
+        with hidet.script_module():
+
+            @hidet.script
+            def kernel(a: i32) -> i32:
+                attrs.func_kind = "cpu_kernel"
+                return a
+
+
+with hidet.script_module() as host_values:
+
+    @hidet.script
+    def dicts_and_index_lists(out: f32[2, 3, 4]):
+        attrs.func_kind = "public"
+        dims = {k: v * 2 for k, v in enumerate([1.0, 2.0, 3.0]) if k != 1}
+        names = {"first": 0, "last": 2}
+        index = [1, names["last"], 3]
+        out[index] = dims[0] + dims[2]  # a host list of indices, as Hidet indexes
+        out[[0, 0, len(dims)]] = 5.0
+
+
+def test_dicts_and_lists_of_indices_are_host_values() -> None:
+    out = np.zeros((2, 3, 4), np.float32)
+    host_values.build()(out)
+    assert out[1, 2, 3] == 8.0 and out[0, 0, 2] == 5.0 and np.count_nonzero(out) == 2
+
+
+def test_a_dict_key_known_only_at_run_time_is_an_error_at_its_line() -> None:
+    with pytest.raises(hidet.errors.DSLError, match=r"keys in a kernel must be Python values") as info:
+        with hidet.script_module():
+
+            @hidet.script
+            def bad(n: i32, out: f32[1]):
+                attrs.func_kind = "public"
+                table = {n: 1.0}
+                out[0] = table[0]
+    assert "test_coming_from_hidet.py" in str(info.value)
+
+
+def test_arrays_convert_to_torch_and_between_devices() -> None:
+    torch = pytest.importorskip("torch")
+    a = hidet.randn([3, 4])
+    assert a.cpu() is a
+    shared = a.torch()
+    shared[0, 0] = 42.0  # the tensor shares the array's memory
+    assert a.numpy()[0, 0] == 42.0
+    on_device = a.cuda()
+    assert on_device.device == "cuda"
+    np.testing.assert_array_equal(on_device.cpu().numpy(), a.numpy())
+    if not on_device.on_gpu:  # the emulator's device memory is host memory: a CPU tensor
+        assert on_device.torch().device == torch.device("cpu")
