@@ -26,7 +26,7 @@ from hidet_lang.ir.span import Span
 from hidet_lang.ir.types import Type
 
 _CONSTRUCT_NAMES = {
-    "With": "a `with` statement", "AsyncWith": "an `async with` statement", "Try": "a `try` statement",
+    "AsyncWith": "an `async with` statement", "Try": "a `try` statement",
     "TryStar": "a `try` statement", "Raise": "a `raise` statement", "Global": "a `global` statement",
     "Nonlocal": "a `nonlocal` statement", "Delete": "a `del` statement", "Import": "an `import` statement",
     "ImportFrom": "an `import` statement", "ClassDef": "a class definition", "FunctionDef": "a nested function",

@@ -1,7 +1,9 @@
-"""Control-flow statements: expression statements, `if`, `while`, `for`, `break`, `continue`, `return`, `assert`.
+"""Control-flow statements: expression statements, `if`, `while`, `for`, `with`, `break`, `continue`, `return`,
+`assert`.
 
 An `if` on a host value keeps one branch while parsing. A `for` loop evaluates its iterable and hands the loop
-to the `LoopConstruct` it stands for (see `loops.py`), so a new loop kind needs no change here.
+to the `LoopConstruct` it stands for (see `loops.py`), a `with` block to its `BlockConstruct` (`blocks.py`), so a
+new loop or block kind needs no change here.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import ast
 
 from hidet_lang.errors import DSLSyntaxError, DSLValueError
 from hidet_lang.frontend import semantics
+from hidet_lang.frontend.blocks import BlockConstruct
 from hidet_lang.frontend.core import ParserCore
 from hidet_lang.frontend.loops import loop_construct
 from hidet_lang.ir import expr as E
@@ -60,6 +63,20 @@ class StatementParser(ParserCore):
         names = self.loop_target_names(node.target)
         construct = self.host_call(node.iter, loop_construct, iterable)
         self.emit(construct.build(self, node, names))
+
+    def visit_With(self, node: ast.With) -> None:
+        """`with <construct> [as <name>]:`, built by the block construct (one item, e.g. `warp_groups`)."""
+        if len(node.items) != 1:
+            raise self.error(node, "a `with` statement in a kernel enters one block construct", DSLSyntaxError)
+        item = node.items[0]
+        construct = self.visit_expr(item.context_expr)
+        if not isinstance(construct, BlockConstruct):
+            raise self.error(item.context_expr, f"a `with` statement in a kernel enters a block construct such as "
+                                                f"warp_groups(...), not {semantics.describe(construct)}")
+        if item.optional_vars is not None and not isinstance(item.optional_vars, ast.Name):
+            raise self.error(item.optional_vars, "`with ... as` binds one name", DSLSyntaxError)
+        name = item.optional_vars.id if isinstance(item.optional_vars, ast.Name) else None
+        self.emit(construct.build(self, node, name))
 
     def visit_Break(self, node: ast.Break) -> None:
         """`break`."""

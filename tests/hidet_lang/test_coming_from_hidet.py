@@ -1,7 +1,8 @@
 """What Hidet Script programs use that hidet_lang offers with Hidet's meaning: the loop attribute tokens of `grid`
 and `repeat` ('pN' threads, 'uN' and 'u+' unrolling, attrs as grid's last positional argument), a module's
-`launch` function as its default, `source(color=True)`, and the helpers `hidet.utils.assert_close` and
-`hidet.utils.benchmark.benchmark_func`."""
+`launch` function as its default, `source(color=True)`, the helpers `hidet.utils.assert_close` and
+`hidet.utils.benchmark.benchmark_func`, public functions returning scalars, dicts and lists of indices as host
+values, arrays' `torch()`/`cpu()`/`cuda()`, and `warp_groups` blocks."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import pytest
 
 import hidet_lang as hidet
 from hidet_lang import attrs, f16, f32, grid, i32, printf, repeat
+from hidet_lang.cuda import threadIdx
+from hidet_lang.cuda.contexts import warp_groups
 from hidet_lang.ir.loop_attrs import LoopAttr, parse_loop_attrs
 from hidet_lang.ir.stmt import FULL_UNROLL, LoopKind
 
@@ -210,3 +213,43 @@ def test_arrays_convert_to_torch_and_between_devices() -> None:
     np.testing.assert_array_equal(on_device.cpu().numpy(), a.numpy())
     if not on_device.on_gpu:  # the emulator's device memory is host memory: a CPU tensor
         assert on_device.torch().device == torch.device("cpu")
+
+
+with hidet.script_module() as warp_specialized:
+
+    @hidet.script
+    def roles(out: i32[384]):
+        attrs.func_kind = "cuda_kernel"
+        attrs.cuda.grid_dim = 1
+        attrs.cuda.block_dim = 384
+        with warp_groups([0]) as tid:
+            out[threadIdx.x] = tid
+        with warp_groups([1, 2]) as tid:
+            out[threadIdx.x] = 1000 + tid
+
+
+def test_warp_groups_run_their_block_in_their_threads_only() -> None:
+    out = hidet.zeros([384], "int32", device="cuda")
+    warp_specialized.build()(out)
+    x = np.arange(384)
+    np.testing.assert_array_equal(out.numpy(), np.where(x < 128, x, 1000 + x - 128))
+
+
+@pytest.mark.parametrize(("groups", "message"), [([0, 2], "consecutive"), ([], "list of warp group indices"),
+                                                  ([1.0], "list of warp group indices")])
+def test_warp_groups_take_consecutive_indices(groups: list, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        warp_groups(groups)
+
+
+def test_a_with_statement_enters_only_block_constructs() -> None:
+    with pytest.raises(hidet.errors.DSLError, match=r"enters a block construct such as warp_groups"):
+        with hidet.script_module():
+
+            @hidet.script
+            def bad(out: i32[1]):
+                attrs.func_kind = "cuda_kernel"
+                attrs.cuda.grid_dim = 1
+                attrs.cuda.block_dim = 1
+                with out:
+                    out[0] = 1

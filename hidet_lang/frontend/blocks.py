@@ -1,0 +1,37 @@
+"""`with` blocks in kernels: `with <construct> as <name>:` hands the block to the construct it stands for, as a
+`for` loop hands its loop to a `LoopConstruct`. The language's constructs live with their features (for example
+`hidet_lang.cuda.contexts.warp_groups`)."""
+
+from __future__ import annotations
+
+import ast
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from hidet_lang.errors import DSLError, DSLTypeError
+from hidet_lang.ir import stmt as S
+
+
+class BlockBuilder(Protocol):
+    """What a block construct may ask of the parser."""
+
+    def error(self, node: ast.AST, message: str, cls: type[DSLError] = DSLTypeError) -> DSLError:
+        """A DSL error of class `cls` at `node`."""
+
+    def host_call(self, node: ast.AST, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call a Python function while parsing, turning its errors into DSL errors at `node`."""
+
+    def fresh_name(self, hint: str) -> str:
+        """A variable name unique in the function, based on `hint`."""
+
+    def block(self, body: list[ast.stmt], bindings: dict[str, Any] | None = None) -> S.Stmt:
+        """The parsed statements of `body` in a new scope holding `bindings`."""
+
+
+class BlockConstruct(ABC):
+    """Something a kernel's `with` statement enters."""
+
+    @abstractmethod
+    def build(self, parser: BlockBuilder, node: ast.With, name: str | None) -> S.Stmt:
+        """The IR of `with <self> as <name>: <node.body>` (`name` None without `as`); errors at `node`."""
