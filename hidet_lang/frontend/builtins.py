@@ -164,8 +164,26 @@ def grid(*extents: Any, attrs: str | None = None) -> GridLoop:
     return GridLoop(tuple(extents), parse_loop_attrs(spec, len(extents), "grid"))
 
 
+@dataclass(frozen=True)
+class ParamTypes:
+    """The annotation `meta.types([...])`: a parameter that stands for one parameter per type."""
+
+    types: tuple[Any, ...]
+
+
 class meta:  # noqa: N801 - spelled as in Hidet Script
-    """Loops unrolled while parsing: `for i in meta.range(4):` runs the body four times with i = 0..3."""
+    """Loops unrolled while parsing (`for i in meta.range(4):` runs the body four times with i = 0..3), and
+    parameter lists (`args: meta.types([int, f32])`)."""
+
+    @staticmethod
+    def types(arg_types: Sequence[Any]) -> ParamTypes:
+        """A parameter annotation standing for one parameter per type (DSL types, or Python's int, float and bool),
+        bound in the body as a tuple of them: `args: meta.types([i32, f32])` takes two arguments, `args[0]` and
+        `args[1]`."""
+        types = tuple(arg_types)
+        if not types:
+            raise ValueError("meta.types needs at least one type")
+        return ParamTypes(types)
 
     @staticmethod
     def range(*args: int) -> UnrolledLoop:

@@ -174,6 +174,10 @@ class ExpressionParser(ParserCore):
 
     def annotation_type(self, node: ast.expr) -> Type:
         """Evaluate a type annotation (strings too, for `from __future__ import annotations`)."""
+        return self.as_type(node, self.annotation_value(node))
+
+    def annotation_value(self, node: ast.expr) -> Any:
+        """The value of an annotation, parsed first when it is a string."""
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             try:
                 inner = ast.parse(node.value, mode="eval").body
@@ -183,7 +187,10 @@ class ExpressionParser(ParserCore):
             for n in ast.walk(inner):
                 n.lineno, n.col_offset = node.lineno, node.col_offset
             node = inner
-        value = self.visit_expr(node)
+        return self.visit_expr(node)
+
+    def as_type(self, node: ast.expr, value: Any) -> Type:
+        """The type an annotation's value names (a DSL type, a dtype name, or Python's int, float or bool)."""
         if isinstance(value, type) and value in B.PYTHON_CASTS:
             return B._as_dtype(B.PYTHON_CASTS[value])
         if isinstance(value, str):

@@ -29,6 +29,7 @@ import dataclasses
 from hidet_lang.errors import DSLSyntaxError, DSLTypeError
 from hidet_lang.frontend import semantics
 from hidet_lang.frontend.assignments import AssignmentParser
+from hidet_lang.frontend.builtins import ParamTypes
 from hidet_lang.frontend.calls import CallParser, RecursiveSelf
 from hidet_lang.frontend.core import FunctionContext
 from hidet_lang.frontend.statements import StatementParser
@@ -59,9 +60,16 @@ class Parser(StatementParser, AssignmentParser, CallParser):
             if a.annotation is None:
                 raise self.error(a, f"parameter '{a.arg}' needs a type annotation, e.g. `{a.arg}: f32[16]` or "
                                     f"`{a.arg}: i32`", DSLTypeError)
-            ptype = self.annotation_type(a.annotation)
+            value = self.annotation_value(a.annotation)
+            if isinstance(value, ParamTypes):  # meta.types([...]): one parameter per type, bound as a tuple
+                with at(self.span(a)):
+                    group = tuple(E.Var(self.fresh_name(f"{a.arg}_{k}"), self.as_type(a.annotation, t))
+                                  for k, t in enumerate(value.types))
+                self.bind(a.arg, group)
+                params.extend(group)
+                continue
             with at(self.span(a)):
-                var = E.Var(self.fresh_name(a.arg), ptype)
+                var = E.Var(self.fresh_name(a.arg), self.as_type(a.annotation, value))
             self.bind(a.arg, var)
             params.append(var)
         declared_ret = self.return_annotation(fdef.returns)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import hidet_lang as hidet
-from hidet_lang import attrs, f16, f32, grid, i32, printf, repeat
+from hidet_lang import attrs, f16, f32, grid, i32, meta, printf, repeat
 from hidet_lang.cuda import threadIdx
 from hidet_lang.cuda.contexts import warp_groups
 from hidet_lang.ir.loop_attrs import LoopAttr, parse_loop_attrs
@@ -253,3 +253,28 @@ def test_a_with_statement_enters_only_block_constructs() -> None:
                 attrs.cuda.block_dim = 1
                 with out:
                     out[0] = 1
+
+
+with hidet.script_module() as parameter_lists:
+
+    @hidet.script
+    def variadic(args: meta.types([int, bool, float, i32]), second: int, third: meta.types([f32]), out: f32[2]):
+        attrs.func_kind = "public"
+        out[0] = f32(args[0] + args[3] + second) + third[0]
+        if args[1]:
+            out[1] = args[2]
+
+
+def test_meta_types_parameters_take_one_argument_per_type() -> None:
+    compiled = parameter_lists.build()
+    out = np.zeros(2, np.float32)
+    compiled(1, True, 0.5, 2, 3, 0.25, out)
+    np.testing.assert_array_equal(out, [6.25, 0.5])
+    assert compiled.param_names[:4] == ("args_0", "args_1", "args_2", "args_3")
+    with pytest.raises(TypeError, match="args_3"):
+        compiled(1, True, 0.5, 2.5, 3, 0.25, out)  # args[3] is an i32
+
+
+def test_meta_types_needs_a_type() -> None:
+    with pytest.raises(ValueError, match="at least one type"):
+        meta.types([])
