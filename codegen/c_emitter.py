@@ -117,6 +117,8 @@ class CEmitter:
         """The C spelling of a parameter or variable type (tensors decay to pointers)."""
         if isinstance(t, DataType):
             return self.scalar(t)
+        if isinstance(t, PointerType) and t.is_void:
+            return "void *"
         if isinstance(t, (TensorType, PointerType)):
             return self.scalar(t.dtype) + " *"
         if isinstance(t, VoidType):

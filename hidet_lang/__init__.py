@@ -64,6 +64,7 @@ from hidet_lang.types import (
     uint16,
     uint32,
     uint64,
+    void_p,
 )
 from hidet_lang.version import __version__
 
@@ -74,7 +75,7 @@ __all__ = [
     "int16", "int32", "int64", "int8", "local_layout", "meta", "option", "printf", "randn", "register_tensor",
     "repeat", "row_major", "rsqrt", "script", "script_module", "ScriptFunction", "ScriptModule", "shared_tensor",
     "spatial", "sqrt", "strided_layout", "tensor", "tensor_pointer", "u16", "u32", "u64", "u8", "uint16", "uint32",
-    "uint64", "uint8", "view", "zeros",
+    "uint64", "uint8", "view", "zeros", "void_p",
 ]
 
 

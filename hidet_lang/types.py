@@ -23,6 +23,8 @@ from hidet_lang.ir.types import (
     uint16,
     uint32,
     uint64,
+    void,
+    void_p,
 )
 
 i8, i16, i32, i64 = int8, int16, int32, int64
@@ -34,5 +36,5 @@ __all__ = [
     "DataType", "PointerType", "TensorType", "VectorType", "bf16", "bfloat16", "boolean", "f16", "f32", "f32x4",
     "f32x8", "f32x16", "f64", "float16", "float32", "float32x4", "float32x8", "float32x16", "float64", "i8", "i16",
     "i32", "i64", "int8", "int16", "int32", "int64", "register_tensor", "tensor", "tensor_pointer", "u8", "u16",
-    "u32", "u64", "uint8", "uint16", "uint32", "uint64",
+    "u32", "u64", "uint8", "uint16", "uint32", "uint64", "void", "void_p",
 ]

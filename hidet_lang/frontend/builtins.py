@@ -197,13 +197,14 @@ class meta:  # noqa: N801 - spelled as in Hidet Script
 
 
 def printf(fmt: str, *args: Any) -> E.Intrinsic:
-    """C `printf`; the output is flushed when the kernel returns."""
+    """C `printf` of scalars and addresses (`%p` of a pointer or tensor); the output is flushed when the kernel
+    returns."""
     if not isinstance(fmt, str):
         raise TypeError("printf's first argument must be a format string")
     exprs = []
     for a in args:
         e = E.convert(a)
-        t = semantics.scalar_type(e, "printf") if not isinstance(e.type, TensorType) else None
+        t = semantics.scalar_type(e, "printf") if not isinstance(e.type, (TensorType, PointerType)) else None
         if t is not None and t.is_float and t.nbytes < 8:
             e = E.Cast(e, dtype_from_name("float64"))
         exprs.append(e)
@@ -259,7 +260,10 @@ def cast(value: Any, target: Any) -> E.Expr:
     if isinstance(target, DataType):
         return semantics.cast(value, target)
     if isinstance(target, PointerType):
-        return E.Reinterpret(_pointer_to(value, "cast() to a pointer type"), target)
+        e = E.convert(value)
+        if isinstance(e.type, DataType) and e.type.is_integer:  # an address held in an integer (void_p(0))
+            return E.Reinterpret(e, target)
+        return E.Reinterpret(_pointer_to(e, "cast() to a pointer type"), target)
     raise TypeError(f"cast() converts to a scalar type (f32) or a pointer type (~f32), got {target!r}")
 
 

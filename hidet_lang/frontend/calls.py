@@ -21,7 +21,7 @@ from hidet_lang.frontend.core import ParserCore
 from hidet_lang.frontend.loops import RangeLoop
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.func import HOST_CALLABLE_KINDS
-from hidet_lang.ir.types import DataType, Type, void
+from hidet_lang.ir.types import DataType, PointerType, Type, void
 
 
 class CallParser(ParserCore):
@@ -70,6 +70,10 @@ class CallParser(ParserCore):
             if len(args) != 1 or kwargs:
                 raise self.error(node, f"{func}() converts one value", DSLTypeError)
             return self.host_call(node, semantics.cast, args[0], func)
+        if isinstance(func, PointerType):  # void_p(p), (~f32)(p): the cast Hidet spells as a call of the type
+            if len(args) != 1 or kwargs:
+                raise self.error(node, f"{func}() converts one value", DSLTypeError)
+            return self.host_call(node, B.cast, args[0], func)
         builtin = _hashable(func)  # a Python builtin the DSL maps (int, float, math.exp, ...) is hashable
         if builtin and func in B.PYTHON_CASTS and any_ir:
             if len(args) != 1 or kwargs:

@@ -56,6 +56,8 @@ def binary(op: str, a: Any, b: Any) -> E.Expr:
         if isinstance(other, DataType) and other.is_integer:
             return expr
         raise TypeError(f"pointer arithmetic needs an integer offset, got {describe(expr.b)}")
+    if op in E.COMPARISON_OPS and isinstance(ta, PointerType) and isinstance(tb, PointerType):
+        return expr  # addresses compare (a void pointer with any other)
     if isinstance(ta, VectorType) or isinstance(tb, VectorType):
         vector = same_vector_type(f"operator {op}", expr.a, expr.b)
         if op not in VECTOR_OPERATORS:
@@ -157,7 +159,12 @@ def assignable(target: Type, value: Any, what: str) -> E.Expr:
                             f"{target} value only (broadcast a scalar with {target}_broadcast(x))")
         return e
     if isinstance(target, PointerType):
+        if isinstance(vt, PointerType) and (vt == target or target.is_void):
+            return e  # any pointer converts to void_p, as in C
         if isinstance(vt, (PointerType, TensorType)):
+            if isinstance(vt, PointerType) and vt.is_void:
+                raise TypeError(f"cannot assign {describe(e)} to {what}, a pointer to {target.dtype}: cast the void "
+                                f"pointer first, e.g. cast(p, {target})")
             if vt.dtype != target.dtype:
                 raise TypeError(f"cannot assign {describe(e)} to {what}, a pointer to {target.dtype} ({target})")
             return e

@@ -109,14 +109,23 @@ class TensorType:
 
 @dataclass(frozen=True, slots=True)
 class PointerType:
-    """A pointer to a scalar (or to a tensor's first element)."""
+    """A pointer to a scalar (or to a tensor's first element), or C's `void *` (`void_p`: an address without an
+    element type, which arithmetic moves by bytes)."""
 
-    base: DataType | TensorType
+    base: DataType | TensorType | VoidType
 
     @property
     def dtype(self) -> DataType:
-        """The element type the pointer points at."""
+        """The element type the pointer points at (an AttributeError for a void pointer, which has none)."""
+        if isinstance(self.base, VoidType):
+            raise AttributeError("a void pointer (void_p) has no element type; cast it to a typed pointer first, e.g. "
+                            "cast(p, ~f32)")
         return self.base if isinstance(self.base, DataType) else self.base.dtype
+
+    @property
+    def is_void(self) -> bool:
+        """Whether this is `void_p`."""
+        return isinstance(self.base, VoidType)
 
     def __str__(self) -> str:
         return f"~{self.base}"
@@ -196,6 +205,7 @@ bfloat16 = DataType("bfloat16", "bf16", "__bf16", 2, "float")  # CUDA kernels on
 float32 = DataType("float32", "f32", "float", 4, "float")
 float64 = DataType("float64", "f64", "double", 8, "float")
 void = VoidType()
+void_p = PointerType(void)
 
 VECTOR_SHAPES = (("float32", 4), ("float32", 8), ("float32", 16))  # (element type name, lanes) of the vector types
 float32x4 = VectorType(float32, 4)

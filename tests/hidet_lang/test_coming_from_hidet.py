@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import hidet_lang as hidet
-from hidet_lang import attrs, f16, f32, grid, i32, meta, printf, repeat
+from hidet_lang import attrs, cast, f16, f32, grid, i32, meta, printf, repeat, void_p
 from hidet_lang.cuda import threadIdx
 from hidet_lang.cuda.contexts import warp_groups
 from hidet_lang.ir.loop_attrs import LoopAttr, parse_loop_attrs
@@ -278,3 +278,35 @@ def test_meta_types_parameters_take_one_argument_per_type() -> None:
 def test_meta_types_needs_a_type() -> None:
     with pytest.raises(ValueError, match="at least one type"):
         meta.types([])
+
+
+with hidet.script_module() as void_pointers:
+
+    @hidet.script
+    def addresses(out: i32[4], data: f32[2]):
+        attrs.func_kind = "public"
+        start = void_p(~data[0])  # any pointer converts to void_p
+        null = void_p(0)
+        second = cast(start + 4, ~f32)  # void_p arithmetic moves by bytes
+        out[0] = null == void_p(0)
+        out[1] = (null + 8) - 8 == null
+        out[2] = second == ~data[1]
+        out[3] = i32(second[0])
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_void_pointers_cast_compare_and_move_by_bytes(target: str) -> None:
+    out = np.zeros(4, np.int32)
+    void_pointers.build(target=target)(out, np.array([1.0, 5.0], np.float32))
+    np.testing.assert_array_equal(out, [1, 1, 1, 5])
+
+
+def test_a_void_pointer_has_no_elements() -> None:
+    with pytest.raises(hidet.errors.DSLError, match=r"void pointer \(void_p\) has no element type"):
+        with hidet.script_module():
+
+            @hidet.script
+            def bad(data: f32[2], out: f32[1]):
+                attrs.func_kind = "public"
+                p = void_p(~data[0])
+                out[0] = p[0]
