@@ -13,7 +13,7 @@ from codegen.kernel_plan import ModulePlan
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import FuncKind, Function, IRModule
-from hidet_lang.ir.types import DataType, Type
+from hidet_lang.ir.types import DataType, PointerType, Type
 
 CUDA_SCALARS = {"float16": "half", "bfloat16": "__nv_bfloat16"}
 """The CUDA spelling of the scalar types whose C spelling differs."""
@@ -32,7 +32,10 @@ _CUDA_CALLS = {
 
 
 def asm_constraint(t: Type) -> str:
-    """The inline-PTX operand constraint of a scalar type ('h' 16-bit, 'r' 32-bit, 'l' 64-bit, 'f', 'd')."""
+    """The inline-PTX operand constraint of a scalar type ('h' 16-bit, 'r' 32-bit, 'l' 64-bit, 'f', 'd') or of a
+    pointer (an address: 'l')."""
+    if isinstance(t, PointerType):
+        return "l"
     assert isinstance(t, DataType)
     if t.is_float:
         return {2: "h", 4: "f", 8: "d"}[t.nbytes]

@@ -299,18 +299,20 @@ def address(value: Any) -> E.Expr:
 
 
 def asm(template: str, outputs: Sequence[Any] = (), inputs: Sequence[Any] = (), is_volatile: bool = False) -> Any:
-    """Inline PTX in a CUDA function: `asm("mov.u32 %0, %%laneid;", outputs=[lane])`. Outputs are variables or
-    elements (written), inputs any scalar values; operand constraints follow from their types. PTX compiles with
-    NVRTC for a GPU; the CUDA emulator cannot run it."""
+    """Inline PTX in a CUDA function: `asm("mov.u32 %0, %%laneid;", outputs=[lane])`. Outputs are variables,
+    elements or `deref(pointer)` (written), inputs scalar values or pointers (addresses, as `[%1]` takes them);
+    operand constraints follow from their types.
+    PTX compiles with NVRTC for a GPU; the CUDA emulator cannot run it."""
     from hidet_lang.ir.stmt import AsmStmt
 
     if not isinstance(template, str):
         raise TypeError("asm() takes the PTX template as a Python string")
     outs = tuple(E.convert(o) for o in outputs)
     for o in outs:
-        if not isinstance(o, (E.Var, E.TensorElement)):
-            raise TypeError(f"an asm output must be a variable or an element, got {semantics.describe(o)}")
+        if not isinstance(o, (E.Var, E.TensorElement, E.Dereference)):
+            raise TypeError(f"an asm output must be a variable, an element or deref(pointer), got "
+                            f"{semantics.describe(o)}")
     ins = tuple(E.convert(i) for i in inputs)
-    for e in (*outs, *ins):
+    for e in (*outs, *(i for i in ins if not isinstance(i.type, PointerType))):  # an input may be an address
         semantics.scalar_type(e, "asm()")
     return AsmStmt(template, outs, ins, bool(is_volatile))

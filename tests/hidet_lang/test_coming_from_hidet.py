@@ -2,7 +2,8 @@
 and `repeat` ('pN' threads, 'uN' and 'u+' unrolling, attrs as grid's last positional argument), a module's
 `launch` function as its default, `source(color=True)`, the helpers `hidet.utils.assert_close` and
 `hidet.utils.benchmark.benchmark_func`, public functions returning scalars, dicts and lists of indices as host
-values, arrays' `torch()`/`cpu()`/`cuda()`, and `warp_groups` blocks."""
+values, arrays' `torch()`/`cpu()`/`cuda()`, `warp_groups` blocks, `meta.types` parameters, `void_p`, and inline
+PTX writing through `deref(pointer)` with addresses as inputs."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 import hidet_lang as hidet
-from hidet_lang import attrs, cast, f16, f32, grid, i32, meta, printf, repeat, void_p
+from hidet_lang import asm, attrs, cast, deref, f16, f32, grid, i32, meta, printf, repeat, void_p
 from hidet_lang.cuda import threadIdx
 from hidet_lang.cuda.contexts import warp_groups
 from hidet_lang.ir.loop_attrs import LoopAttr, parse_loop_attrs
@@ -310,3 +311,32 @@ def test_a_void_pointer_has_no_elements() -> None:
                 attrs.func_kind = "public"
                 p = void_p(~data[0])
                 out[0] = p[0]
+
+
+with hidet.script_module() as ptx_through_pointers:
+
+    @hidet.script
+    def load_word(addr: ~i32, value: ~i32):
+        attrs.func_kind = "cuda_internal"
+        asm("ld.b32 %0, [%1];", outputs=[deref(value)], inputs=[addr], is_volatile=True)
+
+    @hidet.script
+    def copy_word(src: ~i32, dst: ~i32):
+        attrs.func_kind = "cuda_kernel"
+        attrs.cuda.grid_dim = 1
+        attrs.cuda.block_dim = 1
+        word: i32 = 0
+        load_word(src, ~word)
+        dst[0] = word
+
+
+def test_an_asm_output_may_be_a_dereferenced_pointer() -> None:
+    from codegen.cuda_emitter import emit_cuda
+    from codegen.headers import INCLUDE_DIR
+    from codegen.kernel_plan import plan_module
+    from codegen.nvrtc import compile_cubin
+    from hidet_lang.passes.pipeline import lower
+
+    device, _ = emit_cuda(plan_module(lower(ptx_through_pointers.ir_module())))
+    assert 'asm volatile("ld.b32 %0, [%1];" : "=r"((*value)) : "l"(addr));' in device
+    assert compile_cubin(device, "sm_80", include_dirs=[str(INCLUDE_DIR)])[:4] == b"\x7fELF"
