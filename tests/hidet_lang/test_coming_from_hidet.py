@@ -93,7 +93,7 @@ def test_a_module_with_several_public_functions_calls_launch() -> None:
 
 
 def test_colored_source_is_the_source_with_terminal_colors() -> None:
-    pytest.importorskip("pygments")
+    pytest.importorskip("pygments", reason="pygments (which pytest installs) colors the source")
     compiled = loops_module.build()
     colored = compiled.source(color=True)
     assert "\x1b[" in colored
@@ -203,7 +203,7 @@ def test_a_dict_key_known_only_at_run_time_is_an_error_at_its_line() -> None:
 
 
 def test_arrays_convert_to_torch_and_between_devices() -> None:
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="torch is not a dependency; .torch() needs it")
     a = hidet.randn([3, 4])
     assert a.cpu() is a
     shared = a.torch()
