@@ -154,7 +154,7 @@ def grid(*extents: Any, attrs: str | None = None) -> GridLoop:
     """Nested loops over `extents`; `attrs` (also the last positional argument, as in Hidet Script) has one token
     per dimension: '.' plain, 'u' unrolled ('uN' by a factor of N, 'u+' completely), 'p' parallel ('pN' on N
     threads; OpenMP on the CPU), see `hidet_lang.ir.loop_attrs`."""
-    if attrs is None and extents and isinstance(extents[-1], str):
+    if attrs is None and len(extents) > 1 and isinstance(extents[-1], str):
         extents, attrs = extents[:-1], extents[-1]
     if len(extents) == 1 and isinstance(extents[0], (list, tuple)):
         extents = tuple(extents[0])

@@ -27,7 +27,7 @@ ENTRY_POINTS = {("script.py", "script"), ("script.py", "build")}
 def bad_with() -> None:
     @hidet.script
     def k(a: f32[4]):
-        with open("x"):  # ERROR
+        with a:  # ERROR
             a[0] = 1.0
 
 
@@ -185,7 +185,7 @@ CASES: list[tuple[Callable[[], None], type[Exception], str]] = [
     (bad_return_value, DSLTypeError, "cannot use a str"),
     (bad_grid_extent, DSLTypeError, "cannot use a str"),
     (bad_overflowing_initializer, DSLValueError, "cannot convert float infinity to integer"),
-    (bad_with, DSLSyntaxError, "a `with` statement is not supported"),
+    (bad_with, DSLTypeError, "a `with` statement in a kernel enters a block construct such as warp_groups"),
     (bad_try, DSLSyntaxError, "a `try` statement is not supported"),
     (bad_yield, DSLSyntaxError, "`yield` is not supported"),
     (bad_global, DSLSyntaxError, "a `global` statement is not supported"),
