@@ -22,6 +22,8 @@ import os
 from types import FrameType
 from typing import Any
 
+from hidet_lang.frontend.python_ast import parse_python
+
 
 class ParameterPlaceholder:
     """Stands for a parameter in an eagerly evaluated annotation; absorbs arithmetic and indexing."""
@@ -45,7 +47,7 @@ class ParameterPlaceholder:
 def _names_in_file(filename: str, stamp: tuple[int, int]) -> frozenset[str]:
     source = "".join(linecache.getlines(filename))
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except (SyntaxError, ValueError):
         return frozenset()
     names: set[str] = set()

@@ -16,6 +16,7 @@ from hidet_lang.frontend import builtins as B
 from hidet_lang.frontend import semantics
 from hidet_lang.frontend.core import ParserCore
 from hidet_lang.frontend.loops import UnrolledLoop
+from hidet_lang.frontend.python_ast import parse_python
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.types import DataType, PointerType, TensorType, Type, VectorType
 
@@ -180,7 +181,7 @@ class ExpressionParser(ParserCore):
         """The value of an annotation, parsed first when it is a string."""
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             try:
-                inner = ast.parse(node.value, mode="eval").body
+                inner = parse_python(node.value, mode="eval").body
             except SyntaxError:
                 raise self.error(node, f"cannot parse the annotation {node.value!r}", DSLSyntaxError) from None
             ast.copy_location(inner, node)

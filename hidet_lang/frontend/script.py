@@ -21,6 +21,7 @@ from typing import Any
 from hidet_lang.errors import DSLSyntaxError, without_compiler_frames
 from hidet_lang.frontend.annotation_names import bind_placeholders, unbind_placeholders
 from hidet_lang.frontend.parser import Parser
+from hidet_lang.frontend.python_ast import parse_python
 from hidet_lang.ir.func import Function, IRModule
 
 
@@ -182,7 +183,7 @@ def _parse(py_func: Callable[..., Any], defining_locals: dict[str, Any] | None =
     indent = len(lines[0]) - len(lines[0].lstrip()) if lines else 0
     file = inspect.getsourcefile(py_func) or py_func.__code__.co_filename
     try:
-        tree = ast.parse(dedented)
+        tree = parse_python(dedented)
     except SyntaxError as e:
         raise DSLSyntaxError(f"cannot parse the function's source: {e.msg}") from None
     fdef = tree.body[0]

@@ -13,6 +13,8 @@ import copy
 import random
 from collections.abc import Callable
 
+from hidet_lang.frontend.python_ast import parse_python
+
 __all__ = ["MUTATIONS", "mutate"]
 
 _TYPES = ["i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "f32", "f64", "bf16", "boolean", "int",
@@ -150,7 +152,7 @@ MUTATIONS: dict[str, Callable[[ast.FunctionDef, random.Random], bool]] = {
 
 def mutate(source: str, rng: random.Random, count: int = 1) -> tuple[str, list[str]]:
     """``source`` with ``count`` random mutations of its script functions' bodies, and the mutations' names."""
-    tree = ast.parse(source)
+    tree = parse_python(source)
     functions = _script_functions(tree)
     applied: list[str] = []
     for _ in range(100):
