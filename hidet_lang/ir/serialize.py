@@ -31,7 +31,7 @@ from hidet_lang.ir.span import Span
 from hidet_lang.ir.types import DTYPE_BY_NAME, DataType
 
 FORMAT = "hidet_lang-ir"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: ForStmt.factor, void pointers
 _IR_MODULES = (expr, stmt, func, types, span, layout, mapping)  # the modules whose classes make up a module's IR
 
 

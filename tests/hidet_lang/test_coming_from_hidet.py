@@ -340,3 +340,19 @@ def test_an_asm_output_may_be_a_dereferenced_pointer() -> None:
     device, _ = emit_cuda(plan_module(lower(ptx_through_pointers.ir_module())))
     assert 'asm volatile("ld.b32 %0, [%1];" : "=r"((*value)) : "l"(addr));' in device
     assert compile_cubin(device, "sm_80", include_dirs=[str(INCLUDE_DIR)])[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("module", [loops_module, void_pointers], ids=["loop attrs", "void pointers"])
+def test_loop_factors_and_void_pointers_round_trip_through_the_ir_text(module: object) -> None:
+    from hidet_lang.ir import expr as E
+    from hidet_lang.ir import stmt as S
+    from hidet_lang.ir.functor import collect
+    from hidet_lang.ir.serialize import from_json, to_json
+
+    ir = module.ir_module()
+    decoded = from_json(to_json(ir))
+    def loops(m: object) -> list[tuple[str, int]]:
+        return [(s.kind, s.factor) for s in collect(m, S.ForStmt)]
+
+    assert loops(decoded) == loops(ir) and any(factor for _, factor in loops(ir)) == (module is loops_module)
+    assert [v.type for v in collect(decoded, E.Var)] == [v.type for v in collect(ir, E.Var)]

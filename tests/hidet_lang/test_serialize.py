@@ -208,13 +208,13 @@ def test_what_is_not_ir_is_refused_by_name() -> None:
     ("{not json", "not the JSON text of an IR module"),
     ('{"format": "other"}', "no 'format'"),
     ('{"format": "hidet_lang-ir", "version": 99, "module": null}', "format version 99"),
-    ('{"format": "hidet_lang-ir", "version": 1, "module": {"$": "Popen", "args": []}}', "unknown IR class 'Popen'"),
-    ('{"format": "hidet_lang-ir", "version": 1, "module": {"$ref": 0}}', "variable #0, which is not defined"),
-    ('{"format": "hidet_lang-ir", "version": 1, "module": {"$": "IRModule", "functions": [], "span": null, '
+    ('{"format": "hidet_lang-ir", "version": 2, "module": {"$": "Popen", "args": []}}', "unknown IR class 'Popen'"),
+    ('{"format": "hidet_lang-ir", "version": 2, "module": {"$ref": 0}}', "variable #0, which is not defined"),
+    ('{"format": "hidet_lang-ir", "version": 2, "module": {"$": "IRModule", "functions": [], "span": null, '
      '"extra": 1}}', "fields"),
-    ('{"format": "hidet_lang-ir", "version": 1, "module": {"$": "Constant", "value": 1, "dtype": {"$dtype": "f7"},'
+    ('{"format": "hidet_lang-ir", "version": 2, "module": {"$": "Constant", "value": 1, "dtype": {"$dtype": "f7"},'
      ' "span": null}}', "unknown data type 'f7'"),
-    ('{"format": "hidet_lang-ir", "version": 1, "module": {"$": "SeqStmt", "stmts": [], "span": null}}',
+    ('{"format": "hidet_lang-ir", "version": 2, "module": {"$": "SeqStmt", "stmts": [], "span": null}}',
      "not an IRModule"),
 ])
 def test_bad_text_is_refused_with_a_clear_error(text: str, message: str) -> None:
