@@ -219,6 +219,7 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
         if shape_expr != "None":
             checks.insert(1, f"{a}.shape != {shape_expr}")
         body.append(f"    if {' or '.join(checks)}: _bad(_fn, {pname!r}, {a}, _d{i}, {shape_expr})")
+        # `array_address`, written out: a call of it would cost the caller about 0.1 us per tensor argument
         pass_args.append(f"(_addr(_from_buffer({address_of})) if {a}.nbytes else None)")
     sig = ", ".join(names)
     returns = not isinstance(func.ret_type, VoidType)  # a 'public' function's scalar result, returned last

@@ -12,6 +12,7 @@ import ast
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from hidet_lang.cuda import threadIdx
 from hidet_lang.frontend import semantics
 from hidet_lang.frontend.blocks import BlockBuilder, BlockConstruct
 from hidet_lang.ir import expr as E
@@ -31,8 +32,6 @@ class WarpGroups(BlockConstruct):
 
     def build(self, parser: BlockBuilder, node: ast.With, name: str | None) -> S.Stmt:
         """`if (first * 128 <= threadIdx.x < (last + 1) * 128) { int tid = threadIdx.x - first * 128; body }`."""
-        from hidet_lang.cuda import threadIdx
-
         low, high = self.first * WARP_GROUP_THREADS, (self.last + 1) * WARP_GROUP_THREADS
         x = threadIdx.x
         inside = semantics.binary("&&", semantics.binary(">=", x, low), semantics.binary("<", x, high))

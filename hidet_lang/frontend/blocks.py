@@ -6,24 +6,14 @@ from __future__ import annotations
 
 import ast
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from typing import Any, Protocol
 
-from hidet_lang.errors import DSLError, DSLTypeError
+from hidet_lang.frontend.loops import ConstructBuilder
 from hidet_lang.ir import stmt as S
 
 
-class BlockBuilder(Protocol):
+class BlockBuilder(ConstructBuilder, Protocol):
     """What a block construct may ask of the parser."""
-
-    def error(self, node: ast.AST, message: str, cls: type[DSLError] = DSLTypeError) -> DSLError:
-        """A DSL error of class `cls` at `node`."""
-
-    def host_call(self, node: ast.AST, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Call a Python function while parsing, turning its errors into DSL errors at `node`."""
-
-    def fresh_name(self, hint: str) -> str:
-        """A variable name unique in the function, based on `hint`."""
 
     def block(self, body: list[ast.stmt], bindings: dict[str, Any] | None = None) -> S.Stmt:
         """The parsed statements of `body` in a new scope holding `bindings`."""

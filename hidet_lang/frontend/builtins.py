@@ -301,8 +301,8 @@ def address(value: Any) -> E.Expr:
 def asm(template: str, outputs: Sequence[Any] = (), inputs: Sequence[Any] = (), is_volatile: bool = False) -> Any:
     """Inline PTX in a CUDA function: `asm("mov.u32 %0, %%laneid;", outputs=[lane])`. Outputs are variables,
     elements or `deref(pointer)` (written), inputs scalar values or pointers (addresses, as `[%1]` takes them);
-    operand constraints follow from their types.
-    PTX compiles with NVRTC for a GPU; the CUDA emulator cannot run it."""
+    operand constraints follow from their types. PTX compiles with NVRTC for a GPU; the CUDA emulator cannot run
+    it."""
     from hidet_lang.ir.stmt import AsmStmt
 
     if not isinstance(template, str):

@@ -32,8 +32,8 @@ from hidet_lang.ir.mapping import MappingOn, TaskMapping
 from hidet_lang.ir.types import DataType, int32
 
 
-class LoopBuilder(Protocol):
-    """What a loop construct may ask of the parser."""
+class ConstructBuilder(Protocol):
+    """What a loop or block construct (`blocks.py`) may ask of the parser."""
 
     def error(self, node: ast.AST, message: str, cls: type[DSLError] = DSLTypeError) -> DSLError:
         """A DSL error of class `cls` at `node`."""
@@ -43,6 +43,10 @@ class LoopBuilder(Protocol):
 
     def fresh_name(self, hint: str) -> str:
         """A variable name unique in the function, based on `hint`."""
+
+
+class LoopBuilder(ConstructBuilder, Protocol):
+    """What a loop construct may ask of the parser."""
 
     def loop_body(self, body: list[ast.stmt], bindings: dict[str, Any] | None = None, unrolled: bool = False) -> S.Stmt:
         """The parsed body of a loop, with its variables bound (`unrolled`: a loop unrolled while parsing)."""

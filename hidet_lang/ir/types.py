@@ -117,9 +117,9 @@ class PointerType:
     @property
     def dtype(self) -> DataType:
         """The element type the pointer points at (an AttributeError for a void pointer, which has none)."""
-        if isinstance(self.base, VoidType):
-            raise AttributeError("a void pointer (void_p) has no element type; cast it to a typed pointer first, e.g. "
-                            "cast(p, ~f32)")
+        if self.is_void:
+            raise AttributeError("a void pointer (void_p) has no element type; cast it to a typed pointer first, "
+                                 "e.g. cast(p, ~f32)")
         return self.base if isinstance(self.base, DataType) else self.base.dtype
 
     @property

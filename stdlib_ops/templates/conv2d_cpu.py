@@ -56,7 +56,7 @@ import math
 from hidet_lang import attrs, f32, grid, i32, i64, register_tensor, script, script_module
 from hidet_lang.frontend.script import ScriptModule
 from hidet_lang.ir.types import DataType
-from stdlib_ops.templates.cpu_lanes import machine_lanes
+from stdlib_ops.templates.cpu_lanes import template_lanes
 from stdlib_ops.templates.matmul_cpu import DEFAULT_BLOCKS, MAX_LOCAL_BYTES, tile_kernel
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.sizes import bind_sizes, drop_params
@@ -101,6 +101,12 @@ def _check(template: str, batch: Size, channels: int, height: int, width: int, o
     return template_dtype(template, dtype, CONV2D_CPU_DTYPES), (oh, ow)
 
 
+def _bound(module: ScriptModule, batch: Size, bias: bool) -> ScriptModule:
+    """The kernel `conv2d` of `module` with its batch size bound, without its `bias` parameter when there is none."""
+    module = bind_sizes(module, "conv2d", {"batch": batch})
+    return module if bias else drop_params(module, "conv2d", ["bias"])
+
+
 def _tiles(units: int, m: int, n: int, mr: int, nr: int, mc: int, nc: int, min_tiles: int) -> tuple[int, int]:
     """The macro tile `(tile_m, tile_n)` of an `m x n` product done `units` times: at most `mc x nc`, made equal
     (whole micro-tiles), and cut further until there are at least `min_tiles` tiles in all and a multiple of
@@ -141,9 +147,7 @@ def conv2d_gemm_cpu(batch: Size, channels: int, height: int, width: int, out_cha
     name = "conv2d_gemm_cpu"
     dt, (oh, ow) = _check(name, batch, channels, height, width, out_channels, kernel, stride, padding, dilation,
                           groups, dtype)
-    if lanes is None:
-        lanes = machine_lanes()
-        require(lanes is not None, name, "the machine's C compiler enables no vector fused multiply-add")
+    lanes = template_lanes(name, lanes)
     require(lanes in DEFAULT_BLOCKS, name, f"lanes must be one of {', '.join(map(str, DEFAULT_BLOCKS))}")
     blocks = DEFAULT_BLOCKS[lanes]
     mr, nr = blocks.mr, blocks.nr
@@ -255,8 +259,7 @@ def conv2d_gemm_cpu(batch: Size, channels: int, height: int, width: int, out_cha
                         y += 1
                         x0 = 0
 
-    module = bind_sizes(module, "conv2d", {"batch": batch})
-    return module if has_bias else drop_params(module, "conv2d", ["bias"])
+    return _bound(module, batch, has_bias)
 
 
 def conv2d_direct_cpu(batch: Size, channels: int, height: int, width: int, out_channels: int, kernel: Pair,
@@ -303,5 +306,4 @@ def conv2d_direct_cpu(batch: Size, channels: int, height: int, width: int, out_c
                     for u in range(i64(ow)):
                         out[bi, oc, y, u] = dt(row[u])
 
-    module = bind_sizes(module, "conv2d", {"batch": batch})
-    return module if has_bias else drop_params(module, "conv2d", ["bias"])
+    return _bound(module, batch, has_bias)

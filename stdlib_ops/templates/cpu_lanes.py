@@ -1,4 +1,5 @@
-"""The vector widths the CPU templates may use on this machine: `machine_lanes`, `machine_has_lanes`.
+"""The vector widths the CPU templates may use on this machine: `machine_lanes`, `machine_has_lanes`, and
+`template_lanes`, the width a template instantiates with.
 
 A template's vector type of `lanes` floats (f32x16, f32x8, f32x4) needs its instruction set and, below 16 lanes,
 FMA for its fused multiply-add and exp (AVX-512F has them). The machine's C compiler is asked what `-march=native`
@@ -6,6 +7,8 @@ enables (`codegen.cpu_features`).
 """
 
 from __future__ import annotations
+
+from stdlib_ops.templates.params import require
 
 VECTOR_LANES = (16, 8, 4)
 """The widths of the CPU templates' vector types, widest first."""
@@ -24,3 +27,11 @@ def machine_has_lanes(lanes: int) -> bool:
 def machine_lanes() -> int | None:
     """The widest of `VECTOR_LANES` the machine has (`machine_has_lanes`); None when it has none (no vector FMA)."""
     return next((lanes for lanes in VECTOR_LANES if machine_has_lanes(lanes)), None)
+
+
+def template_lanes(template: str, lanes: int | None) -> int:
+    """The vector width `template` uses: `lanes`, or the machine's widest when None (a ScheduleError naming the
+    template where the machine's C compiler enables no vector fused multiply-add)."""
+    width = machine_lanes() if lanes is None else lanes
+    require(width is not None, template, "the machine's C compiler enables no vector fused multiply-add")
+    return width

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from hidet_lang import attrs, f32, grid, i32, i64, meta, register_tensor, script, script_module
 from hidet_lang import cpu as vectors
 from hidet_lang.frontend.script import ScriptFunction, ScriptModule
-from stdlib_ops.templates.cpu_lanes import machine_lanes
+from stdlib_ops.templates.cpu_lanes import template_lanes
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.sizes import bind_sizes
 from stdlib_ops.templates.space import TuningSpace, declare_space
@@ -115,9 +115,7 @@ def matmul_cpu(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *
     name = "matmul_cpu"
     check_sizes(name, {"batch": batch, "m": m, "n": n, "k": k})
     dt = template_dtype(name, dtype, MATMUL_CPU_DTYPES)
-    if lanes is None:
-        lanes = machine_lanes()
-        require(lanes is not None, name, "the machine's C compiler enables no vector fused multiply-add")
+    lanes = template_lanes(name, lanes)
     require(lanes in DEFAULT_BLOCKS, name, f"lanes must be one of {', '.join(map(str, DEFAULT_BLOCKS))}")
     default = DEFAULT_BLOCKS[lanes]
     mr, nr, mc, nc, kc = (default.mr if mr is None else mr, default.nr if nr is None else nr,

@@ -33,7 +33,7 @@ import math
 from hidet_lang import attrs, f32, grid, i32, i64, register_tensor, rsqrt, script, script_module
 from hidet_lang.frontend.script import ScriptModule
 from hidet_lang.ir.types import DataType
-from stdlib_ops.templates.cpu_lanes import machine_lanes
+from stdlib_ops.templates.cpu_lanes import template_lanes
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.row_reduce_cpu import RowReducers, row_reducers
 from stdlib_ops.templates.sizes import bind_sizes
@@ -49,10 +49,8 @@ def _prepare(template: str, rows: Size, cols: Size, dtype: str, lanes: int | Non
     """The storage dtype and the row reductions of the template's vector width, after checking the parameters."""
     check_sizes(template, {"rows": rows, "cols": cols})
     dt = template_dtype(template, dtype, NORMALIZATION_CPU_DTYPES)
-    width = machine_lanes() if lanes is None else lanes
-    require(width is not None, template, "this machine's C compiler enables no vector type with FMA")
     require(chunk >= 1, template, f"a chunk of {chunk} values")
-    return dt, row_reducers(width)
+    return dt, row_reducers(template_lanes(template, lanes))
 
 
 def softmax_cpu(rows: Size, cols: Size, dtype: str = "float32", *, lanes: int | None = None,

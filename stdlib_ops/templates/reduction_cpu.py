@@ -24,7 +24,8 @@ import math
 
 from hidet_lang import attrs, f32, grid, i32, i64, register_tensor, script, script_module
 from hidet_lang.frontend.script import ScriptModule
-from stdlib_ops.templates.cpu_lanes import machine_lanes
+from hidet_lang.ir.types import DataType
+from stdlib_ops.templates.cpu_lanes import template_lanes
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.row_reduce_cpu import row_reducers
 from stdlib_ops.templates.sizes import bind_sizes
@@ -42,11 +43,12 @@ STRIP_ALIGN = 16
 """Strips are narrowed in steps of this many columns (a 64-byte cache line of f32, one AVX-512 vector)."""
 
 
-def _check(template: str, kind: str, dtype: str, sizes: dict[str, Size], chunk: int) -> None:
+def _check(template: str, kind: str, dtype: str, sizes: dict[str, Size], chunk: int) -> DataType:
+    """The storage dtype, after checking the template's parameters."""
     check_sizes(template, sizes)
     require(kind in REDUCTION_CPU_KINDS, template, f"kind {kind!r} (supported: {', '.join(REDUCTION_CPU_KINDS)})")
-    template_dtype(template, dtype, REDUCTION_CPU_DTYPES)
     require(chunk >= 1, template, f"a chunk of {chunk} values")
+    return template_dtype(template, dtype, REDUCTION_CPU_DTYPES)
 
 
 def reduce_rows_cpu(outer: Size, extent: Size, kind: str, dtype: str = "float32", *, lanes: int | None = None,
@@ -57,11 +59,8 @@ def reduce_rows_cpu(outer: Size, extent: Size, kind: str, dtype: str = "float32"
     'max' or 'min'. `lanes`: the vector width (4, 8 or 16; default the machine's widest); `chunk`: the length of
     the row buffer."""
     name = "reduce_rows_cpu"
-    _check(name, kind, dtype, {"outer": outer, "extent": extent}, chunk)
-    dt = template_dtype(name, dtype, REDUCTION_CPU_DTYPES)
-    width = machine_lanes() if lanes is None else lanes
-    require(width is not None, name, "this machine's C compiler enables no vector type with FMA")
-    r = row_reducers(width)
+    dt = _check(name, kind, dtype, {"outer": outer, "extent": extent}, chunk)
+    r = row_reducers(template_lanes(name, lanes))
     start = {"sum": 0.0, "mean": 0.0, "max": -math.inf, "min": math.inf}[kind]
 
     with script_module() as module:
@@ -97,9 +96,8 @@ def reduce_columns_cpu(outer: Size, extent: Size, inner: Size, kind: str, dtype:
     for `reduce_rows_cpu`. `chunk`: the widest strip of columns a work item accumulates; `min_items`: the least
     number of work items the strips are narrowed to give, where `inner` allows."""
     name = "reduce_columns_cpu"
-    _check(name, kind, dtype, {"outer": outer, "extent": extent, "inner": inner}, chunk)
+    dt = _check(name, kind, dtype, {"outer": outer, "extent": extent, "inner": inner}, chunk)
     require(min_items >= 1, name, "min_items must be positive")
-    dt = template_dtype(name, dtype, REDUCTION_CPU_DTYPES)
 
     with script_module() as module:
 

@@ -294,8 +294,8 @@ def reduction_on_cpu(task: Task) -> TemplateBinding | None:
     x, out = task.inputs[0], signature.outputs[0]
     shape = shape_of(x)
     lead, middle, trail = shape[:axes[0]], shape[axes[0]:axes[-1] + 1], shape[axes[-1] + 1:]
-    kept = [E.Constant(0, int32)] * len(middle) if task.attrs.get("keepdims") else []
     zero = E.Constant(0, int32)
+    kept = [zero] * len(middle) if task.attrs.get("keepdims") else []
 
     def x_index(o: E.Expr, k: E.Expr, j: E.Expr) -> Indices:
         return (*unravel(o, lead), *unravel(k, middle), *unravel(j, trail))

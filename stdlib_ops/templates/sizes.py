@@ -11,7 +11,7 @@ parameters are ordered by their first appearance in the shapes of the tensor par
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from hidet_lang.frontend.script import ScriptFunction, ScriptModule
 from hidet_lang.ir import expr as E
@@ -26,13 +26,30 @@ def bind_sizes(module: ScriptModule, kernel: str, sizes: Mapping[str, Size]) -> 
 
     An int binds the parameter to that constant; a string makes it the symbolic size parameter of that name.
     """
-    functions = list(module.functions)
-    index = next(i for i, f in enumerate(functions) if f.name == kernel)
-    old = functions[index]
-    bound = ScriptFunction(old.py_func, _bind_function(old.ir, sizes), old.callees)
+    return _rewritten(module, kernel, lambda func: _bind_function(func, sizes))
+
+
+def drop_params(module: ScriptModule, kernel: str, names: list[str]) -> ScriptModule:
+    """A copy of `module` whose function `kernel` lacks the parameters `names`, which its body must not use (a
+    template's optional tensor, left unread by a static `if`). ValueError when it uses one."""
+
+    def drop(func: Function) -> Function:
+        dropped = [p for p in func.params if p.name in names]
+        used = set(collect(func.body, E.Var))
+        if any(p in used for p in dropped):
+            raise ValueError(f"'{kernel}' uses a parameter among {', '.join(names)}, which cannot be dropped")
+        return dataclasses.replace(func, params=tuple(p for p in func.params if p not in dropped))
+
+    return _rewritten(module, kernel, drop)
+
+
+def _rewritten(module: ScriptModule, kernel: str, rewrite: Callable[[Function], Function]) -> ScriptModule:
+    """A copy of `module` with the IR of its function `kernel` replaced by `rewrite(IR)`."""
+    if all(f.name != kernel for f in module.functions):
+        raise ValueError(f"the module has no function '{kernel}'")
     result = ScriptModule()
-    for f in functions[:index] + [bound] + functions[index + 1:]:
-        result.add(f)
+    for f in module.functions:
+        result.add(ScriptFunction(f.py_func, rewrite(f.ir), f.callees) if f.name == kernel else f)
     return result
 
 
@@ -84,19 +101,3 @@ def _symbols_in_order_of_appearance(tensors: list[E.Var], symbols: set[E.Var]) -
         raise ValueError(f"symbolic sizes {', '.join(v.name for v in unused)} appear in no tensor shape")
     return order
 
-
-def drop_params(module: ScriptModule, kernel: str, names: list[str]) -> ScriptModule:
-    """A copy of `module` whose function `kernel` lacks the parameters `names`, which its body must not use (a
-    template's optional tensor, left unread by a static `if`). ValueError when it uses one."""
-    functions = list(module.functions)
-    index = next(i for i, f in enumerate(functions) if f.name == kernel)
-    old = functions[index]
-    dropped = [p for p in old.ir.params if p.name in names]
-    used = set(collect(old.ir.body, E.Var))
-    if any(p in used for p in dropped):
-        raise ValueError(f"'{kernel}' uses a parameter among {', '.join(names)}, which cannot be dropped")
-    func = dataclasses.replace(old.ir, params=tuple(p for p in old.ir.params if p not in dropped))
-    result = ScriptModule()
-    for f in functions[:index] + [ScriptFunction(old.py_func, func, old.callees)] + functions[index + 1:]:
-        result.add(f)
-    return result
