@@ -522,6 +522,8 @@ class CEmitter:
         return f"{self.expr(e.base)}[{self.expr(e.indices[0])}]"
 
     def expr_Address(self, e: E.Address) -> str:
+        if isinstance(e.expr.type, VectorType):  # its first lane's address (GCC and Clang let a vector alias its lanes)
+            return f"(({self.type_name(e.type)})&{self.expr(e.expr)})"
         return f"(&{self.expr(e.expr)})"
 
     def expr_Dereference(self, e: E.Dereference) -> str:

@@ -290,9 +290,8 @@ def deref(pointer: Any) -> E.Expr:
 
 
 def address(value: Any) -> E.Expr:
-    """The address of a variable or an element (as `~x[i]`)."""
+    """The address of a variable or an element (as `~x[i]`); a vector variable's is its first lane's."""
     e = E.convert(value)
-    semantics.refuse_vector_address(e)
     if isinstance(e, (E.TensorElement, E.Var)):
         return semantics.first_element_address(e) if isinstance(e.type, TensorType) else E.Address(e)
     raise TypeError(f"address() takes a variable or an element such as a[i], got {semantics.describe(e)}")

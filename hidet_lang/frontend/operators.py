@@ -86,7 +86,6 @@ class OperatorParser(ParserCore):
             return E.UnaryOp("-", v)
         if isinstance(node.op, ast.Not):
             return self.host_call(node, semantics.logical_not, v)
-        self.host_call(node, semantics.refuse_vector_address, v)
         if isinstance(v, (E.TensorElement, E.Var)) and not isinstance(v.type, (TensorType, PointerType)) or \
                 isinstance(v, E.TensorElement):
             return E.Address(v)

@@ -90,13 +90,6 @@ def same_vector_type(what: str, *operands: E.Expr) -> VectorType:
     return vector
 
 
-def refuse_vector_address(e: E.Expr) -> None:
-    """A TypeError if `e` is a vector: a vector value has no address (it lives in a register)."""
-    if isinstance(e.type, VectorType):
-        raise TypeError(f"{describe(e)} is a vector value and has no address; store its lanes with "
-                        f"{e.type}_store(~a[i], v)")
-
-
 def logical(op: str, a: E.Expr, b: E.Expr) -> E.Expr:
     """`a and b` / `a or b` on IR values."""
     for side in (a, b):

@@ -293,14 +293,17 @@ class TensorElement(Expr):
 
 @dataclass(frozen=True, slots=True)
 class Address(Expr):
-    """The address of an element or a variable (`~x[i]` in the DSL)."""
+    """The address of an element or a variable (`~x[i]` in the DSL). A vector variable's address is its first
+    lane's (pointers hold scalars only), so its lanes can be read and written one by one through it."""
 
     expr: Expr
 
     @property
     def type(self) -> Type:
         t = self.expr.type
-        return PointerType(element_type(t)) if isinstance(t, TensorType) else PointerType(t)
+        if isinstance(t, TensorType):
+            return PointerType(element_type(t))
+        return PointerType(t.dtype) if isinstance(t, VectorType) else PointerType(t)
 
 
 @dataclass(frozen=True, slots=True)

@@ -355,3 +355,32 @@ def test_loop_factors_and_void_pointers_round_trip_through_the_ir_text(module: o
 
     assert loops(decoded) == loops(ir) and any(factor for _, factor in loops(ir)) == (module is loops_module)
     assert [v.type for v in collect(decoded, E.Var)] == [v.type for v in collect(ir, E.Var)]
+
+
+def test_types_and_primitives_import_from_hidets_module_paths() -> None:
+    from codegen.cpu_features import machine_cpu_features
+    from hidet_lang.ir import primitives
+    from hidet_lang.ir.dtypes import float32, float32x8
+    from hidet_lang.ir.primitives.cuda import threadIdx as cuda_thread_index
+
+    if "avx" not in machine_cpu_features():
+        pytest.skip("float32x8 needs AVX, which this machine's C compiler (-march=native) does not enable")
+    assert cuda_thread_index is threadIdx
+    with hidet.script_module() as module:
+
+        @hidet.script
+        def lanes_of(x: float32) -> float32x8:
+            attrs.func_kind = "cpu_internal"
+            return primitives.cpu.avx_f32x8_broadcast(x) + primitives.cpu.avx_f32x8_setzero()
+
+        @hidet.script
+        def unpack(x: float32, out: float32[8]):
+            attrs.func_kind = "public"
+            v = lanes_of(x)
+            lanes = cast(hidet.address(v), ~float32)  # a vector variable's address is its first lane's
+            for i in range(8):
+                out[i] = lanes[i] * f32(i)
+
+    out = np.zeros(8, np.float32)
+    module.build()(np.float32(1.5), out)
+    np.testing.assert_array_equal(out, 1.5 * np.arange(8, dtype=np.float32))

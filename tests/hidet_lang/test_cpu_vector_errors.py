@@ -127,16 +127,6 @@ def compared_vectors() -> None:
                 a[0] = 1.0
 
 
-def address_of_a_vector() -> None:
-    with hidet.script_module():
-        @hidet.script
-        def k(a: f32[16]):
-            attrs.func_kind = "public"
-            v = f32x8_load(~a[0])
-            p = ~v  # ERROR
-            a[0] = p[0]
-
-
 BAD_PROGRAMS = [
     (mixed_widths, "operator + mixes vector types f32x8 and f32x4"),
     (vector_plus_scalar, "a scalar is not broadcast implicitly; write f32x8_broadcast(x)"),
@@ -150,7 +140,6 @@ BAD_PROGRAMS = [
     (scalar_into_a_vector, "a vector variable takes a f32x8 value only"),
     (fma_of_two_widths, "f32x8_fma takes f32x8 vectors, got a value of type f32x4"),
     (compared_vectors, "operator < is not defined on vectors (f32x8)"),
-    (address_of_a_vector, "is a vector value and has no address"),
 ]
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import hidet_lang as hidet
-from hidet_lang import attrs, f32, i32, register_tensor
+from hidet_lang import address, attrs, cast, f32, i32, register_tensor
 from hidet_lang import cpu as V
 
 LANES = (4, 8, 16)
@@ -367,6 +367,46 @@ def test_a_hidet_spelled_row_max(data: st.DataObject) -> None:
     out = np.empty(rows, np.float32)
     hidet_spelled_module()["row_max"](rows, cols, a, out)
     np.testing.assert_array_equal(out, a.reshape(rows, cols).max(axis=1))
+
+
+@functools.cache
+def lane_address_module(lanes: int) -> object:
+    """Lanes of a vector variable read and written through its address (`~v`, `address(v)`)."""
+    op = _ops(lanes)
+    load, store = op["load"], op["store"]
+    W = lanes  # noqa: N806 - the width, a Python int while parsing
+
+    with hidet.script_module() as module:
+        @hidet.script
+        def set_lane_and_reverse(count: i32, a: ~f32, lane: ~i32, x: ~f32, out: ~f32, reversed_lanes: ~f32):
+            attrs.func_kind = "public"
+            for k in range(count):
+                v = load(~a[k * W])
+                p = ~v  # the address of its first lane, a ~f32
+                p[lane[k]] = x[k]
+                store(~out[k * W], v)  # the vector holds what was written through the pointer
+                q = cast(address(v), ~f32)
+                for j in range(W):
+                    reversed_lanes[k * W + j] = q[W - 1 - j]
+
+    return module.build()
+
+
+@pytest.mark.parametrize("lanes", LANES)
+@examples
+@given(data=st.data())
+def test_the_lanes_of_a_vector_variable_through_its_address(lanes: int, data: st.DataObject) -> None:
+    _machine_has(lanes)
+    count = data.draw(st.integers(1, 5))
+    a = data.draw(_floats(count * lanes))
+    lane = np.array(data.draw(st.lists(st.integers(0, lanes - 1), min_size=count, max_size=count)), np.int32)
+    x = data.draw(_floats(count))
+    out, reversed_lanes = np.empty_like(a), np.empty_like(a)
+    lane_address_module(lanes)["set_lane_and_reverse"](count, a, lane, x, out, reversed_lanes)
+    expected = a.reshape(count, lanes).copy()
+    expected[np.arange(count), lane] = x
+    assert out.tobytes() == expected.tobytes()
+    assert reversed_lanes.tobytes() == expected[:, ::-1].tobytes()
 
 
 def test_the_vector_helpers_are_included_only_where_used() -> None:
