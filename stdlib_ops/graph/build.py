@@ -109,7 +109,7 @@ def build_graph(graph: FlowGraph, target: str = "cpu", kernels: GraphKernels = G
     modules = [built[key] for key in keys]
     titles = [distinct[key].title for key in keys]
     plan, constants = _plan(graph, groups, [(keys.index(key), kernel) for key, kernel in fused], device)
-    description = str(FlowGraph(graph.inputs, graph.outputs, graph.nodes, groups))
+    description = str(FlowGraph(graph.inputs, graph.outputs, graph.nodes, groups, graph.input_names))
     return CompiledGraph(target, plan, modules, titles, constants, description,
                          [distinct[key].module for key in keys], [kernels.schedules[key] for key in keys])
 
@@ -180,7 +180,7 @@ def _plan(graph: FlowGraph, groups: Sequence[FusionGroup], launches: Sequence[tu
         plan_launches.append(Launch(kernel_index, tuple(args)))
     _check_sizes(graph, plan_launches)
     plan = Plan(tuple(TensorSpec(t.shape, t.dtype) for t in graph.inputs),
-                tuple(f"%x{k}" for k in range(len(graph.inputs))), buffers, memory.slots, tuple(plan_launches),
+                tuple(f"%{name}" for name in graph.input_names), buffers, memory.slots, tuple(plan_launches),
                 tuple(outputs))
     moved = [c.storage if c.device == device else arrays.asarray(c.numpy(), device=device) for c in constants]
     return plan, moved

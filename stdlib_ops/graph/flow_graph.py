@@ -23,11 +23,19 @@ class FlowGraph:
     """Operators from `inputs` to `outputs` in topological order, optionally partitioned into fusion `groups`."""
 
     def __init__(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor], nodes: Sequence[Operator],
-                 groups: Sequence[FusionGroup] | None = None) -> None:
+                 groups: Sequence[FusionGroup] | None = None, input_names: Sequence[str] | None = None) -> None:
         self.inputs = list(inputs)
         self.outputs = list(outputs)
         self.nodes = list(nodes)
         self.groups = list(groups) if groups is not None else None
+        self.input_names = list(input_names) if input_names is not None else [f"x{k}" for k in range(len(inputs))]
+        if len(self.input_names) != len(self.inputs) or len(set(self.input_names)) != len(self.inputs):
+            raise ValueError(f"FlowGraph: {len(self.inputs)} inputs need as many different names, got "
+                             f"{self.input_names}")
+
+    def input_name(self, t: Tensor) -> str:
+        """The name of input `t` (as given to `trace_from`, the model's for an imported graph; `x<k>` otherwise)."""
+        return next(name for i, name in zip(self.inputs, self.input_names) if i is t)
 
     @property
     def constants(self) -> list[Tensor]:
@@ -75,8 +83,9 @@ class FlowGraph:
         return build_graph(self, target)
 
     def names(self) -> dict[int, str]:
-        """The printed name of every tensor of the graph, by `id`: %x<i> inputs, const<i> constants, %<i> results."""
-        names = {id(t): f"%x{i}" for i, t in enumerate(self.inputs)}
+        """The printed name of every tensor of the graph, by `id`: %<name> inputs (%x<i> unless named), const<i>
+        constants, %<i> results."""
+        names = {id(t): f"%{name}" for t, name in zip(self.inputs, self.input_names)}
         for i, t in enumerate(self.constants):
             names.setdefault(id(t), f"const{i}")
         count = 0

@@ -148,7 +148,7 @@ class _Partitioner:
 
 def partition(graph: FlowGraph) -> FlowGraph:
     """`graph` with its fusion groups (see the module's docstring), in an order in which they can run."""
-    return FlowGraph(graph.inputs, graph.outputs, graph.nodes, _Partitioner(graph).run())
+    return FlowGraph(graph.inputs, graph.outputs, graph.nodes, _Partitioner(graph).run(), graph.input_names)
 
 
 def order_groups(groups: Sequence[FusionGroup]) -> list[FusionGroup]:

@@ -35,7 +35,8 @@ def replay(graph: FlowGraph, values: Mapping[int, Tensor] | None = None, rule: R
         mapping.update((id(old), new) for old, new in zip(op.outputs, outs))
     inputs = list(keep_inputs) if keep_inputs is not None else graph.inputs
     outputs = [mapping.get(id(t), t) for t in graph.outputs]
-    return FlowGraph(inputs, outputs, topological_order(outputs, inputs))
+    return FlowGraph(inputs, outputs, topological_order(outputs, inputs), input_names=[graph.input_name(t)
+                                                                                       for t in inputs])
 
 
 def rerecord(op: Operator, inputs: list[Tensor], fold: bool = True) -> list[Tensor]:

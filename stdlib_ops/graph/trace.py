@@ -9,9 +9,11 @@ from stdlib_ops.operators.base import Operator, shape_str
 from stdlib_ops.tensor import Tensor
 
 
-def trace_from(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor]) -> FlowGraph:
+def trace_from(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
+               names: Sequence[str] | None = None) -> FlowGraph:
     """The `FlowGraph` that computes `outputs` from `inputs` (symbolic tensors, in the order the compiled graph
-    takes them). Every symbolic tensor the outputs depend on must be an input or an operator's result."""
+    takes them, called `names` in its printout and errors; `x0`, `x1`, ... by default). Every symbolic tensor the
+    outputs depend on must be an input or an operator's result."""
     outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
     ins = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     for k, t in enumerate([*outs, *ins]):
@@ -23,7 +25,7 @@ def trace_from(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Ten
             raise ValueError(f"trace_from: the input {_text(t)} is not a graph input; make inputs with ops.symbol")
     if len({id(t) for t in ins}) != len(ins):
         raise ValueError("trace_from: an input is listed twice")
-    return FlowGraph(ins, outs, topological_order(outs, ins))
+    return FlowGraph(ins, outs, topological_order(outs, ins), input_names=names)
 
 
 def topological_order(outputs: Sequence[Tensor], inputs: Sequence[Tensor]) -> list[Operator]:

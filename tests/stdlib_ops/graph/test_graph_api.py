@@ -60,3 +60,18 @@ def test_trace_from_rejects_a_missing_input() -> None:
         ops.trace_from(xs + ys, inputs=[xs])
     with pytest.raises(ValueError, match="not a graph input"):
         ops.trace_from(xs + ys, inputs=[xs, xs + 1.0])
+
+
+def test_named_inputs_name_the_printout_and_the_call_errors() -> None:
+    ids, scale = ops.symbol(["batch", 4]), ops.symbol([4])
+    graph = ops.trace_from(ids * scale, inputs=[ids, scale], names=["input_ids", "scale"])
+    assert str(graph).splitlines()[0] == "FlowGraph(%input_ids: float32 (batch, 4), %scale: float32 (4,))"
+    optimized = ops.optimize(graph)
+    assert optimized.input_names == ["input_ids", "scale"]
+    bound = graph.bind({scale: np.ones(4, np.float32)})
+    assert bound.input_names == ["input_ids"]
+    compiled = optimized.build("cpu")
+    with pytest.raises(ValueError, match=r"%scale: float32 \(4,\)"):
+        compiled(np.ones((2, 4), np.float32), np.ones(5, np.float32))
+    with pytest.raises(ValueError, match="2 inputs need as many different names"):
+        ops.trace_from(ids * scale, inputs=[ids, scale], names=["same", "same"])
