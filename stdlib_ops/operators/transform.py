@@ -57,26 +57,46 @@ def _inverse(rank: int, out_index: Any) -> Any:
 
 
 def reshape(x: Tensor, shape: Any) -> Tensor:
-    """The same elements in row-major order with a new shape (one entry may be -1)."""
+    """The same elements in row-major order with a new shape (one entry may be -1). With symbolic dimensions, the
+    new shape has the same symbols as the old (each as often) and the product of its fixed sizes matches: e.g.
+    ('batch', 128, 768) -> ('batch', 128, 12, 64) or ('batch', -1, 64); a symbol cannot be split or merged."""
     (x,) = as_tensors("reshape", x)
-    shape = [shape] if isinstance(shape, int) else list(shape)
-    if any(isinstance(d, str) for d in (*x.shape, *shape)):
-        if tuple(shape) == tuple(x.shape):
-            return x
-        raise ValueError(f"reshape: a symbolic shape {shape_str(x.shape)} reshapes only to itself, not {shape}")
+    shape = [shape] if isinstance(shape, (int, str)) else list(shape)
     if shape.count(-1) > 1:
         raise ValueError("reshape: can only specify one unknown dimension")
-    known = math.prod(d for d in shape if d != -1)
-    if -1 in shape:
-        if known == 0 or x.size % known:
-            raise ValueError(f"reshape: cannot reshape array of size {x.size} into shape {tuple(shape)}")
-        shape[shape.index(-1)] = x.size // known
-    if math.prod(shape) != x.size:
-        raise ValueError(f"reshape: cannot reshape array of size {x.size} into shape {tuple(shape)}")
-    new = tuple(shape)
+    if tuple(shape) == tuple(x.shape):
+        return x
+    new = _reshaped(x.shape, shape)
     return apply("reshape", {"shape": new}, [x], lambda xv: compute(
         "out", new, lambda *i: xv[unravel(_row_major(i, new), x.shape)]),
         _inverse(x.ndim, lambda a: unravel(_row_major(a, x.shape), new) if new else ()))[0]
+
+
+def _reshaped(old: tuple, shape: list) -> tuple:
+    """`shape` with its -1 worked out, checked to hold as many elements as `old` for every value of the symbols."""
+    def fixed(dims: Any) -> int:
+        return math.prod(d for d in dims if not isinstance(d, str) and d != -1)
+
+    symbols = sorted(d for d in old if isinstance(d, str))
+    if sorted(d for d in shape if isinstance(d, str)) != symbols:
+        what = f"the symbolic shape {shape_str(old)}" if symbols else f"an array of shape {shape_str(old)}"
+        raise ValueError(f"reshape: cannot reshape {what} into shape {tuple(shape)}: a symbolic dimension is "
+                         f"kept whole (the same symbols, each as often, on both sides)")
+    size, known = fixed(old), fixed(shape)
+    if -1 in shape:
+        if known == 0 or size % known:
+            raise ValueError(f"reshape: cannot reshape array of size {_size_text(old)} into shape {tuple(shape)}")
+        shape[shape.index(-1)] = size // known
+    elif known != size:
+        raise ValueError(f"reshape: cannot reshape array of size {_size_text(old)} into shape {tuple(shape)}")
+    return tuple(shape)
+
+
+def _size_text(shape: tuple) -> str:
+    """The number of elements of `shape`: an int, or a product such as `batch*1536` with symbols."""
+    fixed = math.prod(d for d in shape if not isinstance(d, str))
+    symbols = [d for d in shape if isinstance(d, str)]
+    return "*".join([*symbols, str(fixed)]) if symbols else str(fixed)
 
 
 def transpose(x: Tensor, axes: Any = None) -> Tensor:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import stdlib_ops as ops
 from stdlib_ops.graph import build as graph_build
@@ -106,3 +108,33 @@ def test_build_rejects_an_unknown_target() -> None:
     xs = ops.symbol([3])
     with pytest.raises(ValueError, match="target must be 'cpu' or 'cuda'"):
         ops.trace_from(xs + 1.0, [xs]).build("tpu")
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+@settings(max_examples=4, deadline=None)
+@given(data=st.data())
+def test_reshapes_keep_a_symbolic_dimension_whole(target: str, data: st.DataObject) -> None:
+    heads, width = data.draw(st.integers(1, 5)), data.draw(st.integers(1, 7))
+    seq = data.draw(st.integers(1, 9))
+    xs = ops.symbol(["batch", seq, heads * width])
+    split = ops.reshape(xs, ["batch", -1, heads, width])  # the -1 works out as seq
+    moved = ops.transpose(split, (0, 2, 1, 3))  # [batch, heads, seq, width]
+    merged = ops.reshape(ops.transpose(moved * 2.0, (0, 2, 1, 3)), ["batch", seq, heads * width])
+    assert split.shape == ("batch", seq, heads, width)
+    compiled = ops.optimize(ops.trace_from([moved, merged], [xs])).build(target)
+    for batch in (1, 3):
+        x = np.random.standard_normal((batch, seq, heads * width)).astype(np.float32)
+        got_moved, got_merged = compiled(x)
+        np.testing.assert_array_equal(got_moved.numpy(), x.reshape(batch, seq, heads, width).transpose(0, 2, 1, 3))
+        np.testing.assert_array_equal(got_merged.numpy(), x * 2.0)
+
+
+def test_a_reshape_that_would_split_or_merge_a_symbol_is_refused() -> None:
+    xs = ops.symbol(["batch", 6])
+    with pytest.raises(ValueError, match=r"cannot reshape the symbolic shape \(batch, 6\) into shape \(-1,\): a "
+                                         r"symbolic dimension is kept whole"):
+        ops.reshape(xs, [-1])
+    with pytest.raises(ValueError, match=r"cannot reshape array of size batch\*6 into shape \('batch', 4\)"):
+        ops.reshape(xs, ["batch", 4])
+    with pytest.raises(ValueError, match=r"cannot reshape array of size batch\*6 into shape \('batch', 4, -1\)"):
+        ops.reshape(xs, ["batch", 4, -1])
