@@ -10,6 +10,7 @@ from hypothesis.extra.numpy import arrays
 
 import stdlib_ops as ops
 from stdlib_ops.graph.memory_plan import plan_memory
+from tests.stdlib_ops.operators.references import conv2d_reference
 
 FINITE = st.floats(-4, 4, width=32)
 
@@ -90,3 +91,53 @@ def test_intermediate_buffers_are_reused_after_their_last_reader() -> None:
         y = ops.softmax(y, axis=1)
     compiled = ops.optimize(ops.trace_from(y, [xs])).build("cpu")
     assert len(compiled.plan.buffers) == 3 and len(compiled.plan.slots) == 2
+
+
+@settings(max_examples=6, deadline=None)
+@given(data=st.data())
+def test_batch_norm_after_a_convolution_folds_into_its_weights(data: st.DataObject) -> None:
+    groups = data.draw(st.sampled_from([1, 2]))
+    c, o = groups * data.draw(st.integers(1, 3)), groups * data.draw(st.integers(1, 3))
+    h, w = data.draw(st.integers(3, 9)), data.draw(st.integers(3, 9))
+    stride, padding, with_bias = data.draw(st.integers(1, 2)), data.draw(st.integers(0, 1)), data.draw(st.booleans())
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    weight = rng.standard_normal((o, c // groups, 3, 3)).astype(np.float32)
+    bias = rng.standard_normal(o).astype(np.float32) if with_bias else None
+    mean, beta = rng.standard_normal(o).astype(np.float32), rng.standard_normal(o).astype(np.float32)
+    var, gamma = rng.uniform(0.5, 2, o).astype(np.float32), rng.standard_normal(o).astype(np.float32)
+    xs = ops.symbol(["n", c, h, w])
+    conv = ops.conv2d(xs, ops.asarray(weight), None if bias is None else ops.asarray(bias), stride=stride,
+                      padding=padding, groups=groups)
+    out = ops.relu(ops.batch_norm(conv, ops.asarray(mean), ops.asarray(var), ops.asarray(gamma), ops.asarray(beta)))
+    graph = ops.optimize(ops.trace_from(out, [xs]))
+    assert [op.name for op in graph.nodes] == ["conv2d", "relu"]
+    x = rng.standard_normal((2, c, h, w)).astype(np.float32)
+    args = ((stride, stride), (padding, padding), (1, 1), groups)
+    scale = gamma.astype(np.float64) / np.sqrt(var.astype(np.float64) + 1e-5)
+    shift = (beta - mean * scale).reshape(1, -1, 1, 1)
+    want = np.maximum(conv2d_reference(x, weight, bias, *args) * scale.reshape(1, -1, 1, 1) + shift, 0)
+    # Each output: 9 * c / groups f32 products summed (one rounding each) with the folded weight's and bias's own
+    # roundings and the per-channel steps: (terms + 6) ulps of the magnitudes involved.
+    terms = 9 * c // groups
+    magnitude = conv2d_reference(np.abs(x), np.abs(weight) * np.abs(scale).reshape(-1, 1, 1, 1), None, *args)
+    magnitude += np.abs(shift) + (np.abs(bias * scale).reshape(1, -1, 1, 1) if bias is not None else 0)
+    got = graph.build("cpu")(x).numpy()
+    assert (np.abs(got - want) <= (terms + 6) * 2.0**-24 * magnitude + 1e-30).all()
+
+
+def test_a_convolution_read_elsewhere_or_returned_keeps_its_batch_norm() -> None:
+    xs = ops.symbol([1, 2, 5, 5])
+    conv = ops.conv2d(xs, ops.asarray(np.ones((2, 2, 3, 3), np.float32)))
+    scaled = conv * ops.asarray(np.array([1, 2], np.float32).reshape(1, 2, 1, 1))
+    shared = ops.optimize(ops.trace_from([scaled + 1.0, ops.relu(conv)], [xs]))
+    assert sorted(op.name for op in shared.nodes) == ["add", "conv2d", "mul", "relu"]
+    returned = ops.optimize(ops.trace_from([scaled, conv], [xs]))
+    assert sorted(op.name for op in returned.nodes) == ["conv2d", "mul"]
+    per_pixel = conv * ops.asarray(np.full((1, 1, 3, 3), 2.0, np.float32))
+    assert sorted(op.name for op in ops.optimize(ops.trace_from(per_pixel, [xs])).nodes) == ["conv2d", "mul"]
+    folded = ops.optimize(ops.trace_from(scaled - 1.0, [xs]))
+    assert [op.name for op in folded.nodes] == ["conv2d"]
+    x = np.random.default_rng(0).standard_normal((1, 2, 5, 5)).astype(np.float32)
+    want = conv2d_reference(x, np.ones((2, 2, 3, 3), np.float32), None, (1, 1), (0, 0), (1, 1), 1)
+    np.testing.assert_allclose(folded.build("cpu")(x).numpy(), want * np.array([1, 2]).reshape(1, 2, 1, 1) - 1,
+                               rtol=1e-5, atol=1e-5)
