@@ -1,5 +1,5 @@
-"""What the benchmark scripts share: timing a call by the median of repeated loops or by its best run, and medians
-of samples."""
+"""What the benchmark scripts share: timing a call by the median of repeated loops or by its best run, contenders
+timed in turns, and medians of samples."""
 
 from __future__ import annotations
 
@@ -27,6 +27,38 @@ def best_time(fn: Callable[[], object], repeat: int) -> float:
         fn()
         best = min(best, time.perf_counter() - start)
     return best
+
+
+SETTLE_S = 0.3
+"""Seconds to wait before each block of timed loops, so that the worker threads the previous block left spinning
+(OpenBLAS's, OpenMP's, onnxruntime's) have gone to sleep and do not take the cores from the next one."""
+
+PASSES = 3
+"""How many times the contenders take turns: each pass times a block of `RUNS / PASSES` consecutive loops of each
+contender in turn, so that a slow phase of the machine falls on several of them rather than on one."""
+
+
+def calls_per_loop(fn: Callable[[], object]) -> int:
+    """How many calls of `fn` make a timed loop of about 10 ms (after a warm-up call)."""
+    fn()
+    start = time.perf_counter()
+    fn()
+    return max(1, int(0.01 / max(time.perf_counter() - start, 1e-7)))
+
+
+def in_turns(fns: dict[str, Callable[[], object]], runs: int) -> dict[str, list[float]]:
+    """Seconds per call of each function over `runs` timed loops (at least `PASSES`), taken in `PASSES` turns of
+    consecutive loops; a turn starts after the others' threads have settled and with a warm-up call. (Loops of
+    different contenders interleaved one by one measure mostly the waking of each runtime's sleeping threads.)"""
+    numbers = {name: calls_per_loop(fn) for name, fn in fns.items()}
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    per_turn = max(1, -(-runs // PASSES))
+    for _ in range(PASSES):
+        for name, fn in fns.items():
+            time.sleep(SETTLE_S)
+            fn()
+            samples[name] += [loop_time(fn, number=numbers[name], repeat=1) for _ in range(per_turn)]
+    return samples
 
 
 def medians(samples: list[dict[str, float]]) -> dict[str, float]:
