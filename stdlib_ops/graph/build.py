@@ -6,7 +6,8 @@ prologues and epilogues injected. Where the anchor's kernel breaks the fusion co
 operators that would be fused there stay kernels of their own, and the compiled graph's printout says why. Groups
 with equal keys share one kernel, within a graph and across graphs (the `GraphKernels` cache); distinct kernels
 compile in parallel (the C compilers are subprocesses), with a progress bar when a build takes more than a second
-on a terminal. An unpartitioned graph builds with one kernel per operator.
+on a terminal. An unpartitioned graph builds with one kernel per operator. Operators that no template takes on the
+target and that have a decomposition (`stdlib_ops.graph.decompose`: attention on the CPU) are built as it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from codegen import arrays
 from codegen.build import build_module
 from hidet_lang.ir.func import IRModule
 from stdlib_ops.graph.compiled import CompiledGraph, Launch, Plan, Ref, TensorSpec
+from stdlib_ops.graph.decompose import decompose_for
 from stdlib_ops.graph.flow_graph import FlowGraph
 from stdlib_ops.graph.fused_task import FusedKernel, contract_problems, fused_kernel, group_key, group_outputs
 from stdlib_ops.graph.memory_plan import plan_memory
@@ -99,6 +101,7 @@ def build_graph(graph: FlowGraph, target: str = "cpu", kernels: GraphKernels = G
     if kind not in ("cpu", "cuda"):
         raise ValueError(f"build: target must be 'cpu' or 'cuda', got {target!r}")
     device = "cuda" if kind == "cuda" else "cpu"
+    graph = decompose_for(graph, target)
     for op in graph.nodes:
         op.task.check_target(target)
     groups = respect_contracts(_groups_of(graph), target, kernels)

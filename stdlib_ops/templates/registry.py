@@ -92,6 +92,11 @@ def library_template(task: str, target: str) -> Callable[[Adapter], Adapter]:
     return decorate
 
 
+def is_library_template(template: Template) -> bool:
+    """Whether `template` is one of the library's (registered with `library_template`), not a user's."""
+    return template in _ADAPTERS
+
+
 def binding_of(task: Task, target: str) -> TemplateBinding | None:
     """The binding of `task` to the library template registered for it on `target`; None when the task's
     registered template is not one of the library's (or none is), or declines the task."""

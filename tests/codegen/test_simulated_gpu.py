@@ -58,8 +58,10 @@ ALLOWED_SKIPS = {
 }
 
 
-# The differential fuzz tests are about the arithmetic of the targets, not the GPU path (and the longest to build)
-NOT_RERUN = ("tests/hidet_lang/test_fuzz_programs.py", "tests/hidet_lang/test_fuzz_frontend.py")
+# The differential fuzz tests are about the arithmetic of the targets, not the GPU path (and the longest to build);
+# the model importers' tests are about converting models (compiled graphs on the GPU path are the graph tests')
+NOT_RERUN = ("tests/hidet_lang/test_fuzz_programs.py", "tests/hidet_lang/test_fuzz_frontend.py",
+             "tests/stdlib_ops/frontends")
 
 
 def test_the_test_suite_passes_on_the_simulated_gpu(driver_dir: Path) -> None:

@@ -1,0 +1,69 @@
+"""Operators that no template takes on a target, computed there as a composition of operators that have templates.
+
+The rule-based scheduler makes a kernel of any task, but for a task built of several dependent reductions that
+kernel can be far slower than the templates' kernels of its parts: `attention` on the CPU (no CPU template)
+recomputes its scores inside each of its reductions, ~100x slower than matmul, softmax and matmul. Such an
+operator has a decomposition here; `build` replaces it by its decomposition on a target where no template takes it
+(and keeps it where one does: attention on CUDA), then partitions the graph again. A decomposition computes the same
+formula in the same precision (it is offered only where it can: f32 and f64 attention; half-precision attention
+accumulates in f32, which its parts would not).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from stdlib_ops.graph.flow_graph import FlowGraph
+from stdlib_ops.graph.partition import partition
+from stdlib_ops.graph.rewrite import cancel_views, replay
+from stdlib_ops.operators.base import Operator
+from stdlib_ops.task import TEMPLATES, Task
+from stdlib_ops.templates.registry import binding_of, is_library_template
+from stdlib_ops.tensor import Tensor, asarray
+
+Decomposition = Callable[[Operator, list[Tensor]], "list[Tensor] | None"]
+
+
+def decompose_attention(op: Operator, inputs: list[Tensor]) -> list[Tensor] | None:
+    """softmax(q @ k^T / sqrt(D) (+ the causal mask)) @ v as matmul, softmax and matmul (None where the dtype is a
+    half one, or a causal mask's size is symbolic)."""
+    from stdlib_ops.operators import matmul, softmax, transpose, where
+
+    q, k, v = inputs
+    if any(t.dtype not in ("float32", "float64") for t in inputs):
+        return None
+    axes = (*range(k.ndim - 2), k.ndim - 1, k.ndim - 2)
+    scores = matmul(q, transpose(k, axes)) * (1.0 / float(np.sqrt(q.shape[-1])))
+    if op.task.attrs.get("causal"):
+        rows, cols = q.shape[-2], k.shape[-2]
+        if not (isinstance(rows, int) and isinstance(cols, int)):
+            return None
+        allowed = np.arange(cols)[None, :] <= np.arange(rows)[:, None]
+        scores = where(asarray(allowed, device=q.device), scores, -np.inf)
+    return [matmul(softmax(scores, axis=-1), v)]
+
+
+DECOMPOSITIONS: dict[str, Decomposition] = {"attention": decompose_attention}
+
+
+def taken_by_a_template(task: Task, target: str) -> bool:
+    """Whether a template (the library's, or one the user registered) makes `task`'s kernel on `target`."""
+    template = TEMPLATES.lookup(task, target)
+    return template is not None and (not is_library_template(template) or binding_of(task, target) is not None)
+
+
+def decompose_for(graph: FlowGraph, target: str) -> FlowGraph:
+    """`graph` with each operator that has a decomposition and no template on `target` replaced by its
+    decomposition, partitioned again if it was partitioned (the same graph when nothing is replaced)."""
+    def rule(op: Operator, inputs: list[Tensor]) -> list[Tensor] | None:
+        decomposition = DECOMPOSITIONS.get(op.name)
+        if decomposition is None or taken_by_a_template(op.task, target):
+            return None
+        return decomposition(op, inputs)
+
+    if not any(op.name in DECOMPOSITIONS and not taken_by_a_template(op.task, target) for op in graph.nodes):
+        return graph
+    rewritten = replay(graph, rule=rule, fold=False)
+    return partition(cancel_views(rewritten)) if graph.groups is not None else rewritten
