@@ -1,7 +1,7 @@
 """Fused graphs equal the unfused computation: hypothesis draws chains of elementwise operators (constants,
 constant tensors broadcast along the last axis or along axis 1, relu, tanh, neg, sigmoid) before each input and
-after an anchor (matmul, a sum, softmax, conv2d with padding, attention), and the data and sizes (1, 7, 33); the
-optimized graph is one kernel and agrees with the same graph built unfused (one kernel per operator) and with
+after an anchor (matmul, a sum, softmax, conv2d with padding, attention on CUDA), and the data and sizes (1, 7,
+33); the optimized graph is one kernel and agrees with the same graph built unfused (one kernel per operator) and with
 numpy. One graph per drawn chain serves every drawn size (symbolic 'm'). On CUDA, attention fuses into its
 template's kernel, which also passes the emulator's checks with prologues and epilogues injected."""
 
@@ -192,8 +192,8 @@ def quarters(data: st.DataObject, shape: tuple[int, ...]) -> np.ndarray:
     return (np.random.default_rng(seed).integers(-8, 9, shape) / 4).astype(np.float32)
 
 
-@pytest.mark.parametrize("anchor", list(ANCHORS))
-@settings(max_examples=6, deadline=None)
+@pytest.mark.parametrize("anchor", [name for name in ANCHORS if name != "attention"])  # on the CPU, attention is
+@settings(max_examples=6, deadline=None)  # built as matmul, softmax and matmul (test_decompose.py)
 @given(after=chains(), data=st.data())
 def test_chains_around_an_anchor_cpu(anchor: str, after: tuple, data: st.DataObject) -> None:
     check_chain(anchor, "cpu", after, data)
