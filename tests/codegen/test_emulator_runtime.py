@@ -346,6 +346,29 @@ def test_block_reduction_and_syncthreads_count_and_or(basic: EmulatorModule) -> 
     assert (alls.reshape(blocks, 256) == alls.reshape(blocks, 256)[:, :1]).all()  # every thread got the result
 
 
+def test_barrier_votes_with_exactly_one_thread_different(basic: EmulatorModule) -> None:
+    # per block: every thread's value in [0.3, 0.4] (all >= 0.25, none > 0.5 or > 0.99) but one, at the first, the
+    # last or a middle thread, which alone flips __syncthreads_and (0.1), __syncthreads_or (0.995) or adds one to
+    # __syncthreads_count (0.6); the last block has no odd thread, and the one before it all but one thread counted
+    odd = [(0, 0.1), (255, 0.1), (137, 0.1), (0, 0.995), (255, 0.995), (91, 0.995), (200, 0.6), (0, 0.6)]
+    blocks = len(odd) + 2
+    x = np.full((blocks, 256), 0.35, np.float32)
+    for b, (thread, value) in enumerate(odd):
+        x[b, thread] = value
+    x[-2] = 0.6
+    x[-2, 3] = 0.35
+    sums = np.zeros(blocks, np.float32)
+    counts, alls, anys = (np.full(blocks * 256, -1, np.int32) for _ in range(3))
+    basic.launch("block_reduce", blocks, 256, x.ravel(), sums, counts, alls, anys)
+    got = {name: v.reshape(blocks, 256) for name, v in (("count", counts), ("and", alls), ("or", anys))}
+    want = {"count": (x > 0.5).sum(axis=1), "and": (x >= 0.25).all(axis=1), "or": (x > 0.99).any(axis=1)}
+    for name in got:  # every thread of a block gets its block's result
+        np.testing.assert_array_equal(got[name], np.repeat(want[name].astype(np.int32), 256).reshape(blocks, 256),
+                                      err_msg=name)
+    assert list(want["and"]) == [False] * 3 + [True] * 7 and list(want["or"]) == [False] * 3 + [True] * 3 + [False] * 4
+    assert list(want["count"][6:]) == [1, 1, 255, 0]
+
+
 def _simulate_down(v: np.ndarray, off: int) -> np.ndarray:
     lanes = np.arange(32)
     src = np.where(lanes + off < 32, lanes + off, lanes)
