@@ -81,6 +81,38 @@ def test_bad_argument(change: dict[str, object], exception: type[Exception], wor
     assert calls[0] == 0  # no C code ran
 
 
+class DLPackOnly:
+    """An object that offers its data only through the DLPack protocol."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+
+    def __dlpack__(self, **kwargs: object) -> object:
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self.array.__dlpack_device__()
+
+
+ARGUMENT_KINDS = {"numpy": lambda x: x, "hidet array": hidet.asarray, "DLPack object": DLPackOnly}
+WRONG_SHAPES = [(2,), (3,), (6,), (2, 3, 1), (1, 2, 3), (3, 2), (2, 4), ()]
+"""Shapes that are not b's (2, 3): fewer dimensions (one matching its first size), more (with size-1 ones), the
+same number with other sizes, a scalar."""
+
+
+@pytest.mark.parametrize("kind", sorted(ARGUMENT_KINDS))
+@pytest.mark.parametrize("shape", WRONG_SHAPES, ids=str)
+def test_a_wrong_rank_or_shape_is_refused_for_every_kind_of_array(kind: str, shape: tuple[int, ...]) -> None:
+    args = good_args()
+    guarded = np.zeros(int(np.prod(shape)) + 16, np.float32)  # room past the array: nothing may be written there
+    args["b"] = ARGUMENT_KINDS[kind](guarded[:int(np.prod(shape))].reshape(shape))
+    got = tuple(getattr(args["b"], "shape", shape))  # the package's arrays hold a scalar as shape (1,)
+    with pytest.raises(ValueError, match=re.escape(f"parameter 'b' expects shape (2, 3), got shape {got}")):
+        module.build()(*args.values())
+    assert args["calls"][0] == 0
+    assert not guarded.any()
+
+
 def test_read_only_array_is_refused() -> None:
     args = good_args()
     args["a"].flags.writeable = False

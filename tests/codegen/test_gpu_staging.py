@@ -4,6 +4,8 @@ own pointers, and bad arguments are refused before anything is allocated."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -116,3 +118,22 @@ def test_a_failing_call_still_frees_the_staging_buffers(device) -> None:
         caller(4, 1.0, np.zeros(4, np.float32), np.zeros(4, np.float32))
     assert device.allocations == 2, "the staging buffers were allocated before the launch"
     assert device.buffers == {}
+
+
+@pytest.mark.parametrize("shape", [(3,), (4, 1), (1, 4), (2, 2), (), (5,)], ids=str)
+def test_a_wrong_rank_or_shape_is_refused_for_every_kind_of_device_argument(device, shape: tuple[int, ...]) -> None:
+    calls = []
+    caller = make_caller(scale.ir, lambda *args: calls.append(args), None, on_gpu=True)
+    ptr = device.alloc(64)
+
+    class Foreign:
+        __cuda_array_interface__ = {"shape": shape, "typestr": "<f4", "data": (ptr, False), "version": 3}
+
+    kinds = {"numpy": np.zeros(shape, np.float32), "device array": DeviceArray(shape, np.float32, ptr),
+             "__cuda_array_interface__": Foreign()}
+    for kind, value in kinds.items():
+        with pytest.raises(ValueError, match=re.escape(f"parameter 'out' expects shape (4,), got shape {shape}")):
+            caller(4, 1.0, np.zeros(4, np.float32), value)
+        assert calls == [], f"{kind}: the kernel was launched"
+    assert device.allocations == 1, "a refused call allocates nothing"
+    kinds["device array"].ptr = 0  # the fake device owns the buffer; keep the finalizer away from the real driver
