@@ -294,3 +294,66 @@ def test_casts(ak: tuple[np.ndarray, np.ndarray]) -> None:
     n = len(a)
     check_kernel(cast_module.build(), casts_ref, n, a, k, np.zeros(n, np.int32), np.zeros(n, np.float64),
                  np.zeros(n, np.float32))
+
+
+# -------------------------------------------------------------------------------- integers at and past their limits
+def wrap_module(dt: hidet.ir.types.DataType) -> hidet.ScriptModule:
+    """Sums, differences, products, negation and shifts in dtype `dt` whose results may leave its range."""
+    key = ("wrap", dt.name)
+    if key not in _MODULES:
+        with hidet.script_module() as module:
+
+            @hidet.script
+            def wrap(n: i32, a: "dt[n]", b: "dt[n]", s: "dt[n]", out: "dt[7, n]"):  # noqa: F821
+                attrs.func_kind = "public"
+                for i in range(n):
+                    out[0, i] = a[i] + b[i]
+                    out[1, i] = a[i] - b[i]
+                    out[2, i] = a[i] * b[i]
+                    out[3, i] = -a[i]
+                    out[4, i] = (a[i] * b[i]) / dt(3)  # the product wraps first, then divides
+                    out[5, i] = a[i] << s[i]
+                    out[6, i] = a[i] >> s[i]
+
+        _MODULES[key] = module
+    return _MODULES[key]
+
+
+def wrapped(values: list[int], dtype: np.dtype) -> np.ndarray:
+    """`values` (exact Python integers) reduced into `dtype` by two's-complement wrap-around."""
+    info, bits = np.iinfo(dtype), 8 * np.dtype(dtype).itemsize
+    return np.array([(v - info.min) % 2**bits + info.min for v in values], dtype)
+
+
+def limit_values(dtype: np.dtype) -> st.SearchStrategy[int]:
+    """Any value of `dtype`, its limits and their neighbours often."""
+    info = np.iinfo(dtype)
+    edges = [info.min, info.min + 1, -1, 0, 1, info.max - 1, info.max]
+    return st.one_of(st.sampled_from([e for e in edges if info.min <= e <= info.max]),
+                     st.integers(int(info.min), int(info.max)))
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+@pytest.mark.parametrize("dt", INT_DTYPES, ids=str)
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_integers_wrap_around_at_their_limits_like_numpy(dt: hidet.ir.types.DataType, target: str,
+                                                         data: st.DataObject) -> None:
+    dtype = np.dtype(dt.name)
+    bits = 8 * dtype.itemsize
+    n = data.draw(st.integers(1, 9))
+    a = data.draw(st.lists(limit_values(dtype), min_size=n, max_size=n))
+    b = data.draw(st.lists(limit_values(dtype), min_size=n, max_size=n))
+    s = data.draw(st.lists(st.integers(0, bits - 1), min_size=n, max_size=n))  # shifts within the width
+    out = np.zeros((7, n), dtype)
+    wrap_module(dt).build(target=target)(n, np.array(a, dtype), np.array(b, dtype), np.array(s, dtype), out)
+    products = wrapped([x * y for x, y in zip(a, b)], dtype).tolist()
+    want = [
+        wrapped([x + y for x, y in zip(a, b)], dtype), wrapped([x - y for x, y in zip(a, b)], dtype),
+        wrapped(products, dtype), wrapped([-x for x in a], dtype),
+        np.array([abs(p) // 3 * (1 if p >= 0 else -1) for p in products], dtype),  # C truncates toward zero
+        wrapped([x << k for x, k in zip(a, s)], dtype),
+        np.array([x >> k for x, k in zip(a, s)], dtype),  # arithmetic for signed types, as numpy's and C's
+    ]
+    for k, name in enumerate(["+", "-", "*", "unary -", "(a * b) / 3", "<<", ">>"]):
+        np.testing.assert_array_equal(out[k], want[k], err_msg=f"{dt} {name} on {target}: a={a} b={b} s={s}")
