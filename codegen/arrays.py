@@ -122,7 +122,7 @@ def empty_device(shape: Any, dtype: Any = "float32") -> DeviceArray:
 
 def to_device(x: Any) -> DeviceArray:
     """A 'cuda' copy of array-like `x`."""
-    host = np.ascontiguousarray(x)
+    host = np.asarray(x, order="C")  # 0-d arrays stay 0-d (np.ascontiguousarray makes them 1-d)
     if not uses_gpu():
         host = host.copy()
         return DeviceArray(host.shape, host.dtype, host.ctypes.data, host)
@@ -170,7 +170,7 @@ def asarray(x: Any, dtype: Any = None, device: str = "cpu") -> HostArray | Devic
     """`x` (array-like, or a 'cuda' array) as an array on `device` (a copy only where needed)."""
     if isinstance(x, DeviceArray):
         x = x.host if x.host is not None else x.numpy()
-    host = np.ascontiguousarray(x, dtype=dtype)
+    host = np.asarray(x, dtype=dtype, order="C")
     if _check_device(device) == "cuda":
         return to_device(host)
     return host.view(HostArray)

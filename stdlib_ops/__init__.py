@@ -5,6 +5,7 @@ templates' schedule parameters for this machine."""
 from __future__ import annotations
 
 from stdlib_ops.compute import arg_reduce, compute, reduce, tensor_input
+from stdlib_ops.frontends import from_onnx
 from stdlib_ops.graph import CompiledGraph, FlowGraph, load, optimize, trace_from
 from stdlib_ops.operators import *  # noqa: F403 - the operator functions are the package's surface
 from stdlib_ops.operators import __all__ as _operator_names
@@ -16,5 +17,5 @@ from stdlib_ops.tuning import TuningResult, tune
 __all__ = [
     *_operator_names, "InverseMap", "Task", "Tensor", "arange", "arg_reduce", "asarray", "compute", "empty",
     "from_dlpack", "full", "ones", "randn", "reduce", "register_template", "symbol", "tensor_input", "zeros",
-    "CompiledGraph", "FlowGraph", "load", "optimize", "trace_from", "TuningResult", "tune",
+    "CompiledGraph", "FlowGraph", "from_onnx", "load", "optimize", "trace_from", "TuningResult", "tune",
 ]

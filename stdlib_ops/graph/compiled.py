@@ -129,7 +129,7 @@ class CompiledGraph:
         else:
             if hasattr(value, "__dlpack__") and not isinstance(value, np.ndarray):
                 value = np.from_dlpack(value)
-            array = np.ascontiguousarray(value)
+            array = np.asarray(value, order="C")  # 0-d stays 0-d
             dtype, shape = array.dtype.name, array.shape
         if len(shape) != len(spec.shape):
             raise ValueError(f"the compiled graph's input {self._input_text(k)} has rank {len(spec.shape)}, got an "

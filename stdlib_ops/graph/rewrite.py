@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from stdlib_ops.graph.flow_graph import FlowGraph
 from stdlib_ops.graph.trace import topological_order
-from stdlib_ops.operators.base import Operator
+from stdlib_ops.operators.base import Operator, record
 from stdlib_ops.runtime import EAGER
 from stdlib_ops.tensor import Tensor
 
@@ -43,11 +43,10 @@ def rerecord(op: Operator, inputs: list[Tensor], fold: bool = True) -> list[Tens
     """The outputs of `op`'s task applied to `inputs` (of the same shapes and dtypes): computed at once when they
     all hold data and `fold` is set (constant folding), else recorded as a new operator."""
     if fold and all(not t.is_symbolic for t in inputs):
-        return EAGER.run(("folded", op.task.key), inputs, lambda: op.task)
-    new = Operator(op.task, inputs)
-    device = op.outputs[0].device if op.outputs else inputs[0].device
-    new.outputs = [Tensor(t.shape, t.dtype, device, producer=new, output_index=t.output_index) for t in op.outputs]
-    return new.outputs
+        outputs = EAGER.run(("folded", op.task.key), inputs, lambda: op.task)
+        if outputs is not None:
+            return outputs
+    return record(op.task, inputs)
 
 
 def fold_constants(graph: FlowGraph) -> FlowGraph:

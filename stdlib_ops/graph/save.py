@@ -68,7 +68,7 @@ def save_compiled(compiled: CompiledGraph, path: str | Path) -> None:
         kernels.append({"target": module.target, "entries": entries})
     for k, constant in enumerate(compiled.constants):
         buffer = io.BytesIO()
-        np.save(buffer, np.ascontiguousarray(constant.numpy()), allow_pickle=False)
+        np.save(buffer, np.asarray(constant.numpy(), order="C"), allow_pickle=False)
         files[f"const{k}.npy"] = buffer.getvalue()
     header = {"format": FORMAT, "format_version": FORMAT_VERSION, "package_version": __version__,
               "target": compiled.target, "backend": backend, "description": compiled.description,

@@ -42,8 +42,9 @@ Define = Callable[..., "ComputeTensor | Sequence[ComputeTensor]"]
 
 def apply(name: str, attrs: dict[str, Any], inputs: Sequence[Tensor], define: Define,
           inverse: Callable[[list[Var], list[ComputeTensor]], dict[int, InverseMap]] | None = None) -> list[Tensor]:
-    """The outputs of operator `name` on `inputs`: computed at once when every input is concrete, else recorded
-    (symbolic outputs whose producer is the new `Operator`). `define(*input_vars)` gives the output compute(s)."""
+    """The outputs of operator `name` on `inputs`: computed at once when every input is concrete and the outputs'
+    sizes are known, else recorded (symbolic outputs whose producer is the new `Operator`). `define(*input_vars)`
+    gives the output compute(s)."""
     device = inputs[0].device
     concrete = True
     for t in inputs:
@@ -59,8 +60,15 @@ def apply(name: str, attrs: dict[str, Any], inputs: Sequence[Tensor], define: De
         return Task(name, tuple(xs), tuple(outs), dict(attrs), inverse(xs, outs) if inverse else {})
 
     if concrete:
-        return EAGER.run((name, tuple(sorted(attrs.items())) if attrs else ()), inputs, make_task)
-    task = make_task()
+        outputs = EAGER.run((name, tuple(sorted(attrs.items())) if attrs else ()), inputs, make_task)
+        if outputs is not None:
+            return outputs
+    return record(make_task(), inputs)
+
+
+def record(task: Task, inputs: Sequence[Tensor]) -> list[Tensor]:
+    """The symbolic outputs of `task` applied to `inputs`, produced by a new `Operator` (for a graph)."""
+    device = inputs[0].device
     op = Operator(task, list(inputs))
     op.outputs = [Tensor(shape, dtype, device, producer=op, output_index=k)
                   for k, (shape, dtype) in enumerate(output_specs(task))]

@@ -53,12 +53,13 @@ def data_address(t: Tensor) -> int:
 
 @dataclass(frozen=True)
 class EagerCall:
-    """What a call signature runs: the compiled `kernel` (None: no element to compute), its C function taking
-    addresses (`direct`, where it has one) and the (shape, dtype) of each output."""
+    """What a call signature runs: the compiled `kernel` (None: no element to compute, or sizes not known yet), its
+    C function taking addresses (`direct`, where it has one) and the (shape, dtype) of each output."""
 
     kernel: Any
     direct: Callable[..., None] | None
     outputs: list[OutSpec]
+    symbolic: bool = False  # an output has a symbolic size: nothing to run before a graph binds it
 
     def launch(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         """Run the kernel on `inputs`, writing `outputs`."""
@@ -81,13 +82,17 @@ class EagerDispatcher:
         self._kernels = kernels
         self._calls: dict[tuple, EagerCall] = {}
 
-    def run(self, key: tuple, inputs: Sequence[Tensor], make_task: Callable[[], Task]) -> list[Tensor]:
-        """The outputs of the operator `key` names (its name and attributes) on concrete `inputs`."""
+    def run(self, key: tuple, inputs: Sequence[Tensor], make_task: Callable[[], Task]) -> list[Tensor] | None:
+        """The outputs of the operator `key` names (its name and attributes) on concrete `inputs`; None when an
+        output has a symbolic size (e.g. a constant broadcast to ('batch', 3)): such an operator is recorded for
+        a graph instead."""
         device = inputs[0].device
         call_key = (key, device, *[(t.shape, t.dtype) for t in inputs])
         call = self._calls.get(call_key)
         if call is None:
             call = self._calls[call_key] = self._prepare(make_task(), device)
+        if call.symbolic:
+            return None
         outs = [Tensor(shape, dtype, device, arrays.empty(shape, dtype, device)) for shape, dtype in call.outputs]
         call.launch(inputs, outs)
         return outs
@@ -98,6 +103,8 @@ class EagerDispatcher:
         target = target_of(device)
         task.check_target(target)
         specs = output_specs(task)
+        if any(isinstance(d, str) for shape, _ in specs for d in shape):
+            return EagerCall(None, None, specs, symbolic=True)
         if all(0 in shape for shape, _ in specs):  # nothing to compute: no kernel is built or launched
             return EagerCall(None, None, specs)
         kernel = self._kernels.get(task, target)

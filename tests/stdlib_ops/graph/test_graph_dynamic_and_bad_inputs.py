@@ -138,3 +138,28 @@ def test_a_reshape_that_would_split_or_merge_a_symbol_is_refused() -> None:
         ops.reshape(xs, ["batch", 4])
     with pytest.raises(ValueError, match=r"cannot reshape array of size batch\*6 into shape \('batch', 4, -1\)"):
         ops.reshape(xs, ["batch", 4, -1])
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_an_operator_on_constants_with_a_symbolic_size_is_recorded(target: str) -> None:
+    xs = ops.symbol(["n", 3])
+    row = ops.broadcast_to(ops.asarray(np.arange(3, dtype=np.float32)), ["n", 3])  # its size is the graph's n
+    assert row.is_symbolic
+    compiled = ops.optimize(ops.trace_from(xs * row, [xs])).build(target)
+    for n in (1, 4):
+        x = np.random.standard_normal((n, 3)).astype(np.float32)
+        np.testing.assert_array_equal(compiled(x).numpy(), x * np.arange(3, dtype=np.float32))
+
+
+def test_zero_dimensional_arrays_stay_zero_dimensional(tmp_path: object) -> None:
+    five = ops.asarray(np.asarray(5.0, np.float32))
+    assert five.shape == () and (five + 1.0).shape == ()
+    xs = ops.symbol([])
+    compiled = ops.optimize(ops.trace_from(xs * five, [xs])).build("cpu")
+    result = compiled(np.asarray(2.0, np.float32))
+    assert result.shape == () and float(result.numpy()) == 10.0
+    path = f"{tmp_path}/scalar.hlgraph"
+    ops.trace_from(xs * 2.0 + five, [xs]).build("cpu").save(path)  # a 0-d constant through the saved file
+    assert float(ops.load(path)(np.asarray(1.0, np.float32)).numpy()) == 7.0
+    with pytest.raises(ValueError, match=r"has rank 0, got an array of shape \(1,\)"):
+        compiled(np.ones(1, np.float32))
