@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from codegen import arrays
+from stdlib_ops.dims import check_name
 
 if TYPE_CHECKING:
     from stdlib_ops.operators.base import Operator
@@ -62,9 +63,14 @@ class Tensor:
         return out if dtype is None else out.astype(dtype)
 
     def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
-        if self.device != "cpu" and getattr(self.storage, "on_gpu", False):
+        """The data, without a copy, for `torch.from_dlpack` and `np.from_dlpack` (host memory: 'cpu' tensors and
+        'cuda' tensors on the CUDA emulator)."""
+        if self.storage is None:
+            raise BufferError("a symbolic tensor holds no data; build its graph and run it")
+        if getattr(self.storage, "on_gpu", False):
             raise BufferError("DLPack export of GPU tensors is not supported; use .numpy()")
-        return self.numpy().__dlpack__(**({"stream": stream} if stream is not None else {}))
+        host = self.storage.host if isinstance(self.storage, arrays.DeviceArray) else self.storage.view(np.ndarray)
+        return host.reshape(self.shape).__dlpack__(**({"stream": stream} if stream is not None else {}))
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return (1, 0)
@@ -257,7 +263,7 @@ def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None, devic
 
 def symbol(shape: Any, dtype: Any = "float32", device: str = "cpu") -> Tensor:
     """A symbolic tensor: a graph input; string dimensions are sizes known only when the graph runs."""
-    dims = tuple(d if isinstance(d, str) else int(d) for d in _shape(shape))
+    dims = tuple(check_name(d) if isinstance(d, str) else int(d) for d in _shape(shape))
     return Tensor(dims, _check_dtype(dtype), device)
 
 

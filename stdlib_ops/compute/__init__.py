@@ -10,11 +10,12 @@ from stdlib_ops.compute.primitives import (
     cast_to,
     compute,
     reduce,
+    shape_entry,
     size_var,
     tensor_input,
 )
 
 __all__ = [
     "ArgReduceExpr", "ComputeTensor", "ReduceExpr", "arg_reduce", "as_dim", "as_dtype", "cast_to", "compute",
-    "reduce", "size_var", "tensor_input",
+    "reduce", "shape_entry", "size_var", "tensor_input",
 ]

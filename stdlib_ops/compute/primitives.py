@@ -10,9 +10,10 @@ import itertools
 from collections.abc import Callable, Sequence
 from functools import cache
 
-from hidet_lang.ir.expr import Expr, Var, convert
+from hidet_lang.ir.expr import BinaryOp, Constant, Expr, Var, convert
 from hidet_lang.ir.types import DataType, TensorType, dtype_from_name, int32
 from stdlib_ops.compute.nodes import ARG_REDUCE_KINDS, REDUCE_KINDS, ArgReduceExpr, ComputeTensor, ReduceExpr
+from stdlib_ops.dims import dim_product, factors
 
 Dim = int | Expr
 
@@ -24,11 +25,31 @@ def size_var(name: str) -> Var:
 
 
 def as_dim(d: int | str | Expr) -> Dim:
-    """A shape entry as a compute definition holds it: an int, or an IR expression over size variables."""
+    """A shape entry as a compute definition holds it: an int, or an IR expression over size variables (a
+    product of them and an int for a symbolic size such as 'batch*12')."""
     if isinstance(d, str):
-        return size_var(d)
+        names, factor = factors(d)
+        product: Expr = size_var(names[0])
+        for name in names[1:]:
+            product = BinaryOp("*", product, size_var(name))
+        return product if factor == 1 else BinaryOp("*", product, Constant(factor, int32))
     if isinstance(d, Expr):
         return d
+    return int(d)
+
+
+def shape_entry(d: Dim) -> int | str:
+    """A compute definition's shape entry as a tensor's shape holds it: an int, or a symbolic size's text (a
+    size variable's name, or the canonical text of a product of them and ints, see `stdlib_ops.dims`); a
+    ValueError for another expression."""
+    if isinstance(d, Var):
+        return d.name
+    if isinstance(d, Constant):
+        return int(d.value)
+    if isinstance(d, BinaryOp) and d.op == "*":
+        return dim_product([shape_entry(d.a), shape_entry(d.b)])
+    if isinstance(d, Expr):
+        raise ValueError(f"a tensor's size must be an int or a product of symbolic sizes and ints, got {d}")
     return int(d)
 
 

@@ -22,6 +22,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 import stdlib_ops as ops
+from stdlib_ops.dims import dim_product, factors, make_dim
 from stdlib_ops.tensor import Tensor
 
 Value = Tensor | np.ndarray
@@ -174,26 +175,36 @@ def known_array(value: Any, dtype: Any = np.int64) -> np.ndarray:
     return array
 
 
+def _exact_quotient(a: Any, b: Any) -> Any:
+    """The dimension a / b where it divides exactly for every value of the symbols, else None."""
+    (names_a, factor_a), (names_b, factor_b) = factors(a), factors(b)
+    if Counter(names_b) - Counter(names_a) or factor_b == 0 or factor_a % factor_b:
+        return None
+    return make_dim((Counter(names_a) - Counter(names_b)).elements(), factor_a // factor_b)
+
+
 def _symbolic(name: str, fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     """`fn` on dimensions, where a symbolic one (at least 1, value unknown) is kept only in the results that are
-    certain: x * 1, x + 0, x - 0, x / 1, x - x, x / x, max(x, 1), min(x, 1), max(x, x)."""
+    certain: products (x * 4 is the dimension 'x*4'), exact quotients (x*4 / 4), x + 0, x - 0, x - x,
+    max(x, 1), min(x, 1), max(x, x)."""
 
     def op(a: Any, b: Any) -> Any:
         if not (isinstance(a, str) or isinstance(b, str)):
             return fn(a, b)
         same = a == b
+        natural = all(isinstance(d, str) or d >= 0 for d in (a, b))
         rules = {
-            "Mul": a if b == 1 else b if a == 1 else None,
+            "Mul": dim_product([a, b]) if natural else None,
             "Add": a if b == 0 else b if a == 0 else None,
             "Sub": 0 if same else a if b == 0 else None,
-            "Div": 1 if same else a if b == 1 else None,
+            "Div": _exact_quotient(a, b) if natural else None,
             "Max": a if same or b == 1 else b if a == 1 else None,
             "Min": a if same else 1 if 1 in (a, b) else None,
         }
         result = rules.get(name)
         if result is None:
             raise ValueError(f"the shape computation {name}({a!r}, {b!r}) has no value as a dimension of "
-                             f"stdlib_ops (symbolic dimensions are kept whole)")
+                             f"stdlib_ops (a symbolic dimension is a product of names and an int)")
         return result
 
     return op
@@ -693,7 +704,8 @@ def range_(node: Node) -> list[Value]:
 
 
 def _reshape_target(node: Node, dims: tuple[Any, ...], target: list[Any]) -> list[Any]:
-    """Reshape's target with ONNX's rules: 0 copies the input's dimension (unless allowzero), -1 is inferred."""
+    """Reshape's target with ONNX's rules: 0 copies the input's dimension (unless allowzero); -1 is left to
+    `stdlib_ops.reshape` to infer."""
     out = []
     for k, d in enumerate(target):
         if isinstance(d, int) and d == 0 and not node.attr("allowzero", 0):
@@ -702,19 +714,7 @@ def _reshape_target(node: Node, dims: tuple[Any, ...], target: list[Any]) -> lis
                                 f"(input shape {list(dims)})")
             d = dims[k]
         out.append(d)
-    return _name_the_inferred(dims, out)
-
-
-def _name_the_inferred(dims: Sequence[Any], target: list[Any]) -> list[Any]:
-    """`target` with its -1 replaced by the input's one symbolic dimension that the target lacks, when the static
-    parts match (e.g. ('batch', 128, 1, 1) -> [-1, 128] is ['batch', 128])."""
-    if -1 not in target:
-        return target
-    lacking = Counter(d for d in dims if isinstance(d, str)) - Counter(d for d in target if isinstance(d, str))
-    fixed = [math.prod(d for d in shape if isinstance(d, int) and d != -1) for shape in (dims, target)]
-    if sum(lacking.values()) != 1 or fixed[0] != fixed[1]:
-        return target
-    return [next(iter(lacking)) if d == -1 else d for d in target]
+    return out
 
 
 @converts("Reshape")
@@ -726,25 +726,13 @@ def reshape(node: Node) -> list[Value]:
     return [ops.reshape(node.tensor(0), target)]
 
 
-def _merged(dims: Sequence[Any]) -> Any:
-    """The product of dimensions: an int, a symbol times 1, or None when it is not a dimension (symbols merged)."""
-    fixed = math.prod(d for d in dims if isinstance(d, int))
-    symbols = [d for d in dims if isinstance(d, str)]
-    if not symbols:
-        return fixed
-    return symbols[0] if len(symbols) == 1 and fixed == 1 else None
-
-
 @converts("Flatten")
 def flatten(node: Node) -> list[Value]:
     """The input as a matrix: the axes before `axis` merged into rows, the others into columns."""
     x = node.tensor(0)
     axis = node.attr("axis", 1)
     axis = axis + x.ndim if axis < 0 else axis
-    target = [_merged(x.shape[:axis]), _merged(x.shape[axis:])]
-    if target.count(None) == 2:
-        raise node.fail(f"flattening shape {list(x.shape)} at axis {axis} merges symbolic dimensions on both sides")
-    return [ops.reshape(x, [-1 if d is None else d for d in target])]
+    return [ops.reshape(x, [dim_product(x.shape[:axis]), dim_product(x.shape[axis:])])]
 
 
 @converts("Transpose")

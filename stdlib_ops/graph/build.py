@@ -25,6 +25,7 @@ from tqdm import tqdm
 from codegen import arrays
 from codegen.build import build_module
 from hidet_lang.ir.func import IRModule
+from stdlib_ops.dims import names_of
 from stdlib_ops.graph.compiled import CompiledGraph, Launch, Plan, Ref, TensorSpec
 from stdlib_ops.graph.decompose import decompose_for
 from stdlib_ops.graph.flow_graph import FlowGraph
@@ -190,7 +191,7 @@ def _plan(graph: FlowGraph, groups: Sequence[FusionGroup], launches: Sequence[tu
 
 
 def _check_sizes(graph: FlowGraph, launches: Sequence[Launch]) -> None:
-    known = {d for t in graph.inputs for d in t.shape if isinstance(d, str)}
+    known = {name for t in graph.inputs for d in t.shape for name in names_of(d)}
     for launch in launches:
         for role, name in launch.args:
             if role == "size" and name not in known:

@@ -16,6 +16,7 @@ import numpy as np
 
 from codegen import arrays
 from hidet_lang.ir.func import IRModule
+from stdlib_ops.dims import dim_value
 from stdlib_ops.graph.memory_plan import Shape, SlotKind
 from stdlib_ops.operators.base import shape_str
 from stdlib_ops.tensor import Tensor
@@ -32,7 +33,7 @@ class TensorSpec:
 
     def resolve(self, sizes: dict[str, int]) -> tuple[int, ...]:
         """The concrete shape for the symbolic dimensions' values `sizes`."""
-        return tuple(d if isinstance(d, int) else sizes[d] for d in self.shape)
+        return tuple(dim_value(d, sizes) for d in self.shape)
 
 
 @dataclass(frozen=True)

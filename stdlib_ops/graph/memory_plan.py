@@ -12,6 +12,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from stdlib_ops.dims import dim_product, factors
+
 Shape = tuple["int | str", ...]
 
 
@@ -27,8 +29,8 @@ class SlotKind:
     @staticmethod
     def of(shape: Shape, dtype: str) -> SlotKind:
         """The kind of a tensor of `shape` and `dtype`."""
-        factor = math.prod(d for d in shape if isinstance(d, int))
-        return SlotKind(dtype, factor, tuple(sorted(d for d in shape if isinstance(d, str))))
+        names, factor = factors(dim_product(shape))
+        return SlotKind(dtype, factor, names)
 
     def elements(self, sizes: Mapping[str, int]) -> int:
         """The number of elements for the symbolic dimensions' values `sizes`."""

@@ -21,7 +21,7 @@ from stdlib_ops.operators.base import (
     result_dtype,
     same_shape_inverse,
 )
-from stdlib_ops.tensor import Tensor
+from stdlib_ops.tensor import Tensor, asarray
 
 
 def _map(name: str, inputs: list[Tensor], out_dtype: str, fn: Callable[..., Expr],
@@ -197,8 +197,13 @@ not_equal = _comparison("not_equal", "!=")
 
 
 def where(cond: Any, a: Any, b: Any) -> Tensor:
-    """`a` where `cond` is true, else `b`, broadcast together."""
-    c, x, y = as_tensors("where", cond, a, b)
+    """`a` where `cond` is true, else `b`, broadcast together (a Python scalar among them takes the dtype numpy
+    gives it next to the other value, not next to the condition)."""
+    (c,) = as_tensors("where", cond)
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        x, y = as_tensors("where", a, b)
+    else:
+        x, y = (asarray(np.asarray(v), device=c.device) for v in (a, b))
     out = result_dtype(x.dtype, y.dtype)
     return _map("where", [c, x, y], out,
                 lambda p, q, r: IfThenElse(cast_to(p, boolean), cast_to(q, out), cast_to(r, out)))

@@ -3,12 +3,13 @@ concat, stack, split, slicing (`tensor[...]`), take, pad."""
 
 from __future__ import annotations
 
-import math
+from collections import Counter
 from typing import Any
 
 from hidet_lang.ir.expr import BinaryOp, Constant, Expr, IfThenElse, Intrinsic, Var, convert
 from hidet_lang.ir.types import int32
 from stdlib_ops.compute import as_dim, cast_to, compute
+from stdlib_ops.dims import dim_product, factors, make_dim
 from stdlib_ops.operators.base import (
     apply,
     as_tensors,
@@ -58,8 +59,8 @@ def _inverse(rank: int, out_index: Any) -> Any:
 
 def reshape(x: Tensor, shape: Any) -> Tensor:
     """The same elements in row-major order with a new shape (one entry may be -1). With symbolic dimensions, the
-    new shape has the same symbols as the old (each as often) and the product of its fixed sizes matches: e.g.
-    ('batch', 128, 768) -> ('batch', 128, 12, 64) or ('batch', -1, 64); a symbol cannot be split or merged."""
+    new shape holds as many elements for every value of the symbols: ('batch', 128, 768) -> ('batch', 128, 12, 64),
+    ('batch', -1, 64) or (-1, 768) (that is, ('batch*128', 768)); a symbol cannot be split."""
     (x,) = as_tensors("reshape", x)
     shape = [shape] if isinstance(shape, (int, str)) else list(shape)
     if shape.count(-1) > 1:
@@ -73,30 +74,18 @@ def reshape(x: Tensor, shape: Any) -> Tensor:
 
 
 def _reshaped(old: tuple, shape: list) -> tuple:
-    """`shape` with its -1 worked out, checked to hold as many elements as `old` for every value of the symbols."""
-    def fixed(dims: Any) -> int:
-        return math.prod(d for d in dims if not isinstance(d, str) and d != -1)
-
-    symbols = sorted(d for d in old if isinstance(d, str))
-    if sorted(d for d in shape if isinstance(d, str)) != symbols:
-        what = f"the symbolic shape {shape_str(old)}" if symbols else f"an array of shape {shape_str(old)}"
-        raise ValueError(f"reshape: cannot reshape {what} into shape {tuple(shape)}: a symbolic dimension is "
-                         f"kept whole (the same symbols, each as often, on both sides)")
-    size, known = fixed(old), fixed(shape)
+    """`shape` with its -1 worked out, checked to hold as many elements as `old` for every value of the symbols
+    (a symbolic size may merge with others or with fixed sizes, e.g. ('batch', 12, 64) -> ('batch*12', 64))."""
+    names, size = factors(dim_product(old))
+    known_names, known = factors(dim_product(d for d in shape if d != -1))
+    missing = Counter(names) - Counter(known_names)
     if -1 in shape:
-        if known == 0 or size % known:
-            raise ValueError(f"reshape: cannot reshape array of size {_size_text(old)} into shape {tuple(shape)}")
-        shape[shape.index(-1)] = size // known
-    elif known != size:
-        raise ValueError(f"reshape: cannot reshape array of size {_size_text(old)} into shape {tuple(shape)}")
+        if Counter(known_names) - Counter(names) or known == 0 or size % known:
+            raise ValueError(f"reshape: cannot reshape array of size {dim_product(old)} into shape {tuple(shape)}")
+        shape[shape.index(-1)] = make_dim(missing.elements(), size // known)
+    elif known_names != names or known != size:
+        raise ValueError(f"reshape: cannot reshape array of size {dim_product(old)} into shape {tuple(shape)}")
     return tuple(shape)
-
-
-def _size_text(shape: tuple) -> str:
-    """The number of elements of `shape`: an int, or a product such as `batch*1536` with symbols."""
-    fixed = math.prod(d for d in shape if not isinstance(d, str))
-    symbols = [d for d in shape if isinstance(d, str)]
-    return "*".join([*symbols, str(fixed)]) if symbols else str(fixed)
 
 
 def transpose(x: Tensor, axes: Any = None) -> Tensor:
@@ -181,7 +170,7 @@ def flatten(x: Tensor, start_axis: int = 0, end_axis: int = -1) -> Tensor:
     if x.ndim == 0:
         return reshape(x, [1])
     s, e = normalize_axis("flatten", start_axis, x.ndim), normalize_axis("flatten", end_axis, x.ndim)
-    return reshape(x, [*x.shape[:s], math.prod(x.shape[s:e + 1]), *x.shape[e + 1:]])
+    return reshape(x, [*x.shape[:s], dim_product(x.shape[s:e + 1]), *x.shape[e + 1:]])
 
 
 def concat(tensors: Any, axis: int = 0) -> Tensor:

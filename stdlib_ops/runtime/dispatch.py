@@ -15,7 +15,7 @@ from typing import Any
 
 from codegen import arrays
 from codegen.arguments import array_address
-from hidet_lang.ir.expr import Expr, Var
+from stdlib_ops.compute import shape_entry
 from stdlib_ops.runtime.kernels import KERNELS, KernelCache, target_of
 from stdlib_ops.task import Task
 from stdlib_ops.tensor import Tensor
@@ -25,15 +25,7 @@ OutSpec = tuple[tuple[Any, ...], str]
 
 def output_specs(task: Task) -> list[OutSpec]:
     """The (shape, dtype) of each output of `task`; symbolic dimensions as strings."""
-    return [(tuple(_dim(d) for d in out.shape), out.dtype.numpy_name) for out in task.outputs]
-
-
-def _dim(d: Any) -> Any:
-    if isinstance(d, Var):
-        return d.name
-    if isinstance(d, Expr):
-        return str(d)
-    return int(d)
+    return [(tuple(shape_entry(d) for d in out.shape), out.dtype.numpy_name) for out in task.outputs]
 
 
 def kernel_argument(t: Tensor) -> Any:

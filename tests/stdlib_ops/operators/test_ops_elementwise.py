@@ -86,6 +86,17 @@ def test_where(device: str, c: np.ndarray, a: np.ndarray, b: np.ndarray) -> None
     np.testing.assert_array_equal(run(ops.where, c, a, b, device=device), np.where(c, a, b))
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_scalar_in_where_takes_its_dtype_from_the_other_value(device: str) -> None:
+    cond = ops.asarray(np.array([True, False, True]), device=device)
+    values = ops.asarray(np.array([1.5, 2.5, 3.5], np.float32), device=device)
+    for got, want in ((ops.where(cond, values, 0.0), np.where(cond.numpy(), values.numpy(), np.float32(0))),
+                      (ops.where(cond, 7, values), np.where(cond.numpy(), np.float32(7), values.numpy())),
+                      (ops.where(cond, 1.0, 2), np.where(cond.numpy(), 1.0, 2))):
+        assert got.dtype == want.dtype.name
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
 # operand dtype pairs whose numpy result dtype differs from both or promotes (int with float, mixed widths, ...)
 DTYPE_PAIRS = [("int32", "float32"), ("int8", "int16"), ("float16", "float32"), ("bool", "int8"),
                ("uint8", "int8"), ("int32", "int32")]

@@ -1,0 +1,188 @@
+"""Whole models on the CPU: ResNet-18 (224x224 images) and a BERT-base encoder stack (sequence 128), batch 1 and 8,
+with random weights, run by hidet-lang (`torch.compile(model, backend="hidet_lang")`), torch eager, `torch.compile`
+with its default backend (Inductor) and ONNX Runtime (the model exported by `torch.onnx.export`), two threads each.
+
+Every contender's outputs are checked against torch eager first. The contenders then take turns (`timing.in_turns`:
+three passes of consecutive runs each, medians), and the table gives each one's median time and the ratio of its
+time to ours (above 1: hidet-lang is faster). Then the cold compile time of ours and of Inductor (each in a fresh
+process with an empty cache: from `torch.compile` to the first result), the warm start (a fresh process whose
+caches hold the kernels) and, for ours, loading a saved compiled graph (`CompiledGraph.save`, `stdlib_ops.load`)
+and running it in a fresh process.
+
+Run: python examples/benchmarks/models.py (`--quick`: small inputs and two layers, a smoke run of the script)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+THREADS = 2
+OPENBLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+if __name__ == "__main__" and any(name in os.environ for name in OPENBLAS_OVERRIDES):  # before numpy loads OpenBLAS
+    os.execve(sys.executable, [sys.executable, *sys.argv],
+              {k: v for k, v in os.environ.items() if k not in OPENBLAS_OVERRIDES})
+os.environ["OMP_NUM_THREADS"] = str(THREADS)  # our kernels' OpenMP and torch's, read when they load
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from timing import in_turns  # noqa: E402 - examples/benchmarks/timing.py, beside this script
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # examples/, for the model builders
+from torch_models import bert, onnx_bytes, outputs_of, resnet18  # noqa: E402
+
+RUNS = 6
+"""Timed runs of each contender per case (in three passes); the median is reported."""
+
+CONTENDERS = ("hidet-lang", "torch eager", "Inductor", "ONNX Runtime")
+
+
+def cases(quick: bool) -> dict[str, Callable[[int], tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]]:
+    """The models by label, each a function of the batch size giving the model and its inputs."""
+    if quick:
+        return {"ResNet-18 64x64": lambda b: resnet18(b, size=64),
+                "BERT 2 layers, width 64, seq 32": lambda b: bert(b, sequence=32)}
+    return {"ResNet-18 224x224": lambda b: resnet18(b, size=224),
+            "BERT-base 12 layers, seq 128": lambda b: bert(b, sequence=128, hidden=768, layers=12, heads=12)}
+
+
+def onnx_runtime(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> Callable[[], list[np.ndarray]]:
+    """The model exported to ONNX and run by ONNX Runtime on `THREADS` threads."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = THREADS, 1
+    session = onnxruntime.InferenceSession(onnx_bytes(model, inputs, dynamic_batch=False), options,
+                                           providers=["CPUExecutionProvider"])
+    feed = {i.name: t.numpy() for i, t in zip(session.get_inputs(), inputs)}
+    return lambda: session.run(None, feed)
+
+
+def contenders(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> dict[str, Callable[[], object]]:
+    """A call of the model by each contender (compiled on the first call)."""
+    ours = torch.compile(model, backend="hidet_lang")
+    inductor = torch.compile(model)
+    return {"hidet-lang": lambda: ours(*inputs), "torch eager": lambda: model(*inputs),
+            "Inductor": lambda: inductor(*inputs), "ONNX Runtime": onnx_runtime(model, inputs)}
+
+
+def as_arrays(result: object) -> list[np.ndarray]:
+    """A contender's outputs as numpy arrays (ONNX Runtime gives them already)."""
+    if isinstance(result, list) and all(isinstance(r, np.ndarray) for r in result):
+        return result
+    return [t.detach().numpy() for t in outputs_of(result)]
+
+
+def check(name: str, got: list[np.ndarray], want: list[np.ndarray]) -> None:
+    """`got` within f32 rounding of torch eager's outputs (1e-4 of each output's largest magnitude: the sums of up
+    to 4608 products per layer rounded in another order), or an AssertionError naming the contender."""
+    assert len(got) >= len(want), f"{name}: {len(got)} outputs, torch eager {len(want)}"
+    for k, (g, w) in enumerate(zip(got, want)):
+        error = float(np.abs(g - w).max())
+        assert error <= 1e-4 * float(np.abs(w).max()), f"{name} output {k} differs from torch eager by {error}"
+
+
+def time_case(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], runs: int) -> dict[str, float]:
+    """Each contender's median seconds per call, after checking its outputs against torch eager's."""
+    calls = contenders(model, inputs)
+    want = as_arrays(calls["torch eager"]())
+    for name, call in calls.items():
+        check(name, as_arrays(call()), want)
+    samples = in_turns(calls, runs)
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
+# ------------------------------------------------------------------------------------- compile and start times
+def child_seconds(*args: str, cache: str) -> float:
+    """Seconds a fresh process of this script (`--child ...`) reports, with `cache` as every compiler's cache."""
+    env = {**os.environ, "HIDET_LANG_CACHE_DIR": f"{cache}/hidet_lang", "TORCHINDUCTOR_CACHE_DIR": f"{cache}/inductor"}
+    done = subprocess.run([sys.executable, __file__, "--child", *args], capture_output=True, text=True, env=env,
+                          check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"the child run {args} failed:\n{done.stdout[-2000:]}{done.stderr[-4000:]}")
+    return float(json.loads(done.stdout.strip().splitlines()[-1])["seconds"])
+
+
+def start_times(label: str, batch: int, quick: bool) -> dict[str, float]:
+    """Cold compile and warm start of ours and Inductor's, and the load-and-run of our saved graph, in seconds."""
+    times = {}
+    with tempfile.TemporaryDirectory(prefix="models_bench_") as cache:
+        for backend in ("hidet_lang", "inductor"):
+            common = ("compile", backend, label, str(batch), "quick" if quick else "full")
+            times[f"{backend} cold"] = child_seconds(*common, cache=cache)
+            times[f"{backend} warm"] = child_seconds(*common, cache=cache)
+        saved = f"{cache}/model.hlgraph"
+        child_seconds("save", "hidet_lang", label, str(batch), "quick" if quick else "full", saved, cache=cache)
+        times["saved graph"] = child_seconds("load", "hidet_lang", label, str(batch), "quick" if quick else "full",
+                                             saved, cache=cache)
+    return times
+
+
+def child(args: list[str]) -> None:
+    """In a fresh process: time one start (`compile`: torch.compile to the first result; `save`: build our graph
+    through ONNX import and save it; `load`: load the saved graph and run it) and print the seconds as JSON."""
+    import stdlib_ops as ops
+
+    what, backend, label, batch, size, *rest = args
+    model, inputs = cases(size == "quick")[label](int(batch))
+    torch.set_num_threads(THREADS)
+    start = time.perf_counter()
+    with torch.no_grad():
+        if what == "compile":
+            torch.compile(model, backend=backend)(*inputs)
+        elif what == "save":
+            import onnx
+
+            graph = ops.optimize(ops.from_onnx(onnx.load_from_string(onnx_bytes(model, inputs, dynamic_batch=False))))
+            graph.build("cpu").save(rest[0])
+        else:
+            ops.load(rest[0])(*[t.numpy() for t in inputs])
+    print(json.dumps({"seconds": time.perf_counter() - start}))
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(sys.argv[2:])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small models and inputs (a smoke run)")
+    args = parser.parse_args()
+    torch.set_num_threads(THREADS)
+    print(f"{THREADS} threads each; torch {torch.__version__}")
+    header = f"{'case':38} | {'ours ms':>9}" + "".join(f" | {name + ' ms':>15} | {'ratio':>5}" for name in
+                                                        CONTENDERS[1:])
+    print(header + "\n" + "-" * len(header))
+    starts = {}
+    with torch.no_grad():
+        for label, make in cases(args.quick).items():
+            for batch in (1, 8):
+                torch._dynamo.reset()
+                times = time_case(*make(batch), 2 if args.quick else RUNS)
+                ours = times["hidet-lang"]
+                line = f"{label + f', batch {batch}':38} | {ours * 1e3:9.2f}"
+                line += "".join(f" | {times[name] * 1e3:15.2f} | {times[name] / ours:5.2f}" for name in CONTENDERS[1:])
+                print(line, flush=True)
+            starts[label] = start_times(label, 1, args.quick)
+    print("\nratio: contender time / ours (above 1: hidet-lang is faster); every contender's outputs matched torch "
+          "eager first\n")
+    print(f"{'start (batch 1), seconds':38} | {'ours cold':>9} | {'Inductor cold':>13} | {'ours warm':>9} | "
+          f"{'Inductor warm':>13} | {'load saved graph':>16}")
+    for label, t in starts.items():
+        print(f"{label:38} | {t['hidet_lang cold']:9.1f} | {t['inductor cold']:13.1f} | {t['hidet_lang warm']:9.2f} | "
+              f"{t['inductor warm']:13.2f} | {t['saved graph']:16.3f}")
+    print("\ncold: a fresh process with empty caches, from torch.compile to the first result; warm: the same with the "
+          "caches the cold run left; load saved graph: stdlib_ops.load of the graph built through ONNX, and its first "
+          "run")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""The `torch.compile` backend: `torch.compile(model, backend="hidet_lang")` (registered at install through the
+`torch_dynamo_backends` entry point) or `torch.compile(model, backend=hidet_lang_backend)`.
+
+Dynamo hands the backend each FX graph it captures with example inputs; the backend converts it (`torch_fx`),
+optimizes it (`stdlib_ops.optimize`), builds it once and returns a callable that takes the graph's arguments (torch
+tensors, the lifted parameters and sizes included, as Dynamo passes them) and returns torch tensors in the graph's
+output structure. CPU tensors go in and come out without copies (DLPack); on the 'cuda' target the inputs are
+copied to the device (the CUDA emulator when there is no GPU) and the outputs back to the inputs' torch device.
+The compiled graph computes values only (inference): its outputs carry no autograd history.
+
+Options (`torch.compile(..., options={...})`, which torch passes on as the keyword argument `options`):
+`target` ('cpu' or 'cuda'; by default the example inputs' device), `tune` (bool: tune the templates' schedules
+for this machine before building), `mode` (torch's modes: 'default', 'reduce-overhead', 'max-autotune' and
+'max-autotune-no-cudagraphs', the last two meaning tune=True). torch passes `torch.compile(..., mode=...)` as the
+keyword argument `mode`, and never both `mode` and `options`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import fx
+from torch.utils import _pytree as pytree
+
+import stdlib_ops as ops
+from stdlib_ops.frontends.torch_fx import SOURCE, FxConversion, from_fx
+from stdlib_ops.graph.compiled import CompiledGraph
+
+MODES = {"default": False, "reduce-overhead": False, "max-autotune": True, "max-autotune-no-cudagraphs": True}
+OPTIONS = ("target", "tune", "mode")
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """What the backend was asked for: `target` (None: from the example inputs) and `tune`."""
+
+    target: str | None = None
+    tune: bool = False
+
+
+def parse_options(options: dict[str, Any] | None = None, mode: str | None = None) -> BackendOptions:
+    """The backend's options from torch.compile's `options` dict and `mode`; ValueError for anything else."""
+    given = dict(options or {})
+    unknown = sorted(set(given) - set(OPTIONS))
+    if unknown:
+        raise ValueError(f"{SOURCE}: unknown option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
+                         f"the options are {', '.join(map(repr, OPTIONS))}")
+    mode = given.get("mode", mode) or "default"
+    if mode not in MODES:
+        raise ValueError(f"{SOURCE}: unknown mode {mode!r}; the modes are {', '.join(map(repr, MODES))}")
+    target = given.get("target")
+    if target is not None and (not isinstance(target, str) or target.split(":", 1)[0] not in ("cpu", "cuda")):
+        raise ValueError(f"{SOURCE}: option 'target' must be 'cpu' or 'cuda', got {target!r}")
+    tune = given.get("tune", MODES[mode])
+    if not isinstance(tune, bool):
+        raise ValueError(f"{SOURCE}: option 'tune' must be True or False, got {tune!r}")
+    return BackendOptions(target, tune)
+
+
+def hidet_lang_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> CompiledFxGraph:
+    """The `torch.compile` backend: `gm` converted, optimized and built once; the callable Dynamo runs in its
+    place. Keyword arguments: `options` (a dict, see the module docstring) and `mode`, as torch.compile passes
+    them."""
+    unexpected = sorted(set(kwargs) - {"options", "mode"})
+    if unexpected:
+        raise TypeError(f"{SOURCE}: unexpected keyword argument{'s' if len(unexpected) > 1 else ''} "
+                        f"{', '.join(unexpected)} (torch.compile passes options=... and mode=...)")
+    settings = parse_options(kwargs.get("options"), kwargs.get("mode"))
+    target = settings.target or default_target(example_inputs)
+    device = "cuda" if target.startswith("cuda") else "cpu"
+    conversion = from_fx(gm, example_inputs, device)
+    compiled = None
+    if conversion.graph is not None:
+        graph = ops.optimize(conversion.graph)
+        if settings.tune:
+            ops.tune(graph, target, sizes=example_sizes(conversion, example_inputs))
+        compiled = graph.build(target)
+    return CompiledFxGraph(conversion, compiled, torch_device(example_inputs, conversion.input_positions))
+
+
+def default_target(example_inputs: Sequence[Any]) -> str:
+    """'cuda' when an example input is a CUDA tensor, else 'cpu'."""
+    cuda = any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in example_inputs)
+    return "cuda" if cuda else "cpu"
+
+
+def torch_device(example_inputs: Sequence[Any], positions: Sequence[int]) -> torch.device:
+    """The torch device the outputs go to: the user's first input tensor's (the CPU without one)."""
+    for p in positions:
+        return example_inputs[p].device
+    return torch.device("cpu")
+
+
+def example_sizes(conversion: FxConversion, example_inputs: Sequence[Any]) -> dict[str, int]:
+    """The value each symbolic size has in the example inputs (what tuning times the kernels at)."""
+    return {name: int(example_inputs[p].shape[axis]) for name, (p, axis) in conversion.size_sources.items()}
+
+
+class CompiledFxGraph:
+    """An FX graph compiled by stdlib_ops, called as the FX graph is: every placeholder's argument in order (the
+    user's tensors, and the lifted parameters and sizes, which the compiled graph holds already or reads from the
+    tensors' shapes); returns torch tensors in the FX graph's output structure."""
+
+    def __init__(self, conversion: FxConversion, compiled: CompiledGraph | None, device: torch.device) -> None:
+        self.conversion = conversion
+        self.compiled = compiled
+        self.device = device
+
+    @property
+    def kernels(self) -> list[str]:
+        """The kernels launched per call."""
+        return self.compiled.kernels if self.compiled is not None else []
+
+    def __call__(self, *args: Any) -> Any:
+        conversion = self.conversion
+        results: Any = ()
+        if self.compiled is not None:
+            results = self.compiled(*[_runtime_input(args[p]) for p in conversion.input_positions])
+            results = results if isinstance(results, tuple) else (results,)
+        leaves = [self._leaf(kind, what, args, results) for kind, what in conversion.outputs]
+        return pytree.tree_unflatten(leaves, conversion.out_spec)
+
+    def _leaf(self, kind: str, what: Any, args: Sequence[Any], results: Sequence[Any]) -> Any:
+        if kind == "graph":
+            out = to_torch(results[what])
+            return out if self.device.type == "cpu" else out.to(self.device)
+        if kind == "arg":
+            return args[what]
+        if kind == "size":
+            position, axis = self.conversion.size_sources[what]
+            return int(args[position].shape[axis])
+        return what
+
+
+def to_torch(t: ops.Tensor) -> torch.Tensor:
+    """A compiled graph's output as a torch CPU tensor: a view of its memory where it is in host memory (the CPU,
+    the CUDA emulator), a copy from the device otherwise."""
+    if t.storage is not None and getattr(t.storage, "on_gpu", False):
+        return torch.from_numpy(t.numpy())
+    return torch.from_dlpack(t)
+
+
+def _runtime_input(t: Any) -> Any:
+    """A torch tensor as the compiled graph takes it: itself on the CPU (read through DLPack, no copy), a CPU copy
+    of a tensor on another device; without autograd history."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{SOURCE}: the compiled graph takes tensors for its inputs, got {type(t).__name__}")
+    t = t.detach()
+    return t if t.device.type == "cpu" else t.cpu()
