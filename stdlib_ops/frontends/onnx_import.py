@@ -1,16 +1,18 @@
 """`from_onnx`: an ONNX model (opset 13 up to the newest the installed `onnx` knows) as a `FlowGraph`.
 
 The graph's inputs (those that are not initializers) become symbolic tensors named as in the model, with string
-dimensions for the model's named (`dim_param`) or unnamed ones; initializers and Constant nodes are constants.
-The nodes are converted in order by the table of `onnx_ops`, shape computations evaluated while importing. A
-model with operators the table lacks fails at once with one error that lists them all, with counts and the nodes
-that use them. Where the model declares (or shape inference finds) an output's type, the converted value is
-checked against it, so a conversion that would compute something else stops at the node that caused it.
+dimensions for the model's named (`dim_param`, made into identifiers) or unnamed ones; initializers and Constant
+nodes are constants. The nodes are converted in order by the table of `onnx_ops`, shape computations evaluated
+while importing. A model with operators the table lacks fails at once with one error that lists them all, with
+counts and the nodes that use them. Where the model declares (or shape inference finds) an output's type, the
+converted value is checked against it, so a conversion that would compute something else stops at the node that
+caused it.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -86,6 +88,12 @@ def _lacks_value_info(graph: onnx.GraphProto) -> bool:
     return not graph.value_info and any(name not in outputs for node in graph.node for name in node.output)
 
 
+def _dim_name(text: str) -> str:
+    """A model's name for a dimension as a symbolic dimension's name (an identifier: other characters become `_`)."""
+    name = re.sub(r"\W", "_", text)
+    return name if name.isidentifier() else f"d_{name}"
+
+
 def _numpy_dtype(elem_type: int) -> str:
     return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name
 
@@ -130,7 +138,7 @@ class _Importer:
             if not tensor_type.HasField("shape"):
                 raise ValueError(f"from_onnx: input {info.name!r} has no shape; give one with input_shapes")
             shape = [d.dim_value if d.HasField("dim_value") else
-                     d.dim_param if d.HasField("dim_param") else f"{info.name}_{k}"
+                     _dim_name(d.dim_param if d.HasField("dim_param") else f"{info.name}_{k}")
                      for k, d in enumerate(tensor_type.shape.dim)]
         return ops.symbol(shape, _numpy_dtype(tensor_type.elem_type))
 

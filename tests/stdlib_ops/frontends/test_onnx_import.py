@@ -84,16 +84,6 @@ def _dynamic_reshape_model() -> onnx.ModelProto:
     return make_model(nodes, {"x": np.zeros((2, 6), np.float32)}, initializers=inits, shapes={"x": ["batch", 6]})
 
 
-def _reshapes_symbolic_shapes() -> bool:
-    """Whether stdlib_ops.reshape takes a symbolic shape to another one with the same symbols."""
-    try:
-        ops.reshape(ops.symbol(["batch", 6]), ["batch", 2, 3])
-    except ValueError:
-        return False
-    return True
-
-
-@pytest.mark.skipif(not _reshapes_symbolic_shapes(), reason="needs stdlib_ops.reshape of symbolic shapes")
 @settings(max_examples=3, deadline=None)
 @given(batches=st.lists(st.integers(1, 9), min_size=2, max_size=2, unique=True))
 def test_one_compiled_graph_serves_every_batch_size(batches: list[int]) -> None:
@@ -116,6 +106,15 @@ def test_unnamed_dimensions_get_names_and_input_shapes_override_them() -> None:
     assert ops.from_onnx(model, input_shapes={"x": [4, 3]}).inputs[0].shape == (4, 3)
     with pytest.raises(ValueError, match=r"input_shapes names \['z'\], which are not inputs of the model"):
         ops.from_onnx(model, input_shapes={"z": [1]})
+
+
+def test_dimension_names_that_are_not_identifiers_are_made_into_identifiers() -> None:
+    inputs = {"input.1": np.zeros((2, 3), np.float32)}
+    model = make_model([node("Relu", ["input.1"], ["y"])], inputs, shapes={"input.1": ["batch size", None]})
+    graph = ops.from_onnx(model)
+    assert graph.inputs[0].shape == ("batch_size", "input_1_1") and graph.input_names == ["input.1"]
+    x = np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32)
+    np.testing.assert_array_equal(ops.optimize(graph).build("cpu")(x).numpy(), np.maximum(x, 0))
 
 
 # ---- what is refused, and how ----------------------------------------------------------------------------------
