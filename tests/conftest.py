@@ -1,6 +1,6 @@
 """Suite-wide settings: every module a test lowers has its IR verified after every pipeline step; every CUDA
 module built by a test is also compiled to cubin for sm_80 and sm_90 and checked; tests marked `gpu` are skipped
-where no CUDA GPU is usable."""
+where no CUDA GPU is usable; the hypothesis profile is `$HYPOTHESIS_PROFILE` (`default`, or `thorough`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,11 @@ import os
 
 import pytest
 
+from hidet_lang.testing import load_profile
+
 os.environ.setdefault("HIDET_LANG_VERIFY_IR", "1")
 os.environ.setdefault("HIDET_LANG_VERIFY_CUBINS", "sm_80,sm_90")
+load_profile()  # HYPOTHESIS_PROFILE=thorough: ten times the examples (tests count them with example_count)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 import hidet_lang as hidet
 import hidet_lang.testing
 from hidet_lang import attrs, f32, i32
+from hidet_lang.testing import example_count
 
 
 def test_section_1_a_cpu_function() -> None:
@@ -118,7 +119,7 @@ def test_section_3_task_mappings() -> None:
     assert total[0] == 0.0  # written by thread 0 (it held 1.0 before)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=example_count(20), deadline=None)
 @given(hidet.testing.arrays(dtype="float32", shape=hidet.testing.shapes(min_dims=1, max_dims=3)))
 def test_section_5_strategies_and_check_kernel(x: np.ndarray) -> None:
     size = x.size

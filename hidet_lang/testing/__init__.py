@@ -6,6 +6,8 @@ This package is a test extra: it imports hypothesis, and ``import hidet_lang`` n
   strategies (``hidet_lang.testing.strategies``);
 - ``check_kernel(module, reference, *args)``: runs a built module and a numpy reference on copies of the
   same inputs and reports the first mismatching index (``hidet_lang.testing.check``);
+- ``example_count(n)`` and ``load_profile()``: hypothesis profiles, ``default`` and ``thorough`` (ten times the
+  examples), and a test's example count scaled by the loaded one (``hidet_lang.testing.profiles``);
 - ``task_recorder(mapping, workers)``: a script function recording the tasks each worker visits, to check a
   mapping's lowering against its Python-side semantics (``hidet_lang.testing.mappings``);
 - fuzzing: ``programs()`` draws well-typed kernels as source text (``hidet_lang.testing.programs``);
@@ -34,6 +36,7 @@ from hidet_lang.testing.frontend_fuzz import check_mutants
 from hidet_lang.testing.interpret import run_function
 from hidet_lang.testing.mappings import task_recorder
 from hidet_lang.testing.mutate import mutate
+from hidet_lang.testing.profiles import example_count, load_profile
 from hidet_lang.testing.programs import Program, load_module, module_source, programs
 from hidet_lang.testing.strategies import (
     DTYPE_KINDS,
@@ -55,8 +58,10 @@ __all__ = [
     "default_tolerances",
     "draw_examples",
     "dtypes",
+    "example_count",
     "int_bound",
     "load_module",
+    "load_profile",
     "module_source",
     "mutate",
     "program_inputs",

@@ -26,7 +26,7 @@ from hidet_lang.cuda import (
     syncthreads_count,
     threadIdx,
 )
-from hidet_lang.testing import arrays
+from hidet_lang.testing import arrays, example_count
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -45,7 +45,7 @@ with hidet.script_module() as vec_module:
 vec = vec_module.build()
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=example_count(25), deadline=None)
 @given(arrays("float32", st.integers(1, 700).map(lambda n: (2, n))))
 def test_vector_add(ab: np.ndarray) -> None:
     a, b = ab
@@ -139,7 +139,7 @@ with hidet.script_module() as hist_module:
             atomic_add(~total[0], 0.5)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=example_count(15), deadline=None)
 @given(arrays("int32", st.integers(1, 500).map(lambda n: (n,)), elements=st.integers(0, 1000)))
 def test_atomic_histogram(values: np.ndarray) -> None:
     hist, total = np.zeros(16, np.int32), np.zeros(1, np.float32)

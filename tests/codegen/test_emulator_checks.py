@@ -15,7 +15,7 @@ from codegen.cuda_backend import backend
 from hidet_lang import attrs, f32, i32, register_tensor
 from hidet_lang.cuda import shared_tensor, syncthreads, threadIdx
 from hidet_lang.ir.mapping import TaskMapping
-from hidet_lang.testing import task_mappings, task_recorder
+from hidet_lang.testing import example_count, task_mappings, task_recorder
 
 pytestmark = pytest.mark.skipif(backend() != "emulator", reason="the planted bugs are the emulator's to catch")
 
@@ -175,7 +175,7 @@ def build_mapping_recorder(m: TaskMapping):
     return module.build(), (threads, per, nd)
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=example_count(6), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(task_mappings(max_workers=64, max_dims=3, max_task_extent=4, max_tasks=128))
 def test_random_mapping_kernels_on_the_emulator_match_the_semantics(m: TaskMapping) -> None:
     built, shape = build_mapping_recorder(m)

@@ -25,7 +25,7 @@ from hidet_lang.cuda import (
     threadIdx,
 )
 from hidet_lang.errors import DSLTypeError, DSLValueError
-from hidet_lang.testing import arrays
+from hidet_lang.testing import arrays, example_count
 
 # The PTX fragment layouts of mma.m16n8k16 (f16 A row-major, f16 B column-major, f32 C), per lane l with
 # g = l / 4 and t = l % 4; element e of a lane's f16 fragment is the half (e % 2) of 32-bit register e / 2.
@@ -194,7 +194,7 @@ def check_mma(a: np.ndarray, b: np.ndarray, c0: np.ndarray, c: np.ndarray) -> No
     assert (err <= 16 * 2.0**-24 * bound + 1e-30).all(), f"max error {err.max()} (bound {bound.max()})"
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=example_count(8), deadline=None)
 @given(halves, arrays("float16", st.just((16, 8))), arrays("float32", st.just((16, 8))))
 def test_mma_from_global_fragments_matches_numpy(a: np.ndarray, b: np.ndarray, c0: np.ndarray) -> None:
     c = c0.copy()
@@ -202,7 +202,7 @@ def test_mma_from_global_fragments_matches_numpy(a: np.ndarray, b: np.ndarray, c
     check_mma(a, b, c0, c)
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=example_count(8), deadline=None)
 @given(halves, arrays("float16", st.just((16, 8))), arrays("float32", st.just((16, 8))))
 def test_mma_with_a_loaded_by_ldmatrix_matches_numpy(a: np.ndarray, b: np.ndarray, c0: np.ndarray) -> None:
     c = c0.copy()
@@ -221,7 +221,7 @@ def test_mma_distinguishes_every_element() -> None:
         np.testing.assert_array_equal(c, c0 + a.astype(np.float32) @ b.astype(np.float32))  # small integers: exact
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=example_count(6), deadline=None)
 @given(arrays("uint16", st.just((32, 8)), elements=st.integers(0, 0x7BFF)), st.permutations(list(range(32))))
 def test_ldmatrix_x4_fragment_layout(bits: np.ndarray, perm: list[int]) -> None:
     rows = np.array(perm, np.int32)

@@ -19,6 +19,7 @@ from test_cpu_vectors import LANES, _machine_has, _ops
 
 import hidet_lang as hidet
 from hidet_lang import attrs, f32, i32, register_tensor
+from hidet_lang.testing import example_count
 
 MAX_ULPS = 1
 """The documented bound of the vector exp, for normal and subnormal results alike."""
@@ -113,7 +114,7 @@ def test_special_values_and_the_edges_of_the_range(lanes: int) -> None:
 
 
 @pytest.mark.parametrize("lanes", LANES)
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=example_count(30), deadline=None)
 @given(x=hnp.arrays(np.float32, st.integers(1, 70), elements=st.one_of(
     st.floats(width=32), st.floats(-110, 95, width=32))))
 def test_drawn_values_are_within_one_ulp(lanes: int, x: np.ndarray) -> None:

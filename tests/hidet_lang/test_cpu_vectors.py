@@ -18,6 +18,7 @@ from hypothesis.extra import numpy as hnp
 import hidet_lang as hidet
 from hidet_lang import address, attrs, cast, f32, i32, register_tensor
 from hidet_lang import cpu as V
+from hidet_lang.testing import example_count
 
 LANES = (4, 8, 16)
 ODD_SIZES = (1, 7, 33, 257)
@@ -138,7 +139,7 @@ def _floats(n: int) -> st.SearchStrategy[np.ndarray]:
 
 
 sizes = st.one_of(st.sampled_from(ODD_SIZES), st.integers(1, 300))
-examples = settings(max_examples=20, deadline=None)
+examples = settings(max_examples=example_count(20), deadline=None)
 
 
 @pytest.mark.parametrize("lanes", LANES)

@@ -18,6 +18,7 @@ from hidet_lang import attrs, f64, meta
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.types import DataType, float16, float32, float64
 from hidet_lang.passes.simplify import simplify
+from hidet_lang.testing import example_count
 
 OPS = ("+", "-", "*", "/")
 TYPES = (float16, float32, float64)
@@ -65,7 +66,7 @@ def _contraction_slack(op1: str, op2: str, t: DataType, xs: np.ndarray, result: 
 finite = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e6, max_value=1e6)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=example_count(150), deadline=None)
 @given(st.tuples(finite, finite, finite), st.sampled_from([1.0, 1e-3, 1e3, 70000.0 / 1e6]))
 def test_folded_float_expressions_equal_their_run_time_values(values: tuple[float, float, float],
                                                              scale: float) -> None:

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 import hidet_lang as hidet
 from hidet_lang import attrs, f32, f64, i32, i64
-from hidet_lang.testing import arrays, check_kernel
+from hidet_lang.testing import arrays, check_kernel, example_count
 
-SETTINGS = settings(max_examples=30, deadline=None)
+SETTINGS = settings(max_examples=example_count(30), deadline=None)
 
 with hidet.script_module() as axpy_module:
 
@@ -67,7 +67,7 @@ def make_copy(dtype: hidet.ir.types.DataType) -> hidet.ScriptModule:
 
 
 @pytest.mark.parametrize("dtype", [i32, i64, f32], ids=str)
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=example_count(15), deadline=None)
 @given(data=st.data())
 def test_names_used_only_in_annotations_resolve(dtype: hidet.ir.types.DataType, data: st.DataObject) -> None:
     src = data.draw(arrays(dtype.name, st.integers(1, 25)))

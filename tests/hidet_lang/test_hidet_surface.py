@@ -20,7 +20,7 @@ from hidet_lang import address, as_tensor_pointer, asm, attrs, cast, deref, f32,
 from hidet_lang.cuda import threadIdx
 from hidet_lang.errors import DSLError
 from hidet_lang.passes.pipeline import lower
-from hidet_lang.testing import arrays
+from hidet_lang.testing import arrays, example_count
 
 with hidet.script_module() as surface_module:
 
@@ -49,7 +49,7 @@ with hidet.script_module() as surface_module:
         out[4] = block[1, 11] + block[0, 0]
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=example_count(20), deadline=None)
 @given(arrays("float32", (4, 6)))
 def test_pointer_views_slices_lambdas_and_comprehensions(a: np.ndarray) -> None:
     sums, out = np.zeros(4, np.float32), np.zeros(5, np.float32)
@@ -141,7 +141,7 @@ class DLPackOnly:
 
 
 @given(st.integers(1, 50))
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=example_count(10), deadline=None)
 def test_arguments_through_dlpack_are_zero_copy(n: int) -> None:
     with hidet.script_module() as module:
 

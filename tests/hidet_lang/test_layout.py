@@ -28,9 +28,9 @@ from hidet_lang.ir.layout import (
 )
 from hidet_lang.ir.mapping import ComposedMapping, RepeatMapping, SpatialMapping, TaskMapping, repeat, spatial
 from hidet_lang.ir.types import TensorType, float32, int32
-from hidet_lang.testing import task_mappings
+from hidet_lang.testing import example_count, task_mappings
 
-EXAMPLES = settings(max_examples=60, deadline=None)
+EXAMPLES = settings(max_examples=example_count(60), deadline=None)
 ISSUE_LAYOUT = local_layout(4, 2) * row_major(2, 2) * local_layout(2, 16) * row_major(4, 4)
 ISSUE_MAPPING = spatial(4, 2).repeat(2, 2).spatial(2, 16).repeat(4, 4)
 

@@ -31,9 +31,9 @@ from hidet_lang import (
 )
 from hidet_lang.cuda import blockIdx, shared_tensor, syncthreads, threadIdx
 from hidet_lang.passes.pipeline import lower
-from hidet_lang.testing import arrays, check_kernel
+from hidet_lang.testing import arrays, check_kernel, example_count
 
-SETTINGS = settings(max_examples=20, deadline=None)
+SETTINGS = settings(max_examples=example_count(20), deadline=None)
 on_emulator = pytest.mark.skipif(backend() != "emulator", reason="the checking mode is the emulator's")
 
 
@@ -155,7 +155,7 @@ def matmul_ref(m, n, k, a, b, c) -> None:
     c[:] = a @ b
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=example_count(6), deadline=None)
 @given(st.tuples(st.integers(1, 130), st.integers(1, 130), st.integers(1, 20)).flatmap(
     lambda s: st.tuples(st.just(s), arrays("float32", (s[0], s[2])), arrays("float32", (s[2], s[1])))))
 def test_cuda_matmul_with_a_layout_accumulator(case) -> None:
@@ -240,7 +240,7 @@ def transpose_ref(a, out) -> None:
     out[:] = (a + (a + np.float32(1))).T
 
 
-@settings(max_examples=5, deadline=None)
+@settings(max_examples=example_count(5), deadline=None)
 @given(arrays("float32", (32, 8)))
 def test_cuda_padded_shared_tensor(a: np.ndarray) -> None:
     check_kernel(transpose_module.build(), transpose_ref, a, np.zeros((8, 32), np.float32))

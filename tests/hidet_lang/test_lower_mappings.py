@@ -12,7 +12,7 @@ from hidet_lang.ir.functor import collect
 from hidet_lang.ir.mapping import TaskMapping, auto_map, repeat, spatial
 from hidet_lang.ir.stmt import ForMappingStmt, ForStmt
 from hidet_lang.passes.lower_task_mappings import lower_task_mappings
-from hidet_lang.testing import task_mappings, task_recorder
+from hidet_lang.testing import example_count, task_mappings, task_recorder
 
 EXTRA_WORKERS = 3  # workers past the mapping's count must run no task (the bound-check guard)
 
@@ -63,7 +63,7 @@ def test_lowered_mapping_matches_semantics(m: TaskMapping) -> None:
     check_mapping(m)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=example_count(12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(task_mappings(max_workers=24, max_dims=3, max_task_extent=4, max_tasks=96))
 def test_random_lowered_mapping_matches_semantics(m: TaskMapping) -> None:
     check_mapping(m)

@@ -29,9 +29,9 @@ from hidet_lang.ir.mapping import (
     repeat,
     spatial,
 )
-from hidet_lang.testing import task_mappings
+from hidet_lang.testing import example_count, task_mappings
 
-EXAMPLES = settings(max_examples=80, deadline=None)
+EXAMPLES = settings(max_examples=example_count(80), deadline=None)
 
 
 def grid(shape):
@@ -449,7 +449,7 @@ def test_visualize_1d_and_3d():
     assert second == {(0, 0): 2, (0, 1): 3, (1, 0): 2, (1, 1): 3}
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=example_count(40), deadline=None)
 @given(task_mappings(max_dims=2))
 def test_visualize_agrees_with_call(m):
     lines = m.visualize().splitlines()

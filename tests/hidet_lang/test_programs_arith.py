@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 import hidet_lang as hidet
 from hidet_lang import attrs, f16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64
-from hidet_lang.testing import arrays, check_kernel, int_bound
+from hidet_lang.testing import arrays, check_kernel, example_count, int_bound
 
-SETTINGS = settings(max_examples=25, deadline=None)
+SETTINGS = settings(max_examples=example_count(25), deadline=None)
 ALL_DTYPES = [i8, i16, i32, i64, u8, u16, u32, u64, f16, f32, f64]
 INT_DTYPES = [i8, i16, i32, i64, u8, u16, u32, u64]
 _MODULES: dict[tuple[str, str], hidet.ScriptModule] = {}
@@ -335,7 +335,7 @@ def limit_values(dtype: np.dtype) -> st.SearchStrategy[int]:
 
 @pytest.mark.parametrize("target", ["cpu", "cuda"])
 @pytest.mark.parametrize("dt", INT_DTYPES, ids=str)
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=example_count(10), deadline=None)
 @given(data=st.data())
 def test_integers_wrap_around_at_their_limits_like_numpy(dt: hidet.ir.types.DataType, target: str,
                                                          data: st.DataObject) -> None:

@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 
 import hidet_lang as hidet
 from hidet_lang import attrs, f32, i32, spatial
-from hidet_lang.testing import arrays, check_kernel
+from hidet_lang.testing import arrays, check_kernel, example_count
 
-SETTINGS = settings(max_examples=30, deadline=None)
+SETTINGS = settings(max_examples=example_count(30), deadline=None)
 
 
 # A script function defined outside any `with script_module()` block: modules that call it import it.
@@ -122,7 +122,7 @@ def make_kernel(scale: float, bias: int) -> hidet.ScriptModule:
     return module
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=example_count(10), deadline=None)
 @given(st.sampled_from([(0.5, 1), (-2.0, 7)]))
 def test_host_values_from_globals_and_closures(params: tuple[float, int]) -> None:
     scale, bias = params

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 import hidet_lang as hidet
 from hidet_lang import attrs, f32, grid, i32, meta, repeat, spatial
-from hidet_lang.testing import arrays, check_kernel
+from hidet_lang.testing import arrays, check_kernel, example_count
 
-SETTINGS = settings(max_examples=30, deadline=None)
+SETTINGS = settings(max_examples=example_count(30), deadline=None)
 
 # ------------------------------------------------------------------------------------------------ if / elif / else
 with hidet.script_module() as if_module:

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 import hidet_lang as hidet
 from hidet_lang import attrs, f32, grid, i32, printf, register_tensor, tensor, tensor_pointer
-from hidet_lang.testing import arrays, check_kernel
+from hidet_lang.testing import arrays, check_kernel, example_count
 
-SETTINGS = settings(max_examples=30, deadline=None)
+SETTINGS = settings(max_examples=example_count(30), deadline=None)
 
 # ------------------------------------------------------------------------------------------------ local arrays
 with hidet.script_module() as local_module:
@@ -111,7 +111,7 @@ with hidet.script_module() as printf_module:
                 printf("negative a[%d] = %.3f\n", i, a[i])
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=example_count(20), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(arrays("float32", st.integers(1, 12)))
 def test_printf_output(capfd: pytest.CaptureFixture[str], a: np.ndarray) -> None:
     capfd.readouterr()  # the fixture lives across examples: drop what earlier ones printed

@@ -19,6 +19,7 @@ from hidet_lang import attrs, f32, f64, grid
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.evaluate import floor_div, floor_mod
 from hidet_lang.passes.simplify import simplify
+from hidet_lang.testing import example_count
 
 N = 64
 _BUILT: dict[tuple[str, str], object] = {}
@@ -64,7 +65,7 @@ def operands(dtype: str) -> st.SearchStrategy[tuple[np.ndarray, np.ndarray]]:
 
 @pytest.mark.parametrize("target", ["cpu", "cuda"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=example_count(30), deadline=None)
 @given(data=st.data())
 def test_float_floordiv_and_mod_match_numpy(dtype: str, target: str, data: st.DataObject) -> None:
     a, b = data.draw(operands(dtype))
@@ -91,7 +92,7 @@ def test_float_mod_takes_the_divisor_sign_and_rebuilds_the_dividend() -> None:
     np.testing.assert_allclose(q * b + r, a, rtol=1e-15, atol=1e-15)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=example_count(300), deadline=None)
 @given(st.floats(allow_nan=False, allow_infinity=False), st.floats(allow_nan=False).filter(lambda v: v != 0))
 def test_ir_evaluator_folds_float_mod_as_python(a: float, b: float) -> None:
     folded = simplify(E.BinaryOp("%", E.Constant(a, f64), E.Constant(b, f64)))

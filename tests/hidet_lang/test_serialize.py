@@ -35,6 +35,7 @@ from hidet_lang.ir.span import Span
 from hidet_lang.ir.types import ALL_DTYPES, TensorType, boolean, float32, int32, int64, void
 from hidet_lang.passes.pipeline import lower
 from hidet_lang.passes.target import Target, TargetKind
+from hidet_lang.testing import example_count
 from hidet_lang.testing.programs import load_module, module_source, programs
 from stdlib_ops.templates import (
     attention_cuda,
@@ -81,7 +82,7 @@ def emitted(module: IRModule, target: str) -> tuple[str, ...]:
     return (*emit_cuda(plan), *emit_cuda(plan, emulator=True))
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=example_count(15), deadline=None)
 @given(st.lists(programs(), min_size=1, max_size=3), st.sampled_from(["cpu", "cuda"]))
 def test_generated_programs_round_trip_to_the_same_code(drawn, target: str) -> None:
     module = load_module(module_source(drawn, target)).ir_module()

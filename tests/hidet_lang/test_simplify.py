@@ -13,6 +13,7 @@ from hidet_lang.ir.evaluate import c_div, c_mod, evaluate
 from hidet_lang.ir.functor import substitute
 from hidet_lang.ir.types import PointerType, int32, int64
 from hidet_lang.passes.simplify import simplify
+from hidet_lang.testing import example_count
 
 X = E.Var("x", int64)
 Y = E.Var("y", int64)
@@ -42,14 +43,14 @@ def int_exprs(draw: st.DrawFn, depth: int = 3) -> E.Expr:
 values = st.integers(-60, 60)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=example_count(400), deadline=None)
 @given(int_exprs(), values, values)
 def test_simplify_preserves_values(e: E.Expr, x: int, y: int) -> None:
     env = {X: x, Y: y}
     assert evaluate(simplify(e), env) == evaluate(e, env), f"{e}  ->  {simplify(e)}"
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=example_count(200), deadline=None)
 @given(int_exprs(), values, values)
 def test_simplify_with_constant_operands_folds_completely(e: E.Expr, x: int, y: int) -> None:
     bound = substitute(e, {X: E.Constant(x, int64), Y: E.Constant(y, int64)})
@@ -95,7 +96,8 @@ def test_simplify_returns_the_same_object_when_nothing_changes() -> None:
 BATCH = 24
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=example_count(4), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.lists(int_exprs(), min_size=BATCH, max_size=BATCH),
        st.lists(st.tuples(values, values), min_size=16, max_size=16))
 def test_evaluator_and_simplify_agree_with_compiled_c(exprs: list[E.Expr], inputs: list[tuple[int, int]]) -> None:

@@ -46,6 +46,7 @@ from hidet_lang.ir.types import (
     uint64,
 )
 from hidet_lang.passes.simplify import RULES, Const, Pattern, Rule, Shape, Wild, first_rule, simplify
+from hidet_lang.testing import example_count
 
 INT_TYPES = (int8, int16, int32, int64, uint8, uint16, uint32, uint64)
 FLOAT_TYPES = (float16, bfloat16, float32, float64)
@@ -183,7 +184,7 @@ def run(s: S.Stmt, env: dict[E.Var, Any]) -> dict[E.Var, Any]:
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.name)
-@settings(max_examples=60, deadline=None,
+@settings(max_examples=example_count(60), deadline=None,
           suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_rule_preserves_values(rule: Rule, data: st.DataObject) -> None:
@@ -312,7 +313,7 @@ def numpy_fold(op: str, a: int, b: int, t: DataType) -> int:
         return int(results[op](x, y)[0])
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=example_count(400), deadline=None)
 @given(st.sampled_from(INT_TYPES).flatmap(lambda t: st.tuples(st.just(t), values_of(t), values_of(t))),
        st.sampled_from(["+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>"]))
 def test_folded_integer_constants_match_numpy(operands: tuple[DataType, int, int], op: str) -> None:
@@ -421,7 +422,7 @@ def test_mixed_narrow_comparison_folds_in_the_promoted_type() -> None:
     assert folded == E.Constant(False, boolean)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=example_count(300), deadline=None)
 @given(st.floats(allow_nan=False, width=64))
 def test_evaluate_rounds_floats_to_their_type_like_numpy(v: float) -> None:
     for dtype, np_type in ((float32, np.float32), (float16, np.float16)):

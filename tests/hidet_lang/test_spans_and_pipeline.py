@@ -20,7 +20,7 @@ from hidet_lang.ir.func import FuncKind
 from hidet_lang.ir.functor import collect
 from hidet_lang.passes.pipeline import STEPS, LoweredModule, lower
 from hidet_lang.passes.target import Target, TargetKind
-from hidet_lang.testing import arrays, check_kernel, shapes
+from hidet_lang.testing import arrays, check_kernel, example_count, shapes
 
 
 def _line_of(func: object, marker: str) -> int:
@@ -170,7 +170,7 @@ def relu_reference(n: int, x: np.ndarray, y: np.ndarray) -> None:
     y[:] = np.maximum(x, 0)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=example_count(25), deadline=None)
 @given(arrays(dtype="float32", shape=shapes(min_dims=1, max_dims=1)))
 def test_the_testing_package_example_runs_as_documented(x: np.ndarray) -> None:
     check_kernel(relu_module.build(), relu_reference, x.size, x, np.empty_like(x))

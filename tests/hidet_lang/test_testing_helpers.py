@@ -18,12 +18,13 @@ from hidet_lang.testing import (
     check_kernel,
     default_tolerances,
     dtypes,
+    example_count,
     int_bound,
     shapes,
     task_mappings,
 )
 
-EXAMPLES = settings(max_examples=60, deadline=None)
+EXAMPLES = settings(max_examples=example_count(60), deadline=None)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -51,7 +52,7 @@ def test_shapes_defaults(shape):
 def test_shapes_reach_odd_and_maximal_sides():
     seen: set[int] = set()
 
-    @settings(max_examples=200, deadline=None, database=None, derandomize=True)
+    @settings(max_examples=example_count(200), deadline=None, database=None, derandomize=True)
     @given(shapes(min_dims=1, max_dims=1))
     def collect(shape):
         seen.add(shape[0])
@@ -172,7 +173,7 @@ def test_task_mappings_draw_both_kinds_and_compositions():
     kinds: set[type] = set()
     sizes: set[int] = set()
 
-    @settings(max_examples=150, deadline=None, database=None, derandomize=True)
+    @settings(max_examples=example_count(150), deadline=None, database=None, derandomize=True)
     @given(task_mappings())
     def collect(m):
         for f in _factors(m):
@@ -376,3 +377,18 @@ def test_import_hidet_lang_does_not_import_testing():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
+
+
+def test_the_thorough_profile_runs_ten_times_the_examples() -> None:
+    from hypothesis import settings
+
+    from hidet_lang.testing import example_count, load_profile
+    from hidet_lang.testing.profiles import THOROUGH_FACTOR
+
+    before = settings.default.max_examples
+    try:
+        assert load_profile("thorough") == "thorough"
+        assert example_count(5) == 5 * THOROUGH_FACTOR == 50 and settings.default.deadline is None
+    finally:
+        load_profile("default")
+    assert example_count(5) == 5 and settings.default.max_examples == before

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from codegen.build import build_module
+from hidet_lang.testing import example_count
 from stdlib_ops.compute import arg_reduce, compute, reduce, tensor_input
 from stdlib_ops.task import Task
 
@@ -58,7 +59,7 @@ def draw_x(data: st.DataObject) -> np.ndarray:
 
 
 @pytest.mark.parametrize("target", ["cpu", "cuda"])
-@settings(max_examples=5, deadline=None)
+@settings(max_examples=example_count(5), deadline=None)
 @given(data=st.data())
 def test_sibling_reductions_of_one_computed_reduction(target: str, data: st.DataObject) -> None:
     x = draw_x(data)
@@ -72,7 +73,7 @@ def test_sibling_reductions_of_one_computed_reduction(target: str, data: st.Data
 
 
 @pytest.mark.parametrize("target", ["cpu", "cuda"])
-@settings(max_examples=5, deadline=None)
+@settings(max_examples=example_count(5), deadline=None)
 @given(data=st.data())
 def test_reduction_read_inside_and_outside_a_top_reduction(target: str, data: st.DataObject) -> None:
     x = draw_x(data)

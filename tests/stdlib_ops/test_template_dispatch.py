@@ -18,6 +18,7 @@ from codegen.build import build_module
 from hidet_lang.ir.expr import Constant, IfThenElse, Intrinsic, Var, binary
 from hidet_lang.ir.func import IRModule
 from hidet_lang.ir.types import TensorType, float32
+from hidet_lang.testing import example_count
 from stdlib_ops.compute import cast_to, compute, reduce, tensor_input
 from stdlib_ops.fusion import Epilogue, Prologue, Store, fuse
 from stdlib_ops.fusion.contract import the_kernel
@@ -70,7 +71,7 @@ MATMUL_SHAPES = [((7, 33), (33, 5)), ((33,), (33, 1)), ((1, 7, 33), (33,)), ((2,
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("shapes", MATMUL_SHAPES, ids=str)
-@settings(max_examples=3, deadline=None)
+@settings(max_examples=example_count(3), deadline=None)
 @given(seed=SEEDS)
 def test_matmul_uses_the_template_and_matches_numpy(device: str, shapes: tuple, seed: int) -> None:
     x, y = uniform(seed, shapes[0]), uniform(seed + 1, shapes[1])
@@ -81,7 +82,7 @@ def test_matmul_uses_the_template_and_matches_numpy(device: str, shapes: tuple, 
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@settings(max_examples=3, deadline=None)
+@settings(max_examples=example_count(3), deadline=None)
 @given(seed=SEEDS)
 def test_half_matmul_accumulates_in_f32(device: str, seed: int) -> None:
     x, y = uniform(seed, (2, 7, 40), "float16"), uniform(seed + 1, (40, 33), "float16")
@@ -117,7 +118,7 @@ def symbolic_matmul(kind: str) -> Task:
 
 @pytest.mark.parametrize("target", DEVICES)
 @pytest.mark.parametrize("kind", sorted(SYMBOLIC_MATMULS))
-@settings(max_examples=5, deadline=None)
+@settings(max_examples=example_count(5), deadline=None)
 @given(data=st.data())
 def test_symbolic_matmul_serves_every_size(target: str, kind: str, data: st.DataObject) -> None:
     task = symbolic_matmul(kind)
@@ -160,7 +161,7 @@ ROW_TOLERANCE = dict(rtol=2e-5, atol=2e-6)
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("shape", ROWWISE_SHAPES, ids=str)
-@settings(max_examples=3, deadline=None)
+@settings(max_examples=example_count(3), deadline=None)
 @given(seed=SEEDS)
 def test_rowwise_operators_use_the_templates(device: str, shape: tuple[int, ...], seed: int) -> None:
     x, w, b = uniform(seed, shape) * 4, uniform(seed + 1, shape[-1:]), uniform(seed + 2, shape[-1:])
@@ -177,7 +178,7 @@ def test_rowwise_operators_use_the_templates(device: str, shape: tuple[int, ...]
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@settings(max_examples=3, deadline=None)
+@settings(max_examples=example_count(3), deadline=None)
 @given(seed=SEEDS)
 def test_layer_norm_over_several_trailing_axes(device: str, seed: int) -> None:
     x, w, b = uniform(seed, (3, 5, 7)), uniform(seed + 1, (5, 7)), uniform(seed + 2, (5, 7))
@@ -218,7 +219,7 @@ def symbolic_rowwise(name: str) -> Task:
 
 @pytest.mark.parametrize("target", DEVICES)
 @pytest.mark.parametrize("name", ["softmax", "log_softmax", "layer_norm", "rms_norm"])
-@settings(max_examples=3, deadline=None)
+@settings(max_examples=example_count(3), deadline=None)
 @given(n=ODD, c=st.sampled_from([1, 7, 33, 257]), seed=SEEDS)
 def test_symbolic_rowwise_kernels_pass_the_checking_mode(target: str, name: str, n: int, c: int, seed: int) -> None:
     task = symbolic_rowwise(name)
@@ -271,7 +272,7 @@ def symbolic_attention(causal: bool) -> Task:
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@settings(max_examples=3, deadline=None)
+@settings(max_examples=example_count(3), deadline=None)
 @given(b=st.integers(1, 2), sq=ODD, sk=ODD, seed=SEEDS)
 def test_attention_task_uses_the_template(causal: bool, b: int, sq: int, sk: int, seed: int) -> None:
     task = symbolic_attention(causal)
@@ -332,7 +333,7 @@ def fused(template: str) -> tuple[Task, IRModule]:
 
 
 @pytest.mark.parametrize("template", sorted(FUSED_TASKS))
-@settings(max_examples=2, deadline=None)
+@settings(max_examples=example_count(2), deadline=None)
 @given(m=ODD, n=ODD, seed=SEEDS)
 def test_prologues_and_epilogues_fuse_into_every_template(template: str, m: int, n: int, seed: int) -> None:
     target, _, reference = FUSED_TASKS[template]

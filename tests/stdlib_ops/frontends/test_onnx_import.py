@@ -19,6 +19,7 @@ from onnx import TensorProto, helper  # noqa: E402
 from onnx_cases import make_model, run_both  # noqa: E402
 
 import stdlib_ops as ops  # noqa: E402
+from hidet_lang.testing import example_count  # noqa: E402
 from stdlib_ops.frontends import UnsupportedOperationsError  # noqa: E402
 from stdlib_ops.frontends.onnx_ops import ConversionError  # noqa: E402
 
@@ -84,7 +85,7 @@ def _dynamic_reshape_model() -> onnx.ModelProto:
     return make_model(nodes, {"x": np.zeros((2, 6), np.float32)}, initializers=inits, shapes={"x": ["batch", 6]})
 
 
-@settings(max_examples=3, deadline=None)
+@settings(max_examples=example_count(3), deadline=None)
 @given(batches=st.lists(st.integers(1, 9), min_size=2, max_size=2, unique=True))
 def test_one_compiled_graph_serves_every_batch_size(batches: list[int]) -> None:
     model = _dynamic_reshape_model()

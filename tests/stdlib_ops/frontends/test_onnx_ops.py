@@ -15,10 +15,11 @@ from hypothesis import strategies as st  # noqa: E402
 from onnx import TensorProto, helper  # noqa: E402
 from onnx_cases import F32_EPS, check, floats  # noqa: E402
 
+from hidet_lang.testing import example_count
 from stdlib_ops.frontends.onnx_ops import CONVERTERS  # noqa: E402
 
-SETTINGS = settings(max_examples=3, deadline=None)
-FEW = settings(max_examples=5, deadline=None)
+SETTINGS = settings(max_examples=example_count(3), deadline=None)
+FEW = settings(max_examples=example_count(5), deadline=None)
 # both sides evaluate the same float32 formula with libm-class functions, each within about 2 ulp of the exact
 # value: they differ by at most 4 ulp, plus a few ulp of 1 where a result near 0 comes from cancellation
 MATH_RTOL, MATH_ATOL = 4 * F32_EPS, 4 * F32_EPS

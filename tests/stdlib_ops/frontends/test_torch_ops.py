@@ -19,10 +19,11 @@ from torch import fx, nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402, N812
 
 import stdlib_ops as ops  # noqa: E402
+from hidet_lang.testing import example_count  # noqa: E402
 from stdlib_ops.frontends.torch_backend import CompiledFxGraph  # noqa: E402
 from stdlib_ops.frontends.torch_fx import from_fx  # noqa: E402
 
-SETTINGS = settings(max_examples=2, deadline=None)  # each drawn shape compiles its kernels
+SETTINGS = settings(max_examples=example_count(2), deadline=None)  # each drawn shape compiles its kernels
 EPS = float(np.finfo(np.float32).eps)
 # tolerances (rtol, atol) by kind of computation, for float32 results of inputs in [-4, 4]:
 EXACT = (0.0, 0.0)  # data movement, comparisons, selection, max/min: the same float32 values as torch

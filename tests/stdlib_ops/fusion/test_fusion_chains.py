@@ -19,6 +19,7 @@ from hypothesis.extra.numpy import arrays
 from codegen.build import build_module
 from hidet_lang.ir.func import HOST_CALLABLE_KINDS, IRModule
 from hidet_lang.ir.types import TensorType
+from hidet_lang.testing import example_count
 from stdlib_ops.fusion import fuse
 
 SIZES = st.sampled_from([1, 7, 8, 33])  # size 1, odd sizes, and multiples of 4 (the 16-byte cp_async path)
@@ -99,25 +100,25 @@ def chain_lists(anchor: Anchor) -> st.SearchStrategy[Chains]:
     return st.tuples(*(chains() for _ in anchor.inputs), chains(allow_exp=True))
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=example_count(12), deadline=None)
 @given(st.data())
 def test_elementwise_cpu(data: st.DataObject) -> None:
     check_fused(ELEMENTWISE, data.draw(chain_lists(ELEMENTWISE)), data)
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=example_count(10), deadline=None)
 @given(st.data())
 def test_blocked_matmul_cpu(data: st.DataObject) -> None:
     check_fused(CPU_MATMUL, data.draw(chain_lists(CPU_MATMUL)), data)
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=example_count(6), deadline=None)
 @given(st.data())
 def test_tiled_cp_async_matmul_cuda(data: st.DataObject) -> None:
     check_fused(CUDA_MATMUL, data.draw(chain_lists(CUDA_MATMUL)), data)
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=example_count(6), deadline=None)
 @given(st.data())
 def test_warp_reduction_cuda(data: st.DataObject) -> None:
     check_fused(CUDA_REDUCE, data.draw(chain_lists(CUDA_REDUCE)), data)
@@ -129,7 +130,7 @@ def test_fused_cuda_kernels_pass_the_emulator_checks(anchor: Anchor) -> None:
     chain = (Op("mul_tensor", broadcast="row"), Op("add", 0.5), Op("tanh"))
     chain_list = tuple(chain for _ in anchor.inputs) + ((Op("add_tensor", broadcast="col"), Op("relu")),)
 
-    @settings(max_examples=3, deadline=None)
+    @settings(max_examples=example_count(3), deadline=None)
     @given(st.data())
     def run(data: st.DataObject) -> None:
         check_fused(anchor, chain_list, data, check=True)
@@ -139,7 +140,7 @@ def test_fused_cuda_kernels_pass_the_emulator_checks(anchor: Anchor) -> None:
 
 @pytest.mark.parametrize("anchor", [ELEMENTWISE, CPU_MATMUL, CUDA_MATMUL, CUDA_REDUCE],
                          ids=["elementwise", "cpu_matmul", "cuda_matmul", "cuda_reduce"])
-@settings(max_examples=4, deadline=None)
+@settings(max_examples=example_count(4), deadline=None)
 @given(data=st.data())
 def test_the_unfused_anchors_match_numpy(anchor: Anchor, data: st.DataObject) -> None:
     """The anchors the references above run are themselves right (quarter data: the sums are exact)."""

@@ -21,6 +21,7 @@ from hidet_lang import as_tensor_pointer, attrs, f32, i32, tensor_pointer
 from hidet_lang.cuda import cp_async, shared_tensor, threadIdx
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.types import TensorType, float32, int32
+from hidet_lang.testing import example_count
 from stdlib_ops.fusion import Epilogue, FusionContractError, Prologue, Store, fuse
 
 with hidet.script_module() as helpers:
@@ -177,7 +178,7 @@ def two_outputs() -> object:
     return build_module(fuse(ELEMENTWISE.module, {}, {"y": epi}), "cpu")
 
 
-@settings(max_examples=5, deadline=None)
+@settings(max_examples=example_count(5), deadline=None)
 @given(st.sampled_from([1, 7, 33]), st.sampled_from([1, 8, 33]), st.integers(0, 2**32 - 1))
 def test_an_epilogue_may_store_several_outputs_at_other_indices(m: int, n: int, seed: int) -> None:
     rng = np.random.default_rng(seed)

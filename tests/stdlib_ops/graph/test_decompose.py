@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stdlib_ops as ops
+from hidet_lang.testing import example_count
 
 
 def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool) -> np.ndarray:
@@ -19,7 +20,7 @@ def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: boo
     return (weights / weights.sum(-1, keepdims=True)) @ v
 
 
-@settings(max_examples=5, deadline=None)
+@settings(max_examples=example_count(5), deadline=None)
 @given(data=st.data())
 def test_attention_on_the_cpu_is_built_as_matmul_softmax_matmul(data: st.DataObject) -> None:
     heads, sq, sk, d = (data.draw(st.integers(1, n)) for n in (3, 9, 9, 8))

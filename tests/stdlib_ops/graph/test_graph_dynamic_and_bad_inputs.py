@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stdlib_ops as ops
+from hidet_lang.testing import example_count
 from stdlib_ops.graph import build as graph_build
 
 W = np.random.default_rng(0).standard_normal((33, 7)).astype(np.float32)
@@ -111,7 +112,7 @@ def test_build_rejects_an_unknown_target() -> None:
 
 
 @pytest.mark.parametrize("target", ["cpu", "cuda"])
-@settings(max_examples=4, deadline=None)
+@settings(max_examples=example_count(4), deadline=None)
 @given(data=st.data())
 def test_reshapes_keep_a_symbolic_dimension_whole(target: str, data: st.DataObject) -> None:
     heads, width = data.draw(st.integers(1, 5)), data.draw(st.integers(1, 7))

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import stdlib_ops as ops
 from codegen.build import build_module
+from hidet_lang.testing import example_count
 from stdlib_ops.fusion.contract import the_kernel
 from stdlib_ops.graph.build import GRAPH_KERNELS
 
@@ -193,14 +194,14 @@ def quarters(data: st.DataObject, shape: tuple[int, ...]) -> np.ndarray:
 
 
 @pytest.mark.parametrize("anchor", [name for name in ANCHORS if name != "attention"])  # on the CPU, attention is
-@settings(max_examples=6, deadline=None)  # built as matmul, softmax and matmul (test_decompose.py)
+@settings(max_examples=example_count(6), deadline=None)  # built as matmul, softmax and matmul (test_decompose.py)
 @given(after=chains(), data=st.data())
 def test_chains_around_an_anchor_cpu(anchor: str, after: tuple, data: st.DataObject) -> None:
     check_chain(anchor, "cpu", after, data)
 
 
 @pytest.mark.parametrize("anchor", list(ANCHORS))
-@settings(max_examples=2, deadline=None)
+@settings(max_examples=example_count(2), deadline=None)
 @given(after=chains(), data=st.data())
 def test_chains_around_an_anchor_cuda(anchor: str, after: tuple, data: st.DataObject) -> None:
     check_chain(anchor, "cuda", after, data)

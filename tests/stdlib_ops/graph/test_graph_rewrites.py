@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import stdlib_ops as ops
+from hidet_lang.testing import example_count
 from stdlib_ops.graph.memory_plan import plan_memory
 from tests.stdlib_ops.operators.references import conv2d_reference
 
@@ -29,7 +30,7 @@ def test_constant_folding_after_binding_weights() -> None:
     np.testing.assert_allclose(optimized.build("cpu")(x).numpy(), x @ (np.tanh(w) * 2), rtol=1e-5, atol=1e-6)
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=example_count(10), deadline=None)
 @given(x=arrays(np.float32, (2, 3, 5), elements=FINITE), perm=st.permutations([0, 1, 2]))
 def test_transposes_and_reshapes_cancel(x: np.ndarray, perm: list[int]) -> None:
     xs = ops.symbol([2, 3, 5])
@@ -93,7 +94,7 @@ def test_intermediate_buffers_are_reused_after_their_last_reader() -> None:
     assert len(compiled.plan.buffers) == 3 and len(compiled.plan.slots) == 2
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=example_count(6), deadline=None)
 @given(data=st.data())
 def test_batch_norm_after_a_convolution_folds_into_its_weights(data: st.DataObject) -> None:
     groups = data.draw(st.sampled_from([1, 2]))

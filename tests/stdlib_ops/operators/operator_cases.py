@@ -11,10 +11,11 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import stdlib_ops as ops
+from hidet_lang.testing import example_count
 
 DEVICES = ["cpu", "cuda"]
 # each test uses a few fixed shapes (one kernel each) and draws fresh data for every example
-SETTINGS = settings(max_examples=3, deadline=None)
+SETTINGS = settings(max_examples=example_count(3), deadline=None)
 HALF_DTYPES = ["float16", *(["bfloat16"] if importlib.util.find_spec("ml_dtypes") else [])]
 # (device, dtype) of the half-precision tests: bfloat16 computes on CUDA only (test_ops_errors checks the CPU refusal)
 HALF_CASES = [(device, dtype) for device in DEVICES for dtype in HALF_DTYPES if (device, dtype) != ("cpu", "bfloat16")]

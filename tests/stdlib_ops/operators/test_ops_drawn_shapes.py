@@ -19,10 +19,11 @@ from operator_cases import DEVICES, assert_ulps, data, ints
 from references import ATOL, ULPS, UNARY, U, assert_normalized_close, conv2d_reference, reduction_tolerance
 
 import stdlib_ops as ops
+from hidet_lang.testing import example_count
 from stdlib_ops.graph.compiled import CompiledGraph
 
 # each example draws a shape and data; a test's configurations (hence its builds) are few and cached below
-DRAWN = settings(max_examples=12, deadline=None)
+DRAWN = settings(max_examples=example_count(12), deadline=None)
 SIZES = (1, 7, 33, 257)
 MAX_ELEMENTS = 2048  # per input: keeps the emulator's runs and the float64 references quick
 
@@ -389,7 +390,7 @@ def window_reference(x: np.ndarray, kernel: int, stride: int, pad: float | None)
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=example_count(6), deadline=None)
 @given(batch=st.sampled_from([1, 7]) | st.integers(1, 5), draw=st.data())
 def test_conv_pool_drawn_batch(device: str, batch: int, draw: st.DataObject) -> None:
     x, w = draw.draw(data((batch, *CONV_INPUT))), draw.draw(data(CONV_WEIGHT))

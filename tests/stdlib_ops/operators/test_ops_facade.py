@@ -8,7 +8,7 @@ from hypothesis import given, settings
 
 import hidet_lang as hidet
 import stdlib_ops as ops
-from hidet_lang.testing import arrays, shapes
+from hidet_lang.testing import arrays, example_count, shapes
 
 
 def test_hidet_ops_is_stdlib_ops() -> None:
@@ -16,7 +16,8 @@ def test_hidet_ops_is_stdlib_ops() -> None:
     assert hidet.ops.conv2d is ops.conv2d and hidet.ops.attention is ops.attention
 
 
-@settings(max_examples=12, deadline=None)  # each new shape compiles a kernel: a dozen shapes are enough here
+# each new shape compiles a kernel: a dozen shapes are enough here
+@settings(max_examples=example_count(12), deadline=None)
 @given(arrays(dtype='float32', shape=shapes(min_dims=1, max_dims=3)))
 def test_relu(x):
     np.testing.assert_allclose(ops.relu(ops.asarray(x)).numpy(), np.maximum(x, 0))

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from template_checks import data, sizes
 
+from hidet_lang.testing import example_count
 from stdlib_ops.templates.attention_cuda import attention_cuda
 from stdlib_ops.templates.params import ScheduleError
 
@@ -53,7 +54,7 @@ def assert_attention_close(o: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.nd
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=example_count(6), deadline=None)
 @given(st.data())
 def test_symbolic_lengths_match_numpy(causal: bool, draw: st.DataObject) -> None:
     bh, seq_q, seq_k = draw.draw(sizes(3)), draw.draw(sizes(96)), draw.draw(sizes(96))
@@ -65,7 +66,7 @@ def test_symbolic_lengths_match_numpy(causal: bool, draw: st.DataObject) -> None
     assert_attention_close(o, q, k, v, causal)
 
 
-@settings(max_examples=3, deadline=None)
+@settings(max_examples=example_count(3), deadline=None)
 @given(st.data())
 def test_half_precision_computes_in_f32(draw: st.DataObject) -> None:
     seq = draw.draw(sizes(40))

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from template_checks import F16_HALF_SUBNORMAL_STEP, U, assert_sum_close, data
 
 import stdlib_ops as ops
+from hidet_lang.testing import example_count
 from stdlib_ops.fusion.contract import the_kernel
 from stdlib_ops.templates.conv2d_cpu import conv2d_direct_cpu, conv2d_gemm_cpu
 from stdlib_ops.templates.cpu_lanes import machine_lanes
@@ -123,13 +124,13 @@ def check_drawn(draw: st.DataObject, schedule: str, params: dict, batches: int =
 # ------------------------------------------------------------------------------------------------ the schedules
 
 
-@settings(max_examples=14, deadline=None)
+@settings(max_examples=example_count(14), deadline=None)
 @given(st.data())
 def test_implicit_gemm_on_drawn_shapes(draw: st.DataObject) -> None:
     check_drawn(draw, "gemm", draw.draw(convolutions(depthwise=False)), batches=2)
 
 
-@settings(max_examples=5, deadline=None)
+@settings(max_examples=example_count(5), deadline=None)
 @given(st.data())
 def test_implicit_gemm_with_small_blocks(draw: st.DataObject) -> None:
     """Blocks far below the defaults: many k blocks (a k block ends inside a kernel row and inside a channel),
@@ -139,14 +140,14 @@ def test_implicit_gemm_with_small_blocks(draw: st.DataObject) -> None:
     check_drawn(draw, "gemm", params, mc=mr, nc=32, kc=draw.draw(st.sampled_from([1, 2, 5])), min_tiles=3)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=example_count(12), deadline=None)
 @given(st.data())
 def test_direct_schedule_on_drawn_shapes(draw: st.DataObject) -> None:
     check_drawn(draw, "direct", draw.draw(convolutions(depthwise=True)), batches=2)
 
 
 @pytest.mark.parametrize("schedule", ["gemm", "direct"])
-@settings(max_examples=3, deadline=None)
+@settings(max_examples=example_count(3), deadline=None)
 @given(st.data())
 def test_half_precision_accumulates_in_f32(schedule: str, draw: st.DataObject) -> None:
     check_drawn(draw, schedule, draw.draw(convolutions(depthwise=schedule == "direct")), dtype="float16")

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from template_checks import F16_HALF_SUBNORMAL_STEP, assert_sum_close, data, sizes
 
 import stdlib_ops as ops
+from hidet_lang.testing import example_count
 from stdlib_ops.templates.cpu_lanes import LANE_FEATURES, machine_lanes
 from stdlib_ops.templates.matmul_cpu import DEFAULT_BLOCKS, matmul_cpu
 from stdlib_ops.templates.params import ScheduleError
@@ -89,7 +90,7 @@ def test_every_combination_of_edge_sizes(m: int) -> None:
 
 
 @pytest.mark.parametrize("lanes", LANES)
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=example_count(8), deadline=None)
 @given(st.data())
 def test_every_vector_width_with_default_and_small_blocks(lanes: int, draw: st.DataObject) -> None:
     lanes_available(lanes)
@@ -106,7 +107,7 @@ def test_sizes_known_at_build_time_with_a_batch(lanes: int) -> None:
     check(run(built_matmul(3, 33, 47, 257, lanes=lanes), a, b), a, b)
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=example_count(6), deadline=None)
 @given(st.data())
 def test_half_precision_accumulates_in_f32(draw: st.DataObject) -> None:
     batch, m, n, k = draw.draw(sizes(2)), draw.draw(sizes(64)), draw.draw(sizes(80)), draw.draw(sizes(600))

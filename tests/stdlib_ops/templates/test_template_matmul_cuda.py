@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from template_checks import F16_HALF_SUBNORMAL_STEP, assert_sum_close, data, sizes
 
 from hidet_lang.ir.types import TensorType
+from hidet_lang.testing import example_count
 from stdlib_ops.templates.matmul_cuda import matmul_cuda
 from stdlib_ops.templates.params import ScheduleError
 
@@ -27,7 +28,7 @@ def check(c: np.ndarray, a: np.ndarray, b: np.ndarray, unit: float = 2.0**-24, a
     assert_sum_close(c, a64 @ b64, np.abs(a64) @ np.abs(b64), a.shape[-1], unit, absolute)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=example_count(12), deadline=None)
 @given(st.data())
 def test_symbolic_sizes_match_numpy(draw: st.DataObject) -> None:
     batch, m, n, k = draw.draw(sizes(3)), draw.draw(sizes(96)), draw.draw(sizes(96)), draw.draw(sizes(96))
@@ -38,7 +39,7 @@ def test_symbolic_sizes_match_numpy(draw: st.DataObject) -> None:
     check(c, a, b)
 
 
-@settings(max_examples=4, deadline=None)
+@settings(max_examples=example_count(4), deadline=None)
 @given(st.data())
 def test_constant_sizes_match_numpy(draw: st.DataObject) -> None:
     a = data(draw.draw, (2, 33, 257))
@@ -61,7 +62,7 @@ def test_symbolic_sizes_are_parameters_in_order_of_appearance() -> None:
     assert isinstance(a_type, TensorType) and str(a_type.shape[0]) == "4"
 
 
-@settings(max_examples=4, deadline=None)
+@settings(max_examples=example_count(4), deadline=None)
 @given(st.data())
 def test_half_inputs_accumulate_in_f32(draw: st.DataObject) -> None:
     batch, m, n, k = 1, draw.draw(sizes(40)), draw.draw(sizes(40)), draw.draw(sizes(96))

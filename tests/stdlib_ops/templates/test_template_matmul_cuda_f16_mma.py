@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from template_checks import F16_HALF_SUBNORMAL_STEP, assert_sum_close, data, sizes
 
+from hidet_lang.testing import example_count
 from stdlib_ops.templates.matmul_cuda_f16_mma import matmul_cuda_f16_mma
 from stdlib_ops.templates.params import ScheduleError
 
@@ -33,7 +34,7 @@ def check(c: np.ndarray, a: np.ndarray, b: np.ndarray, out_rounding: float) -> N
     assert_sum_close(c, a64 @ b64, np.abs(a64) @ np.abs(b64), k, U + out_rounding / (k + 1), absolute)
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=example_count(10), deadline=None)
 @given(st.data(), st.sampled_from(["float16", "float32"]))
 def test_symbolic_sizes_match_numpy(draw: st.DataObject, out_dtype: str) -> None:
     batch, m, n, k = draw.draw(sizes(2)), draw.draw(sizes(96)), draw.draw(sizes(96)), draw.draw(sizes(96))

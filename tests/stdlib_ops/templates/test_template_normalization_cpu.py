@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from template_checks import SUBNORMAL, H, U, assert_softmax_close, data, sizes, softmax_reference
 
+from hidet_lang.testing import example_count
 from stdlib_ops.templates.cpu_lanes import machine_has_lanes
 from stdlib_ops.templates.normalization_cpu import CHUNK, layer_norm_cpu, log_softmax_cpu, rms_norm_cpu, softmax_cpu
 
@@ -126,7 +127,7 @@ def test_the_benchmark_shape_with_sizes_known_at_build_time(kind: str) -> None:
 
 
 @pytest.mark.parametrize("kind", sorted(TEMPLATES))
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=example_count(8), deadline=None)
 @given(draw=st.data(), chunk=st.sampled_from([CHUNK, SMALL_CHUNK]))
 def test_drawn_shapes_and_data(kind: str, draw: st.DataObject, chunk: int) -> None:
     rows, cols = draw.draw(sizes(20), label="rows"), draw.draw(sizes(1100), label="cols")
@@ -157,7 +158,7 @@ def test_softmax_of_masked_rows() -> None:
     np.testing.assert_allclose(y, expected, rtol=(300 + 16) * U, atol=SUBNORMAL)
 
 
-@settings(max_examples=4, deadline=None)
+@settings(max_examples=example_count(4), deadline=None)
 @given(draw=st.data())
 def test_half_precision_rows_compute_in_f32(draw: st.DataObject) -> None:
     rows, cols = draw.draw(sizes(16), label="rows"), draw.draw(sizes(300), label="cols")

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from template_checks import SUBNORMAL, H, U, assert_softmax_close, data, sizes, softmax_reference
 
+from hidet_lang.testing import example_count
 from stdlib_ops.templates.normalization_cuda import layer_norm_cuda, log_softmax_cuda, rms_norm_cuda, softmax_cuda
 
 
@@ -24,7 +25,7 @@ def rows_and_cols(draw: st.DataObject) -> tuple[int, int]:
     return draw.draw(sizes(40), label="rows"), draw.draw(sizes(300), label="cols")
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=example_count(10), deadline=None)
 @given(st.data(), st.sampled_from([1.0, 100.0]))
 def test_softmax_matches_numpy(draw: st.DataObject, scale: float) -> None:
     rows, cols = rows_and_cols(draw)
@@ -34,7 +35,7 @@ def test_softmax_matches_numpy(draw: st.DataObject, scale: float) -> None:
     assert_softmax_close(y, x)
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=example_count(8), deadline=None)
 @given(st.data())
 def test_log_softmax_matches_numpy(draw: st.DataObject) -> None:
     rows, cols = rows_and_cols(draw)
@@ -47,7 +48,7 @@ def test_log_softmax_matches_numpy(draw: st.DataObject) -> None:
     assert (np.abs(y - (shifted - log_total)) <= bound).all()
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=example_count(8), deadline=None)
 @given(st.data())
 def test_layer_norm_matches_numpy(draw: st.DataObject) -> None:
     rows, cols = rows_and_cols(draw)
@@ -64,7 +65,7 @@ def test_layer_norm_matches_numpy(draw: st.DataObject) -> None:
     assert (np.abs(y - expected) <= 8 * (cols + 2) * U * magnitude).all()
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=example_count(8), deadline=None)
 @given(st.data())
 def test_rms_norm_matches_numpy(draw: st.DataObject) -> None:
     rows, cols = rows_and_cols(draw)
@@ -78,7 +79,7 @@ def test_rms_norm_matches_numpy(draw: st.DataObject) -> None:
     np.testing.assert_allclose(y, x64 * inv_rms * weight, rtol=(cols + 8) * U, atol=SUBNORMAL)
 
 
-@settings(max_examples=4, deadline=None)
+@settings(max_examples=example_count(4), deadline=None)
 @given(st.data())
 def test_half_precision_softmax_and_rms_norm_compute_in_f32(draw: st.DataObject) -> None:
     rows = draw.draw(sizes(16))

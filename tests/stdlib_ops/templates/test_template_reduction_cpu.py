@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from template_checks import F16_HALF_SUBNORMAL_STEP, H, U, assert_sum_close, data, sizes
 
 import stdlib_ops as ops
+from hidet_lang.testing import example_count
 from stdlib_ops.fusion.contract import the_kernel
 from stdlib_ops.templates.reduction_cpu import REDUCTION_CPU_KINDS, reduce_columns_cpu, reduce_rows_cpu
 
@@ -96,7 +97,7 @@ def test_small_chunks_and_strips_in_the_checking_mode(kind: str) -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=example_count(6), deadline=None)
 @given(draw=st.data())
 def test_drawn_shapes_and_data(kind: str, draw: st.DataObject) -> None:
     outer, extent, inner = draw.draw(sizes(40)), draw.draw(sizes(300)), draw.draw(sizes(70))

@@ -14,6 +14,7 @@ from hidet_lang import attrs, f32, i32
 from hidet_lang.ir.evaluate import evaluate
 from hidet_lang.ir.expr import Var, convert
 from hidet_lang.ir.types import int32
+from hidet_lang.testing import example_count
 from stdlib_ops.compute import compute, tensor_input
 from stdlib_ops.schedule.signature import kernel_signature
 from stdlib_ops.templates.views import View, bind_template, broadcast_batch, product, unravel
@@ -21,7 +22,7 @@ from stdlib_ops.templates.views import View, bind_template, broadcast_batch, pro
 DIMS = st.lists(st.sampled_from([1, 2, 3, 7]), min_size=0, max_size=4)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=example_count(60), deadline=None)
 @given(dims=DIMS, symbolic=st.lists(st.booleans(), min_size=4, max_size=4), data=st.data())
 def test_unravel_is_numpys_unravel_index(dims: list[int], symbolic: list[bool], data: st.DataObject) -> None:
     env = {}
@@ -41,7 +42,7 @@ def test_unravel_is_numpys_unravel_index(dims: list[int], symbolic: list[bool], 
     assert coords == [int(c) for c in np.unravel_index(flat_value, dims)]
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=example_count(30), deadline=None)
 @given(batch=st.lists(st.sampled_from([2, 3]), min_size=1, max_size=3), data=st.data())
 def test_broadcast_batch_reads_the_element_numpy_broadcasts(batch: list[int], data: st.DataObject) -> None:
     dims = [data.draw(st.sampled_from([1, d])) for d in batch][data.draw(st.integers(0, len(batch))):]
