@@ -109,7 +109,7 @@ def test_inline_ptx_on_the_emulator_is_an_error_naming_the_line() -> None:
     from codegen.cuda_backend import backend
 
     if backend() != "emulator":
-        pytest.skip("runs the PTX on the GPU instead")
+        pytest.skip("the emulator's refusal of inline PTX; CUDA modules build for a GPU here")
     with pytest.raises(DSLError, match="cannot run on the CUDA emulator") as excinfo:
         ptx_module.build()
     assert "asm(" in str(excinfo.value)

@@ -37,7 +37,7 @@ def test_inline_ptx_on_the_emulator_is_not_supported_error() -> None:
     from codegen.cuda_backend import backend
 
     if backend() != "emulator":
-        pytest.skip("runs the PTX on the GPU instead")
+        pytest.skip("the emulator's refusal of inline PTX; CUDA modules build for a GPU here")
     error = assert_error_at_marker(ptx_on_the_emulator, DSLTypeError, "not supported on this target")
     assert not isinstance(error, DSLSyntaxError)
 
