@@ -1,6 +1,7 @@
 """The GPU path, end to end, on the simulated GPU of `simulated_gpu/` (the real cuda-python bindings and NVRTC
-cubins, a stand-in driver, kernels run by the emulator): the test suite but its differential fuzzing (every CUDA
-kernel of it through the GPU's launchers and argument staging, the GPU-marked tests included),
+cubins, a stand-in driver, kernels run by the emulator): the test files that build for CUDA, but the differential
+fuzzing and the model importers' (every CUDA kernel of them through the GPU's launchers and argument staging, the
+GPU-marked tests included),
 `examples/gpu_check.py`, and the driver-level scenarios of `simulated_gpu/simulated_scenarios.py`."""
 
 from __future__ import annotations
@@ -64,8 +65,16 @@ NOT_RERUN = ("tests/hidet_lang/test_fuzz_programs.py", "tests/hidet_lang/test_fu
              "tests/stdlib_ops/frontends")
 
 
+def cpu_only_test_files() -> list[Path]:
+    """The test files that never name CUDA, a GPU or the emulator: they build for the CPU (or nothing) only, so a
+    run on the simulated GPU would repeat them unchanged."""
+    return [path.relative_to(ROOT) for path in sorted((ROOT / "tests").rglob("test_*.py"))
+            if not re.search(r"cuda|gpu|emulator", path.read_text(), re.IGNORECASE)]
+
+
 def test_the_test_suite_passes_on_the_simulated_gpu(driver_dir: Path) -> None:
-    ignored = [f"--ignore={path}" for path in (Path(__file__).relative_to(ROOT), *NOT_RERUN)]
+    ignored = [f"--ignore={path}" for path in (Path(__file__).relative_to(ROOT), *NOT_RERUN,
+                                                *cpu_only_test_files())]
     done = run([sys.executable, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider", "tests", *ignored],
                environment(driver_dir))
     assert "needs a CUDA GPU" not in done.stdout, "the GPU-marked tests were skipped"
