@@ -63,6 +63,9 @@ ALLOWED_SKIPS = {
 # the model importers' tests are about converting models (compiled graphs on the GPU path are the graph tests')
 NOT_RERUN = ("tests/hidet_lang/test_fuzz_programs.py", "tests/hidet_lang/test_fuzz_frontend.py",
              "tests/stdlib_ops/frontends")
+# the benchmarks of the CPU operators and of the emulator against C loops never take the GPU path
+NOT_RERUN_TESTS = tuple(f"tests/examples/test_examples.py::test_example_runs[benchmarks/{name}.py --quick]"
+                        for name in ("cpu_ops", "emulator"))
 
 
 def cpu_only_test_files() -> list[Path]:
@@ -75,6 +78,7 @@ def cpu_only_test_files() -> list[Path]:
 def test_the_test_suite_passes_on_the_simulated_gpu(driver_dir: Path) -> None:
     ignored = [f"--ignore={path}" for path in (Path(__file__).relative_to(ROOT), *NOT_RERUN,
                                                 *cpu_only_test_files())]
+    ignored += [f"--deselect={test}" for test in NOT_RERUN_TESTS]
     done = run([sys.executable, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider", "tests", *ignored],
                environment(driver_dir))
     assert "needs a CUDA GPU" not in done.stdout, "the GPU-marked tests were skipped"
