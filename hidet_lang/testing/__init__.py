@@ -6,6 +6,8 @@ This package is a test extra: it imports hypothesis, and ``import hidet_lang`` n
   strategies (``hidet_lang.testing.strategies``);
 - ``check_kernel(module, reference, *args)``: runs a built module and a numpy reference on copies of the
   same inputs and reports the first mismatching index (``hidet_lang.testing.check``);
+- ``DLPackOnly(array)``: an array reachable only through DLPack, to test that path without torch
+  (``hidet_lang.testing.interop``);
 - ``example_count(n)`` and ``load_profile()``: hypothesis profiles, ``default`` and ``thorough`` (ten times the
   examples), and a test's example count scaled by the loaded one (``hidet_lang.testing.profiles``);
 - ``task_recorder(mapping, workers)``: a script function recording the tasks each worker visits, to check a
@@ -33,6 +35,7 @@ Example (``relu_module`` is a built module whose kernel ``relu(n: i32, x: f32[n]
 from hidet_lang.testing.check import check_kernel, default_tolerances
 from hidet_lang.testing.differential import draw_examples, program_inputs, run_batch
 from hidet_lang.testing.frontend_fuzz import check_mutants
+from hidet_lang.testing.interop import DLPackOnly
 from hidet_lang.testing.interpret import run_function
 from hidet_lang.testing.mappings import task_recorder
 from hidet_lang.testing.mutate import mutate
@@ -49,6 +52,7 @@ from hidet_lang.testing.strategies import (
 )
 
 __all__ = [
+    "DLPackOnly",
     "DTYPE_KINDS",
     "Program",
     "arrays",

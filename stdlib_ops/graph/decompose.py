@@ -57,13 +57,13 @@ def taken_by_a_template(task: Task, target: str) -> bool:
 def decompose_for(graph: FlowGraph, target: str) -> FlowGraph:
     """`graph` with each operator that has a decomposition and no template on `target` replaced by its
     decomposition, partitioned again if it was partitioned (the same graph when nothing is replaced)."""
-    def rule(op: Operator, inputs: list[Tensor]) -> list[Tensor] | None:
-        decomposition = DECOMPOSITIONS.get(op.name)
-        if decomposition is None or taken_by_a_template(op.task, target):
-            return None
-        return decomposition(op, inputs)
-
-    if not any(op.name in DECOMPOSITIONS and not taken_by_a_template(op.task, target) for op in graph.nodes):
+    replaced = {id(op) for op in graph.nodes
+                if op.name in DECOMPOSITIONS and not taken_by_a_template(op.task, target)}
+    if not replaced:
         return graph
+
+    def rule(op: Operator, inputs: list[Tensor]) -> list[Tensor] | None:
+        return DECOMPOSITIONS[op.name](op, inputs) if id(op) in replaced else None
+
     rewritten = replay(graph, rule=rule, fold=False)
     return partition(cancel_views(rewritten)) if graph.groups is not None else rewritten

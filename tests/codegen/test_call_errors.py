@@ -14,6 +14,7 @@ import pytest
 import codegen
 import hidet_lang as hidet
 from hidet_lang import attrs, f16, f32, i32, u8
+from hidet_lang.testing import DLPackOnly
 
 with hidet.script_module() as module:
 
@@ -81,17 +82,6 @@ def test_bad_argument(change: dict[str, object], exception: type[Exception], wor
     assert calls[0] == 0  # no C code ran
 
 
-class DLPackOnly:
-    """An object that offers its data only through the DLPack protocol."""
-
-    def __init__(self, array: np.ndarray) -> None:
-        self.array = array
-
-    def __dlpack__(self, **kwargs: object) -> object:
-        return self.array.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self) -> tuple[int, int]:
-        return self.array.__dlpack_device__()
 
 
 ARGUMENT_KINDS = {"numpy": lambda x: x, "hidet array": hidet.asarray, "DLPack object": DLPackOnly}

@@ -20,7 +20,7 @@ from hidet_lang import address, as_tensor_pointer, asm, attrs, cast, deref, f32,
 from hidet_lang.cuda import threadIdx
 from hidet_lang.errors import DSLError
 from hidet_lang.passes.pipeline import lower
-from hidet_lang.testing import arrays, example_count
+from hidet_lang.testing import DLPackOnly, arrays, example_count
 
 with hidet.script_module() as surface_module:
 
@@ -127,17 +127,6 @@ def test_inline_ptx_in_a_cpu_function_is_an_error() -> None:
         module.build()
 
 
-class DLPackOnly:
-    """An array that numpy can reach only through the DLPack protocol (as with a CPU torch tensor)."""
-
-    def __init__(self, array: np.ndarray) -> None:
-        self._array = array
-
-    def __dlpack__(self, **kwargs):
-        return self._array.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self._array.__dlpack_device__()
 
 
 @given(st.integers(1, 50))

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stdlib_ops as ops
-from hidet_lang.testing import example_count
+from hidet_lang.testing import DLPackOnly, example_count
 from stdlib_ops.graph import build as graph_build
 
 W = np.random.default_rng(0).standard_normal((33, 7)).astype(np.float32)
@@ -42,17 +42,6 @@ def test_one_graph_serves_every_batch_without_a_rebuild(target: str, monkeypatch
         np.testing.assert_allclose(out.numpy(), (np.exp(hidden) - 1).sum(-1) * 3 + x.max(1), rtol=1e-5, atol=1e-4)
 
 
-class DLPackOnly:
-    """An object that offers its data only through the DLPack protocol."""
-
-    def __init__(self, array: np.ndarray) -> None:
-        self.array = array
-
-    def __dlpack__(self, **kwargs: object) -> object:
-        return self.array.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self) -> tuple[int, int]:
-        return self.array.__dlpack_device__()
 
 
 def test_inputs_as_arrays_tensors_and_dlpack_objects() -> None:
