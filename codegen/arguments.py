@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import ctypes
 import keyword
+import math
 import operator
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from codegen.aliasing import check_no_overlap, written_tensor_params
 from codegen.arrays import DeviceArray
 from hidet_lang.errors import without_compiler_frames
 from hidet_lang.ir import expr as E
@@ -178,6 +180,8 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
     body: list[str] = []
     pass_args: list[str] = []
     tensors: list[str] = []  # with `on_gpu`: the tensor arguments, staged together
+    restricted: list[tuple[str, str, bool, str]] = []  # no-alias functions: (argument, parameter, written, bytes)
+    written = written_tensor_params(func) if func.attrs.no_alias else frozenset()
     for i, (p, a) in enumerate(zip(func.params, names)):
         t = p.type
         env[f"_t{i}"] = t
@@ -205,6 +209,8 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
                 else:
                     dims.append(dimension_source(func, pname, d, position, env, len(env)))
             shape_expr = "(" + "".join(f"{d}, " for d in dims) + ")"
+            if func.attrs.no_alias:  # the size in bytes of the argument, once it is checked (on a GPU, staged)
+                restricted.append((a, pname, p in written, f"_prod({shape_expr}) * {dtype.itemsize}"))
         if on_gpu:
             body.append(f"    {a} = _device_argument({a}, _fn, {pname!r}, _d{i}, {shape_expr})")
             tensors.append(a)
@@ -221,6 +227,14 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
         body.append(f"    if {' or '.join(checks)}: _bad(_fn, {pname!r}, {a}, _d{i}, {shape_expr})")
         # `array_address`, written out: a call of it would cost the caller about 0.1 us per tensor argument
         pass_args.append(f"(_addr(_from_buffer({address_of})) if {a}.nbytes else None)")
+    if any(w for _, _, w, _ in restricted):
+        env.update(_no_overlap=check_no_overlap, _prod=math.prod, _alias_names=tuple(r[1] for r in restricted),
+                   _alias_written=tuple(r[2] for r in restricted))
+        starts = [a if on_gpu else f"{a}.ctypes.data" for a, *_ in restricted]  # device pointers on a GPU
+        spans = "".join(f"({start}, {size}), " for start, (*_, size) in zip(starts, restricted))
+        overlap_check = [f"    _no_overlap(_fn, _alias_names, _alias_written, ({spans}))"]
+    else:
+        overlap_check = []
     sig = ", ".join(names)
     returns = not isinstance(func.ret_type, VoidType)  # a 'public' function's scalar result, returned last
     call = [f"    {'_result = ' if returns else ''}_c({', '.join(pass_args)})"]
@@ -233,6 +247,7 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
             listed = "".join(t + ", " for t in tensors)
             body.append(f"    {listed}= _stage(_staged, ({listed}))")
         call.append("    _release(_staged, copy_back=True)")
+    body.extend(overlap_check)  # on a GPU, after staging: of the device pointers
     if after_call is not None:
         call.append("    _after()")
     if returns:

@@ -22,6 +22,7 @@ import math
 
 from codegen.int_division import guarded_division, needs_guard
 from codegen.pointer_origins import pointer_origins
+from codegen.vector_math import alias_declaration, alias_name
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import HOST_CALLABLE_KINDS, Function, IRModule
@@ -89,12 +90,15 @@ class CEmitter:
     """
 
     parallel_pragma = "#pragma omp parallel for schedule(static)"
-    helper_qualifiers = "static inline"  # of the helper functions (`helper`)
+    helper_qualifiers = "HL_HELPER"  # of the helper functions (`helper`): always inlined (host_runtime.h)
+    restrict_qualifier = "__restrict"  # of a no-alias function's tensor parameters
     helper_prefix = "hl_"  # of their names
     division_fail = "hl_division_by_zero"  # checking mode: what a zero integer divisor calls (int_division.h)
 
-    def __init__(self, check: bool = False) -> None:
+    def __init__(self, check: bool = False, vector_math: frozenset[str] = frozenset()) -> None:
         self.check = check
+        self.vector_math = vector_math  # the C math functions with vector versions (`codegen.vector_math`)
+        self.vector_math_used: set[str] = set()  # those a fast-math function called
         self.lines: list[str] = []
         self.depth = 0
         self.names: dict[E.Var, str] = {}
@@ -168,7 +172,8 @@ class CEmitter:
             self.lines.append("")
             self.emit_function(f)
         helpers = [self.helpers[name] for name in sorted(self.helpers)]
-        return "\n".join([self.prelude(), *helpers, "", *declarations, *self.lines]) + "\n"
+        vector_math = [alias_declaration(name) for name in sorted(self.vector_math_used)]
+        return "\n".join([self.prelude(), *vector_math, *helpers, "", *declarations, *self.lines]) + "\n"
 
     def function_names_of(self, module: IRModule) -> dict[str, str]:
         """The C identifiers of the functions of `module` (see `c_function_name`)."""
@@ -203,7 +208,8 @@ class CEmitter:
     def qualifiers(self, f: Function) -> str:
         """Storage class and attributes of a function."""
         noinline = "HL_NOINLINE " if f.attrs.noinline else ""  # host_runtime.h
-        return noinline + ("HL_EXPORT " if f.attrs.kind in HOST_CALLABLE_KINDS else "static ")
+        fast_math = "HL_FAST_MATH " if f.attrs.fast_math else ""
+        return noinline + fast_math + ("HL_EXPORT " if f.attrs.kind in HOST_CALLABLE_KINDS else "static ")
 
     @staticmethod
     def passed_as_float(f: Function, p: E.Var) -> bool:
@@ -241,6 +247,8 @@ class CEmitter:
         """The C declaration of one parameter."""
         if self.passed_as_float(f, p):
             return f"float {self.float_param_name(p)}"
+        if f.attrs.no_alias and isinstance(p.type, TensorType):
+            return f"{self.type_name(p.type)}{self.restrict_qualifier} {self.var_name(p)}"
         return f"{self.type_name(p.type)} {self.var_name(p)}"
 
     def signature(self, f: Function) -> str:
@@ -573,5 +581,11 @@ class CEmitter:
         return f"{func}({', '.join(args)})"
 
     def math_function(self, name: str, t: DataType) -> str:
-        """The C math function for `name` on type `t`."""
-        return name if t.nbytes == 8 else _MATH_F32[name]
+        """The C math function for `name` on type `t`; in a fast-math function, its alias with vector versions
+        where the C library has them (`codegen.vector_math.alias_declaration`)."""
+        c_name = name if t.nbytes == 8 else _MATH_F32[name]
+        if self.current is not None and self.current.attrs.fast_math and c_name in self.vector_math:
+            self.vector_math_used.add(c_name)
+            return alias_name(c_name)
+        return c_name
+

@@ -184,17 +184,20 @@ def compiler_version(info: CompilerInfo) -> str:
     return version
 
 
+def gcc_major_version(info: CompilerInfo) -> int | None:
+    """The major version of GCC when `info` is GCC (under any name: `cc`, `gcc-12`), else None."""
+    first_line = compiler_version(info)
+    gcc = re.search(r"\s(\d+)\.\d+\.\d+\s*$", first_line)  # "gcc (Debian 12.2.0-14) 12.2.0"
+    return int(gcc.group(1)) if gcc is not None and "clang" not in first_line.lower() else None
+
+
 def workaround_flags(info: CompilerInfo) -> tuple[str, ...]:
     """Flags that keep a compiler's known miscompilations out of generated code.
 
     GCC 12 (12.2 seen) drops the float rounding of `(double)(float)x` when its SLP vectorizer pairs two such
     conversions, at -O2 and -O3 (tests/codegen/test_fuzz_findings.py has the program); its SLP pass is turned off.
     """
-    first_line = compiler_version(info)
-    gcc = re.search(r"\s(\d+)\.\d+\.\d+\s*$", first_line)  # "gcc (Debian 12.2.0-14) 12.2.0"
-    if gcc is not None and "clang" not in first_line.lower() and int(gcc.group(1)) == 12:
-        return ("-fno-tree-slp-vectorize",)
-    return ()
+    return ("-fno-tree-slp-vectorize",) if gcc_major_version(info) == 12 else ()
 
 
 def compile_shared_library(

@@ -46,15 +46,24 @@ EMULATOR_FLAGS = ("-O2", "-march=native", "-fopenmp", *SEMANTICS_FLAGS, "-std=c+
 """The flags of a CUDA module's emulator library (its device and host sources, one C++ translation unit)."""
 
 
-def build_cuda_module(module: IRModule, arch: str | None, check: bool = False) -> CompiledModule:
+FAST_MATH_OPTIONS = ("--use_fast_math",)
+"""NVRTC's options of a module built with `fast_math=True`: approximate math functions, division and square root,
+fused multiply-adds, and single-precision denormals flushed to zero."""
+
+
+def build_cuda_module(module: IRModule, arch: str | None, check: bool = False,
+                      fast_math: bool = False) -> CompiledModule:
     """Compile a lowered CUDA module for `arch` ('sm_XY'; the GPU's, else sm_80, when None); `check` (or
-    `HIDET_LANG_EMU_CHECK=1`) builds the emulator's checking mode."""
+    `HIDET_LANG_EMU_CHECK=1`) builds the emulator's checking mode; `fast_math` compiles the kernels with
+    `FAST_MATH_OPTIONS` for a GPU (the emulator computes as it would without)."""
     arch = normalize_arch(arch) if arch else default_arch()
     plan = plan_module(module)
     device_source, host_source = emit_cuda(plan)
+    options = FAST_MATH_OPTIONS if fast_math else ()
 
     def cubin() -> bytes:
-        return build_cubin(device_source, arch=arch, include_dirs=[str(INCLUDE_DIR)], version=__version__)
+        return build_cubin(device_source, arch=arch, include_dirs=[str(INCLUDE_DIR)], options=options,
+                           version=__version__)
 
     sources = {"cuda": device_source, "host": host_source}
     verify_cubins(plan, device_source, host_source, os.environ.get(VERIFY_ENV_VAR, ""))

@@ -31,6 +31,14 @@ _CUDA_CALLS = {
 }
 
 
+FAST_MATH_F32 = {
+    "exp": "__expf", "log": "__logf", "sin": "__sinf", "cos": "__cosf", "tan": "__tanf", "pow": "__powf",
+    "log2": "__log2f",
+}
+"""The single-precision math functions of a fast-math device function: CUDA's approximate intrinsics (a few
+instructions on the special function units)."""
+
+
 def asm_constraint(t: Type) -> str:
     """The inline-PTX operand constraint of a scalar type ('h' 16-bit, 'r' 32-bit, 'l' 64-bit, 'f', 'd') or of a
     pointer (an address: 'l')."""
@@ -46,6 +54,7 @@ class CudaDeviceEmitter(CEmitter):
     """Prints the device functions of a planned CUDA module as CUDA C: `emit_module(plan.device_module)`."""
 
     helper_qualifiers = "static __device__ __forceinline__"
+    restrict_qualifier = "__restrict__"
 
     def __init__(self, plan: ModulePlan) -> None:
         super().__init__()
@@ -123,6 +132,13 @@ class CudaDeviceEmitter(CEmitter):
         if name in _CUDA_CALLS:
             return f"{_CUDA_CALLS[name]}({', '.join(args)})"
         return super().intrinsic(name, args, t)
+
+    def math_function(self, name: str, t: DataType) -> str:
+        """In a fast-math device function, CUDA's approximate intrinsic for a single-precision `name` where there
+        is one (`FAST_MATH_F32`); the IEEE function otherwise."""
+        if self.current is not None and self.current.attrs.fast_math and t.nbytes == 4 and name in FAST_MATH_F32:
+            return FAST_MATH_F32[name]
+        return super().math_function(name, t)
 
     def dynamic_smem(self) -> str:
         """C text of the block's dynamic shared memory (a `char *`)."""

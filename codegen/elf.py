@@ -1,7 +1,8 @@
 """A minimal reader of ELF64 symbol tables, enough to list the kernels of a cubin (an ELF image).
 
-Used by the tests to check that NVRTC's output is an ELF holding each kernel's symbol, and available to the
-runtime to check a cubin holds a kernel before asking the driver for it.
+Used by the tests to check that NVRTC's output is an ELF holding each kernel's symbol, available to the runtime
+to check a cubin holds a kernel before asking the driver for it, and by `codegen.vector_math` to list what the C
+library's vector math library exports.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ STT_FUNC = 2
 """The symbol type of a function (a kernel, in a cubin)."""
 
 _SHT_SYMTAB = 2
+_SHT_DYNSYM = 11
 _HEADER = struct.Struct("<16sHHIQQQIHHHHHH")  # ELF64 file header (little-endian)
 _SECTION = struct.Struct("<IIQQQQIIQQ")  # ELF64 section header
 _SYMBOL = struct.Struct("<IBBHQQ")  # ELF64 symbol table entry
@@ -34,16 +36,18 @@ def is_elf64(data: bytes) -> bool:
     return len(data) >= _HEADER.size and data[:4] == b"\x7fELF" and data[4] == 2 and data[5] == 1
 
 
-def read_symbols(data: bytes) -> list[ElfSymbol]:
-    """Return the entries of every `SHT_SYMTAB` section of the ELF64 image `data`, names read from the string
-    table each one links to. Raises ValueError for anything that is not a well-formed little-endian ELF64."""
+def read_symbols(data: bytes, dynamic: bool = False) -> list[ElfSymbol]:
+    """Return the entries of every `SHT_SYMTAB` section of the ELF64 image `data` (with `dynamic`, of its
+    `SHT_DYNSYM` sections: what a shared library exports), names read from the string table each one links to.
+    Raises ValueError for anything that is not a well-formed little-endian ELF64."""
     if not is_elf64(data):
         raise ValueError("not a little-endian 64-bit ELF image")
+    wanted = _SHT_DYNSYM if dynamic else _SHT_SYMTAB
     try:
         sections = _section_headers(data)
         symbols: list[ElfSymbol] = []
         for section in sections:
-            if section[1] == _SHT_SYMTAB:
+            if section[1] == wanted:
                 symbols.extend(_table_symbols(data, section, sections[section[6]]))
         return symbols
     except (struct.error, IndexError, ValueError) as exc:

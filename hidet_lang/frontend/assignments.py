@@ -150,10 +150,10 @@ class AssignmentParser(ExpressionParser, OperatorParser):
             if not isinstance(value, str) or not value.isidentifier():
                 raise self.error(node, f"func_name must be an identifier, got {value!r}", DSLValueError)
             self.ctx.name = value
-        elif owner is B.attrs and attr == "noinline":
+        elif owner is B.attrs and attr in ("noinline", "fast_math", "no_alias"):
             if not isinstance(value, bool):
-                raise self.error(node, f"noinline must be True or False, got {value!r}", DSLValueError)
-            self.ctx.noinline = value
+                raise self.error(node, f"{attr} must be True or False, got {value!r}", DSLValueError)
+            setattr(self.ctx, attr, value)
         elif owner is B.attrs:
             raise self.error(node, "set CUDA attributes as attrs.cuda.<name>", DSLAttributeError)
         else:

@@ -19,7 +19,7 @@ from hidet_lang.ir.loop_attrs import parse_loop_attrs
 from hidet_lang.ir.stmt import DeclScope
 from hidet_lang.ir.types import DataType, PointerType, TensorType, VectorType, dtype_from_name, int32
 
-FUNC_ATTRS = ("func_kind", "func_name", "noinline")
+FUNC_ATTRS = ("func_kind", "func_name", "noinline", "fast_math", "no_alias")
 CUDA_ATTRS = ("grid_dim", "block_dim", "dynamic_smem_bytes", "min_blocks")
 
 

@@ -45,6 +45,8 @@ class FunctionContext:
     name: str
     kind: FuncKind | None = None
     noinline: bool = False
+    fast_math: bool = False
+    no_alias: bool = False
     cuda: dict[str, Any] = field(default_factory=dict)
     cuda_spans: dict[str, Span] = field(default_factory=dict)
     declared_return: Type | None = None

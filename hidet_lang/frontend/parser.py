@@ -93,7 +93,8 @@ class Parser(StatementParser, AssignmentParser, CallParser):
                                    "argument (only 'public', 'cpu_internal' and 'cuda_internal' functions return "
                                    "values)")
         cuda = CudaAttrs(**ctx.cuda, spans=tuple(ctx.cuda_spans.items())) if ctx.cuda else None
-        func = Function(ctx.name, tuple(params), ret, body, FuncAttrs(kind, cuda, ctx.kind is None, ctx.noinline))
+        func = Function(ctx.name, tuple(params), ret, body, FuncAttrs(kind, cuda, ctx.kind is None, ctx.noinline,
+                                                                 ctx.fast_math, ctx.no_alias))
         return func, ctx
 
     def return_annotation(self, returns: ast.expr | None) -> Type | None:

@@ -68,13 +68,18 @@ class FuncAttrs:
     'cuda_kernel'; any other is 'cpu_internal' until a module finds it called from CUDA code only (then it is a
     'cuda_internal' there, as in Hidet Script). `noinline` keeps a CPU function out of line in the C it becomes
     (`attrs.noinline = True`), compiled on its own whoever calls it (no inlining, cloning or assumptions from the
-    callers), so that the C compiler allocates its registers for it alone (a micro-kernel).
+    callers), so that the C compiler allocates its registers for it alone (a micro-kernel). `fast_math` lets the
+    compilers reassociate the function's floating-point arithmetic, assume no NaN or infinity, and use approximate
+    or vector math functions (the README's "Fast math"). `no_alias` declares that no tensor parameter the function
+    writes shares memory with another parameter (C `restrict`); calls from Python check it.
     """
 
     kind: FuncKind = FuncKind.CPU_INTERNAL
     cuda: CudaAttrs | None = None
     kind_inferred: bool = field(default=False, compare=False)
     noinline: bool = False
+    fast_math: bool = False
+    no_alias: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -134,10 +134,10 @@ class IRPrinter:
 
     # functions -------------------------------------------------------------------------------------------
     def function(self, f: Function) -> None:
-        """Print a function with its kind (and `noinline` where it is kept out of line)."""
+        """Print a function with its kind and the flags set on it (`noinline`, `fast_math`, `no_alias`)."""
         params = ", ".join(f"{p.name}: {p.type}" for p in f.params)
-        noinline = ", noinline" if f.attrs.noinline else ""
-        self.line(f"def {f.name}({params}) -> {f.ret_type}:  # {f.attrs.kind}{noinline}")
+        flags = "".join(f", {name}" for name in ("noinline", "fast_math", "no_alias") if getattr(f.attrs, name))
+        self.line(f"def {f.name}({params}) -> {f.ret_type}:  # {f.attrs.kind}{flags}")
         self.block(f.body)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.functor import IRRewriter
-from hidet_lang.ir.types import PointerType, TensorType
+from hidet_lang.ir.types import DataType, PointerType, TensorType
 
 
 def _tensor_type_of(base: E.Expr) -> TensorType | None:
@@ -29,15 +29,31 @@ def _tensor_type_of(base: E.Expr) -> TensorType | None:
     return None
 
 
-def row_major_offset(indices: tuple[E.Expr, ...], shape: tuple[Any, ...]) -> E.Expr:
-    """The row-major offset of `indices` in a tensor of `shape` (Horner form: ((i0 * s1 + i1) * s2 + i2)...)."""
+def row_major_offset(indices: tuple[E.Expr, ...], shape: tuple[Any, ...],
+                     offset_type: DataType | None = None) -> E.Expr:
+    """The row-major offset of `indices` in a tensor of `shape` (Horner form: ((i0 * s1 + i1) * s2 + i2)...),
+    computed in `offset_type` (each index converted first) when given, else in the indices' own types."""
+    if offset_type is not None:
+        indices = tuple(_converted(E.convert(i), offset_type) for i in indices)
+        shape = tuple(_converted(E.convert(d), offset_type) for d in shape)
     offset = indices[0]
     for idx, extent in zip(indices[1:], shape[1:]):
         offset = E.binary("+", E.binary("*", offset, extent), idx)
     return offset
 
 
+def _converted(e: E.Expr, dtype: DataType) -> E.Expr:
+    """`e` converted to the integer type `dtype` (a constant rewritten in it)."""
+    if e.type == dtype:
+        return e
+    return E.Constant(e.value, dtype) if isinstance(e, E.Constant) else E.Cast(e, dtype)
+
+
 class _Flattener(IRRewriter):
+    def __init__(self, offset_type: DataType | None) -> None:
+        super().__init__()
+        self.offset_type = offset_type
+
     def flat(self, base: E.Expr, indices: tuple[E.Expr, ...]) -> tuple[E.Expr, ...]:
         t = _tensor_type_of(base)
         if t is None:
@@ -46,7 +62,7 @@ class _Flattener(IRRewriter):
             return (E.convert(t.layout(*indices)),)  # a Python int where the offset is constant
         if len(indices) == 1:
             return indices
-        return (row_major_offset(indices, t.shape),)
+        return (row_major_offset(indices, t.shape, self.offset_type),)
 
     def visit_TensorElement(self, e: E.TensorElement) -> E.Expr:
         e = self.rebuild(e)
@@ -61,6 +77,8 @@ class _Flattener(IRRewriter):
         return s if flat is s.indices else dataclasses.replace(s, indices=flat)
 
 
-def flatten_tensor_access(node: S.Stmt) -> S.Stmt:
-    """Rewrite every multi-index access in `node` to a single offset."""
-    return _Flattener().visit(node)
+def flatten_tensor_access(node: S.Stmt, offset_type: DataType | None = None) -> S.Stmt:
+    """Rewrite every multi-index access in `node` to a single offset, combining row-major indices in `offset_type`
+    when given (the CPU's int64: an offset whose terms cannot wrap is one the C compiler can follow from one
+    iteration to the next, and so vectorize the loop; the indices themselves keep the program's arithmetic)."""
+    return _Flattener(offset_type).visit(node)

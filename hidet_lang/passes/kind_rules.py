@@ -189,13 +189,21 @@ def check_module_rules(module: IRModule) -> None:
     """Rules between the functions of a module: who may call whom, and what host code of a CUDA module may
     touch. Raises a DSL error at the offending statement."""
     kinds = {f.name: f.attrs.kind for f in module.functions}
+    no_alias = {f.name for f in module.functions if f.attrs.no_alias}
     has_cuda = any(k in DEVICE_KINDS for k in kinds.values())
     for f in module.functions:
         on_device = f.attrs.kind in DEVICE_KINDS
+        if f.attrs.no_alias and f.attrs.kind not in HOST_CALLABLE_KINDS:
+            raise DSLValueError(f"attrs.no_alias applies to functions called from Python (public, cpu_kernel, "
+                                f"cuda_kernel), whose calls check it, and '{f.name}' is a '{f.attrs.kind}' function",
+                                f.span)
         for stmt in collect(f.body, S.Stmt):
             expressions = own_expressions(stmt)
             for call in (c for e in expressions for c in collect(e, E.Call)):
                 callee_kind = kinds[call.func_name]
+                if call.func_name in no_alias:
+                    raise DSLValueError(f"'{call.func_name}' has attrs.no_alias, which calls from Python check; "
+                                        f"a call from '{f.name}' could not be checked", stmt.span)
                 if on_device and callee_kind not in DEVICE_KINDS:
                     raise DSLTypeError(f"'{call.func_name}' is a '{callee_kind}' function and cannot be called from "
                                        f"CUDA code", stmt.span)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from hidet_lang.ir.func import Function, IRModule
 from hidet_lang.ir.stmt import Stmt
+from hidet_lang.ir.types import int64
 from hidet_lang.ir.verify import verify
 from hidet_lang.passes.flatten_tensor_access import flatten_tensor_access
 from hidet_lang.passes.kind_rules import (
@@ -73,7 +74,8 @@ STEPS: tuple[tuple[str, Callable[[IRModule, Target], IRModule], str], ...] = (
     ("resolve_parallel_reductions", lambda m, t: resolve_parallel_reductions(m), "parsed"),
     ("lower_task_mappings", _per_function(lambda f: lower_task_mappings(f.body, worker_bounds(f))),
      "mappings_lowered"),
-    ("flatten_tensor_access", _per_function(lambda f: flatten_tensor_access(f.body)), "flattened"),
+    ("flatten_tensor_access", lambda m, t: _per_function(
+        lambda f: flatten_tensor_access(f.body, int64 if t.kind == TargetKind.CPU else None))(m, t), "flattened"),
     ("simplify", _per_function(lambda f: simplify(f.body)), "flattened"),
 )
 

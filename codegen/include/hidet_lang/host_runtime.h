@@ -1,6 +1,6 @@
 // hidet_lang host runtime: what every generated host source (C for the CPU, the host half of a CUDA module)
 // relies on, included first: the standard headers, HL_EXPORT for the functions Python calls, HL_NOINLINE for
-// functions compiled on their own (attrs.noinline), the channel of
+// functions compiled on their own (attrs.noinline), HL_FAST_MATH (attrs.fast_math), the channel of
 // failed host assertions (hidet_lang_assert_status), the guarded integer division (int_division.h), the checking
 // mode's bounds checks and zero divisors (HL_CHECKED, HL_CHECKED_IN for views, hl_division_by_zero,
 // hidet_lang_bounds_status) and hidet_lang_flush. C, and C++ when a CUDA module runs on the emulator.
@@ -29,6 +29,17 @@
 #else
 #define HL_NOINLINE __attribute__((noinline))
 #endif
+
+// A fast-math function (attrs.fast_math): GCC compiles it as under -ffast-math -ffp-contract=fast, the rest of the
+// translation unit keeps the strict flags; nothing is linked that would set flush-to-zero for the whole process.
+// Other compilers build it strictly. The small helpers (min, max, ...) are always inlined, so that they compile
+// under the flags of the function that uses them.
+#if defined(__GNUC__) && !defined(__clang__)
+#define HL_FAST_MATH __attribute__((optimize("fast-math", "fp-contract=fast")))
+#else
+#define HL_FAST_MATH
+#endif
+#define HL_HELPER static inline __attribute__((always_inline))
 
 static volatile int hl_host_assert_failed = 0;
 static const char *hl_host_assert_message = 0;
