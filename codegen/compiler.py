@@ -34,6 +34,8 @@ __all__ = [
     "compile_shared_library",
     "compiler_version",
     "map_c_line_to_dsl",
+    "marker_at",
+    "marker_table",
     "run_compiler",
     "source_suffix",
 ]
@@ -282,7 +284,7 @@ _MARKER_RE = re.compile(
 )
 
 
-def _marker_table(source: str) -> tuple[list[int], list[tuple[str, int]]]:
+def marker_table(source: str) -> tuple[list[int], list[tuple[str, int]]]:
     """Return the C line numbers (ascending) carrying a marker and the (file, line) of each marker."""
     c_lines: list[int] = []
     targets: list[tuple[str, int]] = []
@@ -299,8 +301,8 @@ def _marker_table(source: str) -> tuple[list[int], list[tuple[str, int]]]:
     return c_lines, targets
 
 
-def _lookup(table: tuple[list[int], list[tuple[str, int]]], c_line: int) -> tuple[str, int] | None:
-    """Return the target of the nearest marker at or above `c_line` in a `_marker_table`, or None."""
+def marker_at(table: tuple[list[int], list[tuple[str, int]]], c_line: int) -> tuple[str, int] | None:
+    """Return the target of the nearest marker at or above `c_line` in a `marker_table`, or None."""
     c_lines, targets = table
     index = bisect_right(c_lines, c_line) - 1
     return targets[index] if index >= 0 else None
@@ -309,7 +311,7 @@ def _lookup(table: tuple[list[int], list[tuple[str, int]]], c_line: int) -> tupl
 def map_c_line_to_dsl(source: str, c_line: int) -> tuple[str, int] | None:
     """Map 1-based line `c_line` of generated `source` to the (DSL file, DSL line) of the nearest marker at
     or above it; None when no marker precedes it."""
-    return _lookup(_marker_table(source), c_line)
+    return marker_at(marker_table(source), c_line)
 
 
 # A GCC / Clang `file:line[:col]: [fatal ]error: message` diagnostic.
@@ -358,12 +360,12 @@ def format_diagnostics(
     are shown instead; `output_attribute` names the exception attribute that holds all of it.
     Returns the message body and the (DSL file, DSL line) of the first mapped diagnostic, or None.
     """
-    table = _marker_table(source)
+    table = marker_table(source)
     source_lines = source.splitlines()
     blocks: list[str] = []
     first: tuple[str, int] | None = None
     for diagnostic in diagnostics[:MAX_REPORTED_ERRORS]:
-        target = _lookup(table, diagnostic.line) if diagnostic.in_generated else None
+        target = marker_at(table, diagnostic.line) if diagnostic.in_generated else None
         first = first or target
         blocks.append(_diagnostic_block(diagnostic, target, source_lines, generated_label))
     if blocks:

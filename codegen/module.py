@@ -8,6 +8,7 @@ from typing import Any
 
 from codegen.arguments import ctype_of, make_caller
 from codegen.c_emitter import ASSERT_STATUS_SYMBOL, FLUSH_SYMBOL
+from codegen.vectorization_report import VectorizationReport, vectorization_report
 from hidet_lang.errors import without_compiler_frames
 from hidet_lang.ir.expr import Intrinsic
 from hidet_lang.ir.func import DEVICE_KINDS, HOST_CALLABLE_KINDS, FuncKind, IRModule
@@ -35,6 +36,7 @@ class CompiledModule:
         self._lib = lib
         self._cubin_builder = cubin
         self._cubin: bytes | None = None
+        self._report: VectorizationReport | None = None
         self.functions: dict[str, Callable[..., None]] = {}
         self._direct: dict[str, Callable[..., None]] = {}
         after = _chain([*after_call, *filter(None, [host_checks(ir, lib)])])
@@ -101,6 +103,18 @@ class CompiledModule:
         else:
             raise KeyError(f"no {which!r} source; this module has: {', '.join(self._sources)}")
         return highlighted(text) if color else text
+
+    def report(self) -> VectorizationReport:
+        """The vectorization report of a CPU module: one entry per loop of its C, at the DSL line it came from
+        (whether the C compiler vectorized it, how wide, or why not; alias versioning; OpenMP), printable as a
+        table. The C is compiled again with the compiler's remarks on the first call (`codegen.vectorization_report`);
+        the result is kept. Raises TypeError for a CUDA module."""
+        if self.target.startswith("cuda"):
+            raise TypeError(f"the vectorization report covers CPU modules; this is a '{self.target}' module, whose "
+                            "kernels NVRTC compiles (build it with target='cpu' for a report)")
+        if self._report is None:
+            self._report = vectorization_report(self._sources["c"])
+        return self._report
 
     @property
     def cubin(self) -> bytes:

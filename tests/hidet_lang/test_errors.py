@@ -111,6 +111,13 @@ def bad_noinline() -> None:
         a[0] = 1.0
 
 
+def bad_fast_math() -> None:
+    @hidet.script
+    def k(a: f32[4]):
+        attrs.fast_math = "yes"  # ERROR
+        a[0] = 1.0
+
+
 def bad_continue_unrolled() -> None:
     @hidet.script
     def k(a: f32[4]):
@@ -197,8 +204,9 @@ CASES: list[tuple[Callable[[], None], type[Exception], str]] = [
     (bad_one_index_read, DSLTypeError, "'a' has 2 dimensions (f32[4, 4]) but is indexed with 1 index"),
     (bad_attr, DSLAttributeError,
      "unknown attribute 'attrs.func_knd'; valid attributes: attrs.func_kind, attrs.func_name, attrs.noinline, "
-     "attrs.cuda"),
+     "attrs.fast_math, attrs.no_alias, attrs.cuda"),
     (bad_noinline, DSLValueError, "noinline must be True or False, got 1"),
+    (bad_fast_math, DSLValueError, "fast_math must be True or False, got 'yes'"),
     (bad_continue_unrolled, DSLSyntaxError, "`continue` cannot leave a loop unrolled while parsing"),
     (bad_print, DSLSyntaxError, "print() does not exist in a kernel; use printf"),
     (bad_static_assert, DSLValueError, "static assertion failed: size must be even"),
