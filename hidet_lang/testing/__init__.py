@@ -2,8 +2,9 @@
 
 This package is a test extra: it imports hypothesis, and ``import hidet_lang`` never imports it.
 
-- ``shapes``, ``dtypes``, ``arrays`` (finite values in a modest range), ``task_mappings``: hypothesis
-  strategies (``hidet_lang.testing.strategies``);
+- ``shapes``, ``dtypes``, ``arrays`` (finite values in a modest range), ``with_edge_values`` (elements mixed
+  with NaN, +-inf and -0.0, ``EDGE_FLOATS``), ``task_mappings``: hypothesis strategies
+  (``hidet_lang.testing.strategies``);
 - ``check_kernel(module, reference, *args)``: runs a built module and a numpy reference on copies of the
   same inputs and reports the first mismatching index (``hidet_lang.testing.check``);
 - ``DLPackOnly(array)``: an array reachable only through DLPack, to test that path without torch
@@ -43,17 +44,20 @@ from hidet_lang.testing.profiles import example_count, load_profile
 from hidet_lang.testing.programs import Program, load_module, module_source, programs
 from hidet_lang.testing.strategies import (
     DTYPE_KINDS,
+    EDGE_FLOATS,
     arrays,
     default_elements,
     dtypes,
     int_bound,
     shapes,
     task_mappings,
+    with_edge_values,
 )
 
 __all__ = [
     "DLPackOnly",
     "DTYPE_KINDS",
+    "EDGE_FLOATS",
     "Program",
     "arrays",
     "check_kernel",
@@ -75,4 +79,5 @@ __all__ = [
     "shapes",
     "task_mappings",
     "task_recorder",
+    "with_edge_values",
 ]

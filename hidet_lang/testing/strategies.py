@@ -1,7 +1,9 @@
-"""Hypothesis strategies for testing kernels: shapes, dtypes, arrays with finite values, task mappings."""
+"""Hypothesis strategies for testing kernels: shapes, dtypes, arrays with finite values, float elements mixed with
+the IEEE edge values (NaN, infinities, -0.0), task mappings."""
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Sequence
 from typing import Any
@@ -14,6 +16,7 @@ from hidet_lang.ir.mapping import TaskMapping, repeat, spatial
 
 __all__ = [
     "DTYPE_KINDS",
+    "EDGE_FLOATS",
     "FLOAT_BOUND",
     "arrays",
     "default_elements",
@@ -21,6 +24,7 @@ __all__ = [
     "int_bound",
     "shapes",
     "task_mappings",
+    "with_edge_values",
 ]
 
 #: The dtype names each kind of ``dtypes(kinds=...)`` draws from.
@@ -33,6 +37,9 @@ DTYPE_KINDS: dict[str, tuple[str, ...]] = {
 
 #: Default float elements lie in [-FLOAT_BOUND, FLOAT_BOUND].
 FLOAT_BOUND = 8.0
+
+#: The float values where min/max, comparisons and NaN propagation differ between definitions.
+EDGE_FLOATS: tuple[float, ...] = (math.nan, math.inf, -math.inf, -0.0, 0.0)
 
 # Default integer elements lie in [-b, b] (signed) or [0, b] (unsigned), b by the width in bytes: small
 # enough that a row sum of 17 elements fits even int8 (17 * 7 = 119) and products of two elements summed
@@ -108,6 +115,22 @@ def default_elements(dtype: Any) -> st.SearchStrategy[Any]:
     if dt.kind == "b":
         return st.booleans()
     raise TypeError(f"arrays(): no default elements for dtype {dt}; pass elements=")
+
+
+def with_edge_values(elements: st.SearchStrategy[float], values: Sequence[float] = EDGE_FLOATS,
+                     one_in: int = 4) -> st.SearchStrategy[float]:
+    """Float elements: about one draw in ``one_in`` is one of ``values`` (default ``EDGE_FLOATS``: NaN, +-inf,
+    -0.0, 0.0), the rest come from ``elements``. Pass it as the ``elements`` of ``arrays`` (or of hypothesis'
+    own) to test what a kernel does with NaN and the infinities; compare with ``np.testing.assert_array_equal``
+    (NaN equals NaN there; -0.0 equals 0.0, so check the sign of zero apart where it matters). Shrinks towards
+    ``elements``."""
+    values = tuple(values)
+    if not values:
+        raise ValueError("with_edge_values(): values must hold at least one value")
+    one_in = _int_arg(one_in, "one_in", 1)
+    # one_of of plain strategies, no .map: the values stay reusable, so hypothesis' arrays may fill a large array
+    # from few draws (a mapped element strategy makes every element a draw of its own, too large an example)
+    return st.one_of(*[elements] * (one_in - 1), st.sampled_from(values))
 
 
 def _as_strategy(value: Any) -> st.SearchStrategy[Any]:

@@ -9,6 +9,7 @@ from stdlib_ops.compute.primitives import (
     as_dtype,
     cast_to,
     compute,
+    extremum,
     reduce,
     shape_entry,
     size_var,
@@ -17,5 +18,5 @@ from stdlib_ops.compute.primitives import (
 
 __all__ = [
     "ArgReduceExpr", "ComputeTensor", "ReduceExpr", "arg_reduce", "as_dim", "as_dtype", "cast_to", "compute",
-    "reduce", "shape_entry", "size_var", "tensor_input",
+    "extremum", "reduce", "shape_entry", "size_var", "tensor_input",
 ]

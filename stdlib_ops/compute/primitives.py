@@ -1,4 +1,5 @@
-"""The compute-definition language: `tensor_input`, `compute`, `reduce`, `arg_reduce`.
+"""The compute-definition language: `tensor_input`, `compute`, `reduce`, `arg_reduce`, and `extremum` (numpy's
+NaN-propagating `maximum`/`minimum` as an IR expression).
 
 Bodies are hidet_lang IR expressions (so `math`-like intrinsics, casts and `IfThenElse` all work); shapes hold
 Python ints and symbolic dimensions, given as strings ('batch') or as the `Var` that `size_var` returns.
@@ -10,7 +11,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from functools import cache
 
-from hidet_lang.ir.expr import BinaryOp, Constant, Expr, Var, convert
+from hidet_lang.ir.expr import BinaryOp, Constant, Expr, IfThenElse, Intrinsic, Var, convert
 from hidet_lang.ir.types import DataType, TensorType, dtype_from_name, int32
 from stdlib_ops.compute.nodes import ARG_REDUCE_KINDS, REDUCE_KINDS, ArgReduceExpr, ComputeTensor, ReduceExpr
 from stdlib_ops.dims import dim_product, factors
@@ -95,8 +96,26 @@ def reduce(shape: Sequence[int | str | Expr], fcompute: Callable[..., object], k
     return ReduceExpr(axes, dims, cast_to(body, acc), kind, acc)
 
 
+def extremum(kind: str, a: Expr, b: Expr) -> Expr:
+    """numpy's `maximum(a, b)` ('max') or `minimum(a, b)` ('min') of two values of one type: NaN when either is.
+
+    The DSL's `max(a, b)` is `a > b ? a : b`, which gives `b` when either operand is NaN: right for a NaN `b`,
+    so only a NaN `a` needs a test, `a != a ? a : max(a, b)` (a compare and a select). `a` is evaluated up to
+    three times (pass a variable or a load) and `b` only where `a` is a number (C's `?:`): a value that every
+    thread must compute, a warp shuffle, goes through a variable first. Integers and bools have no NaN: the plain
+    intrinsic. Which zero `max(-0.0, +0.0)` gives is the DSL's rule (the second operand); numpy's own choice
+    varies with the dtype and the code path."""
+    if kind not in ARG_REDUCE_KINDS:
+        raise ValueError(f"unknown extremum {kind!r}; valid: {', '.join(ARG_REDUCE_KINDS)}")
+    pick = Intrinsic(kind, (a, b), a.type)
+    if not a.type.is_float:
+        return pick
+    return IfThenElse(BinaryOp("!=", a, a), a, pick)
+
+
 def arg_reduce(extent: int | str | Expr, fcompute: Callable[[Var], object], kind: str) -> ArgReduceExpr:
-    """The first index `k` in `[0, extent)` where `fcompute(k)` is largest ('max') or smallest ('min'), as i64."""
+    """The first index `k` in `[0, extent)` where `fcompute(k)` is largest ('max') or smallest ('min'), as i64;
+    as numpy's `argmax`/`argmin`, the first NaN wins over every number."""
     if kind not in ARG_REDUCE_KINDS:
         raise ValueError(f"unknown arg reduction {kind!r}; valid: {', '.join(ARG_REDUCE_KINDS)}")
     (axis,) = _axes("k", 1)

@@ -1,5 +1,11 @@
 """Element-wise operators with numpy's broadcasting and result dtypes: unary math, binary arithmetic,
-comparisons, `where`, `clip`, `cast`."""
+comparisons, `where`, `clip`, `cast`.
+
+NaN propagates as in numpy: `relu`, `clip`, `maximum` and `minimum` of a NaN are NaN. `relu` and `clip` get it
+for free from the DSL's `max(a, b)` rule (`a > b ? a : b`: `b` when either is NaN) by putting the data second,
+`max(0, x)`; `maximum`/`minimum` of two tensors, either of which may be NaN, use `extremum` (one more compare
+and select). Which zero `maximum(-0.0, 0.0)` gives is the DSL's rule (the second operand): numpy's choice varies
+with the dtype and its code path."""
 
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ import numpy as np
 
 from hidet_lang.ir.expr import BinaryOp, Constant, Expr, IfThenElse, Intrinsic, UnaryOp, Var
 from hidet_lang.ir.types import DataType, boolean, float32
-from stdlib_ops.compute import as_dtype, cast_to, compute
+from stdlib_ops.compute import as_dtype, cast_to, compute, extremum
 from stdlib_ops.operators.base import (
     apply,
     as_tensors,
@@ -112,7 +118,8 @@ def _unary_same(name: str, fn: Callable[[Expr], Expr], float_fn: bool = False) -
     return op
 
 
-relu = _unary_same("relu", lambda a: Intrinsic("max", (a, Constant(0.0 if a.type.is_float else 0, a.type)), a.type))
+# max(0, x), the data second: a NaN gives itself (numpy's np.maximum(x, 0)), at no cost
+relu = _unary_same("relu", lambda a: Intrinsic("max", (Constant(0.0 if a.type.is_float else 0, a.type), a), a.type))
 abs = _unary_same("abs", _intrinsic("abs"))  # noqa: A001 - numpy's name
 neg = _unary_same("neg", lambda a: UnaryOp("-", a))
 floor = _unary_same("floor", _intrinsic("floor"), float_fn=True)
@@ -121,16 +128,17 @@ round = _unary_same("round", _round_half_even, float_fn=True)  # noqa: A001 - nu
 
 
 def clip(x: Tensor, a_min: float | None = None, a_max: float | None = None) -> Tensor:
-    """Each element limited to [a_min, a_max] (either bound may be None)."""
+    """Each element limited to [a_min, a_max] (either bound may be None); NaN stays NaN, as in `np.clip`."""
     (x,) = as_tensors("clip", x)
     ct = _compute_type(x.dtype)
 
     def fn(a: Expr) -> Expr:
         a = cast_to(a, ct)
+        # the bound first: `max`/`min` give their second operand, the data, when it is NaN
         if a_min is not None:
-            a = Intrinsic("max", (a, Constant(a_min, ct)), ct)
+            a = Intrinsic("max", (Constant(a_min, ct), a), ct)
         if a_max is not None:
-            a = Intrinsic("min", (a, Constant(a_max, ct)), ct)
+            a = Intrinsic("min", (Constant(a_max, ct), a), ct)
         return a
 
     return _map("clip", [x], x.dtype, fn, {"a_min": a_min, "a_max": a_max})
@@ -147,7 +155,7 @@ def _binary(name: str, c_op: str | None, true_divide: bool = False) -> Callable[
         def fn(p: Expr, q: Expr) -> Expr:
             p, q = cast_to(p, ct), cast_to(q, ct)
             if c_op is None:
-                return Intrinsic(name.replace("imum", ""), (p, q), ct)
+                return extremum(name.replace("imum", ""), p, q)
             return BinaryOp(c_op, p, q)
 
         return _map(name, [x, y], out, fn)

@@ -134,8 +134,13 @@ def _warp_per_element(out: ComputeTensor, param: Var, axes: tuple[Var, ...], val
     lane_loop = ForStmt(k, lane, extent_product(r.extents), Constant(WARP, int32),
                         seq([*_unflatten(k, r.axes, r.extents), *scopes[1].prelude,
                              AssignStmt(acc, combine(kind, acc, term))]))
-    shuffles = [AssignStmt(acc, combine(kind, acc, shfl_down_sync(FULL_MASK, acc, offset)))
-                for offset in (16, 8, 4, 2, 1)]
+    shuffles: list[Stmt] = []
+    for offset in (16, 8, 4, 2, 1):
+        # every lane shuffles: the value goes through a variable, since `combine` of max/min reads its second
+        # operand only where the first is not NaN (`extremum`'s select)
+        other = Var(f"other{next(names)}", r.dtype)
+        shuffles += [DeclareStmt(other, shfl_down_sync(FULL_MASK, acc, offset)),
+                     AssignStmt(acc, combine(kind, acc, other))]
     reduced: Expr = acc
     if r.kind == "mean":
         count = extent_product(r.extents)

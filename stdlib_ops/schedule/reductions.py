@@ -14,11 +14,12 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from hidet_lang.ir.expr import BinaryOp, Cast, Constant, Expr, Intrinsic, Var, convert
+from hidet_lang.ir.expr import BinaryOp, Cast, Constant, Expr, Var, convert
 from hidet_lang.ir.functor import IRRewriter, collect, substitute
 from hidet_lang.ir.stmt import AssignStmt, DeclareStmt, ForStmt, IfStmt, Stmt, seq
 from hidet_lang.ir.types import DataType, int32, int64
 from stdlib_ops.compute.nodes import ArgReduceExpr, ReduceExpr
+from stdlib_ops.compute.primitives import extremum
 
 
 @dataclass
@@ -45,12 +46,13 @@ def identity(kind: str, t: DataType) -> Expr:
 
 
 def combine(kind: str, acc: Expr, value: Expr) -> Expr:
-    """`acc` combined with `value` by a `kind` reduction."""
+    """`acc` combined with `value` by a `kind` reduction; `max` and `min` propagate NaN as numpy's `max` does
+    (`extremum`: a NaN `acc` stays, a NaN `value` is taken), in a loop and in a tree of partial results alike."""
     if kind in ("sum", "mean"):
         return BinaryOp("+", acc, value)
     if kind == "prod":
         return BinaryOp("*", acc, value)
-    return Intrinsic(kind, (acc, value), acc.type)
+    return extremum(kind, acc, value)
 
 
 def extent_product(extents: tuple) -> Expr:
@@ -136,9 +138,13 @@ class ReductionLowering:
         best = self._fresh("best", t)
         index = self._fresh("index", int64)
         candidate = self._fresh("value", t)
+        better = BinaryOp(">" if r.kind == "max" else "<", candidate, best)
+        if t.is_float:  # numpy's rule: the first NaN wins (then `best` is NaN, which nothing replaces)
+            better = BinaryOp("||", better, BinaryOp("&&", BinaryOp("!=", candidate, candidate),
+                                                     BinaryOp("==", best, best)))
         update = seq([
             DeclareStmt(candidate, body),
-            IfStmt(BinaryOp(">" if r.kind == "max" else "<", candidate, best),
+            IfStmt(better,
                    seq([AssignStmt(best, candidate), AssignStmt(index, _cast(axis, int64))])),
         ])
         scope.prelude.append(DeclareStmt(best, identity(r.kind, t)))

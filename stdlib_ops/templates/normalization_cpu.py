@@ -91,7 +91,7 @@ def _softmax(template: str, rows: Size, cols: Size, dtype: str, lanes: int | Non
                     n = min(chunk, cols - c0)
                     for j in range(i64(n)):
                         buf[j] = f32(x[row, c0 + j])
-                    new_max = max(row_max, r.row_max(~buf[0], n))
+                    new_max = max(row_max, r.row_shift(~buf[0], n))
                     total = total * math.exp(row_max - new_max)  # the online softmax: 0 for the first chunk
                     row_max = new_max
                     total += exp_sum(~buf[0], n, row_max)

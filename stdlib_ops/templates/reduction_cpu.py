@@ -12,10 +12,12 @@ view `[outer, extent, inner]` of the input (the reduced axes in the middle) and 
   there are at least `min_items` work items, so both cores get work when `outer` is 1.
 
 Sums are in f32 whatever the storage dtype (f16 values are converted as they are read, the result rounded once);
-`mean` divides the sum by `extent`. `max` and `min` follow the `max`/`min` rule of `hidet_lang` (`a > b ? a :
-b`), as the rule-based scheduler's reductions do. Both kernels follow the fusion contract: the input is only read
-element by element, the output only stored element by element. The loops along contiguous memory count in i64,
-for the reason `normalization_cpu` gives.
+`mean` divides the sum by `extent`. `max` and `min` give NaN where the reduced values hold one, as numpy's `max`
+and the rule-based scheduler's reductions do: the rows through `row_max`/`row_min` (a NaN lane mask, looked at
+once per chunk), the columns by `acc = acc if acc != acc else max(acc, x)`: lane-independent compares and
+selects that the C compiler vectorizes as it did the plain `max`. Both kernels follow the fusion contract: the
+input is only read element by element, the output only stored element by element. The loops along contiguous
+memory count in i64, for the reason `normalization_cpu` gives.
 """
 
 from __future__ import annotations
@@ -76,9 +78,11 @@ def reduce_rows_cpu(outer: Size, extent: Size, kind: str, dtype: str = "float32"
                     for j in range(i64(n)):
                         buf[j] = f32(x[o, c0 + j])
                     if kind == "max":
-                        acc = max(acc, r.row_max(~buf[0], n))
+                        if acc == acc:  # once NaN, the row's result is NaN
+                            acc = max(acc, r.row_max(~buf[0], n))  # a NaN second: taken
                     elif kind == "min":
-                        acc = min(acc, r.row_min(~buf[0], n))
+                        if acc == acc:
+                            acc = min(acc, r.row_min(~buf[0], n))
                     else:
                         acc += r.row_sum(~buf[0], n)
                 if kind == "mean":
@@ -108,7 +112,7 @@ def reduce_columns_cpu(outer: Size, extent: Size, inner: Size, kind: str, dtype:
             if outer * ((inner + strip - 1) // strip) < min_items:  # narrower strips, whole cache lines
                 wanted = (min_items + outer - 1) // outer
                 aligned = ((inner + wanted - 1) // wanted + STRIP_ALIGN - 1) // STRIP_ALIGN * STRIP_ALIGN
-                strip = min(max(STRIP_ALIGN, aligned), inner)
+                strip = min(max(STRIP_ALIGN, aligned), inner, chunk)
             strips = (inner + strip - 1) // strip
             for item in grid(outer * strips, attrs="p"):
                 o = item // strips
@@ -120,9 +124,11 @@ def reduce_columns_cpu(outer: Size, extent: Size, inner: Size, kind: str, dtype:
                 for k in range(1, extent):
                     for j in range(i64(n)):  # along a row of x: the C compiler vectorizes it
                         if kind == "max":
-                            acc[j] = max(acc[j], f32(x[o, k, j0 + j]))
+                            a = acc[j]  # a NaN in acc[j] is kept; max gives a NaN x, its second operand
+                            acc[j] = a if a != a else max(a, f32(x[o, k, j0 + j]))
                         elif kind == "min":
-                            acc[j] = min(acc[j], f32(x[o, k, j0 + j]))
+                            a = acc[j]
+                            acc[j] = a if a != a else min(a, f32(x[o, k, j0 + j]))
                         else:
                             acc[j] = acc[j] + f32(x[o, k, j0 + j])
                 for j in range(i64(n)):

@@ -8,8 +8,13 @@ as a tree (`hidet_lang.cpu`'s `reduce_sum` / `reduce_max`), and finishes the las
 Sums are in f32: each lane adds about `n / (2 lanes)` terms, so a sum is off by about `(n / lanes + log2(lanes) + 1)
 * 2^-24` of the sum of the terms' magnitudes.
 
-- `row_max(p, n)`, `row_min(p, n)`: the largest / smallest value (the `max` / `min` rule of `hidet_lang.cpu`: a NaN
-  may be skipped).
+- `row_max(p, n)`, `row_min(p, n)`: the largest / smallest value, NaN when the row holds one (numpy's `max`). The
+  lanes pick by the `max` / `min` rule of `hidet_lang.cpu` (which may skip a NaN), and a NaN lane mask rides along:
+  `seen = seen + max(inf, v)` is +inf in a lane that saw only numbers (infinities included) and NaN, for good,
+  in one that saw a NaN; it is looked at once, at the end. An independent chain per accumulator, so the loop keeps
+  its speed on NaN-free data.
+- `row_shift(p, n)`: the largest value by the `max` rule alone (a NaN may be skipped): the shift of softmax,
+  whose NaN reaches every output through `exp(NaN - shift)` and the sum anyway.
 - `row_sum(p, n)`: the sum.
 - `row_exp_sum(p, n, shift)`: the sum of `exp(p[j] - shift)`; `row_exp_sum_in_place` also stores each
   `exp(p[j] - shift)` into `p[j]`. Whole vectors use the vector exp (within 1 ulp), the scalar tail the C
@@ -36,6 +41,7 @@ class RowReducers(NamedTuple):
 
     row_max: ScriptFunction
     row_min: ScriptFunction
+    row_shift: ScriptFunction
     row_sum: ScriptFunction
     row_exp_sum: ScriptFunction
     row_exp_sum_in_place: ScriptFunction
@@ -52,9 +58,10 @@ def row_reducers(lanes: int) -> RowReducers:
     W = lanes  # noqa: N806 - the width, a Python int while parsing
     names = {name: f"{name}_x{lanes}" for name in RowReducers._fields}  # one set of functions per width
 
-    def extremum(kind: str) -> ScriptFunction:
-        name, pick = names[f"row_{kind}"], getattr(V, f"{prefix}{kind}")
+    def extremum(kind: str, propagate_nan: bool) -> ScriptFunction:
+        name, pick = names[f"row_{kind}" if propagate_nan else "row_shift"], getattr(V, f"{prefix}{kind}")
         reduce_lanes, scalar_pick = getattr(V, f"{prefix}reduce_{kind}"), max if kind == "max" else min
+        vmax = getattr(V, f"{prefix}max")
 
         @script
         def row_extremum(p: ~f32, n: i32) -> f32:
@@ -62,18 +69,35 @@ def row_reducers(lanes: int) -> RowReducers:
             attrs.func_kind = "cpu_internal"
             acc0 = broadcast(p[0])
             acc1 = acc0
+            inf = broadcast(math.inf)
+            seen0 = inf  # per lane: +inf while only numbers were seen, NaN from the first NaN on
+            seen1 = inf
             j = 0
             while j + 2 * W <= n:
-                acc0 = pick(acc0, load(p + j))
-                acc1 = pick(acc1, load(p + j + W))
+                v0 = load(p + j)
+                v1 = load(p + j + W)
+                acc0 = pick(acc0, v0)
+                acc1 = pick(acc1, v1)
+                if propagate_nan:
+                    seen0 = seen0 + vmax(inf, v0)  # max(inf, v): v when it is NaN, else +inf
+                    seen1 = seen1 + vmax(inf, v1)
                 j += 2 * W
             if j + W <= n:
-                acc0 = pick(acc0, load(p + j))
+                v = load(p + j)
+                acc0 = pick(acc0, v)
+                if propagate_nan:
+                    seen0 = seen0 + vmax(inf, v)
                 j += W
             best = reduce_lanes(pick(acc0, acc1))
+            seen = reduce_sum(seen0 + seen1)
             while j < n:
                 best = scalar_pick(best, p[j])
+                if propagate_nan:
+                    seen += max(math.inf, p[j])
                 j += 1
+            if propagate_nan:
+                if seen != seen:
+                    return seen
             return best
 
         return row_extremum
@@ -158,4 +182,5 @@ def row_reducers(lanes: int) -> RowReducers:
         out[0] = total
         out[1] = total_squares
 
-    return RowReducers(extremum("max"), extremum("min"), row_sum, exp_sum(False), exp_sum(True), row_deviations)
+    return RowReducers(extremum("max", True), extremum("min", True), extremum("max", False), row_sum,
+                       exp_sum(False), exp_sum(True), row_deviations)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import hidet_lang as hidet
 from hidet_lang import attrs, f16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64
-from hidet_lang.testing import arrays, check_kernel, example_count, int_bound
+from hidet_lang.testing import arrays, check_kernel, example_count, int_bound, with_edge_values
 
 SETTINGS = settings(max_examples=example_count(25), deadline=None)
 ALL_DTYPES = [i8, i16, i32, i64, u8, u16, u32, u64, f16, f32, f64]
@@ -357,3 +357,42 @@ def test_integers_wrap_around_at_their_limits_like_numpy(dt: hidet.ir.types.Data
     ]
     for k, name in enumerate(["+", "-", "*", "unary -", "(a * b) / 3", "<<", ">>"]):
         np.testing.assert_array_equal(out[k], want[k], err_msg=f"{dt} {name} on {target}: a={a} b={b} s={s}")
+
+
+# ------------------------------------------------------------------------------------------------ min/max and NaN
+def min_max_module(dt: hidet.ir.types.DataType) -> hidet.ScriptModule:
+    """out[0] = min(a, b), out[1] = max(a, b), out[2] = max(b, a), elementwise in dtype `dt`."""
+    key = ("min_max", dt.name)
+    if key not in _MODULES:
+        with hidet.script_module() as module:
+
+            @hidet.script
+            def min_max(n: i32, a: "dt[n]", b: "dt[n]", out: "dt[3, n]"):  # noqa: F821
+                attrs.func_kind = "public"
+                for i in range(n):
+                    out[0, i] = min(a[i], b[i])
+                    out[1, i] = max(a[i], b[i])
+                    out[2, i] = max(b[i], a[i])
+
+        _MODULES[key] = module
+    return _MODULES[key]
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+@pytest.mark.parametrize("dt", [f16, f32, f64], ids=str)
+@settings(max_examples=example_count(10), deadline=None)
+@given(data=st.data())
+def test_min_max_give_the_second_operand_for_nan_and_equal_zeros(dt: hidet.ir.types.DataType, target: str,
+                                                                 data: st.DataObject) -> None:
+    # the documented rule of the intrinsics on every target: min(a, b) = a < b ? a : b, max(a, b) = a > b ? a : b,
+    # so a NaN operand, either one, gives b, and so do equal operands (max(-0.0, 0.0) is 0.0, max(0.0, -0.0) -0.0)
+    npd = np.dtype(dt.name)
+    elements = with_edge_values(st.floats(-4, 4, width=npd.itemsize * 8), one_in=2)
+    a, b = data.draw(st.integers(1, 19).flatmap(lambda n: st.tuples(arrays(dt.name, n, elements=elements),
+                                                                     arrays(dt.name, n, elements=elements))))
+    out = np.zeros((3, a.size), npd)
+    min_max_module(dt).build(target=target)(a.size, a, b, out)
+    want = np.stack([np.where(a < b, a, b), np.where(a > b, a, b), np.where(b > a, b, a)])
+    bits = {2: np.uint16, 4: np.uint32, 8: np.uint64}[npd.itemsize]
+    # the very operand is returned: same bits (a NaN keeps its own, -0.0 its sign)
+    np.testing.assert_array_equal(out.view(bits), want.view(bits), err_msg=f"{dt} on {target}: a={a} b={b}")

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from hidet_lang.ir.mapping import ComposedMapping, RepeatMapping, SpatialMapping, TaskMapping
 from hidet_lang.testing import (
     DTYPE_KINDS,
+    EDGE_FLOATS,
     arrays,
     check_kernel,
     default_tolerances,
@@ -22,6 +23,7 @@ from hidet_lang.testing import (
     int_bound,
     shapes,
     task_mappings,
+    with_edge_values,
 )
 
 EXAMPLES = settings(max_examples=example_count(60), deadline=None)
@@ -137,6 +139,26 @@ def test_arrays_from_values(a, b, c):
 @given(arrays("int32", shapes(max_dims=2), elements=st.integers(100, 200)))
 def test_arrays_custom_elements(x):
     assert x.dtype == np.int32 and np.all((x >= 100) & (x <= 200))
+
+
+def test_edge_values_mix_nan_infinities_and_signed_zeros_into_the_elements():
+    seen = {"nan": False, "inf": False, "-inf": False, "-0.0": False, "plain": False}
+
+    @settings(max_examples=example_count(100), deadline=None, database=None)
+    @given(arrays("float32", (40,), elements=with_edge_values(st.floats(1, 2, width=32))))
+    def record(x):
+        assert np.all(np.isnan(x) | np.isinf(x) | (x == 0) | ((x >= 1) & (x <= 2)))
+        seen["nan"] |= bool(np.isnan(x).any())
+        seen["inf"] |= bool((x == np.inf).any())
+        seen["-inf"] |= bool((x == -np.inf).any())
+        seen["-0.0"] |= bool(((x == 0) & np.signbit(x)).any())
+        seen["plain"] |= bool(((x >= 1) & (x <= 2)).any())
+
+    record()
+    assert all(seen.values()), seen
+    assert math.isnan(EDGE_FLOATS[0]) and -0.0 in EDGE_FLOATS
+    with pytest.raises(ValueError, match="at least one"):
+        with_edge_values(st.floats(), values=())
 
 
 def test_int_bounds_keep_int8_row_sums_in_range():

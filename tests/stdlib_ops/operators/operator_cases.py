@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import stdlib_ops as ops
-from hidet_lang.testing import example_count
+from hidet_lang.testing import example_count, with_edge_values
 
 DEVICES = ["cpu", "cuda"]
 # each test uses a few fixed shapes (one kernel each) and draws fresh data for every example
@@ -21,9 +21,13 @@ HALF_DTYPES = ["float16", *(["bfloat16"] if importlib.util.find_spec("ml_dtypes"
 HALF_CASES = [(device, dtype) for device in DEVICES for dtype in HALF_DTYPES if (device, dtype) != ("cpu", "bfloat16")]
 
 
-def data(shape: tuple, lo: float = -4.0, hi: float = 4.0, dtype: str = "float32") -> st.SearchStrategy:
-    """Arrays of `shape` with finite values in [lo, hi] exactly representable in `dtype`."""
+def data(shape: tuple, lo: float = -4.0, hi: float = 4.0, dtype: str = "float32", *,
+         edges: bool = False) -> st.SearchStrategy:
+    """Arrays of `shape` with finite values in [lo, hi] exactly representable in `dtype`; with `edges`, about one
+    element in eight is NaN, +-inf, -0.0 or 0.0 instead (`with_edge_values`)."""
     elements = st.floats(float(np.float32(lo)), float(np.float32(hi)), width=32, allow_subnormal=False)
+    if edges:
+        elements = with_edge_values(elements, one_in=8)
     if dtype == "float32":
         return arrays(np.float32, shape, elements=elements)
     return arrays(np.float32, shape, elements=elements).map(lambda a: a.astype(_numpy_dtype(dtype)))

@@ -109,6 +109,16 @@ def test_pools(device: str, x: np.ndarray, y: np.ndarray) -> None:
     assert_ulps(got, _windows(y, (2, 2), (2, 2), (0, 0), (1, 1), 0.0).mean((-1, -2)), 1, 4 * 2.0**-24 * 4)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@SETTINGS
+@given(x=data((2, 3, 7, 9), edges=True))
+def test_max_pool_propagates_nan(device: str, x: np.ndarray) -> None:
+    # torch's max_pool2d: a window holding a NaN gives NaN (np.max over the windows does the same); the padding,
+    # -inf, never wins over a value, -inf included. Values only: -0.0 == 0.0
+    got = run(ops.max_pool2d, x, device=device, kernel_size=3, stride=2, padding=1)
+    np.testing.assert_array_equal(got, _windows(x, (3, 3), (2, 2), (1, 1), (1, 1), -np.inf).max((-1, -2)))
+
+
 def adaptive_reference(x: np.ndarray, oh: int, ow: int) -> np.ndarray:
     h, w = x.shape[-2:]
     out = np.empty((*x.shape[:-2], oh, ow))

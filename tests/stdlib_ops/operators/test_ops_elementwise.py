@@ -71,6 +71,22 @@ def test_binary_broadcast(device: str, a: np.ndarray, b: np.ndarray) -> None:
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@SETTINGS
+@given(a=data((3, 1, 33), edges=True), b=data((4, 1), edges=True))
+def test_nan_and_infinities_propagate_as_in_numpy(device: str, a: np.ndarray, b: np.ndarray) -> None:
+    # maximum/minimum are NaN where either operand is, relu and clip keep a NaN (np.clip and np.maximum(x, 0) do).
+    # Values only: assert_array_equal takes -0.0 == 0.0, and the sign of a zero result is not part of the
+    # contract, since numpy's own maximum(-0.0, 0.0) gives +0.0 in f32 and -0.0 in f16 (its choice varies with
+    # the dtype and code path); ours is the DSL's rule, the second operand
+    for name, reference in (("maximum", np.maximum), ("minimum", np.minimum)):
+        np.testing.assert_array_equal(run(getattr(ops, name), a, b, device=device), reference(a, b), err_msg=name)
+        np.testing.assert_array_equal(run(getattr(ops, name), b, a, device=device), reference(b, a), err_msg=name)
+    np.testing.assert_array_equal(run(ops.relu, a, device=device), np.maximum(a, 0), err_msg="relu")
+    np.testing.assert_array_equal(run(ops.clip, a, device=device, a_min=-1.5, a_max=2.5), np.clip(a, -1.5, 2.5),
+                                  err_msg="clip")
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("shapes", [((7, 33), (33,)), ((1,), (1,)), ((1, 257), (7, 1))])
 @SETTINGS
 @given(st.data())

@@ -29,6 +29,23 @@ def test_softmax_log_softmax(device: str, x: np.ndarray) -> None:
     assert_ulps(run(ops.log_softmax, x, device=device, axis=-1), want, 8, 1e-5)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@SETTINGS
+@given(x=data((7, 33), edges=True))
+def test_softmax_of_rows_with_nan_and_infinities(device: str, x: np.ndarray) -> None:
+    # numpy's exp(x - max) / sum: a row holding a NaN, a +inf (inf - inf) or only -inf is NaN throughout; a -inf
+    # among numbers gives 0 (log_softmax -inf). The other rows as in test_softmax_log_softmax
+    x64 = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        shifted = x64 - x64.max(-1, keepdims=True)
+        want = _softmax(x64, -1)
+        log_want = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+    for got, reference, ulps in ((run(ops.softmax, x, device=device), want, 33 + 8),
+                                 (run(ops.log_softmax, x, device=device, axis=-1), log_want, 8)):
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(reference))
+        np.testing.assert_allclose(got, reference, rtol=ulps * 2.0**-23, atol=1e-5, equal_nan=True)
+
+
 def _normalized(x: np.ndarray, axes: tuple, eps: float) -> np.ndarray:
     m = x.mean(axes, keepdims=True)
     return (x - m) / np.sqrt(x.var(axes, keepdims=True) + eps)

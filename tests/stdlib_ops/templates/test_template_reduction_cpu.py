@@ -5,7 +5,8 @@ the public operators choosing them (a fused prologue and epilogue included).
 
 Error bounds from the arithmetic: a sum of n f32 terms in any order is within (n + 1) * 2^-24 of the sum of their
 magnitudes (`assert_sum_close`); a mean adds the rounding of one division (2^-24 of the result); max and min are
-exact (a value of the input); an f16 result adds one rounding to f16 (2^-11 of it)."""
+exact (a value of the input, NaN where the values hold one, as numpy's); an f16 result adds one rounding to f16
+(2^-11 of it)."""
 
 from __future__ import annotations
 
@@ -87,13 +88,33 @@ def test_columns_at_every_odd_size(kind: str) -> None:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_small_chunks_and_strips_in_the_checking_mode(kind: str) -> None:
-    """Rows taken 8 values at a time and strips of at most 16 columns (several work items a row), every element
-    access bounds-checked."""
+    """Rows taken 8 values at a time and strips of at most 16 or 8 columns (several work items a row; a strip is
+    never wider than the chunk, narrowed to give both cores work or not), every element access bounds-checked."""
     rng = np.random.default_rng(2)
     x = rng.uniform(-1, 1, (5, 37)).astype(np.float32)
     check(kind, reduce_rows(kind, x, chunk=8, check=True), x, 1)
     x3 = rng.uniform(-1, 1, (2, 9, 37)).astype(np.float32)
     check(kind, reduce_columns(kind, x3, chunk=16, check=True), x3, 1)
+    check(kind, reduce_columns(kind, x3[:, :, :10].copy(), chunk=8, check=True), x3[:, :, :10], 1)
+
+
+@pytest.mark.parametrize("kind", ["max", "min"])
+@pytest.mark.parametrize("chunk", [8, 4096])
+def test_a_nan_anywhere_gives_nan_and_infinities_are_values(kind: str, chunk: int) -> None:
+    """np.max/np.min: one NaN makes the row's (column's) result NaN, wherever it lies: in the vector loop's two
+    accumulators, its single-vector step, the scalar tail, the first or a later chunk (chunk 8), the first row
+    of a column. Rows of +-inf alone, and all -inf, are ordinary values."""
+    extent = 83  # 16 lanes: 0..63 the paired vectors, 64..79 one vector, 80..82 scalars (8 lanes: likewise)
+    positions = (0, 5, 17, 40, 70, 81, 82)
+    x = np.random.default_rng(3).uniform(-1, 1, (len(positions) + 3, extent)).astype(np.float32)
+    for row, p in enumerate(positions):
+        x[row, p] = np.nan
+    x[-3, [2, 50, 80]] = [np.inf, -np.inf, np.inf]
+    x[-2, :] = -np.inf
+    x[-1, [1, 60]] = np.nan
+    check(kind, reduce_rows(kind, x, chunk=chunk), x, 1)
+    columns = np.ascontiguousarray(x.T).reshape(1, extent, -1)  # x's rows as the columns
+    check(kind, reduce_columns(kind, columns, chunk=chunk if chunk == 8 else 1024), columns, 1)
 
 
 @pytest.mark.parametrize("kind", KINDS)
