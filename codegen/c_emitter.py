@@ -1,9 +1,10 @@
 """IR -> C source for the CPU target.
 
 The emitter prints one C translation unit per module: a prelude (the `#include` of the project's host runtime,
-`hidet_lang/host_runtime.h`: standard headers, the assertion channel, bounds checks), the typed min/max/abs
-helpers it used, forward declarations, then the functions. Before the code of each DSL statement it
-writes a marker comment `// <file>:<line>`, so compiler diagnostics map back to the user's line.
+`hidet_lang/host_runtime.h`: standard headers, the assertion channel, bounds checks), the typed helpers it used
+(min/max/abs, the float `%` and `//`, shifts by a count not known to be within the width), forward declarations,
+then the functions. Before the code of each DSL statement it writes a marker comment `// <file>:<line>`, so
+compiler diagnostics map back to the user's line.
 Target-specific emitters (CUDA) subclass `CEmitter` and override the spelling of types, functions and
 intrinsics.
 
@@ -27,7 +28,18 @@ from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import HOST_CALLABLE_KINDS, Function, IRModule
 from hidet_lang.ir.intrinsics import VECTOR_INTRINSICS
-from hidet_lang.ir.types import DataType, PointerType, TensorType, Type, VectorType, VoidType, float32, promote
+from hidet_lang.ir.types import (
+    DataType,
+    PointerType,
+    TensorType,
+    Type,
+    VectorType,
+    VoidType,
+    dtype_from_name,
+    float32,
+    promote,
+    uint64,
+)
 from hidet_lang.passes.pipeline import LoweredModule, require_lowered
 
 C_KEYWORDS = frozenset("""
@@ -76,6 +88,12 @@ def tensor_label(base: E.Expr) -> str:
 def c_string(text: str) -> str:
     """A C string literal for `text`."""
     return json.dumps(text).replace("?", "\\?")
+
+
+def shift_in_range(t: DataType, count: E.Expr) -> bool:
+    """True when `count` is a constant within [0, width of `t`): a shift of a `t` by it is C's plain shift; any
+    other count goes through the shift helper (`CEmitter.helper`), which gives numpy's results beyond the width."""
+    return isinstance(count, E.Constant) and 0 <= int(count.value) < 8 * t.nbytes
 
 
 class CEmitter:
@@ -187,11 +205,15 @@ class CEmitter:
 
     def helper(self, name: str, t: DataType) -> str:
         """The name of the typed helper `hl_<name>_<type>` (min, max, abs; for floats, mod and floordiv: the
-        float `%` and `//`, as Python's), defining it on first use."""
+        float `%` and `//`, as Python's; for integers, shl and shr: `<<` and `>>` by any count, as
+        `hidet_lang.ir.evaluate.shift` defines them), defining it on first use."""
         c, helper = self.scalar(t), f"{self.helper_prefix}{name}_{t.short_name}"
         if helper not in self.helpers:
             f = "f" if t.nbytes <= 4 else ""
-            if name == "mod":
+            if name in ("shl", "shr"):  # the count, of any integer type, as unsigned: a negative one is too large
+                body = f"{c} a, {self.scalar(uint64)} b) {{ return b < {8 * t.nbytes} ? {self.shifted(name, t)} : "
+                body += f"({c})({'a < 0 ? -1 : 0' if name == 'shr' and t.kind == 'int' else '0'}); }}"
+            elif name == "mod":
                 body = (f"{c} a, {c} b) {{ {c} r = fmod{f}(a, b); if (r != 0) {{ if ((r < 0) != (b < 0)) r += b; }} "
                         f"else r = copysign{f}(({c})0, b); return r; }}")
             elif name == "floordiv":  # numpy's and Python's divmod: the quotient that goes with `mod`
@@ -204,6 +226,16 @@ class CEmitter:
                 body = f"{c} a, {c} b) {{ return a {'<' if name == 'min' else '>'} b ? a : b; }}"
             self.helpers[helper] = f"{self.helper_qualifiers} {c} {helper}({body}"
         return helper
+
+    def shifted(self, name: str, t: DataType) -> str:
+        """The C shift of the helper `hl_<name>_<t>` (shl or shr) of `a` by a count `b` within the width: `<<` on
+        the unsigned type of `t`'s width (C leaves shifting a 1 into or past a signed type's sign bit undefined),
+        `>>` as C shifts (arithmetic on signed types), both wrapped to `t` (C computes narrow types in int)."""
+        c = self.scalar(t)
+        if name == "shr":
+            return f"({c})(a >> b)"
+        u = c if t.kind != "int" else self.scalar(dtype_from_name(f"uint{8 * t.nbytes}"))
+        return f"({c})(({u})a << b)"
 
     def qualifiers(self, f: Function) -> str:
         """Storage class and attributes of a function."""
@@ -487,6 +519,8 @@ class CEmitter:
         if e.op == "%" and isinstance(t, DataType) and t.is_float:  # the floor modulo (`evaluate.floor_mod`)
             text = f"{self.helper('mod', float32 if t.nbytes <= 4 else t)}({a}, {b})"
             return text if t.nbytes >= 4 else f"(({self.scalar(t)}){text})"  # half precision: computed in float
+        if e.op in ("<<", ">>") and isinstance(t, DataType) and not shift_in_range(t, e.b):
+            return f"{self.helper('shl' if e.op == '<<' else 'shr', t)}({a}, {b})"  # numpy's results past the width
         text = f"({a} {e.op} {b})"
         if isinstance(t, DataType) and t.nbytes < 4 and not t.is_bool and e.op in ("+", "-", "*", "/", "%", "<<"):
             text = f"(({self.scalar(t)}){text})"  # C computes in int: wrap back to the IR's type

@@ -1,6 +1,8 @@
 """Evaluate IR expressions in Python with C's semantics: the reference that `simplify` and tests rely on.
 
 Integers wrap around at their type's width; `/` truncates toward zero and `%` takes the dividend's sign.
+Shifts are numpy's (`shift`): a count that is negative or not below the width of the left operand's type gives 0
+for `<<`, and for `>>` 0, or -1 for a negative signed value (the sign fills every bit).
 On floats `%` is the floor modulo, as Python's: the sign of the divisor (`floor_mod`).
 Floating-point values are rounded to their type after every operation, as the compiled code computes them
 (an operation on two float32 values computed in double precision and rounded once gives the float32 result).
@@ -38,6 +40,16 @@ def c_div(a: int, b: int) -> int:
 def c_mod(a: int, b: int) -> int:
     """C remainder: `a - c_div(a, b) * b`, with the sign of `a`."""
     return a - c_div(a, b) * b
+
+
+def shift(op: str, a: int, b: int, dtype: DataType) -> int:
+    """`a << b` or `a >> b` (`op`) for `a` of integer type `dtype` (already in its range) and any count `b`, as
+    numpy's `left_shift`/`right_shift` (npy_lshift, npy_rshift) compute them: within [0, width) the C shift,
+    wrapped to `dtype`; beyond it (negative counts included) 0 for `<<`, and for `>>` -1 where `a` is negative
+    (the sign fills every bit), else 0."""
+    if 0 <= b < 8 * dtype.nbytes:
+        return wrap(a << b if op == "<<" else a >> b, dtype)
+    return -1 if op == ">>" and a < 0 else 0
 
 
 _COMPARISONS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
@@ -84,7 +96,7 @@ def floor_div(a: float, b: float, rounding: Callable[[float], float] = float) ->
 
 _FLOAT_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": ieee_div, "%": floor_mod}
 _INT_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": c_div, "%": c_mod, "&": operator.and_,
-            "|": operator.or_, "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift}
+            "|": operator.or_, "^": operator.xor}
 
 
 def fold(op: str, a: int | float | bool, b: int | float | bool, dtype: DataType) -> int | float | bool:
@@ -100,9 +112,7 @@ def fold(op: str, a: int | float | bool, b: int | float | bool, dtype: DataType)
     a, b = int(a), int(b)
     if op in ("/", "%") and b == 0:
         raise ZeroDivisionError("integer division by zero")
-    if op in ("<<", ">>") and not 0 <= b < 8 * dtype.nbytes:
-        raise ValueError(f"shift by {b} of a {8 * dtype.nbytes}-bit value (undefined in C)")
-    result = _INT_OPS[op](a, b)
+    result = shift(op, a, b, dtype) if op in ("<<", ">>") else _INT_OPS[op](a, b)
     return wrap(result, dtype) if not dtype.is_bool else bool(result)
 
 

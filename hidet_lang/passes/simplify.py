@@ -2,15 +2,15 @@
 
 Requires: any IR. Ensures: every node, visited bottom-up, is rewritten by the first rule of `RULES` that
 applies to it (the table below lists each rule's pattern, replacement and condition). Operations on constants
-are folded with C's semantics (integer wrap-around, truncating division, `%` with the dividend's sign), as
+are folded with C's semantics (integer wrap-around, truncating division, `%` with the dividend's sign) and the
+DSL's shifts (a count outside the width gives numpy's 0, or -1 for `>>` of a negative value), as
 `hidet_lang.ir.evaluate` computes them; `x + 0`, `x - 0`, `0 + x`, `x * 1`, `1 * x` and (on integers) `x / 1`
 lose the identity; `x * 0`, `0 * x` and `x % 1` become 0 on integers when the expression has no calls and no
 intrinsic with effects; `(x + c1) + c2` and `(x * c1) * c2` on integers become `x + (c1 + c2)` and
 `x * (c1 * c2)`; casts of constants fold and casts to the operand's own type go; `if` statements and
 conditional expressions with constant conditions keep one side. The identities need operands of one type.
-Division by a constant zero, shifts out of range and conversions of NaN, infinity or out-of-range floats to
-an integer are left for the program to meet at run time; so is the negation of a bool constant (C computes
-`-true` as the int -1).
+Division by a constant zero and conversions of NaN, infinity or out-of-range floats to an integer are left for
+the program to meet at run time; so is the negation of a bool constant (C computes `-true` as the int -1).
 Every node a rule creates carries the span of the node it replaces.
 """
 
@@ -165,8 +165,8 @@ def _same_int_type_pure(m: Match) -> bool:
 
 
 def _fold(e: E.Expr) -> E.Constant | None:
-    """`e` (an operation on constants) folded, or None where C leaves the value undefined (a division by zero,
-    a shift out of range, a float cast to an integer that cannot hold it: `evaluate` raises)."""
+    """`e` (an operation on constants) folded, or None where it is left for run time (a division by zero, a float
+    cast to an integer that cannot hold it: `evaluate` raises)."""
     dtype = e.type
     assert isinstance(dtype, DataType)
     try:
@@ -234,8 +234,8 @@ c, c1, c2 = Const("c"), Const("c1"), Const("c2")
 ZERO, ONE = Const(value=0), Const(value=1)
 
 # The first rule (in this order) whose pattern matches a node and whose condition holds rewrites it; a node no
-# rule matches stays. "c1 op c2 kept" leaves an operation on constants whose value C leaves undefined (division
-# by zero, a shift out of range) as it is, and keeps the identities below from touching it.
+# rule matches stays. "c1 op c2 kept" leaves an operation on constants that `_fold` leaves for run time (division
+# by zero) as it is, and keeps the identities below from touching it.
 RULES: tuple[Rule, ...] = (
     # name                pattern                                        replacement        condition       again
     Rule("c1 op c2",      binary(None, c1, c2),                          _folded,           _foldable),

@@ -396,3 +396,67 @@ def test_min_max_give_the_second_operand_for_nan_and_equal_zeros(dt: hidet.ir.ty
     bits = {2: np.uint16, 4: np.uint32, 8: np.uint64}[npd.itemsize]
     # the very operand is returned: same bits (a NaN keeps its own, -0.0 its sign)
     np.testing.assert_array_equal(out.view(bits), want.view(bits), err_msg=f"{dt} on {target}: a={a} b={b}")
+
+
+# -------------------------------------------------------------------------------- shifts by any count, as numpy's
+def shift_module(dt: hidet.ir.types.DataType, target: str) -> hidet.ScriptModule:
+    """`<<` and `>>` of one value of dtype `dt` by counts of `dt` and of i32 passed as scalars, and by constant
+    counts past the width, at its last bit and negative: a CPU function, or a CUDA kernel of one thread (the device
+    code generator's shifts). One value per call: a loop over arrays would be vectorized, and x86's vector shifts
+    (`vpsllvd`, `vpsravd`) happen to give numpy's results where the scalar `shl`/`sar` take the count modulo the
+    width, so a plain C shift would pass unnoticed."""
+    key = ("shift", dt.name, target)
+    width = 8 * dt.nbytes
+    if key not in _MODULES:
+        with hidet.script_module() as module:
+
+            @hidet.script
+            def shift(a: dt, s: dt, t: i32, out: "dt[8]"):  # noqa: F821
+                if target == "cpu":
+                    attrs.func_kind = "public"
+                else:
+                    attrs.func_kind = "cuda_kernel"
+                    attrs.cuda.grid_dim = 1
+                    attrs.cuda.block_dim = 1
+                out[0] = a << s
+                out[1] = a >> s
+                out[2] = a << t
+                out[3] = a >> t
+                out[4] = a << i32(width)
+                out[5] = a >> dt(width + 1)
+                out[6] = a >> i32(-1)
+                out[7] = a << dt(width - 1)
+
+        _MODULES[key] = module
+    return _MODULES[key]
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+@pytest.mark.parametrize("dt", INT_DTYPES, ids=str)
+@settings(max_examples=example_count(10), deadline=None)
+@given(data=st.data())
+def test_shifts_by_any_count_are_numpys(dt: hidet.ir.types.DataType, target: str, data: st.DataObject) -> None:
+    """A count that is negative or not below the width gives 0 for `<<`; for `>>`, -1 for a negative value of a
+    signed type (the sign fills every bit), else 0: numpy's `left_shift`/`right_shift` (a negative count of the
+    value's own type is past the width for numpy too, which compares the count as unsigned)."""
+    dtype = np.dtype(dt.name)
+    bits, n = 8 * dtype.itemsize, 6
+    counts = st.one_of(st.sampled_from([-1, 0, bits - 1, bits, bits + 1]), st.integers(-3, bits + 3))
+    a = np.array(data.draw(st.lists(limit_values(dtype), min_size=n, max_size=n)), dtype)
+    k = np.array(data.draw(st.lists(counts, min_size=n, max_size=n)), np.int32)
+    s = k.astype(dtype)  # an unsigned type wraps the negative counts around: past the width too
+    out = np.zeros((n, 8), dtype)
+    built = shift_module(dt, target).build()
+    for i in range(n):
+        built(a[i], s[i], k[i], out[i])
+
+    def full(count: int) -> np.ndarray:
+        return np.full(n, count, np.int32).astype(dtype)
+
+    want = [np.left_shift(a, s), np.right_shift(a, s), np.left_shift(a, s), np.right_shift(a, s),
+            np.left_shift(a, full(bits)), np.right_shift(a, full(bits + 1)), np.right_shift(a, full(-1)),
+            np.left_shift(a, full(bits - 1))]
+    names = ["a << s", "a >> s", "a << i32 s", "a >> i32 s", "a << width", "a >> width + 1", "a >> -1",
+             "a << width - 1"]
+    for row, name in enumerate(names):
+        np.testing.assert_array_equal(out[:, row], want[row], err_msg=f"{dt} {name} on {target}: a={a} s={k}")

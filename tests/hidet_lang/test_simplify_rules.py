@@ -278,7 +278,7 @@ def test_conditions_keep_rules_from_firing() -> None:
         E.UnaryOp("-", E.Constant(True, boolean)),  # -true is the int -1 in C
         E.Cast(E.Constant(math.nan, float32), int32),  # undefined in C
         E.Cast(E.Constant(math.inf, float64), int64),
-        E.BinaryOp("<<", i(1), i(32)),  # undefined in C
+        E.BinaryOp("/", i(1), i(0)),  # a division by zero is left for run time
     ]
     for e in kept:
         assert simplify(e) is e, str(e)
@@ -318,8 +318,8 @@ def numpy_fold(op: str, a: int, b: int, t: DataType) -> int:
        st.sampled_from(["+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>"]))
 def test_folded_integer_constants_match_numpy(operands: tuple[DataType, int, int], op: str) -> None:
     t, a, b = operands
-    if op in ("<<", ">>"):
-        b = abs(b) % (8 * t.nbytes)
+    if op in ("<<", ">>") and a % 2:  # half the counts near the width (past it too), the others any value of t
+        b = convert_value(b % (8 * t.nbytes + 6) - 3, t)
     e = E.BinaryOp(op, E.Constant(a, t), E.Constant(b, t))
     if op in ("/", "%") and b == 0:
         assert simplify(e) is e  # left for the program to meet at run time
