@@ -297,15 +297,20 @@ def test_casts(ak: tuple[np.ndarray, np.ndarray]) -> None:
 
 
 # -------------------------------------------------------------------------------- integers at and past their limits
-def wrap_module(dt: hidet.ir.types.DataType) -> hidet.ScriptModule:
-    """Sums, differences, products, negation and shifts in dtype `dt` whose results may leave its range."""
-    key = ("wrap", dt.name)
+def wrap_module(dt: hidet.ir.types.DataType, target: str) -> hidet.ScriptModule:
+    """Sums, differences, products, negation and shifts in dtype `dt` whose results may leave its range: a CPU
+    function, or a CUDA kernel of one thread running the same loop (the device code generator's arithmetic)."""
+    key = ("wrap", dt.name, target)
     if key not in _MODULES:
         with hidet.script_module() as module:
 
             @hidet.script
             def wrap(n: i32, a: "dt[n]", b: "dt[n]", s: "dt[n]", out: "dt[7, n]"):  # noqa: F821
-                attrs.func_kind = "public"
+                if target == "cpu":
+                    attrs.func_kind = "public"
+                else:
+                    attrs.cuda.grid_dim = 1
+                    attrs.cuda.block_dim = 1
                 for i in range(n):
                     out[0, i] = a[i] + b[i]
                     out[1, i] = a[i] - b[i]
@@ -346,7 +351,7 @@ def test_integers_wrap_around_at_their_limits_like_numpy(dt: hidet.ir.types.Data
     b = data.draw(st.lists(limit_values(dtype), min_size=n, max_size=n))
     s = data.draw(st.lists(st.integers(0, bits - 1), min_size=n, max_size=n))  # shifts within the width
     out = np.zeros((7, n), dtype)
-    wrap_module(dt).build(target=target)(n, np.array(a, dtype), np.array(b, dtype), np.array(s, dtype), out)
+    wrap_module(dt, target).build()(n, np.array(a, dtype), np.array(b, dtype), np.array(s, dtype), out)
     products = wrapped([x * y for x, y in zip(a, b)], dtype).tolist()
     want = [
         wrapped([x + y for x, y in zip(a, b)], dtype), wrapped([x - y for x, y in zip(a, b)], dtype),
@@ -360,15 +365,20 @@ def test_integers_wrap_around_at_their_limits_like_numpy(dt: hidet.ir.types.Data
 
 
 # ------------------------------------------------------------------------------------------------ min/max and NaN
-def min_max_module(dt: hidet.ir.types.DataType) -> hidet.ScriptModule:
-    """out[0] = min(a, b), out[1] = max(a, b), out[2] = max(b, a), elementwise in dtype `dt`."""
-    key = ("min_max", dt.name)
+def min_max_module(dt: hidet.ir.types.DataType, target: str) -> hidet.ScriptModule:
+    """out[0] = min(a, b), out[1] = max(a, b), out[2] = max(b, a), elementwise in dtype `dt`: a CPU function, or
+    a CUDA kernel of one thread running the same loop."""
+    key = ("min_max", dt.name, target)
     if key not in _MODULES:
         with hidet.script_module() as module:
 
             @hidet.script
             def min_max(n: i32, a: "dt[n]", b: "dt[n]", out: "dt[3, n]"):  # noqa: F821
-                attrs.func_kind = "public"
+                if target == "cpu":
+                    attrs.func_kind = "public"
+                else:
+                    attrs.cuda.grid_dim = 1
+                    attrs.cuda.block_dim = 1
                 for i in range(n):
                     out[0, i] = min(a[i], b[i])
                     out[1, i] = max(a[i], b[i])
@@ -391,7 +401,7 @@ def test_min_max_give_the_second_operand_for_nan_and_equal_zeros(dt: hidet.ir.ty
     a, b = data.draw(st.integers(1, 19).flatmap(lambda n: st.tuples(arrays(dt.name, n, elements=elements),
                                                                      arrays(dt.name, n, elements=elements))))
     out = np.zeros((3, a.size), npd)
-    min_max_module(dt).build(target=target)(a.size, a, b, out)
+    min_max_module(dt, target).build()(a.size, a, b, out)
     want = np.stack([np.where(a < b, a, b), np.where(a > b, a, b), np.where(b > a, b, a)])
     bits = {2: np.uint16, 4: np.uint32, 8: np.uint64}[npd.itemsize]
     # the very operand is returned: same bits (a NaN keeps its own, -0.0 its sign)
