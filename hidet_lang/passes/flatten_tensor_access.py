@@ -5,7 +5,9 @@ runs once (an access of a 1-D tensor with a layout looks the same before and aft
 `BufferStoreStmt` has exactly one index. For a tensor type with a layout (`TensorType.layout`,
 `hidet_lang.ir.layout`) the index is the layout's offset `layout(i0, i1, ...)` (as IR; constant parts folded,
 and an index that only a `local_layout` dim uses is dropped, so an index must have no side effects); for one
-without, it is the row-major offset `i0 * (s1 * s2 ...) + i1 * (s2 ...) + ...` for shape (s0, s1, ...). The
+without, it is the row-major offset `i0 * (s1 * s2 ...) + i1 * (s2 ...) + ...` for shape (s0, s1, ...), combined
+in the offset type the caller asks for (int64 for the CPU: the indices converted, then multiplied and added) or in
+the indices' own types. The
 variables keep their tensor types, which say how much storage a local array needs (`TensorType.storage_size`).
 """
 

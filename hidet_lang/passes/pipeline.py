@@ -62,6 +62,12 @@ def _per_function(rewrite: Callable[[Function], Stmt]) -> Callable[[IRModule, Ta
     return step
 
 
+def _flatten(module: IRModule, target: Target) -> IRModule:
+    """`flatten_tensor_access`, with offsets in int64 on the CPU (in the indices' own type on CUDA)."""
+    offset_type = int64 if target.kind == TargetKind.CPU else None
+    return _per_function(lambda f: flatten_tensor_access(f.body, offset_type))(module, target)
+
+
 # (name, step, the stage `verify` checks afterwards); checks return the module unchanged or raise a DSL error.
 STEPS: tuple[tuple[str, Callable[[IRModule, Target], IRModule], str], ...] = (
     ("check_entry_points", _checked(check_entry_points), "parsed"),
@@ -74,8 +80,7 @@ STEPS: tuple[tuple[str, Callable[[IRModule, Target], IRModule], str], ...] = (
     ("resolve_parallel_reductions", lambda m, t: resolve_parallel_reductions(m), "parsed"),
     ("lower_task_mappings", _per_function(lambda f: lower_task_mappings(f.body, worker_bounds(f))),
      "mappings_lowered"),
-    ("flatten_tensor_access", lambda m, t: _per_function(
-        lambda f: flatten_tensor_access(f.body, int64 if t.kind == TargetKind.CPU else None))(m, t), "flattened"),
+    ("flatten_tensor_access", _flatten, "flattened"),
     ("simplify", _per_function(lambda f: simplify(f.body)), "flattened"),
 )
 

@@ -414,3 +414,14 @@ def test_the_thorough_profile_runs_ten_times_the_examples() -> None:
     finally:
         load_profile("default")
     assert example_count(5) == 5 and settings.default.max_examples == before
+
+
+def test_the_rerun_profile_runs_a_quarter_of_the_examples_and_at_least_one() -> None:
+    from hidet_lang.testing import example_count, load_profile
+
+    try:
+        assert load_profile("rerun") == "rerun"
+        assert example_count(40) == 10 and example_count(2) == 1
+    finally:
+        load_profile("default")
+    assert example_count(40) == 40
