@@ -180,7 +180,7 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
     body: list[str] = []
     pass_args: list[str] = []
     tensors: list[str] = []  # with `on_gpu`: the tensor arguments, staged together
-    restricted: list[tuple[str, str, bool, str]] = []  # no-alias functions: (argument, parameter, written, bytes)
+    restricted: list[tuple[str, str, bool, str]] = []  # no-alias functions: (address, parameter, written, bytes)
     written = written_tensor_params(func) if func.attrs.no_alias else frozenset()
     for i, (p, a) in enumerate(zip(func.params, names)):
         t = p.type
@@ -209,8 +209,9 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
                 else:
                     dims.append(dimension_source(func, pname, d, position, env, len(env)))
             shape_expr = "(" + "".join(f"{d}, " for d in dims) + ")"
-            if func.attrs.no_alias:  # the size in bytes of the argument, once it is checked (on a GPU, staged)
-                restricted.append((a, pname, p in written, f"_prod({shape_expr}) * {dtype.itemsize}"))
+            if func.attrs.no_alias:  # its address (a device pointer on a GPU, once staged) and size in bytes
+                start = a if on_gpu else f"(_p{i} or 0)"
+                restricted.append((start, pname, p in written, f"_prod({shape_expr}) * {dtype.itemsize}"))
         if on_gpu:
             body.append(f"    {a} = _device_argument({a}, _fn, {pname!r}, _d{i}, {shape_expr})")
             tensors.append(a)
@@ -226,12 +227,15 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
             checks.insert(1, f"{a}.shape != {shape_expr}")
         body.append(f"    if {' or '.join(checks)}: _bad(_fn, {pname!r}, {a}, _d{i}, {shape_expr})")
         # `array_address`, written out: a call of it would cost the caller about 0.1 us per tensor argument
-        pass_args.append(f"(_addr(_from_buffer({address_of})) if {a}.nbytes else None)")
+        address = f"(_addr(_from_buffer({address_of})) if {a}.nbytes else None)"
+        if func.attrs.no_alias and isinstance(t, TensorType):  # the overlap check needs it too
+            body.append(f"    _p{i} = {address}")
+            address = f"_p{i}"
+        pass_args.append(address)
     if any(w for _, _, w, _ in restricted):
         env.update(_no_overlap=check_no_overlap, _prod=math.prod, _alias_names=tuple(r[1] for r in restricted),
                    _alias_written=tuple(r[2] for r in restricted))
-        starts = [a if on_gpu else f"{a}.ctypes.data" for a, *_ in restricted]  # device pointers on a GPU
-        spans = "".join(f"({start}, {size}), " for start, (*_, size) in zip(starts, restricted))
+        spans = "".join(f"({start}, {size}), " for start, _, _, size in restricted)
         overlap_check = [f"    _no_overlap(_fn, _alias_names, _alias_written, ({spans}))"]
     else:
         overlap_check = []
