@@ -10,7 +10,7 @@ The contenders take turns (examples/benchmarks/timing.py): a time is the median 
 The table gives each time in ms and, for the peers, the ratio peer time / our fast-math time (above 1: ours is
 faster); `fast/strict` is how much fast math gains.
 
-Run: python examples/benchmarks/user_kernels.py (`--quick`: small sizes and few repeats, a smoke run)
+Run: python examples/benchmarks/user_kernels.py (`--quick`: small sizes, each timed once: a smoke run)
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from collections.abc import Callable  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 
 import numpy as np  # noqa: E402
-from timing import in_turns  # noqa: E402 - examples/benchmarks/timing.py, beside this script
+from timing import best_time, in_turns  # noqa: E402 - examples/benchmarks/timing.py, beside this script
 
 import hidet_lang as hidet  # noqa: E402
 from hidet_lang import attrs, f32, grid  # noqa: E402
@@ -229,7 +229,7 @@ def main() -> None:
         torch.set_num_threads(THREADS)
     except ImportError:
         torch = None
-    runs = 3 if quick else RUNS
+    runs = 1 if quick else RUNS
     print(f"{THREADS} threads each; ms per call (median of {runs} loops); peers as peer time / our fast-math time")
     header = f"{'kernel':<18} {'strict':>9} {'fast math':>10} {'fast/strict':>12} {'numpy':>16} {'torch':>16}"
     print(header)
@@ -240,7 +240,9 @@ def main() -> None:
         for name, fn in (("numpy", case.numpy), ("torch", case.torch)):
             if fn is not None:
                 contenders[name] = peer_checked(case, fn, name)
-        times = {name: statistics.median(samples) * 1e3 for name, samples in in_turns(contenders, runs).items()}
+        # a smoke run times each once: the turns' settling pauses would be most of its time
+        samples = {name: [best_time(fn, 1)] for name, fn in contenders.items()} if quick else in_turns(contenders, runs)
+        times = {name: statistics.median(values) * 1e3 for name, values in samples.items()}
         fast = times["fast"]
         peers = [f"{times[p]:8.2f} ({times[p] / fast:4.2f})" if p in times else "-" for p in ("numpy", "torch")]
         print(f"{case.name:<18} {times['strict']:9.2f} {fast:10.2f} {times['strict'] / fast:11.2f}x "

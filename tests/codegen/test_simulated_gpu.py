@@ -63,9 +63,9 @@ ALLOWED_SKIPS = {
 # the model importers' tests are about converting models (compiled graphs on the GPU path are the graph tests')
 NOT_RERUN = ("tests/hidet_lang/test_fuzz_programs.py", "tests/hidet_lang/test_fuzz_frontend.py",
              "tests/stdlib_ops/frontends")
-# the benchmarks of the CPU operators and of the emulator against C loops never take the GPU path
+# the benchmarks of the CPU operators, the users' CPU kernels and the emulator against C loops never take the GPU path
 NOT_RERUN_TESTS = tuple(f"tests/examples/test_examples.py::test_example_runs[benchmarks/{name}.py --quick]"
-                        for name in ("cpu_ops", "emulator"))
+                        for name in ("cpu_ops", "user_kernels", "emulator"))
 
 
 def cpu_only_test_files() -> list[Path]:
