@@ -23,15 +23,11 @@ Run: python examples/benchmarks/cpu_ops.py (`--quick`: small sizes and few repea
 from __future__ import annotations
 
 import os
-import sys
 
-OPENBLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+from timing import prepare_process  # examples/benchmarks/timing.py, beside this script
+
 THREADS = 2
-
-if __name__ == "__main__" and any(name in os.environ for name in OPENBLAS_OVERRIDES):  # before numpy loads OpenBLAS
-    os.execve(sys.executable, [sys.executable, *sys.argv],
-              {k: v for k, v in os.environ.items() if k not in OPENBLAS_OVERRIDES})
-os.environ["OMP_NUM_THREADS"] = str(THREADS)  # our kernels' OpenMP, read when the first library loads
+prepare_process(THREADS, main=__name__ == "__main__")  # before numpy and the kernels load
 
 import argparse  # noqa: E402
 import contextlib  # noqa: E402

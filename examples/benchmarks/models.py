@@ -17,12 +17,10 @@ from __future__ import annotations
 import os
 import sys
 
+from timing import prepare_process  # examples/benchmarks/timing.py, beside this script
+
 THREADS = 2
-OPENBLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
-if __name__ == "__main__" and any(name in os.environ for name in OPENBLAS_OVERRIDES):  # before numpy loads OpenBLAS
-    os.execve(sys.executable, [sys.executable, *sys.argv],
-              {k: v for k, v in os.environ.items() if k not in OPENBLAS_OVERRIDES})
-os.environ["OMP_NUM_THREADS"] = str(THREADS)  # our kernels' OpenMP and torch's, read when they load
+prepare_process(THREADS, main=__name__ == "__main__")  # before numpy and the kernels load
 
 import argparse  # noqa: E402
 import json  # noqa: E402

@@ -1,11 +1,26 @@
-"""What the benchmark scripts share: timing a call by the median of repeated loops or by its best run, contenders
-timed in turns, and medians of samples."""
+"""What the benchmark scripts share: the process's threads and BLAS, timing a call by the median of repeated loops or
+by its best run, contenders timed in turns, and medians of samples."""
 
 from __future__ import annotations
 
+import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
+
+OPENBLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+"""Settings that pin OpenBLAS to another kernel or cache size than it picks for the machine."""
+
+
+def prepare_process(threads: int, main: bool) -> None:
+    """Before numpy and the kernels load: a script run as `main` where the environment sets `OPENBLAS_OVERRIDES`
+    runs itself again without them (so that numpy runs the kernel OpenBLAS picks for this machine); OpenMP (ours,
+    torch's) gets `threads` threads."""
+    if main and any(name in os.environ for name in OPENBLAS_OVERRIDES):
+        os.execve(sys.executable, [sys.executable, *sys.argv],
+                  {k: v for k, v in os.environ.items() if k not in OPENBLAS_OVERRIDES})
+    os.environ["OMP_NUM_THREADS"] = str(threads)
 
 
 def loop_time(fn: Callable[[], object], number: int = 20000, repeat: int = 7) -> float:

@@ -15,16 +15,10 @@ Run: python examples/benchmarks/user_kernels.py (`--quick`: small sizes, each ti
 
 from __future__ import annotations
 
-import os
-import sys
+from timing import prepare_process  # examples/benchmarks/timing.py, beside this script
 
-OPENBLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 THREADS = 2
-
-if __name__ == "__main__" and any(name in os.environ for name in OPENBLAS_OVERRIDES):  # before numpy loads OpenBLAS
-    os.execve(sys.executable, [sys.executable, *sys.argv],
-              {k: v for k, v in os.environ.items() if k not in OPENBLAS_OVERRIDES})
-os.environ["OMP_NUM_THREADS"] = str(THREADS)  # our kernels' OpenMP, read when the first library loads
+prepare_process(THREADS, main=__name__ == "__main__")  # before numpy and the kernels load
 
 import argparse  # noqa: E402
 import math  # noqa: E402

@@ -30,50 +30,43 @@ SUM_ULPS = 2.0**-24
 FUNCTION_RTOL = 4 * 2.0**-23
 
 
+@hidet.script
+def one_row(i: i32, m: i32, n: i32, x: f32[m, n], s: f32[m, n], r: f32[m, n], g: f32[m, n]):  # noqa: F821
+    """Row i: softmax into s, a normalization into r, gelu into g."""
+    attrs.fast_math = True
+    row_max: f32 = x[i, 0]
+    total: f32 = 0.0
+    squares: f32 = 0.0
+    for j in range(n):
+        row_max = max(row_max, x[i, j])
+        squares += x[i, j] * x[i, j]
+    for j in range(n):
+        s[i, j] = math.exp(x[i, j] - row_max)
+        total += s[i, j]
+    for j in range(n):
+        s[i, j] = s[i, j] / total
+        r[i, j] = x[i, j] / math.sqrt(squares / n + 1e-5)
+        g[i, j] = 0.5 * x[i, j] * (1.0 + math.erf(x[i, j] * 0.7071067811865476))
+
+
 def rows_module(target: str) -> hidet.ScriptModule:
-    """softmax, a normalization and gelu of each row of `x`, on the CPU (parallel rows) or CUDA (a block a row)."""
+    """`one_row` of every row of `x`: on the CPU (parallel rows; a cpu_internal function there), or on CUDA (a
+    block a row; a cuda_internal one there)."""
     with hidet.script_module() as module:
         if target == "cpu":
 
             @hidet.script
             def rows(m: i32, n: i32, x: f32[m, n], s: f32[m, n], r: f32[m, n], g: f32[m, n]):  # noqa: F821
                 attrs.func_kind = "public"
-                attrs.fast_math = True
                 for i in grid(m, attrs="p"):
-                    row_max: f32 = x[i, 0]
-                    total: f32 = 0.0
-                    squares: f32 = 0.0
-                    for j in range(n):
-                        row_max = max(row_max, x[i, j])
-                        squares += x[i, j] * x[i, j]
-                    for j in range(n):
-                        s[i, j] = math.exp(x[i, j] - row_max)
-                        total += s[i, j]
-                    for j in range(n):
-                        s[i, j] = s[i, j] / total
-                        r[i, j] = x[i, j] / math.sqrt(squares / n + 1e-5)
-                        g[i, j] = 0.5 * x[i, j] * (1.0 + math.erf(x[i, j] * 0.7071067811865476))
+                    one_row(i, m, n, x, s, r, g)
         else:
 
             @hidet.script
             def rows(m: i32, n: i32, x: f32[m, n], s: f32[m, n], r: f32[m, n], g: f32[m, n]):  # noqa: F821
                 attrs.cuda.grid_dim = m
                 attrs.cuda.block_dim = 1
-                attrs.fast_math = True
-                i = blockIdx.x
-                row_max: f32 = x[i, 0]
-                total: f32 = 0.0
-                squares: f32 = 0.0
-                for j in range(n):
-                    row_max = max(row_max, x[i, j])
-                    squares += x[i, j] * x[i, j]
-                for j in range(n):
-                    s[i, j] = math.exp(x[i, j] - row_max)
-                    total += s[i, j]
-                for j in range(n):
-                    s[i, j] = s[i, j] / total
-                    r[i, j] = x[i, j] / math.sqrt(squares / n + 1e-5)
-                    g[i, j] = 0.5 * x[i, j] * (1.0 + math.erf(x[i, j] * 0.7071067811865476))
+                one_row(blockIdx.x, m, n, x, s, r, g)
 
     return module
 

@@ -109,34 +109,6 @@ BATCH = 24
 # expression and the inputs.
 
 
-@settings(max_examples=example_count(4), deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(st.lists(int_exprs(), min_size=BATCH, max_size=BATCH),
-       st.lists(st.tuples(values, values), min_size=16, max_size=16))
-def test_evaluator_and_simplify_agree_with_compiled_c(exprs: list[E.Expr], inputs: list[tuple[int, int]]) -> None:
-    n = len(inputs)
-
-    def expression(k: int, x: E.Expr, y: E.Expr) -> E.Expr:
-        return substitute(exprs[k], {X: x, Y: y})
-
-    with hidet.script_module() as module:
-
-        @hidet.script
-        def run(xs: i64[n], ys: i64[n], out: i64[BATCH, n]):
-            attrs.func_kind = "public"
-            for i in range(n):
-                for k in meta.range(BATCH):
-                    out[k, i] = expression(k, xs[i], ys[i])
-
-    xs = np.array([p[0] for p in inputs], dtype=np.int64)
-    ys = np.array([p[1] for p in inputs], dtype=np.int64)
-    out = np.zeros((BATCH, n), dtype=np.int64)
-    module.build()(xs, ys, out)
-    for k, e in enumerate(exprs):
-        for i, (x, y) in enumerate(inputs):
-            assert out[k, i] == evaluate(e, {X: x, Y: y}), f"{e} at x={x}, y={y}"
-
-
 # ------------------------------------------------------------------------------- every integer type, against C
 INT_TYPES = (int8, int16, int32, int64, uint8, uint16, uint32, uint64)
 
