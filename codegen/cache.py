@@ -44,6 +44,7 @@ from .compiler import (
     compiler_version,
     find_c_compiler,
     source_suffix,
+    workaround_flags,
 )
 from .headers import INCLUDE_DIR
 
@@ -220,7 +221,8 @@ class CompilationCache:
         path = self._libraries.get(memo_key)
         if path is None:
             dirs = tuple(os.path.abspath(d) for d in include_dirs)
-            key = cache_key(source, compiler_identity=compiler.identity, flags=flags, language=language,
+            key = cache_key(source, compiler_identity=compiler.identity, language=language,
+                            flags=(*flags, *workaround_flags(compiler)),  # a new workaround rebuilds
                             include_hash=self.include_dirs_hash(dirs), version=version)
             entry = cache_entries.entry_dir(root, key)
             path = cache_entries.valid_entry(entry, key, LIBRARY)
@@ -308,13 +310,13 @@ class CompilationCache:
                 raise ValueError("not the library of a trusted, intact cache entry")
             meta = json.loads((entry / META_NAME).read_text(encoding="utf-8"))
             source = (entry / Path(meta["source"]).name).read_text(encoding="utf-8")
-            described = {name: meta[name] for name in ("key", "language", "flags", "compiler_identity",
-                                                       "include_dirs", "package_version")}
+            described = {name: meta[name] for name in ("key", "language", "flags", "workaround_flags",
+                                                       "compiler_identity", "include_dirs", "package_version")}
         except (OSError, ValueError, KeyError, TypeError) as exc:
             self._forget(path)  # gone or damaged on disk: the next build of its source publishes it again
             raise ValueError(f"cannot export the library {path}: {exc}") from None
         exported = PortableEntry(LIBRARY.file, source, described, data)
-        if self._library_key(exported, described["compiler_identity"]) != entry.name:
+        if self._library_key(exported, described["compiler_identity"], described["workaround_flags"]) != entry.name:
             raise ValueError(f"cannot export the library {path}: its source and metadata do not give its key")
         return exported
 
@@ -330,10 +332,10 @@ class CompilationCache:
             raise ValueError(f"the entry was built by version {meta.get('package_version')} of the package; this is "
                              f"version {version}")
         if exported.artifact == LIBRARY.file:
-            if self._library_key(exported, meta["compiler_identity"]) != meta["key"]:
+            if self._library_key(exported, meta["compiler_identity"], meta["workaround_flags"]) != meta["key"]:
                 raise ValueError("the library was built for another machine (another CPU or other headers)")
             compiler = find_c_compiler(meta["language"])
-            key, artifact = self._library_key(exported, compiler.identity), LIBRARY
+            key, artifact = self._library_key(exported, compiler.identity, workaround_flags(compiler)), LIBRARY
             source_name = "lib" + source_suffix(meta["language"])
         elif exported.artifact == CUBIN.file:
             from . import nvrtc
@@ -356,11 +358,13 @@ class CompilationCache:
 
         return cache_entries.publish_new_entry(entry, key, artifact, fill)
 
-    def _library_key(self, exported: PortableEntry, compiler_identity: str) -> str:
-        """The key of the library `exported` built by the compiler `compiler_identity`, with the project's headers."""
+    def _library_key(self, exported: PortableEntry, compiler_identity: str, workarounds: Sequence[str]) -> str:
+        """The key of the library `exported` built by the compiler `compiler_identity`, whose `workaround_flags` are
+        `workarounds`, with the project's headers."""
         meta = exported.meta
         dirs = tuple(os.path.abspath(d) for d in PROJECT_INCLUDE_DIRS)
-        return cache_key(exported.source, compiler_identity=compiler_identity, flags=tuple(meta["flags"]),
+        flags = (*meta["flags"], *workarounds)
+        return cache_key(exported.source, compiler_identity=compiler_identity, flags=flags,
                          language=meta["language"], include_hash=self.include_dirs_hash(dirs),
                          version=meta["package_version"])
 
@@ -405,6 +409,7 @@ def _library_filler(
             "compiler_identity": compiler.identity,
             "compiler_version": compiler_version(compiler),
             "flags": list(flags),
+            "workaround_flags": list(workaround_flags(compiler)),  # part of the key (`build_library`)
             "include_dirs": list(include_dirs),
             "package_version": version,
         }

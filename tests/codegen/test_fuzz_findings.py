@@ -8,8 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import hidet_lang as hidet
+from hidet_lang import attrs, f32, i32, meta
 from hidet_lang.errors import DSLError
+from hidet_lang.testing import example_count
 from hidet_lang.testing.interpret import run_function
 from hidet_lang.testing.programs import load_module
 
@@ -143,6 +148,30 @@ def test_adjacent_f32_roundings_survive_vectorization(tmp_path: Path) -> None:
     out = np.zeros(2)
     load_module(source, str(tmp_path)).build()(x, out)
     assert out.tolist() == x.astype(np.float32).astype(np.float64).tolist()
+
+
+@pytest.mark.parametrize("group", [2, 3, 5])
+@settings(max_examples=example_count(6), deadline=None)
+@given(rows=st.integers(1, 9), seed=st.integers(0, 2**32 - 1))
+def test_conditional_loads_in_groups_of_any_size(group: int, rows: int, seed: int) -> None:
+    """GCC 12 (12.2) vectorizes a loop whose body selects between loads at `group` consecutive addresses with one
+    mask for the whole group when `group` is not a power of two, so most selects took the wrong operand; first
+    seen as `torch.where(a > b, a, b)` on a [3, 2, 3] tensor, whose inner loop of 3 GCC had unrolled. Its loop
+    if-conversion is turned off (compiler.workaround_flags)."""
+    with hidet.script_module() as module:
+
+        @hidet.script
+        def select(n: i32, c0: f32[n, group], c1: f32[n, group], x1: f32[n, group],  # noqa: F821
+                   x2: f32[n, group], out: f32[n, group]):  # noqa: F821
+            attrs.func_kind = "public"
+            for i in range(n):
+                for k in meta.range(group):
+                    out[i, k] = x1[i, k] if c0[i, k] > c1[i, k] else x2[i, k]
+
+    c0, c1, x1, x2 = np.random.default_rng(seed).standard_normal((4, rows, group)).astype(np.float32)
+    out = np.zeros_like(c0)
+    module.build()(rows, c0, c1, x1, x2, out)
+    np.testing.assert_array_equal(out, np.where(c0 > c1, x1, x2))
 
 
 def test_half_modulo_inside_an_expression_in_cuda(tmp_path: Path) -> None:
