@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.func import Function
 from hidet_lang.ir.functor import collect
@@ -32,6 +34,12 @@ def written_tensor_params(func: Function) -> frozenset[E.Var]:
             reads[address.expr.base] -= 1
     return frozenset(p for p in func.params if isinstance(p.type, TensorType)
                      and occurrences.get(p, 0) != reads.get(p, 0))
+
+
+def host_or_device_address(argument: int | np.ndarray) -> int:
+    """The address of a checked tensor argument of a GPU call: a device pointer as it is, a numpy array's data (a
+    host address: with the CUDA driver's unified addressing, host and device ranges never overlap)."""
+    return argument if isinstance(argument, int) else argument.ctypes.data
 
 
 def check_no_overlap(func: str, names: Sequence[str], written: Sequence[bool],

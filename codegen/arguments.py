@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from codegen.aliasing import check_no_overlap, written_tensor_params
+from codegen.aliasing import check_no_overlap, host_or_device_address, written_tensor_params
 from codegen.arrays import DeviceArray
 from hidet_lang.errors import without_compiler_frames
 from hidet_lang.ir import expr as E
@@ -181,7 +181,8 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
     pass_args: list[str] = []
     tensors: list[str] = []  # with `on_gpu`: the tensor arguments, staged together
     restricted: list[tuple[str, str, bool, str]] = []  # no-alias functions: (address, parameter, written, bytes)
-    written = written_tensor_params(func) if func.attrs.no_alias else frozenset()
+    written = written_tensor_params(func)
+    written_flags: list[bool] = []  # with `on_gpu`: whether the function may write each tensor argument
     for i, (p, a) in enumerate(zip(func.params, names)):
         t = p.type
         env[f"_t{i}"] = t
@@ -209,12 +210,13 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
                 else:
                     dims.append(dimension_source(func, pname, d, position, env, len(env)))
             shape_expr = "(" + "".join(f"{d}, " for d in dims) + ")"
-            if func.attrs.no_alias:  # its address (a device pointer on a GPU, once staged) and size in bytes
-                start = a if on_gpu else f"(_p{i} or 0)"
+            if func.attrs.no_alias:  # its address (on a GPU: a device pointer, or a numpy array's) and size in bytes
+                start = f"_address({a})" if on_gpu else f"(_p{i} or 0)"
                 restricted.append((start, pname, p in written, f"_prod({shape_expr}) * {dtype.itemsize}"))
         if on_gpu:
             body.append(f"    {a} = _device_argument({a}, _fn, {pname!r}, _d{i}, {shape_expr})")
             tensors.append(a)
+            written_flags.append(p in written)
             pass_args.append(a)
             continue
         body.append(f"    if type({a}) is not _nd: {a} = _as_array({a}, _fn, {pname!r}, _d{i})")
@@ -233,12 +235,12 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
             address = f"_p{i}"
         pass_args.append(address)
     if any(w for _, _, w, _ in restricted):
-        env.update(_no_overlap=check_no_overlap, _prod=math.prod, _alias_names=tuple(r[1] for r in restricted),
+        env.update(_no_overlap=check_no_overlap, _prod=math.prod, _address=host_or_device_address,
+                   _alias_names=tuple(r[1] for r in restricted),
                    _alias_written=tuple(r[2] for r in restricted))
         spans = "".join(f"({start}, {size}), " for start, _, _, size in restricted)
-        overlap_check = [f"    _no_overlap(_fn, _alias_names, _alias_written, ({spans}))"]
-    else:
-        overlap_check = []
+        # after every argument is checked, before any is staged (on a GPU numpy arrays overlap on the host)
+        body.append(f"    _no_overlap(_fn, _alias_names, _alias_written, ({spans}))")
     sig = ", ".join(names)
     returns = not isinstance(func.ret_type, VoidType)  # a 'public' function's scalar result, returned last
     call = [f"    {'_result = ' if returns else ''}_c({', '.join(pass_args)})"]
@@ -249,9 +251,8 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
         env.update(_device_argument=device_argument, _stage=stage, _release=release, _ensure_current=ensure_current)
         if tensors:  # every argument is checked before any is copied to the device
             listed = "".join(t + ", " for t in tensors)
-            body.append(f"    {listed}= _stage(_staged, ({listed}))")
+            body.append(f"    {listed}= _stage(_staged, ({listed}), {tuple(written_flags)!r})")
         call.append("    _release(_staged, copy_back=True)")
-    body.extend(overlap_check)  # on a GPU, after staging: of the device pointers
     if after_call is not None:
         call.append("    _after()")
     if returns:

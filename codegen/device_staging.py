@@ -35,28 +35,36 @@ def device_argument(value: Any, func: str, param: str, dtype: np.dtype,
     return array
 
 
-def stage(staged: list[tuple[np.ndarray, int]], arguments: tuple[int | np.ndarray, ...]) -> tuple[int, ...]:
+def stage(staged: list[tuple[np.ndarray, int, bool]], arguments: tuple[int | np.ndarray, ...],
+          written: tuple[bool, ...]) -> tuple[int, ...]:
     """The device addresses of checked tensor `arguments`: each numpy array is copied to a new device buffer,
-    recorded in `staged` for `release`."""
+    recorded in `staged` for `release`, which copies back those the kernel may write (`written`, one flag an
+    argument). One array passed twice is staged once, so that an in-place call (the same array as input and
+    output) gets its result back rather than the input's untouched copy."""
     pointers = []
-    for argument in arguments:
+    by_identity: dict[int, int] = {}
+    for argument, writes in zip(arguments, written, strict=True):
         if isinstance(argument, np.ndarray):
-            ptr = cuda_driver.mem_alloc(argument.nbytes)
-            staged.append((argument, ptr))
-            cuda_driver.copy_to_device(ptr, argument)
+            ptr = by_identity.get(id(argument))
+            if ptr is None:
+                ptr = by_identity[id(argument)] = cuda_driver.mem_alloc(argument.nbytes)
+                staged.append((argument, ptr, writes))
+                cuda_driver.copy_to_device(ptr, argument)
+            elif writes:
+                staged[:] = [(a, p, w or a is argument) for a, p, w in staged]
             argument = ptr
         pointers.append(argument)
     return tuple(pointers)
 
 
-def release(staged: list[tuple[np.ndarray, int]], copy_back: bool) -> None:
-    """Copy staged numpy arrays back from the device (when `copy_back`) and free their device buffers. Every
-    buffer is freed even when a copy fails (after a fault in a kernel, each call reports it); the first
-    failure is raised."""
+def release(staged: list[tuple[np.ndarray, int, bool]], copy_back: bool) -> None:
+    """Copy the staged numpy arrays the kernel may write back from the device (when `copy_back`) and free every
+    device buffer. Every buffer is freed even when a copy fails (after a fault in a kernel, each call reports it);
+    the first failure is raised."""
     first: cuda_driver.CudaDriverError | None = None
     while staged:
-        array, ptr = staged.pop()
-        if copy_back and first is None and array.flags.writeable:
+        array, ptr, written = staged.pop()
+        if copy_back and written and first is None and array.flags.writeable:
             first = _attempt(cuda_driver.copy_to_host, array, ptr)
         freed = _attempt(cuda_driver.mem_free, ptr)
         first = first or freed
