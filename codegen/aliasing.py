@@ -16,12 +16,13 @@ import numpy as np
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.func import Function
 from hidet_lang.ir.functor import collect
-from hidet_lang.ir.types import TensorType
+from hidet_lang.ir.types import PointerType, TensorType
 
 
-def written_tensor_params(func: Function) -> frozenset[E.Var]:
-    """The tensor parameters of `func` that it may write: every one used otherwise than as the base of an element
-    read (a store, an address taken, an argument of a call or an intrinsic)."""
+def written_array_params(func: Function) -> frozenset[E.Var]:
+    """The tensor and pointer parameters of `func` that it may write: every one used otherwise than as the base of
+    an element read (a store, an address taken, an argument of a call or an intrinsic, a pointer made into a
+    tensor)."""
     occurrences: dict[E.Var, int] = {}
     for v in collect(func.body, E.Var):
         occurrences[v] = occurrences.get(v, 0) + 1
@@ -32,7 +33,7 @@ def written_tensor_params(func: Function) -> frozenset[E.Var]:
     for address in collect(func.body, E.Address):
         if isinstance(address.expr, E.TensorElement) and isinstance(address.expr.base, E.Var):
             reads[address.expr.base] -= 1
-    return frozenset(p for p in func.params if isinstance(p.type, TensorType)
+    return frozenset(p for p in func.params if isinstance(p.type, (TensorType, PointerType))
                      and occurrences.get(p, 0) != reads.get(p, 0))
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from codegen.aliasing import check_no_overlap, host_or_device_address, written_tensor_params
+from codegen.aliasing import check_no_overlap, host_or_device_address, written_array_params
 from codegen.arrays import DeviceArray
 from hidet_lang.errors import without_compiler_frames
 from hidet_lang.ir import expr as E
@@ -181,7 +181,7 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
     pass_args: list[str] = []
     tensors: list[str] = []  # with `on_gpu`: the tensor arguments, staged together
     restricted: list[tuple[str, str, bool, str]] = []  # no-alias functions: (address, parameter, written, bytes)
-    written = written_tensor_params(func)
+    written = written_array_params(func)
     written_flags: list[bool] = []  # with `on_gpu`: whether the function may write each tensor argument
     for i, (p, a) in enumerate(zip(func.params, names)):
         t = p.type

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hidet_lang as hidet
-from codegen.aliasing import written_tensor_params
+from codegen.aliasing import written_array_params
 from hidet_lang import attrs, f32, i32
 from hidet_lang.cuda import threadIdx
 from hidet_lang.errors import DSLValueError
@@ -92,14 +92,15 @@ def test_without_no_alias_an_in_place_call_keeps_its_meaning(target: str) -> Non
 
 def test_written_parameters_are_found() -> None:
     @hidet.script
-    def mixed(a: f32[4], b: f32[4], c: f32[4], d: f32[4], n: i32):
+    def mixed(a: f32[4], b: f32[4], c: f32[4], d: f32[4], n: i32, e: ~f32, g: ~f32):
         attrs.func_kind = "cpu_kernel"
         b[0] = a[0] + a[1]  # b stored
         p = ~c[1]  # c's address taken: it may be written through it
-        p[0] = d[n]
+        p[0] = d[n] + e[0]  # e read through the pointer
+        g[1] = 2.0  # stored through the pointer
 
     params = {p.name: p for p in mixed.ir.params}
-    assert written_tensor_params(mixed.ir) == {params["b"], params["c"]}
+    assert written_array_params(mixed.ir) == {params["b"], params["c"], params["g"]}
 
 
 def line_of(function: object, marker: str) -> int:
