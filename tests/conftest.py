@@ -1,6 +1,7 @@
 """Suite-wide settings: every module a test lowers has its IR verified after every pipeline step; every CUDA
 module built by a test is also compiled to cubin for sm_80 and sm_90 and checked; tests marked `gpu` are skipped
-where no CUDA GPU is usable; the hypothesis profile is `$HYPOTHESIS_PROFILE` (`default`, `thorough` or `rerun`)."""
+where no CUDA GPU is usable; the hypothesis profile is `$HYPOTHESIS_PROFILE` (`default`, `thorough`, `rerun` or
+`mutation`)."""
 
 from __future__ import annotations
 

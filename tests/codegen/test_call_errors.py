@@ -5,6 +5,7 @@ The kernel counts its calls in `calls[0]` first thing, so a test can tell that n
 
 import os
 import re
+import sys
 import traceback
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 
 import codegen
 import hidet_lang as hidet
-from hidet_lang import attrs, f16, f32, i32, u8
+from hidet_lang import attrs, bf16, f16, f32, i8, i16, i32, i64, u8, u16, u32, u64
 from hidet_lang.testing import DLPackOnly
 
 with hidet.script_module() as module:
@@ -177,3 +178,97 @@ def test_the_direct_function_is_offered_only_for_tensor_parameters() -> None:
     np.testing.assert_array_equal(out, a * 2)
     with pytest.raises(TypeError):
         codegen.arguments.array_address(np.zeros(8, np.float32)[::2])
+
+
+INT_TYPES = [i8, i16, i32, i64, u8, u16, u32, u64]
+INT_NUMPY = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+
+with hidet.script_module() as integers_module:
+
+    @hidet.script
+    def store_integers(a: i8, b: i16, c: i32, d: i64, e: u8, f: u16, g: u32, h: u64, oa: i8[1], ob: i16[1],
+                       oc: i32[1], od: i64[1], oe: u8[1], of: u16[1], og: u32[1], oh: u64[1]):
+        attrs.func_kind = "public"
+        oa[0] = a
+        ob[0] = b
+        oc[0] = c
+        od[0] = d
+        oe[0] = e
+        of[0] = f
+        og[0] = g
+        oh[0] = h
+
+
+@pytest.mark.parametrize("as_numpy", [False, True], ids=["int", "numpy scalar"])
+@pytest.mark.parametrize("end", ["min", "max"])
+def test_integer_parameters_take_every_value_of_their_type(end: str, as_numpy: bool) -> None:
+    values = [int(getattr(np.iinfo(t), end)) for t in INT_NUMPY]
+    args = [t(v) if as_numpy else v for t, v in zip(INT_NUMPY, values)]
+    outs = [np.zeros(1, t) for t in INT_NUMPY]
+    integers_module.build()(*args, *outs)
+    assert [int(out[0]) for out in outs] == values
+
+
+def _past_the_ends() -> list[tuple[int, int, bool]]:
+    """(parameter position, value one past its type's range, as a numpy int64?) for each end of each type."""
+    i64_range = range(-(2**63), 2**63)
+    cases = []
+    for position, t in enumerate(INT_NUMPY):
+        for value in (int(np.iinfo(t).min) - 1, int(np.iinfo(t).max) + 1):
+            cases += [(position, value, False)] + ([(position, value, True)] if value in i64_range else [])
+    return cases
+
+
+@pytest.mark.parametrize(("position", "value", "as_numpy"), _past_the_ends(), ids=str)
+def test_one_past_either_end_of_an_integer_type_is_refused(position: int, value: int, as_numpy: bool) -> None:
+    args: list[object] = [0] * 8
+    args[position] = np.int64(value) if as_numpy else value
+    outs = [np.zeros(1, t) for t in INT_NUMPY]
+    name, t = "abcdefgh"[position], INT_TYPES[position]
+    with pytest.raises(ValueError, match=re.escape(f"parameter '{name}' = {value} does not fit in {t.name}")):
+        integers_module.build()(*args, *outs)
+
+
+@pytest.mark.parametrize("value", [True, np.bool_(False), None, "1"], ids=repr)
+def test_a_float_parameter_refuses_bools_and_non_numbers(value: object) -> None:
+    args = good_args()
+    args["h"] = value
+    with pytest.raises(TypeError, match=re.escape("parameter 'h' expects a number (float16), got")):
+        module.build()(*args.values())
+    assert args["calls"][0] == 0
+
+
+@pytest.mark.parametrize("value", [2, np.float32(0.5), np.int16(3), np.float64(-1.5)], ids=repr)
+def test_a_float_parameter_takes_ints_and_numpy_numbers(value: object) -> None:
+    args = good_args()
+    args["h"], args["k"] = value, 0
+    module.build()(*args.values())
+    np.testing.assert_array_equal(args["a"], np.full(3, np.float32(np.float16(float(value)))))
+
+
+def test_parameters_named_like_the_callers_helpers_or_the_function_are_passed_in_order() -> None:
+    with hidet.script_module() as names_module:
+
+        @hidet.script
+        def clash(_c: i32, clash: f32[3], a0: i32, _fn: f32[1]):
+            attrs.func_kind = "public"
+            clash[0] = f32(_c)
+            clash[1] = f32(a0)
+            clash[2] = _fn[0]
+
+    out = np.zeros(3, np.float32)
+    names_module.build()(5, out, 7, np.array([2.5], np.float32))
+    np.testing.assert_array_equal(out, [5, 7, 2.5])
+
+
+def test_an_empty_array_has_the_null_address() -> None:
+    assert codegen.arguments.array_address(np.zeros(0, np.float32)) == 0
+    args = good_args()
+    args["n"], args["a"] = 0, np.zeros(0, np.float32)
+    module.build()(*args.values())
+    assert args["calls"][0] == 1 and args["b"][1, 2] == 7.0
+
+
+def test_bf16_arrays_are_raw_bits_without_ml_dtypes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # `import ml_dtypes` raises ImportError
+    assert codegen.arguments.numpy_dtype(bf16) == np.dtype(np.uint16)

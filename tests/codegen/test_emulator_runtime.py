@@ -62,6 +62,14 @@ extern "C" __global__ void __launch_bounds__(256) block_reduce(float *x, float *
     if (t == 0) sums[b] = s[0];
 }
 
+// the barrier votes of any int predicates (CUDA: a count of the nonzero ones; and/or as 0 or 1)
+extern "C" __global__ void __launch_bounds__(64) int_votes(int32_t *preds, int32_t *out) {
+    int t = (int)threadIdx.x;
+    out[3 * t] = __syncthreads_count(preds[t]);
+    out[3 * t + 1] = __syncthreads_and(preds[t]);
+    out[3 * t + 2] = __syncthreads_or(preds[t]);
+}
+
 extern "C" __global__ void __launch_bounds__(128) warp_reduce(float *x, int32_t *xi, float *down_f, int32_t *down_i,
                                                                float *xor_f, int32_t *xor_i, uint32_t *ballots) {
     int t = (int)blockIdx.x * (int)blockDim.x + (int)threadIdx.x;
@@ -367,6 +375,17 @@ def test_barrier_votes_with_exactly_one_thread_different(basic: EmulatorModule) 
                                       err_msg=name)
     assert list(want["and"]) == [False] * 3 + [True] * 7 and list(want["or"]) == [False] * 3 + [True] * 3 + [False] * 4
     assert list(want["count"][6:]) == [1, 1, 255, 0]
+
+
+@pytest.mark.parametrize("preds", [[7], [-3], [0], [7, -3, 2], [7, 0, -1]], ids=str)
+def test_barrier_votes_of_int_predicates_are_counts_and_truth_values(basic: EmulatorModule, preds: list[int]) -> None:
+    # a block of one thread included (it has no other thread to wait for)
+    n = len(preds)
+    out = np.full(3 * n, -9, np.int32)
+    basic.launch("int_votes", 1, n, np.array(preds, np.int32), out)
+    nonzero = [p != 0 for p in preds]
+    want = [sum(nonzero), int(all(nonzero)), int(any(nonzero))]
+    np.testing.assert_array_equal(out.reshape(n, 3), np.array([want] * n, np.int32))
 
 
 def _simulate_down(v: np.ndarray, off: int) -> np.ndarray:

@@ -148,3 +148,55 @@ def test_no_alias_only_where_calls_are_checked() -> None:
     with pytest.raises(DSLValueError, match="a call from 'entry' could not be checked") as refused:
         called().build()
     assert refused.value.span.line == line_of(called, "MARK: call")
+
+
+@TARGETS
+def test_arguments_that_touch_are_accepted_and_one_shared_element_is_refused(target: str) -> None:
+    m = _MODULES[target, True].build()
+    buffer = np.arange(3 * N + 1, dtype=np.float32)
+    x, w, y = buffer[: N + 1], buffer[N + 1 : 2 * N + 1], buffer[2 * N + 1 :]  # x, w, y end to end
+    want = x[:-1] + x[1:] + w
+    m(x, w, y)
+    np.testing.assert_array_equal(y, want)
+    buffer = np.arange(3 * N + 1, dtype=np.float32)
+    y, x, w = buffer[:N], buffer[N : 2 * N + 1], buffer[2 * N + 1 :]  # y ends where x starts
+    want = x[:-1] + x[1:] + w
+    m(x, w, y)
+    np.testing.assert_array_equal(y, want)
+    before = buffer.copy()
+    with pytest.raises(ValueError, match="arguments 'y' and 'x' share memory"):
+        m(buffer[N : 2 * N + 1], buffer[2 * N + 1 :], buffer[1 : N + 1])  # y's last element is x's first
+    with pytest.raises(ValueError, match="arguments 'y' and 'x' share memory"):
+        m(buffer[: N + 1], buffer[2 * N + 1 :], buffer[N : 2 * N])  # y's first element is x's last
+    np.testing.assert_array_equal(buffer, before)
+
+
+def test_a_parameter_whose_address_is_taken_and_that_is_passed_on_is_written() -> None:
+    with hidet.script_module():
+
+        @hidet.script
+        def fill(v: f32[4]):
+            attrs.func_kind = "cpu_internal"
+            v[0] = 1.0
+
+        @hidet.script
+        def outer(a: f32[4], c: f32[4]):
+            attrs.func_kind = "cpu_kernel"
+            p = ~c[1]  # one address taken and one use as an argument: c may be written twice over
+            p[0] = a[0]
+            fill(c)
+
+    params = {p.name: p for p in outer.ir.params}
+    assert written_array_params(outer.ir) == {params["c"]}
+
+
+def test_unused_parameters_and_addresses_of_scalars_are_not_writes() -> None:
+    @hidet.script
+    def partly_used(a: f32[4], unused: f32[4], out: f32[4]):
+        attrs.func_kind = "cpu_kernel"
+        s = a[0]
+        p = ~s  # the address of a scalar, not of a tensor element
+        out[0] = p[0]
+
+    params = {p.name: p for p in partly_used.ir.params}
+    assert written_array_params(partly_used.ir) == {params["out"]}

@@ -100,3 +100,21 @@ def test_ir_evaluator_folds_float_mod_as_python(a: float, b: float) -> None:
     want = a % b
     assert folded.value == want and math.copysign(1, folded.value) == math.copysign(1, want)
     assert floor_mod(a, b) == float(np.mod(a, b))
+
+
+EDGE_VALUES = [0.0, -0.0, 1.0, -1.0, 3.5, -2.25, 1e300, math.inf, -math.inf, math.nan]
+
+
+@pytest.mark.parametrize("b", EDGE_VALUES, ids=str)
+def test_ir_evaluator_float_mod_and_floordiv_at_edge_values_are_numpys(b: float) -> None:
+    # zeros of either sign, divisors of 1 and -1, infinities and NaN on either side: the value, NaN and the sign of
+    # a zero all as numpy's remainder and floor_divide give them (NaN where C's fmod is undefined, never a raise)
+    def same(got: float, want: float) -> bool:
+        signs_agree = math.copysign(1, got) == math.copysign(1, want)
+        return (math.isnan(got) and math.isnan(want)) or (got == want and signs_agree)
+
+    with np.errstate(all="ignore"):
+        for a in EDGE_VALUES:
+            want_r, want_q = float(np.remainder(a, b)), float(np.floor_divide(a, b))
+            assert same(floor_mod(a, b), want_r), (a, b, floor_mod(a, b), want_r)
+            assert same(floor_div(a, b), want_q), (a, b, floor_div(a, b), want_q)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -25,7 +26,7 @@ import hidet_lang as hidet
 from hidet_lang import attrs, i64, meta
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
-from hidet_lang.ir.evaluate import convert_value, evaluate, round_float
+from hidet_lang.ir.evaluate import convert_value, evaluate, fold, round_float
 from hidet_lang.ir.node import Node, at, child_field_names
 from hidet_lang.ir.span import Span
 from hidet_lang.ir.types import (
@@ -35,6 +36,7 @@ from hidet_lang.ir.types import (
     boolean,
     float16,
     float32,
+    float32x8,
     float64,
     int8,
     int16,
@@ -429,3 +431,53 @@ def test_evaluate_rounds_floats_to_their_type_like_numpy(v: float) -> None:
         with np.errstate(over="ignore"):
             expected = float(np_type(v))
         assert round_float(v, dtype) == expected
+
+
+@pytest.mark.parametrize("bits", [0x7FC00000, 0x7FFFFFFF, 0xFFFFFFFF, 0x7F800001], ids=hex)
+def test_evaluate_keeps_every_nan_a_nan_and_infinities_infinite_in_every_float_type(bits: int) -> None:
+    # NaNs with any payload (one whose bf16 rounding would carry into the sign bit included), and +-inf
+    nan = float(np.array([bits], np.uint32).view(np.float32)[0])
+    for dtype in (float16, bfloat16, float32, float64):
+        assert math.isnan(round_float(nan, dtype)), dtype
+        assert round_float(math.inf, dtype) == math.inf and round_float(-math.inf, dtype) == -math.inf, dtype
+
+
+BF16_TIES = [0x3F808000, 0x3F818000, 0x3F808001, 0x3F807FFF, 0xBF818000, 0x7F7FFFFF, 0x00018000, 0x00008000]
+"""float32 bit patterns at and around bf16's rounding boundary: ties to an even and to an odd bf16, just above
+and just below a tie, a negative tie, the largest float32 (rounds to infinity), subnormal ties."""
+
+
+@settings(max_examples=example_count(300), deadline=None)
+@given(st.floats(width=32, allow_nan=False) | st.sampled_from(BF16_TIES).map(
+    lambda bits: float(np.array([bits], np.uint32).view(np.float32)[0])))
+def test_evaluate_rounds_to_bfloat16_like_ml_dtypes(v: float) -> None:
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    expected = float(np.float32(v).astype(ml_dtypes.bfloat16))
+    got = round_float(v, bfloat16)
+    assert got == expected and math.copysign(1, got) == math.copysign(1, expected), (v, got, expected)
+
+
+@pytest.mark.parametrize("op", ["&", "|", "^", "<<", ">>"])
+def test_folding_a_bitwise_operator_on_floats_is_an_error_naming_it(op: str) -> None:
+    with pytest.raises(ValueError, match=f"^operator {re.escape(op)} on floats$"):
+        fold(op, 1.0, 2.0, float32)
+
+
+@pytest.mark.parametrize("op", ["/", "%"])
+@pytest.mark.parametrize("dtype", [int8, int32, uint64])
+def test_folding_an_integer_division_by_zero_raises_saying_so(op: str, dtype: DataType) -> None:
+    with pytest.raises(ZeroDivisionError, match="^integer division by zero$"):
+        fold(op, 7, 0, dtype)
+
+
+def test_folding_bool_operands_keeps_bool_values() -> None:
+    assert fold("&", True, True, boolean) is True and fold("|", False, True, boolean) is True
+    assert fold("^", True, True, boolean) is False
+
+
+def test_evaluate_takes_pointer_values_as_they_are_and_refuses_vectors() -> None:
+    p = E.Var("p", PointerType(int32))
+    assert evaluate(p, {p: 0x1234}) == 0x1234
+    v = E.Var("v", float32x8)
+    with pytest.raises(TypeError, match="^cannot evaluate the f32x8 vector 'v' in Python$"):
+        evaluate(v, {v: 0.0})

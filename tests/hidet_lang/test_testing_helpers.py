@@ -425,3 +425,16 @@ def test_the_rerun_profile_runs_a_quarter_of_the_examples_and_at_least_one() -> 
     finally:
         load_profile("default")
     assert example_count(40) == 40
+
+
+def test_the_mutation_profile_keeps_the_counts_and_does_not_shrink() -> None:
+    from hypothesis import Phase, settings
+
+    from hidet_lang.testing import example_count, load_profile
+
+    try:
+        assert load_profile("mutation") == "mutation"
+        assert example_count(40) == 40 and Phase.shrink not in settings.default.phases
+    finally:
+        load_profile("default")
+    assert Phase.shrink in settings.default.phases
