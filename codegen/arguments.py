@@ -181,7 +181,8 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
     pass_args: list[str] = []
     tensors: list[str] = []  # with `on_gpu`: the tensor arguments, staged together
     restricted: list[tuple[str, str, bool, str]] = []  # no-alias functions: (address, parameter, written, bytes)
-    written = written_array_params(func)
+    # what the function may write: for the no-alias check, and on a GPU for what comes back after the call
+    written = written_array_params(func) if on_gpu or func.attrs.no_alias else frozenset()
     written_flags: list[bool] = []  # with `on_gpu`: whether the function may write each tensor argument
     for i, (p, a) in enumerate(zip(func.params, names)):
         t = p.type

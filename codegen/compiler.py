@@ -213,8 +213,9 @@ def compile_shared_library(
     compiler: CompilerInfo,
     flags: Sequence[str],
     language: str = "c",
-) -> None:
-    """Compile `source` into the shared library `output`.
+) -> str:
+    """Compile `source` into the shared library `output`; return what the compiler printed (its warnings, and the
+    remarks that flags such as `-fopt-info-vec` ask for).
 
     The source is written next to the output (`output.with_suffix(".c")` or `".cpp"`), then compiled with
     `-shared -fPIC` plus `flags` (see `DEFAULT_C_FLAGS`). Raises `CCompilationError` with diagnostics mapped
@@ -242,6 +243,7 @@ def compile_shared_library(
         raise CompilerNotFoundError(f"could not run the {language} compiler {command[0]!r}: {exc}") from None
     if returncode != 0:
         raise _compilation_error(source, str(source_path), command, output, returncode, language)
+    return output
 
 
 def run_compiler(command: tuple[str, ...]) -> tuple[int, str]:

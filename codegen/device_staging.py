@@ -42,17 +42,17 @@ def stage(staged: list[tuple[np.ndarray, int, bool]], arguments: tuple[int | np.
     argument). One array passed twice is staged once, so that an in-place call (the same array as input and
     output) gets its result back rather than the input's untouched copy."""
     pointers = []
-    by_identity: dict[int, int] = {}
+    by_identity: dict[int, int] = {}  # id of a staged array -> its index in `staged`
     for argument, writes in zip(arguments, written, strict=True):
         if isinstance(argument, np.ndarray):
-            ptr = by_identity.get(id(argument))
-            if ptr is None:
-                ptr = by_identity[id(argument)] = cuda_driver.mem_alloc(argument.nbytes)
-                staged.append((argument, ptr, writes))
-                cuda_driver.copy_to_device(ptr, argument)
+            index = by_identity.get(id(argument))
+            if index is None:
+                index = by_identity[id(argument)] = len(staged)
+                staged.append((argument, cuda_driver.mem_alloc(argument.nbytes), writes))
+                cuda_driver.copy_to_device(staged[index][1], argument)
             elif writes:
-                staged[:] = [(a, p, w or a is argument) for a, p, w in staged]
-            argument = ptr
+                staged[index] = (argument, staged[index][1], True)
+            argument = staged[index][1]
         pointers.append(argument)
     return tuple(pointers)
 

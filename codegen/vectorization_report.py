@@ -2,8 +2,9 @@
 user's DSL line, whether the C compiler vectorized it (and how wide), or why not, whether it was versioned for
 possible aliasing, and whether it runs in parallel (OpenMP).
 
-The generated C is compiled once more, to an object file in a temporary directory, with the compiler, flags and
-include directories of the CPU build (`codegen.build`, `codegen.cache`) plus the compiler's optimization remarks:
+The generated C is compiled once more, in a temporary directory, the way the CPU build compiles it
+(`codegen.compiler.compile_shared_library`: the compiler, flags, workarounds and the project's include directories)
+plus the compiler's optimization remarks:
 GCC's `-fopt-info-vec-all-internals` (its messages come in groups, one per loop, each opened by `Analyzing loop at
 file:L`) or Clang's `-Rpass*=loop-vectorize` (a verdict at the loop's line, after the analysis remarks that say
 why, at the statement they blame).
@@ -29,15 +30,12 @@ from pathlib import Path
 from .cache import PROJECT_INCLUDE_DIRS
 from .compiler import (
     DEFAULT_C_FLAGS,
-    CompilerInfo,
+    compile_shared_library,
     compiler_version,
     find_c_compiler,
     marker_at,
     marker_table,
-    run_compiler,
-    workaround_flags,
 )
-from .errors import CCompilationError
 
 __all__ = [
     "LoopReport",
@@ -140,34 +138,15 @@ def vectorization_report(source: str) -> VectorizationReport:
     compiler = find_c_compiler("c")
     version = compiler_version(compiler)
     clang = "clang" in version.lower()
+    includes = tuple(f"-I{os.path.abspath(d)}" for d in PROJECT_INCLUDE_DIRS)
+    remarks = CLANG_REMARK_FLAGS if clang else GCC_REMARK_FLAGS
     with tempfile.TemporaryDirectory(prefix="hidet_lang_report_") as directory:
-        source_path = Path(directory) / "module.c"
-        source_path.write_text(source, encoding="utf-8")
-        output = _compile_with_remarks(compiler, source_path, CLANG_REMARK_FLAGS if clang else GCC_REMARK_FLAGS)
+        library = Path(directory) / "module.so"  # the build's compilation, its source beside it as module.c
+        output = compile_shared_library(source, library, compiler=compiler,
+                                        flags=(*DEFAULT_C_FLAGS, *includes, *remarks))
+        source_path = library.with_suffix(".c")
     parse = parse_clang_remarks if clang else parse_gcc_remarks
     return VectorizationReport(loops=report_loops(source, parse(output, str(source_path))), compiler=version)
-
-
-def _compile_with_remarks(compiler: CompilerInfo, source_path: Path, remark_flags: tuple[str, ...]) -> str:
-    """Compile `source_path` to an object file beside it, as the CPU build does, plus `remark_flags`; return what
-    the compiler printed."""
-    import subprocess
-
-    includes = tuple(f"-I{os.path.abspath(d)}" for d in PROJECT_INCLUDE_DIRS)
-    command = (*compiler.command, "-fPIC", *DEFAULT_C_FLAGS, *workaround_flags(compiler), *includes, *remark_flags,
-               "-c", "-o", str(source_path.with_suffix(".o")), str(source_path))
-    try:
-        status, output = run_compiler(command)
-    except subprocess.TimeoutExpired as exc:
-        raise CCompilationError("the C compiler did not finish compiling for the vectorization report",
-                                compiler_output=exc.output or "", command=command,
-                                source_path=str(source_path)) from None
-    if status != 0:
-        tail = "\n".join(output.strip().splitlines()[-20:])
-        raise CCompilationError(f"the C compiler failed (exit status {status}) compiling for the vectorization "
-                                f"report:\n{tail}", compiler_output=output, command=command,
-                                source_path=str(source_path))
-    return output
 
 
 # ----------------------------------------------------------------------------------------------------
