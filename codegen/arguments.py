@@ -105,27 +105,26 @@ def check_dtype_and_shape(func: str, param: str, dtype: np.dtype, shape: tuple[i
         raise ValueError(f"{func}(): parameter '{param}' expects shape {want_shape}, got shape {tuple(shape)}")
 
 
-def bad_array(func: str, param: str, value: np.ndarray, dtype: np.dtype, shape: tuple[int, ...] | None) -> None:
-    """Raise the error that explains why array `value` does not fit parameter `param`."""
+def check_array(func: str, param: str, value: np.ndarray, dtype: np.dtype, shape: tuple[int, ...] | None) -> None:
+    """Raise the error that explains why array `value` does not fit parameter `param`, or return when it fits (the
+    callers' quick test compares dtypes by identity: an equal dtype that is another object, one with metadata say,
+    fits)."""
     check_dtype_and_shape(func, param, value.dtype, value.shape, dtype, shape)
     if not value.flags.c_contiguous:
         raise ValueError(f"{func}(): parameter '{param}' must be C-contiguous; pass np.ascontiguousarray(x)")
     if not value.flags.writeable:
         raise ValueError(f"{func}(): parameter '{param}' is a read-only array; the kernel may write to it")
-    raise ValueError(f"{func}(): parameter '{param}' got an unsupported array")
 
 
 def integer_range(t: DataType) -> tuple[int, int]:
-    """The smallest and largest value of integer (or bool) type `t`."""
-    if t.is_bool:
-        return 0, 1
+    """The smallest and largest value of integer type `t`."""
     bits = t.nbytes * 8
     return (0, 2**bits - 1) if t.kind == "uint" else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
 
 
 def to_int(value: Any, func: str, param: str, t: DataType) -> int:
     """A Python int for integer parameter `param` (numpy integers accepted; floats and bools refused)."""
-    if isinstance(value, (bool, np.bool_)) and not t.is_bool:
+    if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{func}(): parameter '{param}' expects {t.name}, got a bool")
     try:
         v = operator.index(value)
@@ -134,11 +133,20 @@ def to_int(value: Any, func: str, param: str, t: DataType) -> int:
             f"{func}(): parameter '{param}' expects an integer ({t.name}), got {_describe(value)}"
         ) from None
     lo, hi = integer_range(t)
-    if t.is_bool:
-        return bool(v)
     if not lo <= v <= hi:
         raise ValueError(f"{func}(): parameter '{param}' = {v} does not fit in {t.name}")
     return v
+
+
+def to_bool(value: Any, func: str, param: str) -> bool:
+    """A Python bool for bool parameter `param`: Python's and numpy's bools, and integers (nonzero is true, as C
+    converts them); anything else is refused."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    try:
+        return operator.index(value) != 0
+    except TypeError:
+        raise TypeError(f"{func}(): parameter '{param}' expects a bool, got {_describe(value)}") from None
 
 
 def to_float(value: Any, func: str, param: str, t: DataType) -> float:
@@ -170,7 +178,8 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
     copied to the device before the call and back after it.
     """
     env: dict[str, Any] = {
-        "_c": c_function, "_nd": np.ndarray, "_as_array": as_array, "_bad": bad_array, "_to_int": to_int,
+        "_c": c_function, "_nd": np.ndarray, "_as_array": as_array, "_check": check_array, "_to_int": to_int,
+        "_to_bool": to_bool,
         "_to_float": to_float, "_after": after_call, "_fn": func.name, "_addr": ctypes.addressof,
         "_from_buffer": ctypes.c_char.from_buffer, "_bf16_bits": bf16_bits_viewed, "_bits": BF16_BITS,
         "_cut": without_compiler_frames,
@@ -189,6 +198,10 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
         env[f"_t{i}"] = t
         pname = p.name
         if isinstance(t, DataType):
+            if t.is_bool:
+                body.append(f"    if type({a}) is not bool: {a} = _to_bool({a}, _fn, {pname!r})")
+                pass_args.append(a)
+                continue
             conv = "_to_float" if t.is_float else "_to_int"
             fast = "float" if t.is_float else "int"
             body.append(f"    if type({a}) is not {fast}: {a} = {conv}({a}, _fn, {pname!r}, _t{i})")
@@ -228,7 +241,7 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
         checks = [f"{a}.dtype is not _d{i}", f"not {a}.flags.c_contiguous", f"not {a}.flags.writeable"]
         if shape_expr != "None":
             checks.insert(1, f"{a}.shape != {shape_expr}")
-        body.append(f"    if {' or '.join(checks)}: _bad(_fn, {pname!r}, {a}, _d{i}, {shape_expr})")
+        body.append(f"    if {' or '.join(checks)}: _check(_fn, {pname!r}, {a}, _d{i}, {shape_expr})")
         # `array_address`, written out: a call of it would cost the caller about 0.1 us per tensor argument
         address = f"(_addr(_from_buffer({address_of})) if {a}.nbytes else None)"
         if func.attrs.no_alias and isinstance(t, TensorType):  # the overlap check needs it too

@@ -14,7 +14,8 @@ import pytest
 
 import codegen
 import hidet_lang as hidet
-from hidet_lang import attrs, bf16, f16, f32, i8, i16, i32, i64, u8, u16, u32, u64
+from codegen.arrays import DeviceArray
+from hidet_lang import attrs, bf16, boolean, f16, f32, i8, i16, i32, i64, u8, u16, u32, u64
 from hidet_lang.testing import DLPackOnly
 
 with hidet.script_module() as module:
@@ -26,6 +27,16 @@ with hidet.script_module() as module:
         for i in range(n):
             a[i] = a[i] + f32(k) + f32(h)
         b[1, 2] = 7.0
+
+
+class Unviewable:
+    """An object whose DLPack export fails (as a tensor on another device, or one numpy has no dtype for)."""
+
+    def __dlpack__(self, **kwargs: object) -> object:
+        raise BufferError("no view")
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)
 
 
 def good_args() -> dict[str, object]:
@@ -56,7 +67,10 @@ BAD_CALLS = [
     ({"b": np.zeros((3, 2), np.float32).T}, ValueError, ["'b'", "contiguous"]),
     ({"a": np.zeros(6, np.float32)[::2]}, ValueError, ["'a'", "contiguous"]),
     ({"a": 1.5}, TypeError, ["'a'", "float"]),
-    ({"a": [0.0, 0.0, 0.0]}, TypeError, ["'a'", "list"]),
+    ({"a": [0.0, 0.0, 0.0]}, TypeError, ["'a'", "got a list ([0.0, 0.0, 0.0])"]),
+    ({"a": DeviceArray((3,), np.dtype(np.float32))}, TypeError, ["'a'", "in GPU memory", "(x.numpy())"]),
+    ({"a": Unviewable()}, TypeError, ["'a'", "got Unviewable, which numpy cannot view without a copy: no view"]),
+    ({"h": DLPackOnly(np.zeros(1, np.float16))}, TypeError, ["'h'", "(float16), got DLPackOnly"]),  # not its repr
     ({"n": 2**31}, ValueError, ["'n'", "2147483648", "int32"]),
     ({"n": -(2**31) - 1}, ValueError, ["'n'", "int32"]),
     ({"n": 3.0}, TypeError, ["'n'", "float"]),
@@ -102,6 +116,18 @@ def test_a_wrong_rank_or_shape_is_refused_for_every_kind_of_array(kind: str, sha
         module.build()(*args.values())
     assert args["calls"][0] == 0
     assert not guarded.any()
+
+
+def test_an_array_of_an_equal_dtype_passes_and_an_emulated_cuda_array_passes_its_host_memory() -> None:
+    """The caller's quick test compares dtypes by identity: an equal dtype that is another object (here one with
+    metadata) must still pass; so must a 'cuda' array of the emulator, which lives in host memory."""
+    args = good_args()
+    args["a"] = np.zeros(3, np.dtype(np.float32, metadata={"unit": "m"}))
+    host = np.zeros((2, 3), np.float32)
+    args["b"] = DeviceArray(host.shape, host.dtype, host.ctypes.data, host)
+    module.build()(*args.values())
+    np.testing.assert_array_equal(args["a"], np.full(3, 4.5, np.float32))
+    assert host[1, 2] == 7.0
 
 
 def test_read_only_array_is_refused() -> None:
@@ -272,3 +298,25 @@ def test_an_empty_array_has_the_null_address() -> None:
 def test_bf16_arrays_are_raw_bits_without_ml_dtypes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # `import ml_dtypes` raises ImportError
     assert codegen.arguments.numpy_dtype(bf16) == np.dtype(np.uint16)
+
+
+with hidet.script_module() as flag_module:
+
+    @hidet.script
+    def flagged(flag: boolean, out: i32[1]):
+        attrs.func_kind = "public"
+        out[0] = 7 if flag else 3
+
+
+@pytest.mark.parametrize(("value", "expected"), [(True, 7), (False, 3), (np.True_, 7), (np.False_, 3), (1, 7), (0, 3),
+                                                 (2, 7), (np.int8(-1), 7), (np.uint64(0), 3)], ids=repr)
+def test_a_bool_parameter_takes_bools_and_integers_as_c_converts_them(value: object, expected: int) -> None:
+    out = np.zeros(1, np.int32)
+    flag_module.build()(value, out)
+    assert out[0] == expected
+
+
+@pytest.mark.parametrize("value", [1.0, None, "yes", np.zeros(1, bool)], ids=repr)
+def test_a_bool_parameter_refuses_other_values(value: object) -> None:
+    with pytest.raises(TypeError, match=re.escape("flagged(): parameter 'flag' expects a bool, got ")):
+        flag_module.build()(value, np.zeros(1, np.int32))

@@ -9,14 +9,18 @@ unit in the last place of the product, plus one of the result.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hidet_lang as hidet
 from hidet_lang import attrs, f64, meta
+from hidet_lang.frontend.semantics import convert_to
 from hidet_lang.ir import expr as E
-from hidet_lang.ir.types import DataType, float16, float32, float64
+from hidet_lang.ir.types import DataType, dtype_from_name, float16, float32, float64
 from hidet_lang.passes.simplify import simplify
 from hidet_lang.testing import example_count
 
@@ -93,3 +97,26 @@ def test_the_folding_cases_that_once_computed_in_double_precision() -> None:
     big = E.Constant(16777216.0, float32)
     one = E.Constant(1.0, float32)
     assert simplify(E.BinaryOp("+", E.BinaryOp("+", big, one), one)).value == 16777216.0
+
+
+INTEGER_TYPES = [dtype_from_name(f"{kind}{bits}") for kind in ("int", "uint") for bits in (8, 16, 32, 64)]
+
+
+@pytest.mark.parametrize("dtype", INTEGER_TYPES, ids=str)
+def test_a_float_converted_to_an_integer_folds_exactly_where_c_defines_it(dtype: DataType) -> None:
+    """C truncates toward zero and defines the conversion only where the truncated value fits the type: there a
+    constant cast folds to it; one step past either end, NaN and the infinities are left for run time (`simplify`)
+    and refused in a script's constant conversion (`i8(300.0)`)."""
+    lo, hi = (float(v) for v in (np.iinfo(dtype.numpy_name).min, np.iinfo(dtype.numpy_name).max))
+    # the ends, and the floats nearest to one past them on the inside (-128.99999999999997 and 127.99999999999999
+    # truncate to -128 and 127; for 64-bit types the neighbours of -2**63 and 2**63)
+    inside = [lo, math.nextafter(lo - 1, math.inf), math.nextafter(hi + 1, -math.inf), -0.5, 0.0]
+    outside = [hi + 1, math.nextafter(lo - 1, -math.inf), math.nan, math.inf, -math.inf]
+    for value in inside:
+        folded = simplify(E.Cast(E.Constant(value, float64), dtype))
+        assert isinstance(folded, E.Constant) and folded.value == int(value) and folded.type == dtype, (value, folded)
+        assert convert_to(E.Constant(value, float64), dtype).value == int(value)
+    for value in outside:
+        assert isinstance(simplify(E.Cast(E.Constant(value, float64), dtype)), E.Cast), value
+        with pytest.raises((OverflowError, ValueError)):
+            convert_to(E.Constant(value, float64), dtype)
