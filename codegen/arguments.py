@@ -284,13 +284,12 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
     return caller
 
 
-def dimension_source(func: Function, pname: str, dim: Any, position: dict[E.Var, str], env: dict[str, Any],
+def dimension_source(func: Function, pname: str, dim: E.Expr, position: dict[E.Var, str], env: dict[str, Any],
                    key: int) -> str:
-    """Python source computing a tensor dimension that is an expression of earlier integer parameters."""
+    """Python source computing a tensor dimension that is an expression of earlier integer parameters (the frontend
+    resolves every name in a parameter's annotation to one of them, or refuses it at the annotation)."""
     variables = list(dict.fromkeys(collect(dim, E.Var)))
-    if not isinstance(dim, E.Expr) or any(v not in position for v in variables):
-        raise TypeError(f"{func.name}(): the shape of parameter '{pname}' may only use ints and earlier "
-                        "integer parameters")
+    assert all(v in position for v in variables), (func.name, pname, dim)
     name = f"_dim{key}"
     env[name] = lambda *values, _vars=tuple(variables): evaluate(dim, dict(zip(_vars, values)))
     return f"{name}({', '.join(position[v] for v in variables)})"

@@ -320,3 +320,26 @@ def test_a_bool_parameter_takes_bools_and_integers_as_c_converts_them(value: obj
 def test_a_bool_parameter_refuses_other_values(value: object) -> None:
     with pytest.raises(TypeError, match=re.escape("flagged(): parameter 'flag' expects a bool, got ")):
         flag_module.build()(value, np.zeros(1, np.int32))
+
+
+with hidet.script_module() as computed_shapes_module:
+
+    @hidet.script
+    def computed(calls: i32[1], n: i32, m: i32, a: "f32[n - m, n // m + 1]"):  # noqa: F821
+        attrs.func_kind = "public"
+        calls[0] += 1
+        a[n - m - 1, n // m] = f32(n * 10 + m)
+
+
+@pytest.mark.parametrize(("n", "m"), [(5, 2), (7, 3), (9, 1)])
+def test_a_shape_computed_from_earlier_parameters_is_checked_with_this_calls_values(n: int, m: int) -> None:
+    calls = np.zeros(1, np.int32)
+    shape = (n - m, n // m + 1)
+    a = np.zeros(shape, np.float32)
+    computed_shapes_module.build()(calls, n, m, a)
+    assert calls[0] == 1 and a[-1, -1] == n * 10 + m
+    for wrong in ((shape[0] + 1, shape[1]), (shape[0], shape[1] - 1), (shape[1], shape[0])):
+        if wrong != shape:
+            with pytest.raises(ValueError, match=re.escape(f"parameter 'a' expects shape {shape}, got shape {wrong}")):
+                computed_shapes_module.build()(calls, n, m, np.zeros(wrong, np.float32))
+    assert calls[0] == 1
