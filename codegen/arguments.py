@@ -170,8 +170,8 @@ def _caller_parameter_names(func: Function) -> list[str]:
     return names
 
 
-def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] | None,
-                on_gpu: bool = False) -> Callable[..., None]:
+def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] | None, *,
+                on_gpu: bool) -> Callable[..., None]:
     """A Python function with `func`'s parameters that checks its arguments and calls `c_function`.
 
     With `on_gpu`, tensor arguments are device pointers: 'cuda' arrays pass their own, and numpy arrays are
@@ -213,7 +213,7 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
         assert isinstance(t, (TensorType, PointerType))
         dtype = numpy_dtype(t.dtype)
         env[f"_d{i}"] = dtype
-        shape_expr = "None"
+        shape_expr = None  # a pointer parameter takes an array of any shape
         if isinstance(t, TensorType):
             dims = []
             for d in t.shape:
@@ -238,16 +238,13 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
         if dtype.name == "bfloat16":  # ml_dtypes' arrays, or bit patterns (uint16) viewed as them
             body.append(f"    {a} = _bf16_bits({a}, _d{i})")
             address_of = f"{a}.view(_bits)"  # ml_dtypes' bfloat16 has no buffer format: its address through its bits
-        checks = [f"{a}.dtype is not _d{i}", f"not {a}.flags.c_contiguous", f"not {a}.flags.writeable"]
-        if shape_expr != "None":
-            checks.insert(1, f"{a}.shape != {shape_expr}")
+        shape_check = [] if shape_expr is None else [f"{a}.shape != {shape_expr}"]
+        checks = [f"{a}.dtype is not _d{i}", *shape_check, f"not {a}.flags.c_contiguous", f"not {a}.flags.writeable"]
         body.append(f"    if {' or '.join(checks)}: _check(_fn, {pname!r}, {a}, _d{i}, {shape_expr})")
-        # `array_address`, written out: a call of it would cost the caller about 0.1 us per tensor argument
-        address = f"(_addr(_from_buffer({address_of})) if {a}.nbytes else None)"
-        if func.attrs.no_alias and isinstance(t, TensorType):  # the overlap check needs it too
-            body.append(f"    _p{i} = {address}")
-            address = f"_p{i}"
-        pass_args.append(address)
+        # `array_address`, written out: a call of it would cost the caller about 0.1 us per tensor argument; named,
+        # since a no-alias function's overlap check uses it too
+        body.append(f"    _p{i} = _addr(_from_buffer({address_of})) if {a}.nbytes else None")
+        pass_args.append(f"_p{i}")
     if any(w for _, _, w, _ in restricted):
         env.update(_no_overlap=check_no_overlap, _prod=math.prod, _address=host_or_device_address,
                    _alias_names=tuple(r[1] for r in restricted),

@@ -3,6 +3,8 @@
 The kernel counts its calls in `calls[0]` first thing, so a test can tell that no C code ran.
 """
 
+import dataclasses
+import inspect
 import os
 import re
 import sys
@@ -14,8 +16,10 @@ import pytest
 
 import codegen
 import hidet_lang as hidet
+from codegen.arguments import make_caller
 from codegen.arrays import DeviceArray
 from hidet_lang import attrs, bf16, boolean, f16, f32, i8, i16, i32, i64, u8, u16, u32, u64
+from hidet_lang.cuda import threadIdx
 from hidet_lang.testing import DLPackOnly
 
 with hidet.script_module() as module:
@@ -68,7 +72,8 @@ BAD_CALLS = [
     ({"a": np.zeros(6, np.float32)[::2]}, ValueError, ["'a'", "contiguous"]),
     ({"a": 1.5}, TypeError, ["'a'", "float"]),
     ({"a": [0.0, 0.0, 0.0]}, TypeError, ["'a'", "got a list ([0.0, 0.0, 0.0])"]),
-    ({"a": DeviceArray((3,), np.dtype(np.float32))}, TypeError, ["'a'", "in GPU memory", "(x.numpy())"]),
+    ({"a": DeviceArray((3,), np.dtype(np.float32))}, TypeError,
+     ["'a' got an array in GPU memory; this function runs on the CPU: pass a numpy array (x.numpy())"]),
     ({"a": Unviewable()}, TypeError, ["'a'", "got Unviewable, which numpy cannot view without a copy: no view"]),
     ({"h": DLPackOnly(np.zeros(1, np.float16))}, TypeError, ["'h'", "(float16), got DLPackOnly"]),  # not its repr
     ({"n": 2**31}, ValueError, ["'n'", "2147483648", "int32"]),
@@ -316,9 +321,12 @@ def test_a_bool_parameter_takes_bools_and_integers_as_c_converts_them(value: obj
     assert out[0] == expected
 
 
-@pytest.mark.parametrize("value", [1.0, None, "yes", np.zeros(1, bool)], ids=repr)
-def test_a_bool_parameter_refuses_other_values(value: object) -> None:
-    with pytest.raises(TypeError, match=re.escape("flagged(): parameter 'flag' expects a bool, got ")):
+@pytest.mark.parametrize(("value", "described"), [(1.0, "a float (1.0)"), (None, "a NoneType (None)"),
+                                                  ("yes", "a str ('yes')"),
+                                                  (np.zeros(2, bool), "a numpy array of bool with shape (2,)")],
+                         ids=repr)
+def test_a_bool_parameter_refuses_other_values(value: object, described: str) -> None:
+    with pytest.raises(TypeError, match=re.escape(f"flagged(): parameter 'flag' expects a bool, got {described}")):
         flag_module.build()(value, np.zeros(1, np.int32))
 
 
@@ -343,3 +351,82 @@ def test_a_shape_computed_from_earlier_parameters_is_checked_with_this_calls_val
             with pytest.raises(ValueError, match=re.escape(f"parameter 'a' expects shape {shape}, got shape {wrong}")):
                 computed_shapes_module.build()(calls, n, m, np.zeros(wrong, np.float32))
     assert calls[0] == 1
+
+
+with hidet.script_module() as bf16_module:
+
+    @hidet.script
+    def widen(x: bf16[4], out: f32[4]):
+        attrs.func_kind = "cuda_kernel"  # bf16 is for CUDA functions (here on the emulator, or the GPU's staging)
+        attrs.cuda.block_dim = 4
+        attrs.cuda.grid_dim = 1
+        out[threadIdx.x] = f32(x[threadIdx.x])
+
+
+def test_a_bf16_parameter_takes_ml_dtypes_arrays_and_their_bit_patterns_and_nothing_else() -> None:
+    import ml_dtypes
+
+    values = np.array([1.5, -2.0, 0.0078125, 3.0e38], ml_dtypes.bfloat16)
+    for given in (values, values.view(np.uint16)):  # bf16 values, or their bits as uint16
+        out = np.zeros(4, np.float32)
+        bf16_module.build()(given, out)
+        np.testing.assert_array_equal(out, values.astype(np.float32))
+    for wrong in (np.float16, np.int16, np.float32):
+        with pytest.raises(TypeError, match=re.escape(f"parameter 'x' expects bfloat16, got an array of "
+                                                      f"{np.dtype(wrong)}")):
+            bf16_module.build()(np.zeros(4, wrong), np.zeros(4, np.float32))
+    with pytest.raises(ValueError, match=re.escape("parameter 'x' expects shape (4,), got shape (3,)")):
+        bf16_module.build()(values.view(np.uint16)[:3], np.zeros(4, np.float32))
+
+
+def test_bf16_bit_patterns_pass_for_bf16_parameters_only() -> None:
+    with hidet.script_module() as half_module:
+
+        @hidet.script
+        def halves(x: f16[2]):
+            attrs.func_kind = "public"
+            x[0] = x[1]
+
+    with pytest.raises(TypeError, match=re.escape("parameter 'x' expects float16, got an array of uint16")):
+        half_module.build()(np.zeros(2, np.uint16))
+
+
+with hidet.script_module() as pointer_module:
+
+    @hidet.script
+    def first_to(p: ~f32, value: f32):
+        attrs.func_kind = "public"
+        p[0] = value
+
+
+def test_a_pointer_parameter_takes_an_array_of_any_shape_and_checks_the_rest() -> None:
+    for array in (np.zeros(1, np.float32), np.zeros((2, 3), np.float32), np.zeros((), np.float32)):
+        pointer_module.build()(array, 1.5)
+        assert array.reshape(-1)[0] == 1.5
+    for wrong, error, words in ((np.zeros(2, np.float64), TypeError, "expects float32, got an array of float64"),
+                                (np.zeros(4, np.float32)[::2], ValueError, "must be C-contiguous")):
+        with pytest.raises(error, match=re.escape(f"parameter 'p' {words}")):
+            pointer_module.build()(wrong, 1.5)
+
+
+def test_parameter_names_python_cannot_take_are_passed_by_position() -> None:
+    """IR made elsewhere than in Python source may name a parameter with a keyword or a non-identifier: the caller
+    names it `a<i>`, and the others keep theirs."""
+    with hidet.script_module():
+
+        @hidet.script
+        def three(x: i32, y: f32, z: i32):
+            attrs.func_kind = "public"
+
+    received: list[tuple[object, ...]] = []
+
+    def c_function(*args: object) -> None:
+        received.append(args)
+
+    for odd in ("lambda", "x.1", "2x"):
+        func = three.ir
+        params = (dataclasses.replace(func.params[0], name=odd), *func.params[1:])
+        caller = make_caller(dataclasses.replace(func, params=params), c_function, None, on_gpu=False)
+        assert list(inspect.signature(caller).parameters) == ["a0", "y", "z"]
+        caller(4, z=6, y=0.5)
+        assert received.pop() == (4, 0.5, 6)

@@ -13,7 +13,7 @@ import hidet_lang as hidet
 from codegen import cuda_driver
 from codegen.arguments import make_caller
 from codegen.arrays import DeviceArray
-from hidet_lang import attrs, f32, i32
+from hidet_lang import attrs, bf16, f32, i32
 from hidet_lang.cuda import threadIdx
 
 
@@ -137,3 +137,65 @@ def test_a_wrong_rank_or_shape_is_refused_for_every_kind_of_device_argument(devi
         assert calls == [], f"{kind}: the kernel was launched"
     assert device.allocations == 1, "a refused call allocates nothing"
     kinds["device array"].ptr = 0  # the fake device owns the buffer; keep the finalizer away from the real driver
+
+
+with hidet.script_module():
+
+    @hidet.script
+    def shift(x: f32[5], y: f32[4]):
+        attrs.func_kind = "cuda_kernel"
+        attrs.cuda.block_dim = 4
+        attrs.cuda.grid_dim = 1
+        attrs.no_alias = True
+        y[threadIdx.x] = x[threadIdx.x + 1]
+
+
+def test_a_no_alias_kernel_refuses_overlapping_device_and_numpy_arguments_before_any_allocation(device) -> None:
+    calls = []
+    caller = make_caller(shift.ir, lambda *args: calls.append(args), None, on_gpu=True)
+    ptr = device.alloc(64)
+    allocated = device.allocations
+    x, y = DeviceArray((5,), np.float32, ptr), DeviceArray((4,), np.float32, ptr + 4)  # y is x[1:]
+    with pytest.raises(ValueError, match="arguments 'y' and 'x' share memory"):
+        caller(x, y)
+    host = np.zeros(9, np.float32)
+    with pytest.raises(ValueError, match="arguments 'y' and 'x' share memory"):
+        caller(host[:5], host[4:8])  # numpy arrays overlap on the host, before staging
+    assert calls == [] and device.allocations == allocated
+    caller(x, DeviceArray((4,), np.float32, ptr + 20))  # apart: launched with the device pointers
+    assert calls == [(ptr, ptr + 20)]
+    x.ptr = y.ptr = 0  # the fake device owns the buffer; keep the finalizer away from the real driver
+
+
+with hidet.script_module():
+
+    @hidet.script
+    def widen(x: bf16[4], out: f32[4]):
+        attrs.func_kind = "cuda_kernel"
+        attrs.cuda.block_dim = 4
+        attrs.cuda.grid_dim = 1
+        out[threadIdx.x] = f32(x[threadIdx.x])
+
+
+def test_bf16_device_arguments_may_be_bit_patterns(device) -> None:
+    calls = []
+    caller = make_caller(widen.ir, lambda *args: calls.append(args), None, on_gpu=True)
+    ptr, out = device.alloc(8), device.alloc(16)
+
+    def foreign(typestr: str, at: int) -> object:
+        return type("Foreign", (), {"__cuda_array_interface__": {"shape": (4,), "typestr": typestr,
+                                                                 "data": (at, False), "version": 3}})()
+
+    bits, out_array, int16s, out_bits = (DeviceArray((4,), np.dtype(t), at) for t, at in
+                                         ((np.uint16, ptr), (np.float32, out), (np.int16, ptr), (np.uint16, out)))
+    caller(bits, out_array)
+    caller(foreign("<u2", ptr), foreign("<f4", out))
+    assert calls == [(ptr, out)] * 2
+    for wrong in (int16s, foreign("<f2", ptr)):
+        with pytest.raises(TypeError, match="parameter 'x' expects bfloat16, got an array of "):
+            caller(wrong, out_array)
+    with pytest.raises(TypeError, match="parameter 'out' expects float32, got an array of uint16"):
+        caller(bits, out_bits)
+    assert len(calls) == 2
+    for array in (bits, out_array, int16s, out_bits):
+        array.ptr = 0  # the fake device owns the buffers
