@@ -481,3 +481,6 @@ def test_evaluate_takes_pointer_values_as_they_are_and_refuses_vectors() -> None
     v = E.Var("v", float32x8)
     with pytest.raises(TypeError, match="^cannot evaluate the f32x8 vector 'v' in Python$"):
         evaluate(v, {v: 0.0})
+    exp = E.Intrinsic("exp", (E.Constant(1.0, float32),), float32)  # math runs in the program, not in Python
+    with pytest.raises(TypeError, match="^cannot evaluate Intrinsic in Python$"):
+        evaluate(exp, {})
