@@ -57,14 +57,6 @@ BF16_BITS = np.dtype(np.uint16)
 """The dtype of bf16 bit patterns, which a bf16 parameter also takes where its arrays are ml_dtypes' bfloat16."""
 
 
-def bf16_bits_viewed(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """`array` viewed as `dtype` (no copy) when it holds bf16 bit patterns for a parameter of ml_dtypes' bfloat16;
-    else `array` itself."""
-    if array.dtype == BF16_BITS and dtype.name == "bfloat16":
-        return array.view(dtype)
-    return array
-
-
 def array_address(array: np.ndarray) -> int:
     """The address of the data of a C-contiguous, writeable numpy array, as a compiled function takes it (0, a null
     pointer, for an empty array); TypeError or ValueError for any other array (read-only, not contiguous, or of a
@@ -181,7 +173,7 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
         "_c": c_function, "_nd": np.ndarray, "_as_array": as_array, "_check": check_array, "_to_int": to_int,
         "_to_bool": to_bool,
         "_to_float": to_float, "_after": after_call, "_fn": func.name, "_addr": ctypes.addressof,
-        "_from_buffer": ctypes.c_char.from_buffer, "_bf16_bits": bf16_bits_viewed, "_bits": BF16_BITS,
+        "_from_buffer": ctypes.c_char.from_buffer, "_bits": BF16_BITS,
         "_cut": without_compiler_frames,
     }
     names = _caller_parameter_names(func)
@@ -222,7 +214,7 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
                 elif isinstance(d, E.Var) and d in position:
                     dims.append(position[d])
                 else:
-                    dims.append(dimension_source(func, pname, d, position, env, len(env)))
+                    dims.append(dimension_source(d, position, env, len(env)))
             shape_expr = "(" + "".join(f"{d}, " for d in dims) + ")"
             if func.attrs.no_alias:  # its address (on a GPU: a device pointer, or a numpy array's) and size in bytes
                 start = f"_address({a})" if on_gpu else f"(_p{i} or 0)"
@@ -234,10 +226,9 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
             pass_args.append(a)
             continue
         body.append(f"    if type({a}) is not _nd: {a} = _as_array({a}, _fn, {pname!r}, _d{i})")
-        address_of = a
-        if dtype.name == "bfloat16":  # ml_dtypes' arrays, or bit patterns (uint16) viewed as them
-            body.append(f"    {a} = _bf16_bits({a}, _d{i})")
-            address_of = f"{a}.view(_bits)"  # ml_dtypes' bfloat16 has no buffer format: its address through its bits
+        # ml_dtypes' bfloat16 has no buffer format: a bf16 array's address through its bits (an array of bf16 bits,
+        # uint16, passes `_check` and is its own view)
+        address_of = f"{a}.view(_bits)" if dtype.name == "bfloat16" else a
         shape_check = [] if shape_expr is None else [f"{a}.shape != {shape_expr}"]
         checks = [f"{a}.dtype is not _d{i}", *shape_check, f"not {a}.flags.c_contiguous", f"not {a}.flags.writeable"]
         body.append(f"    if {' or '.join(checks)}: _check(_fn, {pname!r}, {a}, _d{i}, {shape_expr})")
@@ -281,12 +272,11 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
     return caller
 
 
-def dimension_source(func: Function, pname: str, dim: E.Expr, position: dict[E.Var, str], env: dict[str, Any],
-                   key: int) -> str:
+def dimension_source(dim: E.Expr, position: dict[E.Var, str], env: dict[str, Any], key: int) -> str:
     """Python source computing a tensor dimension that is an expression of earlier integer parameters (the frontend
     resolves every name in a parameter's annotation to one of them, or refuses it at the annotation)."""
     variables = list(dict.fromkeys(collect(dim, E.Var)))
-    assert all(v in position for v in variables), (func.name, pname, dim)
+    assert all(v in position for v in variables), dim
     name = f"_dim{key}"
     env[name] = lambda *values, _vars=tuple(variables): evaluate(dim, dict(zip(_vars, values)))
     return f"{name}({', '.join(position[v] for v in variables)})"

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from codegen import cuda_driver
-from codegen.arguments import as_array, bf16_bits_viewed, check_array, check_dtype_and_shape
+from codegen.arguments import as_array, check_array, check_dtype_and_shape
 from codegen.arrays import DeviceArray
 
 
@@ -28,8 +28,7 @@ def device_argument(value: Any, func: str, param: str, dtype: np.dtype,
         if strides is not None and tuple(strides) != _contiguous_strides(interface["shape"], got.itemsize):
             raise ValueError(f"{func}(): parameter '{param}' must be a C-contiguous device array")
         return int(interface["data"][0])
-    array = bf16_bits_viewed(value.host if isinstance(value, DeviceArray) else as_array(value, func, param, dtype),
-                             dtype)
+    array = value.host if isinstance(value, DeviceArray) else as_array(value, func, param, dtype)
     if array.dtype != dtype or (shape is not None and array.shape != shape) or not array.flags.c_contiguous:
         check_array(func, param, array, dtype, shape)
     return array

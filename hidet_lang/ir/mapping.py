@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from itertools import product
 from typing import Any
 
-from hidet_lang.ir.loop_attrs import parse_loop_attrs
+from hidet_lang.ir.loop_attrs import LoopAttr, parse_loop_attrs
 
 __all__ = [
     "ComposedMapping",
@@ -321,6 +321,11 @@ class RepeatMapping(TaskMapping):
     def num_workers(self) -> int:
         """Always 1."""
         return 1
+
+    @property
+    def loop_attrs(self) -> tuple[LoopAttr, ...]:
+        """``attrs`` parsed: one loop attribute per dim (validated when the mapping was made)."""
+        return parse_loop_attrs(self.attrs, len(self.shape), "repeat()")
 
     @property
     def task_shape(self) -> tuple[int, ...]:

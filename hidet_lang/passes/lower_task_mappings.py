@@ -4,11 +4,13 @@ Requires: any IR. Ensures: no `ForMappingStmt` is left. A spatial mapping turns 
 coordinates by division and remainder (no loop); a repeat mapping becomes a loop nest (unrolled where its
 attrs say 'u'); a composition splits the worker into `worker / inner.num_workers` for the outer mapping and
 `worker % inner.num_workers` for the inner one, and combines coordinates as `outer * inner_extent + inner`.
-A non-constant worker index is guarded with `worker < num_workers`, unless it is known to lie in
-`[0, num_workers)`: a thread index whose block dimension is a constant no larger than the mapping's worker
-count, or the variable of an enclosing `for` loop (the mapping sits in its body) with a constant start >= 0,
-a positive constant step and a constant stop no larger than the worker count, that nothing in the loop's body
-assigns, takes the address of or names as an asm output. Every statement and expression the pass creates
+The arithmetic is in int32 (the worker converted), and divisions by 1 are left for `simplify`. A worker index
+is guarded with `0 <= worker < num_workers` (one comparison, in the unsigned type of the worker's width, before
+any conversion), unless it is known to lie in that range: a thread index whose block dimension is a constant no
+larger than the mapping's worker count, or the variable of an enclosing `for` loop (the mapping sits in its
+body) with a constant start >= 0, a positive constant step and a constant stop no larger than the worker count,
+that nothing in the loop's body assigns, takes the address of or names as an asm output (a constant worker's
+guard is a constant condition, which `simplify` removes). Every statement and expression the pass creates
 carries the span of the mapping loop it comes from.
 """
 
@@ -20,10 +22,9 @@ from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import FuncKind, Function
 from hidet_lang.ir.functor import IRRewriter, collect
-from hidet_lang.ir.loop_attrs import parse_loop_attrs
 from hidet_lang.ir.mapping import ComposedMapping, RepeatMapping, SpatialMapping, TaskMapping
 from hidet_lang.ir.node import at
-from hidet_lang.ir.types import int32
+from hidet_lang.ir.types import DataType, dtype_from_name, int32
 
 BodyMaker = Callable[[list[E.Expr]], S.Stmt]
 
@@ -60,7 +61,7 @@ def loop_bound(s: S.ForStmt) -> int | None:
     Known when start, step and stop are integer constants, start >= 0 and step > 0 (the bound is the stop),
     and the body never writes the loop variable (see `_is_written`)."""
     start, stop, step = _int_constant(s.start), _int_constant(s.stop), _int_constant(s.step)
-    if start is None or stop is None or step is None or start < 0 or step <= 0 or _is_written(s.var, s.body):
+    if None in (start, stop, step) or start < 0 or step <= 0 or _is_written(s.var, s.body):
         return None
     return stop
 
@@ -68,7 +69,6 @@ def loop_bound(s: S.ForStmt) -> int | None:
 class _MappingLowerer(IRRewriter):
     def __init__(self, bounds: dict[str, int]) -> None:
         super().__init__()
-        self.counter = 0
         self.bounds = bounds
         self.enclosing_loops: dict[E.Var, S.ForStmt] = {}  # the loops around the node being visited, by variable
 
@@ -81,18 +81,12 @@ class _MappingLowerer(IRRewriter):
 
     def is_bounded(self, worker: E.Expr, num_workers: int) -> bool:
         """Whether `0 <= worker < num_workers` is known where the mapping loop over `worker` runs."""
-        if isinstance(worker, E.Constant):
-            return True
         bound = None
         if isinstance(worker, E.Intrinsic):
             bound = self.bounds.get(worker.name)
         elif isinstance(worker, E.Var) and worker in self.enclosing_loops:
             bound = loop_bound(self.enclosing_loops[worker])
         return bound is not None and bound <= num_workers
-
-    def loop_var(self) -> E.Var:
-        self.counter += 1
-        return E.Var(f"_t{self.counter}", int32)
 
     def visit_ForMappingStmt(self, s: S.ForMappingStmt) -> S.Stmt:
         body = self.visit(s.body)
@@ -105,25 +99,26 @@ class _MappingLowerer(IRRewriter):
 
             lowered = self.tasks(s.mapping, worker, make_body)
             if not self.is_bounded(s.worker, s.mapping.num_workers):
-                lowered = S.IfStmt(E.BinaryOp("<", worker, _c(s.mapping.num_workers)), lowered)
+                lowered = S.IfStmt(_in_range(s.worker, s.mapping.num_workers), lowered)
         return lowered
 
     def tasks(self, m: TaskMapping, worker: E.Expr, make_body: BodyMaker) -> S.Stmt:
         """Statements running `make_body(task)` for each task of `worker` under `m`."""
         if isinstance(m, SpatialMapping):
-            coords: list[E.Expr] = [_c(0)] * len(m.shape)
+            coords: dict[int, E.Expr] = {}
             stride = 1
             for d in sorted(range(len(m.shape)), key=m.ranks.__getitem__, reverse=True):
-                q = worker if stride == 1 else E.BinaryOp("/", worker, _c(stride))
+                q = E.BinaryOp("/", worker, _c(stride))
+                # the outermost dim's quotient is below its extent already (the worker is below the count)
                 is_outermost = stride * m.shape[d] == m.num_workers
                 coords[d] = q if is_outermost else E.BinaryOp("%", q, _c(m.shape[d]))
                 stride *= m.shape[d]
-            return make_body(coords)
+            return make_body([coords[d] for d in range(len(m.shape))])
         if isinstance(m, RepeatMapping):
             order = sorted(range(len(m.shape)), key=m.ranks.__getitem__)
-            loop_vars = {d: self.loop_var() for d in order}
+            loop_vars = {d: E.Var(f"_t{d}", int32) for d in order}  # the emitters make names unique
             stmt = make_body([loop_vars[d] for d in range(len(m.shape))])
-            attrs = parse_loop_attrs(m.attrs, len(m.shape), "repeat()")
+            attrs = m.loop_attrs
             for d in reversed(order):
                 stmt = S.ForStmt(loop_vars[d], _c(0), _c(m.shape[d]), _c(1), stmt, S.LoopKind(attrs[d].kind),
                                  factor=attrs[d].factor)
@@ -131,8 +126,8 @@ class _MappingLowerer(IRRewriter):
         if isinstance(m, ComposedMapping):
             inner, outer = m.inner, m.outer
             n_inner = inner.num_workers
-            outer_worker = worker if n_inner == 1 else E.BinaryOp("/", worker, _c(n_inner))
-            inner_worker = _c(0) if n_inner == 1 else E.BinaryOp("%", worker, _c(n_inner))
+            outer_worker = E.BinaryOp("/", worker, _c(n_inner))
+            inner_worker = E.BinaryOp("%", worker, _c(n_inner))
             extents = inner.task_shape
 
             def outer_body(outer_coords: list[E.Expr]) -> S.Stmt:
@@ -146,6 +141,14 @@ class _MappingLowerer(IRRewriter):
 
             return self.tasks(outer, outer_worker, outer_body)
         raise TypeError(f"cannot lower task mapping {m!r}")
+
+
+def _in_range(worker: E.Expr, num_workers: int) -> E.Expr:
+    """`0 <= worker < num_workers` as one comparison: the worker in the unsigned type of its width."""
+    t = worker.type
+    assert isinstance(t, DataType) and t.is_integer, t
+    unsigned = t if t.kind == "uint" else dtype_from_name(f"uint{8 * t.nbytes}")
+    return E.BinaryOp("<", E.Cast(worker, unsigned) if t != unsigned else worker, E.Constant(num_workers, unsigned))
 
 
 def lower_task_mappings(node: S.Stmt, bounds: dict[str, int] | None = None) -> S.Stmt:

@@ -58,8 +58,25 @@ def test_good_call_runs() -> None:
 
 def test_keyword_arguments_use_the_dsl_names() -> None:
     args = good_args()
-    module.build()["kernel"](**args)  # the function's caller; `m(...)` itself forwards positional arguments
+    caller = module.build()["kernel"]  # the function's caller; `m(...)` itself forwards positional arguments
+    caller(**args)
     assert args["calls"][0] == 1
+    assert caller.__doc__ == "Call the compiled function kernel(calls, n, a, b, k, h)."
+
+
+with hidet.script_module() as returning_module:
+
+    @hidet.script
+    def total(a: f32[3], scale: i32) -> f32:
+        attrs.func_kind = "public"
+        a[0] = 0.5
+        return (a[0] + a[1] + a[2]) * f32(scale)
+
+
+def test_a_public_function_returns_its_result_after_writing_its_arrays() -> None:
+    a = np.array([9.0, 2.0, 4.0], np.float32)
+    assert returning_module.build()(a, 3) == 19.5
+    assert a[0] == 0.5
 
 
 BAD_CALLS = [

@@ -196,6 +196,11 @@ def test_bf16_device_arguments_may_be_bit_patterns(device) -> None:
             caller(wrong, out_array)
     with pytest.raises(TypeError, match="parameter 'out' expects float32, got an array of uint16"):
         caller(bits, out_bits)
+    with pytest.raises(TypeError, match="parameter 'out' expects float32, got an array of uint16"):
+        caller(np.zeros(4, np.uint16), np.zeros(4, np.uint16))  # bits are bf16's only, numpy's too
+    for wrong in (np.int16, np.float16):
+        with pytest.raises(TypeError, match=f"parameter 'x' expects bfloat16, got an array of {np.dtype(wrong)}"):
+            caller(np.zeros(4, wrong), out_array)
     assert len(calls) == 2
     for array in (bits, out_array, int16s, out_bits):
         array.ptr = 0  # the fake device owns the buffers
