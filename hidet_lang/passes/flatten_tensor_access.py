@@ -1,14 +1,15 @@
 """The `flatten_tensor_access` pass: multi-dimensional element accesses become one storage offset.
 
 Requires: no task-mapping loops; each access of a tensor (or tensor pointer) has one index per dim; the pass
-runs once (an access of a 1-D tensor with a layout looks the same before and after). Ensures: every `TensorElement` and
-`BufferStoreStmt` has exactly one index. For a tensor type with a layout (`TensorType.layout`,
-`hidet_lang.ir.layout`) the index is the layout's offset `layout(i0, i1, ...)` (as IR; constant parts folded,
-and an index that only a `local_layout` dim uses is dropped, so an index must have no side effects); for one
-without, it is the row-major offset `i0 * (s1 * s2 ...) + i1 * (s2 ...) + ...` for shape (s0, s1, ...), combined
-in the offset type the caller asks for (int64 for the CPU: the indices converted, then multiplied and added) or in
-the indices' own types. The
-variables keep their tensor types, which say how much storage a local array needs (`TensorType.storage_size`).
+runs once (an access of a 1-D tensor with a layout looks the same before and after). Ensures: every
+`TensorElement` and `BufferStoreStmt` has exactly one index; a node with nothing to flatten in it is returned
+itself. For a tensor type with a layout (`TensorType.layout`, `hidet_lang.ir.layout`) the index is the layout's
+offset `layout(i0, i1, ...)` (as IR; constant parts folded, and an index that only a `local_layout` dim uses is
+dropped, so an index must have no side effects); for one without, it is the row-major offset
+`i0 * (s1 * s2 ...) + i1 * (s2 ...) + ...` for shape (s0, s1, ...), combined in the offset type the caller asks
+for (int64 for the CPU: the indices and extents converted, then multiplied and added; `simplify` folds the
+conversions of constants) or in the indices' own types. The variables keep their tensor types, which say how
+much storage a local array needs (`TensorType.storage_size`).
 """
 
 from __future__ import annotations
@@ -45,10 +46,8 @@ def row_major_offset(indices: tuple[E.Expr, ...], shape: tuple[Any, ...],
 
 
 def _converted(e: E.Expr, dtype: DataType) -> E.Expr:
-    """`e` converted to the integer type `dtype` (a constant rewritten in it)."""
-    if e.type == dtype:
-        return e
-    return E.Constant(e.value, dtype) if isinstance(e, E.Constant) else E.Cast(e, dtype)
+    """`e` converted to the integer type `dtype` (`simplify` folds the conversion of a constant)."""
+    return e if e.type == dtype else E.Cast(e, dtype)
 
 
 class _Flattener(IRRewriter):

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
-from hidet_lang.ir.func import FuncKind, Function
+from hidet_lang.ir.func import Function
 from hidet_lang.ir.functor import IRRewriter, collect
 from hidet_lang.ir.mapping import ComposedMapping, RepeatMapping, SpatialMapping, TaskMapping
 from hidet_lang.ir.node import at
@@ -36,10 +36,10 @@ def _c(value: int) -> E.Constant:
 def worker_bounds(func: Function) -> dict[str, int]:
     """Exclusive upper bounds of the thread indices of a CUDA kernel with constant block dimensions.
 
-    Requires: a function. Ensures: `{"threadIdx.x": n, ...}` for each axis whose block dimension is a constant
-    `n` (empty for functions other than CUDA kernels)."""
+    Requires: a function the kind rules passed (only a CUDA kernel has `attrs.cuda`). Ensures: `{"threadIdx.x": n,
+    ...}` for each axis whose block dimension is a constant `n` (empty for other functions)."""
     cuda = func.attrs.cuda
-    if func.attrs.kind != FuncKind.CUDA_KERNEL or cuda is None:
+    if cuda is None:
         return {}
     return {f"threadIdx.{axis}": int(d.value) for axis, d in zip("xyz", cuda.block_dim) if isinstance(d, E.Constant)}
 

@@ -28,6 +28,7 @@ from hidet_lang.ir.layout import (
 )
 from hidet_lang.ir.mapping import ComposedMapping, RepeatMapping, SpatialMapping, TaskMapping, repeat, spatial
 from hidet_lang.ir.types import TensorType, float32, int32
+from hidet_lang.passes.flatten_tensor_access import flatten_tensor_access
 from hidet_lang.testing import example_count, task_mappings
 
 EXAMPLES = settings(max_examples=example_count(60), deadline=None)
@@ -386,3 +387,22 @@ def test_composing_a_layout_with_a_mapping_in_a_kernel_names_the_line() -> None:
             attrs.func_kind = "public"
             reg = register_tensor(f32, layout=spatial(4) * row_major(4))
             out[0] = reg[0]
+
+
+def test_flattening_leaves_a_body_without_multi_dimensional_accesses_as_it_is() -> None:
+    with hidet.script_module():
+
+        @hidet.script
+        def one_dim(a: f32[8], b: f32[2, 4]):
+            attrs.func_kind = "public"
+            for i in range(8):
+                a[i] = a[i] * 2.0
+
+        @hidet.script
+        def two_dims(a: f32[8], b: f32[2, 4]):
+            attrs.func_kind = "public"
+            b[1, 2] = a[3]
+
+    assert flatten_tensor_access(one_dim.ir.body) is one_dim.ir.body
+    flat = flatten_tensor_access(two_dims.ir.body)
+    assert flat is not two_dims.ir.body and evaluate(flat.indices[0], {}) == 6

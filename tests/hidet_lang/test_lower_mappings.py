@@ -8,9 +8,12 @@ from hypothesis import HealthCheck, given, settings
 
 import hidet_lang as hidet
 from hidet_lang import attrs, i32
+from hidet_lang.ir.expr import Var
 from hidet_lang.ir.functor import collect
+from hidet_lang.ir.loop_attrs import FULL_UNROLL
 from hidet_lang.ir.mapping import TaskMapping, auto_map, repeat, spatial
-from hidet_lang.ir.stmt import ForMappingStmt, ForStmt
+from hidet_lang.ir.stmt import EvaluateStmt, ForMappingStmt, ForStmt
+from hidet_lang.ir.types import int32
 from hidet_lang.passes.lower_task_mappings import lower_task_mappings
 from hidet_lang.testing import example_count, task_mappings, task_recorder
 
@@ -76,7 +79,7 @@ def test_mapping_loops_are_gone_after_lowering() -> None:
         def kernel(out: i32[8, 16]):
             attrs.func_kind = "public"
             for w in range(32):
-                for i, j in (spatial(4, 8) * repeat(2, 2, attrs="uu")).on(w):
+                for i, j in (spatial(4, 8) * repeat(2, 2, attrs="u2u+")).on(w):
                     out[i, j] = w
 
     body = kernel.ir.body
@@ -84,4 +87,17 @@ def test_mapping_loops_are_gone_after_lowering() -> None:
     lowered = lower_task_mappings(body)
     assert not collect(lowered, ForMappingStmt)
     inner_loops = [s for s in collect(lowered, ForStmt) if s.kind == "unroll"]
-    assert len(inner_loops) == 2, str(lowered)
+    assert [s.factor for s in inner_loops] == [2, FULL_UNROLL], str(lowered)  # the attrs, outer loop first
+
+
+def test_a_mapping_of_an_unknown_kind_is_refused() -> None:
+    class Diagonal(TaskMapping):
+        """Not one of the mappings the lowering knows."""
+
+        def _fmt(self) -> str:
+            return "diagonal(4)"
+
+    w, i = Var("w", int32), Var("i", int32)
+    loop = ForMappingStmt((i,), Diagonal(), w, EvaluateStmt(i))
+    with pytest.raises(TypeError, match=r"^cannot lower task mapping diagonal\(4\)$"):
+        lower_task_mappings(loop)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import hidet_lang as hidet
-from hidet_lang import attrs, i32
+from hidet_lang import attrs, i8, i32, i64, u16
 from hidet_lang.cuda import threadIdx
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
@@ -82,8 +82,55 @@ def test_loop_bounds_decide_the_guard(start: int, stop: int, step: int, guarded:
 
 
 def test_a_loop_that_may_start_below_zero_keeps_the_guard() -> None:
-    _, record = range_kernel(-1, 32, 1, 32)
+    module, record = range_kernel(-1, 32, 1, 32)
     assert guards(lower_task_mappings(record.ir.body))
+    out = np.full((32, 1, 2), -1, dtype=np.int32)
+    module.build()(out)  # worker -1 runs nothing (its body would write out[-1])
+    np.testing.assert_array_equal(out, expected_tasks(M, list(range(32)), 32))
+
+
+@pytest.mark.parametrize(("dtype", "offset"), [(i64, -3), (i64, 2**32 - 3), (i64, -(2**32) - 3), (i8, -40),
+                                               (u16, -3)], ids=str)
+def test_a_worker_of_any_integer_type_runs_the_tasks_of_its_own_value(dtype: Any, offset: int) -> None:
+    """The guard compares the worker itself, in its own width: converted to int32 first, 2**32 - 3 + w would be
+    worker w - 3, and a negative worker would run tasks at negative coordinates (a u16 worker wraps: w - 3 is
+    65533 for w = 0, which runs nothing)."""
+    rows = 80
+    with hidet.script_module() as module:
+
+        @hidet.script
+        def record(out: i32[rows, 1, 2]):
+            attrs.func_kind = "public"
+            for w in range(rows):
+                for i, j in M.on(dtype(w) + dtype(offset)):
+                    out[w, 0, 0] = i
+                    out[w, 0, 1] = j
+
+    out = np.full((rows, 1, 2), -1, dtype=np.int32)
+    module.build()(out)
+    expected = np.full((rows, 1, 2), -1, dtype=np.int32)
+    for w in range(rows):
+        worker = np.array(w + offset).astype(dtype.numpy_name).item()  # wrapped to the worker's type
+        if 0 <= worker < M.num_workers:
+            expected[w, 0] = M(worker)[0]
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_a_run_time_start_keeps_the_guard() -> None:
+    with hidet.script_module() as module:
+
+        @hidet.script
+        def record(n: i32, out: i32[40, 1, 2]):
+            attrs.func_kind = "public"
+            for w in range(n, 32):
+                for i, j in M.on(w):
+                    out[w, 0, 0] = i
+                    out[w, 0, 1] = j
+
+    assert guards(lower_task_mappings(record.ir.body))
+    out = np.full((40, 1, 2), -1, dtype=np.int32)
+    module.build()(out=out, n=5)
+    np.testing.assert_array_equal(out, expected_tasks(M, list(range(5, 32)), 40))
 
 
 def test_a_run_time_stop_keeps_the_guard() -> None:
@@ -247,7 +294,9 @@ def test_loop_bound_distrusts_a_loop_variable_the_body_may_write() -> None:
     ]
     for write in writes:
         assert loop_bound(S.ForStmt(w, c(0), c(32), c(1), S.seq([write, S.EvaluateStmt(w)]))) is None, str(write)
-    assert loop_bound(S.ForStmt(w, c(0), E.Var("n", int32), c(1), S.EvaluateStmt(w))) is None
+    n = E.Var("n", int32)
+    for start, stop, step in ((c(0), n, c(1)), (n, c(32), c(1)), (c(0), c(32), n)):  # one not a constant
+        assert loop_bound(S.ForStmt(w, start, stop, step, S.EvaluateStmt(w))) is None
 
 
 # ---------------------------------------------------------------------------------------------- spans

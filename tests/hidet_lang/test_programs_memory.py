@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hidet_lang as hidet
-from hidet_lang import attrs, f32, grid, i32, printf, register_tensor, tensor, tensor_pointer
+from hidet_lang import attrs, f32, grid, i32, printf, register_tensor, tensor, tensor_pointer, u8
 from hidet_lang.testing import arrays, check_kernel, example_count
 
 SETTINGS = settings(max_examples=example_count(30), deadline=None)
@@ -68,6 +68,30 @@ def saxpy_2d_ref(m: int, n: int, alpha: float, x: np.ndarray, y: np.ndarray) -> 
 def test_tensor_pointer_with_runtime_sizes(xy: tuple[np.ndarray, np.ndarray], alpha: float) -> None:
     x, y = xy
     check_kernel(pointer_module.build(), saxpy_2d_ref, *x.shape, alpha, x, y)
+
+
+# ------------------------------------------------------------------------------------------------ offsets past int32
+FAR_ROWS, FAR_COLS = 65536, 32769  # 2**31 + 32768 bytes: the last rows start past what an int32 offset reaches
+
+with hidet.script_module() as far_module:
+
+    @hidet.script
+    def mark_far(a: u8[FAR_ROWS, FAR_COLS], i: i32, j: i32, seen: ~i32):
+        attrs.func_kind = "public"
+        a[i, j] = u8(7)
+        seen[0] = i32(a[i, j - 1]) * 10 + i32(a[i, j])
+
+
+def test_elements_past_two_to_the_31_are_addressed_in_64_bits() -> None:
+    """Multi-dimensional offsets are combined in int64 on the CPU, whatever the indices' type: `i * 32769 + j`
+    in int32 would wrap, here to an address 2 GiB before the array. The array is a lazily zeroed 2 GiB mapping,
+    of which only the pages touched take memory."""
+    a = np.zeros((FAR_ROWS, FAR_COLS), np.uint8)
+    seen = np.zeros(1, np.int32)
+    i, j = FAR_ROWS - 1, FAR_COLS - 1  # offset 2_147_549_183
+    far_module.build()(a, i, j, seen)
+    assert a[i, j] == 7 and seen[0] == 7
+    assert np.count_nonzero(a[i]) == 1 and np.count_nonzero(a[0]) == 0
 
 
 # ------------------------------------------------------------------------------------------------ runtime-sized params
