@@ -171,10 +171,8 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
     """
     env: dict[str, Any] = {
         "_c": c_function, "_nd": np.ndarray, "_as_array": as_array, "_check": check_array, "_to_int": to_int,
-        "_to_bool": to_bool,
-        "_to_float": to_float, "_after": after_call, "_fn": func.name, "_addr": ctypes.addressof,
-        "_from_buffer": ctypes.c_char.from_buffer, "_bits": BF16_BITS,
-        "_cut": without_compiler_frames,
+        "_to_bool": to_bool, "_to_float": to_float, "_after": after_call, "_fn": func.name, "_addr": ctypes.addressof,
+        "_from_buffer": ctypes.c_char.from_buffer, "_bits": BF16_BITS, "_cut": without_compiler_frames,
     }
     names = _caller_parameter_names(func)
     position = {p: names[i] for i, p in enumerate(func.params)}
