@@ -12,11 +12,11 @@ pyproject.toml; this script narrows them to the named modules (`only_mutate`) an
 `TESTS`, or `--tests`), starts from an empty `mutants/` (mutmut's results there belong to one selection), and
 prints the counts and each surviving mutant with its diff. A survivor listed in
 tests/mutation/equivalent_mutants.md behaves as the original does (no test can tell them apart) and is counted
-apart; the exit status is 1 while any other survives. The test processes load the plugin `fresh_builds.py`, so
-that every test that builds a script module is seen to reach the passes and the argument checks, not only the
-first. Compiled kernels go to a cache of their own (`$XDG_CACHE_HOME/hidet_lang_mutation`), so the mutants' builds
-stay out of the everyday cache; a mutant that changes the generated source gets new keys there, and one that does
-not shares the original's build.
+apart; the exit status is 1 while any other survives. The test processes load the plugin `reach.py`, so that
+every test that reaches a function is seen to: one that builds a script module built before, one that relies on
+what the module imports computed. Compiled kernels go to a cache of their own
+(`$XDG_CACHE_HOME/hidet_lang_mutation`), so the mutants' builds stay out of the everyday cache; a mutant that
+changes the generated source gets new keys there, and one that does not shares the original's build.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def run_mutmut(modules: list[str], tests: list[str], max_children: int, names: l
     settings.only_mutate = modules
     settings.pytest_add_cli_args_test_selection = tests
     sys.path.insert(0, str(Path(__file__).resolve().parent))  # the plugin below, for the test processes
-    settings.pytest_add_cli_args = [*settings.pytest_add_cli_args, "-p", "fresh_builds"]
+    settings.pytest_add_cli_args = [*settings.pytest_add_cli_args, "-p", "reach"]
     try:
         _run(names, max_children)
     except SystemExit as e:  # mutmut exits when the clean tests fail or no test reaches the module
