@@ -204,3 +204,33 @@ def test_bf16_device_arguments_may_be_bit_patterns(device) -> None:
     assert len(calls) == 2
     for array in (bits, out_array, int16s, out_bits):
         array.ptr = 0  # the fake device owns the buffers
+
+
+with hidet.script_module():
+
+    @hidet.script
+    def fill(out: f32[2, 3]):
+        attrs.func_kind = "cuda_kernel"
+        attrs.cuda.block_dim = 6
+        attrs.cuda.grid_dim = 1
+        out[threadIdx.x / 3, threadIdx.x % 3] = 1.0
+
+
+@pytest.mark.parametrize(("strides", "contiguous"), [(None, True), ((12, 4), True), ((4, 8), False),
+                                                      ((16, 4), False), ((12, 8), False)], ids=str)
+def test_cuda_array_interface_strides_must_be_row_major(device, strides: tuple[int, int] | None,
+                                                         contiguous: bool) -> None:
+    """A CUDA-array-interface object may state its strides in bytes: (12, 4) is [2, 3] float32 in row-major order;
+    a transposed, padded or spread one is refused."""
+    calls = []
+    caller = make_caller(fill.ir, lambda *args: calls.append(args), None, on_gpu=True)
+    ptr = device.alloc(64)
+    interface = {"shape": (2, 3), "typestr": "<f4", "data": (ptr, False), "version": 3, "strides": strides}
+    foreign = type("Foreign", (), {"__cuda_array_interface__": interface})()
+    if contiguous:
+        caller(foreign)
+        assert calls == [(ptr,)]
+    else:
+        with pytest.raises(ValueError, match="parameter 'out' must be a C-contiguous device array"):
+            caller(foreign)
+        assert calls == []
