@@ -24,7 +24,7 @@ from hidet_lang.ir.func import Function
 from hidet_lang.ir.functor import IRRewriter, collect
 from hidet_lang.ir.mapping import ComposedMapping, RepeatMapping, SpatialMapping, TaskMapping
 from hidet_lang.ir.node import at
-from hidet_lang.ir.types import DataType, dtype_from_name, int32
+from hidet_lang.ir.types import dtype_from_name, int32
 
 BodyMaker = Callable[[list[E.Expr]], S.Stmt]
 
@@ -91,7 +91,7 @@ class _MappingLowerer(IRRewriter):
     def visit_ForMappingStmt(self, s: S.ForMappingStmt) -> S.Stmt:
         body = self.visit(s.body)
         with at(s.span):
-            worker = s.worker if s.worker.type == int32 else E.Cast(s.worker, int32)
+            worker = E.Cast(s.worker, int32)  # `simplify` drops it for an int32 worker
 
             def make_body(coords: list[E.Expr]) -> S.Stmt:
                 decls = [S.DeclareStmt(v, c) for v, c in zip(s.loop_vars, coords)]
@@ -144,11 +144,10 @@ class _MappingLowerer(IRRewriter):
 
 
 def _in_range(worker: E.Expr, num_workers: int) -> E.Expr:
-    """`0 <= worker < num_workers` as one comparison: the worker in the unsigned type of its width."""
-    t = worker.type
-    assert isinstance(t, DataType) and t.is_integer, t
-    unsigned = t if t.kind == "uint" else dtype_from_name(f"uint{8 * t.nbytes}")
-    return E.BinaryOp("<", E.Cast(worker, unsigned) if t != unsigned else worker, E.Constant(num_workers, unsigned))
+    """`0 <= worker < num_workers` as one comparison: the worker (an integer, as the frontend requires) in the
+    unsigned type of its width (`simplify` drops the conversion of an unsigned worker)."""
+    unsigned = dtype_from_name(f"uint{8 * worker.type.nbytes}")
+    return E.BinaryOp("<", E.Cast(worker, unsigned), E.Constant(num_workers, unsigned))
 
 
 def lower_task_mappings(node: S.Stmt, bounds: dict[str, int] | None = None) -> S.Stmt:
