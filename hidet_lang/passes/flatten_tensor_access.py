@@ -36,18 +36,13 @@ def row_major_offset(indices: tuple[E.Expr, ...], shape: tuple[Any, ...],
                      offset_type: DataType | None = None) -> E.Expr:
     """The row-major offset of `indices` in a tensor of `shape` (Horner form: ((i0 * s1 + i1) * s2 + i2)...),
     computed in `offset_type` (each index converted first) when given, else in the indices' own types."""
-    if offset_type is not None:
-        indices = tuple(_converted(E.convert(i), offset_type) for i in indices)
-        shape = tuple(_converted(E.convert(d), offset_type) for d in shape)
+    if offset_type is not None:  # `simplify` drops a conversion to an operand's own type, and folds a constant's
+        indices = tuple(E.Cast(E.convert(i), offset_type) for i in indices)
+        shape = tuple(E.Cast(E.convert(d), offset_type) for d in shape)
     offset = indices[0]
     for idx, extent in zip(indices[1:], shape[1:]):
         offset = E.binary("+", E.binary("*", offset, extent), idx)
     return offset
-
-
-def _converted(e: E.Expr, dtype: DataType) -> E.Expr:
-    """`e` converted to the integer type `dtype` (`simplify` folds the conversion of a constant)."""
-    return e if e.type == dtype else E.Cast(e, dtype)
 
 
 class _Flattener(IRRewriter):
