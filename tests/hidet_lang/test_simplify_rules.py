@@ -47,7 +47,7 @@ from hidet_lang.ir.types import (
     uint32,
     uint64,
 )
-from hidet_lang.passes.simplify import RULES, Const, Pattern, Rule, Shape, Wild, first_rule, simplify
+from hidet_lang.passes.simplify import RULES, Const, Match, Pattern, Rule, Shape, Wild, first_rule, simplify
 from hidet_lang.testing import example_count
 
 INT_TYPES = (int8, int16, int32, int64, uint8, uint16, uint32, uint64)
@@ -484,3 +484,11 @@ def test_evaluate_takes_pointer_values_as_they_are_and_refuses_vectors() -> None
     exp = E.Intrinsic("exp", (E.Constant(1.0, float32),), float32)  # math runs in the program, not in Python
     with pytest.raises(TypeError, match="^cannot evaluate Intrinsic in Python$"):
         evaluate(exp, {})
+
+
+def test_a_match_reads_its_bindings_as_attributes_and_names_a_missing_one() -> None:
+    x = E.Var("x", int32)
+    m = Match(e=x, c=E.Constant(1, int32))
+    assert m.e is x and m.c.value == 1
+    with pytest.raises(AttributeError, match="^c2$"):
+        m.c2  # noqa: B018 - the attribute access is the test
