@@ -24,7 +24,7 @@ from hidet_lang.ir import expr as E
 from hidet_lang.ir.evaluate import evaluate
 from hidet_lang.ir.func import Function
 from hidet_lang.ir.functor import collect
-from hidet_lang.ir.types import DataType, PointerType, TensorType, VoidType
+from hidet_lang.ir.types import DataType, PointerType, TensorType
 
 _CTYPES = {
     "bool": ctypes.c_bool, "int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32,
@@ -242,8 +242,7 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
         # after every argument is checked, before any is staged (on a GPU numpy arrays overlap on the host)
         body.append(f"    _no_overlap(_fn, _alias_names, _alias_written, ({spans}))")
     sig = ", ".join(names)
-    returns = not isinstance(func.ret_type, VoidType)  # a 'public' function's scalar result, returned last
-    call = [f"    {'_result = ' if returns else ''}_c({', '.join(pass_args)})"]
+    call = [f"    _result = _c({', '.join(pass_args)})"]  # a 'public' function's scalar result, or None
     if on_gpu:  # the results come back before the checks, so a failed device assertion loses none of them
         from codegen.cuda_driver import ensure_current
         from codegen.device_staging import device_argument, release, stage
@@ -255,8 +254,7 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
         call.append("    _release(_staged, copy_back=True)")
     if after_call is not None:
         call.append("    _after()")
-    if returns:
-        call.append("    return _result")
+    call.append("    return _result")
     if on_gpu:
         body = ["    _ensure_current()", "    _staged = []", "    try:", *("    " + line for line in body + call),
                 "    finally:", "        _release(_staged, copy_back=False)"]
