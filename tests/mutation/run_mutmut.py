@@ -51,6 +51,7 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/hidet_lang/test_layout.py", "tests/hidet_lang/test_layout_kernels.py",
         "tests/hidet_lang/test_programs_memory.py",
     ),
+    "hidet_lang/passes/parallel_reductions.py": ("tests/hidet_lang/test_semantics_parallel.py",),
     "hidet_lang/passes/lower_task_mappings.py": (
         "tests/hidet_lang/test_lower_mappings.py", "tests/hidet_lang/test_lower_mappings_guards.py",
     ),
