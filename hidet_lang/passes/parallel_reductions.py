@@ -21,7 +21,7 @@ import dataclasses
 from hidet_lang.errors import DSLValueError
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
-from hidet_lang.ir.func import DEVICE_KINDS, IRModule
+from hidet_lang.ir.func import Function, IRModule
 from hidet_lang.ir.functor import IRRewriter, collect, own_expressions
 from hidet_lang.ir.types import DataType
 
@@ -30,11 +30,16 @@ REDUCTION_FORMS = "`x += v`, `x -= v`, `x *= v`, `x = min(x, v)` or `x = max(x, 
 
 def resolve_parallel_reductions(module: IRModule) -> IRModule:
     """Requires a parsed module whose kinds are resolved (parallel loops only in CPU functions). Ensures every
-    parallel `ForStmt` lists the reductions of its body in `reductions`; raises a DSLValueError at the first
-    assignment, inside a parallel loop, to a scalar declared outside it that is not such a reduction."""
-    functions = tuple(f if f.attrs.kind in DEVICE_KINDS else dataclasses.replace(f, body=_Annotate().visit(f.body))
-                      for f in module.functions)
+    parallel `ForStmt` lists the reductions of its body in `reductions` (the module itself where none has any);
+    raises a DSLValueError at the first assignment, inside a parallel loop, to a scalar declared outside it that is
+    not such a reduction."""
+    functions = tuple(_annotated(f) for f in module.functions)
     return module if all(a is b for a, b in zip(functions, module.functions)) else IRModule(functions)
+
+
+def _annotated(func: Function) -> Function:
+    body = _Annotate().visit(func.body)
+    return func if body is func.body else dataclasses.replace(func, body=body)
 
 
 class _Annotate(IRRewriter):

@@ -13,8 +13,10 @@ import pytest
 from semantics_checks import assert_error_at_marker
 
 import hidet_lang as hidet
-from hidet_lang import attrs, f32, grid, i32
+from hidet_lang import attrs, f32, f64, grid, i32
 from hidet_lang.errors import DSLValueError
+from hidet_lang.ir.mapping import repeat
+from hidet_lang.passes.parallel_reductions import resolve_parallel_reductions
 
 N = 100003
 
@@ -132,13 +134,121 @@ def parameter_assigned() -> None:
             out[i] = n * 1.0
 
 
-@pytest.mark.parametrize(("factory", "message"), [
-    (plain_assignment, "'last' is declared outside this parallel loop"),
+def update_reading_itself() -> None:
+    @hidet.script
+    def grows(x: f32[16], out: f32[1]):
+        attrs.func_kind = "cpu_kernel"
+        acc: f32 = 0.0
+        for i in grid(16, attrs="p"):
+            acc = acc + acc * x[i]  # ERROR
+        out[0] = acc
+
+
+def subtracted_from_a_value() -> None:
+    @hidet.script
+    def flips(x: f32[16], out: f32[1]):
+        attrs.func_kind = "cpu_kernel"
+        acc: f32 = 0.0
+        for i in grid(16, attrs="p"):
+            acc = x[i] - acc  # ERROR
+        out[0] = acc
+
+
+def sum_not_naming_it() -> None:
+    @hidet.script
+    def overwrites(x: f32[16], out: f32[1]):
+        attrs.func_kind = "cpu_kernel"
+        acc: f32 = 0.0
+        for i in grid(16, attrs="p"):
+            acc = x[i] + 1.0  # ERROR
+        out[0] = acc
+
+
+def sum_reading_it_on_the_left() -> None:
+    @hidet.script
+    def doubles(x: f32[16], out: f32[1]):
+        attrs.func_kind = "cpu_kernel"
+        acc: f32 = 0.0
+        for i in grid(16, attrs="p"):
+            acc = acc * x[i] + acc  # ERROR
+        out[0] = acc
+
+
+def min_without_it() -> None:
+    @hidet.script
+    def clamps(x: f32[16], out: f32[1]):
+        attrs.func_kind = "cpu_kernel"
+        low: f32 = 0.0
+        for i in grid(16, attrs="p"):
+            low = min(x[i], 3.0)  # ERROR
+        out[0] = low
+
+
+def min_reading_it_twice() -> None:
+    @hidet.script
+    def shrinks(x: f32[16], out: f32[1]):
+        attrs.func_kind = "cpu_kernel"
+        low: f32 = 0.0
+        for i in grid(16, attrs="p"):
+            low = min(low, low * x[i])  # ERROR
+        out[0] = low
+
+
+def max_reading_it_first() -> None:
+    @hidet.script
+    def lifts(x: f32[16], out: f32[1]):
+        attrs.func_kind = "cpu_kernel"
+        high: f32 = 0.0
+        for i in grid(16, attrs="p"):
+            high = max(high + x[i], high)  # ERROR
+        out[0] = high
+
+
+def bool_accumulator() -> None:
+    @hidet.script
+    def any_positive(x: f32[16], out: f32[1]):
+        attrs.func_kind = "cpu_kernel"
+        found: bool = False
+        for i in grid(16, attrs="p"):
+            found = found + (x[i] > 0.0)  # ERROR
+        out[0] = 1.0 if found else 0.0
+
+
+def after_a_private_update() -> None:
+    @hidet.script
+    def keeps_last(x: f32[16], out: f32[1]):
+        attrs.func_kind = "cpu_kernel"
+        last: f32 = 0.0
+        for i in grid(16, attrs="p"):
+            t = x[i]
+            t = t * 2.0
+            last = t  # ERROR
+        out[0] = last
+
+
+RACES = [
+    (plain_assignment, "'last' is declared outside this parallel loop, whose iterations run at once on several "
+                       "threads: assigning it here races; only reductions (`x += v`, `x -= v`, `x *= v`, "
+                       "`x = min(x, v)` or `x = max(x, v)`, with v not reading 'last') may update it; declare 'last' "
+                       "inside the loop for a value of one iteration"),
     (not_a_reduction, "'acc' is declared outside this parallel loop"),
-    (read_inside, "'acc' is a reduction of this parallel loop and is read here"),
-    (two_operators, "'acc' is reduced with both `+` and `*`"),
+    (read_inside, "'acc' is a reduction of this parallel loop and is read here, where each thread sees only its "
+                  "partial value; read it after the loop"),
+    (two_operators, "'acc' is reduced with both `+` and `*` in one parallel loop; use one operator"),
     (parameter_assigned, "'n' is declared outside this parallel loop"),
-], ids=lambda v: getattr(v, "__name__", ""))
+    (update_reading_itself, "'acc' is declared outside this parallel loop"),
+    (subtracted_from_a_value, "'acc' is declared outside this parallel loop"),
+    (sum_not_naming_it, "'acc' is declared outside this parallel loop"),
+    (sum_reading_it_on_the_left, "'acc' is declared outside this parallel loop"),
+    (min_without_it, "'low' is declared outside this parallel loop"),
+    (min_reading_it_twice, "'low' is declared outside this parallel loop"),
+    (max_reading_it_first, "'high' is declared outside this parallel loop"),
+    (bool_accumulator, "'found' is declared outside this parallel loop"),
+    (after_a_private_update, "'last' is declared outside this parallel loop"),
+]
+
+
+@pytest.mark.parametrize(("factory", "message"), RACES, ids=lambda v: getattr(v, "__name__", ""))
 def test_racing_assignment_is_an_error_at_its_line(factory: Callable[[], None], message: str) -> None:
     def build() -> None:
         with hidet.script_module() as module:
@@ -149,16 +259,70 @@ def test_racing_assignment_is_an_error_at_its_line(factory: Callable[[], None], 
 
 
 def test_variables_declared_in_the_loop_are_private() -> None:
+    """Declared variables and the variables of inner loops and task mappings belong to one iteration: assigning
+    them is no race, and no reduction."""
     with hidet.script_module() as module:
         @hidet.script
-        def squares(x: f32[64], out: f32[64]):
+        def squares(x: f32[64], out: f32[64], steps: i32[64, 4], tasks: i32[64, 4]):
             attrs.func_kind = "cpu_kernel"
             for i in grid(64, attrs="p"):
                 v = x[i]
                 for _ in range(3):
                     v = v + 1.0
                 out[i] = v * v
+                for j in range(4):
+                    steps[i, j] = j
+                    j += 1  # the loop moves on by two
+                for (t,) in repeat(2).on(0):
+                    t = t + 2
+                    tasks[i, t] = t * 10
     x = np.arange(64, dtype=np.float32)
     out = np.zeros(64, np.float32)
-    module.build("cpu")(x, out)
+    steps, tasks = np.full((64, 4), -1, np.int32), np.full((64, 4), -1, np.int32)
+    module.build("cpu")(x, out, steps, tasks)
     np.testing.assert_array_equal(out, (x + 3) ** 2)
+    np.testing.assert_array_equal(steps, np.tile([0, -1, 2, -1], (64, 1)))
+    np.testing.assert_array_equal(tasks, np.tile([-1, -1, 20, 30], (64, 1)))
+
+
+def test_every_form_of_a_reduction_matches_numpy() -> None:
+    """`v + acc` and `v * acc` (the variable second), `+=` and `-=` of one variable in one loop (both `+`), and an
+    update computed in a wider type (`acc` f32, `v` f64: a conversion around the sum); multiples of 1/4 below 4
+    keep every order's sums exact."""
+    with hidet.script_module() as module:
+        @hidet.script
+        def forms(x: f32[N], w: f64[N], k: i32[N], out_f: f32[2], out_i: i32[1]):
+            attrs.func_kind = "cpu_kernel"
+            total: f32 = 0.0
+            wide: f32 = 0.0
+            product: i32 = 1
+            for i in grid(N, attrs="p"):
+                total = x[i] + total
+                total -= x[i] * 0.5
+                wide = wide + w[i]
+                product = (k[i] | 1) * product
+            out_f[0] = total
+            out_f[1] = wide
+            out_i[0] = product
+    rng = np.random.default_rng(3)
+    x = (rng.integers(0, 16, N) / 4).astype(np.float32)
+    w = (rng.integers(0, 16, N) / 4).astype(np.float64)
+    k = rng.integers(-1000, 1000, N).astype(np.int32)
+    out_f, out_i = np.zeros(2, np.float32), np.zeros(1, np.int32)
+    module.build("cpu")(x, w, k, out_f, out_i)
+    with np.errstate(over="ignore"):
+        product = np.prod(k | 1, dtype=np.int32)
+    assert list(out_f) == [np.sum(x, dtype=np.float64) * 0.5, np.sum(w)]
+    assert out_i[0] == product
+
+
+def test_a_module_without_reductions_comes_back_as_it_is() -> None:
+    with hidet.script_module() as module:
+        @hidet.script
+        def scale(x: f32[64]):
+            attrs.func_kind = "cpu_kernel"
+            for i in grid(64, attrs="p"):
+                x[i] = x[i] * 2.0
+
+    ir = module.ir_module()
+    assert resolve_parallel_reductions(ir) is ir
