@@ -15,6 +15,8 @@ from semantics_checks import assert_error_at_marker
 import hidet_lang as hidet
 from hidet_lang import attrs, f32, f64, grid, i32
 from hidet_lang.errors import DSLValueError
+from hidet_lang.ir import stmt as S
+from hidet_lang.ir.functor import collect
 from hidet_lang.ir.mapping import repeat
 from hidet_lang.passes.parallel_reductions import resolve_parallel_reductions
 
@@ -314,6 +316,29 @@ def test_every_form_of_a_reduction_matches_numpy() -> None:
         product = np.prod(k | 1, dtype=np.int32)
     assert list(out_f) == [np.sum(x, dtype=np.float64) * 0.5, np.sum(w)]
     assert out_i[0] == product
+
+
+def test_the_pass_lists_each_loops_reductions() -> None:
+    """What the race tests above need two threads overlapping in time to see (a busy machine may run one
+    thread's share after the other's): the loop carries its reductions, which become OpenMP's clause."""
+    with hidet.script_module() as module:
+        @hidet.script
+        def several(x: f32[64], k: i32[64], out: f32[2], out_i: i32[1]):
+            attrs.func_kind = "cpu_kernel"
+            total: f32 = 0.0
+            high: f32 = 0.0
+            product: i32 = 1
+            for i in grid(64, attrs="p"):
+                total += x[i]
+                high = max(x[i], high)
+                product = k[i] * product
+            out[0] = total
+            out[1] = high
+            out_i[0] = product
+
+    (function,) = resolve_parallel_reductions(module.ir_module()).functions
+    (loop,) = [s for s in collect(function.body, S.ForStmt) if s.kind == S.LoopKind.PARALLEL]
+    assert sorted((op, v.name) for op, v in loop.reductions) == [("*", "product"), ("+", "total"), ("max", "high")]
 
 
 def test_a_module_without_reductions_comes_back_as_it_is() -> None:
