@@ -35,10 +35,10 @@ from hidet_lang.ir.types import (
     Type,
     VectorType,
     VoidType,
-    dtype_from_name,
     float32,
     promote,
     uint64,
+    unsigned_of,
 )
 from hidet_lang.passes.pipeline import LoweredModule, require_lowered
 
@@ -234,7 +234,7 @@ class CEmitter:
         c = self.scalar(t)
         if name == "shr":
             return f"({c})(a >> b)"
-        u = c if t.kind != "int" else self.scalar(dtype_from_name(f"uint{8 * t.nbytes}"))
+        u = c if t.kind != "int" else self.scalar(unsigned_of(t))
         return f"({c})(({u})a << b)"
 
     def qualifiers(self, f: Function) -> str:

@@ -230,6 +230,11 @@ def dtype_from_name(name: str) -> DataType:
         raise ValueError(f"unknown data type {name!r}; valid: {', '.join(t.name for t in ALL_DTYPES)}") from None
 
 
+def unsigned_of(t: DataType) -> DataType:
+    """The unsigned integer type of integer type `t`'s width (`t` itself when it is unsigned)."""
+    return dtype_from_name(f"uint{8 * t.nbytes}")
+
+
 def promote(a: DataType, b: DataType) -> DataType:
     """The type of a binary arithmetic operation on `a` and `b` (floats win, then the wider, unsigned on ties, as C)."""
     if a == b:

@@ -24,7 +24,7 @@ from hidet_lang.ir.func import Function
 from hidet_lang.ir.functor import IRRewriter, collect
 from hidet_lang.ir.mapping import ComposedMapping, RepeatMapping, SpatialMapping, TaskMapping
 from hidet_lang.ir.node import at
-from hidet_lang.ir.types import dtype_from_name, int32
+from hidet_lang.ir.types import int32, unsigned_of
 
 BodyMaker = Callable[[list[E.Expr]], S.Stmt]
 
@@ -146,7 +146,7 @@ class _MappingLowerer(IRRewriter):
 def _in_range(worker: E.Expr, num_workers: int) -> E.Expr:
     """`0 <= worker < num_workers` as one comparison: the worker (an integer, as the frontend requires) in the
     unsigned type of its width (`simplify` drops the conversion of an unsigned worker)."""
-    unsigned = dtype_from_name(f"uint{8 * worker.type.nbytes}")
+    unsigned = unsigned_of(worker.type)
     return E.BinaryOp("<", E.Cast(worker, unsigned), E.Constant(num_workers, unsigned))
 
 
