@@ -97,14 +97,15 @@ def check_dtype_and_shape(func: str, param: str, dtype: np.dtype, shape: tuple[i
         raise ValueError(f"{func}(): parameter '{param}' expects shape {want_shape}, got shape {tuple(shape)}")
 
 
-def check_array(func: str, param: str, value: np.ndarray, dtype: np.dtype, shape: tuple[int, ...] | None) -> None:
+def check_array(func: str, param: str, value: np.ndarray, dtype: np.dtype, shape: tuple[int, ...] | None,
+                writeable: bool = True) -> None:
     """Raise the error that explains why array `value` does not fit parameter `param`, or return when it fits (the
     callers' quick test compares dtypes by identity: an equal dtype that is another object, one with metadata say,
-    fits)."""
+    fits). With `writeable` False (a GPU call, which works on a copy), a read-only array fits too."""
     check_dtype_and_shape(func, param, value.dtype, value.shape, dtype, shape)
     if not value.flags.c_contiguous:
         raise ValueError(f"{func}(): parameter '{param}' must be C-contiguous; pass np.ascontiguousarray(x)")
-    if not value.flags.writeable:
+    if writeable and not value.flags.writeable:
         raise ValueError(f"{func}(): parameter '{param}' is a read-only array; the kernel may write to it")
 
 

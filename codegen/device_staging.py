@@ -30,7 +30,7 @@ def device_argument(value: Any, func: str, param: str, dtype: np.dtype,
         return int(interface["data"][0])
     array = value.host if isinstance(value, DeviceArray) else as_array(value, func, param, dtype)
     if array.dtype != dtype or (shape is not None and array.shape != shape) or not array.flags.c_contiguous:
-        check_array(func, param, array, dtype, shape)
+        check_array(func, param, array, dtype, shape, writeable=False)
     return array
 
 

@@ -196,6 +196,10 @@ def test_bf16_device_arguments_may_be_bit_patterns(device) -> None:
             caller(wrong, out_array)
     with pytest.raises(TypeError, match="parameter 'out' expects float32, got an array of uint16"):
         caller(bits, out_bits)
+    read_only_bits = np.zeros(4, np.uint16)
+    read_only_bits.flags.writeable = False
+    caller(read_only_bits, out_array)  # staged as a copy: a read-only input is fine, as for any dtype
+    calls.pop()
     with pytest.raises(TypeError, match="parameter 'out' expects float32, got an array of uint16"):
         caller(np.zeros(4, np.uint16), np.zeros(4, np.uint16))  # bits are bf16's only, numpy's too
     for wrong in (np.int16, np.float16):
