@@ -36,7 +36,7 @@ class WarpGroups(BlockConstruct):
         x = threadIdx.x
         inside = semantics.binary("&&", semantics.binary(">=", x, low), semantics.binary("<", x, high))
         tid = E.Var(parser.fresh_name(name or "tid"), int32)
-        body = parser.block(node.body, {name: tid} if name else None)
+        body = parser.block(node.body, {name: tid} if name else None, run_time="a warp_groups(...) block")
         return S.IfStmt(inside, S.seq([S.DeclareStmt(tid, semantics.binary("-", x, low)), body]))
 
 

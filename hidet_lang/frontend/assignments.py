@@ -109,9 +109,13 @@ class AssignmentParser(ExpressionParser, OperatorParser):
                 existing = scope[name]
                 break
         if isinstance(existing, E.Var) and not isinstance(value, (B.LocalTensorRequest, B.TensorPointerRequest)):
+            if existing in self.inferred:
+                self.host_call(node, semantics.check_inferred_store, existing, value, self.inferred[existing].line)
             converted = self.host_call(node, semantics.assignable, existing.type, value, f"'{name}'")
             self.emit(S.AssignStmt(existing, converted))
             return
+        if existing is not None and existing is not value:
+            self.check_host_change(node, name, f"assigning to '{name}'")
         if isinstance(value, B.LocalTensorRequest):
             var = E.Var(self.fresh_name(name), TensorType(value.dtype, value.shape, value.layout))
             self.emit(S.DeclareStmt(var, None, value.scope))
@@ -129,6 +133,7 @@ class AssignmentParser(ExpressionParser, OperatorParser):
             init = self.host_call(node, semantics.assignable, vtype, value, f"'{name}'")
             var = E.Var(self.fresh_name(name), vtype)
             self.emit(S.DeclareStmt(var, init))
+            self.inferred[var] = self.span(node)
         else:
             self.bind(name, value)  # a host value: a mapping, a tuple, a function...
             return
@@ -143,8 +148,8 @@ class AssignmentParser(ExpressionParser, OperatorParser):
                              DSLAttributeError)
         if owner is B.attrs and attr == "func_kind":
             if value not in FUNC_KINDS:
-                raise self.error(node, f"func_kind must be one of {', '.join(map(repr, FUNC_KINDS))}, got {value!r}",
-                                 DSLValueError)
+                kinds = ", ".join(repr(k.value) for k in FUNC_KINDS)
+                raise self.error(node, f"func_kind must be one of {kinds}, got {value!r}", DSLValueError)
             self.ctx.kind = FuncKind(value)
         elif owner is B.attrs and attr == "func_name":
             if not isinstance(value, str) or not value.isidentifier():

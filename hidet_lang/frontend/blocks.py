@@ -15,8 +15,10 @@ from hidet_lang.ir import stmt as S
 class BlockBuilder(ConstructBuilder, Protocol):
     """What a block construct may ask of the parser."""
 
-    def block(self, body: list[ast.stmt], bindings: dict[str, Any] | None = None) -> S.Stmt:
-        """The parsed statements of `body` in a new scope holding `bindings`."""
+    def block(self, body: list[ast.stmt], bindings: dict[str, Any] | None = None,
+              run_time: str | None = None) -> S.Stmt:
+        """The parsed statements of `body` in a new scope holding `bindings` (`run_time` names a block that
+        only some threads run, or that runs a number of times the parser does not know)."""
 
 
 class BlockConstruct(ABC):

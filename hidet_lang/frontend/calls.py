@@ -11,6 +11,7 @@ through their operators, and store into tensors when called as a statement of th
 from __future__ import annotations
 
 import ast
+import collections
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +88,11 @@ class CallParser(ParserCore):
             raise self.error(node, "print() does not exist in a kernel; use printf(format, ...)", DSLSyntaxError)
         if not callable(func):
             raise self.error(node, f"{semantics.describe(func)} is not callable")
+        if any_ir and _is_numpy(func):
+            raise self.error(node, _numpy_call_message(func), DSLTypeError)
+        receiver = _changed_container(node, func)
+        if receiver is not None:
+            self.check_host_change(node, receiver, f"`{ast.unparse(node.func)}(...)`")
         return self.helper_call(node, func, args, kwargs)
 
     def helper_call(self, node: ast.Call, func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -146,6 +152,59 @@ class RecursiveSelf:
 
     name: str
     params: tuple[E.Var, ...]
+
+
+# The methods that change a Python container in place.
+_LIST_CHANGES = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "__setitem__",
+                           "__delitem__", "__iadd__", "__imul__"})
+_CHANGING_METHODS: dict[type, frozenset[str]] = {
+    list: _LIST_CHANGES,
+    bytearray: _LIST_CHANGES,
+    collections.deque: _LIST_CHANGES | {"appendleft", "extendleft", "popleft", "rotate"},
+    dict: frozenset({"update", "pop", "popitem", "setdefault", "clear", "__setitem__", "__delitem__", "__ior__"}),
+    set: frozenset({"add", "discard", "remove", "pop", "clear", "update", "difference_update", "__ior__",
+                    "intersection_update", "symmetric_difference_update", "__iand__", "__isub__", "__ixor__"}),
+}
+
+
+def _changed_container(node: ast.Call, func: Any) -> str | None:
+    """The name the call `xs.append(v)` (or `d['k'].update(...)`, ...) changes a Python container through: the
+    root name of the receiver when `func` is a method that changes a list, dict, set, bytearray or deque."""
+    owner = getattr(func, "__self__", None)
+    changing = next((names for kind, names in _CHANGING_METHODS.items() if isinstance(owner, kind)), frozenset())
+    if getattr(func, "__name__", None) not in changing or not isinstance(node.func, ast.Attribute):
+        return None
+    root = node.func.value
+    while isinstance(root, (ast.Attribute, ast.Subscript)):
+        root = root.value
+    return root.id if isinstance(root, ast.Name) else None
+
+
+# What a kernel calls instead of numpy's functions of the same meaning.
+_NUMPY_INSTEAD = {
+    "exp": "hidet.exp(x) or math.exp(x)", "sqrt": "hidet.sqrt(x) or math.sqrt(x)", "maximum": "max(a, b)",
+    "minimum": "min(a, b)", "abs": "abs(x)", "absolute": "abs(x)", "fabs": "abs(x)", "power": "a ** b or math.pow",
+    "where": "`a if cond else b`", "float32": "f32(x)", "float64": "f64(x)", "float16": "f16(x)", "int32": "i32(x)",
+    "int64": "i64(x)", "int8": "i8(x)", "int16": "i16(x)", "uint8": "u8(x)", "uint16": "u16(x)", "uint32": "u32(x)",
+    "uint64": "u64(x)", "bool_": "bool(x)", "fmax": "max(a, b)", "fmin": "min(a, b)",
+}
+
+
+def _is_numpy(func: Any) -> bool:
+    """Whether `func` is one of numpy's functions, ufuncs or scalar types."""
+    module = getattr(func, "__module__", None) or type(func).__module__
+    return isinstance(module, str) and (module == "numpy" or module.startswith("numpy."))
+
+
+def _numpy_call_message(func: Any) -> str:
+    """Why numpy's `func` cannot take kernel values, and what to write instead."""
+    name = getattr(func, "__name__", "function")
+    instead = _NUMPY_INSTEAD.get(name)
+    if instead is None and name in B.PYTHON_MATH.values():
+        instead = f"math.{name}(x)"
+    use = f"; use {instead}" if instead else "; use the kernel's own math functions (math.<name>, hidet.exp, ...)"
+    return (f"numpy.{name}() cannot compute with kernel values: numpy runs in Python while the kernel compiles, "
+            f"not in the kernel{use}")
 
 
 def _hashable(x: Any) -> bool:

@@ -54,6 +54,18 @@ class FunctionContext:
     callees: list[Any] = field(default_factory=list)
 
 
+RUN_TIME_LOOP = "a loop that runs at run time"
+
+
+@dataclass(frozen=True)
+class RunTimeRegion:
+    """A block that runs at run time a number of times the parser does not know: `scope_depth` is the index of
+    its scope among the parser's scopes, `construct` how error messages name it."""
+
+    scope_depth: int
+    construct: str
+
+
 @dataclass(frozen=True)
 class LoopFrame:
     """One enclosing loop: loops that run at run time allow break/continue, loops unrolled while parsing do not."""
@@ -75,6 +87,8 @@ class ParserCore:
         self.names_used: dict[str, int] = {}
         self.ctx: FunctionContext | None = None
         self.statement_call: ast.expr | None = None  # the call an expression statement is made of, if any
+        self.regions: list[RunTimeRegion] = []  # the enclosing loops and branches that run at run time
+        self.inferred: dict[E.Var, Span] = {}  # variables typed by their first value, and where it was assigned
 
     # ---------------------------------------------------------------------------------------------- visit shell
     def visit_stmt(self, node: ast.stmt) -> None:
@@ -171,15 +185,23 @@ class ParserCore:
         stored = self.host_call(node, semantics.assignable, elem.type, value, "an element")
         self.emit(S.BufferStoreStmt(base, elem.indices, stored))
 
-    def block(self, body: list[ast.stmt], bindings: dict[str, Any] | None = None) -> S.Stmt:
-        """Parse statements into one IR statement, in a new scope holding `bindings`."""
+    def block(self, body: list[ast.stmt], bindings: dict[str, Any] | None = None,
+              run_time: str | None = None) -> S.Stmt:
+        """Parse statements into one IR statement, in a new scope holding `bindings`. `run_time` names the
+        construct when the block runs at run time a number of times the parser does not know (a loop body, a
+        branch on a run-time condition), which Python values made before it may not be changed in (see
+        `check_host_change`)."""
         self.stmts.append([])
         self.scopes.append(dict(bindings or {}))
+        if run_time is not None:
+            self.regions.append(RunTimeRegion(len(self.scopes) - 1, run_time))
         try:
             for s in body:
                 self.visit_stmt(s)
         finally:
             self.scopes.pop()
+            if run_time is not None:
+                self.regions.pop()
         return S.seq(self.stmts.pop())
 
     def loop_body(self, body: list[ast.stmt], bindings: dict[str, Any] | None = None, unrolled: bool = False) -> S.Stmt:
@@ -187,6 +209,28 @@ class ParserCore:
         must then run at run time (`unrolled` marks a loop unrolled while parsing)."""
         self.loops.append(LoopFrame(unrolled))
         try:
-            return self.block(body, bindings=bindings)
+            return self.block(body, bindings=bindings, run_time=None if unrolled else RUN_TIME_LOOP)
         finally:
             self.loops.pop()
+
+    # ---------------------------------------------------------------------------------------------- host values
+    def made_outside_region(self, name: str) -> bool:
+        """Whether `name` is bound outside the innermost run-time region (in an enclosing block of the kernel or
+        in the Python scopes around it); False outside every region."""
+        if not self.regions:
+            return False
+        for depth in range(len(self.scopes) - 1, -1, -1):
+            if name in self.scopes[depth]:
+                return depth < self.regions[-1].scope_depth
+        return True
+
+    def check_host_change(self, node: ast.AST, name: str, change: str) -> None:
+        """Refuse `change` (a description of the statement) of the Python value bound to `name` when it was made
+        outside the innermost run-time region: the parser runs the change once, while compiling, whereas the
+        region runs any number of times (or none) when the kernel runs."""
+        if self.made_outside_region(name):
+            region = self.regions[-1].construct
+            unroll = ", or unroll the loop while compiling with meta.range(...)" if region == RUN_TIME_LOOP else ""
+            raise self.error(node, f"{change} inside {region}: '{name}' is a Python value, changed once while the "
+                                   f"kernel compiles, not each time {region} runs. Keep values computed at run time "
+                                   f"in kernel variables or tensors (e.g. register_tensor){unroll}", DSLSyntaxError)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import linecache
 import sys
 import textwrap
 import threading
@@ -147,9 +148,21 @@ def script_for_caller(frame: FrameType) -> Callable[[Callable[..., Any]], Script
 
     Python looks the decorator up before it evaluates the annotations of the `def` below it, so binding the
     parameter names of `frame`'s file here lets `x: f32[n]` evaluate outside a `script_module` block, as inside
-    one. The placeholders stay bound (a later `def` may use them); names the program defines are never bound."""
+    one. The placeholders stay bound (a later `def` may use them); names the program defines are never bound.
+    Code without a source file (`python -c`, standard input) is refused here, before Python evaluates the
+    annotations of the `def`, which would fail on such names first."""
+    if not linecache.getlines(frame.f_code.co_filename):
+        raise without_compiler_frames(_no_source_error(frame.f_code.co_filename))
     bind_placeholders(frame)
     return script
+
+
+def _no_source_error(filename: str, name: str | None = None) -> OSError:
+    """The error for a kernel (`name`, where known) defined in code whose source Python does not keep."""
+    what = f"'{name}'" if name else "the functions it compiles"
+    return OSError(f"@hidet.script reads the source of {what}, and Python keeps none for code run from "
+                   f"{filename}: write kernels in a file and run it (`python kernels.py`), not with "
+                   "`python -c`, from standard input or at the interactive prompt")
 
 
 def _defining_locals(py_func: Callable[..., Any]) -> dict[str, Any]:
@@ -175,9 +188,7 @@ def _parse(py_func: Callable[..., Any], defining_locals: dict[str, Any] | None =
     try:
         lines, first_line = inspect.getsourcelines(py_func)
     except OSError:
-        raise OSError(f"@hidet.script needs the source of '{py_func.__qualname__}', and Python has none for it "
-                      f"(defined in {py_func.__code__.co_filename}): write kernels in a file, not with `python -c` "
-                      "or at the interactive prompt") from None
+        raise _no_source_error(py_func.__code__.co_filename, py_func.__qualname__) from None
     source = "".join(lines)
     dedented = textwrap.dedent(source)
     indent = len(lines[0]) - len(lines[0].lstrip()) if lines else 0

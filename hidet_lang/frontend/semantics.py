@@ -210,6 +210,73 @@ def check_view_fits(source: Any, target: TensorType) -> None:
                         f"larger than the tensor it views")
 
 
+def check_inferred_store(var: E.Var, value: Any, first_line: int) -> None:
+    """A TypeError when storing `value` into `var`, a variable typed by its first value (at `first_line`), could
+    lose information: a float into an integer, a wider number into a narrower type, a signed integer into an
+    unsigned one, an integer into a float too narrow for it. `acc = 0` then `acc += a[i]` with a float `a` would
+    otherwise sum in i32. Integer literals do not widen what they meet here (`c += 1` keeps a u8 `c`, whose sum C
+    computes in int and wraps back), and a literal stored alone is refused only when it does not convert exactly.
+    Variables declared with a type (`acc: i32 = 0`) take any scalar, converted as C converts."""
+    target = var.type
+    if not isinstance(target, DataType):
+        return
+    e = E.convert(value)
+    if isinstance(e, E.Constant) and isinstance(e.type, DataType):
+        if e.type.is_float and target.is_float or convert_value(e.value, target) == e.value:
+            return  # a literal that converts exactly (a float one rounds, as `x * 0.1` rounds 0.1 to x's type)
+        source: DataType | None = e.type
+    else:
+        source = _stored_type(e)
+    if source is None or holds_every_value(target, source):
+        return
+    declared = f"`{var.name} = {source.short_name}(0)`"
+    if source == float32:
+        declared = f"`{var.name} = 0.0` or {declared}"
+    raise TypeError(
+        f"'{var.name}' is {target}, the type of its first value (line {first_line}), so this {source} value would "
+        f"be converted to {target} and could lose information. Give '{var.name}' the type it needs where it is "
+        f"first assigned (e.g. {declared}), or convert here explicitly ({target.short_name}(...)), "
+        f"or declare `{var.name}: {target.short_name} = ...` to keep {target}")
+
+
+def holds_every_value(target: DataType, source: DataType) -> bool:
+    """Whether `target` represents every value of `source` exactly (bool fits everywhere; an integer fits a float
+    whose significand has its bits)."""
+    if source == target or source.is_bool:
+        return True
+    if target.is_bool:
+        return False
+    if target.is_float:
+        if source.is_float:
+            return source.nbytes < target.nbytes
+        return 8 * source.nbytes - (source.kind == "int") <= _SIGNIFICAND_BITS[target.name]
+    if source.is_float:
+        return False
+    if source.kind == target.kind:
+        return source.nbytes <= target.nbytes
+    return source.kind == "uint" and source.nbytes < target.nbytes
+
+
+_SIGNIFICAND_BITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
+
+
+def _stored_type(e: E.Expr) -> DataType | None:
+    """The type of `e` for `check_inferred_store`: its own, except that integer constants (None) take the type of
+    the integer operand they meet in arithmetic."""
+    if isinstance(e, E.Constant) and isinstance(e.type, DataType) and e.type.is_integer:
+        return None
+    t = e.type
+    if not isinstance(t, DataType):
+        return None
+    if isinstance(e, E.UnaryOp) and e.op == "-":
+        return _stored_type(e.a)
+    if isinstance(e, E.BinaryOp) and e.op not in E.COMPARISON_OPS and e.op not in E.LOGICAL_OPS:
+        a, b = _stored_type(e.a), _stored_type(e.b)
+        if a is None or b is None:
+            return a if b is None else b
+    return t
+
+
 def new_variable_type(value: Any) -> Type:
     """The type of a variable first assigned `value` (Python int -> i32, float -> f32, bool -> bool)."""
     e = E.convert(value)

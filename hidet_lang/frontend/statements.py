@@ -43,8 +43,9 @@ class StatementParser(ParserCore):
             self.emit(self.block(chosen))
             return
         c = self.host_call(node.test, semantics.condition, cond, "an `if` condition")
-        then_body = self.block(node.body)
-        else_body = self.block(node.orelse) if node.orelse else None
+        branch = "a branch on a run-time condition"
+        then_body = self.block(node.body, run_time=branch)
+        else_body = self.block(node.orelse, run_time=branch) if node.orelse else None
         self.emit(S.IfStmt(c, then_body, else_body))
 
     def visit_While(self, node: ast.While) -> None:

@@ -223,8 +223,25 @@ def test_any_module_can_be_imported_first(first: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
-def test_a_script_without_source_says_why() -> None:
-    program = "import hidet_lang as hidet\n@hidet.script\ndef f(a: hidet.f32[4]):\n    a[0] = 1.0\n"
-    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+@pytest.mark.parametrize("how", ["-c", "stdin"])
+@pytest.mark.parametrize("parameters", ["a: hidet.f32[4]", "n: hidet.i32, a: hidet.f32[n]"])
+def test_a_script_without_source_says_why(how: str, parameters: str) -> None:
+    """`python -c` and `python - < file.py` keep no source: the decorator says so before Python evaluates the
+    annotations (`f32[n]` would fail first with a NameError)."""
+    program = f"import hidet_lang as hidet\n@hidet.script\ndef f({parameters}):\n    a[0] = 1.0\n"
+    command = [sys.executable, "-c", program] if how == "-c" else [sys.executable, "-"]
+    done = subprocess.run(command, input=None if how == "-c" else program, capture_output=True, text=True,
+                          timeout=60)
     assert done.returncode != 0
-    assert "@hidet.script needs the source of 'f'" in done.stderr and "write kernels in a file" in done.stderr
+    assert "NameError" not in done.stderr
+    source = "<string>" if how == "-c" else "<stdin>"
+    assert f"OSError: @hidet.script reads the source of the functions it compiles, and Python keeps none for " \
+           f"code run from {source}: write kernels in a file" in done.stderr
+
+
+def test_a_function_without_source_is_named() -> None:
+    """A function built by `exec` from a string has no source either; the error names it."""
+    namespace: dict[str, object] = {}
+    exec("def g(a):\n    a[0] = 1.0\n", namespace)
+    with pytest.raises(OSError, match=r"reads the source of 'g', and Python keeps none for code run from <string>"):
+        hidet.script(namespace["g"])
