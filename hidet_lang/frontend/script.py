@@ -10,6 +10,7 @@ call join it automatically. `module.build()` compiles the module for the target 
 from __future__ import annotations
 
 import ast
+import dis
 import inspect
 import linecache
 import sys
@@ -149,12 +150,22 @@ def script_for_caller(frame: FrameType) -> Callable[[Callable[..., Any]], Script
     Python looks the decorator up before it evaluates the annotations of the `def` below it, so binding the
     parameter names of `frame`'s file here lets `x: f32[n]` evaluate outside a `script_module` block, as inside
     one. The placeholders stay bound (a later `def` may use them); names the program defines are never bound.
-    Code without a source file (`python -c`, standard input) is refused here, before Python evaluates the
-    annotations of the `def`, which would fail on such names first."""
+    `@hidet.script` in code without a source file (`python -c`, standard input) is refused here, before Python
+    evaluates the annotations of the `def`, which would fail on such names first."""
+    imported = frame.f_code.co_filename.startswith("<frozen importlib") or _importing(frame)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
+        frame = frame.f_back  # `from hidet_lang import script` through the import machinery: the importer's frame
     if not linecache.getlines(frame.f_code.co_filename):
+        if imported:  # an import is no kernel yet: parsing one says why it cannot be
+            return script
         raise without_compiler_frames(_no_source_error(frame.f_code.co_filename))
     bind_placeholders(frame)
     return script
+
+
+def _importing(frame: FrameType) -> bool:
+    """Whether `frame` is executing `from ... import` (rather than an attribute lookup such as `hidet.script`)."""
+    return dis.opname[frame.f_code.co_code[frame.f_lasti]] == "IMPORT_FROM"
 
 
 def _no_source_error(filename: str, name: str | None = None) -> OSError:

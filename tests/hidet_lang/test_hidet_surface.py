@@ -239,6 +239,14 @@ def test_a_script_without_source_says_why(how: str, parameters: str) -> None:
            f"code run from {source}: write kernels in a file" in done.stderr
 
 
+def test_importing_the_decorator_without_source_is_no_error() -> None:
+    """`from hidet_lang import script` in `python -c` defines no kernel: only decorating one is refused."""
+    done = subprocess.run([sys.executable, "-c", "from hidet_lang import script, f32; print(callable(script))"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "True\n"
+
+
 def test_a_function_without_source_is_named() -> None:
     """A function built by `exec` from a string has no source either; the error names it."""
     namespace: dict[str, object] = {}
