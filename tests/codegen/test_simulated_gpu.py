@@ -1,7 +1,7 @@
 """The GPU path, end to end, on the simulated GPU of `simulated_gpu/` (the real cuda-python bindings and NVRTC
 cubins, a stand-in driver, kernels run by the emulator): the test files that build for CUDA, but the differential
-fuzzing, the model importers' and two operator tables' (every CUDA kernel of them through the GPU's launchers and
-argument staging, the GPU-marked tests included),
+fuzzing, the model importers', two operator tables' and the README's blocks' (every CUDA kernel of them through
+the GPU's launchers and argument staging, the GPU-marked tests included),
 `examples/gpu_check.py`, and the driver-level scenarios of `simulated_gpu/simulated_scenarios.py`."""
 
 from __future__ import annotations
@@ -62,10 +62,11 @@ ALLOWED_SKIPS = {
 # The differential fuzz tests are about the arithmetic of the targets, not the GPU path (and the longest to build);
 # the model importers' tests are about converting models (compiled graphs on the GPU path are the graph tests');
 # the elementwise and drawn-shape operator tables are about the operators' results: their kernels come from the
-# schedules and templates that the template, graph (symbolic sizes included) and other operator tests launch there
+# schedules and templates that the template, graph (symbolic sizes included) and other operator tests launch there;
+# the README's blocks run with the emulator forced, so a second run would repeat the first
 NOT_RERUN = ("tests/hidet_lang/test_fuzz_programs.py", "tests/hidet_lang/test_fuzz_frontend.py",
              "tests/stdlib_ops/frontends", "tests/stdlib_ops/operators/test_ops_elementwise.py",
-             "tests/stdlib_ops/operators/test_ops_drawn_shapes.py")
+             "tests/stdlib_ops/operators/test_ops_drawn_shapes.py", "tests/test_readme.py")
 # the benchmarks of the CPU operators, the users' CPU kernels and the emulator against C loops never take the GPU path
 NOT_RERUN_TESTS = tuple(f"tests/examples/test_examples.py::test_example_runs[benchmarks/{name}.py --quick]"
                         for name in ("cpu_ops", "user_kernels", "emulator"))
