@@ -31,7 +31,7 @@ def make_weights(rng: np.random.Generator) -> dict[str, np.ndarray]:
 def mlp(x: ops.Tensor, p: dict[str, ops.Tensor]) -> ops.Tensor:
     """relu(layer_norm(x @ w1 + b1)) @ w2 + b2."""
     h = ops.matmul(x, p["w1"]) + p["b1"]
-    h = ops.relu(ops.layer_norm(h, p["gamma"], p["beta"], eps=1e-5))
+    h = ops.relu(ops.layer_norm(h, [HIDDEN], p["gamma"], p["beta"], eps=1e-5))
     return ops.matmul(h, p["w2"]) + p["b2"]
 
 

@@ -584,7 +584,7 @@ def layer_norm(node: Node) -> list[Value]:
     for k in (1, 2):
         p = node.optional_tensor(k)
         params.append(p if p is None or tuple(p.shape) == shape else ops.broadcast_to(p, shape))
-    return [ops.layer_norm(x, params[0], params[1], eps=node.attr("epsilon", 1e-5), normalized_shape=shape)]
+    return [ops.layer_norm(x, shape, params[0], params[1], eps=node.attr("epsilon", 1e-5))]
 
 
 @converts("Softmax", "LogSoftmax")

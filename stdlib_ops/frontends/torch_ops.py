@@ -499,7 +499,7 @@ def _constant(values: np.ndarray, dtype: str, like: Tensor) -> Tensor:
 def layer_norm(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None = None,  # noqa: A002
                bias: Tensor | None = None, eps: float = 1e-5, *rest: Any) -> Tensor:
     """Normalization over the last `len(normalized_shape)` dimensions."""
-    return ops.layer_norm(input, weight, bias, eps=eps, normalized_shape=tuple(normalized_shape))
+    return ops.layer_norm(input, tuple(normalized_shape), weight, bias, eps)
 
 
 @converts(F.group_norm, torch.group_norm)

@@ -1,10 +1,11 @@
-"""Pooling over the last two axes of (N, C, H, W) or (C, H, W) tensors, as torch.nn.functional: `max_pool2d`,
-`avg_pool2d` (stride defaults to the kernel size; padding counted in the average unless
-`count_include_pad=False`), `adaptive_avg_pool2d`; each one task."""
+"""Pooling over the last two axes of (N, C, H, W) or (C, H, W) tensors, with torch.nn.functional's signatures:
+`max_pool2d`, `avg_pool2d` (stride defaults to the kernel size; padding counted in the average unless
+`count_include_pad=False`; `ceil_mode`, `divisor_override`), `adaptive_avg_pool2d`; each one task."""
 
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 from hidet_lang.ir.expr import Constant, Expr, IfThenElse, Intrinsic, Var
@@ -22,8 +23,8 @@ def _spatial_input(name: str, x: Any) -> Tensor:
     return x
 
 
-def _window(name: str, x: Tensor, kernel_size: Any, stride: Any, padding: Any,
-            dilation: Any) -> tuple[tuple[int, int], ...]:
+def _window(name: str, x: Tensor, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
+            ceil_mode: bool) -> tuple[tuple[int, int], ...]:
     """(kernel, stride, padding, dilation, output size) of a pooling window, checked as torch checks them."""
     k = pair(name, "kernel_size", kernel_size, 1)
     s = pair(name, "stride", stride, 1) if stride is not None else k
@@ -36,17 +37,35 @@ def _window(name: str, x: Tensor, kernel_size: Any, stride: Any, padding: Any,
     if h + 2 * p[0] < extent[0] or w + 2 * p[1] < extent[1]:
         raise ValueError(f"{name}: the window ({extent[0]} x {extent[1]}) is larger than the padded input "
                          f"({h + 2 * p[0]} x {w + 2 * p[1]}); input shape {shape_str(x.shape)}")
-    out = ((h + 2 * p[0] - extent[0]) // s[0] + 1, (w + 2 * p[1] - extent[1]) // s[1] + 1)
+    out = tuple(_output_size(n, extent[a], s[a], p[a], ceil_mode) for a, n in enumerate((h, w)))
     return k, s, p, d, out
 
 
-def _pool(name: str, x: Tensor, kernel_size: Any, stride: Any, padding: Any, dilation: Any, kind: str,
-          count_include_pad: bool = True) -> Tensor:
+def _output_size(n: int, extent: int, stride: int, pad: int, ceil_mode: bool) -> int:
+    """How many windows of `extent` fit along an axis of size `n` padded by `pad` on each side, rounding up with
+    `ceil_mode` (a last, partial window), as long as that window starts inside the input or its left padding."""
+    span = n + 2 * pad - extent
+    if not ceil_mode:
+        return span // stride + 1
+    size = -(-span // stride) + 1
+    return size - 1 if (size - 1) * stride >= n + pad else size
+
+
+def _overhangs(out: tuple[int, int], d: tuple[int, int], k: tuple[int, int], s: tuple[int, int],
+               p: tuple[int, int], size: tuple[int, int]) -> bool:
+    """Whether the last window of `ceil_mode` reaches past the padded input on either axis."""
+    return any((o - 1) * ss + dd * (kk - 1) + 1 > n + 2 * pp for o, dd, kk, ss, pp, n in zip(out, d, k, s, p, size))
+
+
+def _pool(name: str, x: Tensor, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool,
+          kind: str, count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
     x = _spatial_input(name, x)
     out_dtype, acc = float_dtypes(name, [x])
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw), (oh, ow) = _window(name, x, kernel_size, stride, padding, dilation)
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw), (oh, ow) = _window(name, x, kernel_size, stride, padding, dilation,
+                                                               ceil_mode)
     h, w = x.shape[-2:]
     at_type = as_dtype(acc)
+    overhang = _overhangs((oh, ow), (dh, dw), (kh, kw), (sh, sw), (ph, pw), (h, w))
 
     def define(xv: Var) -> Any:
         def at(*i: Expr) -> Expr:
@@ -55,47 +74,64 @@ def _pool(name: str, x: Tensor, kernel_size: Any, stride: Any, padding: Any, dil
             def term(ky: Expr, kx: Expr) -> Expr:
                 iy, ix = y * sh + ky * dh - ph, xx * sw + kx * dw - pw
                 read = cast_to(xv[(*lead, iy, ix)], acc)
-                if (ph, pw) == (0, 0):
+                if (ph, pw) == (0, 0) and not overhang:
                     return read
                 pad_value = -math.inf if kind == "max" else 0.0
                 return IfThenElse(all_of([*in_range(iy, h), *in_range(ix, w)]), read, Constant(pad_value, at_type))
 
             total = reduce([kh, kw], term, "max" if kind == "max" else "sum", acc)
             if kind == "avg":
-                total = total / _window_count(y, xx, count_include_pad, (kh, kw), (sh, sw), (ph, pw), (h, w), acc)
+                divisor = (Constant(float(divisor_override), at_type) if divisor_override is not None else
+                           _window_count(y, xx, count_include_pad, overhang, (kh, kw), (sh, sw), (ph, pw), (h, w),
+                                         acc))
+                total = total / divisor
             return cast_to(total, out_dtype)
 
         return compute("out", [*x.shape[:-2], oh, ow], at)
 
-    attrs = {"kernel_size": (kh, kw), "stride": (sh, sw), "padding": (ph, pw), "dilation": (dh, dw)}
+    attrs = {"kernel_size": (kh, kw), "stride": (sh, sw), "padding": (ph, pw), "dilation": (dh, dw),
+             "ceil_mode": ceil_mode}
     if kind == "avg":
-        attrs["count_include_pad"] = count_include_pad
+        attrs.update(count_include_pad=count_include_pad, divisor_override=divisor_override)
     return apply(name, attrs, [x], define)[0]
 
 
-def _window_count(y: Expr, x: Expr, include_pad: bool, k: tuple[int, int], s: tuple[int, int],
+def _window_count(y: Expr, x: Expr, include_pad: bool, overhang: bool, k: tuple[int, int], s: tuple[int, int],
                   p: tuple[int, int], size: tuple[int, int], acc: str) -> Expr:
-    """The divisor of an average window at output (y, x): the whole window, or the part inside the input."""
-    if include_pad or p == (0, 0):
+    """The divisor of an average window at output (y, x), as torch's: the part of the window inside the padded
+    input (`include_pad`) or inside the input."""
+    if not overhang and (include_pad or p == (0, 0)):
         return Constant(float(k[0] * k[1]), as_dtype(acc))
     extents = []
     for o, kk, ss, pp, n in zip((y, x), k, s, p, size):
-        lo, hi = o * ss - pp, o * ss - pp + kk
-        extents.append(Intrinsic("min", (hi, Constant(n, hi.type)), hi.type)
-                       - Intrinsic("max", (lo, Constant(0, lo.type)), lo.type))
+        lo = o * ss - pp
+        limit = n + pp if include_pad else n
+        hi = Intrinsic("min", (lo + kk, Constant(limit, lo.type)), lo.type)
+        extents.append(hi - (lo if include_pad else Intrinsic("max", (lo, Constant(0, lo.type)), lo.type)))
     return cast_to(extents[0] * extents[1], acc)
 
 
-def max_pool2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1) -> Tensor:
-    """The largest element of each `kernel_size` window (stride: the kernel size by default; padding never wins)."""
-    return _pool("max_pool2d", x, kernel_size, stride, padding, dilation, "max")
+def max_pool2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
+               ceil_mode: bool = False, return_indices: bool = False) -> Tensor:
+    """torch.nn.functional.max_pool2d: the largest element of each `kernel_size` window (stride: the kernel size
+    by default; padding never wins; `ceil_mode` adds a last, partial window where one remains). return_indices=True
+    is not supported."""
+    if return_indices:
+        raise ValueError("max_pool2d: return_indices=True is not supported")
+    return _pool("max_pool2d", x, kernel_size, stride, padding, dilation, ceil_mode, "max")
 
 
-def avg_pool2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
-               count_include_pad: bool = True) -> Tensor:
-    """The mean of each `kernel_size` window; zero padding counts in the divisor unless `count_include_pad`
-    is False (torch's default counts it)."""
-    return _pool("avg_pool2d", x, kernel_size, stride, padding, 1, "avg", count_include_pad)
+def avg_pool2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
+    """torch.nn.functional.avg_pool2d: the mean of each `kernel_size` window; the zero padding counts in the
+    divisor unless `count_include_pad` is False, and `divisor_override` (a nonzero int) replaces the divisor.
+    `ceil_mode` adds a last, partial window where one remains (divided by its part inside the padded input, or
+    inside the input without `count_include_pad`)."""
+    if divisor_override is not None and (isinstance(divisor_override, bool) or divisor_override == 0
+                                         or not isinstance(divisor_override, numbers.Integral)):
+        raise ValueError(f"avg_pool2d: divisor_override must be a nonzero int, got {divisor_override!r}")
+    return _pool("avg_pool2d", x, kernel_size, stride, padding, 1, ceil_mode, "avg", count_include_pad,
+                 None if divisor_override is None else int(divisor_override))
 
 
 def adaptive_avg_pool2d(x: Tensor, output_size: Any) -> Tensor:

@@ -57,6 +57,56 @@ def test_linalg_and_norms() -> None:
         ops.softmax(ops.zeros([2, 3], dtype="int32"))
 
 
+def test_torch_order_conflicts() -> None:
+    """Calls that torch's order and the older one read differently, or that name one argument twice."""
+    x, w = ops.zeros([2, 3, 4]), ops.ones([4])
+    with pytest.raises(TypeError, match=r"^softmax: got axis=1 and dim=0; dim is torch's name for axis"):
+        ops.softmax(x, 1, dim=0)
+    with pytest.raises(TypeError, match=r"^log_softmax: got axis=-1 and dim=-1"):
+        ops.log_softmax(x, axis=-1, dim=-1)
+    with pytest.raises(ValueError, match=r"^layer_norm: normalized shape \(3,\) does not end input shape \(2, 3, 4\)"):
+        ops.layer_norm(x, [3])
+    with pytest.raises(ValueError, match=r"^rms_norm: normalized shape \(2, 3, 4, 1\) does not end input shape"):
+        ops.rms_norm(x, (2, 3, 4, 1))
+    with pytest.raises(ValueError, match=r"^layer_norm: weight of shape \(4,\) does not match the normalized shape "
+                                         r"\(3, 4\)"):
+        ops.layer_norm(x, [3, 4], w)
+    with pytest.raises(ValueError, match=r"^layer_norm: bias of shape \(3,\) does not match the normalized shape "
+                                         r"\(4,\)"):
+        ops.layer_norm(x, 4, w, ops.ones([3]))
+    with pytest.raises(ValueError, match=r"^layer_norm: normalized_shape must name at least one dimension, got \(\)"):
+        ops.layer_norm(x, [])
+    with pytest.raises(TypeError, match=r"^layer_norm: normalized_shape must be an int or a sequence of ints, got "
+                                        r"\[4\.0\]"):
+        ops.layer_norm(x, [4.0])
+    with pytest.raises(TypeError, match=r"^rms_norm: normalized_shape must be an int or a sequence of ints, got 4\.0"):
+        ops.rms_norm(x, 4.0)
+    with pytest.raises(TypeError, match=r"^layer_norm: the second argument is a tensor \(the weight of the older order "
+                                        r"layer_norm\(x, weight, \.\.\.\)\), which leaves no place for bias=a "
+                                        r"tensor of shape \(4,\); write torch's order layer_norm\(x, "
+                                        r"normalized_shape, weight, \.\.\.\)"):
+        ops.layer_norm(x, w, w, bias=w)
+    with pytest.raises(TypeError, match=r"^layer_norm: .*no place for bias=0\.001"):
+        ops.layer_norm(x, w, w, 1e-3, eps=1e-4)
+    with pytest.raises(TypeError, match=r"^rms_norm: .*no place for weight=a tensor of shape \(4,\)"):
+        ops.rms_norm(x, w, w)
+    image, c = ops.zeros([2, 4, 3, 3]), ops.ones([4])
+    with pytest.raises(TypeError, match=r"^batch_norm: training must be a bool, got 0\.001 \(as in torch, eps comes "
+                                        r"after training and momentum: pass eps=\.\.\.\)"):
+        ops.batch_norm(image, c, c, c, c, 1e-3)
+    with pytest.raises(ValueError, match=r"^batch_norm: training=True \(batch statistics\) is not supported"):
+        ops.batch_norm(image, c, c, training=True)
+    with pytest.raises(ValueError, match=r"^batch_norm: running_var of shape \(3,\) does not match the input's 4 "
+                                         r"channels"):
+        ops.batch_norm(image, c, ops.ones([3]))
+    with pytest.raises(ValueError, match=r"^group_norm: bias of shape \(2,\) does not match the input's 4 channels"):
+        ops.group_norm(image, 2, c, ops.ones([2]))
+    with pytest.raises(ValueError, match=r"^max_pool2d: return_indices=True is not supported"):
+        ops.max_pool2d(image, 2, return_indices=True)
+    with pytest.raises(ValueError, match=r"^avg_pool2d: divisor_override must be a nonzero int, got 0"):
+        ops.avg_pool2d(image, 2, divisor_override=0)
+
+
 def test_convolutions_and_pools() -> None:
     x = ops.zeros([1, 4, 5, 5])
     with pytest.raises(ValueError, match=r"conv2d: given groups=1, weight of shape \(8, 3, 3, 3\) .*\(1, 4, 5, 5\)"):

@@ -58,6 +58,12 @@ def test_layer_norm_rms_norm(device: str, x: np.ndarray, w: np.ndarray, b: np.nd
     x64 = x.astype(np.float64)
     want = _normalized(x64, (-1,), 1e-5) * w + b
     assert_normalized_close(run(ops.layer_norm, x, w, b, device=device, eps=1e-5), want, x, (1,), 4)
+    # torch's order, with the shape as ints: the ops.layer_norm(h, [64]) and ops.layer_norm(h, [64], weight=w)
+    got = ops.layer_norm(ops.asarray(x, device=device), [33], ops.asarray(w, device=device),
+                         ops.asarray(b, device=device)).numpy()
+    assert_normalized_close(got, want, x, (1,), 4)
+    got = ops.layer_norm(ops.asarray(x, device=device), [33], weight=ops.asarray(w, device=device)).numpy()
+    assert_normalized_close(got, want - b, x, (1,), 4)
     # no centering: a sum of squares (relative error n * u) under a square root
     want = x64 / np.sqrt((x64**2).mean(-1, keepdims=True) + 1e-6) * w
     assert_ulps(run(ops.rms_norm, x, w, device=device), want, 33 + 8, 1e-6)
