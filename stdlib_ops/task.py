@@ -1,24 +1,18 @@
-"""Tasks: one operator's computation, what fusion needs to know about it, and how it is scheduled.
+"""Tasks: one operator's computation and what fusion needs to know about it.
 
 A `Task` holds its inputs (tensor variables), outputs (computed tensors), attributes, and for each input the
-inverse map that allows an epilogue when there is one. `implement(target)` returns the scheduled IR modules: the
-template registered for the task's name and target (`register_template`) when there is one and it accepts the
-task, otherwise the rule-based scheduler's module (`stdlib_ops.schedule`). Every module follows the kernel
-contract (one kernel; size parameters, inputs, outputs).
+inverse map that allows an epilogue when there is one. How a task is scheduled on a target is chosen in one place,
+`stdlib_ops.templates.registry.choose_schedule`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from hidet_lang.ir.expr import Expr, Var
-from hidet_lang.ir.func import IRModule
 from hidet_lang.ir.functor import collect
 from stdlib_ops.compute.nodes import ArgReduceExpr, ComputeTensor, ReduceExpr
-
-Template = Callable[["Task"], "IRModule | list[IRModule] | None"]
 
 
 @dataclass(frozen=True)
@@ -27,36 +21,6 @@ class InverseMap:
 
     axes: tuple[Var, ...]
     indices: tuple[Expr, ...]
-
-
-class TemplateRegistry:
-    """Templates by (task name, target kind); a template returns IR module(s), or None to decline a task."""
-
-    def __init__(self) -> None:
-        self._templates: dict[tuple[str, str], Template] = {}
-
-    def register(self, task: str | type, target: str) -> Callable[[Template], Template]:
-        """Decorator: register a template for tasks named `task` (or of class `task`) on `target` ('cpu'/'cuda')."""
-        name = task if isinstance(task, str) else task.__name__
-
-        def decorate(template: Template) -> Template:
-            self._templates[(name, _target_kind(target))] = template
-            return template
-
-        return decorate
-
-    def lookup(self, task: Task, target: str) -> Template | None:
-        """The template for `task` on `target`, by task name, then by the class name of the task."""
-        kind = _target_kind(target)
-        return self._templates.get((task.name, kind)) or self._templates.get((type(task).__name__, kind))
-
-
-TEMPLATES = TemplateRegistry()
-register_template = TEMPLATES.register
-
-
-def _target_kind(target: str) -> str:
-    return target.split(":", 1)[0]
 
 
 @dataclass(eq=False)
@@ -90,21 +54,9 @@ class Task:
         """A TypeError naming the operator when `target` cannot compute its dtypes: bfloat16 only on CUDA (the C
         compilers of the CPU target have no bfloat16 arithmetic)."""
         dtypes = {v.type.dtype.name for v in self.inputs} | {o.dtype.name for o in self.outputs}
-        if "bfloat16" in dtypes and _target_kind(target) == "cpu":
+        if "bfloat16" in dtypes and target.split(":", 1)[0] == "cpu":
             raise TypeError(f"{self.name}: bfloat16 tensors are computed on 'cuda' only (the CPU target has no "
                             f"bfloat16 arithmetic); convert to float32 first (on 'cuda', or with numpy)")
-
-    def implement(self, target: str) -> list[IRModule]:
-        """The scheduled IR module(s) for `target` ('cpu', 'cuda' or 'cuda:sm_XY'): a template's, else the
-        rule-based scheduler's."""
-        template = TEMPLATES.lookup(self, target)
-        if template is not None:
-            result = template(self)
-            if result is not None:
-                return list(result) if isinstance(result, Sequence) else [result]
-        from stdlib_ops.schedule import auto_schedule
-
-        return [auto_schedule(self, target)]
 
     def __str__(self) -> str:
         return self.key

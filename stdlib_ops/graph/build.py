@@ -1,6 +1,6 @@
 """`build_graph`: a (partitioned) graph compiled for a target into a `CompiledGraph`.
 
-Each fusion group becomes one kernel: the anchor's scheduled module (`task.implement(target)`; a tunable library
+Each fusion group becomes one kernel: the anchor's scheduled module (`choose_schedule`; a tunable library
 template's with the schedule parameters recorded for this machine, else its default point), with the group's
 prologues and epilogues injected. Where the anchor's kernel breaks the fusion contract for a tensor, the
 operators that would be fused there stay kernels of their own, and the compiled graph's printout says why. Groups
@@ -12,7 +12,6 @@ target and that have a decomposition (`stdlib_ops.graph.decompose`: attention on
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
@@ -24,7 +23,6 @@ from tqdm import tqdm
 
 from codegen import arrays
 from codegen.build import build_module
-from hidet_lang.ir.func import IRModule
 from stdlib_ops.dims import names_of
 from stdlib_ops.graph.compiled import CompiledGraph, Launch, Plan, Ref, TensorSpec
 from stdlib_ops.graph.decompose import decompose_for
@@ -32,8 +30,7 @@ from stdlib_ops.graph.flow_graph import FlowGraph
 from stdlib_ops.graph.fused_task import FusedKernel, contract_problems, fused_kernel, group_key, group_outputs
 from stdlib_ops.graph.memory_plan import plan_memory
 from stdlib_ops.graph.partition import FusionGroup, detach, order_groups
-from stdlib_ops.task import Task
-from stdlib_ops.templates.registry import binding_of, schedule_params
+from stdlib_ops.templates.registry import choose_schedule
 from stdlib_ops.templates.space import Point
 from stdlib_ops.tensor import Tensor
 
@@ -41,39 +38,22 @@ PROGRESS_DELAY_S = 1.0
 
 
 class GraphKernels:
-    """The scheduled anchor modules by (task key, target, schedule parameters), and the fused kernels, their
-    schedule parameters and their builds by group key (which covers the anchor's schedule parameters, so a
-    winner recorded by a tuning run since is built, not an earlier kernel)."""
+    """The fused kernels, their schedule parameters and their builds by group key (which covers the anchor's
+    schedule key, so a winner recorded by a tuning run since is built, not an earlier kernel)."""
 
     def __init__(self) -> None:
-        self._anchors: dict[tuple[str, str, str], IRModule] = {}
         self._fused: dict[str, FusedKernel] = {}
         self.schedules: dict[str, Point | None] = {}
         self._built: dict[str, Any] = {}
         self._lock = threading.Lock()
 
-    def anchor_module(self, task: Task, target: str) -> IRModule:
-        """The first scheduled module of `task` for `target`."""
-        return self.scheduled_anchor(task, target)[0]
-
-    def scheduled_anchor(self, task: Task, target: str) -> tuple[IRModule, Point | None]:
-        """The first scheduled module of `task` for `target`, and the schedule parameters its tunable library
-        template was instantiated with (None when no such template schedules it)."""
-        binding = binding_of(task, target)
-        params = None if binding is None else schedule_params(binding)
-        key = (task.key, target, _params_text(params))
-        if key not in self._anchors:
-            module = None if binding is None else binding.instantiate(params)
-            self._anchors[key] = module if module is not None else task.implement(target)[0]
-        return self._anchors[key], params
-
     def fused(self, group: FusionGroup, target: str) -> tuple[str, FusedKernel]:
         """The key and the kernel of `group` on `target` (`schedules[key]`: its anchor's schedule parameters)."""
-        module, params = self.scheduled_anchor(group.anchor.task, target)
-        key = group_key(group, target) + _params_text(params)
+        schedule = choose_schedule(group.anchor.task, target)
+        key = group_key(group, target) + "|" + schedule.key
         if key not in self._fused:
-            self._fused[key] = fused_kernel(group, module)
-            self.schedules[key] = params
+            self._fused[key] = fused_kernel(group, schedule.module)
+            self.schedules[key] = schedule.params
         return key, self._fused[key]
 
     def compile(self, kernels: dict[str, FusedKernel], target: str) -> dict[str, Any]:
@@ -105,7 +85,7 @@ def build_graph(graph: FlowGraph, target: str = "cpu", kernels: GraphKernels = G
     graph = decompose_for(graph, target)
     for op in graph.nodes:
         op.task.check_target(target)
-    groups = respect_contracts(_groups_of(graph), target, kernels)
+    groups = respect_contracts(_groups_of(graph), target)
     fused = [kernels.fused(group, target) for group in groups]
     distinct = dict(fused)
     built = kernels.compile(distinct, target)
@@ -118,7 +98,7 @@ def build_graph(graph: FlowGraph, target: str = "cpu", kernels: GraphKernels = G
                          [distinct[key].module for key in keys], [kernels.schedules[key] for key in keys])
 
 
-def respect_contracts(groups: Sequence[FusionGroup], target: str, kernels: GraphKernels) -> list[FusionGroup]:
+def respect_contracts(groups: Sequence[FusionGroup], target: str) -> list[FusionGroup]:
     """`groups`, with the operators that an anchor's kernel cannot take (fusion contract) split off."""
     result: list[FusionGroup] = []
     pending = list(groups)
@@ -127,7 +107,7 @@ def respect_contracts(groups: Sequence[FusionGroup], target: str, kernels: Graph
         if not (group.prologues or group.epilogues):
             result.append(group)
             continue
-        problems = contract_problems(group, kernels.anchor_module(group.anchor.task, target))
+        problems = contract_problems(group, choose_schedule(group.anchor.task, target).module)
         if not problems:
             result.append(group)
             continue
@@ -136,11 +116,6 @@ def respect_contracts(groups: Sequence[FusionGroup], target: str, kernels: Graph
         pending = [kept, *pending]
         result.extend(singles)
     return order_groups(result)
-
-
-def _params_text(params: Point | None) -> str:
-    """Schedule parameters as part of a cache key ('' for none)."""
-    return "" if params is None else "|" + json.dumps(params, sort_keys=True)
 
 
 def _groups_of(graph: FlowGraph) -> list[FusionGroup]:

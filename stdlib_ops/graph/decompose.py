@@ -19,8 +19,8 @@ from stdlib_ops.graph.flow_graph import FlowGraph
 from stdlib_ops.graph.partition import partition
 from stdlib_ops.graph.rewrite import cancel_views, replay
 from stdlib_ops.operators.base import Operator
-from stdlib_ops.task import TEMPLATES, Task
-from stdlib_ops.templates.registry import binding_of, is_library_template
+from stdlib_ops.task import Task
+from stdlib_ops.templates.registry import TEMPLATES, binding_of, is_library_template
 from stdlib_ops.tensor import Tensor, asarray
 
 Decomposition = Callable[[Operator, list[Tensor]], "list[Tensor] | None"]

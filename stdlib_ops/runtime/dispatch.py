@@ -1,7 +1,9 @@
 """Eager dispatch: an operator on concrete tensors runs its task's compiled kernel at once.
 
 The kernel is found by a cheap key (operator name, attributes, input shapes and dtypes, device) before any
-task is built, so a repeated call costs a dictionary lookup, the output allocation and the kernel call. On the
+task is built, so a repeated call costs a dictionary lookup, the output allocation and the kernel call. The calls
+remembered this way are forgotten when a schedule choice may have changed (a tuning run recorded a winner, a
+template was registered), so the next call takes the new schedule. On the
 CPU the kernel's C function is called directly with the addresses of the tensors' data (each tensor's found once),
 since the key already guarantees what the checked caller would check; storage it cannot take as it is goes
 through the checked caller, which explains the problem or converts the argument.
@@ -18,6 +20,7 @@ from codegen.arguments import array_address
 from stdlib_ops.compute import shape_entry
 from stdlib_ops.runtime.kernels import KERNELS, KernelCache, target_of
 from stdlib_ops.task import Task
+from stdlib_ops.templates.registry import choices_generation
 from stdlib_ops.tensor import Tensor
 
 OutSpec = tuple[tuple[Any, ...], str]
@@ -73,12 +76,16 @@ class EagerDispatcher:
     def __init__(self, kernels: KernelCache) -> None:
         self._kernels = kernels
         self._calls: dict[tuple, EagerCall] = {}
+        self._generation = choices_generation()  # the schedule choices the remembered calls were made with
 
     def run(self, key: tuple, inputs: Sequence[Tensor], make_task: Callable[[], Task]) -> list[Tensor] | None:
         """The outputs of the operator `key` names (its name and attributes) on concrete `inputs`; None when an
         output has a symbolic size (e.g. a constant broadcast to ('batch', 3)): such an operator is recorded for
         a graph instead."""
         device = inputs[0].device
+        if self._generation != choices_generation():  # a tuning run or a new template since: choose again
+            self._calls.clear()
+            self._generation = choices_generation()
         call_key = (key, device, *[(t.shape, t.dtype) for t in inputs])
         call = self._calls.get(call_key)
         if call is None:

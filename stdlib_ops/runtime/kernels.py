@@ -1,5 +1,5 @@
-"""The compiled kernel of each (task key, target), built once per process (and once per machine, through the
-compilation cache on disk, which `codegen.build.build_module` consults)."""
+"""The compiled kernel of each schedule (`choose_schedule`'s key: task, target, schedule), built once per process
+(and once per machine, through the compilation cache on disk, which `codegen.build.build_module` consults)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 from codegen.build import build_module
 from stdlib_ops.task import Task
+from stdlib_ops.templates.registry import choose_schedule
 
 
 def target_of(device: str) -> str:
@@ -15,17 +16,17 @@ def target_of(device: str) -> str:
 
 
 class KernelCache:
-    """Compiled kernels by (task key, target)."""
+    """Compiled kernels by schedule key."""
 
     def __init__(self) -> None:
-        self._compiled: dict[tuple[str, str], Any] = {}
+        self._compiled: dict[str, Any] = {}
 
     def get(self, task: Task, target: str) -> Any:
-        """The compiled module of `task` for `target` (its first scheduled candidate), built on first use."""
-        key = (task.key, target)
-        compiled = self._compiled.get(key)
+        """The compiled module of `task`'s schedule on `target` (`choose_schedule`), built on first use."""
+        schedule = choose_schedule(task, target)
+        compiled = self._compiled.get(schedule.key)
         if compiled is None:
-            compiled = self._compiled[key] = build_module(task.implement(target)[0], target)
+            compiled = self._compiled[schedule.key] = build_module(schedule.module, target)
         return compiled
 
     def __len__(self) -> int:

@@ -32,14 +32,17 @@ which schedule a task got; it follows the kernel contract with the task's own si
 from __future__ import annotations
 
 import functools
+import json
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.func import IRModule
 from hidet_lang.ir.types import TensorType, int32
+from stdlib_ops.schedule import auto_schedule
 from stdlib_ops.schedule.signature import KernelSignature, kernel_signature
-from stdlib_ops.task import TEMPLATES, Task, Template, register_template
+from stdlib_ops.task import Task
 from stdlib_ops.templates.attention_cuda import ATTENTION_DTYPES, attention_cuda
 from stdlib_ops.templates.binding import Instantiate, TemplateBinding
 from stdlib_ops.templates.conv2d_cpu import CONV2D_CPU_DTYPES, conv2d_direct_cpu, conv2d_gemm_cpu, conv2d_schedule
@@ -70,9 +73,43 @@ from stdlib_ops.templates.reduction_cpu import (
 from stdlib_ops.templates.space import Point
 from stdlib_ops.templates.views import Dim, Indices, View, broadcast_batch, product, unravel
 
+Template = Callable[[Task], "IRModule | list[IRModule] | None"]
+"""A template as registered: a function of a task returning its scheduled module(s), or None to decline it."""
 Adapter = Callable[[Task], TemplateBinding | None]
 
+
+class TemplateRegistry:
+    """Templates by (task name, target kind); a template returns IR module(s), or None to decline a task."""
+
+    def __init__(self) -> None:
+        self._templates: dict[tuple[str, str], Template] = {}
+
+    def register(self, task: str | type, target: str) -> Callable[[Template], Template]:
+        """Decorator: register a template for tasks named `task` (or of class `task`) on `target` ('cpu'/'cuda');
+        it replaces the template registered there before, the library's included."""
+        name = task if isinstance(task, str) else task.__name__
+
+        def decorate(template: Template) -> Template:
+            self._templates[(name, _target_kind(target))] = template
+            choices_changed()
+            return template
+
+        return decorate
+
+    def lookup(self, task: Task, target: str) -> Template | None:
+        """The template for `task` on `target`, by task name, then by the class name of the task."""
+        kind = _target_kind(target)
+        return self._templates.get((task.name, kind)) or self._templates.get((type(task).__name__, kind))
+
+
+TEMPLATES = TemplateRegistry()
+register_template = TEMPLATES.register
+
 _ADAPTERS: dict[Template, Adapter] = {}  # each registered library template -> the adapter it instantiates
+
+
+def _target_kind(target: str) -> str:
+    return target.split(":", 1)[0]
 
 
 def library_template(task: str, target: str) -> Callable[[Adapter], Adapter]:
@@ -114,6 +151,89 @@ def schedule_params(binding: TemplateBinding) -> Point | None:
     from stdlib_ops.tuning.records import recorded_winner  # the tuning package builds on this registry
 
     return recorded_winner(binding, space) or dict(space.default)
+
+
+# ----------------------------------------------------------------------------------------- choosing a schedule
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How a task is implemented on a target: its scheduled IR `modules` (candidates, each following the kernel
+    contract; the first is the one built), the schedule parameters a tunable library template was instantiated
+    with (`params`; None for other schedules), and `key`: the task's key, the target and the schedule in one
+    string, by which eager calls and graphs alike cache the compiled kernel (equal keys, one kernel)."""
+
+    modules: tuple[IRModule, ...]
+    params: Point | None
+    key: str
+
+    @property
+    def module(self) -> IRModule:
+        """The module that is built."""
+        return self.modules[0]
+
+
+_SCHEDULES: dict[str, Schedule] = {}  # by the key of what was asked (template and parameters); see choose_schedule
+_generation = 0
+
+
+def choose_schedule(task: Task, target: str) -> Schedule:
+    """How `task` is implemented on `target` ('cpu', 'cuda' or 'cuda:sm_XY'): the template registered for it (a
+    user's, or the library's at the winner recorded for this machine by a tuning run, else at its tuning space's
+    default point), or the rule-based scheduler's module when there is none or it declines the task.
+
+    This is the only place a task's schedule is chosen; it is looked up again on every call (a new record or
+    template is taken), and each distinct schedule is instantiated once per process."""
+    template = TEMPLATES.lookup(task, target)
+    adapt = _ADAPTERS.get(template)  # type: ignore[arg-type]
+    if adapt is not None:
+        binding = adapt(task)
+        if binding is not None:
+            params = schedule_params(binding)
+            chosen = f"{binding.template_ref}{'' if params is None else json.dumps(params, sort_keys=True)}"
+            return _memo(task, target, chosen, params, lambda: binding.instantiate(params))
+    elif template is not None:
+        user = f"{template.__module__}.{template.__qualname__}#{id(template)}"
+        return _memo(task, target, user, None, lambda: template(task))
+    return _rules(task, target)
+
+
+def _memo(task: Task, target: str, chosen: str, params: Point | None,
+          instantiate: Callable[[], IRModule | Sequence[IRModule] | None]) -> Schedule:
+    """The schedule `chosen` (a template and its parameters) makes of `task`, instantiated on first use; the
+    rule-based one where the template declines."""
+    key = f"{task.key}@{target}|{chosen}"
+    schedule = _SCHEDULES.get(key)
+    if schedule is None:
+        result = instantiate()
+        if result is None:
+            schedule = _rules(task, target)
+        else:
+            modules = tuple(result) if isinstance(result, Sequence) else (result,)
+            schedule = Schedule(modules, params, key)
+        _SCHEDULES[key] = schedule
+    return schedule
+
+
+def _rules(task: Task, target: str) -> Schedule:
+    """The rule-based scheduler's schedule of `task`."""
+    key = f"{task.key}@{target}|rules"
+    schedule = _SCHEDULES.get(key)
+    if schedule is None:
+        schedule = _SCHEDULES[key] = Schedule((auto_schedule(task, target),), None, key)
+    return schedule
+
+
+def choices_generation() -> int:
+    """A number that changes whenever a schedule choice may have changed (a template registered, a tuning record
+    written): caches of choices made without `choose_schedule` (the eager calls') are dropped when it does."""
+    return _generation
+
+
+def choices_changed() -> None:
+    """Say that a schedule choice may have changed (a template registered, a tuning record written)."""
+    global _generation
+    _generation += 1
 
 
 def shape_of(tensor: E.Var | E.Expr) -> tuple[Dim, ...]:

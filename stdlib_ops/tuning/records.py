@@ -37,6 +37,7 @@ from typing import Any
 
 from codegen.cache import cache_dir
 from stdlib_ops.templates.binding import TemplateBinding
+from stdlib_ops.templates.registry import choices_changed
 from stdlib_ops.templates.space import Point, TuningSpace
 from stdlib_ops.tuning.machine import machine_id
 from stdlib_ops.tuning.shapes import shape_class
@@ -103,7 +104,8 @@ def _parse(path: Path, state: tuple[int, ...]) -> Records:
 
 def write_record(path: Path, machine: str, key: str, entry: dict[str, Any]) -> None:
     """Record `entry` for `machine` and shape class `key` in the file `path`, keeping every other record (see the
-    module docstring: read-merge-write under a lock, atomic replacement)."""
+    module docstring: read-merge-write under a lock, atomic replacement); the process's later schedule choices
+    take it (`registry.choices_changed`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_name(path.name + ".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -121,6 +123,7 @@ def write_record(path: Path, machine: str, key: str, entry: dict[str, Any]) -> N
                 temporary.unlink(missing_ok=True)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+    choices_changed()
 
 
 def recorded_entry(binding: TemplateBinding) -> dict[str, Any] | None:

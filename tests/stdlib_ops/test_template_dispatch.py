@@ -23,6 +23,7 @@ from stdlib_ops.compute import cast_to, compute, reduce, tensor_input
 from stdlib_ops.fusion import Epilogue, Prologue, Store, fuse
 from stdlib_ops.fusion.contract import the_kernel
 from stdlib_ops.task import Task
+from stdlib_ops.templates.registry import choose_schedule
 
 DEVICES = ["cpu", "cuda"]
 ODD = st.sampled_from([1, 7, 33]) | st.integers(1, 40)
@@ -36,7 +37,7 @@ def task_of(t: ops.Tensor) -> Task:
 
 def kernel_name(task: Task, target: str) -> str:
     """The name of the kernel `task` is scheduled as on `target`."""
-    return the_kernel(task.implement(target)[0]).name
+    return the_kernel(choose_schedule(task, target).module).name
 
 
 def uniform(seed: int, shape: tuple[int, ...], dtype: str = "float32") -> np.ndarray:
@@ -128,7 +129,7 @@ def test_symbolic_matmul_serves_every_size(target: str, kind: str, data: st.Data
     y = uniform(data.draw(SEEDS), tuple(sizes.get(d, d) for d in yd))
     expected = x @ y
     got = np.full(expected.shape, np.nan, np.float32)
-    module = task.implement(target)[0]
+    module = choose_schedule(task, target).module
     size_args = [sizes[p.name] for p in the_kernel(module).params if not isinstance(p.type, TensorType)]
     run(module, target, *size_args, x, y, got, check=target == "cuda")
     assert_matmul_close(got, x, y)
@@ -228,7 +229,7 @@ def test_symbolic_rowwise_kernels_pass_the_checking_mode(target: str, name: str,
                 "layer_norm": lambda: layer_norm_ref(x, w, w, (-1,)), "rms_norm": lambda: rms_norm_ref(x, w)}[name]()
     got = np.full(x.shape, np.nan, np.float32)
     params = [x] + [w] * (len(task.inputs) - 1)
-    module = task.implement(target)[0]
+    module = choose_schedule(task, target).module
     assert the_kernel(module).name == f"{name}_{target}"
     run(module, target, n, c, *params, got, check=True)
     np.testing.assert_allclose(got, expected, **ROW_TOLERANCE)
@@ -276,7 +277,7 @@ def symbolic_attention(causal: bool) -> Task:
 @given(b=st.integers(1, 2), sq=ODD, sk=ODD, seed=SEEDS)
 def test_attention_task_uses_the_template(causal: bool, b: int, sq: int, sk: int, seed: int) -> None:
     task = symbolic_attention(causal)
-    module = task.implement("cuda")[0]
+    module = choose_schedule(task, "cuda").module
     assert the_kernel(module).name == "attention_cuda"
     q, k, v = uniform(seed, (b, 2, sq, 16)), uniform(seed + 1, (b, 2, sk, 16)), uniform(seed + 2, (b, 2, sk, 16))
     got = np.full(q.shape, np.nan, np.float32)
@@ -325,7 +326,7 @@ def fused(template: str) -> tuple[Task, IRModule]:
     """The template's task, and its kernel with a scale prologue on the first input and a relu epilogue."""
     target, make, _ = FUSED_TASKS[template]
     task = attention_task([2, "m", 16], [2, "n", 16], False) if template == "attention_cuda" else task_of(make())
-    module = task.implement(target)[0]
+    module = choose_schedule(task, target).module
     kernel = the_kernel(module)
     assert kernel.name == template
     first, out = kernel.params[-len(task.inputs) - 1], kernel.params[-1]

@@ -9,18 +9,26 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 from tuning_cases import PLANTED_SPACE, CountingExecutor, check_graph, matmul_graph, planted_matmul
 
+import hidet_lang as hidet
 import stdlib_ops as ops
+from hidet_lang import attrs, f32
+from hidet_lang.ir.func import IRModule
+from stdlib_ops.operators.base import apply, as_tensors, dims
+from stdlib_ops.runtime import KERNELS
+from stdlib_ops.task import Task
 from stdlib_ops.templates import registry
 from stdlib_ops.templates import space as spaces
 from stdlib_ops.templates.space import TuningSpace, template_ref
 from stdlib_ops.tuning.machine import machine_id
-from stdlib_ops.tuning.records import read_records
+from stdlib_ops.tuning.records import read_records, write_record
+from stdlib_ops.tuning.shapes import shape_class
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -100,3 +108,69 @@ def test_bad_arguments_are_refused() -> None:
         ops.tune([1, 2])
     with pytest.raises(ValueError, match="repeat"):
         ops.tune(matmul_graph(), repeat=0)
+
+
+@pytest.fixture
+def fresh_choices() -> Iterator[None]:
+    """Eager calls choose their schedules afresh after the test (its templates and records are gone then)."""
+    yield
+    registry.choices_changed()
+
+
+def test_an_eager_call_takes_a_winner_recorded_after_its_first_call(
+        records: Path, monkeypatch: pytest.MonkeyPatch, fresh_choices: None) -> None:
+    """A record written in the process (as a tuning run writes it) reaches the next eager call: the planted winner,
+    recorded by hand since a tuning run never picks it, computes zeros, so the call shows which kernel ran."""
+    monkeypatch.setattr(registry, "matmul_cpu", planted_matmul)
+    monkeypatch.setitem(spaces.SPACES, template_ref(planted_matmul), PLANTED_SPACE)
+    rng = np.random.default_rng(3)
+    x, w = rng.uniform(-1, 1, (5, 40)).astype(np.float32), rng.uniform(-1, 1, (40, 24)).astype(np.float32)
+    first = ops.matmul(ops.asarray(x), ops.asarray(w)).numpy()
+    np.testing.assert_allclose(first, x @ w, rtol=1e-5, atol=1e-5)
+    binding = registry.binding_of(ops.matmul(ops.symbol([5, 40]), ops.asarray(w)).producer.task, "cpu")
+    wrong = {**PLANTED_SPACE.default, "fast_but_wrong": True}
+    write_record(records, machine_id(), shape_class(binding), {"params": wrong})
+    assert (ops.matmul(ops.asarray(x), ops.asarray(w)).numpy() == 0).all()
+
+
+def test_an_eager_call_after_a_tuning_run_builds_the_winner(
+        records: Path, small_space: TuningSpace, executor: CountingExecutor, fresh_choices: None) -> None:
+    x = np.random.default_rng(4).uniform(-1, 1, (7, 40)).astype(np.float32)
+    w = np.random.default_rng(5).uniform(-1, 1, (40, 24)).astype(np.float32)
+    task = ops.matmul(ops.symbol([7, 40]), ops.asarray(w)).producer.task
+    np.testing.assert_allclose(ops.matmul(ops.asarray(x), ops.asarray(w)).numpy(), x @ w, rtol=1e-5, atol=1e-5)
+    assert registry.choose_schedule(task, "cpu").params == small_space.default
+    (result,) = ops.tune(task, executor=executor, retune=True)
+    assert registry.choose_schedule(task, "cpu").params == result.params
+    before = len(KERNELS)
+    np.testing.assert_allclose(ops.matmul(ops.asarray(x), ops.asarray(w)).numpy(), x @ w, rtol=1e-5, atol=1e-5)
+    assert len(KERNELS) == before + (result.params != small_space.default)  # the winner's kernel, built if new
+
+
+def row_sums(x: ops.Tensor) -> ops.Tensor:
+    """y[i] = sum_k x[i, k], as a task named `ROW_SUMS` (only this test registers a template for it)."""
+    (x,) = as_tensors(ROW_SUMS, x)
+    return apply(ROW_SUMS, {}, [x], lambda xv: ops.compute(
+        "out", dims(x.shape[:1]), lambda i: ops.reduce([x.shape[1]], lambda k: xv[i, k], "sum")))[0]
+
+
+ROW_SUMS = "tune_test_row_sums"
+
+
+def test_an_eager_call_takes_a_template_registered_after_its_first_call(fresh_choices: None) -> None:
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(row_sums(ops.asarray(x)).numpy(), x.sum(axis=1))
+
+    @ops.register_template(ROW_SUMS, "cpu")
+    def first_column(task: Task) -> IRModule:
+        """A template of another meaning, so that the result shows it ran: y[i] = x[i, 0]."""
+        with hidet.script_module() as module:
+            @hidet.script
+            def first_column_kernel(x: f32[3, 4], y: f32[3]):
+                attrs.func_kind = "public"
+                for i in range(3):
+                    y[i] = x[i, 0]
+
+        return module.ir_module()
+
+    np.testing.assert_array_equal(row_sums(ops.asarray(x)).numpy(), x[:, 0])
