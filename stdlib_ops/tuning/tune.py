@@ -16,8 +16,8 @@ guard); any other executor works, e.g. a Dask cluster's `distributed.Client(...)
 are module-level functions of plain data. The winner is recorded under the identity of the machine that timed
 it, so a cluster of another kind of machines tunes for its own kind.
 
-Graph builds look the records up each time (a new winner is built, not an earlier kernel); an operator run
-eagerly keeps, within a process, the kernel its first call got.
+Graph builds and eager calls take a winner recorded since their last build or call (`registry.choose_schedule`
+looks the records up each time; a record written in the process makes eager calls choose again).
 """
 
 from __future__ import annotations
