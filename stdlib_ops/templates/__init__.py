@@ -9,7 +9,7 @@ address), outputs only stored element by element. Parameters a template cannot h
 template may declare the schedule parameters a tuner tries (`space.declare_space`, next to the template; its
 default point is what an untuned build uses).
 
-`registry` registers the templates for the tasks they implement (`Task.implement` then returns them), adapting
+`registry` registers the templates for the tasks they implement (`registry.choose_schedule` then picks them), adapting
 each task to a template's canonical shapes through `views` (index views of the task's own tensors).
 """
 
