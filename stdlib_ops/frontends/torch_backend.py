@@ -6,7 +6,8 @@ optimizes it (`stdlib_ops.optimize`), builds it once and returns a callable that
 tensors, the lifted parameters and sizes included, as Dynamo passes them) and returns torch tensors in the graph's
 output structure. CPU tensors go in and come out without copies (DLPack); on the 'cuda' target the inputs are
 copied to the device (the CUDA emulator when there is no GPU) and the outputs back to the inputs' torch device.
-The compiled graph computes values only (inference): its outputs carry no autograd history.
+The compiled graph computes values only (inference): its outputs carry no autograd history. An input the graph
+writes in place (`x.add_(1)`) gets its new contents after the call, as in torch eager (`torch_fx`).
 
 Options (`torch.compile(..., options={...})`, which torch passes on as the keyword argument `options`):
 `target` ('cpu' or 'cuda'; by default the example inputs' device), `tune` (bool: tune the templates' schedules
@@ -102,7 +103,8 @@ def example_sizes(conversion: FxConversion, example_inputs: Sequence[Any]) -> di
 class CompiledFxGraph:
     """An FX graph compiled by stdlib_ops, called as the FX graph is: every placeholder's argument in order (the
     user's tensors, and the lifted parameters and sizes, which the compiled graph holds already or reads from the
-    tensors' shapes); returns torch tensors in the FX graph's output structure."""
+    tensors' shapes); returns torch tensors in the FX graph's output structure, after copying into the input
+    tensors the graph writes in place their new contents."""
 
     def __init__(self, conversion: FxConversion, compiled: CompiledGraph | None, device: torch.device) -> None:
         self.conversion = conversion
@@ -121,6 +123,10 @@ class CompiledFxGraph:
             results = self.compiled(*[_runtime_input(args[p]) for p in conversion.input_positions])
             results = results if isinstance(results, tuple) else (results,)
         leaves = [self._leaf(kind, what, args, results) for kind, what in conversion.outputs]
+        contents = [(args[p], self._leaf(kind, what, args, results)) for p, (kind, what) in conversion.input_writes]
+        with torch.no_grad():
+            for tensor, new in contents:
+                tensor.copy_(new)
         return pytree.tree_unflatten(leaves, conversion.out_spec)
 
     def _leaf(self, kind: str, what: Any, args: Sequence[Any], results: Sequence[Any]) -> Any:

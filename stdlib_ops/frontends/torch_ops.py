@@ -7,6 +7,11 @@ and Python values (ints, or strings for symbolic sizes) for sizes. `MODULES` map
 `call_module` nodes) to converters taking the module, a `constant` function that turns the module's parameters
 into stdlib_ops constants, and the call's arguments.
 
+An in-place form (`h.mul_(2)`, `torch.relu_(h)`, `h += x`, `F.relu(h, inplace=True)`) converts as its
+out-of-place form: the converter gives the new value, and the FX import (`torch_fx`) writes it into the tensor
+(`is_inplace_method`, `is_inplace_function` and the `inplace` argument say which calls write). `out=` arguments never
+reach a converter either: the FX import writes the result into them.
+
 Operations that would need data of the graph's inputs to shape a result, or that change state (dropout and batch
 norm in training mode), raise a ValueError naming the operation and the argument.
 """
@@ -35,9 +40,27 @@ FUNCTIONS: dict[Any, Converter] = {}
 METHODS: dict[str, Converter] = {}
 MODULES: dict[type, ModuleConverter] = {}
 
-# targets that update their first argument in place (cloned first when torch evaluates them on constants)
+# functions that write their first argument in place (F.relu_ is torch.relu_)
 INPLACE_FUNCTIONS = {operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
                      operator.ipow, operator.iand, operator.ior, torch.relu_}
+# Tensor methods named in torch's in-place style that change no values
+VALUE_PRESERVING_METHODS = {"requires_grad_"}
+
+
+def is_inplace_method(name: str) -> bool:
+    """True for a Tensor method that writes its tensor in place: torch's trailing-underscore names (`mul_`) and the
+    in-place operators' methods (`__iadd__`)."""
+    if name.startswith("__") and name.endswith("__"):
+        return getattr(operator, name[2:-2], None) in INPLACE_FUNCTIONS
+    return name.endswith("_") and name not in VALUE_PRESERVING_METHODS
+
+
+def is_inplace_function(target: Any) -> bool:
+    """True for a function that writes its first argument in place (`torch.relu_`, `operator.iadd`)."""
+    try:
+        return target in INPLACE_FUNCTIONS
+    except TypeError:  # an unhashable target
+        return False
 
 
 def converts(*targets: Any) -> Callable[[Converter], Converter]:
@@ -121,8 +144,7 @@ def promoted(a: Any, b: Any) -> tuple[Any, Any]:
 
 
 def _binary(fn: Callable[[Any, Any], Tensor]) -> Converter:
-    def convert(input: Any, other: Any, *, alpha: Any = 1, out: Any = None) -> Tensor:  # noqa: A002 - torch's name
-        _no_out(out)
+    def convert(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:  # noqa: A002 - torch's name
         return fn(*promoted(input, other if alpha == 1 else ops.mul(other, alpha)))
 
     return convert
@@ -145,9 +167,8 @@ METHODS["__rmul__"] = lambda input, other: ops.mul(other, input)
 
 @converts(torch.div, torch.divide, torch.true_divide, operator.truediv, operator.itruediv, "div", "div_",
           "divide", "true_divide", "__truediv__", "__rtruediv__", operator.floordiv, "__floordiv__")
-def div(input: Any, other: Any, *, rounding_mode: str | None = None, out: Any = None) -> Tensor:  # noqa: A002
+def div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Tensor:  # noqa: A002 - torch's name
     """True division, or rounded toward zero ('trunc') or down ('floor', which `//` is)."""
-    _no_out(out)
     q = ops.div(*promoted(input, other))
     if rounding_mode is None:
         return q
@@ -158,7 +179,7 @@ def div(input: Any, other: Any, *, rounding_mode: str | None = None, out: Any = 
     raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
 
 
-FUNCTIONS[operator.floordiv] = lambda a, b: div(a, b, rounding_mode="floor")
+FUNCTIONS[operator.floordiv] = FUNCTIONS[operator.ifloordiv] = lambda a, b: div(a, b, rounding_mode="floor")
 METHODS["__floordiv__"] = FUNCTIONS[operator.floordiv]
 METHODS["__rtruediv__"] = lambda input, other: ops.div(other, input)
 
@@ -188,8 +209,7 @@ METHODS["__rpow__"] = lambda input, other: ops.pow(other, input)
 
 
 def _unary(fn: Callable[[Tensor], Tensor]) -> Converter:
-    def convert(input: Tensor, *, out: Any = None) -> Tensor:  # noqa: A002 - torch's name
-        _no_out(out)
+    def convert(input: Tensor) -> Tensor:  # noqa: A002 - torch's name
         return fn(input)
 
     return convert
@@ -217,7 +237,7 @@ for _fn, _targets in _UNARY.items():
 
 @converts(torch.relu, torch.relu_, F.relu, F.relu_, "relu", "relu_")
 def relu(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002 - torch's name
-    """max(x, 0) (the in-place forms give the same values: the graph holds no aliases)."""
+    """max(x, 0)."""
     return ops.relu(input)
 
 
@@ -286,8 +306,7 @@ def where(condition: Any, input: Any = None, other: Any = None) -> Tensor:  # no
 
 
 def _compare(fn: Callable[[Any, Any], Tensor]) -> Converter:
-    def convert(input: Any, other: Any, *, out: Any = None) -> Tensor:  # noqa: A002 - torch's name
-        _no_out(out)
+    def convert(input: Any, other: Any) -> Tensor:  # noqa: A002 - torch's name
         return fn(input, other)
 
     return convert
@@ -332,9 +351,7 @@ def logical_not(input: Tensor) -> Tensor:  # noqa: A002 - torch's name
 
 
 def _reduction(fn: Callable[..., Tensor]) -> Converter:
-    def convert(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None,  # noqa: A002
-                out: Any = None) -> Tensor:
-        _no_out(out)
+    def convert(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:  # noqa: A002
         x = input if dtype is None else ops.cast(input, dtype_name(dtype))
         if fn is ops.sum and dtype is None and not _is_float(x):
             x = ops.cast(x, "int64")  # torch sums integers and bools as int64
@@ -354,8 +371,7 @@ def _extreme(values: Callable[..., Tensor], index: Callable[..., Tensor],
              pairwise: Callable[[Any, Any], Tensor]) -> Converter:
     """torch.max/min: of all elements, (values, indices) along `dim`, or the element-wise extreme of two tensors."""
 
-    def convert(input: Tensor, dim: Any = None, keepdim: bool = False, *, out: Any = None) -> Any:  # noqa: A002
-        _no_out(out)
+    def convert(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A002 - torch's name
         if isinstance(dim, Tensor):
             return pairwise(input, dim)
         if dim is None:
@@ -416,9 +432,8 @@ def _softmax_input(x: Tensor, dim: Any, dtype: Any) -> Tensor:
 
 
 @converts(torch.matmul, operator.matmul, "matmul", "__matmul__", torch.bmm, "bmm", torch.mm, "mm")
-def matmul(input: Tensor, other: Tensor, *, out: Any = None) -> Tensor:  # noqa: A002 - torch's name
+def matmul(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002 - torch's name
     """`input @ other` (bmm and mm are the 3-D and 2-D cases)."""
-    _no_out(out)
     return ops.matmul(input, other)
 
 
@@ -940,8 +955,3 @@ FUNCTIONS[torch.full_like] = lambda input, fill_value, *, dtype=None, **k: fill_
     input, dtype=dtype)
 METHODS["new_full"] = lambda input, size, fill_value, *, dtype=None, **k: fill_like(fill_value, True)(
     input, size, dtype=dtype)
-
-
-def _no_out(out: Any) -> None:
-    if out is not None:
-        raise ValueError("out= arguments (writes into an existing tensor) are not supported")
