@@ -15,11 +15,16 @@ each task to a template's canonical shapes through `views` (index views of the t
 
 from __future__ import annotations
 
-from stdlib_ops.templates.attention_cuda import attention_cuda
-from stdlib_ops.templates.matmul_cpu import matmul_cpu
-from stdlib_ops.templates.matmul_cuda import matmul_cuda
-from stdlib_ops.templates.matmul_cuda_f16_mma import matmul_cuda_f16_mma
-from stdlib_ops.templates.normalization_cuda import layer_norm_cuda, log_softmax_cuda, rms_norm_cuda, softmax_cuda
+from stdlib_ops.templates.kernels.attention_cuda import attention_cuda
+from stdlib_ops.templates.kernels.matmul_cpu import matmul_cpu
+from stdlib_ops.templates.kernels.matmul_cuda import matmul_cuda
+from stdlib_ops.templates.kernels.matmul_cuda_f16_mma import matmul_cuda_f16_mma
+from stdlib_ops.templates.kernels.normalization_cuda import (
+    layer_norm_cuda,
+    log_softmax_cuda,
+    rms_norm_cuda,
+    softmax_cuda,
+)
 from stdlib_ops.templates.params import ScheduleError
 
 __all__ = [

@@ -43,28 +43,33 @@ from hidet_lang.ir.types import TensorType, int32
 from stdlib_ops.schedule import auto_schedule
 from stdlib_ops.schedule.signature import KernelSignature, kernel_signature
 from stdlib_ops.task import Task
-from stdlib_ops.templates.attention_cuda import ATTENTION_DTYPES, attention_cuda
 from stdlib_ops.templates.binding import Instantiate, TemplateBinding
-from stdlib_ops.templates.conv2d_cpu import CONV2D_CPU_DTYPES, conv2d_direct_cpu, conv2d_gemm_cpu, conv2d_schedule
 from stdlib_ops.templates.cpu_lanes import machine_lanes
-from stdlib_ops.templates.matmul_cpu import MATMUL_CPU_DTYPES, matmul_cpu
-from stdlib_ops.templates.matmul_cuda import MATMUL_CUDA_DTYPES, matmul_cuda
-from stdlib_ops.templates.matmul_cuda_f16_mma import matmul_cuda_f16_mma
-from stdlib_ops.templates.normalization_cpu import (
+from stdlib_ops.templates.kernels.attention_cuda import ATTENTION_DTYPES, attention_cuda
+from stdlib_ops.templates.kernels.conv2d_cpu import (
+    CONV2D_CPU_DTYPES,
+    conv2d_direct_cpu,
+    conv2d_gemm_cpu,
+    conv2d_schedule,
+)
+from stdlib_ops.templates.kernels.matmul_cpu import MATMUL_CPU_DTYPES, matmul_cpu
+from stdlib_ops.templates.kernels.matmul_cuda import MATMUL_CUDA_DTYPES, matmul_cuda
+from stdlib_ops.templates.kernels.matmul_cuda_f16_mma import matmul_cuda_f16_mma
+from stdlib_ops.templates.kernels.normalization_cpu import (
     NORMALIZATION_CPU_DTYPES,
     layer_norm_cpu,
     log_softmax_cpu,
     rms_norm_cpu,
     softmax_cpu,
 )
-from stdlib_ops.templates.normalization_cuda import (
+from stdlib_ops.templates.kernels.normalization_cuda import (
     NORMALIZATION_DTYPES,
     layer_norm_cuda,
     log_softmax_cuda,
     rms_norm_cuda,
     softmax_cuda,
 )
-from stdlib_ops.templates.reduction_cpu import (
+from stdlib_ops.templates.kernels.reduction_cpu import (
     REDUCTION_CPU_DTYPES,
     REDUCTION_CPU_KINDS,
     reduce_columns_cpu,

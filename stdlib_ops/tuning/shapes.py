@@ -4,7 +4,7 @@ A binding's shape class is its template, its options (dtype, ...) and its canoni
 build time rounded up to a power of two (a winner for 100 rows serves 128 rows: tile shapes care about the order
 of magnitude, and rounding keeps the records few), and each symbolic size written `?` (a build cannot know the
 value it will run with, so every value of a symbolic size shares the record). For example
-`stdlib_ops.templates.matmul_cpu:matmul_cpu[batch=1,m=?,n=256,k=512](dtype='float32')`.
+`stdlib_ops.templates.kernels.matmul_cpu:matmul_cpu[batch=1,m=?,n=256,k=512](dtype='float32')`.
 
 A symbolic size is timed at the value the user gives for its dimension (`ops.tune(..., sizes={'batch': 64})`),
 else at `REPRESENTATIVE_SIZE`.

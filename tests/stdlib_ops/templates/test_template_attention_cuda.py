@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from template_checks import data, sizes
 
 from hidet_lang.testing import example_count
-from stdlib_ops.templates.attention_cuda import attention_cuda
+from stdlib_ops.templates.kernels.attention_cuda import attention_cuda
 from stdlib_ops.templates.params import ScheduleError
 
 U = 2.0**-24  # f32's unit roundoff

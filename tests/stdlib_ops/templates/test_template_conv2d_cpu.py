@@ -28,8 +28,8 @@ from template_checks import F16_HALF_SUBNORMAL_STEP, U, assert_sum_close, data
 import stdlib_ops as ops
 from hidet_lang.testing import example_count
 from stdlib_ops.fusion.contract import the_kernel
-from stdlib_ops.templates.conv2d_cpu import conv2d_direct_cpu, conv2d_gemm_cpu
 from stdlib_ops.templates.cpu_lanes import machine_lanes
+from stdlib_ops.templates.kernels.conv2d_cpu import conv2d_direct_cpu, conv2d_gemm_cpu
 from stdlib_ops.templates.params import ScheduleError
 
 pytestmark = pytest.mark.skipif(machine_lanes() is None, reason="the machine's C compiler has no vector FMA")

@@ -27,7 +27,7 @@ from template_checks import F16_HALF_SUBNORMAL_STEP, assert_sum_close, data, siz
 import stdlib_ops as ops
 from hidet_lang.testing import example_count
 from stdlib_ops.templates.cpu_lanes import LANE_FEATURES, machine_lanes
-from stdlib_ops.templates.matmul_cpu import DEFAULT_BLOCKS, matmul_cpu
+from stdlib_ops.templates.kernels.matmul_cpu import DEFAULT_BLOCKS, matmul_cpu
 from stdlib_ops.templates.params import ScheduleError
 
 F16_UNIT = 2.0**-11

@@ -14,7 +14,7 @@ from template_checks import F16_HALF_SUBNORMAL_STEP, assert_sum_close, data, siz
 
 from hidet_lang.ir.types import TensorType
 from hidet_lang.testing import example_count
-from stdlib_ops.templates.matmul_cuda import matmul_cuda
+from stdlib_ops.templates.kernels.matmul_cuda import matmul_cuda
 from stdlib_ops.templates.params import ScheduleError
 
 

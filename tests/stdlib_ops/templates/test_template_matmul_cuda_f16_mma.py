@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from template_checks import F16_HALF_SUBNORMAL_STEP, assert_sum_close, data, sizes
 
 from hidet_lang.testing import example_count
-from stdlib_ops.templates.matmul_cuda_f16_mma import matmul_cuda_f16_mma
+from stdlib_ops.templates.kernels.matmul_cuda_f16_mma import matmul_cuda_f16_mma
 from stdlib_ops.templates.params import ScheduleError
 
 U = 2.0**-24  # f32's unit roundoff

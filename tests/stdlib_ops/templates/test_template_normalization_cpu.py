@@ -20,7 +20,13 @@ from template_checks import SUBNORMAL, H, U, assert_softmax_close, data, sizes, 
 
 from hidet_lang.testing import example_count
 from stdlib_ops.templates.cpu_lanes import machine_has_lanes
-from stdlib_ops.templates.normalization_cpu import CHUNK, layer_norm_cpu, log_softmax_cpu, rms_norm_cpu, softmax_cpu
+from stdlib_ops.templates.kernels.normalization_cpu import (
+    CHUNK,
+    layer_norm_cpu,
+    log_softmax_cpu,
+    rms_norm_cpu,
+    softmax_cpu,
+)
 
 ODD_COLS = (1, 3, 17, 255, 1000, 1024)
 SMALL_CHUNK = 64

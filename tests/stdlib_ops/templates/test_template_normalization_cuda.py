@@ -13,7 +13,12 @@ from hypothesis import strategies as st
 from template_checks import SUBNORMAL, H, U, assert_softmax_close, data, sizes, softmax_reference
 
 from hidet_lang.testing import example_count
-from stdlib_ops.templates.normalization_cuda import layer_norm_cuda, log_softmax_cuda, rms_norm_cuda, softmax_cuda
+from stdlib_ops.templates.kernels.normalization_cuda import (
+    layer_norm_cuda,
+    log_softmax_cuda,
+    rms_norm_cuda,
+    softmax_cuda,
+)
 
 
 @cache

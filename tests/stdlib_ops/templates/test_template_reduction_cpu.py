@@ -22,7 +22,7 @@ from template_checks import F16_HALF_SUBNORMAL_STEP, H, U, assert_sum_close, dat
 import stdlib_ops as ops
 from hidet_lang.testing import example_count
 from stdlib_ops.fusion.contract import the_kernel
-from stdlib_ops.templates.reduction_cpu import REDUCTION_CPU_KINDS, reduce_columns_cpu, reduce_rows_cpu
+from stdlib_ops.templates.kernels.reduction_cpu import REDUCTION_CPU_KINDS, reduce_columns_cpu, reduce_rows_cpu
 
 ODD = (1, 3, 17, 255, 1000)
 KINDS = sorted(REDUCTION_CPU_KINDS)

@@ -10,7 +10,7 @@ import pytest
 from tuning_cases import SMALL_SPACE, CountingExecutor
 
 from stdlib_ops.templates import space as spaces
-from stdlib_ops.templates.matmul_cpu import matmul_cpu
+from stdlib_ops.templates.kernels.matmul_cpu import matmul_cpu
 from stdlib_ops.templates.space import TuningSpace, template_ref
 from stdlib_ops.tuning.records import RECORDS_FILE
 

@@ -91,7 +91,7 @@ def test_an_entry_outside_the_space_is_ignored_and_the_default_point_built(
 def test_shape_classes_round_known_sizes_up_to_powers_of_two_and_hide_symbolic_ones() -> None:
     assert [size_bucket(s) for s in (1, 2, 3, 100, 128, 129)] == [1, 2, 4, 128, 128, 256]
     binding = binding_of(matmul_graph(n=24, k=40).nodes[0].task, "cpu")
-    assert shape_class(binding) == ("stdlib_ops.templates.matmul_cpu:matmul_cpu[batch=1,m=?,n=32,k=64]"
+    assert shape_class(binding) == ("stdlib_ops.templates.kernels.matmul_cpu:matmul_cpu[batch=1,m=?,n=32,k=64]"
                                     "(dtype='float32')")
     assert concrete_sizes(binding, {}) == {"batch": 1, "m": REPRESENTATIVE_SIZE, "n": 24, "k": 40}
     assert concrete_sizes(binding, {"rows": 7})["m"] == 7

@@ -8,8 +8,8 @@ import inspect
 
 import pytest
 
-from stdlib_ops.templates.matmul_cpu import MATMUL_CPU_SPACE, matmul_cpu
-from stdlib_ops.templates.matmul_cuda import matmul_cuda
+from stdlib_ops.templates.kernels.matmul_cpu import MATMUL_CPU_SPACE, matmul_cpu
+from stdlib_ops.templates.kernels.matmul_cuda import matmul_cuda
 from stdlib_ops.templates.space import TuningSpace, resolve_template, space_of, template_ref
 
 
@@ -51,5 +51,5 @@ def test_the_cpu_matmul_template_declares_its_defaults_as_the_default_point() ->
 
 def test_templates_are_named_as_plain_data() -> None:
     ref = template_ref(matmul_cpu)
-    assert ref == "stdlib_ops.templates.matmul_cpu:matmul_cpu"
+    assert ref == "stdlib_ops.templates.kernels.matmul_cpu:matmul_cpu"
     assert resolve_template(ref) is matmul_cpu

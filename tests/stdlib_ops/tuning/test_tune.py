@@ -65,7 +65,7 @@ def test_build_with_tune_uses_the_record_in_later_builds_and_processes(records: 
     assert records.stat().st_mtime_ns == written  # not tuned again
     script = ("import sys, numpy as np, stdlib_ops as ops\n"
               "from stdlib_ops.templates import space\n"
-              "from stdlib_ops.templates.matmul_cpu import matmul_cpu\n"
+              "from stdlib_ops.templates.kernels.matmul_cpu import matmul_cpu\n"
               "from tuning_cases import SMALL_SPACE, matmul_graph\n"
               "space.SPACES[space.template_ref(matmul_cpu)] = SMALL_SPACE\n"
               "print(__import__('json').dumps(matmul_graph().build('cpu').schedules))\n")

@@ -14,7 +14,7 @@ import numpy as np
 import stdlib_ops as ops
 from hidet_lang import attrs, f32, grid, i32, script, script_module
 from hidet_lang.frontend.script import ScriptModule
-from stdlib_ops.templates.matmul_cpu import matmul_cpu
+from stdlib_ops.templates.kernels.matmul_cpu import matmul_cpu
 from stdlib_ops.templates.params import Size
 from stdlib_ops.templates.sizes import bind_sizes
 from stdlib_ops.templates.space import TuningSpace

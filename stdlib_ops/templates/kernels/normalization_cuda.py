@@ -16,7 +16,7 @@ from hidet_lang import attrs, f32, i32, rsqrt, script, script_module
 from hidet_lang.cuda import blockIdx, threadIdx
 from hidet_lang.frontend.script import ScriptModule
 from hidet_lang.ir.types import DataType
-from stdlib_ops.templates.block_reduce import block_reducers
+from stdlib_ops.templates.kernels.block_reduce import block_reducers
 from stdlib_ops.templates.params import Size, check_sizes, template_dtype
 from stdlib_ops.templates.sizes import bind_sizes
 

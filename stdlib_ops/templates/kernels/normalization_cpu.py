@@ -34,8 +34,8 @@ from hidet_lang import attrs, f32, grid, i32, i64, register_tensor, rsqrt, scrip
 from hidet_lang.frontend.script import ScriptModule
 from hidet_lang.ir.types import DataType
 from stdlib_ops.templates.cpu_lanes import template_lanes
+from stdlib_ops.templates.kernels.row_reduce_cpu import RowReducers, row_reducers
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
-from stdlib_ops.templates.row_reduce_cpu import RowReducers, row_reducers
 from stdlib_ops.templates.sizes import bind_sizes
 
 NORMALIZATION_CPU_DTYPES = ("float32", "float16")

@@ -57,7 +57,7 @@ from hidet_lang import attrs, f32, grid, i32, i64, register_tensor, script, scri
 from hidet_lang.frontend.script import ScriptModule
 from hidet_lang.ir.types import DataType
 from stdlib_ops.templates.cpu_lanes import template_lanes
-from stdlib_ops.templates.matmul_cpu import DEFAULT_BLOCKS, MAX_LOCAL_BYTES, tile_kernel
+from stdlib_ops.templates.kernels.matmul_cpu import DEFAULT_BLOCKS, MAX_LOCAL_BYTES, tile_kernel
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.sizes import bind_sizes, drop_params
 
