@@ -172,7 +172,7 @@ def fake_values(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> dict[fx.No
 
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     run = _FakeRun(gm, mode)
-    with mode:
+    with mode, torch.no_grad():  # inference: a parameter is written as a buffer would be
         run.run(*[mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in example_inputs])
     return {n: run.env.get(n) for n in nodes}
 
