@@ -10,7 +10,7 @@ from stdlib_ops.graph import CompiledGraph, FlowGraph, load, optimize, trace_fro
 from stdlib_ops.operators import *  # noqa: F403 - the operator functions are the package's surface
 from stdlib_ops.operators import __all__ as _operator_names
 from stdlib_ops.task import InverseMap, Task
-from stdlib_ops.templates.registry import register_template  # the module registers the library's templates
+from stdlib_ops.templates.registry import register_template  # importing templates registers the library's
 from stdlib_ops.tensor import Tensor, arange, asarray, empty, from_dlpack, full, ones, randn, symbol, zeros
 from stdlib_ops.tuning import TuningResult, tune
 

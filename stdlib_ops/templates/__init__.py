@@ -9,12 +9,17 @@ address), outputs only stored element by element. Parameters a template cannot h
 template may declare the schedule parameters a tuner tries (`space.declare_space`, next to the template; its
 default point is what an untuned build uses).
 
-`registry` registers the templates for the tasks they implement (`registry.choose_schedule` then picks them), adapting
-each task to a template's canonical shapes through `views` (index views of the task's own tensors).
+The package keeps the kernels apart from the machinery. `kernels/` holds the templates, each module registering
+its adapters (a task to the template's canonical shapes, through `views`: index views of the task's own tensors)
+next to its schedule; importing this package imports them all, so they are registered. The machinery: `registry`
+(registering templates and `choose_schedule`, which picks a task's schedule), `binding` (a task bound to a
+template), `views`, `sizes` (binding size parameters), `params` (size checks and `ScheduleError`), `space` (tuning
+spaces) and `cpu_lanes` (the vector widths of this machine).
 """
 
 from __future__ import annotations
 
+# importing from `kernels` imports every template module, which registers its adapters
 from stdlib_ops.templates.kernels.attention_cuda import attention_cuda
 from stdlib_ops.templates.kernels.matmul_cpu import matmul_cpu
 from stdlib_ops.templates.kernels.matmul_cuda import matmul_cuda

@@ -1,10 +1,11 @@
 """`TemplateBinding`: a task adapted to a template, before the template is instantiated.
 
-The registry adapts each task it schedules with a template to the template's canonical shapes: the kernel's name,
-the template, the task's kernel signature, the template's sizes as ints or expressions of the task's sizes, the
-views of the task's tensors, and the template's other options (dtype, eps, ...). Instantiating the binding with a
-point of the template's tuning space (its schedule parameters) gives the task's kernel; a tuner reads the same
-binding as plain data (`template_ref`, sizes, options) to rebuild the template for concrete sizes in a worker.
+An adapter (registered with `registry.library_template`, next to its template) adapts a task to the template's
+canonical shapes: the kernel's name, the template, the task's kernel signature, the template's sizes as ints or
+expressions of the task's sizes, the views of the task's tensors, and the template's other options (dtype, eps,
+...). Instantiating the binding with a point of the template's tuning space (its schedule parameters) gives the
+task's kernel; a tuner reads the same binding as plain data (`template_ref`, sizes, options) to rebuild the
+template for concrete sizes in a worker. `shape_of` and `common_dtype` read what every adapter checks of a task.
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hidet_lang.frontend.script import ScriptModule
+from hidet_lang.ir import expr as E
 from hidet_lang.ir.func import IRModule
+from hidet_lang.ir.types import TensorType
 from stdlib_ops.schedule.signature import KernelSignature
+from stdlib_ops.task import Task
 from stdlib_ops.templates.space import Point, TuningSpace, space_of, template_ref
 from stdlib_ops.templates.views import Dim, View, bind_template
 
@@ -56,3 +60,16 @@ class TemplateBinding:
         given = {key: d if isinstance(d, int) else key for key, d in self.sizes.items()}
         module = self.template(**given, **self.options, **(params or {})).ir_module()
         return bind_template(module, self.name, self.sizes, self.views, self.signature)
+
+
+def shape_of(tensor: E.Var | E.Expr) -> tuple[Dim, ...]:
+    """The shape of a task input or output."""
+    t = tensor.type
+    assert isinstance(t, TensorType)
+    return tuple(t.shape)
+
+
+def common_dtype(task: Task, allowed: tuple[str, ...]) -> str | None:
+    """The dtype every input and output of `task` has, when there is one and it is in `allowed`."""
+    dtypes = {v.type.dtype.name for v in task.inputs} | {o.dtype.name for o in task.outputs}
+    return dtypes.pop() if len(dtypes) == 1 and next(iter(dtypes)) in allowed else None

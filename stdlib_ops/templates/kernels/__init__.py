@@ -1,2 +1,42 @@
-"""The library's templates: schedules written in the DSL, one module per kind of kernel and target, with the
-building blocks they share (`block_reduce`, `row_reduce_cpu`)."""
+"""The library's templates: schedules written in the DSL, one module per kind of kernel and target, each
+registering the adapters of the tasks it implements next to its schedule (`registry.library_template`).
+Importing this package imports every one of them, so every one is registered.
+
+- `matmul` (numpy's semantics: 1-D operands, broadcast batch dimensions, seen as a batched matmul by
+  `matmul_views`): on CUDA, f16 operands go to the tensor-core template `matmul_cuda_f16_mma`, f32 and bf16 ones to
+  the tiled `cp_async` template `matmul_cuda`; on the CPU, f32 and f16 go to `matmul_cpu` (packed panels and a SIMD
+  micro-kernel) where the C compiler enables a vector fused multiply-add, and to the rule-based scheduler elsewhere.
+- `softmax` / `log_softmax` over the last axis, `layer_norm` over trailing axes with a weight and a bias, and
+  `rms_norm` with a weight: the row-wise templates over the `[rows, cols]` view of the tensors (`row_views`), on
+  CUDA (`normalization_cuda`: f32, f16, bf16) and on the CPU (`normalization_cpu`: f32, f16; vectors of the
+  machine's widest type, when it has one with FMA).
+- `sum`, `mean`, `max` and `min` over a run of consecutive axes of an f32 or f16 tensor, on the CPU
+  (`reduction_cpu`): `reduce_rows_cpu` where the axes are the trailing ones (vector accumulators),
+  `reduce_columns_cpu` where some axes follow them (strips of columns accumulated row after row), over the
+  `[outer, extent, inner]` view.
+- `attention` (inputs q, k, v of shapes `[..., seq, head_dim]`, attribute `causal`): `attention_cuda` over the
+  head batch, for head dimensions known at build time.
+- `conv2d` (NCHW, stride, padding, dilation, groups, an optional bias as a third input) on the CPU, f32 and f16,
+  where the machine has vector FMA: depthwise convolutions (at most 2 input channels a group) to
+  `conv2d_direct_cpu`, the others to the implicit GEMM `conv2d_gemm_cpu` (`conv2d_cpu.conv2d_schedule`, the rule
+  measured in that module); only the batch may be symbolic.
+
+The operands must share one dtype the template supports, and every size known at build time must be positive.
+`block_reduce` and `row_reduce_cpu` are building blocks the templates share (block and row reductions).
+"""
+
+from __future__ import annotations
+
+from stdlib_ops.templates.kernels import (
+    attention_cuda,
+    conv2d_cpu,
+    matmul_cpu,
+    matmul_cuda,
+    matmul_cuda_f16_mma,
+    normalization_cpu,
+    normalization_cuda,
+    reduction_cpu,
+)
+
+__all__ = ["attention_cuda", "conv2d_cpu", "matmul_cpu", "matmul_cuda", "matmul_cuda_f16_mma", "normalization_cpu",
+           "normalization_cuda", "reduction_cpu"]

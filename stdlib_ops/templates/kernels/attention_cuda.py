@@ -18,8 +18,14 @@ import math
 from hidet_lang import attrs, auto_map, f32, i32, register_tensor, script, script_module, spatial
 from hidet_lang.cuda import blockIdx, shared_tensor, syncthreads, threadIdx
 from hidet_lang.frontend.script import ScriptModule
+from hidet_lang.ir import expr as E
+from stdlib_ops.schedule.signature import kernel_signature
+from stdlib_ops.task import Task
+from stdlib_ops.templates.binding import TemplateBinding, common_dtype, shape_of
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
+from stdlib_ops.templates.registry import library_template
 from stdlib_ops.templates.sizes import bind_sizes
+from stdlib_ops.templates.views import Dim, View, broadcast_batch, product, unravel
 
 ATTENTION_DTYPES = ("float32", "float16", "bfloat16")
 NO_SCORE = -1.0e30  # below every score: the running maximum before any key was seen
@@ -104,3 +110,33 @@ def attention_cuda(batch_heads: Size, seq_q: Size, seq_k: Size, head_dim: int, c
                         o[bh, qi, c] = dt(out[c] / running_sum)
 
     return bind_sizes(module, "attention", {"batch_heads": batch_heads, "seq_q": seq_q, "seq_k": seq_k})
+
+
+@library_template("attention", "cuda")
+def attention_on_cuda(task: Task) -> TemplateBinding | None:
+    """Scaled dot-product attention (scale 1 / sqrt(head_dim)) over `[..., seq, head_dim]` tensors whose batch
+    dimensions broadcast, with one head dimension known at build time."""
+    dtype = common_dtype(task, ATTENTION_DTYPES)
+    if len(task.inputs) != 3 or len(task.outputs) != 1 or dtype is None:
+        return None
+    signature = kernel_signature(task.inputs, task.outputs)
+    q, k, v = task.inputs
+    out = signature.outputs[0]
+    shapes = [shape_of(t) for t in (q, k, v, out)]
+    if min(len(s) for s in shapes) < 2:
+        return None
+    head_dim = shapes[0][-1]
+    if not isinstance(head_dim, int) or any(s[-1] != head_dim for s in shapes) or shapes[1][-2] != shapes[2][-2]:
+        return None
+    scale = task.attrs.get("scale")
+    if scale is not None and not math.isclose(float(scale), 1.0 / math.sqrt(head_dim), rel_tol=1e-12):
+        return None
+    batch = shapes[3][:-2]
+
+    def view(tensor: E.Var, shape: tuple[Dim, ...]) -> View:
+        return View(tensor, lambda i: (*broadcast_batch(unravel(i[0], batch), shape[:-2]), i[1], i[2]))
+
+    sizes = {"batch_heads": product(batch), "seq_q": shapes[0][-2], "seq_k": shapes[1][-2]}
+    views = [view(t, s) for t, s in zip((q, k, v, out), shapes)]
+    return TemplateBinding("attention_cuda", attention_cuda, signature, sizes, views,
+                           {"head_dim": head_dim, "causal": bool(task.attrs.get("causal", False)), "dtype": dtype})

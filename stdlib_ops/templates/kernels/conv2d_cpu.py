@@ -23,7 +23,7 @@ size is a constant of the kernel.
   contiguous for stride 1). A tap's range of `ox` is cut to where it reads inside the input, so the loop has no
   bounds checks and the padding (zeros) costs nothing.
 
-Choosing per shape (`conv2d_schedule`, what the registry applies): the direct schedule when a group has at most 2
+Choosing per shape (`conv2d_schedule`, what `conv2d_on_cpu` applies): the direct schedule when a group has at most 2
 input channels (`cg <= 2`: depthwise convolutions and the narrowest grouped ones), the implicit GEMM otherwise;
 the rule-based scheduler is slower than both everywhere measured, so no shape is declined. The direct schedule
 runs at ~25 GFLOP/s whatever `cg` (a row update per tap), the implicit GEMM's micro-kernel wastes the rows of a
@@ -56,10 +56,15 @@ import math
 from hidet_lang import attrs, f32, grid, i32, i64, register_tensor, script, script_module
 from hidet_lang.frontend.script import ScriptModule
 from hidet_lang.ir.types import DataType
-from stdlib_ops.templates.cpu_lanes import template_lanes
+from stdlib_ops.schedule.signature import kernel_signature
+from stdlib_ops.task import Task
+from stdlib_ops.templates.binding import TemplateBinding, common_dtype, shape_of
+from stdlib_ops.templates.cpu_lanes import machine_lanes, template_lanes
 from stdlib_ops.templates.kernels.matmul_cpu import DEFAULT_BLOCKS, MAX_LOCAL_BYTES, tile_kernel
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
+from stdlib_ops.templates.registry import library_template
 from stdlib_ops.templates.sizes import bind_sizes, drop_params
+from stdlib_ops.templates.views import View
 
 CONV2D_CPU_DTYPES = ("float32", "float16")
 
@@ -72,7 +77,7 @@ make longer runs (at the benchmark's 64 -> 64 channels on 56x56, 8% faster than 
 
 
 def conv2d_schedule(channels: int, groups: int) -> str:
-    """The template the registry uses for a convolution (the rule measured in the module's docstring): `'direct'`
+    """The template `conv2d_on_cpu` uses for a convolution (the rule measured in the module's docstring): `'direct'`
     when a group has at most 2 input channels (depthwise convolutions among them), `'gemm'` (the implicit GEMM)
     otherwise."""
     return "direct" if channels // groups <= 2 else "gemm"
@@ -307,3 +312,25 @@ def conv2d_direct_cpu(batch: Size, channels: int, height: int, width: int, out_c
                         out[bi, oc, y, u] = dt(row[u])
 
     return _bound(module, batch, has_bias)
+
+
+@library_template("conv2d", "cpu")
+def conv2d_on_cpu(task: Task) -> TemplateBinding | None:
+    """The implicit GEMM on the matmul micro-kernel, or the direct schedule for few channels a group, for f32 and
+    f16 tensors whose sizes other than the batch are known at build time, where the machine has vector FMA."""
+    dtype = common_dtype(task, CONV2D_CPU_DTYPES)
+    if dtype is None or len(task.inputs) not in (2, 3) or len(task.outputs) != 1 or machine_lanes() is None:
+        return None
+    signature = kernel_signature(task.inputs, task.outputs)
+    (batch, channels, height, width), (out_channels, _, kh, kw) = shape_of(task.inputs[0]), shape_of(task.inputs[1])
+    if not all(isinstance(d, int) for d in (channels, height, width, out_channels, kh, kw)):
+        return None
+    groups = int(task.attrs["groups"])
+    schedule = conv2d_schedule(channels, groups)
+    template = conv2d_direct_cpu if schedule == "direct" else conv2d_gemm_cpu
+    options = {"channels": channels, "height": height, "width": width, "out_channels": out_channels,
+               "kernel": (kh, kw), "stride": tuple(task.attrs["stride"]), "padding": tuple(task.attrs["padding"]),
+               "dilation": tuple(task.attrs["dilation"]), "groups": groups, "bias": len(task.inputs) == 3,
+               "dtype": dtype}
+    views = [View(t, lambda i: i) for t in (*task.inputs, *signature.outputs)]
+    return TemplateBinding(template.__name__, template, signature, {"batch": batch}, views, options)

@@ -42,8 +42,13 @@ from dataclasses import dataclass
 from hidet_lang import attrs, f32, grid, i32, i64, meta, register_tensor, script, script_module
 from hidet_lang import cpu as vectors
 from hidet_lang.frontend.script import ScriptFunction, ScriptModule
-from stdlib_ops.templates.cpu_lanes import template_lanes
+from stdlib_ops.schedule.signature import kernel_signature
+from stdlib_ops.task import Task
+from stdlib_ops.templates.binding import TemplateBinding, common_dtype
+from stdlib_ops.templates.cpu_lanes import machine_lanes, template_lanes
+from stdlib_ops.templates.kernels.matmul_views import matmul_views
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
+from stdlib_ops.templates.registry import library_template
 from stdlib_ops.templates.sizes import bind_sizes
 from stdlib_ops.templates.space import TuningSpace, declare_space
 
@@ -199,6 +204,18 @@ def matmul_cpu(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *
                         c[bi, m0 + i, n0 + j] = dt(acc[i * nc + j])
 
     return bind_sizes(module, "matmul", {"batch": batch, "m": m, "n": n, "k": k})
+
+
+@library_template("matmul", "cpu")
+def matmul_on_cpu(task: Task) -> TemplateBinding | None:
+    """The packed, register-blocked CPU template for f32 and f16 operands, where the machine has vector FMA."""
+    signature = kernel_signature(task.inputs, task.outputs)
+    shapes = matmul_views(signature)
+    dtype = common_dtype(task, MATMUL_CPU_DTYPES)
+    if shapes is None or dtype is None or machine_lanes() is None:
+        return None
+    sizes, views = shapes
+    return TemplateBinding("matmul_cpu", matmul_cpu, signature, sizes, views, {"dtype": dtype})
 
 
 def tile_kernel(lanes: int, mr: int, nr: int, pw: int, nc: int) -> ScriptFunction:

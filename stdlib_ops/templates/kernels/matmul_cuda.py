@@ -24,7 +24,13 @@ from hidet_lang.cuda import (
     threadIdx,
 )
 from hidet_lang.frontend.script import ScriptModule
+from stdlib_ops.schedule.signature import kernel_signature
+from stdlib_ops.task import Task
+from stdlib_ops.templates.binding import TemplateBinding, common_dtype
+from stdlib_ops.templates.kernels.matmul_cuda_f16_mma import matmul_cuda_f16_mma
+from stdlib_ops.templates.kernels.matmul_views import matmul_views
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
+from stdlib_ops.templates.registry import library_template
 from stdlib_ops.templates.sizes import bind_sizes
 
 MATMUL_CUDA_DTYPES = ("float32", "float16", "bfloat16")
@@ -104,3 +110,19 @@ def matmul_cuda(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", 
                     c[bi, m0 + i, n0 + j] = dt(acc[i % thread_m, j % thread_n])
 
     return bind_sizes(module, "matmul", {"batch": batch, "m": m, "n": n, "k": k})
+
+
+@library_template("matmul", "cuda")
+def matmul_on_cuda(task: Task) -> TemplateBinding | None:
+    """The tensor-core template (`matmul_cuda_f16_mma`) for f16 operands, this tiled cp_async template for f32 and
+    bf16 ones."""
+    signature = kernel_signature(task.inputs, task.outputs)
+    shapes = matmul_views(signature)
+    dtype = common_dtype(task, MATMUL_CUDA_DTYPES)
+    if shapes is None or dtype is None:
+        return None
+    sizes, views = shapes
+    if dtype == "float16":
+        return TemplateBinding("matmul_cuda_f16_mma", matmul_cuda_f16_mma, signature, sizes, views,
+                               {"out_dtype": dtype})
+    return TemplateBinding("matmul_cuda", matmul_cuda, signature, sizes, views, {"dtype": dtype})

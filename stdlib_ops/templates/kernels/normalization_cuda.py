@@ -17,6 +17,7 @@ from hidet_lang.cuda import blockIdx, threadIdx
 from hidet_lang.frontend.script import ScriptModule
 from hidet_lang.ir.types import DataType
 from stdlib_ops.templates.kernels.block_reduce import block_reducers
+from stdlib_ops.templates.kernels.row_views import RowTemplates, register_row_templates
 from stdlib_ops.templates.params import Size, check_sizes, template_dtype
 from stdlib_ops.templates.sizes import bind_sizes
 
@@ -134,3 +135,8 @@ def rms_norm_cuda(rows: Size, cols: Size, eps: float = 1e-6, dtype: str = "float
                 y[row, c] = dt(f32(x[row, c]) * inv_rms * f32(weight[c]))
 
     return bind_sizes(module, "rms_norm", {"rows": rows, "cols": cols})
+
+
+register_row_templates("cuda", RowTemplates(NORMALIZATION_DTYPES, {
+    "softmax": softmax_cuda, "log_softmax": log_softmax_cuda, "layer_norm": layer_norm_cuda, "rms_norm": rms_norm_cuda,
+}))

@@ -26,11 +26,17 @@ import math
 
 from hidet_lang import attrs, f32, grid, i32, i64, register_tensor, script, script_module
 from hidet_lang.frontend.script import ScriptModule
-from hidet_lang.ir.types import DataType
-from stdlib_ops.templates.cpu_lanes import template_lanes
+from hidet_lang.ir import expr as E
+from hidet_lang.ir.types import DataType, int32
+from stdlib_ops.schedule.signature import kernel_signature
+from stdlib_ops.task import Task
+from stdlib_ops.templates.binding import TemplateBinding, common_dtype, shape_of
+from stdlib_ops.templates.cpu_lanes import machine_lanes, template_lanes
 from stdlib_ops.templates.kernels.row_reduce_cpu import row_reducers
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
+from stdlib_ops.templates.registry import library_template
 from stdlib_ops.templates.sizes import bind_sizes
+from stdlib_ops.templates.views import Indices, View, product, unravel
 
 REDUCTION_CPU_DTYPES = ("float32", "float16")
 REDUCTION_CPU_KINDS = ("sum", "mean", "max", "min")
@@ -138,3 +144,43 @@ def reduce_columns_cpu(outer: Size, extent: Size, inner: Size, kind: str, dtype:
                         y[o, j0 + j] = dt(acc[j])
 
     return bind_sizes(module, "reduce", {"outer": outer, "extent": extent, "inner": inner})
+
+
+def reduction_on_cpu(task: Task) -> TemplateBinding | None:
+    """A reduction (its kind: the task's name) over consecutive axes, as `[outer, extent, inner]`: the rows
+    template when no axis follows the reduced ones, the columns template otherwise."""
+    axes = tuple(task.attrs.get("axes") or ())
+    dtype = common_dtype(task, REDUCTION_CPU_DTYPES)
+    if len(task.inputs) != 1 or len(task.outputs) != 1 or dtype is None or not axes:
+        return None
+    if axes != tuple(range(axes[0], axes[-1] + 1)):
+        return None
+    if machine_lanes() is None:
+        return None
+    signature = kernel_signature(task.inputs, task.outputs)
+    x, out = task.inputs[0], signature.outputs[0]
+    shape = shape_of(x)
+    lead, middle, trail = shape[:axes[0]], shape[axes[0]:axes[-1] + 1], shape[axes[-1] + 1:]
+    zero = E.Constant(0, int32)
+    kept = [zero] * len(middle) if task.attrs.get("keepdims") else []
+
+    def x_index(o: E.Expr, k: E.Expr, j: E.Expr) -> Indices:
+        return (*unravel(o, lead), *unravel(k, middle), *unravel(j, trail))
+
+    def out_index(o: E.Expr, j: E.Expr) -> Indices:
+        return (*unravel(o, lead), *kept, *unravel(j, trail)) or (zero,)  # a scalar result is stored as [1]
+
+    sizes = {"outer": product(lead), "extent": product(middle)}
+    inner = product(trail)
+    options = {"kind": task.name, "dtype": dtype}
+    if isinstance(inner, int) and inner == 1:
+        views = [View(x, lambda i: x_index(i[0], i[1], zero)), View(out, lambda i: out_index(i[0], zero))]
+        return TemplateBinding("reduce_rows_cpu", reduce_rows_cpu, signature, sizes, views, options)
+    views = [View(x, lambda i: x_index(*i)), View(out, lambda i: out_index(*i))]
+    return TemplateBinding("reduce_columns_cpu", reduce_columns_cpu, signature, {**sizes, "inner": inner}, views,
+                           options)
+
+
+for _kind in REDUCTION_CPU_KINDS:
+    library_template(_kind, "cpu")(reduction_on_cpu)
+del _kind

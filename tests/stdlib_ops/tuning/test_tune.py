@@ -25,6 +25,7 @@ from stdlib_ops.runtime import KERNELS
 from stdlib_ops.task import Task
 from stdlib_ops.templates import registry
 from stdlib_ops.templates import space as spaces
+from stdlib_ops.templates.kernels import matmul_cpu as matmul_cpu_module
 from stdlib_ops.templates.space import TuningSpace, template_ref
 from stdlib_ops.tuning.machine import machine_id
 from stdlib_ops.tuning.records import read_records, write_record
@@ -76,7 +77,7 @@ def test_build_with_tune_uses_the_record_in_later_builds_and_processes(records: 
 
 def test_a_wrong_candidate_is_never_chosen(records: Path, executor: CountingExecutor,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(registry, "matmul_cpu", planted_matmul)
+    monkeypatch.setattr(matmul_cpu_module, "matmul_cpu", planted_matmul)  # the template matmul_on_cpu binds
     monkeypatch.setitem(spaces.SPACES, template_ref(planted_matmul), PLANTED_SPACE)
     graph = matmul_graph()
     (result,) = ops.tune(graph, executor=executor)
@@ -121,7 +122,7 @@ def test_an_eager_call_takes_a_winner_recorded_after_its_first_call(
         records: Path, monkeypatch: pytest.MonkeyPatch, fresh_choices: None) -> None:
     """A record written in the process (as a tuning run writes it) reaches the next eager call: the planted winner,
     recorded by hand since a tuning run never picks it, computes zeros, so the call shows which kernel ran."""
-    monkeypatch.setattr(registry, "matmul_cpu", planted_matmul)
+    monkeypatch.setattr(matmul_cpu_module, "matmul_cpu", planted_matmul)  # the template matmul_on_cpu binds
     monkeypatch.setitem(spaces.SPACES, template_ref(planted_matmul), PLANTED_SPACE)
     rng = np.random.default_rng(3)
     x, w = rng.uniform(-1, 1, (5, 40)).astype(np.float32), rng.uniform(-1, 1, (40, 24)).astype(np.float32)
