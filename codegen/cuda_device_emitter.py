@@ -3,32 +3,37 @@
 The device source holds the `cuda_kernel` and `cuda_internal` functions; it includes the project's primitives
 header `hidet_lang/cuda_primitives.h`, through which every warp, atomic and PTX-level operation goes, so that
 the same text compiles with NVRTC for a GPU and with the C++ compiler for the CUDA emulator (whose variant of
-the source, `codegen.emulator_emitter`, adds what the emulator needs).
+the source, `codegen.emulator_emitter`, adds what the emulator needs). Each CUDA intrinsic is printed with its
+spelling in the intrinsic table (`hidet_lang.ir.intrinsics.INTRINSICS`).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from codegen.c_emitter import CEmitter, c_string
 from codegen.kernel_plan import ModulePlan
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import FuncKind, Function, IRModule
+from hidet_lang.ir.intrinsics import INDEX_VARIABLES, INTRINSICS, IntrinsicSpec
 from hidet_lang.ir.types import DataType, PointerType, Type
 
 CUDA_SCALARS = {"float16": "half", "bfloat16": "__nv_bfloat16"}
 """The CUDA spelling of the scalar types whose C spelling differs."""
 
-_CUDA_CALLS = {
-    "syncthreads": "__syncthreads", "syncthreads_and": "__syncthreads_and", "syncthreads_or": "__syncthreads_or",
-    "syncthreads_count": "__syncthreads_count", "syncwarp": "hl_syncwarp", "shfl_sync": "hl_shfl_sync",
-    "shfl_up_sync": "hl_shfl_up_sync", "shfl_down_sync": "hl_shfl_down_sync", "shfl_xor_sync": "hl_shfl_xor_sync",
-    "ballot_sync": "hl_ballot_sync", "any_sync": "hl_any_sync", "all_sync": "hl_all_sync",
-    "atomic_add": "hl_atomic_add", "atomic_sub": "hl_atomic_sub", "atomic_min": "hl_atomic_min",
-    "atomic_max": "hl_atomic_max", "atomic_exchange": "hl_atomic_exchange", "atomic_cas": "hl_atomic_cas",
-    "mma_m16n8k16_f16_f32": "hl_mma_m16n8k16_f16_f32", "ldmatrix_x4": "hl_ldmatrix_x4",
-    "cp_async_4": "hl_cp_async_4", "cp_async_8": "hl_cp_async_8", "cp_async_16": "hl_cp_async_16",
-    "cp_async_commit_group": "hl_cp_async_commit_group", "cp_async_wait_all": "hl_cp_async_wait_all",
-}
+
+class Dim3Text(NamedTuple):
+    """The C text of the three components of one of CUDA's index variables: the fields `{threadIdx.x}` ... of an
+    intrinsic's spelling."""
+
+    x: str
+    y: str
+    z: str
+
+
+CUDA_INDEX_VARIABLES = {v: Dim3Text(f"{v}.x", f"{v}.y", f"{v}.z") for v in INDEX_VARIABLES}
+"""The index variables as CUDA spells them."""
 
 
 FAST_MATH_F32 = {
@@ -123,15 +128,20 @@ class CudaDeviceEmitter(CEmitter):
         return super().constant(value, t)
 
     def intrinsic(self, name: str, args: list[str], t: Type) -> str:
-        if "." in name:  # threadIdx.x and friends
-            return f"((int){name})"
-        if name == "dynamic_shared_memory":
-            return f"(({self.type_name(t)})({self.dynamic_smem()} + {args[0]}))"
-        if name == "cp_async_wait_group":  # the group count is a template argument (an immediate in PTX)
-            return f"hl_cp_async_wait_group<{args[0]}>()"
-        if name in _CUDA_CALLS:
-            return f"{_CUDA_CALLS[name]}({', '.join(args)})"
-        return super().intrinsic(name, args, t)
+        """A CUDA intrinsic in its spelling of the intrinsic table; the math functions and printf as in C."""
+        spec = INTRINSICS.get(name)
+        if spec is None:
+            return super().intrinsic(name, args, t)
+        return self.spelling(spec).format(*args, args=", ".join(args), type=self.type_name(t), where=self.where(),
+                                          dynamic_smem=self.dynamic_smem(), **self.index_variables())
+
+    def spelling(self, spec: IntrinsicSpec) -> str:
+        """The template `spec` is printed with (`IntrinsicSpec.cuda`)."""
+        return spec.cuda
+
+    def index_variables(self) -> dict[str, Dim3Text]:
+        """The C text of the index variables (`threadIdx` ...), by name."""
+        return CUDA_INDEX_VARIABLES
 
     def math_function(self, name: str, t: DataType) -> str:
         """In a fast-math device function, CUDA's approximate intrinsic for a single-precision `name` where there

@@ -14,13 +14,14 @@ between barriers), shared arrays are registered when declared, and there are no 
 from __future__ import annotations
 
 from codegen.c_emitter import tensor_label
-from codegen.cuda_device_emitter import CudaDeviceEmitter
+from codegen.cuda_device_emitter import CudaDeviceEmitter, Dim3Text
 from codegen.kernel_plan import ModulePlan
 from codegen.pointer_origins import DYNAMIC_SHARED, pointer_origins
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import FuncKind, Function, IRModule
-from hidet_lang.ir.types import TensorType, Type
+from hidet_lang.ir.intrinsics import IntrinsicSpec
+from hidet_lang.ir.types import TensorType
 
 # Access flags of the emulator's checked accesses (see emulator_checks.h).
 ACCESS_READ, ACCESS_WRITE, SPACE_GLOBAL, SPACE_SHARED, SPACE_LOCAL = 1, 2, 4, 8, 16
@@ -121,12 +122,11 @@ class EmulatorEmitter(CudaDeviceEmitter):
                 return f"({address})"
         return super().expr_Address(e)
 
-    def intrinsic(self, name: str, args: list[str], t: Type) -> str:
-        if self.check and name in ("cp_async_4", "cp_async_8", "cp_async_16"):  # a write the checks track
-            return f"hl_emu_cp_async_checked({args[0]}, {args[1]}, {name.rsplit('_', 1)[1]}, {self.where()})"
-        if self.check and name == "ldmatrix_x4":  # reads the checks track
-            return f"hl_emu_ldmatrix_x4_checked({args[0]}, {args[1]}, {self.where()})"
-        return super().intrinsic(name, args, t)
+    def spelling(self, spec: IntrinsicSpec) -> str:
+        """In checking mode, the variant whose memory accesses the checks see, where `spec` has one."""
+        if self.check and spec.emulator_checked is not None:
+            return spec.emulator_checked
+        return super().spelling(spec)
 
 
 class BlockFunctionEmitter(EmulatorEmitter):
@@ -150,8 +150,12 @@ class BlockFunctionEmitter(EmulatorEmitter):
         cuda = kernel.attrs.cuda
         block = list(cuda.block_dim if cuda else ())
         # constant dimensions are the launch's too: the launcher evaluates them
-        self.dims = tuple(f"{int(d.value)}U" if isinstance(d, E.Constant) else f"hl_fast.block_dim.{axis}"
-                          for d, axis in zip([*block, *[E.convert(1)] * (3 - len(block))], "xyz"))
+        self.dims = Dim3Text(*(f"{int(d.value)}U" if isinstance(d, E.Constant) else f"hl_fast.block_dim.{axis}"
+                               for d, axis in zip([*block, *[E.convert(1)] * (3 - len(block))], "xyz")))
+        # the loop variables, the block's constants (FastBlock) and its dimensions
+        self.index_text = {"threadIdx": Dim3Text("hl_fast_tx", "hl_fast_ty", "hl_fast_tz"), "blockDim": self.dims,
+                           "blockIdx": Dim3Text(*(f"hl_fast.block_idx.{axis}" for axis in "xyz")),
+                           "gridDim": Dim3Text(*(f"hl_fast.grid_dim.{axis}" for axis in "xyz"))}
 
     def emit(self) -> str:
         """The text of the block function."""
@@ -237,15 +241,9 @@ class BlockFunctionEmitter(EmulatorEmitter):
     def byte_size(self, tensor: E.Var) -> str:
         return "(long long)hl_fast.smem_bytes" if tensor is DYNAMIC_SHARED else super().byte_size(tensor)
 
-    def intrinsic(self, name: str, args: list[str], t: Type) -> str:
-        if "." in name:  # the block function's loop variables and FastBlock
-            var, axis = name.split(".")
-            if var == "threadIdx":
-                return f"((int)hl_fast_t{axis})"
-            if var == "blockDim":
-                return f"((int){self.dims['xyz'.index(axis)]})"
-            return f"((int)hl_fast.{'block_idx' if var == 'blockIdx' else 'grid_dim'}.{axis})"
-        return super().intrinsic(name, args, t)
+    def index_variables(self) -> dict[str, Dim3Text]:
+        """The block function's: its loop variables (threadIdx), its block's constants and dimensions."""
+        return self.index_text
 
     def dynamic_smem(self) -> str:
         return "hl_fast.smem"

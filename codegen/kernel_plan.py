@@ -17,7 +17,7 @@ from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import DEVICE_KINDS, FuncKind, Function, IRModule
 from hidet_lang.ir.functor import collect
-from hidet_lang.ir.intrinsics import SYNC_INTRINSICS
+from hidet_lang.ir.intrinsics import synchronizes
 from hidet_lang.ir.stmt import DeclScope
 from hidet_lang.ir.types import TensorType
 from hidet_lang.passes.kind_rules import shared_memory_declarations
@@ -109,7 +109,7 @@ def _device_functions(module: IRModule, kernel: Function) -> list[Function]:
 def _plan_kernel(module: IRModule, kernel: Function) -> KernelPlan:
     """The plan of one kernel of `module`."""
     functions = _device_functions(module, kernel)
-    fibers = any(i.name in SYNC_INTRINSICS for f in functions for i in collect(f.body, E.Intrinsic))
+    fibers = any(synchronizes(i.name) for f in functions for i in collect(f.body, E.Intrinsic))
     fast = None if fibers else "header" if collect(kernel.body, E.Call) else "registers"
     smem = sum(n for f in functions for _, n in shared_memory_declarations(f))
     return KernelPlan(fibers, fast, smem, sum(_local_array_bytes(f) for f in functions))

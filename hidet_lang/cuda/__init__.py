@@ -2,7 +2,9 @@
 
 Use them inside `cuda_kernel` / `cuda_internal` functions (`from hidet_lang.cuda import threadIdx, ...`).
 Each evaluates, while the kernel is parsed, to an IR intrinsic that only the CUDA code generator (and the
-CUDA emulator) can lower; using one in a CPU function is an error at that line.
+CUDA emulator) can lower; using one in a CPU function is an error at that line. The intrinsics' names, types,
+minimum architectures and spellings are the table `hidet_lang.ir.intrinsics.INTRINSICS`; the functions here check
+and convert their arguments and build the table's intrinsic.
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ from hidet_lang.frontend import semantics
 from hidet_lang.frontend.builtins import LocalTensorRequest, _pointer_to, local_tensor_request, printf, register_tensor
 from hidet_lang.frontend.builtins import _as_dtype as as_dtype
 from hidet_lang.ir import expr as E
-from hidet_lang.ir.intrinsics import CUDA_INTRINSICS
+from hidet_lang.ir.intrinsics import CP_ASYNC_BYTES, CUDA_INTRINSICS, cp_async_name, intrinsic
 from hidet_lang.ir.layout import Layout
 from hidet_lang.ir.stmt import DeclScope
-from hidet_lang.ir.types import DataType, PointerType, float32, int32, uint32, void
+from hidet_lang.ir.types import DataType, PointerType, float32, int32, uint32
 
 FULL_MASK = 0xFFFFFFFF
 # Element types of the tensor-core fragment registers: 32-bit words, or the 16-bit halves two of them hold.
@@ -32,7 +34,7 @@ class _Dim3:
         self.name = name
 
     def _axis(self, axis: str) -> E.Intrinsic:
-        return E.Intrinsic(f"{self.name}.{axis}", (), int32)
+        return intrinsic(f"{self.name}.{axis}")
 
     @property
     def x(self) -> E.Intrinsic:
@@ -68,32 +70,31 @@ def _mask(mask: Any) -> E.Expr:
 
 def syncthreads() -> E.Intrinsic:
     """Barrier for all threads of the block (`__syncthreads`)."""
-    return E.Intrinsic("syncthreads", (), void)
+    return intrinsic("syncthreads")
 
 
 def syncthreads_and(predicate: Any) -> E.Intrinsic:
     """Barrier; nonzero iff the predicate is nonzero for every thread of the block."""
-    return E.Intrinsic("syncthreads_and", (semantics.cast(predicate, int32),), int32)
+    return intrinsic("syncthreads_and", semantics.cast(predicate, int32))
 
 
 def syncthreads_or(predicate: Any) -> E.Intrinsic:
     """Barrier; nonzero iff the predicate is nonzero for some thread of the block."""
-    return E.Intrinsic("syncthreads_or", (semantics.cast(predicate, int32),), int32)
+    return intrinsic("syncthreads_or", semantics.cast(predicate, int32))
 
 
 def syncthreads_count(predicate: Any) -> E.Intrinsic:
     """Barrier; the number of threads of the block whose predicate is nonzero."""
-    return E.Intrinsic("syncthreads_count", (semantics.cast(predicate, int32),), int32)
+    return intrinsic("syncthreads_count", semantics.cast(predicate, int32))
 
 
 def syncwarp(mask: Any = FULL_MASK) -> E.Intrinsic:
     """Barrier for the threads of the warp named in `mask`."""
-    return E.Intrinsic("syncwarp", (_mask(mask),), void)
+    return intrinsic("syncwarp", _mask(mask))
 
 
 def _shuffle(kind: str, mask: Any, value: Any, lane: Any, width: Any) -> E.Intrinsic:
-    v = _scalar(value, kind)
-    return E.Intrinsic(kind, (_mask(mask), v, semantics.cast(lane, int32), semantics.cast(width, int32)), v.type)
+    return intrinsic(kind, _mask(mask), _scalar(value, kind), semantics.cast(lane, int32), semantics.cast(width, int32))
 
 
 def shfl_sync(mask: Any, value: Any, src_lane: Any, width: int = 32) -> E.Intrinsic:
@@ -118,29 +119,26 @@ def shfl_xor_sync(mask: Any, value: Any, lane_mask: Any, width: int = 32) -> E.I
 
 def ballot_sync(mask: Any, predicate: Any) -> E.Intrinsic:
     """A bit mask of the lanes in `mask` whose predicate is nonzero."""
-    return E.Intrinsic("ballot_sync", (_mask(mask), semantics.cast(predicate, int32)), uint32)
+    return intrinsic("ballot_sync", _mask(mask), semantics.cast(predicate, int32))
 
 
 def any_sync(mask: Any, predicate: Any) -> E.Intrinsic:
     """Nonzero iff the predicate is nonzero for some lane in `mask`."""
-    return E.Intrinsic("any_sync", (_mask(mask), semantics.cast(predicate, int32)), int32)
+    return intrinsic("any_sync", _mask(mask), semantics.cast(predicate, int32))
 
 
 def all_sync(mask: Any, predicate: Any) -> E.Intrinsic:
     """Nonzero iff the predicate is nonzero for every lane in `mask`."""
-    return E.Intrinsic("all_sync", (_mask(mask), semantics.cast(predicate, int32)), int32)
+    return intrinsic("all_sync", _mask(mask), semantics.cast(predicate, int32))
 
 
 def _atomic(kind: str, address: Any, *values: Any) -> E.Intrinsic:
+    """The atomic `kind` on `*address`; the table's element types say which pointees it takes."""
     addr = E.convert(address)
     t = addr.type
     if not isinstance(t, PointerType):
         raise TypeError(f"{kind} needs an address, e.g. {kind}(~hist[k], 1); got {semantics.describe(addr)}")
-    dtype = t.dtype
-    allowed = ("int32", "uint32", "int64", "uint64", "float32", "float64")
-    if dtype.name not in allowed or (kind in ("atomic_min", "atomic_max") and dtype.is_float):
-        raise TypeError(f"{kind} is not available for {dtype}")
-    return E.Intrinsic(kind, (addr, *(semantics.cast(v, dtype) for v in values)), dtype)
+    return intrinsic(kind, addr, *(semantics.cast(v, t.dtype) for v in values))
 
 
 def atomic_add(address: Any, value: Any) -> E.Intrinsic:
@@ -200,11 +198,10 @@ def mma_m16n8k16_f16_f32(a: Any, b: Any, c: Any) -> E.Intrinsic:
     Warp-collective: all 32 lanes of a full warp must execute it together (the emulator reports a partial warp).
     The emulator multiplies halves exactly in f32 and accumulates in f32 in k order; the GPU's accumulation order
     is unspecified, so results may differ from it in the last bits of f32."""
-    return E.Intrinsic("mma_m16n8k16_f16_f32", (
-        _operand_pointer(a, "mma_m16n8k16_f16_f32 (a)", _HALF_FRAGMENT_DTYPES, uint32),
-        _operand_pointer(b, "mma_m16n8k16_f16_f32 (b)", _HALF_FRAGMENT_DTYPES, uint32),
-        _operand_pointer(c, "mma_m16n8k16_f16_f32 (c)", ("float32",), float32),
-    ), void)
+    return intrinsic("mma_m16n8k16_f16_f32",
+                     _operand_pointer(a, "mma_m16n8k16_f16_f32 (a)", _HALF_FRAGMENT_DTYPES, uint32),
+                     _operand_pointer(b, "mma_m16n8k16_f16_f32 (b)", _HALF_FRAGMENT_DTYPES, uint32),
+                     _operand_pointer(c, "mma_m16n8k16_f16_f32 (c)", ("float32",), float32))
 
 
 def ldmatrix_x4(regs: Any, smem_row: Any) -> E.Intrinsic:
@@ -217,10 +214,8 @@ def ldmatrix_x4(regs: Any, smem_row: Any) -> E.Intrinsic:
     lower in bits 0-15) of row `l // 4` of matrix `i`. Loading a 16x16 row-major A tile with lane `l` pointing at
     row `l % 8 + 8 * (l // 8 % 2)`, column `8 * (l // 16)` gives exactly the `a` fragment of
     `mma_m16n8k16_f16_f32`. Warp-collective: all 32 lanes of a full warp."""
-    return E.Intrinsic("ldmatrix_x4", (
-        _operand_pointer(regs, "ldmatrix_x4 (regs)", _HALF_FRAGMENT_DTYPES, uint32),
-        _pointer_to(smem_row, "ldmatrix_x4"),
-    ), void)
+    return intrinsic("ldmatrix_x4", _operand_pointer(regs, "ldmatrix_x4 (regs)", _HALF_FRAGMENT_DTYPES, uint32),
+                     _pointer_to(smem_row, "ldmatrix_x4"))
 
 
 def cp_async(dst_shared: Any, src_global: Any, nbytes: int) -> E.Intrinsic:
@@ -229,16 +224,16 @@ def cp_async(dst_shared: Any, src_global: Any, nbytes: int) -> E.Intrinsic:
     is only guaranteed in place after `cp_async_commit_group()` and `cp_async_wait_all()` /
     `cp_async_wait_group(n)` (and a barrier before other threads read it). On the emulator the copy is
     synchronous and commit / wait are no-ops: correct for every kernel that waits before reading."""
-    if isinstance(nbytes, bool) or nbytes not in (4, 8, 16):
+    if isinstance(nbytes, bool) or nbytes not in CP_ASYNC_BYTES:
         raise ValueError(f"cp_async copies 4, 8 or 16 bytes (a Python int), got {nbytes!r}")
-    return E.Intrinsic(f"cp_async_{nbytes}", (_pointer_to(dst_shared, "cp_async (dst)"),
-                                              _pointer_to(src_global, "cp_async (src)")), void)
+    return intrinsic(cp_async_name(nbytes), _pointer_to(dst_shared, "cp_async (dst)"),
+                     _pointer_to(src_global, "cp_async (src)"))
 
 
 def cp_async_commit_group() -> E.Intrinsic:
     """Close the group of this thread's `cp_async` copies issued since the last commit (PTX
     `cp.async.commit_group`; a no-op on the emulator)."""
-    return E.Intrinsic("cp_async_commit_group", (), void)
+    return intrinsic("cp_async_commit_group")
 
 
 def cp_async_wait_group(n: int) -> E.Intrinsic:
@@ -246,12 +241,12 @@ def cp_async_wait_group(n: int) -> E.Intrinsic:
     `cp.async.wait_group n`; a no-op on the emulator, whose copies are synchronous)."""
     if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 7:
         raise ValueError(f"cp_async_wait_group takes a Python int from 0 to 7, got {n!r}")
-    return E.Intrinsic("cp_async_wait_group", (E.Constant(n, int32),), void)
+    return intrinsic("cp_async_wait_group", E.Constant(n, int32))
 
 
 def cp_async_wait_all() -> E.Intrinsic:
     """Wait for all of this thread's `cp_async` copies (PTX `cp.async.wait_all`; a no-op on the emulator)."""
-    return E.Intrinsic("cp_async_wait_all", (), void)
+    return intrinsic("cp_async_wait_all")
 
 
 def shared_tensor(dtype: DataType | str, shape: Any = None, layout: Layout | None = None) -> LocalTensorRequest:
@@ -262,8 +257,7 @@ def shared_tensor(dtype: DataType | str, shape: Any = None, layout: Layout | Non
 
 def dynamic_shared_memory(byte_offset: Any, dtype: DataType | str) -> E.Intrinsic:
     """A pointer of `dtype` into the block's dynamic shared memory, `byte_offset` bytes from its start."""
-    t = as_dtype(dtype)
-    return E.Intrinsic("dynamic_shared_memory", (semantics.cast(byte_offset, int32),), PointerType(t))
+    return intrinsic("dynamic_shared_memory", semantics.cast(byte_offset, int32), element=as_dtype(dtype))
 
 
 def lane_id() -> E.Expr:

@@ -24,7 +24,7 @@ from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.evaluate import convert_value, evaluate
 from hidet_lang.ir.functor import IRRewriter, collect
-from hidet_lang.ir.intrinsics import EFFECTFUL_INTRINSICS
+from hidet_lang.ir.intrinsics import has_effects
 from hidet_lang.ir.node import Node, at
 from hidet_lang.ir.types import DataType
 
@@ -141,7 +141,7 @@ class Rule:
 
 
 def _has_effects(e: E.Expr) -> bool:
-    return bool(collect(e, E.Call)) or any(i.name in EFFECTFUL_INTRINSICS for i in collect(e, E.Intrinsic))
+    return bool(collect(e, E.Call)) or any(has_effects(i.name) for i in collect(e, E.Intrinsic))
 
 
 def _is_int(e: E.Expr) -> bool:

@@ -16,10 +16,9 @@ from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import HOST_CALLABLE_KINDS, Function, IRModule
 from hidet_lang.ir.functor import IRVisitor, child_field_names
+from hidet_lang.ir.intrinsics import CP_ASYNC_COPIES
 from hidet_lang.ir.span import Span
 from hidet_lang.ir.types import TensorType
-
-CP_ASYNC_INTRINSICS = frozenset({"cp_async_4", "cp_async_8", "cp_async_16"})
 
 
 class FusionContractError(Exception):
@@ -122,7 +121,7 @@ class _ViolationFinder(IRVisitor):
             for index in e.indices:
                 self.check_expr(index, None)
             return
-        if isinstance(e, E.Intrinsic) and e.name in CP_ASYNC_INTRINSICS and self.is_fusible_source(e.args[1]):
+        if isinstance(e, E.Intrinsic) and e.name in CP_ASYNC_COPIES and self.is_fusible_source(e.args[1]):
             self.check_expr(e.args[0], None)
             for index in e.args[1].expr.indices:
                 self.check_expr(index, None)

@@ -19,9 +19,10 @@ from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import Function, IRModule
 from hidet_lang.ir.functor import IRRewriter, substitute
+from hidet_lang.ir.intrinsics import CP_ASYNC_COPIES
 from hidet_lang.ir.node import at
 from hidet_lang.ir.types import DataType, TensorType, element_type
-from stdlib_ops.fusion.contract import CP_ASYNC_INTRINSICS, check_fusion_contract, the_kernel
+from stdlib_ops.fusion.contract import check_fusion_contract, the_kernel
 from stdlib_ops.fusion.signature import FusedSignature, fused_signature
 from stdlib_ops.fusion.spec import Epilogue, Prologue
 
@@ -106,13 +107,13 @@ class _Injector(IRRewriter):
 
     def visit_EvaluateStmt(self, s: S.EvaluateStmt) -> S.Stmt:
         e = s.expr
-        if not (isinstance(e, E.Intrinsic) and e.name in CP_ASYNC_INTRINSICS and self.copies_from_prologue(e)):
+        if not (isinstance(e, E.Intrinsic) and e.name in CP_ASYNC_COPIES and self.copies_from_prologue(e)):
             return self.rebuild(s)
         dst = self.visit(e.args[0])
         src = e.args[1].expr
         indices = self.visit(src.indices)
         dtype = element_type(src.base.type)
-        count_ = int(e.name.rsplit("_", 1)[1]) // dtype.nbytes
+        count_ = CP_ASYNC_COPIES[e.name] // dtype.nbytes
         with at(s.span):
             copies = [
                 S.BufferStoreStmt(dst, (E.convert(k),),

@@ -116,3 +116,34 @@ def storing_helper_in_an_expression() -> None:
 def test_a_storing_helper_inside_an_expression_is_an_error_at_the_call() -> None:
     assert_error_at_marker(storing_helper_in_an_expression, DSLTypeError,
                            "stores_then_returns() stores into a tensor, so it must be called as a statement")
+
+
+def warp_shuffle_on_the_cpu() -> None:
+    with hidet.script_module() as module:
+        @hidet.script
+        def total(x: f32[32], out: f32[1]):
+            attrs.func_kind = "cpu_kernel"
+            out[0] = cuda.shfl_xor_sync(cuda.FULL_MASK, x[0], 1)  # ERROR
+    module.build("cpu")
+
+
+def test_a_cuda_intrinsic_in_a_cpu_function_is_refused_at_its_line() -> None:
+    error = assert_error_at_marker(warp_shuffle_on_the_cpu, DSLTypeError, "shfl_xor_sync is a CUDA construct and "
+                                   "'total' is a 'cpu_kernel' function")
+    assert not isinstance(error, DSLSyntaxError)
+
+
+def float_compare_and_swap() -> None:
+    with hidet.script_module() as module:
+        @hidet.script
+        def swap(x: f32[32]):
+            attrs.cuda.grid_dim = 1
+            attrs.cuda.block_dim = 32
+            cuda.atomic_cas(~x[cuda.threadIdx.x], 0.0, 1.0)  # ERROR
+    module.build()
+
+
+def test_an_atomic_on_a_type_it_does_not_take_is_refused_at_its_line() -> None:
+    """The element types an atomic takes are the intrinsic table's: compare-and-swap takes integers (the GPU and
+    the emulator have no float one)."""
+    assert_error_at_marker(float_compare_and_swap, DSLTypeError, "atomic_cas is not available for f32")

@@ -1,0 +1,329 @@
+"""Every entry of the intrinsic table (`hidet_lang.ir.intrinsics.INTRINSICS`) emitted, compiled and run, and what
+the passes derive from the table.
+
+For each entry a kernel of one warp uses the intrinsic once for every element type it takes, on operands made
+from its signature: constants, and pointers into 16-byte regions of shared memory that each lane owns. The CUDA
+device emitter spells it with functions the primitives header declares for the GPU and for the emulator; NVRTC
+compiles it for the entry's minimum architecture; the emulator runs it, in its checking mode too. On the same
+uses: the kernels that need the emulator's fibers, the uses the simplifier may drop, the refusal in a CPU function.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+
+import pytest
+
+from codegen import nvrtc
+from codegen.build import build_module
+from codegen.cuda_backend import backend
+from codegen.cuda_emitter import emit_cuda
+from codegen.elf import STT_FUNC, read_symbols
+from codegen.headers import INCLUDE_DIR
+from codegen.kernel_plan import plan_module
+from codegen.module import CompiledModule
+from hidet_lang.errors import DSLTypeError
+from hidet_lang.ir import expr as E
+from hidet_lang.ir import stmt as S
+from hidet_lang.ir.func import CudaAttrs, FuncAttrs, FuncKind, Function, IRModule
+from hidet_lang.ir.functor import collect
+from hidet_lang.ir.intrinsics import (
+    INDEX_VARIABLES,
+    INTRINSICS,
+    ElementType,
+    IntrinsicSpec,
+    Pointer,
+    TypePattern,
+    intrinsic,
+)
+from hidet_lang.ir.node import at
+from hidet_lang.ir.span import Span
+from hidet_lang.ir.types import (
+    ALL_DTYPES,
+    DataType,
+    PointerType,
+    TensorType,
+    bfloat16,
+    float16,
+    float32,
+    float64,
+    int32,
+    uint32,
+    void,
+)
+from hidet_lang.passes.pipeline import lower
+from hidet_lang.passes.simplify import simplify
+
+NAMES = sorted(INTRINSICS)
+LANES = 32  # one full warp: the warp-collective entries need every lane
+REGION_WORDS = 4  # 16 bytes a lane and pointer operand: the most an entry reads or writes through one
+SLOTS = max(sum(isinstance(p, Pointer) for p in spec.operands) for spec in INTRINSICS.values())
+USE_SPAN = Span("intrinsic_uses.py", 7)
+
+
+def kernel_name(spec: IntrinsicSpec) -> str:
+    """The name of the entry's sample kernel: `use_` and the entry's name as an identifier."""
+    return "use_" + spec.name.replace(".", "_")
+
+
+def elements(spec: IntrinsicSpec) -> tuple[DataType | None, ...]:
+    """The types `T` is used with: each one the entry takes (None alone for an entry without `T`)."""
+    generic = any(isinstance(p, ElementType) or (isinstance(p, Pointer) and isinstance(p.target, ElementType))
+                  for p in (*spec.operands, spec.result))
+    if not generic:
+        return (None,)
+    return spec.element_types if spec.element_types is not None else ALL_DTYPES
+
+
+def constant(dtype: DataType) -> E.Constant:
+    """A value every entry takes in an operand of `dtype`: the full warp mask for u32 (masks), 1 otherwise
+    (predicates, lanes, widths, group counts, offsets, values)."""
+    if dtype == uint32:
+        return E.Constant(0xFFFFFFFF, uint32)
+    return E.Constant(1.0 if dtype.is_float else True if dtype.is_bool else 1, dtype)
+
+
+def region(buf: E.Var, slot: int, lane: E.Expr, word: int = 0) -> E.TensorElement:
+    """Word `word` of lane `lane`'s region `slot` of the buffer."""
+    start = E.binary("*", E.binary("+", E.Constant(slot * LANES, int32), lane), E.Constant(REGION_WORDS, int32))
+    return E.TensorElement(buf, (E.binary("+", start, E.Constant(word, int32)),))
+
+
+def operand(pattern: TypePattern, element: DataType | None, buf: E.Var, slot: int, lane: E.Expr) -> E.Expr:
+    """An operand of type `pattern` (with `T` = `element`): a pointer one points at the lane's region `slot`."""
+    if not isinstance(pattern, Pointer):
+        assert isinstance(pattern, DataType | ElementType)
+        return constant(element if isinstance(pattern, ElementType) else pattern)
+    address = E.Address(region(buf, slot, lane))
+    target = element if isinstance(pattern.target, ElementType) else pattern.target
+    return address if target in (None, uint32) else E.Reinterpret(address, PointerType(target))
+
+
+def use(spec: IntrinsicSpec, element: DataType | None, buf: E.Var, lane: E.Expr) -> E.Intrinsic:
+    """The entry on operands of its signature (`T` = `element`), built through the table."""
+    slots = iter(range(SLOTS))
+    operands = [operand(p, element, buf, next(slots) if isinstance(p, Pointer) else 0, lane) for p in spec.operands]
+    return intrinsic(spec.name, *operands, element=element)
+
+
+def uses(spec: IntrinsicSpec, buf: E.Var, lane: E.Expr) -> list[S.Stmt]:
+    """A statement (at `USE_SPAN`) for each element type of the entry: a void use evaluated, another one's value
+    kept in a variable."""
+    statements = []
+    with at(USE_SPAN):
+        for number, element in enumerate(elements(spec)):
+            e = use(spec, element, buf, lane)
+            statements.append(S.EvaluateStmt(e) if e.type == void else S.DeclareStmt(E.Var(f"r{number}", e.type), e))
+    return statements
+
+
+def buffer() -> E.Var:
+    """The buffer that pointer operands point into: `SLOTS` regions for each lane."""
+    return E.Var("buf", TensorType(uint32, (SLOTS * LANES * REGION_WORDS,)))
+
+
+def sample_kernel(spec: IntrinsicSpec) -> Function:
+    """A kernel of one warp that clears its regions of a shared buffer (the checking mode reports a read of
+    uninitialized shared memory), then uses the entry."""
+    buf, lane = buffer(), intrinsic("threadIdx.x")
+    clear = [S.BufferStoreStmt(buf, region(buf, slot, lane, word).indices, E.Constant(0, uint32))
+             for slot in range(SLOTS) for word in range(REGION_WORDS)]
+    body = S.seq([S.DeclareStmt(buf, scope=S.DeclScope.SHARED), *clear, *uses(spec, buf, lane)])
+    launch = CudaAttrs((E.Constant(1, int32),), (E.Constant(LANES, int32),), E.Constant(16, int32))
+    return Function(kernel_name(spec), (), void, body, FuncAttrs(FuncKind.CUDA_KERNEL, launch))
+
+
+def sample_module(names: list[str]) -> IRModule:
+    """The sample kernels of the entries `names`, in one module."""
+    return IRModule(tuple(sample_kernel(INTRINSICS[name]) for name in names))
+
+
+def arch_of(spec: IntrinsicSpec) -> str:
+    """The architecture the entry is built for: its minimum, or the oldest this NVRTC compiles for."""
+    return spec.min_arch or nvrtc.supported_archs()[0]
+
+
+@cache
+def built(arch: str, check: bool = False) -> CompiledModule:
+    """The sample kernels of the entries that `arch_of` builds for `arch`, built for it (in the emulator's checking
+    mode with `check`): one build for each architecture."""
+    return build_module(sample_module([n for n in NAMES if arch_of(INTRINSICS[n]) == arch]), f"cuda:{arch}",
+                        check=check)
+
+
+def kernel_text(source: str, spec: IntrinsicSpec) -> str:
+    """The definition of the entry's sample kernel in `source` (up to the next kernel's)."""
+    start = re.search(rf"void {kernel_name(spec)}\([^)]*\)\s*{{", source).start()
+    end = source.find('extern "C"', start)
+    return source[start:end if end >= 0 else len(source)]
+
+
+def called(spelling: str) -> set[str]:
+    """The functions a spelling calls (its fields taken out): the primitives' `hl_*` and CUDA's `__*`."""
+    return set(re.findall(r"\b(?:hl_\w+|__\w+)\b", re.sub(r"\{[^}]*\}", "", spelling)))
+
+
+def code_of(header: str) -> str:
+    """The text of a header without its comments."""
+    return re.sub(r"//[^\n]*|/\*.*?\*/", "", header, flags=re.DOTALL)
+
+
+def emulator_and_gpu_branches(header: str) -> tuple[str, str]:
+    """The two branches of the header's `#ifdef HIDET_LANG_EMULATOR` (the conditionals nested in them kept)."""
+    lines = header.splitlines()
+    start = lines.index("#ifdef HIDET_LANG_EMULATOR")
+    middle, depth = None, 0
+    for i in range(start + 1, len(lines)):
+        directive = lines[i].strip()
+        if directive.startswith("#if"):
+            depth += 1
+        elif directive.startswith("#else") and depth == 0:
+            middle = i
+        elif directive.startswith("#endif") and depth == 0:
+            assert middle is not None, "the primitives header has no GPU branch"
+            return "\n".join(lines[start + 1:middle]), "\n".join(lines[middle + 1:i])
+        elif directive.startswith("#endif"):
+            depth -= 1
+    raise AssertionError("the primitives header's #ifdef HIDET_LANG_EMULATOR has no #endif")
+
+
+def names(function: str, code: str) -> bool:
+    """Whether header code names `function`: itself, or the family of macro-made functions it belongs to
+    (`hl_cp_async_##N` makes `hl_cp_async_16`)."""
+    return re.search(rf"\b{function}\b", code) is not None or f"{function.rsplit('_', 1)[0]}_##" in code
+
+
+PRIMITIVES = code_of((INCLUDE_DIR / "hidet_lang" / "cuda_primitives.h").read_text())
+EMULATOR_BODIES, GPU_BODIES = emulator_and_gpu_branches(PRIMITIVES)
+EMULATOR_HEADERS = code_of("\n".join(p.read_text() for p in sorted((INCLUDE_DIR / "hidet_lang").glob("emulator_*.h"))))
+
+
+# ---------------------------------------------------------------------------------------------- emitted, compiled, run
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_entry_is_emitted_with_names_the_primitives_header_declares(name: str) -> None:
+    spec = INTRINSICS[name]
+    kernel = kernel_text(built(arch_of(spec)).source(), spec)
+    emitted = kernel[kernel.index(f"// {USE_SPAN.file}:{USE_SPAN.line}"):]
+    for function in called(spec.cuda):
+        assert emitted.count(function) >= len(elements(spec)), f"not every use of {name} calls {function}"
+    found = set(re.findall(rf"\b(?:hl_\w+|__\w+|{'|'.join(INDEX_VARIABLES)})\b", emitted))
+    assert found, f"the uses of {name} name nothing of the primitives header"
+    for identifier in found:
+        if identifier.startswith("hl_"):
+            assert names(identifier, GPU_BODIES), f"cuda_primitives.h has no GPU body of {identifier}"
+            assert names(identifier, EMULATOR_BODIES), f"cuda_primitives.h has no emulator body of {identifier}"
+        else:  # CUDA's own (NVRTC has it): the emulator defines it
+            assert names(identifier, EMULATOR_HEADERS), f"the emulator's headers lack {identifier}"
+
+
+@pytest.mark.parametrize("check", [False, True], ids=["plain", "checking"])
+@pytest.mark.parametrize("name", NAMES)
+def test_emulator_prints_the_cuda_spelling_and_in_checking_mode_the_checked_one(name: str, check: bool) -> None:
+    spec = INTRINSICS[name]
+    plan = plan_module(lower(sample_module([name])))
+    device, _ = emit_cuda(plan.without_fast_paths() if check else plan, emulator=True, check=check)
+    spelling = spec.emulator_checked if check and spec.emulator_checked is not None else spec.cuda
+    kernel = kernel_text(device, spec)
+    for function in called(spelling):
+        assert f"{function}(" in kernel or f"{function}<" in kernel
+        assert names(function, EMULATOR_HEADERS + "\n" + EMULATOR_BODIES), f"the emulator's headers lack {function}"
+    for function in called(spec.cuda) - called(spelling):
+        assert f"{function}(" not in kernel
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_entry_compiles_with_nvrtc_for_its_minimum_architecture(name: str) -> None:
+    spec = INTRINSICS[name]
+    functions = {s.name for s in read_symbols(built(arch_of(spec)).cubin) if s.type == STT_FUNC}
+    assert kernel_name(spec) in functions
+
+
+@pytest.mark.skipif(backend() != "emulator", reason="the emulator's runs; CUDA modules build for a GPU here")
+@pytest.mark.parametrize("check", [False, True], ids=["plain", "checking"])
+@pytest.mark.parametrize("name", NAMES)
+def test_entry_runs_on_the_emulator(name: str, check: bool) -> None:
+    spec = INTRINSICS[name]
+    built(arch_of(spec), check)[kernel_name(spec)]()
+
+
+# ---------------------------------------------------------------------------------------------- derived
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_kernel_runs_its_threads_as_fibers_exactly_when_its_intrinsic_synchronizes(name: str) -> None:
+    spec = INTRINSICS[name]
+    plan = plan_module(lower(sample_module([name])))
+    assert plan.kernel_plans[kernel_name(spec)].needs_fibers == spec.synchronizes
+
+
+def integer_result(spec: IntrinsicSpec) -> bool:
+    """Whether the entry's result is an integer (with `T` = i32 where it is generic)."""
+    if isinstance(spec.result, ElementType):
+        return spec.element_types is None or int32 in spec.element_types
+    return isinstance(spec.result, DataType) and spec.result.is_integer
+
+
+@pytest.mark.parametrize("name", [name for name in NAMES if integer_result(INTRINSICS[name])])
+def test_the_simplifier_drops_a_product_by_zero_only_of_an_intrinsic_without_effects(name: str) -> None:
+    spec = INTRINSICS[name]
+    e = use(spec, int32 if elements(spec) != (None,) else None, buffer(), E.Var("lane", int32))
+    product = S.EvaluateStmt(E.binary("*", e, E.Constant(0, e.type)))
+    kept = [i for i in collect(simplify(product), E.Intrinsic) if i.name == name]
+    assert bool(kept) == spec.has_effects
+
+
+@pytest.mark.parametrize("name", [name for name in NAMES if "cpu" not in INTRINSICS[name].targets])
+def test_a_cuda_intrinsic_in_a_cpu_function_is_refused_at_its_statement(name: str) -> None:
+    spec = INTRINSICS[name]
+    buf = buffer()
+    body = S.seq([S.DeclareStmt(buf), *uses(spec, buf, E.Constant(0, int32))])
+    function = Function("on_the_cpu", (), void, body, FuncAttrs(FuncKind.CPU_KERNEL))
+    with pytest.raises(DSLTypeError) as excinfo:
+        lower(IRModule((function,)))
+    assert excinfo.value.message.startswith(f"{name} is a CUDA construct and 'on_the_cpu' is a 'cpu_kernel' function")
+    assert excinfo.value.span == USE_SPAN
+
+
+# ---------------------------------------------------------------------------------------------- the typing rule
+
+
+def pointer_to(dtype: DataType) -> E.Var:
+    """A pointer variable to `dtype`."""
+    return E.Var("p", PointerType(dtype))
+
+
+@pytest.mark.parametrize(("name", "operands", "element", "result"), [
+    ("shfl_xor_sync", (E.Constant(1, uint32), E.Var("v", float16), E.Constant(1, int32), E.Constant(32, int32)),
+     None, float16),
+    ("atomic_cas", (pointer_to(uint32), E.Constant(1, uint32), E.Constant(2, uint32)), None, uint32),
+    ("atomic_add", (pointer_to(float64), E.Constant(1.0, float64)), None, float64),
+    ("dynamic_shared_memory", (E.Constant(0, int32),), bfloat16, PointerType(bfloat16)),
+    ("ballot_sync", (E.Constant(1, uint32), E.Constant(1, int32)), None, uint32),
+    ("ldmatrix_x4", (pointer_to(uint32), pointer_to(float16)), None, void),
+    ("blockDim.y", (), None, int32),
+])
+def test_the_signature_gives_the_result_type(name: str, operands: tuple[E.Expr, ...], element: DataType | None,
+                                             result: object) -> None:
+    assert intrinsic(name, *operands, element=element).type == result
+
+
+@pytest.mark.parametrize(("name", "operands", "element", "message"), [
+    ("syncwarp", (E.Constant(1, int32),), None, "syncwarp takes (u32); an operand of type i32 does not fit"),
+    ("atomic_min", (pointer_to(float32), E.Constant(1.0, float32)), None, "atomic_min is not available for f32"),
+    ("atomic_cas", (pointer_to(float64), E.Constant(1.0, float64), E.Constant(1.0, float64)), None,
+     "atomic_cas is not available for f64"),
+    ("atomic_add", (pointer_to(float32), E.Constant(1.0, float64)), None,
+     "atomic_add takes (~T, T); an operand of type f64 does not fit"),
+    ("mma_m16n8k16_f16_f32", (pointer_to(uint32), pointer_to(uint32), pointer_to(float16)), None,
+     "mma_m16n8k16_f16_f32 takes (~u32, ~u32, ~f32); an operand of type ~f16 does not fit"),
+    ("shfl_sync", (E.Constant(1, uint32), E.Constant(1, int32)), None, "shfl_sync takes 4 operand(s), got 2"),
+    ("dynamic_shared_memory", (E.Constant(0, int32),), None, "dynamic_shared_memory needs its element type"),
+])
+def test_operands_that_do_not_fit_the_signature_are_refused(name: str, operands: tuple[E.Expr, ...],
+                                                            element: DataType | None, message: str) -> None:
+    with pytest.raises(TypeError) as excinfo:
+        intrinsic(name, *operands, element=element)
+    assert str(excinfo.value) == message
