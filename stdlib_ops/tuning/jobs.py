@@ -1,13 +1,13 @@
 """The jobs a tuning run sends to an executor's workers: module-level functions of plain, picklable data.
 
 A `Candidate` names a template (`module:qualname`), its concrete sizes, its options and one point of its tuning
-space; a worker rebuilds the kernel from that alone (`candidate_module`), in whatever process or machine it runs
-(a local process pool, a Dask worker). `compile_candidate` is the first phase of a tuning run: it compiles one
-candidate, which fills the compilation cache of the worker's machine. `time_candidates` is the second: on one
-machine, it builds the candidates of one task (cache hits where the first phase ran there), runs each on the
-same random inputs, checks each one's arrays after the call against the first candidate's (the default point:
-a candidate that computes anything else is rejected, never timed), and times the others one after the other,
-each by the median of repeated samples after a warm-up call.
+space; a worker rebuilds the kernel from that alone (`candidate_module`), in whatever thread, process or machine
+it runs (a local thread pool, a process pool, a Dask worker). `compile_candidate` is the first phase of a tuning
+run: it compiles one candidate, which fills the compilation cache of the worker's machine. `time_candidates` is
+the second: on one machine, it builds the candidates of one task (cache hits where the first phase ran there),
+runs each on the same random inputs, checks each one's arrays after the call against the first candidate's (the
+default point: a candidate that computes anything else is rejected, never timed), and times the others one after
+the other, each by the median of repeated samples after a warm-up call.
 """
 
 from __future__ import annotations

@@ -11,10 +11,13 @@ goes through a `concurrent.futures.Executor` in two phases:
 
 The fastest correct candidate is recorded for the machine that timed it and the task's shape class, and every
 later build on a machine of that kind uses it (`stdlib_ops.templates.registry.schedule_params`). The default
-executor is a local pool of processes (`spawn`: a script that tunes needs the usual `if __name__ == "__main__":`
-guard); any other executor works, e.g. a Dask cluster's `distributed.Client(...).get_executor()`, since the jobs
-are module-level functions of plain data. The winner is recorded under the identity of the machine that timed
-it, so a cluster of another kind of machines tunes for its own kind.
+executor is a local pool of threads: a candidate's compilation spends most of its time in the C compiler, a
+process of its own, so threads compile in parallel as well as worker processes would, without their start-up, and
+a script that tunes needs no `if __name__ == "__main__":` guard (workers started by `spawn` run the main script
+again). Any other executor works, e.g. a Dask cluster's `distributed.Client(...).get_executor()`, since the jobs
+are module-level functions of plain data; a process pool whose workers failed to start (an unguarded script) is
+reported as such. The winner is recorded under the identity of the machine that timed it, so a cluster of another
+kind of machines tunes for its own kind.
 
 Graph builds and eager calls take a winner recorded since their last build or call (`registry.choose_schedule`
 looks the records up each time; a record written in the process makes eager calls choose again).
@@ -22,12 +25,12 @@ looks the records up each time; a record written in the process makes eager call
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import sys
 import warnings
 from collections.abc import Iterator, Mapping
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import Executor, Future, ThreadPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -41,6 +44,11 @@ from stdlib_ops.tensor import Tensor
 from stdlib_ops.tuning.jobs import Candidate, TimingJob, compile_candidate, time_candidates
 from stdlib_ops.tuning.records import recorded_winner, records_path, write_record
 from stdlib_ops.tuning.shapes import concrete_sizes, shape_class
+
+BROKEN_POOL = ("tune: a worker process of the executor stopped; a process pool started by 'spawn' or "
+               "'forkserver' runs the main script again in each worker, so put the script's work under "
+               "`if __name__ == \"__main__\":`, or leave `executor` to the default (threads)")
+"""The message of a tuning run whose process pool broke (its workers' own tracebacks precede it)."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +81,7 @@ def tune(subject: FlowGraph | Tensor | Task, target: str = "cpu", *, sizes: Mapp
     the winners (see the module docstring); one result per distinct shape class, in the order of the tasks.
 
     `sizes` gives symbolic dimensions (by name) the values to time at (default `shapes.REPRESENTATIVE_SIZE`);
-    `executor` runs the jobs (default: a local process pool); each candidate is timed by the median of `repeat`
+    `executor` runs the jobs (default: a local thread pool); each candidate is timed by the median of `repeat`
     samples; `retune` times again the shape classes that already have a record."""
     if repeat < 1:
         raise ValueError(f"tune: repeat must be at least 1, got {repeat}")
@@ -101,10 +109,13 @@ def tune(subject: FlowGraph | Tensor | Task, target: str = "cpu", *, sizes: Mapp
         pending[key] = _Pending(space, [Candidate(binding.template_ref, concrete, options, tuple(point.items()),
                                                   target) for point in space.points()])
     if pending:
-        with _executor(executor, sum(len(p.candidates) for p in pending.values())) as pool:
-            failures = _compile_all(pool, pending)
-            for key, job in _progress(pending.items(), "tuning: timing", "task"):
-                results[key] = _time_and_record(pool, key, job, failures, repeat)
+        try:
+            with _executor(executor, sum(len(p.candidates) for p in pending.values())) as pool:
+                failures = _compile_all(pool, pending)
+                for key, job in _progress(pending.items(), "tuning: timing", "task"):
+                    results[key] = _time_and_record(pool, key, job, failures, repeat)
+        except BrokenProcessPool:
+            raise RuntimeError(BROKEN_POOL) from None
     return [results[key] for key in order]
 
 
@@ -130,12 +141,12 @@ def _tasks_of(subject: FlowGraph | Tensor | Task) -> list[Task]:
 
 @contextmanager
 def _executor(given: Executor | None, jobs: int) -> Iterator[Executor]:
-    """`given`, or a local process pool of up to one worker per core, shut down afterwards."""
+    """`given`, or a local thread pool of up to one worker per core, shut down afterwards."""
     if given is not None:
         yield given
         return
     workers = max(1, min(jobs, os.cpu_count() or 1))
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tune") as pool:
         yield pool
 
 
