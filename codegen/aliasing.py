@@ -1,4 +1,5 @@
-"""The no-alias contract of `attrs.no_alias`: which tensor parameters a function writes, and the call's check.
+"""Which tensor parameters a function writes (`written_array_params`: a read-only array may be passed for the
+others), and the call's check of the no-alias contract of `attrs.no_alias`.
 
 A no-alias function's tensor parameters are C `restrict` pointers (`__restrict__` in CUDA), which promises the
 compiler that memory written through one of them is reached through no other. The promise is the caller's, so
@@ -9,32 +10,62 @@ parameters, is allowed: `restrict` says nothing about memory that is only read).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.func import Function
 from hidet_lang.ir.functor import collect
+from hidet_lang.ir.stmt import AsmStmt
 from hidet_lang.ir.types import PointerType, TensorType
 
 
-def written_array_params(func: Function) -> frozenset[E.Var]:
+def written_array_params(func: Function, functions: Mapping[str, Function] | None = None) -> frozenset[E.Var]:
     """The tensor and pointer parameters of `func` that it may write: every one used otherwise than as the base of
-    an element read (a store, an address taken, an argument of a call or an intrinsic, a pointer made into a
-    tensor)."""
-    occurrences: dict[E.Var, int] = {}
-    for v in collect(func.body, E.Var):
-        occurrences[v] = occurrences.get(v, 0) + 1
-    reads: dict[E.Var, int] = {}
-    for element in collect(func.body, E.TensorElement):
-        if isinstance(element.base, E.Var):
-            reads[element.base] = reads.get(element.base, 0) + 1
-    for address in collect(func.body, E.Address):
-        if isinstance(address.expr, E.TensorElement) and isinstance(address.expr.base, E.Var):
-            reads[address.expr.base] -= 1
-    return frozenset(p for p in func.params if isinstance(p.type, (TensorType, PointerType))
-                     and occurrences.get(p, 0) != reads.get(p, 0))
+    an element read, or as a whole argument of a call of one of `functions` (by name: the module's) for a parameter
+    that the called function never writes, found the same way. A store, an address taken, an output of inline PTX,
+    an argument of any other call or of an intrinsic, a pointer made into a tensor or held by another variable:
+    each may write. The others it only reads."""
+    return _written(func, functions or {}, frozenset(), {})
+
+
+def _written(func: Function, functions: Mapping[str, Function], calling: frozenset[str],
+             found: dict[str, frozenset[E.Var]]) -> frozenset[E.Var]:
+    """`written_array_params` of `func` called from the functions `calling` (a call back into one of them counts
+    as writing its arguments), with the results `found` so far."""
+    if func.name not in found:
+        occurrences = Counter(collect(func.body, E.Var))
+        reads = Counter(e.base for e in collect(func.body, E.TensorElement) if isinstance(e.base, E.Var))
+        reads.subtract(_elements_not_read(func))
+        reads.update(_arguments_only_read(func, functions, calling | {func.name}, found))
+        found[func.name] = frozenset(p for p in func.params if isinstance(p.type, (TensorType, PointerType))
+                                     and occurrences[p] != reads[p])
+    return found[func.name]
+
+
+def _elements_not_read(func: Function) -> list[E.Var]:
+    """The variables of the elements of `func` that are not element reads: those whose address is taken and the
+    outputs of inline PTX."""
+    places = [a.expr for a in collect(func.body, E.Address)]
+    places += [out for asm in collect(func.body, AsmStmt) for out in asm.outputs]
+    return [e.base for e in places if isinstance(e, E.TensorElement) and isinstance(e.base, E.Var)]
+
+
+def _arguments_only_read(func: Function, functions: Mapping[str, Function], calling: frozenset[str],
+                         found: dict[str, frozenset[E.Var]]) -> list[E.Var]:
+    """The variables that `func` passes whole to a parameter the called function never writes (a function of
+    `functions` outside `calling`), once for each such argument."""
+    only_read = []
+    for call in collect(func.body, E.Call):
+        callee = functions.get(call.func_name)
+        if callee is None or callee.name in calling or len(callee.params) != len(call.args):
+            continue
+        written = _written(callee, functions, calling, found)
+        only_read += [arg for arg, param in zip(call.args, callee.params)
+                      if isinstance(arg, E.Var) and param not in written]
+    return only_read
 
 
 def host_or_device_address(argument: int | np.ndarray) -> int:

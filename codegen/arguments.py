@@ -12,7 +12,7 @@ import ctypes
 import keyword
 import math
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -64,6 +64,12 @@ def array_address(array: np.ndarray) -> int:
     return ctypes.addressof(ctypes.c_char.from_buffer(array)) if array.nbytes else 0
 
 
+def read_only_message(func: str, param: str) -> str:
+    """The error of a read-only array given for parameter `param`, which function `func` may write."""
+    return (f"{func}(): parameter '{param}' is a read-only array, and '{func}' may write to it (it stores into it, "
+            f"takes its address or passes it on); pass a writeable array, e.g. a copy")
+
+
 def _describe(value: Any) -> str:
     if isinstance(value, np.ndarray):
         return f"a numpy array of {value.dtype} with shape {value.shape}"
@@ -98,15 +104,15 @@ def check_dtype_and_shape(func: str, param: str, dtype: np.dtype, shape: tuple[i
 
 
 def check_array(func: str, param: str, value: np.ndarray, dtype: np.dtype, shape: tuple[int, ...] | None,
-                writeable: bool = True) -> None:
+                written: bool) -> None:
     """Raise the error that explains why array `value` does not fit parameter `param`, or return when it fits (the
     callers' quick test compares dtypes by identity: an equal dtype that is another object, one with metadata say,
-    fits). With `writeable` False (a GPU call, which works on a copy), a read-only array fits too."""
+    fits). A read-only array fits a parameter that the function never writes (not `written`)."""
     check_dtype_and_shape(func, param, value.dtype, value.shape, dtype, shape)
     if not value.flags.c_contiguous:
         raise ValueError(f"{func}(): parameter '{param}' must be C-contiguous; pass np.ascontiguousarray(x)")
-    if writeable and not value.flags.writeable:
-        raise ValueError(f"{func}(): parameter '{param}' is a read-only array; the kernel may write to it")
+    if written and not value.flags.writeable:
+        raise ValueError(read_only_message(func, param))
 
 
 def integer_range(t: DataType) -> tuple[int, int]:
@@ -163,12 +169,14 @@ def _caller_parameter_names(func: Function) -> list[str]:
     return names
 
 
-def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] | None, *,
-                on_gpu: bool) -> Callable[..., None]:
+def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] | None, *, on_gpu: bool,
+                functions: Mapping[str, Function] | None = None) -> Callable[..., None]:
     """A Python function with `func`'s parameters that checks its arguments and calls `c_function`.
 
     With `on_gpu`, tensor arguments are device pointers: 'cuda' arrays pass their own, and numpy arrays are
-    copied to the device before the call and back after it.
+    copied to the device before the call and back after it. A read-only array is accepted for a parameter that
+    `func` never writes (`written_array_params`, which follows calls into `functions`, the module's functions by
+    name), and refused, naming the parameter, for any other.
     """
     env: dict[str, Any] = {
         "_c": c_function, "_nd": np.ndarray, "_as_array": as_array, "_check": check_array, "_to_int": to_int,
@@ -181,8 +189,9 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
     pass_args: list[str] = []
     tensors: list[str] = []  # with `on_gpu`: the tensor arguments, staged together
     restricted: list[tuple[str, str, bool, str]] = []  # no-alias functions: (address, parameter, written, bytes)
-    # what the function may write: for the no-alias check, and on a GPU for what comes back after the call
-    written = written_array_params(func) if on_gpu or func.attrs.no_alias else frozenset()
+    # what the function may write: where a read-only array is refused, for the no-alias check, and on a GPU for
+    # what comes back after the call
+    written = written_array_params(func, functions)
     written_flags: list[bool] = []  # with `on_gpu`: whether the function may write each tensor argument
     for i, (p, a) in enumerate(zip(func.params, names)):
         t = p.type
@@ -219,7 +228,7 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
                 start = f"_address({a})" if on_gpu else f"(_p{i} or 0)"
                 restricted.append((start, pname, p in written, f"_prod({shape_expr}) * {dtype.itemsize}"))
         if on_gpu:
-            body.append(f"    {a} = _device_argument({a}, _fn, {pname!r}, _d{i}, {shape_expr})")
+            body.append(f"    {a} = _device_argument({a}, _fn, {pname!r}, _d{i}, {shape_expr}, {p in written})")
             tensors.append(a)
             written_flags.append(p in written)
             pass_args.append(a)
@@ -229,11 +238,17 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
         # uint16, passes `_check` and is its own view)
         address_of = f"{a}.view(_bits)" if dtype.name == "bfloat16" else a
         shape_check = [] if shape_expr is None else [f"{a}.shape != {shape_expr}"]
-        checks = [f"{a}.dtype is not _d{i}", *shape_check, f"not {a}.flags.c_contiguous", f"not {a}.flags.writeable"]
-        body.append(f"    if {' or '.join(checks)}: _check(_fn, {pname!r}, {a}, _d{i}, {shape_expr})")
+        writeable_check = [f"not {a}.flags.writeable"] if p in written else []
+        checks = [f"{a}.dtype is not _d{i}", *shape_check, f"not {a}.flags.c_contiguous", *writeable_check]
+        body.append(f"    if {' or '.join(checks)}: _check(_fn, {pname!r}, {a}, _d{i}, {shape_expr}, {p in written})")
         # `array_address`, written out: a call of it would cost the caller about 0.1 us per tensor argument; named,
         # since a no-alias function's overlap check uses it too
-        body.append(f"    _p{i} = _addr(_from_buffer({address_of})) if {a}.nbytes else None")
+        address = f"_p{i} = _addr(_from_buffer({address_of})) if {a}.nbytes else None"
+        if p in written:
+            body.append(f"    {address}")
+        else:  # ctypes takes no read-only buffer: such an array (checked above) passes its data pointer
+            body.append(f"    try: {address}")
+            body.append(f"    except TypeError: _p{i} = {a}.ctypes.data")
         pass_args.append(f"_p{i}")
     if any(w for _, _, w, _ in restricted):
         env.update(_no_overlap=check_no_overlap, _prod=math.prod, _address=host_or_device_address,

@@ -8,15 +8,16 @@ from typing import Any
 import numpy as np
 
 from codegen import cuda_driver
-from codegen.arguments import as_array, check_array, check_dtype_and_shape
+from codegen.arguments import as_array, check_array, check_dtype_and_shape, read_only_message
 from codegen.arrays import DeviceArray
 
 
-def device_argument(value: Any, func: str, param: str, dtype: np.dtype,
-                    shape: tuple[int, ...] | None) -> int | np.ndarray:
+def device_argument(value: Any, func: str, param: str, dtype: np.dtype, shape: tuple[int, ...] | None,
+                    written: bool) -> int | np.ndarray:
     """`value` checked for a tensor parameter of a GPU call: its device address ('cuda' arrays and objects with
-    `__cuda_array_interface__`), or the numpy array that `stage` will copy to the device. Nothing is allocated
-    here, so that a bad argument is refused before any device memory is used."""
+    `__cuda_array_interface__`), or the numpy array that `stage` will copy to the device; read-only memory only for
+    a parameter that the function never writes (not `written`). Nothing is allocated here, so that a bad argument
+    is refused before any device memory is used."""
     if isinstance(value, DeviceArray) and value.on_gpu:
         check_dtype_and_shape(func, param, value.dtype, value.shape, dtype, shape)
         return value.ptr
@@ -27,10 +28,14 @@ def device_argument(value: Any, func: str, param: str, dtype: np.dtype,
         strides = interface.get("strides")
         if strides is not None and tuple(strides) != _contiguous_strides(interface["shape"], got.itemsize):
             raise ValueError(f"{func}(): parameter '{param}' must be a C-contiguous device array")
-        return int(interface["data"][0])
+        address, read_only = interface["data"]
+        if written and read_only:
+            raise ValueError(read_only_message(func, param))
+        return int(address)
     array = value.host if isinstance(value, DeviceArray) else as_array(value, func, param, dtype)
-    if array.dtype != dtype or (shape is not None and array.shape != shape) or not array.flags.c_contiguous:
-        check_array(func, param, array, dtype, shape, writeable=False)
+    if (array.dtype != dtype or (shape is not None and array.shape != shape) or not array.flags.c_contiguous
+            or (written and not array.flags.writeable)):
+        check_array(func, param, array, dtype, shape, written)
     return array
 
 
@@ -63,7 +68,7 @@ def release(staged: list[tuple[np.ndarray, int, bool]], copy_back: bool) -> None
     first: cuda_driver.CudaDriverError | None = None
     while staged:
         array, ptr, written = staged.pop()
-        if copy_back and written and first is None and array.flags.writeable:
+        if copy_back and written and first is None:
             first = _attempt(cuda_driver.copy_to_host, array, ptr)
         freed = _attempt(cuda_driver.mem_free, ptr)
         first = first or freed

@@ -40,13 +40,14 @@ class CompiledModule:
         self.functions: dict[str, Callable[..., None]] = {}
         self._direct: dict[str, Callable[..., None]] = {}
         after = _chain([*after_call, *filter(None, [host_checks(ir, lib)])])
+        by_name = {f.name: f for f in ir.functions}
         for f in ir.functions:
             if f.attrs.kind not in HOST_CALLABLE_KINDS:
                 continue
             c_function = getattr(lib, c_names[f.name])
             c_function.argtypes = [ctype_of(p.type) for p in f.params]
             c_function.restype = None if isinstance(f.ret_type, VoidType) else ctype_of(f.ret_type)
-            self.functions[f.name] = make_caller(f, c_function, after, on_gpu=on_gpu)
+            self.functions[f.name] = make_caller(f, c_function, after, on_gpu=on_gpu, functions=by_name)
             if target == "cpu" and after is None and all(not isinstance(p.type, DataType) for p in f.params):
                 self._direct[f.name] = c_function
         public = [f.name for f in ir.functions if f.attrs.kind == FuncKind.PUBLIC]

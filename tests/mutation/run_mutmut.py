@@ -45,8 +45,9 @@ TESTS: dict[str, tuple[str, ...]] = {
     ),
     "codegen/arguments.py": (
         "tests/codegen/test_call_errors.py", "tests/codegen/test_no_alias.py", "tests/codegen/test_gpu_staging.py",
+        "tests/codegen/test_read_only_arguments.py",
     ),
-    "codegen/aliasing.py": ("tests/codegen/test_no_alias.py",),
+    "codegen/aliasing.py": ("tests/codegen/test_no_alias.py", "tests/codegen/test_read_only_arguments.py"),
     "hidet_lang/passes/flatten_tensor_access.py": (
         "tests/hidet_lang/test_layout.py", "tests/hidet_lang/test_layout_kernels.py",
         "tests/hidet_lang/test_programs_memory.py",
