@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import fx
+from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils import _pytree as pytree
 
@@ -135,14 +136,14 @@ def written_arguments(gm: fx.GraphModule, node: fx.Node) -> Any:
         return None
     if node.kwargs.get("out") is not None:
         return node.kwargs["out"]
-    arguments = _bound_arguments(gm, node)
+    arguments = _bound_arguments(gm, node)  # empty for a target the table lacks
+    if not arguments:
+        return None
     if node.op == "call_method":
         named = torch_ops.is_inplace_method(node.target)
     else:
-        named = torch_ops.is_inplace_function(node.target)
-    if not arguments or not (named or arguments.get("inplace") is True):
-        return None
-    return next(iter(arguments.values()))
+        named = node.target in torch_ops.INPLACE_FUNCTIONS
+    return next(iter(arguments.values())) if named or arguments.get("inplace") is True else None
 
 
 def _bound_arguments(gm: fx.GraphModule, node: fx.Node) -> dict[str, Any]:
@@ -168,8 +169,6 @@ def fake_values(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> dict[fx.No
     nodes = [n for n in gm.graph.nodes if n.op != "output"]
     if any(_recorded(n) is not None for n in nodes):
         return {n: _recorded(n) for n in nodes}
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     run = _FakeRun(gm, mode)
     with mode, torch.no_grad():  # inference: a parameter is written as a buffer would be

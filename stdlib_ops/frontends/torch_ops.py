@@ -9,8 +9,8 @@ into stdlib_ops constants, and the call's arguments.
 
 An in-place form (`h.mul_(2)`, `torch.relu_(h)`, `h += x`, `F.relu(h, inplace=True)`) converts as its
 out-of-place form: the converter gives the new value, and the FX import (`torch_fx`) writes it into the tensor
-(`is_inplace_method`, `is_inplace_function` and the `inplace` argument say which calls write). `out=` arguments never
-reach a converter either: the FX import writes the result into them.
+(`is_inplace_method`, `INPLACE_FUNCTIONS` and the `inplace` argument say which calls write). `out=` arguments
+never reach a converter either: the FX import writes the result into them.
 
 Operations that would need data of the graph's inputs to shape a result, or that change state (dropout and batch
 norm in training mode), raise a ValueError naming the operation and the argument.
@@ -53,14 +53,6 @@ def is_inplace_method(name: str) -> bool:
     if name.startswith("__") and name.endswith("__"):
         return getattr(operator, name[2:-2], None) in INPLACE_FUNCTIONS
     return name.endswith("_") and name not in VALUE_PRESERVING_METHODS
-
-
-def is_inplace_function(target: Any) -> bool:
-    """True for a function that writes its first argument in place (`torch.relu_`, `operator.iadd`)."""
-    try:
-        return target in INPLACE_FUNCTIONS
-    except TypeError:  # an unhashable target
-        return False
 
 
 def converts(*targets: Any) -> Callable[[Converter], Converter]:

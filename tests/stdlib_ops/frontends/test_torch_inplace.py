@@ -141,7 +141,7 @@ def table_forms() -> dict[str, Form]:
             calls[name] = in_place_call(name, lambda h, *a, m=method: getattr(h, m)(*a), converter)
     for fn, converter in torch_ops.FUNCTIONS.items():
         name = fx.node._get_qualified_name(fn).removeprefix("_")  # operator.iadd, not _operator.iadd
-        if torch_ops.is_inplace_function(fn):
+        if fn in torch_ops.INPLACE_FUNCTIONS:
             calls[name] = in_place_call(name, fn, converter)
         elif inspect.isfunction(fn) and "inplace" in inspect.signature(fn).parameters:
             calls[f"{name}(inplace=True)"] = keyword_call(fn)
