@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from hidet_lang.passes.cuda_limits import arch_number
+from hidet_lang.target import arch_number, normalize_arch
 
 from .compiler import Diagnostic, format_diagnostics
 from .errors import CUDA_INSTALL_COMMAND, CudaToolkitMissingError, NVRTCCompilationError
@@ -45,25 +45,9 @@ BASE_OPTIONS: tuple[str, ...] = ("-std=c++17",)
 FALLBACK_ARCH = "sm_80"
 """The architecture `default_arch` returns when there is no GPU (or no driver)."""
 
-_ARCH_FORM = "'sm_XY', 'sm_XYa' (XY >= 90), 'sm_XYf' (XY >= 100) or 'XY', e.g. 'sm_80', 'sm_90a' or '90'"
 
 # ----------------------------------------------------------------------------------------------------
 # Architectures
-
-
-def normalize_arch(arch: str | int) -> str:
-    """Return `arch` in the form `sm_XY[a|f]` ("80" -> "sm_80"); raise ValueError naming the accepted forms.
-
-    Only the spelling is checked here; `compile_cubin` also checks that this NVRTC supports the architecture.
-    """
-    spelled = str(arch).strip() if isinstance(arch, str | int) else ""
-    match = re.fullmatch(r"(?:sm_)?([1-9][0-9]{1,2})([af]?)", spelled)
-    if match is None:
-        raise ValueError(f"invalid CUDA architecture {arch!r}; expected {_ARCH_FORM}")
-    number, suffix = int(match[1]), match[2]
-    if (suffix == "a" and number < 90) or (suffix == "f" and number < 100):
-        raise ValueError(f"invalid CUDA architecture {arch!r}: no such variant; expected {_ARCH_FORM}")
-    return f"sm_{number}{suffix}"
 
 
 _supported: list[str] | None = None

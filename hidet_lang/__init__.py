@@ -2,150 +2,99 @@
 
 Write kernels as `@hidet.script` functions inside `with hidet.script_module() as module:`, then
 `module.build()` and call the result with numpy arrays. See README.md and the examples folder.
+
+This module is the facade the user's program is written against, and it loads what a name needs when the name
+is first used (`from hidet_lang import f32` loads the frontend; `hidet.ops` the operator library; `hidet.asarray`
+the runtime's arrays), so that `import hidet_lang.ir.expr` loads the IR alone.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import sys
+from typing import Any
 
-from hidet_lang import option
-from hidet_lang.cuda import shared_tensor
-from hidet_lang.frontend.builtins import (
-    address,
-    as_tensor_pointer,
-    asm,
-    attrs,
-    cast,
-    deref,
-    exp,
-    grid,
-    meta,
-    printf,
-    register_tensor,
-    rsqrt,
-    sqrt,
-    tensor,
-    tensor_pointer,
-    view,
+from hidet_lang import option as option
+from hidet_lang.builder import install_builder
+from hidet_lang.version import __version__ as __version__
+
+_DATA_TYPES = (
+    "bf16", "bfloat16", "boolean", "f16", "f32", "f32x4", "f32x8", "f32x16", "f64", "float16", "float32", "float32x4",
+    "float32x8", "float32x16", "float64", "i8", "i16", "i32", "i64", "int8", "int16", "int32", "int64", "u8", "u16",
+    "u32", "u64", "uint8", "uint16", "uint32", "uint64", "void_p",
 )
-from hidet_lang.frontend.script import ScriptFunction, ScriptModule, script_for_caller
-from hidet_lang.frontend.script import script_module as _new_script_module
-from hidet_lang.ir.layout import column_major, local_layout, row_major, strided_layout
-from hidet_lang.ir.mapping import auto_map, repeat, spatial
-from hidet_lang.types import (
-    bf16,
-    bfloat16,
-    boolean,
-    f16,
-    f32,
-    f32x4,
-    f32x8,
-    f32x16,
-    f64,
-    float16,
-    float32,
-    float32x4,
-    float32x8,
-    float32x16,
-    float64,
-    i8,
-    i16,
-    i32,
-    i64,
-    int8,
-    int16,
-    int32,
-    int64,
-    u8,
-    u16,
-    u32,
-    u64,
-    uint8,
-    uint16,
-    uint32,
-    uint64,
-    void_p,
-)
-from hidet_lang.version import __version__
+_HOMES: dict[str, tuple[str, str]] = {
+    **{name: ("hidet_lang.frontend.builtins", name) for name in (
+        "address", "as_tensor_pointer", "asm", "attrs", "cast", "deref", "exp", "grid", "meta", "printf",
+        "register_tensor", "rsqrt", "sqrt", "tensor", "tensor_pointer", "view")},
+    **{name: ("hidet_lang.types", name) for name in _DATA_TYPES},
+    **{name: ("hidet_lang.ir.layout", name) for name in ("column_major", "local_layout", "row_major",
+                                                          "strided_layout")},
+    **{name: ("hidet_lang.ir.mapping", name) for name in ("auto_map", "repeat", "spatial")},
+    **{name: ("codegen.arrays", name) for name in ("asarray", "empty", "zeros", "randn")},
+    "shared_tensor": ("hidet_lang.cuda", "shared_tensor"),
+    "ScriptFunction": ("hidet_lang.frontend.script", "ScriptFunction"),
+    "ScriptModule": ("hidet_lang.frontend.script", "ScriptModule"),
+}
+"""Where each name of the facade lives: (module, attribute), imported on first use."""
 
-__all__ = [
-    "__version__", "address", "as_tensor_pointer", "asarray", "asm", "attrs", "auto_map", "bf16", "bfloat16",
-    "boolean", "cast", "column_major", "deref", "empty", "exp", "f16", "f32", "f32x4", "f32x8", "f32x16", "f64",
-    "float16", "float32", "float32x4", "float32x8", "float32x16", "float64", "grid", "i16", "i32", "i64", "i8",
-    "int16", "int32", "int64", "int8", "local_layout", "meta", "option", "printf", "randn", "register_tensor",
-    "repeat", "row_major", "rsqrt", "script", "script_module", "ScriptFunction", "ScriptModule", "shared_tensor",
-    "spatial", "sqrt", "strided_layout", "tensor", "tensor_pointer", "u16", "u32", "u64", "u8", "uint16", "uint32",
-    "uint64", "uint8", "view", "zeros", "void_p",
-]
+_MODULES: dict[str, tuple[str, ...]] = {
+    "ops": ("stdlib_ops",),  # the operator library
+    "utils": ("hidet_lang.utils", "hidet_lang.utils.benchmark"),  # `hidet.utils.benchmark.benchmark_func`, as Hidet
+}
+"""Modules the facade names otherwise than `hidet_lang.<name>`: the modules to import, the last one's package
+being the value."""
+
+__all__ = sorted(["__version__", "option", "script", "script_module", *_HOMES])
 
 
-def asarray(x: object, dtype: object = None, device: str = "cpu") -> object:
-    """`x` as an array on `device` ('cpu': a numpy array with `.numpy()`; 'cuda': GPU memory, or host memory
-    when CUDA modules run on the emulator)."""
-    from codegen import arrays
-
-    return arrays.asarray(x, dtype, device)
-
-
-def empty(shape: object, dtype: object = "float32", device: str = "cpu") -> object:
-    """An uninitialized array on `device`."""
-    from codegen import arrays
-
-    return arrays.empty(shape, dtype, device)
-
-
-def zeros(shape: object, dtype: object = "float32", device: str = "cpu") -> object:
-    """An array of zeros on `device`."""
-    from codegen import arrays
-
-    return arrays.zeros(shape, dtype, device)
-
-
-def randn(shape: object, dtype: object = "float32", device: str = "cpu") -> object:
-    """Standard-normal random values on `device`."""
-    from codegen import arrays
-
-    return arrays.randn(shape, dtype, device)
-
-
-def script_module() -> ScriptModule:
+def script_module() -> Any:
     """A new module; use it as `with hidet.script_module() as module:`.
 
     The language loads no code-generation module (`import hidet_lang` and `hidet_lang.ir` stay light); the first
     module of a process loads the code generator that will build it, so that `module.build()` costs only the
     build."""
-    import codegen.build  # noqa: F401 - loaded once; later calls find it in sys.modules
+    import codegen.build  # noqa: F401 - the code generator, loaded with the first module of a process
+    from hidet_lang.frontend.script import script_module as new_script_module  # the frontend, on first use
 
-    return _new_script_module()
+    return new_script_module()
 
 
-def __getattr__(name: str) -> object:
-    """`hidet.script` and `from hidet_lang import script`: the decorator, looked up through this hook so that
-    parameter names used by later parameters' annotations (`x: f32[n]`) resolve outside a `script_module` block
-    too (see `hidet_lang.frontend.annotation_names`); `hidet.ops`, the operator library (`stdlib_ops`), and
-    `hidet.utils` (`assert_close`, `benchmark.benchmark_func`), loaded on first use."""
+def __getattr__(name: str) -> Any:
+    """The facade's names, loaded on first use (see the module docstring). `hidet.script` and `from hidet_lang
+    import script` give the decorator through this hook on every lookup, so that parameter names used by later
+    parameters' annotations (`x: f32[n]`) resolve outside a `script_module` block too (see
+    `hidet_lang.frontend.annotation_names`); `hidet.ops` is the operator library (`stdlib_ops`); `hidet.cuda`,
+    `hidet.cpu` and the other subpackages load when named."""
     if name == "script":
-        return script_for_caller(sys._getframe(1))
-    if name == "ops":
-        import stdlib_ops
+        return importlib.import_module("hidet_lang.frontend.script").script_for_caller(sys._getframe(1))
+    if name in _HOMES:
+        module, attribute = _HOMES[name]
+        value = getattr(importlib.import_module(module), attribute)
+    elif name in _MODULES:
+        for module in _MODULES[name]:
+            importlib.import_module(module)
+        value = sys.modules[_MODULES[name][0]]
+    elif importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module 'hidet_lang' has no attribute {name!r}")
+    globals()[name] = value  # later lookups find it without this hook
+    return value
 
-        return stdlib_ops
-    if name == "utils":
-        import hidet_lang.utils
-        import hidet_lang.utils.benchmark  # noqa: F401 - `hidet.utils.benchmark.benchmark_func` as in Hidet
 
-        return hidet_lang.utils
-    raise AttributeError(f"module 'hidet_lang' has no attribute {name!r}")
+def __dir__() -> list[str]:
+    """The facade's names (those loaded already and those loaded on first use)."""
+    return sorted({*__all__, *_MODULES, *(n for n in globals() if not n.startswith("_"))} - {"Any"})
 
 
-def _build_through_codegen(*args: object, **kwargs: object) -> object:
-    """The frontend's builder: codegen's `build_module` (loaded here if no module loaded it yet)."""
-    from codegen.build import build_module
+def _build_through_codegen(*args: Any, **kwargs: Any) -> Any:
+    """The language's builder: codegen's `build_module` (the facade connects the layers; the language imports
+    nothing of the code generator)."""
+    from codegen.build import build_module  # loaded by the first script_module(), or here by the first build
 
     return build_module(*args, **kwargs)
 
 
-# The facade connects the layers: the frontend builds through codegen, installed here.
-from hidet_lang.frontend.script import install_builder as _install_builder  # noqa: E402
-
-_install_builder(_build_through_codegen)
+install_builder(_build_through_codegen)

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from hidet_lang.builder import installed_builder
 from hidet_lang.errors import DSLSyntaxError, without_compiler_frames
 from hidet_lang.frontend.annotation_names import bind_placeholders, unbind_placeholders
 from hidet_lang.frontend.parser import Parser
@@ -38,15 +39,6 @@ _OPEN_MODULES = _ModuleStack()
 
 # The function that compiles an IRModule. The frontend does not import the code generator; the package's facade
 # (hidet_lang/__init__.py) installs codegen's `build_module` here.
-_builder: Callable[..., Any] | None = None
-
-
-def install_builder(builder: Callable[..., Any]) -> None:
-    """Make `builder(ir_module, target, **options)` the compiler that `ScriptModule.build` uses."""
-    global _builder
-    _builder = builder
-
-
 class ScriptFunction:
     """A parsed `@hidet.script` function: its IR and the script functions it calls."""
 
@@ -118,10 +110,9 @@ class ScriptModule:
         key = (target, tuple(sorted(options.items())))
         built = self._built.get(key)
         if built is None:
-            if _builder is None:
-                raise RuntimeError("no code generator is installed; build through `import hidet_lang`")
+            builder = installed_builder()
             try:
-                built = _builder(self.ir_module(), target, **options)
+                built = builder(self.ir_module(), target, **options)
             except Exception as e:  # noqa: BLE001 - every build error is re-raised as is, without our frames
                 raise without_compiler_frames(e) from None
             self._built[key] = built

@@ -30,7 +30,7 @@ from hidet_lang.passes.cuda_limits import (
     MAX_THREADS_PER_BLOCK,
 )
 from hidet_lang.passes.loop_exits import statements_leaving
-from hidet_lang.passes.target import Target
+from hidet_lang.target import Target
 
 MAX_CPU_LOCAL_ARRAY_BYTES = 4 * 1024 * 1024
 """The largest local array of a CPU function: it lives on the stack, of a thread of OpenMP's too (8 MB by default

@@ -30,8 +30,8 @@ from hidet_lang.passes.lower_task_mappings import lower_task_mappings, worker_bo
 from hidet_lang.passes.parallel_reductions import resolve_parallel_reductions
 from hidet_lang.passes.return_flow import check_returns
 from hidet_lang.passes.simplify import simplify
-from hidet_lang.passes.target import Target, TargetKind, implied_target_kind
 from hidet_lang.passes.vector_rules import check_vector_support
+from hidet_lang.target import Target, TargetKind, implied_target_kind
 
 VERIFY_ENV_VAR = "HIDET_LANG_VERIFY_IR"
 DUMP_ENV_VAR = "HIDET_LANG_DUMP_IR"

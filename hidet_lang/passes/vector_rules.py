@@ -18,7 +18,7 @@ from hidet_lang.ir.functor import collect, own_expressions
 from hidet_lang.ir.intrinsics import VECTOR_INTRINSICS
 from hidet_lang.ir.span import Span
 from hidet_lang.ir.types import Type, VectorType
-from hidet_lang.passes.target import Target, TargetKind
+from hidet_lang.target import Target, TargetKind
 
 REQUIRED_FEATURE = {4: "sse", 8: "avx", 16: "avx512f"}
 """The extension each vector type needs, by its number of lanes (as `Target.cpu_features` names them)."""

@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from codegen import arrays
 from codegen.build import build_module
+from hidet_lang.target import Target
 from stdlib_ops.dims import names_of
 from stdlib_ops.graph.compiled import CompiledGraph, Launch, Plan, Ref, TensorSpec
 from stdlib_ops.graph.decompose import decompose_for
@@ -47,7 +48,7 @@ class GraphKernels:
         self._built: dict[str, Any] = {}
         self._lock = threading.Lock()
 
-    def fused(self, group: FusionGroup, target: str) -> tuple[str, FusedKernel]:
+    def fused(self, group: FusionGroup, target: Target) -> tuple[str, FusedKernel]:
         """The key and the kernel of `group` on `target` (`schedules[key]`: its anchor's schedule parameters)."""
         schedule = choose_schedule(group.anchor.task, target)
         key = group_key(group, target) + "|" + schedule.key
@@ -56,7 +57,7 @@ class GraphKernels:
             self.schedules[key] = schedule.params
         return key, self._fused[key]
 
-    def compile(self, kernels: dict[str, FusedKernel], target: str) -> dict[str, Any]:
+    def compile(self, kernels: dict[str, FusedKernel], target: Target) -> dict[str, Any]:
         """The built module of each kernel (by key), building the ones not built yet in parallel."""
         missing = [key for key in kernels if key not in self._built]
         if missing:
@@ -76,12 +77,14 @@ class GraphKernels:
 GRAPH_KERNELS = GraphKernels()
 
 
-def build_graph(graph: FlowGraph, target: str = "cpu", kernels: GraphKernels = GRAPH_KERNELS) -> CompiledGraph:
-    """`graph` compiled for `target` ('cpu', 'cuda' or 'cuda:sm_XY')."""
-    kind = target.split(":", 1)[0]
-    if kind not in ("cpu", "cuda"):
-        raise ValueError(f"build: target must be 'cpu' or 'cuda', got {target!r}")
-    device = "cuda" if kind == "cuda" else "cpu"
+def build_graph(graph: FlowGraph, target: Target | str = "cpu",
+                kernels: GraphKernels = GRAPH_KERNELS) -> CompiledGraph:
+    """`graph` compiled for `target` ('cpu', 'cuda' or 'cuda:<arch>', or a `Target`)."""
+    try:
+        target = Target.of(target)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"build: {exc}") from None
+    device = target.device
     graph = decompose_for(graph, target)
     for op in graph.nodes:
         op.task.check_target(target)
@@ -94,11 +97,11 @@ def build_graph(graph: FlowGraph, target: str = "cpu", kernels: GraphKernels = G
     titles = [distinct[key].title for key in keys]
     plan, constants = _plan(graph, groups, [(keys.index(key), kernel) for key, kernel in fused], device)
     description = str(FlowGraph(graph.inputs, graph.outputs, graph.nodes, groups, graph.input_names))
-    return CompiledGraph(target, plan, modules, titles, constants, description,
+    return CompiledGraph(str(target), plan, modules, titles, constants, description,
                          [distinct[key].module for key in keys], [kernels.schedules[key] for key in keys])
 
 
-def respect_contracts(groups: Sequence[FusionGroup], target: str) -> list[FusionGroup]:
+def respect_contracts(groups: Sequence[FusionGroup], target: Target) -> list[FusionGroup]:
     """`groups`, with the operators that an anchor's kernel cannot take (fusion contract) split off."""
     result: list[FusionGroup] = []
     pending = list(groups)

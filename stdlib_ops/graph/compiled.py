@@ -16,6 +16,7 @@ import numpy as np
 
 from codegen import arrays
 from hidet_lang.ir.func import IRModule
+from hidet_lang.target import Target
 from stdlib_ops.dims import dim_value
 from stdlib_ops.graph.memory_plan import Shape, SlotKind
 from stdlib_ops.operators.base import shape_str
@@ -66,7 +67,7 @@ class CompiledGraph:
                  constants: Sequence[Any], description: str = "", ir_modules: Sequence[IRModule] = (),
                  kernel_schedules: Sequence[dict[str, Any] | None] = ()) -> None:
         self.target = target
-        self.device = "cuda" if target.split(":", 1)[0] == "cuda" else "cpu"
+        self.device = Target.of(target).device
         self.plan = plan
         self.modules = list(kernels)
         self.titles = list(titles)

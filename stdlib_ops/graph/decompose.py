@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from hidet_lang.target import Target
 from stdlib_ops.graph.flow_graph import FlowGraph
 from stdlib_ops.graph.partition import partition
 from stdlib_ops.graph.rewrite import cancel_views, replay
@@ -48,13 +49,13 @@ def decompose_attention(op: Operator, inputs: list[Tensor]) -> list[Tensor] | No
 DECOMPOSITIONS: dict[str, Decomposition] = {"attention": decompose_attention}
 
 
-def taken_by_a_template(task: Task, target: str) -> bool:
+def taken_by_a_template(task: Task, target: Target) -> bool:
     """Whether a template (the library's, or one the user registered) makes `task`'s kernel on `target`."""
     template = TEMPLATES.lookup(task, target)
     return template is not None and (not is_library_template(template) or binding_of(task, target) is not None)
 
 
-def decompose_for(graph: FlowGraph, target: str) -> FlowGraph:
+def decompose_for(graph: FlowGraph, target: Target) -> FlowGraph:
     """`graph` with each operator that has a decomposition and no template on `target` replaced by its
     decomposition, partitioned again if it was partitioned (the same graph when nothing is replaced)."""
     replaced = {id(op) for op in graph.nodes

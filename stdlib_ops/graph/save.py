@@ -38,6 +38,7 @@ from codegen.cache import PortableEntry, export_entry, install_entry
 from codegen.cache_entries import CUBIN
 from hidet_lang.ir.func import IRModule
 from hidet_lang.ir.serialize import SerializationError, from_json, to_json
+from hidet_lang.target import Target
 from hidet_lang.version import __version__
 from stdlib_ops.graph.compiled import CompiledGraph, Launch, Plan, Ref, TensorSpec
 from stdlib_ops.graph.memory_plan import SlotKind
@@ -117,7 +118,7 @@ def _load(archive: zipfile.ZipFile, path: str) -> CompiledGraph:
             _install(archive, k, kernel["entries"], path)
         modules.append(build_module(ir, kernel["target"]))
         irs.append(ir)
-    device = "cuda" if target.split(":", 1)[0] == "cuda" else "cpu"
+    device = Target.of(target).device
     constants = [arrays.asarray(np.load(io.BytesIO(archive.read(f"const{k}.npy")), allow_pickle=False),
                                 device=device) for k in range(header["constants"])]
     return CompiledGraph(target, _plan_of(header["plan"]), modules, header["titles"], constants,
@@ -137,7 +138,7 @@ def _install(archive: zipfile.ZipFile, k: int, entries: list[dict[str, Any]], pa
 
 def _backend(target: str) -> str:
     """Where kernels for `target` run in this process: 'cpu', 'gpu' or 'emulator'."""
-    if target.split(":", 1)[0] != "cuda":
+    if not Target.of(target).is_cuda:
         return "cpu"
     from codegen.cuda_backend import backend
 
@@ -155,7 +156,7 @@ def _cache_entries(ir: IRModule, module: Any, backend: str) -> list[PortableEntr
         library = export_entry(module.library_path)
     entries = [library]
     if backend == "gpu":
-        arch = module.target.split(":", 1)[1]
+        arch = Target.of(module.target).arch
         entries.append(PortableEntry(CUBIN.file, module.source("cuda"), {"arch": arch, "package_version": __version__},
                                      module.cubin))
     return entries

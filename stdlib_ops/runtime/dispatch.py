@@ -17,8 +17,9 @@ from typing import Any
 
 from codegen import arrays
 from codegen.arguments import array_address
+from hidet_lang.target import Target
 from stdlib_ops.compute import shape_entry
-from stdlib_ops.runtime.kernels import KERNELS, KernelCache, target_of
+from stdlib_ops.runtime.kernels import KERNELS, KernelCache
 from stdlib_ops.task import Task
 from stdlib_ops.templates.registry import choices_generation
 from stdlib_ops.tensor import Tensor
@@ -99,7 +100,7 @@ class EagerDispatcher:
     def _prepare(self, task: Task, device: str) -> EagerCall:
         """The call of `task` on `device`: its kernel built (or found in the cache) unless it has nothing to
         compute."""
-        target = target_of(device)
+        target = Target.for_device(device)
         task.check_target(target)
         specs = output_specs(task)
         if any(isinstance(d, str) for shape, _ in specs for d in shape):

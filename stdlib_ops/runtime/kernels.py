@@ -6,13 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from codegen.build import build_module
+from hidet_lang.target import Target
 from stdlib_ops.task import Task
 from stdlib_ops.templates.registry import choose_schedule
-
-
-def target_of(device: str) -> str:
-    """The build target of tensors on `device`."""
-    return "cuda" if device == "cuda" else "cpu"
 
 
 class KernelCache:
@@ -21,7 +17,7 @@ class KernelCache:
     def __init__(self) -> None:
         self._compiled: dict[str, Any] = {}
 
-    def get(self, task: Task, target: str) -> Any:
+    def get(self, task: Task, target: Target) -> Any:
         """The compiled module of `task`'s schedule on `target` (`choose_schedule`), built on first use."""
         schedule = choose_schedule(task, target)
         compiled = self._compiled.get(schedule.key)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hidet_lang.ir.func import IRModule
+from hidet_lang.target import Target
 from stdlib_ops.schedule import auto_schedule
 from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import TemplateBinding
@@ -48,7 +49,7 @@ class TemplateRegistry:
 
         return decorate
 
-    def lookup(self, task: Task, target: str) -> Template | None:
+    def lookup(self, task: Task, target: Target | str) -> Template | None:
         """The template for `task` on `target`, by task name, then by the class name of the task."""
         kind = _target_kind(target)
         return self._templates.get((task.name, kind)) or self._templates.get((type(task).__name__, kind))
@@ -60,8 +61,8 @@ register_template = TEMPLATES.register
 _ADAPTERS: dict[Template, Adapter] = {}  # each registered library template -> the adapter it instantiates
 
 
-def _target_kind(target: str) -> str:
-    return target.split(":", 1)[0]
+def _target_kind(target: Target | str) -> str:
+    return Target.of(target).kind
 
 
 def library_template(task: str, target: str) -> Callable[[Adapter], Adapter]:
@@ -86,7 +87,7 @@ def is_library_template(template: Template) -> bool:
     return template in _ADAPTERS
 
 
-def binding_of(task: Task, target: str) -> TemplateBinding | None:
+def binding_of(task: Task, target: Target | str) -> TemplateBinding | None:
     """The binding of `task` to the library template registered for it on `target`; None when the task's
     registered template is not one of the library's (or none is), or declines the task."""
     adapt = _ADAPTERS.get(TEMPLATES.lookup(task, target))  # type: ignore[arg-type]
@@ -129,13 +130,14 @@ _SCHEDULES: dict[str, Schedule] = {}  # by the key of what was asked (template a
 _generation = 0
 
 
-def choose_schedule(task: Task, target: str) -> Schedule:
+def choose_schedule(task: Task, target: Target | str) -> Schedule:
     """How `task` is implemented on `target` ('cpu', 'cuda' or 'cuda:sm_XY'): the template registered for it (a
     user's, or the library's at the winner recorded for this machine by a tuning run, else at its tuning space's
     default point), or the rule-based scheduler's module when there is none or it declines the task.
 
     This is the only place a task's schedule is chosen; it is looked up again on every call (a new record or
     template is taken), and each distinct schedule is instantiated once per process."""
+    target = Target.of(target)
     template = TEMPLATES.lookup(task, target)
     adapt = _ADAPTERS.get(template)  # type: ignore[arg-type]
     if adapt is not None:
@@ -150,7 +152,7 @@ def choose_schedule(task: Task, target: str) -> Schedule:
     return _rules(task, target)
 
 
-def _memo(task: Task, target: str, chosen: str, params: Point | None,
+def _memo(task: Task, target: Target, chosen: str, params: Point | None,
           instantiate: Callable[[], IRModule | Sequence[IRModule] | None]) -> Schedule:
     """The schedule `chosen` (a template and its parameters) makes of `task`, instantiated on first use; the
     rule-based one where the template declines."""
@@ -167,7 +169,7 @@ def _memo(task: Task, target: str, chosen: str, params: Point | None,
     return schedule
 
 
-def _rules(task: Task, target: str) -> Schedule:
+def _rules(task: Task, target: Target) -> Schedule:
     """The rule-based scheduler's schedule of `task`."""
     key = f"{task.key}@{target}|rules"
     schedule = _SCHEDULES.get(key)

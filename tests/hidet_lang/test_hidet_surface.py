@@ -216,6 +216,33 @@ def test_torch_cpu_tensors_are_passed_without_a_copy() -> None:
         module.build()(6, torch.zeros(6, dtype=torch.float64))
 
 
+def test_the_ir_imports_alone() -> None:
+    """The facade loads what a name needs on first use: the IR alone loads no frontend, codegen or stdlib_ops."""
+    program = ("import sys, hidet_lang.ir.expr, hidet_lang.ir.func, hidet_lang.passes.pipeline\n"
+               "print(sorted(m for m in sys.modules if m.startswith(('hidet_lang.frontend', 'hidet_lang.cuda', "
+               "'codegen', 'stdlib_ops', 'numpy'))))\n"
+               "import hidet_lang as hidet\n"
+               "hidet.f32\n"
+               "print('hidet_lang.frontend.builtins' in sys.modules, 'codegen.build' in sys.modules)\n"
+               "hidet.script_module()\n"
+               "print('codegen.build' in sys.modules, 'stdlib_ops' in sys.modules)\n"
+               "hidet.ops\n"
+               "print('stdlib_ops' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[]", "True False", "True False", "True"]
+
+
+def test_the_facade_lists_what_it_gives() -> None:
+    names = set(dir(hidet))
+    assert {"script", "script_module", "f32", "grid", "asarray", "ops", "utils", "__version__"} <= names
+    assert not {n for n in names if n.startswith("_") and n != "__version__"}
+    for name in hidet.__all__:
+        assert getattr(hidet, name) is not None
+    with pytest.raises(AttributeError, match="module 'hidet_lang' has no attribute 'not_a_name'"):
+        hidet.not_a_name  # noqa: B018
+
+
 @pytest.mark.parametrize("first", ["codegen.c_emitter", "codegen.cuda_build", "codegen.module", "hidet_lang"])
 def test_any_module_can_be_imported_first(first: str) -> None:
     done = subprocess.run([sys.executable, "-c", f"import {first}; import hidet_lang; import codegen.build"],

@@ -34,7 +34,7 @@ from hidet_lang.ir.serialize import SerializationError, from_json, to_json
 from hidet_lang.ir.span import Span
 from hidet_lang.ir.types import ALL_DTYPES, TensorType, boolean, float32, int32, int64, void
 from hidet_lang.passes.pipeline import lower
-from hidet_lang.passes.target import Target, TargetKind
+from hidet_lang.target import Target, TargetKind
 from hidet_lang.testing import example_count
 from hidet_lang.testing.programs import load_module, module_source, programs
 from stdlib_ops.templates import (

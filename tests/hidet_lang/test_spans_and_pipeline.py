@@ -19,7 +19,7 @@ from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import FuncKind
 from hidet_lang.ir.functor import collect
 from hidet_lang.passes.pipeline import STEPS, LoweredModule, lower
-from hidet_lang.passes.target import Target, TargetKind
+from hidet_lang.target import Target, TargetKind
 from hidet_lang.testing import arrays, check_kernel, example_count, shapes
 
 

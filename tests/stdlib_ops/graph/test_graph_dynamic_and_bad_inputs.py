@@ -4,6 +4,8 @@ naming the graph input and the shapes before any kernel runs."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -96,8 +98,12 @@ def test_bad_inputs_raise_before_any_kernel_runs() -> None:
 
 def test_build_rejects_an_unknown_target() -> None:
     xs = ops.symbol([3])
-    with pytest.raises(ValueError, match="target must be 'cpu' or 'cuda'"):
-        ops.trace_from(xs + 1.0, [xs]).build("tpu")
+    graph = ops.trace_from(xs + 1.0, [xs])
+    with pytest.raises(ValueError, match=re.escape("build: unknown or unavailable target 'tpu'; available: cpu, "
+                                                   "cuda (or 'cuda:<arch>', e.g. 'cuda:sm_90a')")):
+        graph.build("tpu")
+    with pytest.raises(ValueError, match=re.escape("build: invalid CUDA architecture 'sm_9'")):
+        graph.build("cuda:sm_9")
 
 
 @pytest.mark.parametrize("target", ["cpu", "cuda"])

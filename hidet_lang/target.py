@@ -1,0 +1,115 @@
+"""What code is built for: a `Target` names the kind of machine (the CPU, or CUDA on a GPU or the CUDA emulator),
+the CUDA architecture (`sm_80`, `sm_90a`, ...) and the features that follow from it.
+
+Targets are spelled `'cpu'`, `'cuda'` and `'cuda:<arch>'`; `Target.of` reads a spelling (or passes a `Target`
+through), and `str(target)` gives it back, so every layer takes either and keys caches by the text. An
+architecture with the `a` suffix (`sm_90a`) enables the features specific to that architecture (Hopper's
+warpgroup MMA and tensor memory accelerator), which run on that architecture only; `f` (`sm_100f`) a family's.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from hidet_lang.ir.func import DEVICE_KINDS, IRModule
+from hidet_lang.ir.str_enum import StrEnum
+
+ARCH_FORM = "'sm_XY', 'sm_XYa' (XY >= 90), 'sm_XYf' (XY >= 100) or 'XY', e.g. 'sm_80', 'sm_90a' or '90'"
+"""The spellings of a CUDA architecture, as error messages list them."""
+
+
+class TargetKind(StrEnum):
+    """The two kinds of target: C for the CPU, CUDA C for a GPU or the emulator."""
+
+    CPU = "cpu"
+    CUDA = "cuda"
+
+
+def normalize_arch(arch: str | int) -> str:
+    """`arch` in the form `sm_XY[a|f]` ("80" -> "sm_80"); ValueError naming the accepted forms. Only the spelling
+    is checked (`codegen.nvrtc.compile_cubin` also checks that NVRTC supports the architecture)."""
+    spelled = str(arch).strip() if isinstance(arch, str | int) else ""
+    match = re.fullmatch(r"(?:sm_)?([1-9][0-9]{1,2})([af]?)", spelled)
+    if match is None:
+        raise ValueError(f"invalid CUDA architecture {arch!r}; expected {ARCH_FORM}")
+    number, suffix = int(match[1]), match[2]
+    if (suffix == "a" and number < 90) or (suffix == "f" and number < 100):
+        raise ValueError(f"invalid CUDA architecture {arch!r}: no such variant; expected {ARCH_FORM}")
+    return f"sm_{number}{suffix}"
+
+
+def arch_number(arch: str) -> int:
+    """The compute capability number of a normalized architecture ("sm_90a" -> 90)."""
+    return int(arch[3:].rstrip("af"))
+
+
+@dataclass(frozen=True)
+class Target:
+    """A build target. `arch` is the CUDA architecture asked for, normalized ('sm_90a'; None: the device's, or a
+    default); `emulated` says that CUDA code runs on the CUDA emulator rather than a GPU. `cpu_features` are the x86
+    instruction-set extensions the C compiler enables for the CPU target ('sse', 'avx', 'fma', 'avx512f'), which
+    the code generator asks the compiler for when it builds (`codegen.cpu_features`); None when they are not known
+    (a module lowered and not built), and then no vector operation is refused for want of one."""
+
+    kind: TargetKind
+    arch: str | None = None
+    emulated: bool = False
+    cpu_features: frozenset[str] | None = None
+
+    @staticmethod
+    def of(target: Target | str) -> Target:
+        """`target` itself, or the target it spells ('cpu', 'cuda' or 'cuda:<arch>'); ValueError otherwise."""
+        if isinstance(target, Target):
+            return target
+        if not isinstance(target, str):
+            raise TypeError(f"a target is 'cpu', 'cuda', 'cuda:<arch>' or a Target, got {target!r}")
+        kind_text, colon, arch = target.strip().partition(":")
+        if kind_text not in tuple(TargetKind) or (colon and kind_text != TargetKind.CUDA):
+            raise ValueError(f"unknown or unavailable target {target!r}; available: "
+                             f"{', '.join(TargetKind)} (or 'cuda:<arch>', e.g. 'cuda:sm_90a')")
+        return Target(TargetKind(kind_text), normalize_arch(arch) if colon else None)
+
+    @staticmethod
+    def for_device(device: str) -> Target:
+        """The target that computes on arrays of `device` ('cpu' or 'cuda')."""
+        return Target(TargetKind.CUDA if device == "cuda" else TargetKind.CPU)
+
+    @staticmethod
+    def parse(text: Target | str | None, module: IRModule, *, emulated: bool = False) -> Target:
+        """The target `text` names (None: what the module's function kinds imply), checked against the module:
+        one with CUDA functions builds for CUDA only. ValueError otherwise."""
+        implied = implied_target_kind(module)
+        target = Target.of(text if text is not None else str(implied))
+        if implied == TargetKind.CUDA and target.kind != TargetKind.CUDA:
+            raise ValueError("the module has CUDA functions; build it for target 'cuda' (or 'cuda:sm_XY')")
+        return Target(target.kind, target.arch, emulated and target.kind == TargetKind.CUDA)
+
+    @property
+    def device(self) -> str:
+        """Where the target's arrays live: 'cuda' or 'cpu'."""
+        return "cuda" if self.kind == TargetKind.CUDA else "cpu"
+
+    @property
+    def is_cuda(self) -> bool:
+        """Whether the target is CUDA (a GPU or the emulator)."""
+        return self.kind == TargetKind.CUDA
+
+    def has_arch(self, minimum: str) -> bool:
+        """Whether code needing CUDA architecture `minimum` runs on this target: its compute capability is at
+        least `minimum`'s, and an architecture-specific minimum (`sm_90a`) is this very architecture. False for the
+        CPU and for a CUDA target without a known architecture."""
+        if not self.is_cuda or self.arch is None:
+            return False
+        needed = normalize_arch(minimum)
+        if needed.endswith("a"):
+            return self.arch == needed
+        return arch_number(self.arch) >= arch_number(needed)
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.arch}" if self.arch else str(self.kind)
+
+
+def implied_target_kind(module: IRModule) -> TargetKind:
+    """The target a module's function kinds imply: CUDA if any function is a CUDA one, else the CPU."""
+    return TargetKind.CUDA if any(f.attrs.kind in DEVICE_KINDS for f in module.functions) else TargetKind.CPU
