@@ -27,6 +27,7 @@ from torch import fx
 from torch.utils import _pytree as pytree
 
 import stdlib_ops as ops
+from hidet_lang.target import Target
 from stdlib_ops.frontends.torch_fx import SOURCE, FxConversion, from_fx
 from stdlib_ops.graph.compiled import CompiledGraph
 
@@ -38,7 +39,7 @@ OPTIONS = ("target", "tune", "mode")
 class BackendOptions:
     """What the backend was asked for: `target` (None: from the example inputs) and `tune`."""
 
-    target: str | None = None
+    target: Target | None = None
     tune: bool = False
 
 
@@ -53,8 +54,11 @@ def parse_options(options: dict[str, Any] | None = None, mode: str | None = None
     if mode not in MODES:
         raise ValueError(f"{SOURCE}: unknown mode {mode!r}; the modes are {', '.join(map(repr, MODES))}")
     target = given.get("target")
-    if target is not None and (not isinstance(target, str) or target.split(":", 1)[0] not in ("cpu", "cuda")):
-        raise ValueError(f"{SOURCE}: option 'target' must be 'cpu' or 'cuda', got {target!r}")
+    if target is not None:
+        try:
+            target = Target.of(target)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{SOURCE}: option 'target': {exc}") from None
     tune = given.get("tune", MODES[mode])
     if not isinstance(tune, bool):
         raise ValueError(f"{SOURCE}: option 'tune' must be True or False, got {tune!r}")
@@ -71,8 +75,7 @@ def hidet_lang_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], **kwar
                         f"{', '.join(unexpected)} (torch.compile passes options=... and mode=...)")
     settings = parse_options(kwargs.get("options"), kwargs.get("mode"))
     target = settings.target or default_target(example_inputs)
-    device = "cuda" if target.startswith("cuda") else "cpu"
-    conversion = from_fx(gm, example_inputs, device)
+    conversion = from_fx(gm, example_inputs, target.device)
     compiled = None
     if conversion.graph is not None:
         graph = ops.optimize(conversion.graph)
@@ -82,10 +85,10 @@ def hidet_lang_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], **kwar
     return CompiledFxGraph(conversion, compiled, torch_device(example_inputs, conversion.input_positions))
 
 
-def default_target(example_inputs: Sequence[Any]) -> str:
+def default_target(example_inputs: Sequence[Any]) -> Target:
     """'cuda' when an example input is a CUDA tensor, else 'cpu'."""
     cuda = any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in example_inputs)
-    return "cuda" if cuda else "cpu"
+    return Target.for_device("cuda" if cuda else "cpu")
 
 
 def torch_device(example_inputs: Sequence[Any], positions: Sequence[int]) -> torch.device:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
+from hidet_lang.target import Target
 from stdlib_ops.graph.flow_graph import FlowGraph
 from stdlib_ops.task import Task
 from stdlib_ops.templates import registry
@@ -75,7 +76,7 @@ class _Pending:
     candidates: list[Candidate]
 
 
-def tune(subject: FlowGraph | Tensor | Task, target: str = "cpu", *, sizes: Mapping[str, int] | None = None,
+def tune(subject: FlowGraph | Tensor | Task, target: Target | str = "cpu", *, sizes: Mapping[str, int] | None = None,
          executor: Executor | None = None, repeat: int = 5, retune: bool = False) -> list[TuningResult]:
     """Tune the tasks of `subject` (a graph, a symbolic tensor's operators, or a task) for `target`, and record
     the winners (see the module docstring); one result per distinct shape class, in the order of the tasks.
@@ -83,6 +84,7 @@ def tune(subject: FlowGraph | Tensor | Task, target: str = "cpu", *, sizes: Mapp
     `sizes` gives symbolic dimensions (by name) the values to time at (default `shapes.REPRESENTATIVE_SIZE`);
     `executor` runs the jobs (default: a local thread pool); each candidate is timed by the median of `repeat`
     samples; `retune` times again the shape classes that already have a record."""
+    target = Target.of(target)
     if repeat < 1:
         raise ValueError(f"tune: repeat must be at least 1, got {repeat}")
     order: list[str] = []
@@ -97,7 +99,7 @@ def tune(subject: FlowGraph | Tensor | Task, target: str = "cpu", *, sizes: Mapp
         if key in order:
             continue
         order.append(key)
-        if target.split(":", 1)[0] != "cpu":
+        if target.is_cuda:
             raise NotImplementedError(f"tune: timing kernels on '{target}' is not supported yet (template "
                                       f"{binding.template_ref} declares a tuning space for it)")
         winner = None if retune else recorded_winner(binding, space)
@@ -107,7 +109,7 @@ def tune(subject: FlowGraph | Tensor | Task, target: str = "cpu", *, sizes: Mapp
         concrete = tuple(concrete_sizes(binding, sizes or {}).items())
         options = tuple(sorted(binding.options.items()))
         pending[key] = _Pending(space, [Candidate(binding.template_ref, concrete, options, tuple(point.items()),
-                                                  target) for point in space.points()])
+                                                  str(target)) for point in space.points()])
     if pending:
         try:
             with _executor(executor, sum(len(p.candidates) for p in pending.values())) as pool:

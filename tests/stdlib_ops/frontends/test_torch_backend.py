@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 import stdlib_ops as ops  # noqa: E402
+from hidet_lang.target import Target  # noqa: E402
 from stdlib_ops.frontends import UnsupportedOperationsError  # noqa: E402
 from stdlib_ops.frontends.torch_backend import hidet_lang_backend, parse_options, to_torch  # noqa: E402
 
@@ -83,11 +84,16 @@ def test_options_reach_the_backend_and_choose_target_and_tuning() -> None:
     torch.compile(model, backend=spy, mode="reduce-overhead")(x)
     assert seen[-1] == {"mode": "reduce-overhead"}
     assert parse_options({"mode": "max-autotune"}).tune and not parse_options(mode="default").tune
-    assert parse_options({"target": "cuda"}).target == "cuda"
+    assert parse_options({"target": "cuda"}).target == Target.of("cuda")
+    assert str(parse_options({"target": "cuda:90a"}).target) == "cuda:sm_90a"
 
 
 @pytest.mark.parametrize("options, message", [({"targte": "cpu"}, "unknown option 'targte'"),
-                                              ({"target": "tpu"}, "'target' must be 'cpu' or 'cuda'"),
+                                              ({"target": "tpu"}, "option 'target': unknown or unavailable "
+                                                                  "target 'tpu'; available: cpu, cuda"),
+                                              ({"target": "cuda:sm_9"}, "option 'target': invalid CUDA "
+                                                                        "architecture 'sm_9'"),
+                                              ({"target": 90}, "option 'target': a target is 'cpu', 'cuda'"),
                                               ({"tune": "yes"}, "'tune' must be True or False"),
                                               ({"mode": "fastest"}, "unknown mode 'fastest'")])
 def test_bad_options_are_refused_clearly(options: dict, message: str) -> None:
