@@ -1,6 +1,7 @@
 """The intrinsics of CUDA code: one table, `INTRINSICS`, says for each what it takes and returns, where it may
 appear, what it does besides computing its value and how the code generators spell it; the DSL functions
-(`hidet_lang.cuda`) build them through it (`intrinsic`), and the checks, the passes and both CUDA emitters read it.
+(`hidet_lang.cuda`) build them through it (`intrinsic`), and the checks (`hidet_lang.passes.kind_rules`: a CUDA
+intrinsic in a CPU function, one newer than the target's architecture), the passes and both CUDA emitters read it.
 
 Adding an intrinsic is one `IntrinsicSpec` in the table, plus its two bodies in the primitives header
 `codegen/include/hidet_lang/cuda_primitives.h` (a GPU one and an emulator one) and the DSL function that calls

@@ -7,7 +7,8 @@ only in CUDA functions, recursion only in 'cpu_internal' functions, OpenMP loops
 bf16-free code on the CPU, launch attributes and local arrays within CUDA's limits, local arrays on the CPU within
 `MAX_CPU_LOCAL_ARRAY_BYTES`); `check_module_rules` checks the calls between
 functions and what host code of a CUDA module touches; `check_target_support` refuses what the chosen target
-cannot run. Errors name the offending line.
+cannot run (an intrinsic newer than its CUDA architecture: the intrinsic table's `min_arch`; inline PTX on the
+emulator). Errors name the offending line.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import DEVICE_KINDS, HOST_CALLABLE_KINDS, FuncKind, Function, IRModule
 from hidet_lang.ir.functor import collect, own_expressions
-from hidet_lang.ir.intrinsics import CUDA_INTRINSICS
+from hidet_lang.ir.intrinsics import CUDA_INTRINSICS, INTRINSICS
 from hidet_lang.ir.stmt import DeclScope, LoopKind
 from hidet_lang.ir.types import TensorType, bfloat16
 from hidet_lang.passes.cuda_limits import (
@@ -223,11 +224,30 @@ def check_module_rules(module: IRModule) -> None:
 
 
 def check_target_support(module: IRModule, target: Target) -> None:
-    """What `target` cannot run: inline PTX needs a GPU, so the CUDA emulator refuses it (a DSLTypeError, as
-    `check_kind_rules` raises for inline PTX in a CPU function)."""
+    """What `target` cannot run: an intrinsic whose minimum architecture its CUDA architecture does not reach
+    (where the target names one), on a GPU and on the emulator alike; inline PTX, which needs a GPU, on the CUDA
+    emulator. DSLTypeErrors, as `check_kind_rules` raises for a CUDA intrinsic or inline PTX in a CPU function."""
+    if target.arch is not None:
+        _check_architecture(module, target)
     if not target.emulated:
         return
     for f in module.functions:
         for stmt in collect(f.body, S.AsmStmt):
             raise DSLTypeError("inline PTX (asm) is not supported on this target: it cannot run on the CUDA "
                                "emulator and needs a GPU (HIDET_LANG_CUDA=gpu)", stmt.span)
+
+
+def _check_architecture(module: IRModule, target: Target) -> None:
+    """A DSLTypeError at the first statement with an intrinsic that `target`'s architecture lacks (the module is
+    read only when the architecture lacks one of the table's minimum architectures)."""
+    lacking = {arch for arch in {spec.min_arch for spec in INTRINSICS.values()} - {None} if not target.has_arch(arch)}
+    if not lacking:
+        return
+    for f in module.functions:
+        for stmt in collect(f.body, S.Stmt):
+            for e in collect(own_expressions(stmt), E.Intrinsic):
+                spec = INTRINSICS.get(e.name)
+                if spec is not None and spec.min_arch in lacking:
+                    needed = spec.min_arch if spec.min_arch.endswith("a") else f"{spec.min_arch} or later"
+                    raise DSLTypeError(f"{e.name} needs CUDA architecture {needed}, and the module is built for "
+                                       f"{target.arch}; build it with target='cuda:{spec.min_arch}'", stmt.span)

@@ -52,8 +52,10 @@ from hidet_lang.ir.types import (
     uint32,
     void,
 )
+from hidet_lang.passes import kind_rules
 from hidet_lang.passes.pipeline import lower
 from hidet_lang.passes.simplify import simplify
+from hidet_lang.target import Target, TargetKind, arch_number
 
 NAMES = sorted(INTRINSICS)
 LANES = 32  # one full warp: the warp-collective entries need every lane
@@ -144,12 +146,33 @@ def arch_of(spec: IntrinsicSpec) -> str:
     return spec.min_arch or nvrtc.supported_archs()[0]
 
 
+def arch_module(arch: str) -> IRModule:
+    """The sample kernels of the entries that `arch_of` builds for `arch`."""
+    return sample_module([name for name in NAMES if arch_of(INTRINSICS[name]) == arch])
+
+
 @cache
-def built(arch: str, check: bool = False) -> CompiledModule:
-    """The sample kernels of the entries that `arch_of` builds for `arch`, built for it (in the emulator's checking
-    mode with `check`): one build for each architecture."""
-    return build_module(sample_module([n for n in NAMES if arch_of(INTRINSICS[n]) == arch]), f"cuda:{arch}",
-                        check=check)
+def device_source(arch: str) -> str:
+    """The CUDA C of `arch_module(arch)`."""
+    return emit_cuda(plan_module(lower(arch_module(arch), cuda_target(arch))))[0]
+
+
+@cache
+def cubin_functions(arch: str) -> set[str]:
+    """The functions of the cubin NVRTC compiles `device_source(arch)` to, for `arch`."""
+    cubin = nvrtc.compile_cubin(device_source(arch), arch, include_dirs=[str(INCLUDE_DIR)])
+    return {s.name for s in read_symbols(cubin) if s.type == STT_FUNC}
+
+
+@cache
+def emulated(arch: str, check: bool) -> CompiledModule:
+    """`arch_module(arch)` built for the emulator (in its checking mode with `check`)."""
+    return build_module(arch_module(arch), f"cuda:{arch}", check=check)
+
+
+def cuda_target(arch: str) -> Target:
+    """The CUDA target of architecture `arch`."""
+    return Target(TargetKind.CUDA, arch)
 
 
 def kernel_text(source: str, spec: IntrinsicSpec) -> str:
@@ -205,7 +228,7 @@ EMULATOR_HEADERS = code_of("\n".join(p.read_text() for p in sorted((INCLUDE_DIR 
 @pytest.mark.parametrize("name", NAMES)
 def test_entry_is_emitted_with_names_the_primitives_header_declares(name: str) -> None:
     spec = INTRINSICS[name]
-    kernel = kernel_text(built(arch_of(spec)).source(), spec)
+    kernel = kernel_text(device_source(arch_of(spec)), spec)
     emitted = kernel[kernel.index(f"// {USE_SPAN.file}:{USE_SPAN.line}"):]
     for function in called(spec.cuda):
         assert emitted.count(function) >= len(elements(spec)), f"not every use of {name} calls {function}"
@@ -237,8 +260,7 @@ def test_emulator_prints_the_cuda_spelling_and_in_checking_mode_the_checked_one(
 @pytest.mark.parametrize("name", NAMES)
 def test_entry_compiles_with_nvrtc_for_its_minimum_architecture(name: str) -> None:
     spec = INTRINSICS[name]
-    functions = {s.name for s in read_symbols(built(arch_of(spec)).cubin) if s.type == STT_FUNC}
-    assert kernel_name(spec) in functions
+    assert kernel_name(spec) in cubin_functions(arch_of(spec))
 
 
 @pytest.mark.skipif(backend() != "emulator", reason="the emulator's runs; CUDA modules build for a GPU here")
@@ -246,7 +268,7 @@ def test_entry_compiles_with_nvrtc_for_its_minimum_architecture(name: str) -> No
 @pytest.mark.parametrize("name", NAMES)
 def test_entry_runs_on_the_emulator(name: str, check: bool) -> None:
     spec = INTRINSICS[name]
-    built(arch_of(spec), check)[kernel_name(spec)]()
+    emulated(arch_of(spec), check)[kernel_name(spec)]()
 
 
 # ---------------------------------------------------------------------------------------------- derived
@@ -285,6 +307,37 @@ def test_a_cuda_intrinsic_in_a_cpu_function_is_refused_at_its_statement(name: st
         lower(IRModule((function,)))
     assert excinfo.value.message.startswith(f"{name} is a CUDA construct and 'on_the_cpu' is a 'cpu_kernel' function")
     assert excinfo.value.span == USE_SPAN
+
+
+@pytest.mark.parametrize("name", [name for name in NAMES if INTRINSICS[name].min_arch is not None])
+def test_an_intrinsic_is_refused_below_its_minimum_architecture_at_its_statement(name: str) -> None:
+    spec = INTRINSICS[name]
+    assert spec.min_arch is not None
+    older = max((a for a in nvrtc.supported_archs() if arch_number(a) < arch_number(spec.min_arch)), key=arch_number)
+    module = sample_module([name])
+    lower(module, cuda_target(spec.min_arch))
+    with pytest.raises(DSLTypeError) as excinfo:
+        lower(module, cuda_target(older))
+    assert excinfo.value.message == (f"{name} needs CUDA architecture {spec.min_arch} or later, and the module is "
+                                     f"built for {older}; build it with target='cuda:{spec.min_arch}'")
+    assert excinfo.value.span == USE_SPAN
+
+
+def test_an_architecture_specific_intrinsic_runs_on_that_architecture_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry of minimum architecture sm_90a (Hopper's own features) is refused on sm_90 and on sm_100."""
+    hopper = IntrinsicSpec("hopper_only", (), void, "hl_hopper_only()", min_arch="sm_90a")
+    monkeypatch.setattr(kind_rules, "INTRINSICS", {**INTRINSICS, hopper.name: hopper})
+    with at(USE_SPAN):
+        body = S.EvaluateStmt(E.Intrinsic(hopper.name, (), void))
+    launch = CudaAttrs((E.Constant(1, int32),), (E.Constant(LANES, int32),))
+    module = IRModule((Function("hopper", (), void, body, FuncAttrs(FuncKind.CUDA_KERNEL, launch)),))
+    lower(module, cuda_target("sm_90a"))
+    for arch in ("sm_90", "sm_100"):
+        with pytest.raises(DSLTypeError) as excinfo:
+            lower(module, cuda_target(arch))
+        assert excinfo.value.message == (f"hopper_only needs CUDA architecture sm_90a, and the module is built for "
+                                         f"{arch}; build it with target='cuda:sm_90a'")
+        assert excinfo.value.span == USE_SPAN
 
 
 # ---------------------------------------------------------------------------------------------- the typing rule

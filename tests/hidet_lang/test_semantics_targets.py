@@ -147,3 +147,22 @@ def test_an_atomic_on_a_type_it_does_not_take_is_refused_at_its_line() -> None:
     """The element types an atomic takes are the intrinsic table's: compare-and-swap takes integers (the GPU and
     the emulator have no float one)."""
     assert_error_at_marker(float_compare_and_swap, DSLTypeError, "atomic_cas is not available for f32")
+
+
+def async_copy_before_ampere() -> None:
+    with hidet.script_module() as module:
+        @hidet.script
+        def stage(x: f32[32], out: f32[32]):
+            attrs.cuda.grid_dim = 1
+            attrs.cuda.block_dim = 32
+            tile = cuda.shared_tensor(f32, [32])
+            cuda.cp_async(~tile[cuda.threadIdx.x], ~x[cuda.threadIdx.x], 4)  # ERROR
+            cuda.cp_async_wait_all()
+            out[cuda.threadIdx.x] = tile[cuda.threadIdx.x]
+    module.build("cuda:sm_75")
+
+
+def test_an_intrinsic_newer_than_the_target_architecture_is_refused_at_its_line() -> None:
+    """On a GPU and on the emulator alike: the intrinsic table's minimum architecture of `cp_async` is sm_80."""
+    assert_error_at_marker(async_copy_before_ampere, DSLTypeError, "cp_async_4 needs CUDA architecture sm_80 or "
+                           "later, and the module is built for sm_75; build it with target='cuda:sm_80'")
