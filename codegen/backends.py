@@ -63,10 +63,13 @@ class CudaBackend(Backend):
     """CUDA C compiled by NVRTC and launched on a GPU, or compiled by the C++ compiler for the CUDA emulator."""
 
     def resolve(self, target: Target, module: IRModule) -> Target:
-        """The target marked `emulated` where CUDA modules run on the emulator (`codegen.cuda_backend`)."""
+        """The target marked `emulated` where CUDA modules run on the emulator (`codegen.cuda_backend`), with the
+        GPU's architecture (else `nvrtc.FALLBACK_ARCH`) where it names none, so that the lowering checks the
+        intrinsics against the architecture the module is built for."""
         from codegen.cuda_backend import backend  # asks the driver for a GPU: only when CUDA is built for
+        from codegen.nvrtc import default_arch  # NVRTC loads with the first CUDA build
 
-        return dataclasses.replace(target, emulated=backend() == "emulator")
+        return dataclasses.replace(target, arch=target.arch or default_arch(), emulated=backend() == "emulator")
 
     def build(self, lowered: IRModule, target: Target, *, check: bool, fast_math: bool) -> CompiledModule:
         from codegen.cuda_build import build_cuda_module  # NVRTC and the driver load with the first CUDA build

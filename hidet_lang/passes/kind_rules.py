@@ -21,6 +21,7 @@ from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import DEVICE_KINDS, HOST_CALLABLE_KINDS, FuncKind, Function, IRModule
 from hidet_lang.ir.functor import collect, own_expressions
 from hidet_lang.ir.intrinsics import CUDA_INTRINSICS, INTRINSICS
+from hidet_lang.ir.span import Span
 from hidet_lang.ir.stmt import DeclScope, LoopKind
 from hidet_lang.ir.types import TensorType, bfloat16
 from hidet_lang.passes.cuda_limits import (
@@ -238,16 +239,26 @@ def check_target_support(module: IRModule, target: Target) -> None:
 
 
 def _check_architecture(module: IRModule, target: Target) -> None:
-    """A DSLTypeError at the first statement with an intrinsic that `target`'s architecture lacks (the module is
-    read only when the architecture lacks one of the table's minimum architectures)."""
+    """A DSLTypeError at the first statement with an intrinsic that `target`'s architecture lacks."""
+    found = intrinsic_lacking(module, target)
+    if found is not None:
+        name, min_arch, span = found
+        needed = min_arch if min_arch.endswith("a") else f"{min_arch} or later"
+        raise DSLTypeError(f"{name} needs CUDA architecture {needed}, and the module is built for {target.arch}; "
+                           f"build it with target='cuda:{min_arch}'", span)
+
+
+def intrinsic_lacking(module: IRModule, target: Target) -> tuple[str, str, Span | None] | None:
+    """The first intrinsic of `module` that `target`'s CUDA architecture lacks: its name, the minimum architecture
+    it needs and the span of its statement; None when there is none (the module is read only when the architecture
+    lacks one of the table's minimum architectures)."""
     lacking = {arch for arch in {spec.min_arch for spec in INTRINSICS.values()} - {None} if not target.has_arch(arch)}
     if not lacking:
-        return
+        return None
     for f in module.functions:
         for stmt in collect(f.body, S.Stmt):
             for e in collect(own_expressions(stmt), E.Intrinsic):
                 spec = INTRINSICS.get(e.name)
                 if spec is not None and spec.min_arch in lacking:
-                    needed = spec.min_arch if spec.min_arch.endswith("a") else f"{spec.min_arch} or later"
-                    raise DSLTypeError(f"{e.name} needs CUDA architecture {needed}, and the module is built for "
-                                       f"{target.arch}; build it with target='cuda:{spec.min_arch}'", stmt.span)
+                    return e.name, spec.min_arch, stmt.span
+    return None

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hidet_lang.ir.func import IRModule
+from hidet_lang.passes.kind_rules import intrinsic_lacking
 from hidet_lang.target import Target
 from stdlib_ops.schedule import auto_schedule
 from stdlib_ops.task import Task
@@ -133,7 +134,8 @@ _generation = 0
 def choose_schedule(task: Task, target: Target | str) -> Schedule:
     """How `task` is implemented on `target` ('cpu', 'cuda' or 'cuda:sm_XY'): the template registered for it (a
     user's, or the library's at the winner recorded for this machine by a tuning run, else at its tuning space's
-    default point), or the rule-based scheduler's module when there is none or it declines the task.
+    default point), or the rule-based scheduler's module when there is none, or it declines the task, or a library
+    template's kernel needs a CUDA architecture newer than the target's.
 
     This is the only place a task's schedule is chosen; it is looked up again on every call (a new record or
     template is taken), and each distinct schedule is instantiated once per process."""
@@ -145,7 +147,7 @@ def choose_schedule(task: Task, target: Target | str) -> Schedule:
         if binding is not None:
             params = schedule_params(binding)
             chosen = f"{binding.template_ref}{'' if params is None else json.dumps(params, sort_keys=True)}"
-            return _memo(task, target, chosen, params, lambda: binding.instantiate(params))
+            return _memo(task, target, chosen, params, lambda: _runnable(binding.instantiate(params), target))
     elif template is not None:
         user = f"{template.__module__}.{template.__qualname__}#{id(template)}"
         return _memo(task, target, user, None, lambda: template(task))
@@ -167,6 +169,12 @@ def _memo(task: Task, target: Target, chosen: str, params: Point | None,
             schedule = Schedule(modules, params, key)
         _SCHEDULES[key] = schedule
     return schedule
+
+
+def _runnable(module: IRModule | None, target: Target) -> IRModule | None:
+    """`module`, or None when it uses an intrinsic that `target`'s CUDA architecture lacks (a library template
+    then leaves the task to the rule-based scheduler, as when it declines it)."""
+    return None if module is None or intrinsic_lacking(module, target) is not None else module
 
 
 def _rules(task: Task, target: Target) -> Schedule:
