@@ -117,12 +117,13 @@ def fold(op: str, a: int | float | bool, b: int | float | bool, dtype: DataType)
 
 
 def operand_type_of(e: E.BinaryOp) -> DataType:
-    """The type both operands of `e` are converted to before the operation (C's usual conversions)."""
+    """The type both operands of `e` are converted to before the operation (C's usual conversions): the promoted
+    type for a comparison, the result's type for arithmetic (bools compute in i32, `E.BOOL_CLOSED_OPS` aside)."""
     if e.op in E.LOGICAL_OPS:
         return boolean
-    if e.op in ("<<", ">>"):
-        return e.a.type
-    return promote(e.a.type, e.b.type)
+    if e.op in E.COMPARISON_OPS:
+        return promote(e.a.type, e.b.type)
+    return e.type
 
 
 def evaluate(e: E.Expr, env: dict[E.Var, Any]) -> Any:

@@ -30,6 +30,15 @@ from hidet_lang.ir.types import (
 
 COMPARISON_OPS = frozenset({"<", "<=", ">", ">=", "==", "!="})
 LOGICAL_OPS = frozenset({"&&", "||"})
+BOOL_CLOSED_OPS = frozenset({"&", "|", "^"})
+"""The operators that give a bool on two bools; any other operator computes bools as i32 values, as C and Python
+do (`True + True == 2`, `-True == -1`, `True << 1 == 2`)."""
+
+
+def _computed_type(t: Type) -> Type:
+    """The type an arithmetic operator computes in, given its operands' (promoted) type `t`: i32 for bool (C's
+    integer promotion), `t` otherwise."""
+    return int32 if t == boolean else t
 
 
 class Expr(Node):
@@ -193,12 +202,13 @@ class BinaryOp(Expr):
             return boolean
         ta, tb = self.a.type, self.b.type
         if self.op in ("<<", ">>"):
-            return ta
+            return _computed_type(ta)
         if isinstance(ta, PointerType) or isinstance(tb, PointerType):
             return ta if isinstance(ta, PointerType) else tb
         if isinstance(ta, VectorType):
             return ta  # lane-wise, on two vectors of one type (the frontend checks that)
-        return promote(element_type(ta), element_type(tb))
+        t = promote(element_type(ta), element_type(tb))
+        return t if self.op in BOOL_CLOSED_OPS else _computed_type(t)
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +220,7 @@ class UnaryOp(Expr):
 
     @property
     def type(self) -> Type:
-        return boolean if self.op == "!" else self.a.type
+        return boolean if self.op == "!" else _computed_type(self.a.type)
 
 
 @dataclass(frozen=True, slots=True)

@@ -236,7 +236,9 @@ def unsigned_of(t: DataType) -> DataType:
 
 
 def promote(a: DataType, b: DataType) -> DataType:
-    """The type of a binary arithmetic operation on `a` and `b` (floats win, then the wider, unsigned on ties, as C)."""
+    """The type values of types `a` and `b` are converted to before a binary operation (floats win, then the wider,
+    unsigned on ties, as C; a bool converts to the other type, two bools stay bool: `BinaryOp.type` says which
+    operators then compute in i32)."""
     if a == b:
         return a
     if a.is_float or b.is_float:
@@ -245,7 +247,7 @@ def promote(a: DataType, b: DataType) -> DataType:
             return float32  # f16 with bf16: neither holds the other
         return max(floats, key=lambda t: t.nbytes)
     if a.is_bool:
-        return b if not b.is_bool else int32
+        return b
     if b.is_bool:
         return a
     if a.nbytes != b.nbytes:

@@ -10,7 +10,7 @@ intrinsic with effects; `(x + c1) + c2` and `(x * c1) * c2` on integers become `
 `x * (c1 * c2)`; casts of constants fold and casts to the operand's own type go; `if` statements and
 conditional expressions with constant conditions keep one side. The identities need operands of one type.
 Division by a constant zero and conversions of NaN, infinity or out-of-range floats to an integer are left for
-the program to meet at run time; so is the negation of a bool constant (C computes `-true` as the int -1).
+the program to meet at run time.
 Every node a rule creates carries the span of the node it replaces.
 """
 
@@ -184,12 +184,6 @@ def _cast_to_own_type(m: Match) -> bool:
     return m.x.type == m.e.dtype
 
 
-def _foldable_not_bool(m: Match) -> bool:
-    """Foldable, and the matched constant is not a bool (C computes `-true` as the int -1, which the IR's bool
-    result type cannot hold)."""
-    return not m.c.dtype.is_bool and _foldable(m)
-
-
 def _always(m: Match) -> bool:
     return True
 
@@ -252,7 +246,7 @@ RULES: tuple[Rule, ...] = (
     Rule("(x + c1) + c2", binary("+", binary("+", x, c1), c2),           _reassociated,     _same_int_type, True),
     Rule("(x * c1) * c2", binary("*", binary("*", x, c1), c2),           _reassociated,     _same_int_type, True),
     Rule("!c",            unary("!", c),                                 _folded,           _foldable),
-    Rule("-c",            unary("-", c),                                 _folded,           _foldable_not_bool),
+    Rule("-c",            unary("-", c),                                 _folded,           _foldable),
     Rule("cast(c)",       cast(c),                                       _folded,           _foldable),
     Rule("cast(x)",       cast(x),                                       lambda m: m.x,     _cast_to_own_type),
     Rule("c ? x : y",     select(c, x, y),                               lambda m: m.x,     _true),
