@@ -13,6 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from codegen import cuda_driver
+from codegen.cuda_backend import backend
+
 
 class DeviceArray:
     """A C-contiguous array in CUDA device memory (or in host memory on the emulator)."""
@@ -54,8 +57,6 @@ class DeviceArray:
         """A numpy copy of the data."""
         if self.host is not None:
             return self.host.copy()
-        from codegen import cuda_driver
-
         out = np.empty(self.shape, self.dtype)
         cuda_driver.copy_to_host(out, self.ptr)
         return out
@@ -91,8 +92,6 @@ class DeviceArray:
     def __del__(self) -> None:
         if self.host is None and self.base is None and self.ptr:
             try:
-                from codegen import cuda_driver
-
                 cuda_driver.mem_free(self.ptr)
             except Exception:  # noqa: BLE001 - never raise from a finalizer (e.g. at interpreter exit)
                 pass
@@ -101,8 +100,6 @@ class DeviceArray:
 
 def uses_gpu() -> bool:
     """Whether CUDA modules and 'cuda' arrays use a real GPU (else the emulator); see `codegen.cuda_backend`."""
-    from codegen.cuda_backend import backend
-
     return backend() == "gpu"
 
 
@@ -113,8 +110,6 @@ def empty_device(shape: Any, dtype: Any = "float32") -> DeviceArray:
     if not uses_gpu():
         host = np.empty(shape, dtype)
         return DeviceArray(shape, dtype, host.ctypes.data, host)
-    from codegen import cuda_driver
-
     array = DeviceArray(shape, dtype)
     array.ptr = cuda_driver.mem_alloc(array.nbytes)
     return array
@@ -126,8 +121,6 @@ def to_device(x: Any) -> DeviceArray:
     if not uses_gpu():
         host = host.copy()
         return DeviceArray(host.shape, host.dtype, host.ctypes.data, host)
-    from codegen import cuda_driver
-
     array = empty_device(host.shape, host.dtype)
     cuda_driver.copy_to_device(array.ptr, host)
     return array

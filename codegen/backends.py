@@ -15,8 +15,10 @@ from codegen import cpu_features, vector_math
 from codegen.c_emitter import CEmitter
 from codegen.cache import build_and_load
 from codegen.compiler import DEFAULT_C_FLAGS, find_c_compiler
+from codegen.cuda_backend import backend
 from codegen.errors import CCompilationError, CompilerNotFoundError
 from codegen.module import CompiledModule, bounds_checks
+from codegen.nvrtc import default_arch
 from hidet_lang.ir.func import IRModule
 from hidet_lang.passes.vector_rules import uses_vector_types
 from hidet_lang.target import Target, TargetKind
@@ -66,9 +68,6 @@ class CudaBackend(Backend):
         """The target marked `emulated` where CUDA modules run on the emulator (`codegen.cuda_backend`), with the
         GPU's architecture (else `nvrtc.FALLBACK_ARCH`) where it names none, so that the lowering checks the
         intrinsics against the architecture the module is built for."""
-        from codegen.cuda_backend import backend  # asks the driver for a GPU: only when CUDA is built for
-        from codegen.nvrtc import default_arch  # NVRTC loads with the first CUDA build
-
         return dataclasses.replace(target, arch=target.arch or default_arch(), emulated=backend() == "emulator")
 
     def build(self, lowered: IRModule, target: Target, *, check: bool, fast_math: bool) -> CompiledModule:

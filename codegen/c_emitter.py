@@ -2,7 +2,8 @@
 
 The emitter prints one C translation unit per module: a prelude (the `#include` of the project's host runtime,
 `hidet_lang/host_runtime.h`: standard headers, the assertion channel, bounds checks), the typed helpers it used
-(min/max/abs, the float `%` and `//`, shifts by a count not known to be within the width), forward declarations,
+(min/max/abs, the float `%` and `//`, shifts by a count not known to be within the width, the identity that keeps
+an operand of a float `+` or `-` from the compiler's front end: `CEmitter.kept_operand`), forward declarations,
 then the functions. Before the code of each DSL statement it writes a marker comment `// <file>:<line>`, so
 compiler diagnostics map back to the user's line.
 Target-specific emitters (CUDA) subclass `CEmitter` and override the spelling of types, functions and
@@ -206,7 +207,8 @@ class CEmitter:
     def helper(self, name: str, t: DataType) -> str:
         """The name of the typed helper `hl_<name>_<type>` (min, max, abs; for floats, mod and floordiv: the
         float `%` and `//`, as Python's; for integers, shl and shr: `<<` and `>>` by any count, as
-        `hidet_lang.ir.evaluate.shift` defines them), defining it on first use."""
+        `hidet_lang.ir.evaluate.shift` defines them; for floats, keep: the identity, see `kept_operand`), defining
+        it on first use."""
         c, helper = self.scalar(t), f"{self.helper_prefix}{name}_{t.short_name}"
         if helper not in self.helpers:
             f = "f" if t.nbytes <= 4 else ""
@@ -222,6 +224,8 @@ class CEmitter:
                         f"{c} q = floor{f}(d); if (d - q > ({c})0.5) q += 1; return q; }}")
             elif name == "abs":
                 body = f"{c} a) {{ return a < 0 ? ({c})-a : a; }}" if t.kind != "uint" else f"{c} a) {{ return a; }}"
+            elif name == "keep":
+                body = f"{c} a) {{ return a; }}"
             else:
                 body = f"{c} a, {c} b) {{ return a {'<' if name == 'min' else '>'} b ? a : b; }}"
             self.helpers[helper] = f"{self.helper_qualifiers} {c} {helper}({body}"
@@ -521,8 +525,11 @@ class CEmitter:
             return text if t.nbytes >= 4 else f"(({self.scalar(t)}){text})"  # half precision: computed in float
         if e.op in ("<<", ">>") and isinstance(t, DataType) and not shift_in_range(t, e.b):
             return f"{self.helper('shl' if e.op == '<<' else 'shr', t)}({a}, {b})"  # numpy's results past the width
+        if e.op in ("+", "-") and isinstance(t, DataType) and t.is_float and not self.in_fast_math():
+            a = self.kept_operand(e.a, a, t) if e.op == "+" else a
+            b = self.kept_operand(e.b, b, t)
         text = f"({a} {e.op} {b})"
-        if isinstance(t, DataType) and t.nbytes < 4 and not t.is_bool and e.op in ("+", "-", "*", "/", "%", "<<"):
+        if isinstance(t, DataType) and t.nbytes < 4 and e.op in ("+", "-", "*", "/", "%", "<<"):
             text = f"(({self.scalar(t)}){text})"  # C computes in int: wrap back to the IR's type
         return text
 
@@ -537,6 +544,24 @@ class CEmitter:
             return text
         common = promote(ta, tb)
         return text if x.type == common else f"(({self.scalar(common)})({text}))"
+
+    def kept_operand(self, x: E.Expr, text: str, t: DataType) -> str:
+        """Operand `x` (printed as `text`) of a float `+` or `-` of type `t`, passed through the identity helper
+        `hl_keep_<t>` unless it is a constant, or a variable or element of type `t`.
+
+        The C compiler's front end folds each expression before any optimization, and GCC (12 and 13 seen) rewrites
+        `0.0 - x` there as `-x` when it can tell from the expression that `x` is not -0.0 (an integer converted to a
+        float, an absolute value), also after turning `0.0 + (-x)` and `(-x) + 0.0` into `0.0 - x`: that gives -0.0
+        for x = +0.0, where IEEE arithmetic gives +0.0. It does not look into a call; its optimizers, which see
+        through the inlined helper later, keep the sign. A subtraction's left operand needs no helper (`x - 0.0`
+        is `x`)."""
+        if isinstance(x, E.Constant) or (isinstance(x, (E.Var, E.TensorElement)) and x.type == t):
+            return text
+        return f"{self.helper('keep', t)}({text})"
+
+    def in_fast_math(self) -> bool:
+        """Whether the function being printed is a fast-math one (`attrs.fast_math`: signs of zeros may change)."""
+        return self.current is not None and self.current.attrs.fast_math
 
     def expr_UnaryOp(self, e: E.UnaryOp) -> str:
         text = f"({e.op}{self.expr(e.a)})"
@@ -618,7 +643,7 @@ class CEmitter:
         """The C math function for `name` on type `t`; in a fast-math function, its alias with vector versions
         where the C library has them (`codegen.vector_math.alias_declaration`)."""
         c_name = name if t.nbytes == 8 else _MATH_F32[name]
-        if self.current is not None and self.current.attrs.fast_math and c_name in self.vector_math:
+        if self.in_fast_math() and c_name in self.vector_math:
             self.vector_math_used.add(c_name)
             return alias_name(c_name)
         return c_name

@@ -11,6 +11,8 @@ import os
 import sys
 import threading
 
+from codegen.cuda_driver import gpu_available
+
 ENV_VAR = "HIDET_LANG_CUDA"
 _choosing = threading.Lock()  # builds on several threads choose (and give the notice) once
 
@@ -28,8 +30,6 @@ def _choose_backend() -> str:
         raise ValueError(f"{ENV_VAR}={choice!r}: use 'gpu', 'emulator', or leave it unset to choose automatically")
     if choice == "emulator":
         return "emulator"
-    from codegen.cuda_driver import gpu_available
-
     if gpu_available():
         return "gpu"
     if choice == "gpu":

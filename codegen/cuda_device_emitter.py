@@ -146,7 +146,7 @@ class CudaDeviceEmitter(CEmitter):
     def math_function(self, name: str, t: DataType) -> str:
         """In a fast-math device function, CUDA's approximate intrinsic for a single-precision `name` where there
         is one (`FAST_MATH_F32`); the IEEE function otherwise."""
-        if self.current is not None and self.current.attrs.fast_math and t.nbytes == 4 and name in FAST_MATH_F32:
+        if self.in_fast_math() and t.nbytes == 4 and name in FAST_MATH_F32:
             return FAST_MATH_F32[name]
         return super().math_function(name, t)
 

@@ -175,7 +175,7 @@ def _ops() -> Any:
     """The operators module (imported on first use: it imports this one)."""
     global _operators
     if _operators is None:
-        import stdlib_ops.operators as operators
+        import stdlib_ops.operators as operators  # cycle: the operators import this module
 
         _operators = operators
     return _operators

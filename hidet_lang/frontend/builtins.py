@@ -16,7 +16,7 @@ from hidet_lang.frontend.loops import GridLoop, UnrolledLoop
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.layout import Layout
 from hidet_lang.ir.loop_attrs import parse_loop_attrs
-from hidet_lang.ir.stmt import DeclScope
+from hidet_lang.ir.stmt import AsmStmt, DeclScope
 from hidet_lang.ir.types import DataType, PointerType, TensorType, VectorType, dtype_from_name, int32
 
 FUNC_ATTRS = ("func_kind", "func_name", "noinline", "fast_math", "no_alias")
@@ -302,8 +302,6 @@ def asm(template: str, outputs: Sequence[Any] = (), inputs: Sequence[Any] = (), 
     elements or `deref(pointer)` (written), inputs scalar values or pointers (addresses, as `[%1]` takes them);
     operand constraints follow from their types. PTX compiles with NVRTC for a GPU; the CUDA emulator cannot run
     it."""
-    from hidet_lang.ir.stmt import AsmStmt
-
     if not isinstance(template, str):
         raise TypeError("asm() takes the PTX template as a Python string")
     outs = tuple(E.convert(o) for o in outputs)

@@ -49,7 +49,7 @@ class CallParser(ParserCore):
 
     def call(self, node: ast.Call, func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         """Call `func`: another script function, a cast, a math function, range, or a Python helper."""
-        from hidet_lang.frontend.script import ScriptFunction
+        from hidet_lang.frontend.script import ScriptFunction  # cycle: script imports the parser, made of this
 
         any_ir = any(isinstance(a, E.Expr) for a in [*args, *kwargs.values()])
         if isinstance(func, ScriptFunction):

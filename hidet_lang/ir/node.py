@@ -45,7 +45,7 @@ class Node:
     span: Span | None = field(default_factory=current_span, kw_only=True, compare=False, repr=False)
 
     def __str__(self) -> str:
-        from hidet_lang.ir.printer import to_text
+        from hidet_lang.ir.printer import to_text  # cycle: the printer imports the nodes
 
         return to_text(self)
 

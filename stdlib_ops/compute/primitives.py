@@ -11,7 +11,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from functools import cache
 
-from hidet_lang.ir.expr import BinaryOp, Constant, Expr, IfThenElse, Intrinsic, Var, convert
+from hidet_lang.ir.expr import BinaryOp, Cast, Constant, Expr, IfThenElse, Intrinsic, Var, convert
 from hidet_lang.ir.types import DataType, TensorType, dtype_from_name, int32
 from stdlib_ops.compute.nodes import ARG_REDUCE_KINDS, REDUCE_KINDS, ArgReduceExpr, ComputeTensor, ReduceExpr
 from stdlib_ops.dims import dim_product, factors
@@ -124,8 +124,6 @@ def arg_reduce(extent: int | str | Expr, fcompute: Callable[[Var], object], kind
 
 def cast_to(e: object, dtype: str | DataType) -> Expr:
     """`e` converted to `dtype` (the expression itself when it already has that type)."""
-    from hidet_lang.ir.expr import Cast
-
     e = convert(e)
     t = as_dtype(dtype)
     return e if e.type == t else Cast(e, t)

@@ -12,7 +12,7 @@ from stdlib_ops.frontends.unsupported import UnsupportedOperationsError
 def from_onnx(model: Any, **options: Any) -> Any:
     """A `FlowGraph` computing the ONNX `model` (an `onnx.ModelProto` or a path to a .onnx file); see
     `stdlib_ops.frontends.onnx_import.from_onnx`."""
-    from stdlib_ops.frontends.onnx_import import from_onnx as import_model
+    from stdlib_ops.frontends.onnx_import import from_onnx as import_model  # onnx (optional) loads on use
 
     return import_model(model, **options)
 

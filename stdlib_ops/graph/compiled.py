@@ -172,7 +172,7 @@ class CompiledGraph:
 
     def save(self, path: str) -> None:
         """Write the compiled graph to one file (a zip) that `stdlib_ops.load(path)` runs without compiling."""
-        from stdlib_ops.graph.save import save_compiled
+        from stdlib_ops.graph.save import save_compiled  # cycle: save imports this module
 
         save_compiled(self, path)
 

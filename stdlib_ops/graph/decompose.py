@@ -19,6 +19,7 @@ from hidet_lang.target import Target
 from stdlib_ops.graph.flow_graph import FlowGraph
 from stdlib_ops.graph.partition import partition
 from stdlib_ops.graph.rewrite import cancel_views, replay
+from stdlib_ops.operators import matmul, softmax, transpose, where
 from stdlib_ops.operators.base import Operator
 from stdlib_ops.task import Task
 from stdlib_ops.templates.registry import TEMPLATES, binding_of, is_library_template
@@ -30,8 +31,6 @@ Decomposition = Callable[[Operator, list[Tensor]], "list[Tensor] | None"]
 def decompose_attention(op: Operator, inputs: list[Tensor]) -> list[Tensor] | None:
     """softmax(q @ k^T / sqrt(D) (+ the causal mask)) @ v as matmul, softmax and matmul (None where the dtype is a
     half one, or a causal mask's size is symbolic)."""
-    from stdlib_ops.operators import matmul, softmax, transpose, where
-
     q, k, v = inputs
     if any(t.dtype not in ("float32", "float64") for t in inputs):
         return None

@@ -57,7 +57,7 @@ class FlowGraph:
     def bind(self, values: Mapping[Tensor, Any]) -> FlowGraph:
         """The graph with some inputs replaced by constants (`values`: input tensor -> array-like of its shape);
         `optimize` then folds every operator that reads only constants."""
-        from stdlib_ops.graph.rewrite import replay
+        from stdlib_ops.graph.rewrite import replay  # cycle: rewrite imports this module
 
         constants: dict[int, Tensor] = {}
         for t, value in values.items():
@@ -74,10 +74,10 @@ class FlowGraph:
         """The graph compiled for `target` ('cpu' or 'cuda'); see `stdlib_ops.graph.build`. With `tune`, its
         tunable tasks without a record for this machine are tuned first (`stdlib_ops.tune` with its defaults;
         call it directly for an executor or the sizes of symbolic dimensions)."""
-        from stdlib_ops.graph.build import build_graph
+        from stdlib_ops.graph.build import build_graph  # cycle: build imports this module
 
         if tune:
-            from stdlib_ops.tuning import tune as tune_graph
+            from stdlib_ops.tuning import tune as tune_graph  # cycle: tuning imports this module
 
             tune_graph(self, target)
         return build_graph(self, target)

@@ -19,6 +19,7 @@ import numpy as np
 
 from stdlib_ops.graph.flow_graph import FlowGraph
 from stdlib_ops.graph.rewrite import replay
+from stdlib_ops.operators import conv2d
 from stdlib_ops.operators.base import Operator
 from stdlib_ops.tensor import Tensor, asarray
 
@@ -68,8 +69,6 @@ def _per_channel(constant: Tensor, conv: Tensor) -> np.ndarray | None:
 def _folded(conv_op: Operator, step: str, values: np.ndarray) -> Tensor:
     """`conv_op`'s convolution with the per-channel `step` ('mul', 'add' or 'sub' by `values`) in its weights and
     bias."""
-    from stdlib_ops.operators import conv2d
-
     x, weight = conv_op.inputs[0], conv_op.inputs[1].numpy()
     out_channels = weight.shape[0]
     bias = conv_op.inputs[2].numpy() if len(conv_op.inputs) > 2 else np.zeros(out_channels, weight.dtype)

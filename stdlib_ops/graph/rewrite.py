@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from stdlib_ops.graph.flow_graph import FlowGraph
 from stdlib_ops.graph.trace import topological_order
+from stdlib_ops.operators import reshape, transpose
 from stdlib_ops.operators.base import Operator, record
 from stdlib_ops.runtime import EAGER
 from stdlib_ops.tensor import Tensor
@@ -62,8 +63,6 @@ def cancel_views(graph: FlowGraph) -> FlowGraph:
 
 
 def _cancel(op: Operator, inputs: list[Tensor]) -> list[Tensor] | None:
-    from stdlib_ops.operators import reshape, transpose
-
     if op.name == "transpose":
         (x,) = inputs
         perm = tuple(op.task.attrs["axes"])

@@ -36,6 +36,7 @@ from codegen import arrays
 from codegen.build import build_module
 from codegen.cache import PortableEntry, export_entry, install_entry
 from codegen.cache_entries import CUBIN
+from codegen.cuda_backend import backend
 from hidet_lang.ir.func import IRModule
 from hidet_lang.ir.serialize import SerializationError, from_json, to_json
 from hidet_lang.target import Target
@@ -140,8 +141,6 @@ def _backend(target: str) -> str:
     """Where kernels for `target` run in this process: 'cpu', 'gpu' or 'emulator'."""
     if not Target.of(target).is_cuda:
         return "cpu"
-    from codegen.cuda_backend import backend
-
     return backend()
 
 

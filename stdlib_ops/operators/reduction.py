@@ -9,6 +9,7 @@ from hidet_lang.ir.expr import BinaryOp, Constant, Expr, Intrinsic
 from hidet_lang.ir.types import int32
 from stdlib_ops.compute import arg_reduce, as_dim, as_dtype, cast_to, compute, reduce
 from stdlib_ops.operators.base import apply, as_tensors, normalize_axes, normalize_axis
+from stdlib_ops.operators.transform import unravel
 from stdlib_ops.tensor import Tensor
 
 
@@ -101,8 +102,6 @@ def _arg(name: str, kind: str, x: Tensor, axis: int | None, keepdims: bool) -> T
 def _flat_arg(name: str, kind: str, x: Tensor, keepdims: bool) -> Tensor:
     """The first row-major index of the largest ('max') or smallest ('min') element of `x`, over all its
     elements (symbolic dimensions included)."""
-    from stdlib_ops.operators.transform import unravel
-
     size: Any = math.prod(x.shape) if all(isinstance(d, int) for d in x.shape) else None
     if size is None:
         size = Constant(1, int32)

@@ -17,7 +17,7 @@ import itertools
 from collections.abc import Iterator
 
 from hidet_lang.cuda import FULL_MASK, blockIdx, shfl_down_sync, threadIdx
-from hidet_lang.ir.expr import BinaryOp, Constant, Expr, IfThenElse, Intrinsic, Var, convert
+from hidet_lang.ir.expr import BinaryOp, Cast, Constant, Expr, IfThenElse, Intrinsic, Var, convert
 from hidet_lang.ir.func import CudaAttrs, FuncAttrs, FuncKind, Function, IRModule
 from hidet_lang.ir.functor import IRRewriter, substitute
 from hidet_lang.ir.stmt import AssignStmt, BufferStoreStmt, DeclareStmt, ForStmt, IfStmt, Stmt, seq
@@ -162,6 +162,4 @@ def _warp_per_element(out: ComputeTensor, param: Var, axes: tuple[Var, ...], val
 
 
 def _cast(e: Expr, t: object) -> Expr:
-    from hidet_lang.ir.expr import Cast
-
     return Cast(e, t)

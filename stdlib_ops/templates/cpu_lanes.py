@@ -8,6 +8,7 @@ enables (`codegen.cpu_features`).
 
 from __future__ import annotations
 
+from codegen.cpu_features import machine_cpu_features
 from stdlib_ops.templates.params import require
 
 VECTOR_LANES = (16, 8, 4)
@@ -19,8 +20,6 @@ LANE_FEATURES = {16: {"avx512f"}, 8: {"avx", "fma"}, 4: {"sse", "fma"}}
 
 def machine_has_lanes(lanes: int) -> bool:
     """Whether this machine's C compiler enables the `lanes`-wide vector type with its fused multiply-add."""
-    from codegen.cpu_features import machine_cpu_features
-
     return LANE_FEATURES[lanes] <= machine_cpu_features()
 
 

@@ -98,13 +98,47 @@ def test_local_arrays_up_to_the_limit_build(kind: str, limit: int, tmp_path: Pat
     assert out[0] == 1.0
 
 
-@pytest.mark.xfail(strict=True, reason="GCC folds `0.0 + -(double)i` into `-(double)i` (even at -O0), which is "
-                   "-0.0 for i = 0 where IEEE gives +0.0; -frounding-math avoids it. (simplify's own `0.0 + x` rule "
-                   "now applies to integers only: test_simplify_rules)")
-def test_float_zero_plus_negative_zero(tmp_path: Path) -> None:
-    x = np.array([0, 0], np.int64)
-    cpu, reference = _cpu_and_interpreter("o[0] = f64(0.0) + (-f64(x[0]))", tmp_path, x, np.zeros(1))
-    assert np.copysign(1.0, cpu[0]) == np.copysign(1.0, reference[0])  # reference +0.0; the CPU gives -0.0
+SIGNED_ZERO_LINES = (
+    "o[0] = f64(f32(0.0) - f32(x[0]))",
+    "o[1] = f64(0.0) + (-f64(x[1]))",
+    "o[2] = f64(0.0) - f64(x[0])",
+    "o[3] = f64(f32(0.0) - f32(i64(x[1]) % i64(5)))",
+    "o[4] = (-f64(x[0])) + f64(0.0)",
+    "o[5] = f64(0.0) - abs(f64(x[1]))",
+)
+
+
+def _signed_zero_kernel(kind: str) -> str:
+    """The kernel `k(x: i64[2], o: f64[6])` of `SIGNED_ZERO_LINES`, a public CPU function or a CUDA kernel."""
+    launch = "        attrs.cuda.grid_dim = 1\n        attrs.cuda.block_dim = 1\n" if kind == "cuda_kernel" else ""
+    body = "".join(f"        {line}\n" for line in SIGNED_ZERO_LINES)
+    return (_HEADER.replace("attrs,", "attrs, f32,") + f"    def k(x: i64[2], o: f64[{len(SIGNED_ZERO_LINES)}]):\n"
+            f"        attrs.func_kind = '{kind}'\n{launch}{body}")
+
+
+def _signed_zero_reference(x: np.ndarray) -> np.ndarray:
+    """`SIGNED_ZERO_LINES` computed by numpy's IEEE arithmetic (`np.fmod` is C's `%` on integers)."""
+    f32_zero, a, b = np.float32(0.0), np.float64(x[0]), np.float64(x[1])
+    return np.array([np.float64(f32_zero - np.float32(x[0])), 0.0 + (-b), 0.0 - a,
+                     np.float64(f32_zero - np.float32(np.fmod(x[1], 5))), (-a) + 0.0, 0.0 - abs(b)])
+
+
+@pytest.mark.parametrize("kind", ["public", "cuda_kernel"])
+def test_zero_minus_a_value_that_is_zero_is_positive_zero(kind: str, tmp_path: Path) -> None:
+    """`0.0 - x` and `0.0 + (-x)` are `-x` in IEEE arithmetic except for x = +0.0, where they give +0.0. GCC (12 and
+    13) folded them into `-x` where it could tell that x is not -0.0 (an integer converted to a float, an absolute
+    value), even at -O0; the C emitter keeps such operands from its front end (`CEmitter.kept_operand`). Checked
+    bit for bit (the sign of zero) on the CPU or the emulator, the interpreter and numpy."""
+    module = load_module(_signed_zero_kernel(kind), str(tmp_path))
+    built = module.build()
+    for values in ([0, 0], [0, 5], [3, -7], [-(2**31), 10], [2**53 + 1, -5]):
+        x = np.array(values, np.int64)
+        compiled, interpreted = np.full(len(SIGNED_ZERO_LINES), 7.0), np.full(len(SIGNED_ZERO_LINES), 7.0)
+        built(x.copy(), compiled)
+        run_function(module.ir_module(), "k", x.copy(), interpreted)
+        expected = _signed_zero_reference(x)
+        assert compiled.view(np.int64).tolist() == expected.view(np.int64).tolist(), (values, compiled, expected)
+        assert interpreted.view(np.int64).tolist() == expected.view(np.int64).tolist(), (values, interpreted)
 
 
 def test_conditional_with_a_tensor_branch_is_a_dsl_error(tmp_path: Path) -> None:
