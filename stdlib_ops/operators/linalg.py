@@ -7,11 +7,14 @@ from typing import Any
 
 from stdlib_ops.compute import as_dtype, cast_to, compute, reduce
 from stdlib_ops.operators.base import apply, as_tensors, broadcast_shapes, result_dtype, shape_str
+from stdlib_ops.operators.transform import transpose
 from stdlib_ops.tensor import Tensor
 
 
 def matmul(a: Any, b: Any) -> Tensor:
-    """`a @ b` as numpy: 1-D operands are promoted and the added axis removed; batch dimensions broadcast."""
+    """`a @ b` as numpy: 1-D operands are promoted and the added axis removed; batch dimensions broadcast. The task
+    records which operands were 1-D (attribute `vector_operands`, a pair of bools, when one was), which the matmul
+    templates read as their canonical shape (`templates.kernels.matmul_views`)."""
     x, y = as_tensors("matmul", a, b)
     if x.ndim == 0 or y.ndim == 0:
         raise ValueError("matmul: Input operand does not have enough dimensions (scalars are not allowed)")
@@ -48,12 +51,11 @@ def matmul(a: Any, b: Any) -> Tensor:
 
         return compute("out", shape, at)
 
-    return apply("matmul", {}, [x, y], define)[0]
+    vectors = (x.ndim == 1, y.ndim == 1)
+    return apply("matmul", {"vector_operands": vectors} if any(vectors) else {}, [x, y], define)[0]
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """`x @ weight.T + bias`, as torch.nn.functional.linear (weight: [out_features, in_features])."""
-    from stdlib_ops.operators.transform import transpose
-
     y = matmul(x, transpose(weight))
     return y if bias is None else y + bias

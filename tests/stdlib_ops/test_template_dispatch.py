@@ -1,7 +1,8 @@
 """Operators that tasks hand to the DSL templates: the template (not the rule-based scheduler) is chosen, the result
 equals numpy's through the public operators and through tasks with symbolic sizes (one build serves every drawn
 shape), template kernels pass the checking mode (the emulator's for CUDA), prologues and epilogues fuse into every
-registered template's kernel, and tasks a template cannot do are declined to the scheduler."""
+registered template's kernel, tasks a template cannot do are declined to the scheduler, and a matmul task records
+which operands were vectors (what the matmul templates' views read)."""
 
 from __future__ import annotations
 
@@ -80,6 +81,13 @@ def test_matmul_uses_the_template_and_matches_numpy(device: str, shapes: tuple, 
     assert_matmul_close(got, x, y)
     task = task_of(ops.matmul(ops.symbol(list(shapes[0])), ops.symbol(list(shapes[1]))))
     assert kernel_name(task, device) == ("matmul_cuda" if device == "cuda" else "matmul_cpu")
+
+
+@pytest.mark.parametrize("shapes", MATMUL_SHAPES, ids=str)
+def test_the_matmul_task_records_which_operands_are_vectors(shapes: tuple) -> None:
+    task = task_of(ops.matmul(ops.symbol(list(shapes[0])), ops.symbol(list(shapes[1]))))
+    vectors = (len(shapes[0]) == 1, len(shapes[1]) == 1)
+    assert task.attrs == ({"vector_operands": vectors} if any(vectors) else {})
 
 
 @pytest.mark.parametrize("device", DEVICES)

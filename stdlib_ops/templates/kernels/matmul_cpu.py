@@ -210,7 +210,7 @@ def matmul_cpu(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *
 def matmul_on_cpu(task: Task) -> TemplateBinding | None:
     """The packed, register-blocked CPU template for f32 and f16 operands, where the machine has vector FMA."""
     signature = kernel_signature(task.inputs, task.outputs)
-    shapes = matmul_views(signature)
+    shapes = matmul_views(task, signature)
     dtype = common_dtype(task, MATMUL_CPU_DTYPES)
     if shapes is None or dtype is None or machine_lanes() is None:
         return None

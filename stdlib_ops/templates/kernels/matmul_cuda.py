@@ -117,7 +117,7 @@ def matmul_on_cuda(task: Task) -> TemplateBinding | None:
     """The tensor-core template (`matmul_cuda_f16_mma`) for f16 operands, this tiled cp_async template for f32 and
     bf16 ones."""
     signature = kernel_signature(task.inputs, task.outputs)
-    shapes = matmul_views(signature)
+    shapes = matmul_views(task, signature)
     dtype = common_dtype(task, MATMUL_CUDA_DTYPES)
     if shapes is None or dtype is None:
         return None

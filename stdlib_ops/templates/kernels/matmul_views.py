@@ -1,31 +1,34 @@
 """A matmul task (numpy's semantics: 1-D operands, broadcast batch dimensions) seen as the batched matmul
 `[batch, m, k] x [batch, k, n] -> [batch, m, n]` that the matmul templates compute (`matmul_views`).
 
-When the right operand has no batch dimensions, the left operand's batch dimensions fold into the rows of one
-matrix product (a linear layer is one big matmul).
+The task says which operands were 1-D vectors (its attribute `vector_operands`, recorded by `ops.matmul`): a vector
+`x` is one row of `a`, a vector `y` one column of `b`, and the output lacks that axis. The output's other leading
+axes are the broadcast batch dimensions. When the right operand has no batch dimensions, the left operand's batch
+dimensions fold into the rows of one matrix product (a linear layer is one big matmul).
 """
 
 from __future__ import annotations
 
 from hidet_lang.ir import expr as E
 from stdlib_ops.schedule.signature import KernelSignature
+from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import shape_of
 from stdlib_ops.templates.views import Dim, Indices, View, broadcast_batch, product, unravel
 
 
-def matmul_views(signature: KernelSignature) -> tuple[dict[str, Dim], list[View]] | None:
-    """The sizes (`batch, m, n, k`) and the views of `a, b, c` that make a batched matmul of the matmul task
+def matmul_views(task: Task, signature: KernelSignature) -> tuple[dict[str, Dim], list[View]] | None:
+    """The sizes (`batch, m, n, k`) and the views of `a, b, c` that make a batched matmul of the matmul task `task`,
     whose kernel signature is `signature`, or None when the task is not one (two inputs, one output)."""
     if len(signature.inputs) != 2 or len(signature.outputs) != 1:
         return None
+    x_vector, y_vector = task.attrs.get("vector_operands", (False, False))
     x, y = signature.inputs
-    xs, ys = shape_of(x), shape_of(y)
-    x_vector, y_vector = len(xs) == 1, len(ys) == 1
     out = signature.outputs[0]
+    xs, ys, outs = shape_of(x), shape_of(y), shape_of(out)
     m_dim: Dim = 1 if x_vector else xs[-2]
     k_dim, n_dim = xs[-1], (1 if y_vector else ys[-1])
     x_batch, y_batch = xs[:-2], ys[:-2]
-    batch = shape_of(out)[:len(shape_of(out)) - (2 - x_vector - y_vector)]
+    batch = outs[:len(outs) - (not x_vector) - (not y_vector)]  # the output's axes: batch, then m and n unless vectors
 
     def rows(coords: list[E.Expr]) -> list[E.Expr]:
         return [] if x_vector else coords
