@@ -1,7 +1,8 @@
 """Tuning records: they round-trip and merge; concurrent writers lose nothing; a corrupt, truncated, other-version
 or malformed file is ignored with a warning naming it, and tuning then works and replaces it; an entry whose
-parameters are not a point of the template's space is ignored with a warning (the default point is built);
-shape classes and machine identities are as documented."""
+parameters are not a point of the template's space is ignored with a warning (the default point is built); a
+record of a template under the module path it had before it moved matches nothing (kept, never read); shape
+classes and machine identities are as documented."""
 
 from __future__ import annotations
 
@@ -86,6 +87,19 @@ def test_an_entry_outside_the_space_is_ignored_and_the_default_point_built(
     assert compiled.schedules == [small_space.default]
     (result,) = ops.tune(graph, executor=executor)  # no trusted record: tuned again
     assert result.source == "tuned" and small_space.contains(result.params)
+
+
+def test_a_record_naming_a_template_by_an_older_module_path_is_kept_and_not_matched(
+        records: Path, small_space: TuningSpace, executor: object) -> None:
+    graph = matmul_graph()
+    key = shape_class(binding_of(graph.nodes[0].task, "cpu"))
+    old_key = key.replace("stdlib_ops.templates.kernels.", "stdlib_ops.templates.")
+    assert old_key != key
+    write_record(records, machine_id(), old_key, {**ENTRY, "params": small_space.points()[1]})
+    assert graph.build("cpu").schedules == [small_space.default]
+    (result,) = ops.tune(graph, executor=executor)
+    assert result.source == "tuned" and result.shape_class == key
+    assert sorted(read_records(records)[machine_id()]) == sorted([old_key, key])
 
 
 def test_shape_classes_round_known_sizes_up_to_powers_of_two_and_hide_symbolic_ones() -> None:
