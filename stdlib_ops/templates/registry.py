@@ -173,8 +173,11 @@ def _memo(task: Task, target: Target, chosen: str, params: Point | None,
 
 def _runnable(module: IRModule | None, target: Target) -> IRModule | None:
     """`module`, or None when it uses an intrinsic that `target`'s CUDA architecture lacks (a library template
-    then leaves the task to the rule-based scheduler, as when it declines it)."""
-    return None if module is None or intrinsic_lacking(module, target) is not None else module
+    then leaves the task to the rule-based scheduler, as when it declines it); a target without an architecture
+    builds for the device's, which the build checks."""
+    if module is None or target.arch is None:
+        return module
+    return None if intrinsic_lacking(module, target) is not None else module
 
 
 def _rules(task: Task, target: Target) -> Schedule:
