@@ -17,7 +17,10 @@ Undefined behaviour in C is avoided by construction: the integer range of every 
 (``i32(u32(a) + u32(b))``, which wraps as the DSL defines); divisors are guarded (``b if b != 0 else 1``, and
 ``-1`` too where the dividend may be the type's minimum); shift amounts are masked to the width; floats are
 clamped before a conversion to an integer type. Operands of different types are drawn (``u16 | i8``,
-``f16 * u8``), so are the float ``//`` and ``%`` (floored, as Python's). The math functions of
+``f16 * u8``), so are the float ``//`` and ``%`` (floored, as Python's). IEEE's corner cases are drawn often:
+float constants include signed zeros, infinities and NaN, one float operation in four has such an operand, and
+each program ends with two probes, declarations that combine such a value with one of the program's values (an
+integer one converted: ``f32(0.0) - v`` is +0.0, not -0.0, for ``v = 0``), before its outputs. The math functions of
 ``f32``/``f16`` are limited to correctly rounded ones (``sqrt``, ``floor``, ``ceil``, ``abs``) so that every
 target computes the same bits; ``f64`` also gets ``exp``, ``log``, ``sin``, ``cos`` and ``tanh``, whose results
 agree within an ulp (``Program.uses_libm``: the C library computes them at run time, but the C compiler evaluates
@@ -28,6 +31,7 @@ a call on constants while compiling, correctly rounded). ``module_source`` puts 
 from __future__ import annotations
 
 import importlib.util
+import math
 import sys
 import tempfile
 import uuid
@@ -50,6 +54,11 @@ _FLOAT_TYPES = ("f16", "f32", "f64")
 _BITS = {"8": 8, "16": 16, "32": 32, "64": 64}
 _F64_MATH = ("exp", "log", "sin", "cos", "tanh")
 _EXACT_MATH = ("sqrt", "floor", "ceil")
+_FLOAT_CONSTANTS = (1.0, -1.0, 0.5, 2.0, -3.25, 100.0, 1e-3, 7.0, 0.0, -0.0, math.inf, -math.inf, math.nan)
+_SPECIAL_OPERANDS = (0.0, 0.0, -0.0, -0.0, math.inf, -math.inf, math.nan)
+"""Where IEEE arithmetic has its corner cases (`0.0 - x` is not `-x`: it is +0.0 for x = +0.0); a zero in four of
+seven."""
+_FLOAT_OPS = ("+", "-", "*", "/", "//", "%")
 
 
 def _bits(t: str) -> int:
@@ -187,10 +196,9 @@ class _Generator:
     # ------------------------------------------------------------------------------------ expressions
     def const(self, t: str) -> tuple[str, Interval]:
         if t[0] == "f":
-            v = self.draw(st.sampled_from([0.0, 1.0, -1.0, 0.5, 2.0, -3.25, 100.0, 1e-3, 7.0]))
-            return f"{t}({v!r})", None
+            return f"{t}({_float_literal(self.choice(_FLOAT_CONSTANTS))})", None
         lo, hi = _range(t)
-        v = self.draw(st.one_of(st.integers(-4, 9).filter(lambda x: lo <= x <= hi),
+        v = self.draw(st.one_of(st.just(0), st.integers(-4, 9).filter(lambda x: lo <= x <= hi),
                                 st.sampled_from([lo, hi, lo + 1, hi - 1])))
         return f"{t}({v})", (v, v)
 
@@ -285,10 +293,12 @@ class _Generator:
 
     def binary(self, t: str, scope: _Scope, depth: int) -> tuple[str, Interval]:
         if t[0] == "f":
-            op = self.choice(["+", "-", "*", "/", "//", "%"])
+            op = self.choice(_FLOAT_OPS)
             a, _ = self.expr(t, scope, depth - 1)
             b, _ = self.expr(self.choice([t, t, *(u for u in _INT_TYPES + _FLOAT_TYPES if _promote(t, u) == t)]),
                              scope, depth - 1)
+            if self.draw(st.integers(0, 3)) == 0:  # one operand in four is a signed zero, an infinity or NaN
+                a, b = self.with_special(t, a, b)
             return f"({a} {op} {b})", None
         op = self.choice(["+", "-", "*", "//", "%", "&", "|", "^", "<<", ">>"])
         # the right operand may have a different type whose promotion with t gives t
@@ -327,6 +337,21 @@ class _Generator:
             u = "u" + t[1:]
             return f"{t}({u}({a}) {op} {u}({b}))", _range(t)
         return f"({a} {op} {b})", _range(t)
+
+    def with_special(self, t: str, a: str, b: str) -> tuple[str, str]:
+        """The operands `a`, `b` of a float operation of type `t`, one of them replaced by a special value."""
+        special = f"{t}({_float_literal(self.choice(_SPECIAL_OPERANDS))})"
+        return (special, b) if self.draw(st.booleans()) else (a, special)
+
+    def probe(self, scope: _Scope) -> list[str]:
+        """A declaration of one float operation between a special value and a value the program computed (of any
+        type: an integer is converted), in either order: IEEE's corner cases, where they reach an output."""
+        t = self.choice(_FLOAT_TYPES)
+        value, u = (self.leaf(t, scope)[0], t) if not scope.scalars else self.choice(scope.scalars)[:2]
+        a, b = self.with_special(t, value, value)
+        name, result = self.fresh("v"), _promote(t, u)
+        scope.scalars.append((name, result, None))
+        return [f"{name}: {result} = ({a} {self.choice(_FLOAT_OPS)} {b})"]
 
     def convert(self, inner: str, iv: Interval, src: str, dst: str) -> tuple[str, Interval]:
         if src[0] == "f" and dst[0] != "f":
@@ -461,6 +486,13 @@ class _Generator:
         return lines
 
 
+def _float_literal(v: float) -> str:
+    """Python source for the float `v` (the generated module imports `math`)."""
+    if math.isnan(v):
+        return "math.nan"
+    return repr(v) if math.isfinite(v) else f"{'-' if v < 0 else ''}math.inf"
+
+
 def _hull(a: Interval, b: Interval) -> Interval:
     if a is None or b is None:
         return None
@@ -480,6 +512,8 @@ def _programs(draw: st.DrawFn, max_depth: int, max_stmts: int, max_helpers: int)
         gen.helper()
     scope = _Scope(loop_vars=[("w", 0, workers - 1)])
     body = gen.block(scope, 2, max_stmts)
+    for _ in range(2):
+        body += gen.probe(scope)
     body += gen.outputs(scope)
     return Program(body=tuple(body), helpers=tuple(gen.helpers), workers=workers)
 

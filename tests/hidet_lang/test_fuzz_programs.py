@@ -7,6 +7,8 @@ fuzz_programs.py`` runs many more. A disagreement prints the program, its inputs
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import strategies as st
@@ -17,7 +19,7 @@ from hidet_lang.testing.programs import programs
 BATCH = 40
 
 
-@pytest.mark.parametrize("batch_seed", [11, 12, 13, 14, 15, 16])
+@pytest.mark.parametrize("batch_seed", [11, 12, 13, 14, 15, 16, 17, 18])
 def test_generated_programs_agree_on_every_target(batch_seed: int, tmp_path) -> None:  # noqa: ANN001
     drawn = draw_examples(st.tuples(programs(), program_inputs()), BATCH, batch_seed)
     outcomes = run_batch([p for p, _ in drawn], [x for _, x in drawn], str(tmp_path))
@@ -27,6 +29,20 @@ def test_generated_programs_agree_on_every_target(batch_seed: int, tmp_path) -> 
             f"{bad} disagree with the interpreter on\n{outcome.program.function_source('p', 'cpu')}\n"
             f"inputs: {outcome.inputs}\n" + "\n".join(f"{t}: {r}" for t, r in outcome.results.items())
         )
+
+
+def test_programs_meet_signed_zeros_infinities_and_nan() -> None:
+    """IEEE's corner cases are drawn often: each special value is an operand in a batch of programs, and every
+    program ends with its two probes (a special value and one of its values), which reach the outputs."""
+    drawn = draw_examples(programs(), BATCH, 3)
+    text = "\n".join(line for p in drawn for line in p.body)
+    for special in ("(0.0)", "(-0.0)", "(math.inf)", "(-math.inf)", "(math.nan)"):
+        assert text.count(special) >= 3, special
+    for p in drawn:
+        probes = [line for line in p.body if re.match(r"v_\d+: f\d\d = \(", line)][-2:]
+        assert len(probes) == 2 and any(s in line for line in probes for s in ("0.0)", "math."))
+        outputs = "\n".join(line for line in p.body if line.startswith("of["))
+        assert all(re.search(rf"\b{line.split(':')[0]}\b", outputs) for line in probes), p.body
 
 
 def test_agreement_rule_counts_ulps_within_one_sign() -> None:
