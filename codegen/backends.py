@@ -11,14 +11,14 @@ from __future__ import annotations
 import dataclasses
 from abc import ABC, abstractmethod
 
-from codegen import cpu_features, vector_math
-from codegen.c_emitter import CEmitter
-from codegen.cache import build_and_load
-from codegen.compiler import DEFAULT_C_FLAGS, find_c_compiler
-from codegen.cuda_backend import backend
-from codegen.errors import CCompilationError, CompilerNotFoundError
-from codegen.module import CompiledModule, bounds_checks
-from codegen.nvrtc import default_arch
+from codegen.emit.c_emitter import CEmitter
+from codegen.runtime.cuda_backend import backend
+from codegen.runtime.module import CompiledModule, bounds_checks
+from codegen.toolchain import cpu_features, vector_math
+from codegen.toolchain.cache import build_and_load
+from codegen.toolchain.compiler import DEFAULT_C_FLAGS, find_c_compiler
+from codegen.toolchain.errors import CCompilationError, CompilerNotFoundError
+from codegen.toolchain.nvrtc import default_arch
 from hidet_lang.ir.func import IRModule
 from hidet_lang.passes.vector_rules import uses_vector_types
 from hidet_lang.target import Target, TargetKind
@@ -65,7 +65,7 @@ class CudaBackend(Backend):
     """CUDA C compiled by NVRTC and launched on a GPU, or compiled by the C++ compiler for the CUDA emulator."""
 
     def resolve(self, target: Target, module: IRModule) -> Target:
-        """The target marked `emulated` where CUDA modules run on the emulator (`codegen.cuda_backend`), with the
+        """The target marked `emulated` where CUDA modules run on the emulator (`runtime.cuda_backend`), with the
         GPU's architecture (else `nvrtc.FALLBACK_ARCH`) where it names none, so that the lowering checks the
         intrinsics against the architecture the module is built for."""
         return dataclasses.replace(target, arch=target.arch or default_arch(), emulated=backend() == "emulator")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from codegen.backends import backend_for
-from codegen.module import CompiledModule
+from codegen.runtime.module import CompiledModule
 from hidet_lang.ir.func import IRModule
 from hidet_lang.passes.pipeline import lower
 from hidet_lang.target import Target
@@ -21,7 +21,7 @@ def build_module(module: IRModule, target: Target | str | None = None, *, check:
     builds every function as `attrs.fast_math = True` does, and CUDA kernels for a GPU with NVRTC's
     `--use_fast_math` (flush-to-zero and approximate division and square root too). A CPU build of a
     module with vector types asks the machine's C compiler which instruction-set extensions it enables
-    (`codegen.cpu_features`), for the lowering to refuse a vector type that needs a missing one; where the compiler
+    (`toolchain.cpu_features`), for the lowering to refuse a vector type that needs a missing one; where the compiler
     cannot be asked, nothing is refused (a library in the cache needs no compiler, and a compilation reports it).
     A CUDA build for any architecture runs on the emulator where there is no GPU."""
     if fast_math:

@@ -3,7 +3,7 @@
 On a GPU, the kernels are compiled by NVRTC to a cubin for the chosen architecture and loaded with the driver;
 the host functions and kernel launchers are C built by the system compiler, bound to the driver's launch entry
 point. On the emulator, the same CUDA source, the host code and the project's emulation header form one C++
-translation unit built by the system C++ compiler; after each call, `codegen.emulator_memory` decides which
+translation unit built by the system C++ compiler; after each call, `codegen.runtime.emulator_memory` decides which
 emulator libraries keep their workers. Either way the cubin is available as `module.cubin`.
 """
 
@@ -16,16 +16,16 @@ import os
 import platform
 import re
 
-from codegen import cuda_driver, emulator_memory
-from codegen.cache import build_and_load, build_cubin, build_library
-from codegen.compiler import DEFAULT_C_FLAGS, SEMANTICS_FLAGS, map_c_line_to_dsl
-from codegen.cuda_backend import backend
-from codegen.cuda_emitter import emit_cuda
-from codegen.elf import STT_FUNC, read_symbols
-from codegen.headers import INCLUDE_DIR, cuda_limit_flags
-from codegen.kernel_plan import ModulePlan, plan_module
-from codegen.module import AfterCall, CompiledModule, bounds_checks
-from codegen.nvrtc import default_arch, normalize_arch
+from codegen.emit.cuda_emitter import emit_cuda
+from codegen.emit.kernel_plan import ModulePlan, plan_module
+from codegen.runtime import cuda_driver, emulator_memory
+from codegen.runtime.cuda_backend import backend
+from codegen.runtime.module import AfterCall, CompiledModule, bounds_checks
+from codegen.toolchain.cache import build_and_load, build_cubin, build_library
+from codegen.toolchain.compiler import DEFAULT_C_FLAGS, SEMANTICS_FLAGS, map_c_line_to_dsl
+from codegen.toolchain.elf import STT_FUNC, read_symbols
+from codegen.toolchain.headers import INCLUDE_DIR, cuda_limit_flags
+from codegen.toolchain.nvrtc import default_arch, normalize_arch
 from hidet_lang.ir.func import DEVICE_KINDS, IRModule
 from hidet_lang.ir.functor import collect
 from hidet_lang.ir.stmt import AssertStmt

@@ -82,7 +82,7 @@ def peers() -> dict[str, object]:
 
 def main() -> int:
     import hidet_lang as hidet
-    from codegen import cuda_driver
+    from codegen.runtime import cuda_driver
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes and few repeats")

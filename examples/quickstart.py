@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 import hidet_lang as hidet
-from codegen.cache import clear_memory_cache
+from codegen.toolchain.cache import clear_memory_cache
 from hidet_lang import attrs, f32, grid, register_tensor, repeat
 
 N = 1 << 20  # vector length

@@ -17,6 +17,7 @@ from typing import Any
 
 from hidet_lang import option as option
 from hidet_lang.builder import install_builder
+from hidet_lang.lazy import homes_of, lazy_attributes
 from hidet_lang.version import __version__ as __version__
 
 _DATA_TYPES = (
@@ -24,18 +25,15 @@ _DATA_TYPES = (
     "float32x8", "float32x16", "float64", "i8", "i16", "i32", "i64", "int8", "int16", "int32", "int64", "u8", "u16",
     "u32", "u64", "uint8", "uint16", "uint32", "uint64", "void_p",
 )
-_HOMES: dict[str, tuple[str, str]] = {
-    **{name: ("hidet_lang.frontend.builtins", name) for name in (
-        "address", "as_tensor_pointer", "asm", "attrs", "cast", "deref", "exp", "grid", "meta", "printf",
-        "register_tensor", "rsqrt", "sqrt", "tensor", "tensor_pointer", "view")},
-    **{name: ("hidet_lang.types", name) for name in _DATA_TYPES},
-    **{name: ("hidet_lang.ir.layout", name) for name in ("column_major", "local_layout", "row_major",
-                                                          "strided_layout")},
-    **{name: ("hidet_lang.ir.mapping", name) for name in ("auto_map", "repeat", "spatial")},
-    **{name: ("codegen.arrays", name) for name in ("asarray", "empty", "zeros", "randn")},
-    "shared_tensor": ("hidet_lang.cuda", "shared_tensor"),
-    "ScriptFunction": ("hidet_lang.frontend.script", "ScriptFunction"),
-    "ScriptModule": ("hidet_lang.frontend.script", "ScriptModule"),
+_HOMES = {
+    **homes_of("hidet_lang.frontend.builtins", "address", "as_tensor_pointer", "asm", "attrs", "cast", "deref", "exp",
+               "grid", "meta", "printf", "register_tensor", "rsqrt", "sqrt", "tensor", "tensor_pointer", "view"),
+    **homes_of("hidet_lang.types", *_DATA_TYPES),
+    **homes_of("hidet_lang.ir.layout", "column_major", "local_layout", "row_major", "strided_layout"),
+    **homes_of("hidet_lang.ir.mapping", "auto_map", "repeat", "spatial"),
+    **homes_of("codegen.runtime.arrays", "asarray", "empty", "zeros", "randn"),
+    **homes_of("hidet_lang.cuda", "shared_tensor"),
+    **homes_of("hidet_lang.frontend.script", "ScriptFunction", "ScriptModule"),
 }
 """Where each name of the facade lives: (module, attribute), imported on first use."""
 
@@ -61,6 +59,9 @@ def script_module() -> Any:
     return new_script_module()
 
 
+_give_home_name, _home_names = lazy_attributes(__name__, _HOMES)
+
+
 def __getattr__(name: str) -> Any:
     """The facade's names, loaded on first use (see the module docstring). `hidet.script` and `from hidet_lang
     import script` give the decorator through this hook on every lookup, so that parameter names used by later
@@ -69,24 +70,18 @@ def __getattr__(name: str) -> Any:
     `hidet.cpu` and the other subpackages load when named."""
     if name == "script":
         return importlib.import_module("hidet_lang.frontend.script").script_for_caller(sys._getframe(1))
-    if name in _HOMES:
-        module, attribute = _HOMES[name]
-        value = getattr(importlib.import_module(module), attribute)
-    elif name in _MODULES:
+    if name in _MODULES:
         for module in _MODULES[name]:
             importlib.import_module(module)
-        value = sys.modules[_MODULES[name][0]]
-    elif importlib.util.find_spec(f"{__name__}.{name}") is not None:
-        value = importlib.import_module(f"{__name__}.{name}")
-    else:
-        raise AttributeError(f"module 'hidet_lang' has no attribute {name!r}")
-    globals()[name] = value  # later lookups find it without this hook
-    return value
+        return sys.modules[_MODULES[name][0]]
+    if name not in _HOMES and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")
+    return _give_home_name(name)
 
 
 def __dir__() -> list[str]:
     """The facade's names (those loaded already and those loaded on first use)."""
-    return sorted({*__all__, *_MODULES, *(n for n in globals() if not n.startswith("_"))} - {"Any"})
+    return sorted({*_home_names(), *_MODULES})
 
 
 def _build_through_codegen(*args: Any, **kwargs: Any) -> Any:

@@ -12,7 +12,7 @@ def cache_dir(path: str | os.PathLike[str] | None = None) -> str:
     another user, or writable by its group or all users: the libraries in it are loaded) is refused with a
     `RuntimeWarning`, and a private temporary directory, removed at exit, is used instead; it is the one returned.
     """
-    from codegen import cache  # the language reaches the code generator on use only (its layer rule)
+    from codegen.toolchain import cache  # the language reaches the code generator on use only (its layer rule)
 
     if path is not None:
         cache.set_cache_dir(path)

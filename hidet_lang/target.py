@@ -28,7 +28,7 @@ class TargetKind(StrEnum):
 
 def normalize_arch(arch: str | int) -> str:
     """`arch` in the form `sm_XY[a|f]` ("80" -> "sm_80"); ValueError naming the accepted forms. Only the spelling
-    is checked (`codegen.nvrtc.compile_cubin` also checks that NVRTC supports the architecture)."""
+    is checked (`codegen.toolchain.nvrtc.compile_cubin` also checks that NVRTC supports the architecture)."""
     spelled = str(arch).strip() if isinstance(arch, str | int) else ""
     match = re.fullmatch(r"(?:sm_)?([1-9][0-9]{1,2})([af]?)", spelled)
     if match is None:
@@ -49,8 +49,8 @@ class Target:
     """A build target. `arch` is the CUDA architecture asked for, normalized ('sm_90a'; None: the device's, or a
     default); `emulated` says that CUDA code runs on the CUDA emulator rather than a GPU. `cpu_features` are the x86
     instruction-set extensions the C compiler enables for the CPU target ('sse', 'avx', 'fma', 'avx512f'), which
-    the code generator asks the compiler for when it builds (`codegen.cpu_features`); None when they are not known
-    (a module lowered and not built), and then no vector operation is refused for want of one."""
+    the code generator asks the compiler for when it builds (`codegen.toolchain.cpu_features`); None when they are not
+    known (a module lowered and not built), and then no vector operation is refused for want of one."""
 
     kind: TargetKind
     arch: str | None = None

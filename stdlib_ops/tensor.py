@@ -1,6 +1,6 @@
 """`Tensor`: the value operators take and return, concrete (holding data) or symbolic (a graph placeholder).
 
-A concrete tensor stores its data in one of the runtime's arrays (`codegen.arrays`: a `HostArray` on 'cpu', a
+A concrete tensor stores its data in one of the runtime's arrays (`codegen.runtime.arrays`: a `HostArray` on 'cpu', a
 `DeviceArray` on 'cuda'), the same arrays `hidet.asarray/empty/zeros/randn` make; operators on it run at once.
 A symbolic tensor (`symbol`) has no data and may have string dimensions ('batch'); an operator on it records
 an `Operator` as the producer of its outputs, from which `trace_from` builds a graph.
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from codegen import arrays
+from codegen.runtime import arrays
 from stdlib_ops.dims import check_name
 
 if TYPE_CHECKING:

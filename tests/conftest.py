@@ -20,7 +20,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     gpu_tests = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_tests:
         return
-    from codegen.cuda_driver import gpu_available
+    from codegen.runtime.cuda_driver import gpu_available
 
     if gpu_available():
         return

@@ -29,6 +29,6 @@ def benchmark_func(run_func: Callable[[], Any], warmup: int = 1, number: int = 5
 
 def _wait_for_device() -> None:
     """Wait for the GPU, where this process has used one (kernel launches on device arrays return at once)."""
-    driver = sys.modules.get("codegen.cuda_driver")
+    driver = sys.modules.get("codegen.runtime.cuda_driver")
     if driver is not None and driver.gpu_available():
         driver.synchronize()

@@ -21,8 +21,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from codegen import arrays
 from codegen.build import build_module
+from codegen.runtime import arrays
 from hidet_lang.target import Target
 from stdlib_ops.dims import names_of
 from stdlib_ops.graph.compiled import CompiledGraph, Launch, Plan, Ref, TensorSpec

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from codegen import arrays
+from codegen.runtime import arrays
 from hidet_lang.ir.func import IRModule
 from hidet_lang.target import Target
 from stdlib_ops.dims import dim_value

@@ -11,10 +11,10 @@ The file is a zip archive:
 - `const<k>.npy`: the constants (read with `allow_pickle=False`).
 
 `load(path)` checks the format and the package version (a file of another version is refused with an error
-naming both), installs each kernel's cache entries into the compilation cache under the key that a build of the
-kernel's IR looks up here (`codegen.cache.install_entry`: the cache's trust rules hold, the library is loaded
-from the private cache directory), then builds each kernel from its IR: the build finds its entries and invokes
-no compiler. Where the saved entries do not apply here (CUDA saved on a GPU and loaded where the emulator runs it
+naming both), and loads each kernel with `CompiledModule.load`: its cache entries go into the compilation cache
+under the key that a build of the kernel's IR looks up here (the cache's trust rules hold, the library is loaded
+from the private cache directory), then the kernel is built from its IR, which finds its entries and invokes no
+compiler. Where the saved entries do not apply here (CUDA saved on a GPU and loaded where the emulator runs it
 or the reverse, or a library compiled for another CPU), a warning says so and the kernels are built from their IR
 again, which needs the compilers. Nothing is unpickled or evaluated: the archive holds data only. It does hold
 machine code, which `load` runs: load only files you trust, as you would a shared library.
@@ -32,12 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from codegen import arrays
-from codegen.build import build_module
-from codegen.cache import PortableEntry, export_entry, install_entry
-from codegen.cache_entries import CUBIN
-from codegen.cuda_backend import backend
-from hidet_lang.ir.func import IRModule
+from codegen import CompiledModule, PortableEntry, asarray, build_module
+from codegen.runtime import backend
 from hidet_lang.ir.serialize import SerializationError, from_json, to_json
 from hidet_lang.target import Target
 from hidet_lang.version import __version__
@@ -63,7 +59,11 @@ def save_compiled(compiled: CompiledGraph, path: str | Path) -> None:
     for k, (ir, module) in enumerate(zip(compiled.ir_modules, compiled.modules)):
         files[f"kernel{k}.ir.json"] = to_json(ir).encode()
         entries = []
-        for j, entry in enumerate(_cache_entries(ir, module, backend)):
+        try:
+            exported = module.export()
+        except ValueError:  # its entries left the cache since it was built: a build publishes them again
+            exported = build_module(ir, module.target).export()
+        for j, entry in enumerate(exported):
             files[f"kernel{k}.entry{j}.src"] = entry.source.encode()
             files[f"kernel{k}.entry{j}.bin"] = entry.data
             entries.append({"artifact": entry.artifact, "meta": entry.meta})
@@ -116,25 +116,18 @@ def _load(archive: zipfile.ZipFile, path: str) -> CompiledGraph:
     for k, kernel in enumerate(header["kernels"]):
         ir = from_json(archive.read(f"kernel{k}.ir.json"))
         if header["backend"] == backend:
-            _install(archive, k, kernel["entries"], path)
-        modules.append(build_module(ir, kernel["target"]))
+            entries = [PortableEntry(entry["artifact"], archive.read(f"kernel{k}.entry{j}.src").decode(),
+                                     dict(entry["meta"]), archive.read(f"kernel{k}.entry{j}.bin"))
+                       for j, entry in enumerate(kernel["entries"])]
+            modules.append(CompiledModule.load(ir, kernel["target"], entries, source=f"{path}: kernel {k}"))
+        else:
+            modules.append(build_module(ir, kernel["target"]))
         irs.append(ir)
     device = Target.of(target).device
-    constants = [arrays.asarray(np.load(io.BytesIO(archive.read(f"const{k}.npy")), allow_pickle=False),
+    constants = [asarray(np.load(io.BytesIO(archive.read(f"const{k}.npy")), allow_pickle=False),
                                 device=device) for k in range(header["constants"])]
     return CompiledGraph(target, _plan_of(header["plan"]), modules, header["titles"], constants,
                          header["description"], irs, header["schedules"])
-
-
-def _install(archive: zipfile.ZipFile, k: int, entries: list[dict[str, Any]], path: str) -> None:
-    """Put kernel `k`'s saved cache entries into the compilation cache (a warning for one that does not apply)."""
-    for j, entry in enumerate(entries):
-        exported = PortableEntry(entry["artifact"], archive.read(f"kernel{k}.entry{j}.src").decode(),
-                                 dict(entry["meta"]), archive.read(f"kernel{k}.entry{j}.bin"))
-        try:
-            install_entry(exported, version=__version__)
-        except ValueError as exc:
-            warnings.warn(f"{path}: kernel {k} is built again from its IR: {exc}", RuntimeWarning, stacklevel=4)
 
 
 def _backend(target: str) -> str:
@@ -142,23 +135,6 @@ def _backend(target: str) -> str:
     if not Target.of(target).is_cuda:
         return "cpu"
     return backend()
-
-
-def _cache_entries(ir: IRModule, module: Any, backend: str) -> list[PortableEntry]:
-    """The compilation-cache entries a built module loads: its library (on a GPU the host library, and the cubin).
-    Where the entry it was loaded from is no longer in the cache (the cache was cleared or moved since), the
-    module is built again from its IR `ir`, which publishes a fresh entry."""
-    try:
-        library = export_entry(module.library_path)
-    except ValueError:
-        module = build_module(ir, module.target)
-        library = export_entry(module.library_path)
-    entries = [library]
-    if backend == "gpu":
-        arch = Target.of(module.target).arch
-        entries.append(PortableEntry(CUBIN.file, module.source("cuda"), {"arch": arch, "package_version": __version__},
-                                     module.cubin))
-    return entries
 
 
 def _plan_data(plan: Plan) -> dict[str, Any]:

@@ -15,8 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from codegen import arrays
-from codegen.arguments import array_address
+from codegen.runtime import array_address, arrays
 from hidet_lang.target import Target
 from stdlib_ops.compute import shape_entry
 from stdlib_ops.runtime.kernels import KERNELS, KernelCache

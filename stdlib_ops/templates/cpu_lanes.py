@@ -3,24 +3,24 @@
 
 A template's vector type of `lanes` floats (f32x16, f32x8, f32x4) needs its instruction set and, below 16 lanes,
 FMA for its fused multiply-add and exp (AVX-512F has them). The machine's C compiler is asked what `-march=native`
-enables (`codegen.cpu_features`).
+enables (`codegen.toolchain.cpu_features`).
 """
 
 from __future__ import annotations
 
-from codegen.cpu_features import machine_cpu_features
+from codegen.toolchain import cpu_features
 from stdlib_ops.templates.params import require
 
 VECTOR_LANES = (16, 8, 4)
 """The widths of the CPU templates' vector types, widest first."""
 
 LANE_FEATURES = {16: {"avx512f"}, 8: {"avx", "fma"}, 4: {"sse", "fma"}}
-"""The instruction sets each width needs (`codegen.cpu_features` names)."""
+"""The instruction sets each width needs (`codegen.toolchain.cpu_features` names)."""
 
 
 def machine_has_lanes(lanes: int) -> bool:
     """Whether this machine's C compiler enables the `lanes`-wide vector type with its fused multiply-add."""
-    return LANE_FEATURES[lanes] <= machine_cpu_features()
+    return LANE_FEATURES[lanes] <= cpu_features.machine_cpu_features()  # looked up per call: tests replace it
 
 
 def machine_lanes() -> int | None:

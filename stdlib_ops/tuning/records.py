@@ -1,6 +1,6 @@
 """Tuning records: the winning schedule parameters per machine and shape class, in one JSON file on disk.
 
-The file is `tuning_records.json` in the compilation cache directory (`codegen.cache.cache_dir()`, i.e.
+The file is `tuning_records.json` in the compilation cache directory (`codegen.toolchain.cache.cache_dir()`, i.e.
 `hidet.option.cache_dir`, `$HIDET_LANG_CACHE_DIR`, or the XDG cache directory):
 
 ```json
@@ -35,7 +35,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from codegen.cache import cache_dir
+from codegen.toolchain import cache_dir
 from stdlib_ops.templates.binding import TemplateBinding
 from stdlib_ops.templates.registry import choices_changed
 from stdlib_ops.templates.space import Point, TuningSpace

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from codegen import cache
+from codegen.toolchain import cache
 
 
 @pytest.fixture

@@ -3,9 +3,9 @@
 `build_module(source, kernels, out_dir)` appends, for each kernel, the `<kernel>__entry(void **args)` trampoline
 the code generator emits and a host function `launch_<kernel>(gx, gy, gz, bx, by, bz, dynamic_smem, needs_fibers,
 params...)` that calls `hl_emu_launch`; compiles the whole as one C++ translation unit with the emulator flags
-(`codegen.compiler.compile_shared_library`); and loads it with ctypes. `EmulatorModule.launch` passes numpy
+(`codegen.toolchain.compiler.compile_shared_library`); and loads it with ctypes. `EmulatorModule.launch` passes numpy
 arrays by pointer and scalars by value, raises `EmulatorLaunchError` with `hl_emu_error_message()` when the
-launch fails, and tells `codegen.emulator_memory` of the launch, as the modules the code generator builds do.
+launch fails, and tells `codegen.runtime.emulator_memory` of the launch, as the modules the code generator builds do.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from codegen import emulator_memory
-from codegen.compiler import compile_shared_library, find_c_compiler
-from codegen.headers import INCLUDE_DIR, cuda_limit_flags
+from codegen.runtime import emulator_memory
+from codegen.toolchain.compiler import compile_shared_library, find_c_compiler
+from codegen.toolchain.headers import INCLUDE_DIR, cuda_limit_flags
 
 EMULATOR_FLAGS: tuple[str, ...] = ("-std=c++17", "-O2", "-fopenmp", "-DHIDET_LANG_EMULATOR", *cuda_limit_flags(),
                                     f"-I{INCLUDE_DIR}")

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from codegen import cache, cache_entries
-from codegen.cache_keys import cache_key
-from codegen.compiler import DEFAULT_C_FLAGS, CCompilationError
+from codegen.toolchain import cache, cache_entries
+from codegen.toolchain.cache_keys import cache_key
+from codegen.toolchain.compiler import DEFAULT_C_FLAGS, CCompilationError
 
 VERSION = "test-0"
 REPO_ROOT = Path(cache.__file__).resolve().parent.parent
@@ -228,7 +228,7 @@ def test_corrupt_published_entry_is_replaced(
 CHILD = textwrap.dedent(
     """
     import ctypes, os, sys, time
-    from codegen import cache
+    from codegen.toolchain import cache
     go = sys.argv[1]
     while not os.path.exists(go):
         time.sleep(0.005)
@@ -310,7 +310,7 @@ def test_default_dir_follows_xdg_then_home(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_import_is_cheap() -> None:
-    code = "import sys, codegen.cache; print(sorted({'ctypes', 'subprocess'} & set(sys.modules)))"
+    code = "import sys, codegen.toolchain.cache; print(sorted({'ctypes', 'subprocess'} & set(sys.modules)))"
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, cwd=REPO_ROOT, capture_output=True, text=True, check=True

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from test_cache import REPO_ROOT, VERSION
 
-from codegen import cache_entries
+from codegen.toolchain import cache_entries
 
 PROCESSES = 4
 THREADS = 2
@@ -19,7 +19,7 @@ THREADS = 2
 WORKER = textwrap.dedent(
     """
     import ctypes, os, sys, threading, time
-    from codegen import cache
+    from codegen.toolchain import cache
     go, process, threads, version = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 
     def offset_source(name, offset):

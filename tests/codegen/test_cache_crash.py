@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from test_cache import REPO_ROOT, VERSION, add_source, call_add
 
-from codegen import cache, cache_entries
+from codegen.toolchain import cache, cache_entries
 
 BUILDER = textwrap.dedent(
     """
     import ctypes, sys, time
     from pathlib import Path
-    from codegen import cache, cache_entries
+    from codegen.toolchain import cache, cache_entries
     stage, source, marker, version = sys.argv[1:]
 
     def held(*args):
@@ -113,7 +113,7 @@ def test_build_killed_midway_is_rebuilt_and_swept(
 FALLING_BACK = textwrap.dedent(
     """
     import sys, warnings
-    from codegen import cache
+    from codegen.toolchain import cache
     warnings.simplefilter("ignore")
     print(cache.cache_dir(), flush=True)  # the cache directory is unusable: a temporary one
     sys.stdin.read()

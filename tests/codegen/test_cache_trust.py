@@ -1,5 +1,5 @@
 """The compilation cache trusts only what no other user can have written: private directories, and entries whose
-shard, directory and files belong to this user and are writable by no one else (see `codegen.cache_entries`).
+shard, directory and files belong to this user and are writable by no one else (see `codegen.toolchain.cache_entries`).
 
 "Owned by another user" is tested twice: through the `process_uid` seam (any user: our own directories then look
 foreign), and, when the tests run as root, with real `chown`s to another uid.
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from test_cache import VERSION, add_source, call_add
 
-from codegen import cache, cache_entries
+from codegen.toolchain import cache, cache_entries
 
 OTHER_UID = 65534  # "nobody"
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root; the seam tests cover it")

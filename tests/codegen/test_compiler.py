@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from codegen import compiler
-from codegen.compiler import (
+from codegen.toolchain import compiler
+from codegen.toolchain.compiler import (
     DEFAULT_C_FLAGS,
     SEMANTICS_FLAGS,
     CCompilationError,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import hidet_lang as hidet
-from codegen.cuda_emitter import emit_cuda
-from codegen.kernel_plan import plan_module
+from codegen.emit.cuda_emitter import emit_cuda
+from codegen.emit.kernel_plan import plan_module
 from hidet_lang import attrs, bf16, f16, f32, i32, repeat, spatial
 from hidet_lang.cuda import blockIdx, shared_tensor, syncthreads, threadIdx
 from hidet_lang.errors import DSLError

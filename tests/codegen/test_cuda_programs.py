@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hidet_lang as hidet
-from codegen.cuda_backend import backend
+from codegen.runtime.cuda_backend import backend
 from hidet_lang import attrs, f16, f32, i32, spatial
 from hidet_lang import errors as hidet_lang_errors
 from hidet_lang.cuda import (

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import hidet_lang as hidet
-from codegen.cuda_backend import backend
+from codegen.runtime.cuda_backend import backend
 from hidet_lang import attrs, f32, i32, register_tensor
 from hidet_lang.cuda import shared_tensor, syncthreads, threadIdx
 from hidet_lang.ir.mapping import TaskMapping

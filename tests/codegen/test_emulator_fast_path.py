@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 import hidet_lang as hidet
-from codegen.cuda_backend import backend
 from codegen.cuda_build import CHECK_ENV_VAR
-from codegen.cuda_emitter import emit_cuda
-from codegen.headers import INCLUDE_DIR
-from codegen.kernel_plan import plan_module
+from codegen.emit.cuda_emitter import emit_cuda
+from codegen.emit.kernel_plan import plan_module
+from codegen.runtime.cuda_backend import backend
+from codegen.toolchain.headers import INCLUDE_DIR
 from hidet_lang import attrs, f32, i32, meta, printf
 from hidet_lang.cuda import blockDim, blockIdx, dynamic_shared_memory, gridDim, shared_tensor, syncthreads, threadIdx
 from hidet_lang.passes.pipeline import lower

@@ -1,5 +1,5 @@
 """However many CUDA modules a process runs on the emulator, the memory maps their workers' stacks take stay
-bounded (`codegen.emulator_memory`): the workers of the modules not run lately are released, and a released
+bounded (`codegen.runtime.emulator_memory`): the workers of the modules not run lately are released, and a released
 module maps its stacks again at its next launch. Where the process is short of maps anyway, stacks run unguarded
 and the emulator says so once."""
 
@@ -19,8 +19,8 @@ import pytest
 from emulator_harness import EmulatorModule, build_module, parse_kernels
 
 import hidet_lang as hidet
-from codegen import emulator_memory
-from codegen.cuda_backend import backend
+from codegen.runtime import emulator_memory
+from codegen.runtime.cuda_backend import backend
 from hidet_lang import attrs, i32
 from hidet_lang.cuda import blockIdx, shared_tensor, syncthreads, threadIdx
 

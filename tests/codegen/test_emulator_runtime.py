@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from emulator_harness import EmulatorLaunchError, EmulatorModule, build_module, launch_isolated
 
-from codegen.elf import read_symbols
-from codegen.headers import INCLUDE_DIR
-from codegen.nvrtc import compile_cubin
+from codegen.toolchain.elf import read_symbols
+from codegen.toolchain.headers import INCLUDE_DIR
+from codegen.toolchain.nvrtc import compile_cubin
 
 FULL = 0xFFFFFFFF
 

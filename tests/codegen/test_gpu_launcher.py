@@ -12,10 +12,10 @@ import ctypes
 import pytest
 
 import hidet_lang as hidet
-from codegen.cache import build_and_load
 from codegen.cuda_build import HOST_FLAGS
-from codegen.cuda_emitter import emit_cuda
-from codegen.kernel_plan import plan_module
+from codegen.emit.cuda_emitter import emit_cuda
+from codegen.emit.kernel_plan import plan_module
+from codegen.toolchain.cache import build_and_load
 from hidet_lang import attrs, f32, i32
 from hidet_lang.cuda import blockIdx, dynamic_shared_memory, threadIdx
 from hidet_lang.passes.pipeline import lower

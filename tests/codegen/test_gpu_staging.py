@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import hidet_lang as hidet
-from codegen import cuda_driver
-from codegen.arguments import make_caller
-from codegen.arrays import DeviceArray
+from codegen.runtime import cuda_driver
+from codegen.runtime.arguments import make_caller
+from codegen.runtime.arrays import DeviceArray
 from hidet_lang import attrs, bf16, f32, i32
 from hidet_lang.cuda import threadIdx
 

@@ -15,14 +15,14 @@ from functools import cache
 
 import pytest
 
-from codegen import nvrtc
 from codegen.build import build_module
-from codegen.cuda_backend import backend
-from codegen.cuda_emitter import emit_cuda
-from codegen.elf import STT_FUNC, read_symbols
-from codegen.headers import INCLUDE_DIR
-from codegen.kernel_plan import plan_module
-from codegen.module import CompiledModule
+from codegen.emit.cuda_emitter import emit_cuda
+from codegen.emit.kernel_plan import plan_module
+from codegen.runtime.cuda_backend import backend
+from codegen.runtime.module import CompiledModule
+from codegen.toolchain import nvrtc
+from codegen.toolchain.elf import STT_FUNC, read_symbols
+from codegen.toolchain.headers import INCLUDE_DIR
 from hidet_lang.errors import DSLTypeError
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S

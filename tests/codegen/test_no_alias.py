@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hidet_lang as hidet
-from codegen.aliasing import written_array_params
+from codegen.runtime.aliasing import written_array_params
 from hidet_lang import attrs, f32, i32
 from hidet_lang.cuda import threadIdx
 from hidet_lang.errors import DSLValueError

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from codegen import cache, cache_entries, nvrtc
-from codegen.cache_keys import cache_key, cubin_cache_key
-from codegen.elf import STT_FUNC, is_elf64, read_symbols
-from codegen.errors import CUDA_INSTALL_COMMAND, CudaToolkitMissingError, NVRTCCompilationError
+from codegen.toolchain import cache, cache_entries, nvrtc
+from codegen.toolchain.cache_keys import cache_key, cubin_cache_key
+from codegen.toolchain.elf import STT_FUNC, is_elf64, read_symbols
+from codegen.toolchain.errors import CUDA_INSTALL_COMMAND, CudaToolkitMissingError, NVRTCCompilationError
 
 VERSION = "test-0"
 REPO_ROOT = Path(nvrtc.__file__).resolve().parent.parent
@@ -296,7 +296,7 @@ def test_default_arch_from_the_driver(monkeypatch: pytest.MonkeyPatch, init_resu
 
 def test_import_needs_no_cuda() -> None:
     code = (
-        "import sys, hidet_lang, codegen, codegen.nvrtc, codegen.cache, codegen.elf\n"
+        "import sys, hidet_lang, codegen, codegen.toolchain.nvrtc, codegen.toolchain.cache, codegen.toolchain.elf\n"
         "print(sorted(m for m in sys.modules if m == 'cuda' or m.startswith('cuda.')))"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}

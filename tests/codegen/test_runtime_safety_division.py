@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import hidet_lang as hidet
-from codegen.cuda_backend import backend
+from codegen.runtime.cuda_backend import backend
 from hidet_lang import attrs, i8, i32, i64, u32
 from hidet_lang.cuda import threadIdx
 

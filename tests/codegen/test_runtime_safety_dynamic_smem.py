@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import hidet_lang as hidet
-from codegen.cuda_backend import backend
+from codegen.runtime.cuda_backend import backend
 from hidet_lang import attrs, f32
 from hidet_lang.cuda import dynamic_shared_memory, syncthreads, threadIdx
 

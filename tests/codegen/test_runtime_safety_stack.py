@@ -8,7 +8,7 @@ import pytest
 from emulator_harness import EmulatorLaunchError, EmulatorModule, build_module
 
 import hidet_lang as hidet
-from codegen.cuda_backend import backend
+from codegen.runtime.cuda_backend import backend
 from hidet_lang import attrs, f32, register_tensor
 from hidet_lang.cuda import blockIdx, syncthreads, threadIdx
 

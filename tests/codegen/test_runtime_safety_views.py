@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import hidet_lang as hidet
-from codegen.cuda_backend import backend
+from codegen.runtime.cuda_backend import backend
 from hidet_lang import as_tensor_pointer, attrs, cast, f32, i32, view
 from hidet_lang.cuda import threadIdx
 from hidet_lang.errors import DSLTypeError

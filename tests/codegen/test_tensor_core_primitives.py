@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hidet_lang as hidet
-from codegen.cuda_backend import backend
+from codegen.runtime.cuda_backend import backend
 from hidet_lang import attrs, f16, f32, i32, register_tensor, u32
 from hidet_lang.cuda import (
     cp_async,

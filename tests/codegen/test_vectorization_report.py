@@ -1,4 +1,4 @@
-"""The vectorization report of a CPU module (`CompiledModule.report()`, `codegen.vectorization_report`): each loop
+"""The vectorization report of a CPU module (`CompiledModule.report()`, `toolchain.vectorization_report`): each loop
 of the generated C at its DSL line, vectorized or why not, parallel or not; GCC for real, Clang on canned remarks."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import sys
 import pytest
 
 import hidet_lang as hidet
-from codegen.compiler import compiler_version, find_c_compiler
-from codegen.vectorization_report import (
+from codegen.toolchain.compiler import compiler_version, find_c_compiler
+from codegen.toolchain.vectorization_report import (
     LoopReport,
     parse_clang_remarks,
     parse_gcc_remarks,

@@ -330,10 +330,10 @@ with hidet.script_module() as ptx_through_pointers:
 
 
 def test_an_asm_output_may_be_a_dereferenced_pointer() -> None:
-    from codegen.cuda_emitter import emit_cuda
-    from codegen.headers import INCLUDE_DIR
-    from codegen.kernel_plan import plan_module
-    from codegen.nvrtc import compile_cubin
+    from codegen.emit.cuda_emitter import emit_cuda
+    from codegen.emit.kernel_plan import plan_module
+    from codegen.toolchain.headers import INCLUDE_DIR
+    from codegen.toolchain.nvrtc import compile_cubin
     from hidet_lang.passes.pipeline import lower
 
     device, _ = emit_cuda(plan_module(lower(ptx_through_pointers.ir_module())))
@@ -358,7 +358,7 @@ def test_loop_factors_and_void_pointers_round_trip_through_the_ir_text(module: o
 
 
 def test_types_and_primitives_import_from_hidets_module_paths() -> None:
-    from codegen.cpu_features import machine_cpu_features
+    from codegen.toolchain.cpu_features import machine_cpu_features
     from hidet_lang.ir import primitives
     from hidet_lang.ir.dtypes import float32, float32x8
     from hidet_lang.ir.primitives.cuda import threadIdx as cuda_thread_index

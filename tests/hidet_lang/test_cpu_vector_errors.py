@@ -197,7 +197,7 @@ def test_vectors_are_refused_outside_cpu_functions(factory: object, message: str
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Instruction sets: the machine's features are injected (codegen.cpu_features.machine_cpu_features).
+# Instruction sets: the machine's features are injected (codegen.toolchain.cpu_features.machine_cpu_features).
 
 def uses_f32x8_fma() -> None:
     with hidet.script_module() as module:
@@ -253,7 +253,7 @@ def uses_f32x16() -> None:
 ], ids=["f32x8_without_avx", "fma_without_fma", "exp_without_fma", "f32x16_without_avx512f"])
 def test_a_missing_instruction_set_is_refused_at_the_line(factory: object, features: set[str], message: str,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from codegen import cpu_features
+    from codegen.toolchain import cpu_features
 
     monkeypatch.setattr(cpu_features, "machine_cpu_features", lambda: frozenset(features))
     assert_error_at_marker(factory, DSLTypeError, message)
@@ -289,8 +289,8 @@ def test_the_accepted_path_with_every_feature_and_none_known() -> None:
 def test_the_compiler_is_asked_for_its_features_once() -> None:
     import platform
 
-    from codegen.compiler import find_c_compiler
-    from codegen.cpu_features import compiler_cpu_features, machine_cpu_features
+    from codegen.toolchain.compiler import find_c_compiler
+    from codegen.toolchain.cpu_features import compiler_cpu_features, machine_cpu_features
 
     features = machine_cpu_features()
     assert features <= {"sse", "avx", "fma", "avx512f"}

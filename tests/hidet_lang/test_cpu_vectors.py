@@ -26,7 +26,7 @@ ODD_SIZES = (1, 7, 33, 257)
 
 def _machine_has(lanes: int) -> None:
     """Skip unless the C compiler enables the instruction set of the `lanes`-wide type (and FMA)."""
-    from codegen.cpu_features import machine_cpu_features
+    from codegen.toolchain.cpu_features import machine_cpu_features
 
     needed = {4: {"sse", "fma"}, 8: {"avx", "fma"}, 16: {"avx512f"}}[lanes]
     missing = needed - machine_cpu_features()

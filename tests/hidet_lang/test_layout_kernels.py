@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hidet_lang as hidet
-from codegen.cuda_backend import backend
-from codegen.cuda_emitter import emit_cuda
-from codegen.kernel_plan import plan_module
+from codegen.emit.cuda_emitter import emit_cuda
+from codegen.emit.kernel_plan import plan_module
+from codegen.runtime.cuda_backend import backend
 from hidet_lang import (
     attrs,
     auto_map,

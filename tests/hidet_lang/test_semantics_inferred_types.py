@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from semantics_checks import assert_error_at_marker
 
 import hidet_lang as hidet
-from codegen.module import CompiledModule
+from codegen.runtime.module import CompiledModule
 from hidet_lang import attrs, f32, f64, i8, i16, i32, i64, u8, u32
 from hidet_lang.errors import DSLTypeError
 from hidet_lang.frontend.semantics import holds_every_value

@@ -34,7 +34,7 @@ def ptx_on_the_cpu() -> None:
 
 
 def test_inline_ptx_on_the_emulator_is_not_supported_error() -> None:
-    from codegen.cuda_backend import backend
+    from codegen.runtime.cuda_backend import backend
 
     if backend() != "emulator":
         pytest.skip("the emulator's refusal of inline PTX; CUDA modules build for a GPU here")

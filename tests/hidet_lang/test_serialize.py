@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 
 import hidet_lang as hidet
 from codegen.build import build_module
-from codegen.c_emitter import CEmitter
-from codegen.cuda_emitter import emit_cuda
-from codegen.kernel_plan import plan_module
-from codegen.module import CompiledModule
+from codegen.emit.c_emitter import CEmitter
+from codegen.emit.cuda_emitter import emit_cuda
+from codegen.emit.kernel_plan import plan_module
+from codegen.runtime.module import CompiledModule
 from hidet_lang import attrs, f32, i32
 from hidet_lang.cuda import blockIdx, threadIdx
 from hidet_lang.ir import expr as E

@@ -177,8 +177,8 @@ def test_the_testing_package_example_runs_as_documented(x: np.ndarray) -> None:
 
 
 def test_emitters_accept_only_what_lower_returns() -> None:
-    from codegen.c_emitter import CEmitter
-    from codegen.kernel_plan import plan_module
+    from codegen.emit.c_emitter import CEmitter
+    from codegen.emit.kernel_plan import plan_module
 
     parsed = relu_module.ir_module()
     with pytest.raises(TypeError, match="lowered by hidet_lang.passes.pipeline.lower"):

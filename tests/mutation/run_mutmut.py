@@ -1,7 +1,7 @@
 """Mutation testing of one module (or a few) with that module's own tests, through mutmut 3 (the `dev` extra).
 
     python tests/mutation/run_mutmut.py hidet_lang/ir/evaluate.py
-    python tests/mutation/run_mutmut.py codegen/arguments.py codegen/aliasing.py
+    python tests/mutation/run_mutmut.py codegen/runtime/arguments.py codegen/runtime/aliasing.py
     python tests/mutation/run_mutmut.py hidet_lang/passes/simplify.py --tests tests/hidet_lang/test_simplify.py
     python tests/mutation/run_mutmut.py hidet_lang/ir/evaluate.py --mutants 'hidet_lang.ir.evaluate.x_shift*'
 
@@ -43,11 +43,11 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/hidet_lang/test_simplify.py", "tests/hidet_lang/test_simplify_rules.py",
         "tests/hidet_lang/test_fold_floats.py",
     ),
-    "codegen/arguments.py": (
+    "codegen/runtime/arguments.py": (
         "tests/codegen/test_call_errors.py", "tests/codegen/test_no_alias.py", "tests/codegen/test_gpu_staging.py",
         "tests/codegen/test_read_only_arguments.py",
     ),
-    "codegen/aliasing.py": ("tests/codegen/test_no_alias.py", "tests/codegen/test_read_only_arguments.py"),
+    "codegen/runtime/aliasing.py": ("tests/codegen/test_no_alias.py", "tests/codegen/test_read_only_arguments.py"),
     "hidet_lang/passes/flatten_tensor_access.py": (
         "tests/hidet_lang/test_layout.py", "tests/hidet_lang/test_layout_kernels.py",
         "tests/hidet_lang/test_programs_memory.py",

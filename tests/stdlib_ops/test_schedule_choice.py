@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import stdlib_ops as ops
-from codegen.nvrtc import default_arch
+from codegen.toolchain.nvrtc import default_arch
 from stdlib_ops.fusion.contract import the_kernel
 from stdlib_ops.templates.registry import choose_schedule
 

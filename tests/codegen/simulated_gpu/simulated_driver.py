@@ -80,8 +80,8 @@ def _run_on_emulator(lib: ctypes.CDLL, plan, cu_module: int, name: str, configur
     """Launch kernel `name` (a device symbol of the planned module `plan`) through the emulator's launcher with the
     arguments the driver received, once the launch configuration the driver received is checked against the
     kernel's attributes; the driver error a GPU would report (0 when the kernel ran cleanly)."""
-    from codegen import emulator_memory
-    from codegen.arguments import ctype_of
+    from codegen.runtime import emulator_memory
+    from codegen.runtime.arguments import ctype_of
 
     kernel = plan.kernels[plan.kernel_symbols.index(name)]
     launch = getattr(lib, plan.host_names[kernel.name])
@@ -105,7 +105,7 @@ def _run_on_emulator(lib: ctypes.CDLL, plan, cu_module: int, name: str, configur
     take = getattr(lib, "hl_emu_take_assert_line", None)
     line = take() if take is not None else 0
     if line:  # what the device does on a failed assertion: record its line in the module's hl_assert_line
-        from codegen import cuda_driver
+        from codegen.runtime import cuda_driver
 
         drv = cuda_driver.driver()
         address, _ = cuda_driver.check(drv.cuModuleGetGlobal(drv.CUmodule(cu_module), b"hl_assert_line"),
@@ -116,7 +116,7 @@ def _run_on_emulator(lib: ctypes.CDLL, plan, cu_module: int, name: str, configur
 
 def _read_argument(address: int, t) -> object:
     """The value of a kernel argument of IR type `t` stored at `address` by the launcher."""
-    from codegen.arguments import ctype_of
+    from codegen.runtime.arguments import ctype_of
     from hidet_lang.ir.types import DataType
 
     if isinstance(t, DataType) and t.name in ("float16", "bfloat16"):

@@ -25,12 +25,12 @@ B = np.random.default_rng(1).standard_normal(7).astype(np.float32)
 CHILD = """
 import sys
 import numpy as np
-import codegen.nvrtc
+import codegen.toolchain.nvrtc
 
 def no_compiler(*args, **kwargs):
     raise AssertionError("NVRTC was invoked")
 
-codegen.nvrtc.compile_cubin = no_compiler
+codegen.toolchain.nvrtc.compile_cubin = no_compiler
 import stdlib_ops as ops
 
 graph = ops.load(sys.argv[1])
@@ -152,7 +152,7 @@ def test_a_library_for_another_machine_is_rebuilt_from_the_ir(tmp_path: Path) ->
 
 
 def test_cuda_saved_for_the_other_backend_is_rebuilt_from_the_ir(tmp_path: Path) -> None:
-    from codegen.cuda_backend import backend
+    from codegen.runtime.cuda_backend import backend
 
     other_backend = "emulator" if backend() == "gpu" else "gpu"
     other = rewritten(saved(tmp_path, "cuda"), lambda header: header.update(backend=other_backend))

@@ -36,7 +36,7 @@ F16_UNIT = 2.0**-11
 
 def lanes_available(lanes: int) -> None:
     """Skip unless the machine's C compiler enables the instruction sets of the `lanes`-wide vectors."""
-    from codegen.cpu_features import machine_cpu_features
+    from codegen.toolchain.cpu_features import machine_cpu_features
 
     missing = LANE_FEATURES[lanes] - machine_cpu_features()
     if missing:
@@ -125,7 +125,7 @@ def test_benchmark_sizes(shape: tuple[int, int, int]) -> None:
 
 
 def test_the_default_width_is_the_widest_the_machine_has() -> None:
-    from codegen.cpu_features import machine_cpu_features
+    from codegen.toolchain.cpu_features import machine_cpu_features
 
     features = machine_cpu_features()
     expected = 16 if "avx512f" in features else 8 if {"avx", "fma"} <= features else 4 if "fma" in features else None
@@ -174,9 +174,9 @@ def test_unsupported_parameters_are_refused() -> None:
 
 
 def test_a_machine_without_vector_fma_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    import codegen.cpu_features
+    import codegen.toolchain.cpu_features
 
-    monkeypatch.setattr(codegen.cpu_features, "machine_cpu_features", lambda: frozenset({"sse", "avx"}))
+    monkeypatch.setattr(codegen.toolchain.cpu_features, "machine_cpu_features", lambda: frozenset({"sse", "avx"}))
     assert machine_lanes() is None
     with pytest.raises(ScheduleError, match="enables no vector fused multiply-add"):
         matmul_cpu(1, 8, 8, 8)

@@ -4,7 +4,7 @@ The code generator writes a marker comment `// <user_file.py>:<line>` before the
 (on a line of its own, or at the end of a statement line). When the compiler rejects the generated code, each
 diagnostic at C line L is attributed to the nearest marker at or above L, and `CCompilationError` shows the
 user's file, line and source text next to the offending C line. `format_diagnostics` does that mapping and
-formatting for any compiler whose diagnostics have been parsed into `Diagnostic`s (NVRTC's, in `codegen.nvrtc`).
+formatting for any compiler whose diagnostics have been parsed into `Diagnostic`s (NVRTC's, in `nvrtc`).
 
 `subprocess` and `shlex` are imported when a compiler is actually searched for or run.
 """

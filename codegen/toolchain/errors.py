@@ -44,7 +44,7 @@ class CCompilationError(RuntimeError):
 
 
 CUDA_INSTALL_COMMAND = "pip install cuda-python nvidia-cuda-nvrtc nvidia-cuda-runtime"
-"""The command that installs everything `codegen.nvrtc` needs (named in `CudaToolkitMissingError`)."""
+"""The command that installs everything `codegen.toolchain.nvrtc` needs (named in `CudaToolkitMissingError`)."""
 
 
 class CudaToolkitMissingError(RuntimeError):

@@ -3,7 +3,7 @@ user's DSL line, whether the C compiler vectorized it (and how wide), or why not
 possible aliasing, and whether it runs in parallel (OpenMP).
 
 The generated C is compiled once more, in a temporary directory, the way the CPU build compiles it
-(`codegen.compiler.compile_shared_library`: the compiler, flags, workarounds and the project's include directories)
+(`compiler.compile_shared_library`: the compiler, flags, workarounds and the project's include directories)
 plus the compiler's optimization remarks:
 GCC's `-fopt-info-vec-all-internals` (its messages come in groups, one per loop, each opened by `Analyzing loop at
 file:L`) or Clang's `-Rpass*=loop-vectorize` (a verdict at the loop's line, after the analysis remarks that say
@@ -14,7 +14,7 @@ The loops are found in the C text: the emitter writes `for (...) {` / `while (..
 loops below it parallel). A compiler message names a loop by its `for` line, or (an OpenMP loop GCC outlines into
 a function of its own, a loop whose header it has rewritten) by a statement of its body; then it goes to the
 innermost loop around that statement that no message names by its own line. The `// file:line` markers
-(`codegen.compiler`) map each loop, and a reason's statement, to the DSL line.
+(`codegen.toolchain.compiler`) map each loop, and a reason's statement, to the DSL line.
 """
 
 from __future__ import annotations

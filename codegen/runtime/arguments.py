@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from codegen import cuda_driver
-from codegen.aliasing import check_no_overlap, host_or_device_address, written_array_params
-from codegen.arrays import DeviceArray
+from codegen.runtime import cuda_driver
+from codegen.runtime.aliasing import check_no_overlap, host_or_device_address, written_array_params
+from codegen.runtime.arrays import DeviceArray
 from hidet_lang.errors import without_compiler_frames
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.evaluate import evaluate
@@ -261,7 +261,7 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
     sig = ", ".join(names)
     call = [f"    _result = _c({', '.join(pass_args)})"]  # a 'public' function's scalar result, or None
     if on_gpu:  # the results come back before the checks, so a failed device assertion loses none of them
-        from codegen.device_staging import device_argument, release, stage  # cycle: staging imports this module
+        from codegen.runtime.device_staging import device_argument, release, stage  # cycle: staging imports this module
 
         env.update(_device_argument=device_argument, _stage=stage, _release=release,
                    _ensure_current=cuda_driver.ensure_current)

@@ -17,8 +17,8 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from codegen.compiler import CompilerInfo, gcc_major_version, run_compiler
-from codegen.elf import read_symbols
+from codegen.toolchain.compiler import CompilerInfo, gcc_major_version, run_compiler
+from codegen.toolchain.elf import read_symbols
 
 ARITY = {
     "exp": 1, "log": 1, "sin": 1, "cos": 1, "tan": 1, "tanh": 1, "erf": 1, "log2": 1, "exp2": 1, "atan": 1,

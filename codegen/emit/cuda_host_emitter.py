@@ -8,9 +8,9 @@ configuration and hands it to `hl_launch` (hidet_lang/cuda_launch.h), which chec
 
 from __future__ import annotations
 
-from codegen.c_emitter import CEmitter, c_string
-from codegen.cuda_device_emitter import CUDA_SCALARS
-from codegen.kernel_plan import ModulePlan
+from codegen.emit.c_emitter import CEmitter, c_string
+from codegen.emit.cuda_device_emitter import CUDA_SCALARS
+from codegen.emit.kernel_plan import ModulePlan
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.func import FuncKind, Function, IRModule
 from hidet_lang.ir.span import Span

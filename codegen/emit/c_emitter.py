@@ -22,9 +22,9 @@ from __future__ import annotations
 import json
 import math
 
-from codegen.int_division import guarded_division, needs_guard
-from codegen.pointer_origins import pointer_origins
-from codegen.vector_math import alias_declaration, alias_name
+from codegen.emit.int_division import guarded_division, needs_guard
+from codegen.emit.pointer_origins import pointer_origins
+from codegen.toolchain.vector_math import alias_declaration, alias_name
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import HOST_CALLABLE_KINDS, Function, IRModule
@@ -101,11 +101,11 @@ class CEmitter:
     """Prints an IRModule as C.
 
     With `check`, every element access of a tensor whose size is known is bounds-checked (an access through a
-    pointer made from a tensor, e.g. a `view`, against the bytes of that tensor: `codegen.pointer_origins`): an
+    pointer made from a tensor, e.g. a `view`, against the bytes of that tensor: `codegen.emit.pointer_origins`): an
     index outside the tensor records the first failure (reported to Python as an IndexError after the call) and
     the access goes to a scratch buffer instead of memory outside the tensor; an integer division or modulo by
     zero is recorded too (a ZeroDivisionError). Integer `/` and `%` by a divisor that may be 0 or -1 go through
-    the guarded helpers of `codegen.int_division` on every target.
+    the guarded helpers of `codegen.emit.int_division` on every target.
     """
 
     parallel_pragma = "#pragma omp parallel for schedule(static)"
@@ -116,7 +116,7 @@ class CEmitter:
 
     def __init__(self, check: bool = False, vector_math: frozenset[str] = frozenset()) -> None:
         self.check = check
-        self.vector_math = vector_math  # the C math functions with vector versions (`codegen.vector_math`)
+        self.vector_math = vector_math  # the C math functions with vector versions (`codegen.toolchain.vector_math`)
         self.vector_math_used: set[str] = set()  # those a fast-math function called
         self.lines: list[str] = []
         self.depth = 0
@@ -251,7 +251,7 @@ class CEmitter:
     def passed_as_float(f: Function, p: E.Var) -> bool:
         """True for a half-precision scalar parameter of a host-callable function.
 
-        ctypes has no half-precision type, so the host passes a `float` (see `codegen.arguments.ctype_of`);
+        ctypes has no half-precision type, so the host passes a `float` (see `codegen.runtime.arguments.ctype_of`);
         the C function takes it as `<name>_f32` and converts it to the parameter's type on entry.
         """
         t = p.type
@@ -364,7 +364,7 @@ class CEmitter:
 
     def origins_of(self, f: Function) -> dict[E.Var, E.Var]:
         """The pointers of `f` whose accesses are checked against the tensor they point into (checking mode:
-        every one `codegen.pointer_origins` finds)."""
+        every one `codegen.emit.pointer_origins` finds)."""
         return pointer_origins(f) if self.check else {}
 
     def byte_size(self, tensor: E.Var) -> str:
@@ -641,7 +641,7 @@ class CEmitter:
 
     def math_function(self, name: str, t: DataType) -> str:
         """The C math function for `name` on type `t`; in a fast-math function, its alias with vector versions
-        where the C library has them (`codegen.vector_math.alias_declaration`)."""
+        where the C library has them (`codegen.toolchain.vector_math.alias_declaration`)."""
         c_name = name if t.nbytes == 8 else _MATH_F32[name]
         if self.in_fast_math() and c_name in self.vector_math:
             self.vector_math_used.add(c_name)

@@ -11,7 +11,7 @@ import os
 import sys
 import threading
 
-from codegen.cuda_driver import gpu_available
+from codegen.runtime.cuda_driver import gpu_available
 
 ENV_VAR = "HIDET_LANG_CUDA"
 _choosing = threading.Lock()  # builds on several threads choose (and give the notice) once

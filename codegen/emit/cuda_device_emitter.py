@@ -3,7 +3,7 @@
 The device source holds the `cuda_kernel` and `cuda_internal` functions; it includes the project's primitives
 header `hidet_lang/cuda_primitives.h`, through which every warp, atomic and PTX-level operation goes, so that
 the same text compiles with NVRTC for a GPU and with the C++ compiler for the CUDA emulator (whose variant of
-the source, `codegen.emulator_emitter`, adds what the emulator needs). Each CUDA intrinsic is printed with its
+the source, `codegen.emit.emulator_emitter`, adds what the emulator needs). Each CUDA intrinsic is printed with its
 spelling in the intrinsic table (`hidet_lang.ir.intrinsics.INTRINSICS`).
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from codegen.c_emitter import CEmitter, c_string
-from codegen.kernel_plan import ModulePlan
+from codegen.emit.c_emitter import CEmitter, c_string
+from codegen.emit.kernel_plan import ModulePlan
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import FuncKind, Function, IRModule

@@ -1,16 +1,16 @@
 """IR -> CUDA C: the device source and the host source of a planned CUDA module, for a GPU or the emulator.
 
-The emitters: `codegen.cuda_device_emitter` (the device source NVRTC compiles), `codegen.emulator_emitter` (the
-emulator's variant of it, with its block functions), `codegen.cuda_host_emitter` (the host functions and the
-kernels' launchers); all of them read the module's plan (`codegen.kernel_plan.plan_module`), made once a build.
+The emitters: `cuda_device_emitter` (the device source NVRTC compiles), `emulator_emitter` (the emulator's variant
+of it, with its block functions), `cuda_host_emitter` (the host functions and the kernels' launchers); all of them
+read the module's plan (`kernel_plan.plan_module`), made once a build.
 """
 
 from __future__ import annotations
 
-from codegen.cuda_device_emitter import CudaDeviceEmitter
-from codegen.cuda_host_emitter import CudaHostEmitter, EmulatorHostEmitter
-from codegen.emulator_emitter import EmulatorEmitter
-from codegen.kernel_plan import ModulePlan
+from codegen.emit.cuda_device_emitter import CudaDeviceEmitter
+from codegen.emit.cuda_host_emitter import CudaHostEmitter, EmulatorHostEmitter
+from codegen.emit.emulator_emitter import EmulatorEmitter
+from codegen.emit.kernel_plan import ModulePlan
 
 
 def emit_cuda(plan: ModulePlan, *, emulator: bool = False, check: bool = False,

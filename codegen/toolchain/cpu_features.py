@@ -13,8 +13,8 @@ from __future__ import annotations
 import functools
 import subprocess
 
-from codegen.compiler import DEFAULT_C_FLAGS, CompilerInfo, find_c_compiler, run_compiler
-from codegen.errors import CCompilationError
+from codegen.toolchain.compiler import DEFAULT_C_FLAGS, CompilerInfo, find_c_compiler, run_compiler
+from codegen.toolchain.errors import CCompilationError
 
 FEATURE_MACROS = {"__SSE__": "sse", "__AVX__": "avx", "__FMA__": "fma", "__AVX512F__": "avx512f"}
 """The compiler's predefined macro for each extension, and the name `Target.cpu_features` gives it."""

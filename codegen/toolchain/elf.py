@@ -1,7 +1,7 @@
 """A minimal reader of ELF64 symbol tables, enough to list the kernels of a cubin (an ELF image).
 
 Used by the tests to check that NVRTC's output is an ELF holding each kernel's symbol, available to the runtime
-to check a cubin holds a kernel before asking the driver for it, and by `codegen.vector_math` to list what the C
+to check a cubin holds a kernel before asking the driver for it, and by `vector_math` to list what the C
 library's vector math library exports.
 """
 

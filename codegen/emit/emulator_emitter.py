@@ -5,7 +5,7 @@ translation unit with the host source): the same functions as for a GPU, with on
 every store into a kernel's tensor arguments guarded (`hl_emu_store_guard`: an index outside the tensor stops the
 launch with an error instead of overwriting the Python process's memory; `hl_emu_store_guard_in` for a store
 through a view of an argument or into the dynamic shared memory, against the bytes of that memory: see
-`codegen.pointer_origins`), and for each kernel with a fast path its block function, printed by a
+`codegen.emit.pointer_origins`), and for each kernel with a fast path its block function, printed by a
 `BlockFunctionEmitter`. In checking mode every element access goes through
 `hl_emu_checked` (bounds of every tensor, and the emulator's shared-memory checks: uninitialized reads and races
 between barriers), shared arrays are registered when declared, and there are no block functions.
@@ -13,10 +13,10 @@ between barriers), shared arrays are registered when declared, and there are no 
 
 from __future__ import annotations
 
-from codegen.c_emitter import tensor_label
-from codegen.cuda_device_emitter import CudaDeviceEmitter, Dim3Text
-from codegen.kernel_plan import ModulePlan
-from codegen.pointer_origins import DYNAMIC_SHARED, pointer_origins
+from codegen.emit.c_emitter import tensor_label
+from codegen.emit.cuda_device_emitter import CudaDeviceEmitter, Dim3Text
+from codegen.emit.kernel_plan import ModulePlan
+from codegen.emit.pointer_origins import DYNAMIC_SHARED, pointer_origins
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import FuncKind, Function, IRModule
@@ -105,7 +105,7 @@ class EmulatorEmitter(CudaDeviceEmitter):
         return f"hl_emu_checked{suffix}({args}, {flags}, {name}, {self.where()})"
 
     def origin_address(self, origin: E.Var) -> str:
-        """C text of the start of an access's origin (`codegen.pointer_origins`); in checking mode the dynamic
+        """C text of the start of an access's origin (`codegen.emit.pointer_origins`); in checking mode the dynamic
         shared memory is registered for the shared-memory checks by its block's first checked access."""
         if origin is not DYNAMIC_SHARED:
             return self.expr(origin)

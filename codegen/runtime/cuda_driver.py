@@ -12,7 +12,7 @@ import functools
 import threading
 from typing import Any
 
-from codegen.errors import CUDA_INSTALL_COMMAND, CudaToolkitMissingError
+from codegen.toolchain.errors import CUDA_INSTALL_COMMAND, CudaToolkitMissingError
 
 
 class CudaDriverError(RuntimeError):

@@ -9,7 +9,7 @@ Headers: `cuda_fp16.h` / `cuda_bf16.h` (and the rest of the CUDA runtime headers
 their own header directories with `include_dirs`.
 
 NVRTC's diagnostics (`<name>(<line>): error: ...`) in the generated source are mapped back to DSL lines through
-the `// <file.py>:<line>` markers the code generator writes, with `codegen.compiler.format_diagnostics`.
+the `// <file.py>:<line>` markers the code generator writes, with `codegen.toolchain.compiler.format_diagnostics`.
 """
 
 from __future__ import annotations

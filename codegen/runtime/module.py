@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import ctypes
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from codegen.arguments import ctype_of, make_caller
-from codegen.c_emitter import ASSERT_STATUS_SYMBOL, FLUSH_SYMBOL
-from codegen.vectorization_report import VectorizationReport, vectorization_report
+from codegen.emit.c_emitter import ASSERT_STATUS_SYMBOL, FLUSH_SYMBOL
+from codegen.runtime.arguments import ctype_of, make_caller
+from codegen.toolchain.cache import PortableEntry, export_entry, install_entry
+from codegen.toolchain.cache_entries import CUBIN
+from codegen.toolchain.vectorization_report import VectorizationReport, vectorization_report
+from hidet_lang.builder import installed_builder
 from hidet_lang.errors import without_compiler_frames
 from hidet_lang.ir.expr import Intrinsic
 from hidet_lang.ir.func import DEVICE_KINDS, HOST_CALLABLE_KINDS, FuncKind, IRModule
 from hidet_lang.ir.functor import collect
 from hidet_lang.ir.stmt import AssertStmt
 from hidet_lang.ir.types import DataType, VoidType
+from hidet_lang.target import Target
+from hidet_lang.version import __version__
 
 AfterCall = Callable[[], None]
 
@@ -32,6 +38,7 @@ class CompiledModule:
                  cubin: Callable[[], bytes] | None = None) -> None:
         self.ir = ir
         self.target = target
+        self.on_gpu = on_gpu
         self._sources = sources
         self._lib = lib
         self._cubin_builder = cubin
@@ -55,6 +62,30 @@ class CompiledModule:
         # one public function, or (as in Hidet) the one named `launch`
         self._default = candidates[0] if len(candidates) == 1 else ("launch" if "launch" in candidates else None)
         self._param_names = {f.name: tuple(p.name for p in f.params) for f in ir.functions}
+
+    def export(self) -> list[PortableEntry]:
+        """The compilation-cache entries this module loads, for `CompiledModule.load` in another process or on
+        another machine of the same kind: its shared library (for a CUDA module on a GPU, its host library and the
+        cubin). ValueError when the library's entry is no longer intact in the cache (a build of the module
+        publishes it again)."""
+        entries = [export_entry(self.library_path)]
+        if self.on_gpu:
+            meta = {"arch": Target.of(self.target).arch, "package_version": __version__}
+            entries.append(PortableEntry(CUBIN.file, self.source("cuda"), meta, self.cubin))
+        return entries
+
+    @staticmethod
+    def load(ir: IRModule, target: str, entries: Sequence[PortableEntry], *, source: str) -> CompiledModule:
+        """`ir` (a module before lowering) built for `target` once `entries` (from `export`) are installed in the
+        compilation cache, so that the build compiles nothing. An entry that does not apply here (of another
+        package version, or a library made for another machine) is left out with a RuntimeWarning that names
+        `source`, and the build compiles what it lacks."""
+        for entry in entries:
+            try:
+                install_entry(entry, version=__version__)
+            except ValueError as exc:
+                warnings.warn(f"{source} is built again from its IR: {exc}", RuntimeWarning, stacklevel=2)
+        return installed_builder()(ir, target)
 
     @property
     def library_path(self) -> str:
@@ -108,8 +139,8 @@ class CompiledModule:
     def report(self) -> VectorizationReport:
         """The vectorization report of a CPU module: one entry per loop of its C, at the DSL line it came from
         (whether the C compiler vectorized it, how wide, or why not; alias versioning; OpenMP), printable as a
-        table. The C is compiled again with the compiler's remarks on the first call (`codegen.vectorization_report`);
-        the result is kept. Raises TypeError for a CUDA module."""
+        table. The C is compiled again with the compiler's remarks on the first call
+        (`codegen.toolchain.vectorization_report`); the result is kept. Raises TypeError for a CUDA module."""
         if self.target.startswith("cuda"):
             raise TypeError(f"the vectorization report covers CPU modules; this is a '{self.target}' module, whose "
                             "kernels NVRTC compiles (build it with target='cpu' for a report)")

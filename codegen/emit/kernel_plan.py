@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from codegen.c_emitter import c_function_name
+from codegen.emit.c_emitter import c_function_name
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import DEVICE_KINDS, FuncKind, Function, IRModule
@@ -33,7 +33,7 @@ class KernelPlan:
     mode, see `ModulePlan.without_fast_paths`), else its block function's kind: "registers" when the kernel
     calls no device function (the thread indices are loop variables only, and the loop over threadIdx.x may be
     vectorized), "header" otherwise (the indices are also kept where device functions and the store guards' slow
-    path read them); see `codegen.emulator_emitter.BlockFunctionEmitter` and FastBlock in emulator_checks.h.
+    path read them); see `codegen.emit.emulator_emitter.BlockFunctionEmitter` and FastBlock in emulator_checks.h.
     `static_smem`: the bytes of the shared tensors it and the device functions it calls declare.
     `local_bytes`: the bytes of the local arrays (`register_tensor`) they declare, all of them together: what a
     thread's stack holds on the emulator besides its frames.

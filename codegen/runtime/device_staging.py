@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from codegen import cuda_driver
-from codegen.arguments import as_array, check_array, check_dtype_and_shape, read_only_message
-from codegen.arrays import DeviceArray
+from codegen.runtime import cuda_driver
+from codegen.runtime.arguments import as_array, check_array, check_dtype_and_shape, read_only_message
+from codegen.runtime.arrays import DeviceArray
 
 
 def device_argument(value: Any, func: str, param: str, dtype: np.dtype, shape: tuple[int, ...] | None,

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from codegen import cuda_driver
-from codegen.cuda_backend import backend
+from codegen.runtime import cuda_driver
+from codegen.runtime.cuda_backend import backend
 
 
 class DeviceArray:
@@ -99,7 +99,7 @@ class DeviceArray:
 
 
 def uses_gpu() -> bool:
-    """Whether CUDA modules and 'cuda' arrays use a real GPU (else the emulator); see `codegen.cuda_backend`."""
+    """Whether CUDA modules and 'cuda' arrays use a real GPU (else the emulator); see `codegen.runtime.cuda_backend`."""
     return backend() == "gpu"
 
 

@@ -7,10 +7,10 @@ A `CompilationCache` holds its directory setting and its in-memory layer; every 
 
 1. in memory: (source, language, flags, include directories, version, compiler, cache dir) -> library path. A
    repeated build in one process is a dict lookup, with no file-system access.
-2. on disk: the entry named by the key (`codegen.cache_keys`), if it is trusted (no other user can have written
-   it), complete and intact (`codegen.cache_entries`).
+2. on disk: the entry named by the key (`cache_keys`), if it is trusted (no other user can have written it),
+   complete and intact (`cache_entries`).
 3. otherwise a new entry is built and published atomically, so that concurrent processes are safe and a
-   corrupt entry is rebuilt (`codegen.cache_entries`).
+   corrupt entry is rebuilt (`codegen.toolchain.cache_entries`).
 
 The cache directory is created private (mode 0700); one that another user owns or can write is not used (a
 warning, and a private temporary directory instead), since the libraries in it are loaded, i.e. executed.
@@ -20,7 +20,7 @@ entry out (its source, what built it, its bytes) and `install_entry` publishes s
 key that a build of the same source looks up in this process, checked and made private like any new entry, so that
 the build finds it and compiles nothing.
 
-Libraries are compiled with the project's headers on the include path (`codegen.headers`); the contents of the
+Libraries are compiled with the project's headers on the include path (`codegen.toolchain.headers`); the contents of the
 include directories are part of the key, so editing a header rebuilds.
 """
 
@@ -190,7 +190,7 @@ class CompilationCache:
         self._include_hashes.clear()
 
     def include_dirs_hash(self, include_dirs: tuple[str, ...]) -> str:
-        """The hash of the contents of `include_dirs` (see `codegen.cache_keys.hash_include_dirs`), memoized
+        """The hash of the contents of `include_dirs` (see `codegen.toolchain.cache_keys.hash_include_dirs`), memoized
         until `clear_memory`: the directories hold a few small headers."""
         found = self._include_hashes.get(include_dirs)
         if found is None:

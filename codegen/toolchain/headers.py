@@ -4,7 +4,7 @@ They live in `INCLUDE_DIR/hidet_lang/`: `host_runtime.h` (every host source), `c
 functions use vector types), `cuda_launch.h` (the kernel
 launchers), `cuda_primitives.h` (every CUDA source; with `-DHIDET_LANG_EMULATOR` it includes the emulator,
 `cuda_emulator.h` and its `emulator_*.h` parts) and `cuda_limits.h`. Every compiler of generated code searches
-`INCLUDE_DIR`: the C and C++ compilers through the compilation cache (`codegen.cache`), NVRTC through the
+`INCLUDE_DIR`: the C and C++ compilers through the compilation cache (`codegen.toolchain.cache`), NVRTC through the
 `include_dirs` its callers pass; the cache keys cover the contents of every header.
 
 Values that live in Python reach the headers as compiler defines: `cuda_limit_flags`.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-INCLUDE_DIR = Path(__file__).resolve().parent / "include"
+INCLUDE_DIR = Path(__file__).resolve().parent.parent / "include"
 
 
 @functools.cache

@@ -1,0 +1,17 @@
+"""Runtime: what runs a built module. `module` is the `CompiledModule` a build returns; `arguments` checks and
+converts a call's arguments (`aliasing`: which arrays a function writes, and that they do not overlap); `arrays`
+are the 'cpu' and 'cuda' arrays; `cuda_backend` chooses between a GPU and the CUDA emulator, `cuda_driver` talks
+to the GPU through the driver API, `device_staging` copies numpy arguments to and from the device around a call,
+and `emulator_memory` follows the emulator's memory across modules."""
+
+from hidet_lang.lazy import homes_of, lazy_attributes
+
+_HOMES = {
+    **homes_of("codegen.runtime.module", "CompiledModule"),
+    **homes_of("codegen.runtime.arrays", "DeviceArray", "HostArray", "asarray", "empty", "randn", "zeros"),
+    **homes_of("codegen.runtime.cuda_backend", "backend"),
+    **homes_of("codegen.runtime.cuda_driver", "gpu_available"),
+    **homes_of("codegen.runtime.arguments", "array_address"),
+}
+__all__ = sorted(_HOMES)
+__getattr__, __dir__ = lazy_attributes(__name__, _HOMES)

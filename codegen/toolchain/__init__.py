@@ -1,0 +1,18 @@
+"""Toolchain: source text to binaries, and the compilation cache. `compiler` finds and runs the system C and C++
+compilers, `nvrtc` compiles CUDA C to cubins in-process; `cache` (with `cache_keys` and `cache_entries`) keeps what
+they made on disk, keyed by the source, the compiler and the flags, and in memory; `headers` locates the project's
+headers; `cpu_features` and `vector_math` ask the C compiler what the machine offers; `vectorization_report` reads
+its remarks; `elf` reads the symbols of a binary; `errors` are the toolchain's exceptions."""
+
+from hidet_lang.lazy import homes_of, lazy_attributes
+
+_HOMES = {
+    **homes_of("codegen.toolchain.cache", "CompilationCache", "PortableEntry", "cache_dir"),
+    **homes_of("codegen.toolchain.compiler", "CompilerInfo", "find_c_compiler"),
+    **homes_of("codegen.toolchain.nvrtc", "compile_cubin", "default_arch", "supported_archs"),
+    **homes_of("codegen.toolchain.errors", "CCompilationError", "CompilerNotFoundError", "CudaToolkitMissingError",
+               "NVRTCCompilationError"),
+    **homes_of("codegen.toolchain.vectorization_report", "VectorizationReport"),
+}
+__all__ = sorted(_HOMES)
+__getattr__, __dir__ = lazy_attributes(__name__, _HOMES)
