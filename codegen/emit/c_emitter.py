@@ -36,6 +36,7 @@ from hidet_lang.ir.types import (
     Type,
     VectorType,
     VoidType,
+    float16,
     float32,
     promote,
     uint64,
@@ -543,7 +544,7 @@ class CEmitter:
         if not (isinstance(ta, DataType) and isinstance(tb, DataType)) or ta == tb:
             return text
         common = promote(ta, tb)
-        return text if x.type == common else f"(({self.scalar(common)})({text}))"
+        return text if x.type == common else self.converted(text, x.type, common)
 
     def kept_operand(self, x: E.Expr, text: str, t: DataType) -> str:
         """Operand `x` (printed as `text`) of a float `+` or `-` of type `t`, passed through the identity helper
@@ -571,7 +572,16 @@ class CEmitter:
         return text
 
     def expr_Cast(self, e: E.Cast) -> str:
-        return f"(({self.scalar(e.dtype)})({self.expr(e.expr)}))"
+        return self.converted(self.expr(e.expr), e.expr.type, e.dtype)
+
+    def converted(self, text: str, source: Type, target: DataType) -> str:
+        """`text`, a value of type `source`, converted to `target`: through float for an integer converted to f16,
+        which gives the same value (every integer that f16 does not round to infinity is a float) where GCC 13
+        (13.3 seen) takes an unsigned integer converted to `_Float16` for finite at -O2, above 65519 too (where the
+        conversion gives infinity), and folds `x * 0.0` to 0.0."""
+        if target == float16 and isinstance(source, DataType) and source.is_integer:
+            text = f"(float)({text})"
+        return f"(({self.scalar(target)})({text}))"
 
     def expr_Reinterpret(self, e: E.Reinterpret) -> str:
         return f"(({self.type_name(e.target)})({self.expr(e.expr)}))"

@@ -198,12 +198,13 @@ def workaround_flags(info: CompilerInfo) -> tuple[str, ...]:
 
     GCC 12 (12.2 seen) drops the float rounding of `(double)(float)x` when its SLP vectorizer pairs two such
     conversions, at -O2 and -O3 (tests/codegen/test_fuzz_findings.py has the program); its SLP pass is turned off.
-    It also vectorizes a select between loads at a non-power-of-two number of consecutive addresses (`c[k] ? x[k] :
-    y[k]` for k in 0..2, or an inner loop of 3 it unrolled) with one mask for the whole group, so that most selects
-    take the wrong operand; its loop if-conversion, which makes such loads masked, is turned off (loops with
-    conditional loads are then left scalar).
+    GCC 12 and 13 (13.3 seen) also vectorize a select between loads at a non-power-of-two number of consecutive
+    addresses (`c[k] ? x[k] : y[k]` for k in 0..2, or an inner loop of 3 it unrolled) with one mask for the whole
+    group, so that most selects take the wrong operand; their loop if-conversion, which makes such loads masked, is
+    turned off (loops with conditional loads are then left scalar).
     """
-    return ("-fno-tree-slp-vectorize", "-fno-tree-loop-if-convert") if gcc_major_version(info) == 12 else ()
+    per_version = {12: ("-fno-tree-slp-vectorize", "-fno-tree-loop-if-convert"), 13: ("-fno-tree-loop-if-convert",)}
+    return per_version.get(gcc_major_version(info), ())
 
 
 def compile_shared_library(

@@ -188,10 +188,10 @@ def test_adjacent_f32_roundings_survive_vectorization(tmp_path: Path) -> None:
 @settings(max_examples=example_count(6), deadline=None)
 @given(rows=st.integers(1, 9), seed=st.integers(0, 2**32 - 1))
 def test_conditional_loads_in_groups_of_any_size(group: int, rows: int, seed: int) -> None:
-    """GCC 12 (12.2) vectorizes a loop whose body selects between loads at `group` consecutive addresses with one
-    mask for the whole group when `group` is not a power of two, so most selects took the wrong operand; first
-    seen as `torch.where(a > b, a, b)` on a [3, 2, 3] tensor, whose inner loop of 3 GCC had unrolled. Its loop
-    if-conversion is turned off (compiler.workaround_flags)."""
+    """GCC 12 (12.2) and 13 (13.3) vectorize a loop whose body selects between loads at `group` consecutive
+    addresses with one mask for the whole group when `group` is not a power of two, so most selects took the wrong
+    operand; first seen as `torch.where(a > b, a, b)` on a [3, 2, 3] tensor, whose inner loop of 3 GCC had
+    unrolled. Their loop if-conversion is turned off (compiler.workaround_flags)."""
     with hidet.script_module() as module:
 
         @hidet.script
@@ -231,3 +231,25 @@ def test_leaving_a_task_mapping_loop_is_a_dsl_error(jump: str, tmp_path: Path) -
     with pytest.raises(DSLError, match="cannot leave a task-mapping loop") as caught:
         load_module(source, str(tmp_path)).build()
     assert caught.value.span is not None and caught.value.span.line == 10
+
+
+@pytest.mark.parametrize("kind", ["public", "cuda_kernel"])
+def test_an_integer_beyond_the_range_of_f16_converts_to_infinity(kind: str, tmp_path: Path) -> None:
+    """`f16(u32(x))` is inf above 65519, and inf * 0.0 is NaN: GCC 13 (13.3 seen) took an unsigned integer converted
+    to `_Float16` for finite at -O2 and folded the product to 0.0 (the C emitter converts through float,
+    `CEmitter.converted`)."""
+    launch = "        attrs.cuda.grid_dim = 1\n        attrs.cuda.block_dim = 1\n" if kind == "cuda_kernel" else ""
+    source = (_HEADER.replace("u8,", "u8, u32,") + "    def k(x: i64[2], o: f64[3]):\n"
+              f"        attrs.func_kind = '{kind}'\n{launch}        o[0] = f64(f16(u32(x[0])) * f16(0.0))\n"
+              "        o[1] = f64(f16(u16(x[1])) * f16(0.0))\n        o[2] = f64(f16(u32(x[1])) - f16(x[1]))\n")
+    module = load_module(source, str(tmp_path))
+    for values in ([2**32 - 1, 65535], [65504, 65519], [7, 0]):
+        x = np.array(values, np.int64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            big, small = np.float16(np.uint32(x[0])), np.float16(np.uint16(x[1]))
+            expected = np.array([big * np.float16(0.0), small * np.float16(0.0),
+                                 np.float16(np.uint32(x[1])) - np.float16(x[1])], np.float64)
+        for run in (module.build(), lambda *a: run_function(module.ir_module(), "k", *a)):
+            out = np.zeros(3)
+            run(x.copy(), out)
+            np.testing.assert_array_equal(out, expected)
