@@ -55,6 +55,7 @@ ALLOWED_SKIPS = {
     "built modules run the emulator only where there is no GPU",
     "the emulator's refusal of inline PTX; CUDA modules build for a GPU here",
     "inline PTX runs on a real GPU only (the simulated GPU runs kernels on the emulator)",
+    "the emulator's runs; CUDA modules build for a GPU here",
     "torch is not a dependency; the DLPack path is also tested above",  # only where torch is not installed
     "torch is not a dependency; .torch() needs it",  # likewise
 }
@@ -80,6 +81,15 @@ def cpu_only_test_files() -> list[Path]:
             if not re.search(r"cuda|gpu|emulator", path.read_text(), re.IGNORECASE)]
 
 
+def check_skips(output: str, summary: str) -> None:
+    """Every test a pytest run skipped is reported on a SKIPPED line, for a reason in ALLOWED_SKIPS."""
+    skips = re.findall(r"^SKIPPED \[(\d+)\] \S+?:(?:\d+:)? (.*)$", output, re.MULTILINE)
+    unexpected = sorted({reason for _, reason in skips} - ALLOWED_SKIPS)
+    assert not unexpected, f"tests skipped for reasons not in ALLOWED_SKIPS: {unexpected}"
+    skipped = re.search(r"(\d+) skipped", summary)
+    assert sum(int(count) for count, _ in skips) == (int(skipped.group(1)) if skipped else 0), summary
+
+
 def test_the_test_suite_passes_on_the_simulated_gpu(driver_dir: Path) -> None:
     ignored = [f"--ignore={path}" for path in (Path(__file__).relative_to(ROOT), *NOT_RERUN,
                                                 *cpu_only_test_files())]
@@ -90,17 +100,14 @@ def test_the_test_suite_passes_on_the_simulated_gpu(driver_dir: Path) -> None:
     assert "needs a CUDA GPU" not in done.stdout, "the GPU-marked tests were skipped"
     summary = done.stdout.strip().splitlines()[-1]
     assert int(re.search(r"(\d+) passed", summary).group(1)) >= 400, summary
-    skips = re.findall(r"^SKIPPED \[(\d+)\] \S+?:(?:\d+:)? (.*)$", done.stdout, re.MULTILINE)
-    unexpected = sorted({reason for _, reason in skips} - ALLOWED_SKIPS)
-    assert not unexpected, f"tests skipped for reasons not in ALLOWED_SKIPS: {unexpected}"
-    skipped = re.search(r"(\d+) skipped", summary)
-    # every skip was reported on a SKIPPED line and checked above
-    assert sum(int(count) for count, _ in skips) == (int(skipped.group(1)) if skipped else 0), summary
+    check_skips(done.stdout, summary)
 
 
 def test_gpu_check_and_the_gpu_tests_pass_on_the_simulated_gpu(driver_dir: Path) -> None:
     done = run([sys.executable, "examples/gpu_check.py", "--quick"], environment(driver_dir))
-    assert passed_without_skips(done.stdout) >= 6
+    summary = [line for line in done.stdout.splitlines() if re.search(r"\d+ (passed|failed|error)", line)][-1]
+    assert not re.search(r"failed|error", summary) and int(re.search(r"(\d+) passed", summary).group(1)) >= 6, summary
+    check_skips(done.stdout, summary)
     table = done.stdout[done.stdout.index("kernel "):]
     assert re.search(r"vector add \d+ f32 +\d+\.\d+ ms", table), table
     assert len(re.findall(r"matmul \d+\^3 f32 +\d+\.\d+ ms", table)) == 2, table
