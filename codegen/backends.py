@@ -71,7 +71,7 @@ class CudaBackend(Backend):
         return dataclasses.replace(target, arch=target.arch or default_arch(), emulated=backend() == "emulator")
 
     def build(self, lowered: IRModule, target: Target, *, check: bool, fast_math: bool) -> CompiledModule:
-        from codegen.cuda_build import build_cuda_module  # NVRTC and the driver load with the first CUDA build
+        from codegen.cuda_build import build_cuda_module  # the CUDA code generator loads with the first CUDA build
 
         return build_cuda_module(lowered, target.arch, check=check, fast_math=fast_math)
 
