@@ -8,7 +8,9 @@ same object when nothing changed, so a new node type costs no code in passes tha
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 from hidet_lang.ir.expr import Expr
@@ -81,15 +83,26 @@ def collect(node: Any, cls: type | tuple[type, ...]) -> list[Any]:
     """Every node of class `cls` in `node`, in pre-order."""
     found: list[Any] = []
     stack = [node]
+    pop, extend = stack.pop, stack.extend
     while stack:
-        n = stack.pop()
+        n = pop()
         if isinstance(n, Node):
             if isinstance(n, cls):
                 found.append(n)
-            stack.extend(getattr(n, name) for name in reversed(child_field_names(type(n))))
+            extend(_children_last_first(type(n))(n))
         elif isinstance(n, tuple):
-            stack.extend(reversed(n))
+            extend(reversed(n))
     return found
+
+
+@cache
+def _children_last_first(cls: type) -> Callable[[Node], tuple[Any, ...]]:
+    """A function giving the children of a node of class `cls`, last field first (a stack pops them in order)."""
+    names = tuple(reversed(child_field_names(cls)))
+    if not names:
+        return lambda _: ()
+    getter = operator.attrgetter(*names)
+    return getter if len(names) > 1 else lambda n: (getter(n),)
 
 
 def own_expressions(stmt: Node) -> tuple[Expr, ...]:
