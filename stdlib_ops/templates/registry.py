@@ -28,15 +28,17 @@ from stdlib_ops.templates.binding import TemplateBinding
 from stdlib_ops.templates.space import Point
 
 Template = Callable[[Task], "IRModule | list[IRModule] | None"]
-"""A template as registered: a function of a task returning its scheduled module(s), or None to decline it."""
+"""A user's template: a function of a task returning its scheduled module(s), or None to decline it."""
 Adapter = Callable[[Task], TemplateBinding | None]
+"""A library template: a function of a task returning its binding to one of the library's templates (instantiated
+with the schedule parameters `schedule_params` chooses), or None to decline it."""
 
 
 class TemplateRegistry:
-    """Templates by (task name, target kind); a template returns IR module(s), or None to decline a task."""
+    """Templates by (task name, target kind): a user's (`Template`) or the library's (`Adapter`)."""
 
     def __init__(self) -> None:
-        self._templates: dict[tuple[str, str], Template] = {}
+        self._templates: dict[tuple[str, str], Template | Adapter] = {}
 
     def register(self, task: str | type, target: str) -> Callable[[Template], Template]:
         """Decorator: register a template for tasks named `task` (or of class `task`) on `target` ('cpu'/'cuda');
@@ -44,55 +46,46 @@ class TemplateRegistry:
         name = task if isinstance(task, str) else task.__name__
 
         def decorate(template: Template) -> Template:
-            self._templates[(name, _target_kind(target))] = template
+            self._templates[(name, Target.of(target).kind)] = template
             choices_changed()
             return template
 
         return decorate
 
-    def lookup(self, task: Task, target: Target | str) -> Template | None:
+    def lookup(self, task: Task, target: Target | str) -> Template | Adapter | None:
         """The template for `task` on `target`, by task name, then by the class name of the task."""
-        kind = _target_kind(target)
+        kind = Target.of(target).kind
         return self._templates.get((task.name, kind)) or self._templates.get((type(task).__name__, kind))
 
 
 TEMPLATES = TemplateRegistry()
 register_template = TEMPLATES.register
 
-_ADAPTERS: dict[Template, Adapter] = {}  # each registered library template -> the adapter it instantiates
-
-
-def _target_kind(target: Target | str) -> str:
-    return Target.of(target).kind
+_LIBRARY: set[Adapter] = set()  # the registered templates that are the library's
 
 
 def library_template(task: str, target: str) -> Callable[[Adapter], Adapter]:
-    """Decorator: register, for tasks named `task` on `target`, the template that instantiates the binding the
-    decorated adapter makes of a task (declining the task when the adapter returns None), with the schedule
-    parameters `schedule_params` chooses."""
+    """Decorator: register the decorated adapter as the library's template for tasks named `task` on `target`: it
+    binds a task to one of the library's templates (or declines it, returning None), which `choose_schedule`
+    instantiates with the schedule parameters `schedule_params` chooses."""
 
     def decorate(adapt: Adapter) -> Adapter:
-        def implement(t: Task) -> IRModule | None:
-            binding = adapt(t)
-            return None if binding is None else binding.instantiate(schedule_params(binding))
-
-        implement.__doc__ = adapt.__doc__
-        _ADAPTERS[register_template(task, target)(implement)] = adapt
-        return adapt
+        _LIBRARY.add(adapt)
+        return register_template(task, target)(adapt)
 
     return decorate
 
 
-def is_library_template(template: Template) -> bool:
+def is_library_template(template: Template | Adapter) -> bool:
     """Whether `template` is one of the library's (registered with `library_template`), not a user's."""
-    return template in _ADAPTERS
+    return template in _LIBRARY
 
 
 def binding_of(task: Task, target: Target | str) -> TemplateBinding | None:
     """The binding of `task` to the library template registered for it on `target`; None when the task's
     registered template is not one of the library's (or none is), or declines the task."""
-    adapt = _ADAPTERS.get(TEMPLATES.lookup(task, target))  # type: ignore[arg-type]
-    return None if adapt is None else adapt(task)
+    template = TEMPLATES.lookup(task, target)
+    return template(task) if template in _LIBRARY else None
 
 
 def schedule_params(binding: TemplateBinding) -> Point | None:
@@ -141,9 +134,8 @@ def choose_schedule(task: Task, target: Target | str) -> Schedule:
     template is taken), and each distinct schedule is instantiated once per process."""
     target = Target.of(target)
     template = TEMPLATES.lookup(task, target)
-    adapt = _ADAPTERS.get(template)  # type: ignore[arg-type]
-    if adapt is not None:
-        binding = adapt(task)
+    if template in _LIBRARY:
+        binding = template(task)
         if binding is not None:
             params = schedule_params(binding)
             chosen = f"{binding.template_ref}{'' if params is None else json.dumps(params, sort_keys=True)}"

@@ -79,7 +79,7 @@ def test_a_module_exports_its_cache_entries_and_loads_from_them_without_compilin
     entries = module.export()
     assert [e.artifact for e in entries] == ["lib.so"]
     elsewhere = tmp_path / "elsewhere"
-    monkeypatch.setattr(cache.default_cache, "_override", str(elsewhere))  # as hidet.option.cache_dir does
+    monkeypatch.setenv("HIDET_LANG_CACHE_DIR", str(elsewhere))
     cache.clear_memory_cache()
     monkeypatch.setattr(compiler, "run_compiler", _no_compiler)
     try:

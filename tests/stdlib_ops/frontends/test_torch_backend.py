@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+from counting_backend import Counting  # noqa: E402
 from torch import nn  # noqa: E402
 
 import stdlib_ops as ops  # noqa: E402
@@ -32,19 +33,6 @@ def fresh_dynamo() -> Iterator[None]:
 def mlp(seed: int = 0) -> nn.Module:
     torch.manual_seed(seed)
     return nn.Sequential(nn.Linear(12, 32), nn.GELU(), nn.Linear(32, 7), nn.Tanh()).eval()
-
-
-class Counting:
-    """The backend, counting the graphs it compiles and keeping the last compiled callable."""
-
-    def __init__(self) -> None:
-        self.graphs = 0
-        self.last: Any = None
-
-    def __call__(self, gm: Any, example_inputs: Any, **kwargs: Any) -> Any:
-        self.graphs += 1
-        self.last = hidet_lang_backend(gm, example_inputs, **kwargs)
-        return self.last
 
 
 def test_the_entry_point_name_compiles_an_mlp_that_matches_eager() -> None:

@@ -15,12 +15,13 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+from counting_backend import Counting  # noqa: E402
 from torch import fx, nn  # noqa: E402
 from torch.utils import _pytree as pytree  # noqa: E402
 
 import stdlib_ops as ops  # noqa: E402
 from stdlib_ops.frontends import torch_ops  # noqa: E402
-from stdlib_ops.frontends.torch_backend import CompiledFxGraph, hidet_lang_backend  # noqa: E402
+from stdlib_ops.frontends.torch_backend import CompiledFxGraph  # noqa: E402
 from stdlib_ops.frontends.torch_fx import from_fx  # noqa: E402
 
 # the channel dropouts of the table warn that 2-D inputs are deprecated; at inference they give them back unchanged
@@ -37,20 +38,6 @@ def fresh_dynamo() -> Iterator[None]:
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()
-
-
-class Counting:
-    """The backend, counting the graphs it compiles (a program that Dynamo ran eagerly instead would count none)
-    and keeping the last compiled callable."""
-
-    def __init__(self) -> None:
-        self.graphs = 0
-        self.last: Any = None
-
-    def __call__(self, gm: Any, example_inputs: Any, **kwargs: Any) -> Any:
-        self.graphs += 1
-        self.last = hidet_lang_backend(gm, example_inputs, **kwargs)
-        return self.last
 
 
 def random_inputs(seed: int, positive: bool = False, boolean: bool = False) -> list[Any]:
