@@ -1,19 +1,34 @@
-"""The batched matmul template for CUDA: shared-memory block tiles, double-buffered with `cp_async`.
+"""The batched matmul template for the CUDA cores: shared-memory block tiles fed by 16-byte `cp_async` copies, a
+pipeline of shared buffers, and a register tile a thread indexed only by constants.
 
-`c[b, i, j] = sum_k a[b, i, k] * b[b, k, j]`, accumulated in f32. Each block computes a `block_m x block_n`
-tile of one batch entry. Along k, tiles of `a` (`block_m x block_k`) and `b` (`block_k x block_n`) are copied
-into one of two shared buffers while the other is being multiplied: the copy of step s+1 is issued (as
-`cp_async` of one element each for f32, as element loads converted to f32 otherwise) before the wait for step s.
-Every thread accumulates a `thread_m x thread_n` patch of the tile in registers. Elements outside the matrices
-are zeros in shared memory and never stored, so every shape is correct.
+`c[b, i, j] = sum_k a[b, i, k] * b[b, k, j]`, accumulated in f32 with fused multiply-adds.
 
-The kernel follows the kernel contract: `a` and `b` are only read element by element (or through `cp_async` of
-one element's address), `c` is only stored element by element.
+- **Block tiles.** A block computes a `block_m x block_n` tile of one batch entry; its threads form a
+  `(block_m / thread_m) x (block_n / thread_n)` grid. Blocks go over the tiles in groups of `GROUP_M` tile rows
+  (a group's blocks share their rows of `a` and columns of `b` in L2), batch entries outermost.
+- **Copies.** Along k, steps of `block_k`: the tiles of `a` (`block_m x block_k`, rows as they are in memory) and
+  `b` (`block_k x block_n`) are copied into one of `stages` shared buffers in chunks of 4 elements. A chunk wholly
+  inside the matrix, whose row length is a multiple of 4 (so that its address is 16-byte aligned), is one 16-byte
+  `cp_async` (`LDGSTS.128`, no registers on the way); any other chunk is 4 element reads, each predicated, zeros
+  outside the matrices. The copy of step s + stages - 1 is issued before step s is multiplied.
+- **Register tile.** A thread owns `thread_m` consecutive rows and `thread_n` columns in groups of 4 spread over
+  the tile (column `g * block_n / (thread_n / 4) + 4 * tx + c`), so that a warp's reads of a row of `b` are
+  consecutive 16-byte words. For every 4 steps of k it reads 4 values along k of each of its rows of `a` and,
+  per step, its `thread_n` values of `b`: each group of 4 is one 16-byte aligned shared read (`LDS.128`), and
+  the `thread_m x thread_n` accumulators, the rows of `a` and the row of `b` are register tensors indexed only by
+  constants (`meta.range`), so the compiler keeps them in registers (no local memory).
+- **Output.** The accumulators are stored into `c` element by element where they fall inside it, which is where a
+  fused epilogue lands. f16 and bf16 operands go through the element reads (converted to f32).
+
+The kernel follows the kernel contract: `a` and `b` are only read element by element or as the source of a
+`cp_async` (a fused prologue turns those into element reads), `c` is only stored element by element.
+`MATMUL_CUDA_SPACE` is what `ops.tune` searches; its default point chooses the tiles by the problem's size
+(`default_tiles`): the largest tiles that still give the GPU enough blocks.
 """
 
 from __future__ import annotations
 
-from hidet_lang import attrs, auto_map, f32, i32, register_tensor, repeat, script, script_module, spatial
+from hidet_lang import attrs, f32, i32, meta, register_tensor, script, script_module
 from hidet_lang.cuda import (
     blockIdx,
     cp_async,
@@ -32,30 +47,88 @@ from stdlib_ops.templates.kernels.matmul_views import matmul_views
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.registry import library_template
 from stdlib_ops.templates.sizes import bind_sizes
+from stdlib_ops.templates.space import Point, TuningSpace, declare_space
 
 MATMUL_CUDA_DTYPES = ("float32", "float16", "bfloat16")
+CHUNK = 4  # elements of a copy chunk and of a shared read: 16 bytes of f32
+GROUP_M = 8  # tile rows a group of consecutive blocks covers
+MAX_SMEM_BYTES = 48 * 1024  # static shared memory a block may declare
+
+TILES = ((128, 128, 8, 8), (64, 64, 4, 4), (32, 32, 4, 4))
+"""The tiles `default_tiles` chooses from, largest first: (block_m, block_n, thread_m, thread_n)."""
+
+ENOUGH_BLOCKS = 264
+"""Blocks that keep a large GPU busy (two waves of an H200's 132 SMs): the largest tile that gives this many is
+taken."""
 
 
-def matmul_cuda(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *, block_m: int = 64,
-                block_n: int = 64, block_k: int = 8, thread_m: int = 4, thread_n: int = 4) -> ScriptModule:
+def default_tiles(batch: Size, m: Size, n: Size) -> tuple[int, int, int, int]:
+    """The tile (block_m, block_n, thread_m, thread_n) for a product of these sizes: the largest of `TILES` that
+    gives `ENOUGH_BLOCKS` blocks (the smallest when none does); the largest when a size is symbolic."""
+    if not all(isinstance(s, int) for s in (batch, m, n)):
+        return TILES[0]
+    for tile in TILES:
+        block_m, block_n = tile[0], tile[1]
+        if batch * -(-m // block_m) * -(-n // block_n) >= ENOUGH_BLOCKS:  # type: ignore[operator]
+            return tile
+    return TILES[-1]
+
+
+def _valid(point: Point) -> bool:
+    """Whether a point's tiles are either all chosen by size (None) or a consistent tile."""
+    tile = (point["block_m"], point["block_n"], point["thread_m"], point["thread_n"])
+    if all(t is None for t in tile):
+        return True
+    if any(t is None for t in tile):
+        return False
+    block_m, block_n, thread_m, thread_n = tile
+    threads = (block_m // thread_m) * (block_n // thread_n)
+    return 64 <= threads <= 256 and block_m % thread_m == 0 and block_n % thread_n == 0
+
+
+MATMUL_CUDA_SPACE = TuningSpace(
+    {"block_m": (None, 128, 64, 32), "block_n": (None, 128, 64, 32), "thread_m": (None, 8, 4),
+     "thread_n": (None, 8, 4), "block_k": (8, 16), "stages": (2, 3)},
+    default={"block_m": None, "block_n": None, "thread_m": None, "thread_n": None, "block_k": 8, "stages": 2},
+    constraint=_valid,
+)
+"""The tuning space (`ops.tune`): the block and thread tiles (None for all four: chosen by the problem's size,
+`default_tiles`), the k step and the number of shared buffers."""
+
+
+@declare_space(MATMUL_CUDA_SPACE)
+def matmul_cuda(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *, block_m: int | None = None,
+                block_n: int | None = None, thread_m: int | None = None, thread_n: int | None = None,
+                block_k: int = 8, stages: int = 2) -> ScriptModule:
     """A module with one kernel `matmul(<symbolic sizes>, a, b, c)` computing `c = a @ b` per batch entry.
 
     `a: dtype[batch, m, k]`, `b: dtype[batch, k, n]`, `c: dtype[batch, m, n]`; each size is an int or a symbolic
-    name. A block has `(block_m / thread_m) * (block_n / thread_n)` threads.
-    """
+    name. A block has `(block_m / thread_m) * (block_n / thread_n)` threads; `thread_n` and `block_k` are multiples
+    of 4. When the four tile sizes are None, `default_tiles` chooses them; `stages` shared buffers (2 or more)
+    pipeline the copies."""
     name = "matmul_cuda"
     check_sizes(name, {"batch": batch, "m": m, "n": n, "k": k})
     dt = template_dtype(name, dtype, MATMUL_CUDA_DTYPES)
+    if block_m is None and block_n is None and thread_m is None and thread_n is None:
+        block_m, block_n, thread_m, thread_n = default_tiles(batch, m, n)
+    require(None not in (block_m, block_n, thread_m, thread_n), name,
+            "give all four tile sizes (block_m, block_n, thread_m, thread_n) or none")
+    assert block_m is not None and block_n is not None and thread_m is not None and thread_n is not None
+    require(min(block_m, block_n, thread_m, thread_n, block_k) >= 1, name, "tile sizes must be positive")
     require(block_m % thread_m == 0 and block_n % thread_n == 0, name, "thread tiles must divide the block tile")
-    threads = (block_m // thread_m) * (block_n // thread_n)
+    require(thread_n % CHUNK == 0 and block_k % CHUNK == 0, name, "thread_n and block_k must be multiples of 4")
+    require(2 <= stages <= 8, name, "stages must be 2 to 8")
+    threads_n = block_n // thread_n
+    threads = (block_m // thread_m) * threads_n
     require(32 <= threads <= 1024 and threads % 32 == 0, name, f"{threads} threads a block (need 32..1024, whole "
             "warps)")
-    smem_bytes = 2 * (block_m + block_n) * block_k * 4
-    require(smem_bytes <= 48 * 1024, name, f"{smem_bytes} bytes of shared memory (at most 48 KB)")
-    tile = spatial(block_m // thread_m, block_n // thread_n) * repeat(thread_m, thread_n)
-    load_a = auto_map(block_m, block_k, workers=threads)
-    load_b = auto_map(block_k, block_n, workers=threads)
-    copy_async = dt.name == "float32"  # cp_async moves whole elements of 4, 8 or 16 bytes
+    smem_bytes = stages * (block_m + block_n) * block_k * 4
+    require(smem_bytes <= MAX_SMEM_BYTES, name, f"{smem_bytes} bytes of shared memory (at most 48 KB)")
+    groups_n = thread_n // CHUNK
+    group_stride = block_n // groups_n  # the columns of a thread: g * group_stride + CHUNK * tx + c
+    chunks_a = block_m * block_k // CHUNK
+    chunks_b = block_k * block_n // CHUNK
+    copy_async = dt.name == "float32"  # a 16-byte chunk is 4 elements of f32
 
     with script_module() as module:
 
@@ -65,56 +138,82 @@ def matmul_cuda(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", 
             attrs.cuda.block_dim = threads
             # one grid dimension (x allows 2**31 - 1 blocks; y and z only 65535, fewer than a batch may need)
             attrs.cuda.grid_dim = (n + block_n - 1) // block_n * ((m + block_m - 1) // block_m) * batch
-            smem_a = shared_tensor(f32, [2, block_m, block_k])
-            smem_b = shared_tensor(f32, [2, block_k, block_n])
+            smem_a = shared_tensor(f32, [stages, block_m, block_k])
+            smem_b = shared_tensor(f32, [stages, block_k, block_n])
             acc = register_tensor(f32, [thread_m, thread_n])
-            for i, j in repeat(thread_m, thread_n).on(0):
-                acc[i, j] = 0.0
+            ra = register_tensor(f32, [thread_m, CHUNK])
+            rb = register_tensor(f32, [thread_n])
+            for i in meta.range(thread_m):
+                for j in meta.range(thread_n):
+                    acc[i, j] = 0.0
             tiles_n = (n + block_n - 1) // block_n
             tiles_m = (m + block_m - 1) // block_m
-            bi = blockIdx.x // (tiles_n * tiles_m)
-            m0 = blockIdx.x // tiles_n % tiles_m * block_m
-            n0 = blockIdx.x % tiles_n * block_n
+            per_batch = tiles_m * tiles_n
+            bi = blockIdx.x // per_batch
+            tile = blockIdx.x % per_batch
+            first_m = tile // (GROUP_M * tiles_n) * GROUP_M  # groups of GROUP_M tile rows, column by column
+            group_m = min(tiles_m - first_m, GROUP_M)
+            m0 = (first_m + tile % (GROUP_M * tiles_n) % group_m) * block_m
+            n0 = tile % (GROUP_M * tiles_n) // group_m * block_n
+            ty = threadIdx.x // threads_n
+            tx = threadIdx.x % threads_n
             steps = (k + block_k - 1) // block_k
-            for step in range(steps + 1):
-                if step < steps:  # issue the copy of step `step` into buffer step % 2
-                    buf = step % 2
+            for step in range(steps + stages - 1):  # copy step `step`, multiply step `step - stages + 1`
+                cp_async_wait_group(stages - 2)  # the copy of the step multiplied now is in place
+                syncthreads()  # ... for every thread, and every thread is done with the buffer refilled now
+                if step < steps:
+                    fill = step % stages
                     k0 = step * block_k
-                    for i, kk in load_a.on(threadIdx.x):
-                        if m0 + i < m and k0 + kk < k:
-                            if copy_async:
-                                cp_async(~smem_a[buf, i, kk], ~a[bi, m0 + i, k0 + kk], 4)
+                    for t in meta.range(-(-chunks_a // threads)):
+                        q = threadIdx.x + t * threads
+                        if chunks_a % threads == 0 or q < chunks_a:
+                            row = q // (block_k // CHUNK)
+                            kc = q % (block_k // CHUNK) * CHUNK
+                            if copy_async and k % CHUNK == 0 and m0 + row < m and k0 + kc < k:
+                                cp_async(~smem_a[fill, row, kc], ~a[bi, m0 + row, k0 + kc], 16)
                             else:
-                                smem_a[buf, i, kk] = f32(a[bi, m0 + i, k0 + kk])
-                        else:
-                            smem_a[buf, i, kk] = 0.0
-                    for kk, j in load_b.on(threadIdx.x):
-                        if k0 + kk < k and n0 + j < n:
-                            if copy_async:
-                                cp_async(~smem_b[buf, kk, j], ~b[bi, k0 + kk, n0 + j], 4)
+                                for e in meta.range(CHUNK):
+                                    inside = m0 + row < m and k0 + kc + e < k
+                                    smem_a[fill, row, kc + e] = f32(a[bi, m0 + row, k0 + kc + e]) if inside else 0.0
+                    for t in meta.range(-(-chunks_b // threads)):
+                        q = threadIdx.x + t * threads
+                        if chunks_b % threads == 0 or q < chunks_b:
+                            kk = q // (block_n // CHUNK)
+                            col = q % (block_n // CHUNK) * CHUNK
+                            if copy_async and n % CHUNK == 0 and k0 + kk < k and n0 + col < n:
+                                cp_async(~smem_b[fill, kk, col], ~b[bi, k0 + kk, n0 + col], 16)
                             else:
-                                smem_b[buf, kk, j] = f32(b[bi, k0 + kk, n0 + j])
-                        else:
-                            smem_b[buf, kk, j] = 0.0
+                                for e in meta.range(CHUNK):
+                                    inside = k0 + kk < k and n0 + col + e < n
+                                    smem_b[fill, kk, col + e] = f32(b[bi, k0 + kk, n0 + col + e]) if inside else 0.0
                 cp_async_commit_group()
-                if step > 0:  # multiply the tiles of step - 1 while the copy of step is in flight
-                    cp_async_wait_group(1)
-                    syncthreads()
-                    prev = (step - 1) % 2
-                    for kk in range(block_k):
-                        for i, j in tile.on(threadIdx.x):
-                            acc[i % thread_m, j % thread_n] += smem_a[prev, i, kk] * smem_b[prev, kk, j]
-                    syncthreads()
-            for i, j in tile.on(threadIdx.x):
-                if m0 + i < m and n0 + j < n:
-                    c[bi, m0 + i, n0 + j] = dt(acc[i % thread_m, j % thread_n])
+                if step >= stages - 1:
+                    buf = (step - stages + 1) % stages
+                    for kg in meta.range(block_k // CHUNK):
+                        for i in meta.range(thread_m):
+                            for e in meta.range(CHUNK):
+                                ra[i, e] = smem_a[buf, ty * thread_m + i, kg * CHUNK + e]
+                        for e in meta.range(CHUNK):
+                            for g in meta.range(groups_n):
+                                for cc in meta.range(CHUNK):
+                                    rb[g * CHUNK + cc] = smem_b[buf, kg * CHUNK + e, g * group_stride + tx * CHUNK + cc]
+                            for i in meta.range(thread_m):
+                                for j in meta.range(thread_n):
+                                    acc[i, j] += ra[i, e] * rb[j]
+            for i in meta.range(thread_m):
+                for g in meta.range(groups_n):
+                    for cc in meta.range(CHUNK):
+                        gi = m0 + ty * thread_m + i
+                        gj = n0 + g * group_stride + tx * CHUNK + cc
+                        if gi < m and gj < n:
+                            c[bi, gi, gj] = dt(acc[i, g * CHUNK + cc])
 
     return bind_sizes(module, "matmul", {"batch": batch, "m": m, "n": n, "k": k})
 
 
 @library_template("matmul", "cuda")
 def matmul_on_cuda(task: Task) -> TemplateBinding | None:
-    """The tensor-core template (`matmul_cuda_f16_mma`) for f16 operands, this tiled cp_async template for f32 and
+    """The tensor-core template (`matmul_cuda_f16_mma`) for f16 operands, this CUDA-core template for f32 and
     bf16 ones."""
     signature = kernel_signature(task.inputs, task.outputs)
     shapes = matmul_views(task, signature)
