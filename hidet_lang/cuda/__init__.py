@@ -218,6 +218,28 @@ def ldmatrix_x4(regs: Any, smem_row: Any) -> E.Intrinsic:
                      _pointer_to(smem_row, "ldmatrix_x4"))
 
 
+def mma_m16n8k16_bf16_f32(a: Any, b: Any, c: Any) -> E.Intrinsic:
+    """`mma_m16n8k16_f16_f32` with bf16 inputs: C (16x8, f32) += A (16x16, bf16) @ B (16x8, bf16), PTX
+    `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32` (sm_80+), with the same fragment layouts (`a` and `b`
+    may also be bf16 tensors of 8 and 4 elements). Products of bf16s are exact in f32, as those of halves."""
+    return intrinsic("mma_m16n8k16_bf16_f32",
+                     _operand_pointer(a, "mma_m16n8k16_bf16_f32 (a)", _HALF_FRAGMENT_DTYPES, uint32),
+                     _operand_pointer(b, "mma_m16n8k16_bf16_f32 (b)", _HALF_FRAGMENT_DTYPES, uint32),
+                     _operand_pointer(c, "mma_m16n8k16_bf16_f32 (c)", ("float32",), float32))
+
+
+def ldmatrix_x4_trans(regs: Any, smem_row: Any) -> E.Intrinsic:
+    """`ldmatrix_x4` with each 8x8 matrix transposed, PTX `ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16`
+    (sm_80+; the emulator gives the same fragments). Lane `l` gives the address of row `l % 8` of matrix `l // 8`
+    as for `ldmatrix_x4`, and receives in register `i` element `l // 4` of rows 2t and 2t+1 (t = l % 4; row 2t in
+    bits 0-15) of matrix `i`. Loading a 16x16 block of a row-major k x n tile with lane `l` pointing at row
+    `l % 16`, column `8 * (l // 16)` gives the `b` fragments of two `mma_m16n8k16` n-tiles: registers 0-1 the
+    first (columns 0-7), registers 2-3 the second (columns 8-15). Warp-collective: all 32 lanes of a full warp."""
+    return intrinsic("ldmatrix_x4_trans",
+                     _operand_pointer(regs, "ldmatrix_x4_trans (regs)", _HALF_FRAGMENT_DTYPES, uint32),
+                     _pointer_to(smem_row, "ldmatrix_x4_trans"))
+
+
 def cp_async(dst_shared: Any, src_global: Any, nbytes: int) -> E.Intrinsic:
     """Asynchronously copy `nbytes` (4, 8 or 16, a Python int; both addresses aligned to it) from global to
     shared memory: PTX `cp.async.ca.shared.global` (4, 8) or `cp.async.cg.shared.global` (16), sm_80+. The data
@@ -272,7 +294,7 @@ def warp_id() -> E.Expr:
 
 __all__ = [
     "cp_async", "cp_async_commit_group", "cp_async_wait_all", "cp_async_wait_group", "ldmatrix_x4",
-    "mma_m16n8k16_f16_f32",
+    "ldmatrix_x4_trans", "mma_m16n8k16_bf16_f32", "mma_m16n8k16_f16_f32",
     "all_sync", "any_sync", "atomic_add", "atomic_cas", "atomic_exchange", "atomic_max", "atomic_min", "atomic_sub",
     "CUDA_INTRINSICS", "ballot_sync", "blockDim", "blockIdx", "dynamic_shared_memory", "gridDim", "lane_id", "printf",
     "register_tensor", "shared_tensor", "shfl_down_sync", "shfl_sync", "shfl_up_sync", "shfl_xor_sync",

@@ -213,8 +213,13 @@ INTRINSICS = _table(
     IntrinsicSpec("dynamic_shared_memory", (int32,), Pointer(T), "(({type})({dynamic_smem} + {0}))"),
     IntrinsicSpec("mma_m16n8k16_f16_f32", (Pointer(uint32), Pointer(uint32), Pointer(float32)), void,
                   _call("hl_mma_m16n8k16_f16_f32"), _TENSOR_CORE, min_arch="sm_80"),
+    IntrinsicSpec("mma_m16n8k16_bf16_f32", (Pointer(uint32), Pointer(uint32), Pointer(float32)), void,
+                  _call("hl_mma_m16n8k16_bf16_f32"), _TENSOR_CORE, min_arch="sm_80"),
     IntrinsicSpec("ldmatrix_x4", (Pointer(uint32), Pointer()), void, _call("hl_ldmatrix_x4"), _TENSOR_CORE,
                   min_arch="sm_80", emulator_checked="hl_emu_ldmatrix_x4_checked({0}, {1}, {where})"),
+    IntrinsicSpec("ldmatrix_x4_trans", (Pointer(uint32), Pointer()), void, _call("hl_ldmatrix_x4_trans"),
+                  _TENSOR_CORE, min_arch="sm_80",
+                  emulator_checked="hl_emu_ldmatrix_x4_trans_checked({0}, {1}, {where})"),
     *(IntrinsicSpec(cp_async_name(n), (Pointer(), Pointer()), void, _call(f"hl_cp_async_{n}"),
                     _READ_WRITE | Effect.ASYNC, min_arch="sm_80",
                     emulator_checked=f"hl_emu_cp_async_checked({{0}}, {{1}}, {n}, {{where}})")

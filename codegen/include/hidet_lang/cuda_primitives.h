@@ -32,6 +32,11 @@
 //   void hl_ldmatrix_x4(uint32_t *dst, const void *row): PTX ldmatrix.sync.aligned.m8n8.x4.shared.b16. Lane l
 //   gives the shared-memory address of row (l & 7) of 8x8 b16 matrix (l >> 3) (16 bytes, 16-byte aligned);
 //   dst[i] receives elements 2t, 2t+1 of row g of matrix i. Warp-collective (all 32 lanes).
+//   void hl_mma_m16n8k16_bf16_f32(const uint32_t *a, const uint32_t *b, float *c): the same with bf16 inputs
+//   (mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32), same fragment layouts.
+//   void hl_ldmatrix_x4_trans(uint32_t *dst, const void *row): ldmatrix...x4.trans.shared.b16: the same rows,
+//   each matrix transposed: dst[i] receives element g of rows 2t and 2t+1 of matrix i (bits 0-15 and 16-31), so
+//   a row-major k x n tile of B gives the b fragment of mma m16n8k16.
 //   void hl_cp_async_4 / _8 / _16(void *dst_shared, const void *src_global): cp.async.ca (4, 8 bytes) or
 //   cp.async.cg (16 bytes) .shared.global; hl_cp_async_commit_group(); hl_cp_async_wait_group<N>();
 //   hl_cp_async_wait_all(). The emulator copies synchronously (the data is in place when cp_async returns), so
@@ -72,6 +77,8 @@
 
 #define hl_mma_m16n8k16_f16_f32(a, b, c) ::hl_emu::mma_m16n8k16_f16_f32(__LINE__, (a), (b), (c))
 #define hl_ldmatrix_x4(dst, row) ::hl_emu::ldmatrix_x4(__LINE__, (dst), (row))
+#define hl_mma_m16n8k16_bf16_f32(a, b, c) ::hl_emu::mma_m16n8k16_bf16_f32(__LINE__, (a), (b), (c))
+#define hl_ldmatrix_x4_trans(dst, row) ::hl_emu::ldmatrix_x4_trans(__LINE__, (dst), (row))
 static inline void hl_cp_async_4(void *dst, const void *src) { memcpy(dst, src, 4); }
 static inline void hl_cp_async_8(void *dst, const void *src) { memcpy(dst, src, 8); }
 static inline void hl_cp_async_16(void *dst, const void *src) { memcpy(dst, src, 16); }
@@ -251,6 +258,30 @@ HL_DEVICE void hl_ldmatrix_x4(uint32_t *dst, const void *row) {
 #if HL_SM80
     unsigned addr = (unsigned)__cvta_generic_to_shared(row);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(dst[0]), "=r"(dst[1]), "=r"(dst[2]), "=r"(dst[3])
+                 : "r"(addr)
+                 : "memory");
+#else
+    __trap();
+#endif
+}
+
+HL_DEVICE void hl_mma_m16n8k16_bf16_f32(const uint32_t *a, const uint32_t *b, float *c) {
+#if HL_SM80
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+    __trap();
+#endif
+}
+
+HL_DEVICE void hl_ldmatrix_x4_trans(uint32_t *dst, const void *row) {
+#if HL_SM80
+    unsigned addr = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(dst[0]), "=r"(dst[1]), "=r"(dst[2]), "=r"(dst[3])
                  : "r"(addr)
                  : "memory");

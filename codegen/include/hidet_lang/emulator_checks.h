@@ -276,6 +276,9 @@ static inline void hl_emu_cp_async_checked(void *dst, const void *src, int bytes
 #define hl_emu_ldmatrix_x4_checked(dst, row, where)                                                            \
     (::hl_emu::shared_access((const char *)(row), 16, ::hl_emu::ACCESS_READ, 0, (where), "ldmatrix"),          \
      ::hl_emu::ldmatrix_x4(__LINE__, (dst), (row)))
+#define hl_emu_ldmatrix_x4_trans_checked(dst, row, where)                                                      \
+    (::hl_emu::shared_access((const char *)(row), 16, ::hl_emu::ACCESS_READ, 0, (where), "ldmatrix"),          \
+     ::hl_emu::ldmatrix_x4_trans(__LINE__, (dst), (row)))
 
 // A store through a view of a kernel's tensor argument or of the dynamic shared memory, `origin` (`bytes`
 // bytes): the element must lie within it.

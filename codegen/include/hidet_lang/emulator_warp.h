@@ -42,25 +42,31 @@ struct LdmatrixLane {
     uint32_t *dst;    // 4 registers: register i gets bytes 4t..4t+3 of row g of matrix i
 };
 
-static inline float half_lo(uint32_t r) { return f16_to_f32((uint16_t)(r & 0xffffu)); }
-static inline float half_hi(uint32_t r) { return f16_to_f32((uint16_t)(r >> 16)); }
+// The 16-bit element in bits 0-15 (lo) or 16-31 (hi) of a register, as f32: an f16, or a bf16 where `bf16`.
+static inline float half_lo(uint32_t r, bool bf16 = false) {
+    return bf16 ? bf16_to_f32((uint16_t)(r & 0xffffu)) : f16_to_f32((uint16_t)(r & 0xffffu));
+}
+static inline float half_hi(uint32_t r, bool bf16 = false) {
+    return bf16 ? bf16_to_f32((uint16_t)(r >> 16)) : f16_to_f32((uint16_t)(r >> 16));
+}
 
-// D = A (16x16, row) @ B (16x8, col) + C, f16 inputs, f32 accumulation. Products of halves are exact in f32;
-// each D element is C plus the 16 products added in k order in f32 (the GPU's order and intermediate precision
-// are not specified by PTX: results can differ from the GPU's in the last bits).
-static void mma_m16n8k16_all(Warp *w) {
+// D = A (16x16, row) @ B (16x8, col) + C, f16 (or, with `bf16`, bf16) inputs, f32 accumulation. Products of
+// halves (and of bf16s) are exact in f32; each D element is C plus the 16 products added in k order in f32 (the
+// GPU's order and intermediate precision are not specified by PTX: results can differ from the GPU's in the last
+// bits).
+static void mma_m16n8k16_all(Warp *w, bool bf16) {
     float A[16][16], B[16][8], C[16][8];
     for (int l = 0; l < 32; ++l) {
         const MmaLane *p = (const MmaLane *)(uintptr_t)w->val[l];
         int g = l >> 2, t = l & 3;
         for (int r = 0; r < 4; ++r) {
             int row = g + 8 * (r & 1), col = 2 * t + 8 * (r >> 1);
-            A[row][col] = half_lo(p->a[r]);
-            A[row][col + 1] = half_hi(p->a[r]);
+            A[row][col] = half_lo(p->a[r], bf16);
+            A[row][col + 1] = half_hi(p->a[r], bf16);
         }
         for (int r = 0; r < 2; ++r) {
-            B[2 * t + 8 * r][g] = half_lo(p->b[r]);
-            B[2 * t + 8 * r + 1][g] = half_hi(p->b[r]);
+            B[2 * t + 8 * r][g] = half_lo(p->b[r], bf16);
+            B[2 * t + 8 * r + 1][g] = half_hi(p->b[r], bf16);
         }
         for (int r = 0; r < 4; ++r) C[g + 8 * (r >> 1)][2 * t + (r & 1)] = p->c[r];
     }
@@ -77,11 +83,20 @@ static void mma_m16n8k16_all(Warp *w) {
     }
 }
 
-static void ldmatrix_x4_all(Warp *w) {
+// ldmatrix x4; with `trans`, each matrix transposed: register i of lane l then holds elements g of rows 2t and
+// 2t + 1 of matrix i (in bits 0-15 and 16-31).
+static void ldmatrix_x4_all(Warp *w, bool trans) {
     uint32_t out[32][4];  // every lane's rows are read before any lane's registers are written
     for (int l = 0; l < 32; ++l) {
         int g = l >> 2, t = l & 3;
         for (int i = 0; i < 4; ++i) {
+            if (trans) {
+                uint16_t lo, hi;
+                memcpy(&lo, ((const LdmatrixLane *)(uintptr_t)w->val[8 * i + 2 * t])->row + 2 * g, 2);
+                memcpy(&hi, ((const LdmatrixLane *)(uintptr_t)w->val[8 * i + 2 * t + 1])->row + 2 * g, 2);
+                out[l][i] = (uint32_t)lo | (uint32_t)hi << 16;
+                continue;
+            }
             const LdmatrixLane *src = (const LdmatrixLane *)(uintptr_t)w->val[8 * i + g];
             memcpy(&out[l][i], src->row + 4 * t, 4);
         }
@@ -160,8 +175,10 @@ static uint64_t warp_collective(int line, int op, unsigned mask, uint64_t v, int
             for (uint32_t m = eff; m; m &= m - 1) w->res[__builtin_ctz(m)] = r;
             break;
         }
-        case W_MMA_M16N8K16: mma_m16n8k16_all(w); break;
-        case W_LDMATRIX_X4: ldmatrix_x4_all(w); break;
+        case W_MMA_M16N8K16: mma_m16n8k16_all(w, false); break;
+        case W_LDMATRIX_X4: ldmatrix_x4_all(w, false); break;
+        case W_MMA_M16N8K16_BF16: mma_m16n8k16_all(w, true); break;
+        case W_LDMATRIX_X4_TRANS: ldmatrix_x4_all(w, true); break;
         default: ++w->syncs; break;
     }
     int base = me & ~31;
@@ -196,6 +213,18 @@ static inline void ldmatrix_x4(int line, uint32_t *dst, const void *row) {
     require_full_warp(line, W_LDMATRIX_X4);
     LdmatrixLane me{(const char *)row, dst};
     warp_collective(line, W_LDMATRIX_X4, 0xffffffffu, (uint64_t)(uintptr_t)&me, 0, 32);
+}
+
+static inline void mma_m16n8k16_bf16_f32(int line, const uint32_t *a, const uint32_t *b, float *c) {
+    require_full_warp(line, W_MMA_M16N8K16_BF16);
+    MmaLane me{a, b, c};
+    warp_collective(line, W_MMA_M16N8K16_BF16, 0xffffffffu, (uint64_t)(uintptr_t)&me, 0, 32);
+}
+
+static inline void ldmatrix_x4_trans(int line, uint32_t *dst, const void *row) {
+    require_full_warp(line, W_LDMATRIX_X4_TRANS);
+    LdmatrixLane me{(const char *)row, dst};
+    warp_collective(line, W_LDMATRIX_X4_TRANS, 0xffffffffu, (uint64_t)(uintptr_t)&me, 0, 32);
 }
 
 template <class T>
