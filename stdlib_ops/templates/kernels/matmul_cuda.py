@@ -57,9 +57,9 @@ MAX_SMEM_BYTES = 48 * 1024  # static shared memory a block may declare
 TILES = ((128, 128, 8, 8), (64, 64, 4, 4), (32, 32, 4, 4))
 """The tiles `default_tiles` chooses from, largest first: (block_m, block_n, thread_m, thread_n)."""
 
-ENOUGH_BLOCKS = 264
-"""Blocks that keep a large GPU busy (two waves of an H200's 132 SMs): the largest tile that gives this many is
-taken."""
+ENOUGH_BLOCKS = 132
+"""Blocks that keep a large GPU busy (one for each of an H200's 132 SMs; the smaller tiles fit several blocks on
+an SM): the largest tile that gives this many is taken."""
 
 
 def default_tiles(batch: Size, m: Size, n: Size) -> tuple[int, int, int, int]:

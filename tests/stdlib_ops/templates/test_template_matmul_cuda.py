@@ -1,6 +1,7 @@
-"""The CUDA matmul template against numpy, on the emulator's checking mode (no race, no out-of-bounds access, no
-uninitialized shared-memory read): symbolic sizes (one build serves every shape), sizes known at build time,
-half-precision inputs, and schedule parameters it refuses."""
+"""The CUDA-core matmul template against numpy, on the emulator's checking mode (no race, no out-of-bounds access,
+no uninitialized shared-memory read): symbolic sizes (one build serves every shape, 16-byte copies taken or not at
+run time), sizes known at build time, every tile of the size-chosen defaults, three shared buffers, half-precision
+inputs, and schedule parameters it refuses."""
 
 from __future__ import annotations
 
@@ -14,13 +15,18 @@ from template_checks import F16_HALF_SUBNORMAL_STEP, assert_sum_close, data, siz
 
 from hidet_lang.ir.types import TensorType
 from hidet_lang.testing import example_count
-from stdlib_ops.templates.kernels.matmul_cuda import matmul_cuda
+from stdlib_ops.templates.kernels.matmul_cuda import (
+    MATMUL_CUDA_SPACE,
+    TILES,
+    default_tiles,
+    matmul_cuda,
+)
 from stdlib_ops.templates.params import ScheduleError
 
 
 @cache
-def symbolic_matmul(dtype: str = "float32"):
-    return matmul_cuda("batch", "m", "n", "k", dtype).build(check=True)
+def symbolic_matmul(dtype: str = "float32", stages: int = 2):
+    return matmul_cuda("batch", "m", "n", "k", dtype, stages=stages).build(check=True)
 
 
 def check(c: np.ndarray, a: np.ndarray, b: np.ndarray, unit: float = 2.0**-24, absolute: float = 0.0) -> None:
@@ -31,7 +37,10 @@ def check(c: np.ndarray, a: np.ndarray, b: np.ndarray, unit: float = 2.0**-24, a
 @settings(max_examples=example_count(12), deadline=None)
 @given(st.data())
 def test_symbolic_sizes_match_numpy(draw: st.DataObject) -> None:
-    batch, m, n, k = draw.draw(sizes(3)), draw.draw(sizes(96)), draw.draw(sizes(96)), draw.draw(sizes(96))
+    # 128 x 128 tiles (the sizes are symbolic); k and n multiples of 4 half of the time: 16-byte copies
+    batch, m, n, k = draw.draw(sizes(3)), draw.draw(sizes(160)), draw.draw(sizes(160)), draw.draw(sizes(96))
+    if draw.draw(st.booleans()):
+        n, k = -(-n // 4) * 4, -(-k // 4) * 4
     a = data(draw.draw, (batch, m, k))
     b = data(draw.draw, (batch, k, n))
     c = np.full((batch, m, n), np.nan, np.float32)
@@ -41,17 +50,72 @@ def test_symbolic_sizes_match_numpy(draw: st.DataObject) -> None:
 
 @settings(max_examples=example_count(4), deadline=None)
 @given(st.data())
-def test_constant_sizes_match_numpy(draw: st.DataObject) -> None:
-    a = data(draw.draw, (2, 33, 257))
-    b = data(draw.draw, (2, 257, 7))
-    c = np.full((2, 33, 7), np.nan, np.float32)
-    constant_matmul()(a, b, c)
+def test_three_shared_buffers_match_numpy(draw: st.DataObject) -> None:
+    batch, m, n, k = 1, draw.draw(sizes(140)), draw.draw(sizes(140)), draw.draw(sizes(64))
+    a = data(draw.draw, (batch, m, k))
+    b = data(draw.draw, (batch, k, n))
+    c = np.full((batch, m, n), np.nan, np.float32)
+    symbolic_matmul(stages=3)(batch, m, k, n, a, b, c)
     check(c, a, b)
 
 
 @cache
-def constant_matmul():
-    return matmul_cuda(2, 33, 7, 257, block_m=32, block_n=32, block_k=16, thread_m=2, thread_n=4).build(check=True)
+def constant_matmul(batch: int, m: int, n: int, k: int, tile: tuple[int, ...] | None, block_k: int = 8):
+    tiles = {} if tile is None else dict(zip(("block_m", "block_n", "thread_m", "thread_n"), tile))
+    return matmul_cuda(batch, m, n, k, **tiles, block_k=block_k).build(check=True)
+
+
+@pytest.mark.parametrize(("shape", "tile", "block_k"), [
+    ((2, 33, 7, 257), (32, 32, 2, 4), 16),  # k and n not multiples of 4: element copies only
+    ((2, 36, 20, 24), (32, 32, 4, 4), 8),  # multiples of 4: 16-byte copies, known at build time
+    ((3, 70, 68, 12), None, 8),  # the tile chosen by size
+    ((1, 129, 131, 9), (64, 64, 4, 8), 16),
+], ids=["unaligned", "aligned", "by-size", "64x64"])
+def test_constant_sizes_match_numpy(shape: tuple[int, int, int, int], tile: tuple[int, ...] | None,
+                                    block_k: int) -> None:
+    batch, m, n, k = shape
+    rng = np.random.default_rng(sum(shape))
+    a = rng.uniform(-1, 1, (batch, m, k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (batch, k, n)).astype(np.float32)
+    c = np.full((batch, m, n), np.nan, np.float32)
+    constant_matmul(batch, m, n, k, tile, block_k)(a, b, c)
+    check(c, a, b)
+
+
+def test_default_tiles_are_the_largest_that_fill_the_gpu() -> None:
+    assert default_tiles("batch", "m", "n") == TILES[0]
+    assert default_tiles(1, 4096, 4096) == TILES[0]  # 1024 blocks of 128 x 128
+    assert default_tiles(1, 512, 512) == TILES[2]  # 16 and 64 blocks of 128 and 64; 256 of 32 x 32
+    assert default_tiles(1, 1024, 1024) == TILES[1]  # 64 of 128 x 128, 256 of 64 x 64
+    assert default_tiles(4, 512, 512) == TILES[1]  # the batch entries count
+    assert default_tiles(1, 1, 1) == TILES[-1]
+    for tile in TILES:
+        assert (tile[0] // tile[2]) * (tile[1] // tile[3]) <= 256
+
+
+def test_the_tuning_space_holds_the_size_chosen_default_and_explicit_tiles() -> None:
+    points = MATMUL_CUDA_SPACE.points()
+    assert points[0] == MATMUL_CUDA_SPACE.default and points[0]["block_m"] is None
+    explicit = [p for p in points if p["block_m"] is not None]
+    assert {(p["block_m"], p["block_n"], p["thread_m"], p["thread_n"]) for p in explicit} >= set(TILES)
+    for point in points[::max(1, len(points) // 6)]:  # points across the space instantiate (parsing takes time)
+        matmul_cuda(1, "m", "n", "k", **point)
+
+
+@settings(max_examples=example_count(4), deadline=None)
+@given(st.data(), st.just("float16"))
+def test_half_inputs_accumulate_in_f32(draw: st.DataObject, dtype: str) -> None:
+    batch, m, n, k = 1, draw.draw(sizes(40)), draw.draw(sizes(40)), draw.draw(sizes(96))
+    a = data(draw.draw, (batch, m, k), dtype)
+    b = data(draw.draw, (batch, k, n), dtype)
+    c = np.zeros((batch, m, n), dtype)
+    symbolic_matmul(dtype)(batch, m, k, n, a, b, c)
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    # products of halves (and of bf16s) are exact in f32 and summed in f32 (k * 2^-24); the result is rounded
+    # once to the output's type (2^-11 of its magnitude for f16, 2^-8 for bf16, below that of the sum of
+    # absolute values; f16's subnormal step where it is tiny)
+    rounding = 2.0**-11 if dtype == "float16" else 2.0**-8
+    check(c.astype(np.float32), a32, b32, unit=2.0**-24 + rounding / (k + 1), absolute=F16_HALF_SUBNORMAL_STEP)
 
 
 def test_symbolic_sizes_are_parameters_in_order_of_appearance() -> None:
@@ -62,24 +126,19 @@ def test_symbolic_sizes_are_parameters_in_order_of_appearance() -> None:
     assert isinstance(a_type, TensorType) and str(a_type.shape[0]) == "4"
 
 
-@settings(max_examples=example_count(4), deadline=None)
-@given(st.data())
-def test_half_inputs_accumulate_in_f32(draw: st.DataObject) -> None:
-    batch, m, n, k = 1, draw.draw(sizes(40)), draw.draw(sizes(40)), draw.draw(sizes(96))
-    a = data(draw.draw, (batch, m, k), "float16")
-    b = data(draw.draw, (batch, k, n), "float16")
-    c = np.zeros((batch, m, n), np.float16)
-    symbolic_matmul("float16")(batch, m, k, n, a, b, c)
-    # products of halves are exact in f32 and summed in f32 (k * 2^-24); the result is rounded once to f16
-    # (2^-11 of its magnitude, below 2^-11 of the sum of absolute values)
-    check(c, a, b, unit=2.0**-24 + 2.0**-11 / (k + 1), absolute=F16_HALF_SUBNORMAL_STEP)
-
-
 def test_schedule_parameters_it_cannot_honour_are_refused() -> None:
+    with pytest.raises(ScheduleError, match="all four tile sizes"):
+        matmul_cuda(1, 8, 8, 8, block_m=64)
     with pytest.raises(ScheduleError, match="thread tiles must divide"):
-        matmul_cuda(1, 8, 8, 8, block_m=30, thread_m=4)
+        matmul_cuda(1, 8, 8, 8, block_m=30, block_n=32, thread_m=4, thread_n=4)
+    with pytest.raises(ScheduleError, match="multiples of 4"):
+        matmul_cuda(1, 8, 8, 8, block_m=32, block_n=32, thread_m=2, thread_n=2)
     with pytest.raises(ScheduleError, match="2048 threads"):
-        matmul_cuda(1, 8, 8, 8, block_m=128, block_n=64, thread_m=2, thread_n=2)
+        matmul_cuda(1, 8, 8, 8, block_m=256, block_n=128, thread_m=2, thread_n=8)
+    with pytest.raises(ScheduleError, match="shared memory"):
+        matmul_cuda(1, 8, 8, 8, block_m=128, block_n=128, thread_m=8, thread_n=8, block_k=32, stages=3)
+    with pytest.raises(ScheduleError, match="stages"):
+        matmul_cuda(1, 8, 8, 8, stages=1)
     with pytest.raises(ScheduleError, match="dtype int32 is not supported"):
         matmul_cuda(1, 8, 8, 8, dtype="int32")
     with pytest.raises(ValueError, match="size 'k' must be positive"):

@@ -9,7 +9,7 @@ import inspect
 import pytest
 
 from stdlib_ops.templates.kernels.matmul_cpu import MATMUL_CPU_SPACE, matmul_cpu
-from stdlib_ops.templates.kernels.matmul_cuda import matmul_cuda
+from stdlib_ops.templates.kernels.matmul_cuda import MATMUL_CUDA_SPACE, matmul_cuda
 from stdlib_ops.templates.space import TuningSpace, resolve_template, space_of, template_ref
 
 
@@ -46,7 +46,7 @@ def test_the_cpu_matmul_template_declares_its_defaults_as_the_default_point() ->
                 if p.kind is inspect.Parameter.KEYWORD_ONLY}
     assert MATMUL_CPU_SPACE.default == {name: defaults[name] for name in MATMUL_CPU_SPACE.choices}
     assert len(MATMUL_CPU_SPACE.points()) > 1
-    assert space_of(matmul_cuda) is None
+    assert space_of(matmul_cuda) is MATMUL_CUDA_SPACE and MATMUL_CUDA_SPACE.default["block_m"] is None
 
 
 def test_templates_are_named_as_plain_data() -> None:
