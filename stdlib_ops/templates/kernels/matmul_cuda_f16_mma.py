@@ -1,98 +1,264 @@
-"""The batched half-precision matmul template on the tensor cores: `mma_m16n8k16_f16_f32` fed by `ldmatrix_x4`.
+"""The batched half-precision matmul template on the tensor cores (sm_80 and later): a pipeline of 16-byte `cp_async`
+copies into swizzled shared memory, `ldmatrix` fragments and `mma.m16n8k16`.
 
-`c[b, i, j] = sum_k a[b, i, k] * b[b, k, j]` with f16 inputs, f32 accumulation, and an f16 or f32 output. A block
-of `warps_m x warps_n` warps computes a `(warps_m * 16 * mma_m) x (warps_n * 8 * mma_n)` tile; each warp owns
-`mma_m x mma_n` tensor-core tiles of 16 x 8. Along k, steps of 16: the block copies the tiles of `a` and `b` into
-shared memory by element reads (zeros outside the matrices, so every shape is correct), each warp loads its A
-fragments with `ldmatrix_x4` and its B fragments element by element (the m16n8k16 layout: lane l holds rows
-2(l % 4) + e % 2 + 8(e / 2) of column l / 4), and issues the mma instructions. The accumulator fragments are
-stored element by element where they fall inside `c`.
+`c[b, i, j] = sum_k a[b, i, k] * b[b, k, j]` with f16 or bf16 inputs, f32 accumulation and an f16, bf16 or f32
+output; `a` is row-major `[m, k]` and `b` row-major `[k, n]`, as the matmul task gives them.
 
-The kernel follows the kernel contract: `a` and `b` are only read element by element, `c` only stored element by
-element, so prologues and epilogues fuse into it like into any other template.
+- **Block tiles.** A block computes a `block_m x block_n` tile of one batch entry with `(block_m / warp_m) x
+  (block_n / warp_n)` warps; a warp owns a `warp_m x warp_n` tile of `(warp_m / 16) x (warp_n / 8)` mma tiles,
+  whose f32 accumulators are register tensors indexed only by constants (`meta.range`). Blocks go over the tiles
+  in groups of `GROUP_M` tile rows (a group's blocks share rows of `a` and columns of `b` in L2), batch entries
+  outermost. `default_tiles` chooses 128 x 128 tiles of 8 warps (64 x 32 each), or 64 x 64 tiles of 4 warps
+  where those give a GPU too few blocks.
+- **Copies.** Along k, steps of `BLOCK_K` = 32: the tiles of `a` (`block_m x 32`) and `b` (`32 x block_n`) are
+  copied into one of `stages` buffers of dynamic shared memory in chunks of 8 elements (16 bytes). A chunk inside
+  the matrix whose rows are a multiple of 8 elements long (so that its address is 16-byte aligned) is one
+  `cp_async` of 16 bytes (`LDGSTS.128`); a chunk outside is zeros, and where the rows are not a multiple of 8 long
+  every element is read on its own (zeros outside the matrix), so every shape is correct. The copy of step
+  s + stages - 1 is issued before step s is multiplied (`cp_async_wait_group(stages - 2)` and one barrier a step).
+- **Swizzle.** A row of a tile is a run of 16-byte chunks; chunk `c` of row `r` is stored at chunk
+  `c ^ (r / max(1, 8 / chunks) % min(chunks, 8))` of its row (`swizzled_chunk`), so that the eight rows one
+  8x8 matrix of an `ldmatrix` reads (or the eight chunks a quarter warp copies) fall in eight different groups of
+  four banks: no bank conflicts, where the unswizzled `a` tile (4 chunks a row) has 4-way and `b` 8-way conflicts.
+- **Fragments.** For each 16 of the 32 k: `ldmatrix_x4` loads the A fragment of each 16-row mma tile (lane l
+  addresses row l % 16, chunk l / 16), `ldmatrix_x4_trans` the B fragments of two 8-column mma tiles at once from
+  the row-major `b` tile (lane l addresses k row l % 16, chunk l / 16), then each warp issues its
+  `mma_m16n8k16_f16_f32` (or `_bf16_f32`) instructions.
+- **Output.** The accumulators are stored into `c` element by element where they fall inside it, which is where a
+  fused epilogue lands.
+
+The kernel follows the kernel contract: `a` and `b` are only read element by element or as the source of a
+`cp_async` (a fused prologue turns those into element reads), `c` is only stored element by element. The 16-byte
+copies assume that the tensors' data start at 16-byte aligned addresses (as every allocation does).
+`MATMUL_CUDA_F16_MMA_SPACE` is what `ops.tune` searches.
 """
 
 from __future__ import annotations
 
-from hidet_lang import attrs, auto_map, f16, f32, i32, register_tensor, repeat, script, script_module, spatial, u32
-from hidet_lang.cuda import blockIdx, ldmatrix_x4, mma_m16n8k16_f16_f32, shared_tensor, syncthreads, threadIdx
-from hidet_lang.frontend.script import ScriptModule
+from hidet_lang import attrs, f32, i32, meta, register_tensor, script, script_module, tensor_pointer, u32
+from hidet_lang.cuda import (
+    blockIdx,
+    cp_async,
+    cp_async_commit_group,
+    cp_async_wait_group,
+    dynamic_shared_memory,
+    ldmatrix_x4,
+    ldmatrix_x4_trans,
+    mma_m16n8k16_bf16_f32,
+    mma_m16n8k16_f16_f32,
+    syncthreads,
+    threadIdx,
+)
+from hidet_lang.frontend.script import ScriptFunction, ScriptModule
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.sizes import bind_sizes
+from stdlib_ops.templates.space import Point, TuningSpace, declare_space
 
 MMA_M, MMA_N, MMA_K = 16, 8, 16
-MMA_OUTPUT_DTYPES = ("float16", "float32")
+BLOCK_K = 32  # k a step: two mma k steps, a 64-byte row of the a tile
+CHUNK = 8  # elements of a copy chunk and of an ldmatrix row: 16 bytes of f16 or bf16
+GROUP_M = 8  # tile rows a group of consecutive blocks covers
+INPUT_DTYPES = ("float16", "bfloat16")
+OUTPUT_DTYPES = ("float16", "bfloat16", "float32")
+MAX_SMEM_BYTES = 227 * 1024  # the most dynamic shared memory a block of an sm_90 GPU may have (sm_80: 163 KB)
+
+TILES = ((128, 128, 64, 32), (64, 64, 32, 32))
+"""The tiles `default_tiles` chooses from, largest first: (block_m, block_n, warp_m, warp_n)."""
+
+ENOUGH_BLOCKS = 108
+"""Blocks that keep a GPU busy (one for each of an A100's 108 SMs): the 128 x 128 tile is taken where it gives this
+many."""
 
 
-def matmul_cuda_f16_mma(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "float16", *, warps_m: int = 2,
-                        warps_n: int = 2, mma_m: int = 2, mma_n: int = 4) -> ScriptModule:
+def default_tiles(batch: Size, m: Size, n: Size) -> tuple[int, int, int, int]:
+    """The tile (block_m, block_n, warp_m, warp_n) for a product of these sizes: the largest of `TILES` that gives
+    `ENOUGH_BLOCKS` blocks (the smallest when none does); the largest when a size is symbolic."""
+    if not all(isinstance(s, int) for s in (batch, m, n)):
+        return TILES[0]
+    for tile in TILES:
+        block_m, block_n = tile[0], tile[1]
+        if batch * -(-m // block_m) * -(-n // block_n) >= ENOUGH_BLOCKS:  # type: ignore[operator]
+            return tile
+    return TILES[-1]
+
+
+def _valid(point: Point) -> bool:
+    """Whether a point's tiles are either all chosen by size (None) or a consistent tile of 4 to 16 warps."""
+    tile = (point["block_m"], point["block_n"], point["warp_m"], point["warp_n"])
+    if all(t is None for t in tile):
+        return True
+    if any(t is None for t in tile):
+        return False
+    block_m, block_n, warp_m, warp_n = tile
+    warps = (block_m // warp_m) * (block_n // warp_n)
+    return block_m % warp_m == 0 and block_n % warp_n == 0 and 4 <= warps <= 16
+
+
+MATMUL_CUDA_F16_MMA_SPACE = TuningSpace(
+    {"block_m": (None, 128, 64, 256), "block_n": (None, 128, 64, 256), "warp_m": (None, 64, 32),
+     "warp_n": (None, 32, 64), "stages": (4, 3, 5)},
+    default={"block_m": None, "block_n": None, "warp_m": None, "warp_n": None, "stages": 4},
+    constraint=_valid,
+)
+"""The tuning space (`ops.tune`): the block and warp tiles (None for all four: chosen by the problem's size,
+`default_tiles`) and the number of shared buffers of the copy pipeline."""
+
+
+@declare_space(MATMUL_CUDA_F16_MMA_SPACE)
+def matmul_cuda_f16_mma(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "float16", *,
+                        dtype: str | None = None, block_m: int | None = None, block_n: int | None = None,
+                        warp_m: int | None = None, warp_n: int | None = None, stages: int = 4) -> ScriptModule:
     """A module with one kernel `matmul(<symbolic sizes>, a, b, c)` computing `c = a @ b` on the tensor cores.
 
-    `a: f16[batch, m, k]`, `b: f16[batch, k, n]`, `c: out_dtype[batch, m, n]`; each size is an int or a symbolic
-    name. A block has `32 * warps_m * warps_n` threads.
-    """
+    `a: dtype[batch, m, k]`, `b: dtype[batch, k, n]`, `c: out_dtype[batch, m, n]`; each size is an int or a
+    symbolic name. `dtype` is float16 or bfloat16 (None: `out_dtype` where it is one of them, else float16).
+    A block has `32 * (block_m / warp_m) * (block_n / warp_n)` threads; `warp_m` is a multiple of 16, `warp_n` of
+    16, and the block tile sides powers of two; when the four tile sizes are None, `default_tiles` chooses them.
+    `stages` shared buffers (2 to 8) pipeline the copies."""
     name = "matmul_cuda_f16_mma"
     check_sizes(name, {"batch": batch, "m": m, "n": n, "k": k})
-    out = template_dtype(name, out_dtype, MMA_OUTPUT_DTYPES)
-    threads = 32 * warps_m * warps_n
+    out = template_dtype(name, out_dtype, OUTPUT_DTYPES)
+    if dtype is None:
+        dtype = out.name if out.name in INPUT_DTYPES else "float16"
+    dt = template_dtype(name, dtype, INPUT_DTYPES)
+    if block_m is None and block_n is None and warp_m is None and warp_n is None:
+        block_m, block_n, warp_m, warp_n = default_tiles(batch, m, n)
+    require(None not in (block_m, block_n, warp_m, warp_n), name,
+            "give all four tile sizes (block_m, block_n, warp_m, warp_n) or none")
+    assert block_m is not None and block_n is not None and warp_m is not None and warp_n is not None
+    require(min(block_m, block_n, warp_m, warp_n) >= 1, name, "tile sizes must be positive")
+    require(warp_m % MMA_M == 0 and warp_n % (2 * MMA_N) == 0, name,
+            "warp_m and warp_n must be multiples of 16 (whole mma tiles; B fragments come in pairs)")
+    require(block_m % warp_m == 0 and block_n % warp_n == 0, name, "warp tiles must divide the block tile")
+    require(_power_of_two(block_m) and _power_of_two(block_n) and block_n >= CHUNK, name,
+            "block_m and block_n must be powers of two (block_n at least 8)")
+    require(2 <= stages <= 8, name, "stages must be 2 to 8")
+    warps_n = block_n // warp_n
+    threads = 32 * (block_m // warp_m) * warps_n
     require(threads <= 1024, name, f"{threads} threads a block (at most 1024)")
-    require(min(mma_m, mma_n) >= 1, name, "each warp needs at least one mma tile")
-    warp_m, warp_n = MMA_M * mma_m, MMA_N * mma_n
-    block_m, block_n = warps_m * warp_m, warps_n * warp_n
-    warp_grid = spatial(warps_m, warps_n)
-    mma_tiles = repeat(mma_m, mma_n)
-    load_a = auto_map(block_m, MMA_K, workers=threads)
-    load_b = auto_map(MMA_K, block_n, workers=threads)
+    chunks_a = block_m * BLOCK_K // CHUNK
+    chunks_b = BLOCK_K * block_n // CHUNK
+    smem_bytes = stages * (chunks_a + chunks_b) * 16
+    require(smem_bytes <= MAX_SMEM_BYTES, name, f"{smem_bytes} bytes of shared memory (at most 227 KB)")
+    mma = mma_m16n8k16_bf16_f32 if dt.name == "bfloat16" else mma_m16n8k16_f16_f32
+    mma_m, mma_n = warp_m // MMA_M, warp_n // MMA_N
+    swizzle_a = swizzled_chunk(BLOCK_K // CHUNK)
+    swizzle_b = swizzled_chunk(block_n // CHUNK)
+    a_bytes = stages * block_m * BLOCK_K * 2  # the a buffers, then the b buffers
 
     with script_module() as module:
 
         @script
-        def matmul(batch: i32, m: i32, n: i32, k: i32, a: f16[batch, m, k], b: f16[batch, k, n],
-                   c: out[batch, m, n]):
+        def matmul(batch: i32, m: i32, n: i32, k: i32, a: dt[batch, m, k], b: dt[batch, k, n], c: out[batch, m, n]):
             attrs.func_kind = "cuda_kernel"
             attrs.cuda.block_dim = threads
             # one grid dimension (x allows 2**31 - 1 blocks; y and z only 65535, fewer than a batch may need)
             attrs.cuda.grid_dim = (n + block_n - 1) // block_n * ((m + block_m - 1) // block_m) * batch
-            smem_a = shared_tensor(f16, [block_m, MMA_K])
-            smem_b = shared_tensor(f16, [MMA_K, block_n])
+            attrs.cuda.dynamic_smem_bytes = smem_bytes
+            smem_a = tensor_pointer(dt, [stages, block_m, BLOCK_K], init=dynamic_shared_memory(0, dt))
+            smem_b = tensor_pointer(dt, [stages, BLOCK_K, block_n], init=dynamic_shared_memory(a_bytes, dt))
             ra = register_tensor(u32, [mma_m, 4])
-            rb = register_tensor(f16, [mma_n, 4])
+            rb = register_tensor(u32, [mma_n, 2])
             acc = register_tensor(f32, [mma_m, mma_n, 4])
-            for mi, ni in mma_tiles.on(0):
-                for e in range(4):
-                    acc[mi, ni, e] = 0.0
+            for mi in meta.range(mma_m):
+                for ni in meta.range(mma_n):
+                    for e in meta.range(4):
+                        acc[mi, ni, e] = 0.0
             tiles_n = (n + block_n - 1) // block_n
             tiles_m = (m + block_m - 1) // block_m
-            bi = blockIdx.x // (tiles_n * tiles_m)
-            m0 = blockIdx.x // tiles_n % tiles_m * block_m
-            n0 = blockIdx.x % tiles_n * block_n
+            per_batch = tiles_m * tiles_n
+            bi = blockIdx.x // per_batch
+            tile = blockIdx.x % per_batch
+            first_m = tile // (GROUP_M * tiles_n) * GROUP_M  # groups of GROUP_M tile rows, column by column
+            group_m = min(tiles_m - first_m, GROUP_M)
+            m0 = (first_m + tile % (GROUP_M * tiles_n) % group_m) * block_m
+            n0 = tile % (GROUP_M * tiles_n) // group_m * block_n
             lane = threadIdx.x % 32
-            for wi, wj in warp_grid.on(threadIdx.x // 32):
-                wm = wi * warp_m
-                wn = wj * warp_n
-                for k0 in range(0, k, MMA_K):
-                    for i, kk in load_a.on(threadIdx.x):
-                        inside = m0 + i < m and k0 + kk < k
-                        smem_a[i, kk] = a[bi, m0 + i, k0 + kk] if inside else f16(0.0)
-                    for kk, j in load_b.on(threadIdx.x):
-                        inside = k0 + kk < k and n0 + j < n
-                        smem_b[kk, j] = b[bi, k0 + kk, n0 + j] if inside else f16(0.0)
-                    syncthreads()
-                    for mi in range(mma_m):
-                        # lane l addresses row l % 8 of the 8x8 matrix l / 8: rows 0-7 / 8-15, columns 0-7 / 8-15
-                        row = wm + mi * MMA_M + lane % 8 + 8 * (lane // 8 % 2)
-                        ldmatrix_x4(~ra[mi, 0], ~smem_a[row, 8 * (lane // 16)])
-                    for ni in range(mma_n):
-                        for e in range(4):
-                            rb[ni, e] = smem_b[2 * (lane % 4) + e % 2 + 8 * (e // 2), wn + ni * MMA_N + lane // 4]
-                    for mi, ni in mma_tiles.on(0):
-                        mma_m16n8k16_f16_f32(~ra[mi, 0], ~rb[ni, 0], ~acc[mi, ni, 0])
-                    syncthreads()
-                for mi, ni in mma_tiles.on(0):
-                    for e in range(4):
+            wm = threadIdx.x // 32 // warps_n * warp_m
+            wn = threadIdx.x // 32 % warps_n * warp_n
+            steps = (k + BLOCK_K - 1) // BLOCK_K
+            for step in range(steps + stages - 1):  # copy step `step`, multiply step `step - stages + 1`
+                cp_async_wait_group(stages - 2)  # the copy of the step multiplied now is in place
+                syncthreads()  # ... for every thread, and every thread is done with the buffer refilled now
+                if step < steps:
+                    fill = step % stages
+                    k0 = step * BLOCK_K
+                    for t in meta.range(-(-chunks_a // threads)):
+                        q = threadIdx.x + t * threads
+                        if chunks_a % threads == 0 or q < chunks_a:
+                            row = q // (BLOCK_K // CHUNK)
+                            kc = q % (BLOCK_K // CHUNK) * CHUNK
+                            at = swizzle_a(row, q % (BLOCK_K // CHUNK)) * CHUNK
+                            if k % CHUNK == 0:
+                                if m0 + row < m and k0 + kc < k:
+                                    cp_async(~smem_a[fill, row, at], ~a[bi, m0 + row, k0 + kc], 16)
+                                else:
+                                    for e in meta.range(CHUNK):
+                                        smem_a[fill, row, at + e] = dt(0.0)
+                            else:
+                                for e in meta.range(CHUNK):
+                                    inside = m0 + row < m and k0 + kc + e < k
+                                    smem_a[fill, row, at + e] = a[bi, m0 + row, k0 + kc + e] if inside else dt(0.0)
+                    for t in meta.range(-(-chunks_b // threads)):
+                        q = threadIdx.x + t * threads
+                        if chunks_b % threads == 0 or q < chunks_b:
+                            kk = q // (block_n // CHUNK)
+                            col = q % (block_n // CHUNK) * CHUNK
+                            at = swizzle_b(kk, q % (block_n // CHUNK)) * CHUNK
+                            if n % CHUNK == 0:
+                                if k0 + kk < k and n0 + col < n:
+                                    cp_async(~smem_b[fill, kk, at], ~b[bi, k0 + kk, n0 + col], 16)
+                                else:
+                                    for e in meta.range(CHUNK):
+                                        smem_b[fill, kk, at + e] = dt(0.0)
+                            else:
+                                for e in meta.range(CHUNK):
+                                    inside = k0 + kk < k and n0 + col + e < n
+                                    smem_b[fill, kk, at + e] = b[bi, k0 + kk, n0 + col + e] if inside else dt(0.0)
+                cp_async_commit_group()
+                if step >= stages - 1:
+                    buf = (step - stages + 1) % stages
+                    for ks in meta.range(BLOCK_K // MMA_K):
+                        for mi in meta.range(mma_m):
+                            row = wm + mi * MMA_M + lane % 16
+                            ldmatrix_x4(~ra[mi, 0], ~smem_a[buf, row, swizzle_a(row, 2 * ks + lane // 16) * CHUNK])
+                        for pair in meta.range(mma_n // 2):
+                            kr = ks * MMA_K + lane % 16
+                            chunk = (wn + pair * 2 * MMA_N) // CHUNK + lane // 16
+                            ldmatrix_x4_trans(~rb[2 * pair, 0], ~smem_b[buf, kr, swizzle_b(kr, chunk) * CHUNK])
+                        for mi in meta.range(mma_m):
+                            for ni in meta.range(mma_n):
+                                mma(~ra[mi, 0], ~rb[ni, 0], ~acc[mi, ni, 0])
+            for mi in meta.range(mma_m):
+                for ni in meta.range(mma_n):
+                    for e in meta.range(4):
                         i = m0 + wm + mi * MMA_M + lane // 4 + 8 * (e // 2)
                         j = n0 + wn + ni * MMA_N + 2 * (lane % 4) + e % 2
                         if i < m and j < n:
                             c[bi, i, j] = out(acc[mi, ni, e])
 
     return bind_sizes(module, "matmul", {"batch": batch, "m": m, "n": n, "k": k})
+
+
+def swizzled_chunk(chunks: int) -> ScriptFunction:
+    """The `cuda_internal` function `swizzle_<chunks>(row, chunk) -> i32`: where chunk `chunk` (16 bytes) of row
+    `row` of a shared tile of `chunks` chunks a row (a power of two) is stored in that row.
+
+    The chunk is XORed with the row's index among the rows that share a 128-byte line of banks (`8 / chunks` rows a
+    line when a row is shorter than one), modulo the chunks a line or a row holds: eight consecutive rows at one
+    chunk, or eight consecutive chunks, then lie in eight different 16-byte bank groups."""
+    per_line = max(1, 8 // chunks)
+    span = min(chunks, 8)
+    name = f"swizzle_{chunks}"
+
+    @script
+    def swizzle(row: i32, chunk: i32) -> i32:
+        attrs.func_kind = "cuda_internal"
+        attrs.func_name = name
+        return chunk ^ (row // per_line % span)
+
+    return swizzle
+
+
+def _power_of_two(x: int) -> bool:
+    return x > 0 and x & (x - 1) == 0
