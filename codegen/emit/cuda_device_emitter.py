@@ -17,7 +17,9 @@ from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import FuncKind, Function, IRModule
 from hidet_lang.ir.intrinsics import INDEX_VARIABLES, INTRINSICS, IntrinsicSpec
-from hidet_lang.ir.types import DataType, PointerType, Type
+from hidet_lang.ir.layout import SwizzledLayout, swizzle_alignment
+from hidet_lang.ir.tensor_map import TensorMapType
+from hidet_lang.ir.types import DataType, PointerType, TensorType, Type
 
 CUDA_SCALARS = {"float16": "half", "bfloat16": "__nv_bfloat16"}
 """The CUDA spelling of the scalar types whose C spelling differs."""
@@ -104,7 +106,23 @@ class CudaDeviceEmitter(CEmitter):
         return f"__launch_bounds__({threads}{extra}) "
 
     def storage_prefix(self, s: S.DeclareStmt) -> str:
-        return "__shared__ " if s.scope == S.DeclScope.SHARED else ""
+        if s.scope != S.DeclScope.SHARED:
+            return ""
+        t = s.var.type
+        if isinstance(t, TensorType) and isinstance(t.layout, SwizzledLayout):  # TMA's and wgmma's alignment
+            return f"__shared__ __align__({swizzle_alignment(t.layout.swizzle)}) "
+        return "__shared__ "
+
+    # Tensor-map parameters (hidet_lang.ir.tensor_map): the map itself, passed by value (tensor_map.h).
+    def type_name(self, t: Type) -> str:
+        if isinstance(t, TensorMapType):
+            return "hl_tensor_map"
+        return super().type_name(t)
+
+    def param_decl(self, f: Function, p: E.Var) -> str:
+        if isinstance(p.type, TensorMapType):
+            return f"const __grid_constant__ hl_tensor_map {self.var_name(p)}"
+        return super().param_decl(f, p)
 
     def stmt_AsmStmt(self, s: S.AsmStmt) -> None:
         outputs = ", ".join(f'"={asm_constraint(e.type)}"({self.expr(e)})' for e in s.outputs)

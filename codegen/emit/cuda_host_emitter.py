@@ -14,6 +14,7 @@ from codegen.emit.kernel_plan import ModulePlan
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.func import FuncKind, Function, IRModule
 from hidet_lang.ir.span import Span
+from hidet_lang.ir.tensor_map import TensorMapType
 from hidet_lang.ir.types import DataType
 
 
@@ -80,7 +81,9 @@ class CudaHostEmitter(CEmitter):
         grid = self.dims(cuda.grid_dim if cuda else ())
         block = self.dims(cuda.block_dim if cuda else ())
         smem = self.expr(cuda.dynamic_smem_bytes) if cuda and cuda.dynamic_smem_bytes is not None else "0"
-        args = ", ".join(f"(void *)&{self.var_name(p)}" for p in f.params) or "0"
+        self.encode_tensor_maps(f, where(None))
+        args = ", ".join(f"(void *)&{self.var_name(p)}{'__map' if isinstance(p.type, TensorMapType) else ''}"
+                         for p in f.params) or "0"
         plan = self.plan.kernel_plans[f.name]
         fibers = int(plan.needs_fibers)
         self.line("#ifdef HIDET_LANG_EMULATOR")
@@ -96,6 +99,21 @@ class CudaHostEmitter(CEmitter):
                   f"(long long)({smem}), args);")
         self.depth -= 1
         self.line("}")
+
+    def encode_tensor_maps(self, f: Function, where: str) -> None:
+        """Declare `<param>__map` for each tensor-map parameter and encode it from the tensor (tensor_map_host.h);
+        the launcher returns if one fails (the launch error names the kernel's line)."""
+        for p in f.params:
+            t = p.type
+            if not isinstance(t, TensorMapType):
+                continue
+            name = self.var_name(p)
+            shape = ", ".join(f"(long long)({self.expr(E.convert(d))})" for d in t.shape)
+            box = ", ".join(str(b) for b in t.box)
+            self.line(f"hl_tensor_map {name}__map;")
+            self.line(f"const long long {name}__shape[] = {{{shape}}}, {name}__box[] = {{{box}}};")
+            self.line(f"if (hl_encode_tensor_map(&{name}__map, {name}, {t.dtype.nbytes}, {len(t.shape)}, "
+                      f"{name}__shape, {name}__box, {t.swizzle}, \"{f.name}\", {where})) return;")
 
     def dims(self, dims: tuple[E.Expr, ...]) -> list[str]:
         """Three `long long` dimensions from up to three expressions (missing ones are 1)."""

@@ -300,3 +300,30 @@ __all__ = [
     "register_tensor", "shared_tensor", "shfl_down_sync", "shfl_sync", "shfl_up_sync", "shfl_xor_sync",
     "syncthreads", "syncthreads_and", "syncthreads_count", "syncthreads_or", "syncwarp", "threadIdx", "warp_id",
 ]
+
+# Hopper: mbarrier and TMA
+from hidet_lang.cuda.mbarrier import (  # noqa: E402
+    fence_mbarrier_init,
+    mbarrier_arrive,
+    mbarrier_arrive_expect_tx,
+    mbarrier_expect_tx,
+    mbarrier_init,
+    mbarrier_try_wait,
+    mbarrier_wait,
+)
+from hidet_lang.cuda.tma import (  # noqa: E402
+    TensorMap,
+    fence_proxy_async_shared,
+    tma_box_bytes,
+    tma_load,
+    tma_store,
+    tma_store_commit_group,
+    tma_store_wait_group,
+)
+from hidet_lang.ir.layout import swizzled_layout  # noqa: E402
+
+__all__ += [
+    "TensorMap", "fence_mbarrier_init", "fence_proxy_async_shared", "mbarrier_arrive", "mbarrier_arrive_expect_tx",
+    "mbarrier_expect_tx", "mbarrier_init", "mbarrier_try_wait", "mbarrier_wait", "swizzled_layout", "tma_box_bytes",
+    "tma_load", "tma_store", "tma_store_commit_group", "tma_store_wait_group",
+]

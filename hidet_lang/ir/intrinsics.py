@@ -185,6 +185,50 @@ _READ_WRITE = Effect.READS_MEMORY | Effect.WRITES_MEMORY
 _TENSOR_CORE = _READ_WRITE | Effect.WARP_COLLECTIVE
 
 
+TMA_RANKS = (2, 3, 4, 5)
+"""The ranks of TMA's tiled copies, each its own pair of intrinsics (`tma_load_2d`, `tma_store_2d`, ...)."""
+
+
+def _hopper_async_specs() -> tuple[IntrinsicSpec, ...]:
+    """Hopper: mbarrier and TMA. An mbarrier is a `u64` of shared memory; a tensor map is the address of a
+    tensor-map kernel parameter; counts, byte counts, parities and coordinates are i32 (TMA's innermost first)."""
+    bar = Pointer(uint64)
+    hopper = {"min_arch": "sm_90"}
+
+    def checked(function: str) -> str:
+        return f"hl_emu_{function}(__LINE__, {{where}}, {{args}})"
+
+    def mbarrier(name: str, operands: tuple[TypePattern, ...], result: TypePattern, effects: Effect) -> IntrinsicSpec:
+        return IntrinsicSpec(name, operands, result, _call(f"hl_{name}"), effects,
+                             emulator_checked=checked(name), **hopper)
+
+    waits = _READ_WRITE | Effect.ASYNC | Effect.BLOCK_BARRIER  # a wait blocks until other threads arrive
+    specs = [
+        mbarrier("mbarrier_init", (bar, int32), void, Effect.WRITES_MEMORY),
+        mbarrier("mbarrier_arrive", (bar,), uint64, _READ_WRITE),
+        mbarrier("mbarrier_arrive_expect_tx", (bar, int32), uint64, _READ_WRITE),
+        mbarrier("mbarrier_expect_tx", (bar, int32), void, _READ_WRITE),
+        mbarrier("mbarrier_try_wait_parity", (bar, int32), int32, waits),
+        mbarrier("mbarrier_wait_parity", (bar, int32), void, waits),
+        IntrinsicSpec("fence_mbarrier_init", (), void, _call("hl_fence_mbarrier_init"), Effect.WRITES_MEMORY, **hopper),
+        IntrinsicSpec("fence_proxy_async_shared", (), void, _call("hl_fence_proxy_async_shared"),
+                      Effect.WRITES_MEMORY, **hopper),
+        IntrinsicSpec("tma_store_commit_group", (), void, _call("hl_tma_store_commit_group"), Effect.ASYNC, **hopper),
+        # the group count is an immediate of the PTX instruction: a template argument
+        IntrinsicSpec("tma_store_wait_group", (int32,), void, "hl_tma_store_wait_group<{0}>()", Effect.ASYNC,
+                      **hopper),
+    ]
+    for rank in TMA_RANKS:
+        coords = (int32,) * rank
+        specs.append(IntrinsicSpec(f"tma_load_{rank}d", (Pointer(), Pointer(), bar, *coords), void,
+                                   _call(f"hl_tma_load_{rank}d"), _READ_WRITE | Effect.ASYNC,
+                                   emulator_checked=checked(f"tma_load_{rank}d"), **hopper))
+        specs.append(IntrinsicSpec(f"tma_store_{rank}d", (Pointer(), Pointer(), *coords), void,
+                                   _call(f"hl_tma_store_{rank}d"), _READ_WRITE | Effect.ASYNC,
+                                   emulator_checked=checked(f"tma_store_{rank}d"), **hopper))
+    return tuple(specs)
+
+
 def _table(*specs: IntrinsicSpec) -> MappingProxyType[str, IntrinsicSpec]:
     """The specs by name (ValueError for a name given twice)."""
     table: dict[str, IntrinsicSpec] = {}
@@ -230,6 +274,9 @@ INTRINSICS = _table(
     IntrinsicSpec("cp_async_wait_group", (int32,), void, "hl_cp_async_wait_group<{0}>()", Effect.ASYNC,
                   min_arch="sm_80"),
     IntrinsicSpec("cp_async_wait_all", (), void, _call("hl_cp_async_wait_all"), Effect.ASYNC, min_arch="sm_80"),
+    # Hopper: mbarrier and TMA (mbarrier.* exists from sm_80; expect_tx, complete_tx and TMA need sm_90). The
+    # emulator's checking-mode spellings name the DSL line in their reports.
+    *_hopper_async_specs(),
 )
 """Every intrinsic of CUDA code, by name."""
 

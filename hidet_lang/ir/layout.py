@@ -48,10 +48,12 @@ __all__ = [
     "ConcatLayout",
     "Layout",
     "StridedLayout",
+    "SwizzledLayout",
     "column_major",
     "local_layout",
     "row_major",
     "strided_layout",
+    "swizzled_layout",
 ]
 
 
@@ -375,6 +377,77 @@ class ConcatLayout(Layout):
 
 
 # ----------------------------------------------------------------------------------------------------------
+# swizzled shared-memory layouts (Hopper's TMA and wgmma)
+
+SWIZZLE_MODES = (0, 32, 64, 128)
+"""The shared-memory swizzles of TMA and wgmma, by their span in bytes (0: none)."""
+
+
+def swizzle_alignment(swizzle: int) -> int:
+    """The byte alignment a shared tile of `swizzle` needs for its layout to address what the hardware does: the
+    period of the pattern (256, 512, 1024 bytes; 128 unswizzled, TMA's minimum)."""
+    return {0: 128, 32: 256, 64: 512, 128: 1024}[swizzle]
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class SwizzledLayout(Layout):
+    """A dense row-major tile whose 16-byte chunks are permuted as Hopper's TMA and wgmma swizzle shared memory.
+
+    With ``swizzle`` 32, 64 or 128 (bytes), the byte offset ``b`` of an element in row-major order becomes
+    ``b ^ (((b >> 7) & m) << 4)`` with ``m`` = 1, 3, 7: the 16-byte chunk index (bits 4-6) is XORed with the
+    index of the 128-byte line (bits 7-9), CUTLASS's ``Swizzle<1,4,3>``, ``<2,4,3>``, ``<3,4,3>``; 0 is plain
+    row-major order. The hardware applies this to the absolute shared address, so a tile must start at a
+    multiple of the pattern's period (``swizzle_alignment``; the code generator aligns shared tensors of this
+    layout so). The innermost dim spans a multiple of 16 bytes, at most ``swizzle`` bytes when swizzled (as
+    TMA's box does); ``size`` is rounded up to whole 128-byte lines.
+    """
+
+    shape: tuple[int, ...]
+    element_bytes: int
+    swizzle: int
+
+    def __post_init__(self) -> None:
+        shape = _shape(self.shape, "swizzled_layout()")
+        element_bytes = _as_int(self.element_bytes, "swizzled_layout(): the element size")
+        swizzle = _as_int(self.swizzle, "swizzled_layout(): swizzle")
+        if element_bytes not in (1, 2, 4, 8):
+            raise ValueError(f"swizzled_layout(): elements of 1, 2, 4 or 8 bytes, got {element_bytes}")
+        if swizzle not in SWIZZLE_MODES:
+            raise ValueError(f"swizzled_layout(): swizzle is one of {list(SWIZZLE_MODES)} (bytes), got {swizzle}")
+        row = shape[-1] * element_bytes
+        if row % 16 or (swizzle and row > swizzle):
+            limit = f" and at most the swizzle's {swizzle}" if swizzle else ""
+            raise ValueError(f"swizzled_layout(): the innermost dim spans {row} bytes; it must be a multiple of "
+                             f"16{limit}")
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "element_bytes", element_bytes)
+        object.__setattr__(self, "swizzle", swizzle)
+
+    @property
+    def size(self) -> int:
+        elements = 1
+        for extent in self.shape:
+            elements *= extent
+        if not self.swizzle:
+            return elements
+        line = 128 // self.element_bytes
+        return -(-elements // line) * line
+
+    def _offset(self, indices: tuple[Any, ...]) -> Any:
+        offset: Any = 0
+        for index, stride in zip(indices, _row_major_strides(self.shape)):
+            offset = _add(offset, _mul(index, stride))
+        if not self.swizzle:
+            return offset
+        shift = self.element_bytes.bit_length() - 1  # log2 of the element size
+        mask = {32: 1, 64: 3, 128: 7}[self.swizzle]
+        return offset ^ (((offset >> (7 - shift)) & mask) << (4 - shift))
+
+    def _fmt(self) -> str:
+        return f"swizzled_layout({list(self.shape)}, {self.element_bytes}, swizzle={self.swizzle})"
+
+
+# ----------------------------------------------------------------------------------------------------------
 # constructors
 
 
@@ -438,3 +511,14 @@ def strided_layout(
         stride *= dims[d]
     return StridedLayout(dims, tuple(result))
 
+
+
+def swizzled_layout(shape: Sequence[int], dtype: Any, swizzle: int = 128) -> SwizzledLayout:
+    """The layout of a shared tile of ``shape`` with elements of ``dtype`` (a data type, or its size in bytes)
+    swizzled as TMA and wgmma address it (``swizzle``: 0, 32, 64 or 128 bytes); see ``SwizzledLayout``.
+
+    ``shared_tensor(f16, layout=swizzled_layout([64, 64], f16, swizzle=128))`` is the tile a TMA load of a 64x64
+    f16 box with the 128-byte swizzle fills.
+    """
+    element_bytes = dtype if isinstance(dtype, int) else getattr(dtype, "nbytes", dtype)
+    return SwizzledLayout(tuple(_sequence(shape, "swizzled_layout(): the shape")), element_bytes, swizzle)

@@ -46,6 +46,8 @@ static void hl_launch_error(int code, const char *kernel, const char *where, con
     snprintf(hl_launch_message, sizeof hl_launch_message, "%s: kernel '%s': %s", where, kernel, detail);
 }
 
+#include "tensor_map_host.h"  /* the launchers of kernels with tensor-map parameters encode them */
+
 HL_EXPORT int hidet_lang_launch_status(const char **message, int *code) {
     int failed = hl_launch_failed;
     if (failed) {

@@ -42,6 +42,19 @@
 //   hl_cp_async_wait_all(). The emulator copies synchronously (the data is in place when cp_async returns), so
 //   commit and wait are no-ops there: a correct emulation, since the GPU only promises the data after the wait.
 //   A kernel that reads the destination before waiting is wrong on the GPU yet works on the emulator.
+// Hopper: mbarrier and TMA (GPU: inline PTX, sm_90 and later; a trap below. Emulator: emulator_mbarrier.h and
+// emulator_tma.h, with the GPU's phases, transaction counts, boxes, swizzles and zero fill):
+//   void hl_mbarrier_init(uint64_t *bar, int count); uint64_t hl_mbarrier_arrive(uint64_t *bar) (the state before
+//   the arrival); uint64_t hl_mbarrier_arrive_expect_tx(uint64_t *bar, int bytes); void hl_mbarrier_expect_tx(bar,
+//   bytes); int hl_mbarrier_try_wait_parity(uint64_t *bar, int parity) (1 once the phase of that parity has
+//   completed); void hl_mbarrier_wait_parity(bar, parity) (a try_wait loop); hl_fence_mbarrier_init() (PTX
+//   fence.mbarrier_init.release.cluster); hl_fence_proxy_async_shared() (fence.proxy.async.shared::cta: the
+//   threads' shared-memory writes become visible to TMA stores).
+//   void hl_tma_load_<R>d(void *dst_shared, const void *map, uint64_t *bar, int c0, ..., int c<R-1>) (R = 2..5;
+//   coordinates innermost first): cp.async.bulk.tensor.<R>d.shared::cluster.global.tile.mbarrier::complete_tx::bytes;
+//   void hl_tma_store_<R>d(const void *map, const void *src_shared, int c0, ...): cp.async.bulk.tensor
+//   .global.shared::cta.tile.bulk_group; hl_tma_store_commit_group(); hl_tma_store_wait_group<N>()
+//   (cp.async.bulk.wait_group.read N). `map`: the address of a tensor-map kernel parameter (tensor_map.h).
 // Emulator builds only (see cuda_emulator.h): hl_emu_store_guard, hl_emu_checked (and their _in variants for
 // views, checked against the memory viewed), hl_emu_shared_declared, hl_emu_dynamic_shared and
 // hl_emu_division_by_zero for guarded and checked accesses (emulator_checks.h), and the launch API
@@ -89,6 +102,60 @@ static inline void hl_cp_async_wait_all(void) {}
 
 static inline char *hl_dynamic_smem(void) { return ::hl_emu::hdr()->st->dyn_smem; }
 static inline void hl_assert_fail(int line) { ::hl_emu::assert_fail(line); }
+
+// ---- Hopper: mbarrier and TMA (emulator) --------------------------------------------------------------------
+#include "emulator_mbarrier.h"
+#include "emulator_tma.h"
+#define __grid_constant__
+#define hl_mbarrier_init(bar, count) ::hl_emu::mbar_init((bar), (count), __LINE__, nullptr)
+#define hl_mbarrier_arrive(bar) ::hl_emu::mbar_arrive((bar), 0, __LINE__, nullptr)
+#define hl_mbarrier_arrive_expect_tx(bar, bytes) ::hl_emu::mbar_arrive((bar), (bytes), __LINE__, nullptr)
+#define hl_mbarrier_expect_tx(bar, bytes) ::hl_emu::mbar_expect_tx((bar), (bytes), __LINE__, nullptr)
+#define hl_mbarrier_try_wait_parity(bar, parity) ::hl_emu::mbar_wait((bar), (parity), __LINE__, nullptr)
+#define hl_mbarrier_wait_parity(bar, parity) ((void)::hl_emu::mbar_wait((bar), (parity), __LINE__, nullptr))
+// checking mode: the same, naming the DSL line `where`
+#define hl_emu_mbarrier_init(line, where, bar, count) ::hl_emu::mbar_init((bar), (count), (line), (where))
+#define hl_emu_mbarrier_arrive(line, where, bar) ::hl_emu::mbar_arrive((bar), 0, (line), (where))
+#define hl_emu_mbarrier_arrive_expect_tx(line, where, bar, bytes) \
+    ::hl_emu::mbar_arrive((bar), (bytes), (line), (where))
+#define hl_emu_mbarrier_expect_tx(line, where, bar, bytes) ::hl_emu::mbar_expect_tx((bar), (bytes), (line), (where))
+#define hl_emu_mbarrier_try_wait_parity(line, where, bar, parity) \
+    ::hl_emu::mbar_wait((bar), (parity), (line), (where))
+#define hl_emu_mbarrier_wait_parity(line, where, bar, parity) \
+    ((void)::hl_emu::mbar_wait((bar), (parity), (line), (where)))
+static inline void hl_fence_mbarrier_init(void) {}
+static inline void hl_fence_proxy_async_shared(void) {}
+static inline void hl_tma_store_commit_group(void) {}
+template <int N>
+static inline void hl_tma_store_wait_group(void) {}
+#define HL_EMU_TMA(R, PARAMS, COORDS)                                                                        \
+    static inline void hl_emu_tma_load_##R##d(int line, const char *where, void *dst, const void *map,       \
+                                              uint64_t *bar, PARAMS) {                                      \
+        int c[R] = {COORDS};                                                                                \
+        ::hl_emu::tma_load(dst, map, bar, R, c, line, where);                                               \
+    }                                                                                                       \
+    static inline void hl_emu_tma_store_##R##d(int line, const char *where, const void *map, const void *src, \
+                                               PARAMS) {                                                    \
+        int c[R] = {COORDS};                                                                                \
+        ::hl_emu::tma_store(map, src, R, c, line, where);                                                   \
+    }
+#define HL_COMMA ,
+HL_EMU_TMA(2, int c0 HL_COMMA int c1, c0 HL_COMMA c1)
+HL_EMU_TMA(3, int c0 HL_COMMA int c1 HL_COMMA int c2, c0 HL_COMMA c1 HL_COMMA c2)
+HL_EMU_TMA(4, int c0 HL_COMMA int c1 HL_COMMA int c2 HL_COMMA int c3, c0 HL_COMMA c1 HL_COMMA c2 HL_COMMA c3)
+HL_EMU_TMA(5, int c0 HL_COMMA int c1 HL_COMMA int c2 HL_COMMA int c3 HL_COMMA int c4,
+           c0 HL_COMMA c1 HL_COMMA c2 HL_COMMA c3 HL_COMMA c4)
+#undef HL_COMMA
+#undef HL_EMU_TMA
+#define hl_tma_load_2d(...) hl_emu_tma_load_2d(__LINE__, nullptr, __VA_ARGS__)
+#define hl_tma_load_3d(...) hl_emu_tma_load_3d(__LINE__, nullptr, __VA_ARGS__)
+#define hl_tma_load_4d(...) hl_emu_tma_load_4d(__LINE__, nullptr, __VA_ARGS__)
+#define hl_tma_load_5d(...) hl_emu_tma_load_5d(__LINE__, nullptr, __VA_ARGS__)
+#define hl_tma_store_2d(...) hl_emu_tma_store_2d(__LINE__, nullptr, __VA_ARGS__)
+#define hl_tma_store_3d(...) hl_emu_tma_store_3d(__LINE__, nullptr, __VA_ARGS__)
+#define hl_tma_store_4d(...) hl_emu_tma_store_4d(__LINE__, nullptr, __VA_ARGS__)
+#define hl_tma_store_5d(...) hl_emu_tma_store_5d(__LINE__, nullptr, __VA_ARGS__)
+// ---- end of Hopper: mbarrier and TMA (emulator) ---------------------------------------------------------------
 
 #else
 // ============================================================================================================
@@ -331,6 +398,130 @@ HL_DEVICE char *hl_dynamic_smem(void) { return hl_dynamic_smem_base; }
 // The first failed device assertion's line (0: none); the host reads and clears it after a launch.
 __device__ int hl_assert_line = 0;
 HL_DEVICE void hl_assert_fail(int line) { atomicCAS(&hl_assert_line, 0, line); }
+
+// ---- Hopper: mbarrier and TMA (GPU) -------------------------------------------------------------------------
+#include "tensor_map.h"
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#define HL_SM90 1
+#else
+#define HL_SM90 0
+#endif
+#define HL_SMEM(p) ((unsigned)__cvta_generic_to_shared(p))
+
+HL_DEVICE void hl_mbarrier_init(uint64_t *bar, int count) {
+#if HL_SM90
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(HL_SMEM(bar)), "r"(count) : "memory");
+#else
+    __trap();
+#endif
+}
+
+HL_DEVICE uint64_t hl_mbarrier_arrive(uint64_t *bar) {
+    uint64_t state = 0;
+#if HL_SM90
+    asm volatile("mbarrier.arrive.shared::cta.b64 %0, [%1];\n" : "=l"(state) : "r"(HL_SMEM(bar)) : "memory");
+#else
+    __trap();
+#endif
+    return state;
+}
+
+HL_DEVICE uint64_t hl_mbarrier_arrive_expect_tx(uint64_t *bar, int bytes) {
+    uint64_t state = 0;
+#if HL_SM90
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 %0, [%1], %2;\n"
+                 : "=l"(state)
+                 : "r"(HL_SMEM(bar)), "r"(bytes)
+                 : "memory");
+#else
+    __trap();
+#endif
+    return state;
+}
+
+HL_DEVICE void hl_mbarrier_expect_tx(uint64_t *bar, int bytes) {
+#if HL_SM90
+    asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(HL_SMEM(bar)), "r"(bytes)
+                 : "memory");
+#else
+    __trap();
+#endif
+}
+
+HL_DEVICE int hl_mbarrier_try_wait_parity(uint64_t *bar, int parity) {
+    unsigned done = 0;
+#if HL_SM90
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(HL_SMEM(bar)), "r"(parity)
+        : "memory");
+#else
+    __trap();
+#endif
+    return (int)done;
+}
+
+HL_DEVICE void hl_mbarrier_wait_parity(uint64_t *bar, int parity) {
+    while (!hl_mbarrier_try_wait_parity(bar, parity)) {
+    }
+}
+
+HL_DEVICE void hl_fence_mbarrier_init(void) {
+#if HL_SM90
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+
+HL_DEVICE void hl_fence_proxy_async_shared(void) {
+#if HL_SM90
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+#if HL_SM90
+#define HL_TMA(R, PARAMS, COORDS, OPERANDS)                                                                    \
+    HL_DEVICE void hl_tma_load_##R##d(void *dst, const void *map, uint64_t *bar, PARAMS) {                     \
+        asm volatile("cp.async.bulk.tensor." #R "d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"     \
+                     " [%0], [%1, {" COORDS "}], [%2];\n" ::"r"(HL_SMEM(dst)),                                 \
+                     "l"(map), "r"(HL_SMEM(bar)), OPERANDS                                                     \
+                     : "memory");                                                                              \
+    }                                                                                                          \
+    HL_DEVICE void hl_tma_store_##R##d(const void *map, const void *src, PARAMS) {                             \
+        asm volatile("cp.async.bulk.tensor." #R "d.global.shared::cta.tile.bulk_group [%1, {" COORDS "}], [%0];\n" \
+                     ::"r"(HL_SMEM(src)), "l"(map), "r"(0), OPERANDS                                           \
+                     : "memory");                                                                              \
+    }
+#else
+#define HL_TMA(R, PARAMS, COORDS, OPERANDS)                                                                    \
+    HL_DEVICE void hl_tma_load_##R##d(void *dst, const void *map, uint64_t *bar, PARAMS) { __trap(); }         \
+    HL_DEVICE void hl_tma_store_##R##d(const void *map, const void *src, PARAMS) { __trap(); }
+#endif
+#define HL_COMMA ,
+HL_TMA(2, int c0 HL_COMMA int c1, "%3, %4", "r"(c0) HL_COMMA "r"(c1))
+HL_TMA(3, int c0 HL_COMMA int c1 HL_COMMA int c2, "%3, %4, %5", "r"(c0) HL_COMMA "r"(c1) HL_COMMA "r"(c2))
+HL_TMA(4, int c0 HL_COMMA int c1 HL_COMMA int c2 HL_COMMA int c3, "%3, %4, %5, %6",
+       "r"(c0) HL_COMMA "r"(c1) HL_COMMA "r"(c2) HL_COMMA "r"(c3))
+HL_TMA(5, int c0 HL_COMMA int c1 HL_COMMA int c2 HL_COMMA int c3 HL_COMMA int c4, "%3, %4, %5, %6, %7",
+       "r"(c0) HL_COMMA "r"(c1) HL_COMMA "r"(c2) HL_COMMA "r"(c3) HL_COMMA "r"(c4))
+#undef HL_COMMA
+#undef HL_TMA
+
+HL_DEVICE void hl_tma_store_commit_group(void) {
+#if HL_SM90
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+
+template <int N>
+HL_DEVICE void hl_tma_store_wait_group(void) {
+#if HL_SM90
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+#endif
+}
+#undef HL_SMEM
+#undef HL_SM90
+// ---- end of Hopper: mbarrier and TMA (GPU) ----------------------------------------------------------------
 
 #undef HL_DEVICE
 #endif  // HIDET_LANG_EMULATOR
