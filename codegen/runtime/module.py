@@ -9,8 +9,11 @@ from typing import Any
 
 from codegen.emit.c_emitter import ASSERT_STATUS_SYMBOL, FLUSH_SYMBOL
 from codegen.runtime.arguments import ctype_of, make_caller
+from codegen.runtime.kernel_launches import kernel_launches
 from codegen.toolchain.cache import PortableEntry, export_entry, install_entry
 from codegen.toolchain.cache_entries import CUBIN
+from codegen.toolchain.cubin_report import CubinReport, cuda_module_report
+from codegen.toolchain.headers import INCLUDE_DIR
 from codegen.toolchain.vectorization_report import VectorizationReport, vectorization_report
 from hidet_lang.builder import installed_builder
 from hidet_lang.errors import without_compiler_frames
@@ -43,7 +46,7 @@ class CompiledModule:
         self._lib = lib
         self._cubin_builder = cubin
         self._cubin: bytes | None = None
-        self._report: VectorizationReport | None = None
+        self._report: VectorizationReport | CubinReport | None = None
         self.functions: dict[str, Callable[..., None]] = {}
         self._direct: dict[str, Callable[..., None]] = {}
         after = _chain([*after_call, *filter(None, [host_checks(ir, lib)])])
@@ -136,16 +139,23 @@ class CompiledModule:
             raise KeyError(f"no {which!r} source; this module has: {', '.join(self._sources)}")
         return highlighted(text) if color else text
 
-    def report(self) -> VectorizationReport:
-        """The vectorization report of a CPU module: one entry per loop of its C, at the DSL line it came from
-        (whether the C compiler vectorized it, how wide, or why not; alias versioning; OpenMP), printable as a
-        table. The C is compiled again with the compiler's remarks on the first call
-        (`codegen.toolchain.vectorization_report`); the result is kept. Raises TypeError for a CUDA module."""
-        if self.target.startswith("cuda"):
-            raise TypeError(f"the vectorization report covers CPU modules; this is a '{self.target}' module, whose "
-                            "kernels NVRTC compiles (build it with target='cpu' for a report)")
+    def report(self) -> VectorizationReport | CubinReport:
+        """What the compiler made of the module, printable as a table; made on the first call and kept.
+
+        A CPU module: its vectorization report, one entry per loop of its C, at the DSL line it came from (whether
+        the C compiler vectorized it, how wide, or why not; alias versioning; OpenMP); the C is compiled again with
+        the compiler's remarks (`codegen.toolchain.vectorization_report`).
+        A CUDA module: the report of its cubin (NVRTC's, for its architecture, on a GPU or the emulator alike),
+        one line per kernel: registers a thread, spill stores and loads, local memory a thread, static and dynamic
+        shared memory, the most threads a block may have, the theoretical occupancy and what limits it, then
+        each kernel's SASS opcodes, counted (`codegen.toolchain.cubin_report`)."""
         if self._report is None:
-            self._report = vectorization_report(self._sources["c"])
+            if self.target.startswith("cuda"):
+                self._report = cuda_module_report(self.source("cuda"), lambda: self.cubin,
+                                                  Target.of(self.target).arch, kernel_launches(self.ir),
+                                                  include_dirs=[str(INCLUDE_DIR)])
+            else:
+                self._report = vectorization_report(self._sources["c"])
         return self._report
 
     @property
