@@ -5,6 +5,7 @@ inputs, and schedule parameters it refuses."""
 
 from __future__ import annotations
 
+import math
 from functools import cache
 
 import numpy as np
@@ -13,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from template_checks import F16_HALF_SUBNORMAL_STEP, assert_sum_close, data, sizes
 
+import stdlib_ops as ops
 from hidet_lang.ir.types import TensorType
 from hidet_lang.testing import example_count
 from stdlib_ops.templates.kernels.matmul_cuda import (
@@ -116,6 +118,46 @@ def test_half_inputs_accumulate_in_f32(draw: st.DataObject, dtype: str) -> None:
     # absolute values; f16's subnormal step where it is tiny)
     rounding = 2.0**-11 if dtype == "float16" else 2.0**-8
     check(c.astype(np.float32), a32, b32, unit=2.0**-24 + rounding / (k + 1), absolute=F16_HALF_SUBNORMAL_STEP)
+
+
+@cache
+def bias_gelu_graph(k: int, n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    w = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    bias = rng.uniform(-1, 1, n).astype(np.float32)
+    x = ops.symbol(["tokens", k], dtype="float32")
+    graph = ops.optimize(ops.trace_from(ops.gelu(ops.matmul(x, ops.asarray(w)) + ops.asarray(bias)), inputs=[x]))
+    return graph.build(target="cuda"), w, bias
+
+
+@settings(max_examples=example_count(3), deadline=None)
+@given(st.data())
+def test_a_bias_and_gelu_epilogue_fuse_into_one_kernel(draw: st.DataObject) -> None:
+    k, n = 40, 36  # rows of 16 bytes: the copies of x and w are 16-byte cp_async through the views
+    compiled, w, bias = bias_gelu_graph(k, n, 0)
+    assert len(compiled.kernels) == 1
+    x = data(draw.draw, (draw.draw(sizes(70)), k))
+    y = compiled(x)
+    y = (y[0] if isinstance(y, (list, tuple)) else y).numpy()
+    z = x.astype(np.float64) @ w + bias
+    expected = 0.5 * z * (1 + np.vectorize(math.erf)(z / math.sqrt(2)))
+    # the matmul's f32 sum (k * 2^-24 of the sum of absolute values, gelu's slope is at most 1.13), the bias
+    # added and gelu evaluated in f32 (a few ulps)
+    magnitude = np.abs(x.astype(np.float64)) @ np.abs(w) + np.abs(bias)
+    bound = 1.13 * (k + 2) * 2.0**-24 * magnitude + 8 * 2.0**-24 * np.abs(expected) + 2.0**-126
+    assert (np.abs(y - expected) <= bound).all()
+
+
+@settings(max_examples=example_count(3), deadline=None)
+@given(st.data())
+def test_batched_and_broadcast_operands_on_cuda(draw: st.DataObject) -> None:
+    m, n, k = draw.draw(sizes(40)), draw.draw(sizes(40)), draw.draw(sizes(40))
+    a = data(draw.draw, (2, 1, m, k))
+    b = data(draw.draw, (3, k, n))
+    c = ops.matmul(ops.asarray(a, device="cuda"), ops.asarray(b, device="cuda")).numpy()
+    assert c.shape == (2, 3, m, n)
+    a64, b64 = np.broadcast_to(a, (2, 3, m, k)).astype(np.float64), np.broadcast_to(b, (2, 3, k, n))
+    assert_sum_close(c, a64 @ b64, np.abs(a64) @ np.abs(b64), k)
 
 
 def test_symbolic_sizes_are_parameters_in_order_of_appearance() -> None:
