@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from codegen.runtime import arrays
+from codegen.toolchain.cubin_report import CubinReport
 from hidet_lang.ir.func import IRModule
 from hidet_lang.target import Target
 from stdlib_ops.dims import dim_value
@@ -169,6 +170,17 @@ class CompiledGraph:
     def _input_text(self, k: int) -> str:
         spec = self.plan.inputs[k]
         return f"{self.plan.input_names[k]}: {spec.dtype} {shape_str(spec.shape)}"
+
+    def report(self) -> CubinReport:
+        """What each kernel of a CUDA graph costs: one line per kernel (named by the operators it computes, and by
+        its kernel where a module has several) with the columns of a CUDA module's report (registers, spills,
+        local memory, shared memory, threads, occupancy) and its SASS opcodes (`CompiledModule.report`). TypeError
+        for a CPU graph, whose kernels' vectorization reports are `compiled.modules[i].report()`."""
+        if self.device != "cuda":
+            raise TypeError(f"the kernel report covers CUDA graphs; this graph is built for '{self.target}' (each "
+                            "kernel's vectorization report is compiled.modules[i].report())")
+        arch = Target.of(self.modules[0].target).arch if self.modules else Target.of(self.target).arch
+        return CubinReport.combine(arch or "", [(t, m.report()) for t, m in zip(self.titles, self.modules)])
 
     def save(self, path: str) -> None:
         """Write the compiled graph to one file (a zip) that `stdlib_ops.load(path)` runs without compiling."""
