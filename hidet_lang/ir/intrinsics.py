@@ -196,7 +196,7 @@ def _hopper_async_specs() -> tuple[IntrinsicSpec, ...]:
     hopper = {"min_arch": "sm_90"}
 
     def checked(function: str) -> str:
-        return f"hl_emu_{function}(__LINE__, {{where}}, {{args}})"
+        return f"hl_emu_{function}({{where}}, {{args}})"
 
     def mbarrier(name: str, operands: tuple[TypePattern, ...], result: TypePattern, effects: Effect) -> IntrinsicSpec:
         return IntrinsicSpec(name, operands, result, _call(f"hl_{name}"), effects,

@@ -114,28 +114,26 @@ static inline void hl_assert_fail(int line) { ::hl_emu::assert_fail(line); }
 #define hl_mbarrier_try_wait_parity(bar, parity) ::hl_emu::mbar_wait((bar), (parity), __LINE__, nullptr)
 #define hl_mbarrier_wait_parity(bar, parity) ((void)::hl_emu::mbar_wait((bar), (parity), __LINE__, nullptr))
 // checking mode: the same, naming the DSL line `where`
-#define hl_emu_mbarrier_init(line, where, bar, count) ::hl_emu::mbar_init((bar), (count), (line), (where))
-#define hl_emu_mbarrier_arrive(line, where, bar) ::hl_emu::mbar_arrive((bar), 0, (line), (where))
-#define hl_emu_mbarrier_arrive_expect_tx(line, where, bar, bytes) \
-    ::hl_emu::mbar_arrive((bar), (bytes), (line), (where))
-#define hl_emu_mbarrier_expect_tx(line, where, bar, bytes) ::hl_emu::mbar_expect_tx((bar), (bytes), (line), (where))
-#define hl_emu_mbarrier_try_wait_parity(line, where, bar, parity) \
-    ::hl_emu::mbar_wait((bar), (parity), (line), (where))
-#define hl_emu_mbarrier_wait_parity(line, where, bar, parity) \
-    ((void)::hl_emu::mbar_wait((bar), (parity), (line), (where)))
+#define hl_emu_mbarrier_init(where, bar, count) ::hl_emu::mbar_init((bar), (count), __LINE__, (where))
+#define hl_emu_mbarrier_arrive(where, bar) ::hl_emu::mbar_arrive((bar), 0, __LINE__, (where))
+#define hl_emu_mbarrier_arrive_expect_tx(where, bar, bytes) ::hl_emu::mbar_arrive((bar), (bytes), __LINE__, (where))
+#define hl_emu_mbarrier_expect_tx(where, bar, bytes) ::hl_emu::mbar_expect_tx((bar), (bytes), __LINE__, (where))
+#define hl_emu_mbarrier_try_wait_parity(where, bar, parity) ::hl_emu::mbar_wait((bar), (parity), __LINE__, (where))
+#define hl_emu_mbarrier_wait_parity(where, bar, parity) \
+    ((void)::hl_emu::mbar_wait((bar), (parity), __LINE__, (where)))
 static inline void hl_fence_mbarrier_init(void) {}
 static inline void hl_fence_proxy_async_shared(void) {}
 static inline void hl_tma_store_commit_group(void) {}
 template <int N>
 static inline void hl_tma_store_wait_group(void) {}
 #define HL_EMU_TMA(R, PARAMS, COORDS)                                                                        \
-    static inline void hl_emu_tma_load_##R##d(int line, const char *where, void *dst, const void *map,       \
-                                              uint64_t *bar, PARAMS) {                                      \
+    static inline void hl_emu_tma_load_##R##d##_at(int line, const char *where, void *dst, const void *map,  \
+                                                   uint64_t *bar, PARAMS) {                                      \
         int c[R] = {COORDS};                                                                                \
         ::hl_emu::tma_load(dst, map, bar, R, c, line, where);                                               \
     }                                                                                                       \
-    static inline void hl_emu_tma_store_##R##d(int line, const char *where, const void *map, const void *src, \
-                                               PARAMS) {                                                    \
+    static inline void hl_emu_tma_store_##R##d##_at(int line, const char *where, const void *map,          \
+                                                    const void *src, PARAMS) {                                                    \
         int c[R] = {COORDS};                                                                                \
         ::hl_emu::tma_store(map, src, R, c, line, where);                                                   \
     }
@@ -147,14 +145,22 @@ HL_EMU_TMA(5, int c0 HL_COMMA int c1 HL_COMMA int c2 HL_COMMA int c3 HL_COMMA in
            c0 HL_COMMA c1 HL_COMMA c2 HL_COMMA c3 HL_COMMA c4)
 #undef HL_COMMA
 #undef HL_EMU_TMA
-#define hl_tma_load_2d(...) hl_emu_tma_load_2d(__LINE__, nullptr, __VA_ARGS__)
-#define hl_tma_load_3d(...) hl_emu_tma_load_3d(__LINE__, nullptr, __VA_ARGS__)
-#define hl_tma_load_4d(...) hl_emu_tma_load_4d(__LINE__, nullptr, __VA_ARGS__)
-#define hl_tma_load_5d(...) hl_emu_tma_load_5d(__LINE__, nullptr, __VA_ARGS__)
-#define hl_tma_store_2d(...) hl_emu_tma_store_2d(__LINE__, nullptr, __VA_ARGS__)
-#define hl_tma_store_3d(...) hl_emu_tma_store_3d(__LINE__, nullptr, __VA_ARGS__)
-#define hl_tma_store_4d(...) hl_emu_tma_store_4d(__LINE__, nullptr, __VA_ARGS__)
-#define hl_tma_store_5d(...) hl_emu_tma_store_5d(__LINE__, nullptr, __VA_ARGS__)
+#define hl_tma_load_2d(...) hl_emu_tma_load_2d_at(__LINE__, nullptr, __VA_ARGS__)
+#define hl_tma_load_3d(...) hl_emu_tma_load_3d_at(__LINE__, nullptr, __VA_ARGS__)
+#define hl_tma_load_4d(...) hl_emu_tma_load_4d_at(__LINE__, nullptr, __VA_ARGS__)
+#define hl_tma_load_5d(...) hl_emu_tma_load_5d_at(__LINE__, nullptr, __VA_ARGS__)
+#define hl_tma_store_2d(...) hl_emu_tma_store_2d_at(__LINE__, nullptr, __VA_ARGS__)
+#define hl_tma_store_3d(...) hl_emu_tma_store_3d_at(__LINE__, nullptr, __VA_ARGS__)
+#define hl_tma_store_4d(...) hl_emu_tma_store_4d_at(__LINE__, nullptr, __VA_ARGS__)
+#define hl_tma_store_5d(...) hl_emu_tma_store_5d_at(__LINE__, nullptr, __VA_ARGS__)
+#define hl_emu_tma_load_2d(where, ...) hl_emu_tma_load_2d_at(__LINE__, (where), __VA_ARGS__)
+#define hl_emu_tma_load_3d(where, ...) hl_emu_tma_load_3d_at(__LINE__, (where), __VA_ARGS__)
+#define hl_emu_tma_load_4d(where, ...) hl_emu_tma_load_4d_at(__LINE__, (where), __VA_ARGS__)
+#define hl_emu_tma_load_5d(where, ...) hl_emu_tma_load_5d_at(__LINE__, (where), __VA_ARGS__)
+#define hl_emu_tma_store_2d(where, ...) hl_emu_tma_store_2d_at(__LINE__, (where), __VA_ARGS__)
+#define hl_emu_tma_store_3d(where, ...) hl_emu_tma_store_3d_at(__LINE__, (where), __VA_ARGS__)
+#define hl_emu_tma_store_4d(where, ...) hl_emu_tma_store_4d_at(__LINE__, (where), __VA_ARGS__)
+#define hl_emu_tma_store_5d(where, ...) hl_emu_tma_store_5d_at(__LINE__, (where), __VA_ARGS__)
 // ---- end of Hopper: mbarrier and TMA (emulator) ---------------------------------------------------------------
 
 #else
