@@ -2,7 +2,9 @@
 compilers, `nvrtc` compiles CUDA C to cubins in-process; `cache` (with `cache_keys` and `cache_entries`) keeps what
 they made on disk, keyed by the source, the compiler and the flags, and in memory; `headers` locates the project's
 headers; `cpu_features` and `vector_math` ask the C compiler what the machine offers; `vectorization_report` reads
-its remarks; `elf` reads the symbols of a binary; `errors` are the toolchain's exceptions."""
+its remarks; `elf` reads the symbols and sections of a binary; `cubin_report` reports what a cubin's kernels use
+(`cubin_info` reads the cubin, `ptxas_log` ptxas' account of spills, `occupancy` the theoretical occupancy, `sass`
+the disassembled opcodes); `errors` are the toolchain's exceptions."""
 
 from hidet_lang.lazy import homes_of, lazy_attributes
 
@@ -13,6 +15,7 @@ _HOMES = {
     **homes_of("codegen.toolchain.errors", "CCompilationError", "CompilerNotFoundError", "CudaToolkitMissingError",
                "NVRTCCompilationError"),
     **homes_of("codegen.toolchain.vectorization_report", "VectorizationReport"),
+    **homes_of("codegen.toolchain.cubin_report", "CubinReport"),
 }
 __all__ = sorted(_HOMES)
 __getattr__, __dir__ = lazy_attributes(__name__, _HOMES)
