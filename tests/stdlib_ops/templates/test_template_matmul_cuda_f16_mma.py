@@ -70,9 +70,11 @@ def test_symbolic_sizes_match_numpy(draw: st.DataObject, dtypes: tuple[str, str]
 
 
 @pytest.mark.parametrize(("batch", "m", "n", "k", "dtype"), [(2, 45, 29, 37, "float16"), (1, 64, 72, 96, "bfloat16"),
-                                                       (3, 17, 8, 8, "bfloat16"), (1, 1, 1, 1, "float16")])
+                                                       (3, 17, 8, 8, "bfloat16"), (1, 1, 1, 1, "float16"),
+                                                       (2, 600, 136, 24, "float16")])
 def test_every_fragment_element_lands_in_its_place(batch: int, m: int, n: int, k: int, dtype: str) -> None:
-    # small integers: every product and sum is exact, so a misplaced fragment or swizzled chunk is an exact mismatch
+    # small integers: every product and sum is exact, so a misplaced fragment or swizzled chunk is an exact mismatch;
+    # 600 rows are 10 tile rows, a group of 8 and one of 2 in the blocks' order
     a = (np.arange(batch * m * k).reshape(batch, m, k) % 13 - 6).astype(NUMPY[dtype])
     b = (np.arange(batch * k * n).reshape(batch, k, n) % 11 - 5).astype(NUMPY[dtype])
     c = np.full((batch, m, n), np.nan, np.float32)
