@@ -29,6 +29,7 @@ EXPECTED = {
     "benchmarks/emulator.py --quick": "every emulator and C loop result matches numpy",
     "benchmarks/cpu_ops.py --quick": "every peer's result matched ours first",
     "benchmarks/user_kernels.py --quick": "every result matched numpy first",
+    "benchmarks/gpu_ops.py --quick": "every result matched its reference first",
 }
 
 

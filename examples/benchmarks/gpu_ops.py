@@ -1,0 +1,369 @@
+"""stdlib_ops' CUDA operators side by side with torch (cuBLAS), torch.compile (Inductor) and Triton, on one GPU.
+
+Prints the device and its peaks, then one table row per case: our time in ms, our rate (TFLOP/s for compute-bound
+cases, GB/s for memory-bound ones) and its fraction of the device's peak (from `PEAKS`, by the device's name; "?"
+for a device not in it), and each peer's time and rate. Every result (ours and each peer's) is checked against a
+reference before anything is timed: torch's eager result on the GPU, numpy's in `--quick` mode. A time is the
+median of `RUNS` timed loops of about 20 ms each after a warm-up (the loop is timed by synchronizing and reading
+`time.perf_counter`, which counts every launch of a loop).
+
+Cases (`CASES`, each a function returning its `Case`s; a new operator is a new function appended there):
+matmul in f16, bf16 and f32 from 1024^3 to 8192^3; the transformer's linear layers ([tokens, 768] x [768, 3072]
+and [tokens, 3072] x [3072, 768], tokens 512 to 16384); a batched matmul; `gelu(x @ w + b)` as one compiled graph
+(one fused kernel); and the memory-bound rows (an elementwise add, softmax, layer norm), whose rate is in GB/s.
+Ours is the compiled graph of each case (`ops.trace_from` on symbolic inputs of the case's shapes, `optimize`,
+`build('cuda')`) called on device tensors, so our time includes allocating the output.
+
+`--quick` runs tiny sizes on the CUDA emulator (unless HIDET_LANG_CUDA says otherwise) against numpy, with no
+peers: a smoke run of the script, not a measurement.
+
+Run: python examples/benchmarks/gpu_ops.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+QUICK = "--quick" in sys.argv
+if QUICK:
+    os.environ.setdefault("HIDET_LANG_CUDA", "emulator")  # before the runtime loads
+
+import stdlib_ops as ops  # noqa: E402
+
+RUNS = 7
+LOOP_S = 0.02
+
+PEAKS: dict[str, dict[str, float]] = {
+    "H200": {"float16": 989e12, "bfloat16": 989e12, "float32": 67e12, "bytes": 4.8e12},
+    "H100": {"float16": 989e12, "bfloat16": 989e12, "float32": 67e12, "bytes": 3.35e12},
+    "A100": {"float16": 312e12, "bfloat16": 312e12, "float32": 19.5e12, "bytes": 2.0e12},
+}
+"""Dense peaks by device-name fragment: FLOP/s by dtype (tensor cores for f16/bf16, FMA for f32) and the memory's
+bytes/s."""
+
+
+@dataclass
+class Case:
+    """One row: `name`, the work it does (`flops`, or `bytes` moved for a memory-bound case), the `dtype` whose peak
+    applies, the inputs as numpy arrays, `ours` (the stdlib_ops expression of symbolic inputs), `reference` (numpy,
+    float64) and `torch_fn` (the peers' expression of torch tensors); `rtol`: the error allowed, relative to the
+    largest reference value."""
+
+    name: str
+    dtype: str
+    inputs: list[np.ndarray]
+    ours: Callable[..., Any]
+    reference: Callable[..., np.ndarray]
+    torch_fn: Callable[..., Any]
+    rtol: float
+    flops: float = 0.0
+    bytes: float = 0.0
+    triton: Callable[..., Any] | None = None
+    results: dict[str, float | None] = field(default_factory=dict)
+
+
+RTOL = {"float16": 2e-2, "bfloat16": 5e-2, "float32": 1e-4}
+"""Error allowed against the reference, relative to its largest value: 16-bit outputs are rounded to 2^-11 and
+2^-8 of their size and sums of k products round k times in f32 (f32's 2^-24 times a few thousand terms)."""
+
+
+def rng_array(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """Uniform values in [-1, 1) of `shape`, as `dtype` (bf16 stays f32 here; the devices convert it)."""
+    return rng.uniform(-1, 1, shape).astype(np.float32 if dtype == "bfloat16" else dtype)
+
+
+def matmul_case(name: str, a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype: str,
+                rng: np.random.Generator) -> Case:
+    """`a @ b` of these shapes."""
+    a, b = rng_array(rng, a_shape, dtype), rng_array(rng, b_shape, dtype)
+    batch = math.prod(np.broadcast_shapes(a_shape[:-2], b_shape[:-2]))
+    flops = 2.0 * batch * a_shape[-2] * a_shape[-1] * b_shape[-1]
+    return Case(name, dtype, [a, b], lambda x, y: ops.matmul(x, y), lambda x, y: x @ y,
+                lambda x, y: x @ y, RTOL[dtype], flops=flops, triton=triton_matmul if len(a_shape) == 2 else None)
+
+
+def matmul_cases(quick: bool, rng: np.random.Generator) -> list[Case]:
+    """Square matmuls in each dtype."""
+    if quick:
+        return [matmul_case(f"matmul 67^3 {d}", (67, 67), (67, 67), d, rng) for d in ("float32", "float16")]
+    return [matmul_case(f"matmul {s}^3 {d}", (s, s), (s, s), d, rng)
+            for d in ("float16", "bfloat16", "float32") for s in (1024, 2048, 4096, 8192)]
+
+
+def transformer_cases(quick: bool, rng: np.random.Generator) -> list[Case]:
+    """The linear layers of a BERT-base-sized transformer: up and down projections."""
+    hidden, inner = (96, 384) if quick else (768, 3072)
+    tokens = (48,) if quick else (512, 2048, 8192, 16384)
+    dtypes = ("float32",) if quick else ("float16", "float32")
+    shapes = ((hidden, inner),) if quick else ((hidden, inner), (inner, hidden))
+    return [matmul_case(f"[{t},{k}]x[{k},{n}] {d}", (t, k), (k, n), d, rng)
+            for d in dtypes for t in tokens for k, n in shapes]
+
+
+def batched_cases(quick: bool, rng: np.random.Generator) -> list[Case]:
+    """Batched matmuls of attention's shapes (heads x [seq, 64] x [64, seq])."""
+    b, s = (3, 40) if quick else (96, 512)
+    dtypes = ("float32",) if quick else ("float16", "float32")
+    return [matmul_case(f"bmm [{b},{s},64]x[{b},64,{s}] {d}", (b, s, 64), (b, 64, s), d, rng) for d in dtypes]
+
+
+def gelu_cases(quick: bool, rng: np.random.Generator) -> list[Case]:
+    """`gelu(x @ w + b)`: one fused kernel of ours."""
+    t, k, n = (40, 96, 136) if quick else (8192, 768, 3072)
+    cases = []
+    for d in (("float32",) if quick else ("float16", "float32")):
+        x, w, bias = rng_array(rng, (t, k), d), rng_array(rng, (k, n), d), rng_array(rng, (n,), d)
+
+        def reference(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+            z = x @ w + b
+            return 0.5 * z * (1 + np.vectorize(math.erf)(z / math.sqrt(2)))
+
+        def torch_fn(x: Any, w: Any, b: Any) -> Any:
+            import torch.nn.functional as F
+
+            return F.gelu(x @ w + b)
+
+        cases.append(Case(f"gelu(x@w+b) [{t},{k}]x[{k},{n}] {d}", d, [x, w, bias],
+                          lambda x, w, b: ops.gelu(ops.matmul(x, w) + b), reference, torch_fn, RTOL[d],
+                          flops=2.0 * t * k * n))
+    return cases
+
+
+def memory_cases(quick: bool, rng: np.random.Generator) -> list[Case]:
+    """Memory-bound rows: rate in bytes moved (each input read once, the output written once) per second."""
+    rows, cols = (64, 256) if quick else (16384, 4096)
+    x, y = rng_array(rng, (rows, cols), "float32"), rng_array(rng, (rows, cols), "float32")
+    weight, bias = rng_array(rng, (cols,), "float32"), rng_array(rng, (cols,), "float32")
+    size = 4.0 * rows * cols
+
+    def softmax_ref(x: np.ndarray) -> np.ndarray:
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    def layer_norm_ref(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+        mean, var = x.mean(axis=-1, keepdims=True), x.var(axis=-1, keepdims=True)
+        return (x - mean) / np.sqrt(var + 1e-5) * w + b
+
+    def torch_softmax(x: Any) -> Any:
+        return x.softmax(dim=-1)
+
+    def torch_layer_norm(x: Any, w: Any, b: Any) -> Any:
+        import torch.nn.functional as F
+
+        return F.layer_norm(x, (x.shape[-1],), w, b, eps=1e-5)
+
+    return [
+        Case(f"add [{rows},{cols}] f32", "float32", [x, y], lambda a, b: a + b, lambda a, b: a + b,
+             lambda a, b: a + b, 1e-6, bytes=3 * size),
+        Case(f"softmax [{rows},{cols}] f32", "float32", [x], lambda a: ops.softmax(a, axis=-1), softmax_ref,
+             torch_softmax, 1e-5, bytes=2 * size),
+        Case(f"layer_norm [{rows},{cols}] f32", "float32", [x, weight, bias],
+             lambda a, w, b: ops.layer_norm(a, weight=w, bias=b, eps=1e-5), layer_norm_ref, torch_layer_norm, 1e-4,
+             bytes=2 * size),
+    ]
+
+
+CASES = (matmul_cases, transformer_cases, batched_cases, gelu_cases, memory_cases)
+
+
+# ------------------------------------------------------------------------------------------------ the contenders
+def compile_ours(case: Case) -> Callable[..., Any]:
+    """Our compiled graph of the case, for its inputs' shapes."""
+    symbols = [ops.symbol(list(a.shape), dtype=case.dtype) for a in case.inputs]
+    graph = ops.optimize(ops.trace_from(case.ours(*symbols), inputs=symbols))
+    return graph.build(target="cuda")
+
+
+def triton_matmul(a: Any, b: Any) -> Any:
+    """A blocked Triton matmul (f32 accumulation, output in the inputs' dtype): the classic kernel, one
+    configuration of 128 x 128 x 32 tiles, 4 warps, 3 stages."""
+    import torch
+    import triton
+
+    kernel = _triton_kernel()
+    m, k = a.shape
+    n = b.shape[1]
+    c = torch.empty((m, n), device=a.device, dtype=a.dtype)
+    grid = (triton.cdiv(m, 128) * triton.cdiv(n, 128),)
+    kernel[grid](a, b, c, m, n, k, a.stride(0), b.stride(0), c.stride(0), BM=128, BN=128, BK=32, num_warps=4,
+                 num_stages=3)
+    return c
+
+
+_TRITON: list[Any] = []
+
+
+def _triton_kernel() -> Any:
+    """The Triton kernel, defined on first use (Triton is optional)."""
+    if _TRITON:
+        return _TRITON[0]
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def tiled_matmul(a, b, c, m, n, k, lda, ldb, ldc, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+        pid = tl.program_id(0)
+        tiles_n = tl.cdiv(n, BN)
+        rows = (pid // tiles_n) * BM + tl.arange(0, BM)
+        cols = (pid % tiles_n) * BN + tl.arange(0, BN)
+        depth = tl.arange(0, BK)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k0 in range(0, k, BK):
+            x = tl.load(a + rows[:, None] * lda + (k0 + depth)[None, :],
+                        mask=(rows[:, None] < m) & ((k0 + depth)[None, :] < k), other=0.0)
+            y = tl.load(b + (k0 + depth)[:, None] * ldb + cols[None, :],
+                        mask=((k0 + depth)[:, None] < k) & (cols[None, :] < n), other=0.0)
+            acc += tl.dot(x, y, allow_tf32=False)
+        tl.store(c + rows[:, None] * ldc + cols[None, :], acc.to(c.dtype.element_ty),
+                 mask=(rows[:, None] < m) & (cols[None, :] < n))
+
+    _TRITON.append(tiled_matmul)
+    return tiled_matmul
+
+
+def to_numpy(value: Any) -> np.ndarray:
+    """A result (ours, a torch tensor, numpy) as a float64 numpy array."""
+    if isinstance(value, (list, tuple)):
+        value = value[0]
+    if hasattr(value, "detach"):
+        return value.detach().float().cpu().numpy().astype(np.float64)
+    return np.asarray(value.numpy() if hasattr(value, "numpy") else value, dtype=np.float64)
+
+
+def check(case: Case, who: str, value: Any, expected: np.ndarray) -> None:
+    """Raise if `value` is off `expected` by more than the case allows."""
+    got = to_numpy(value)
+    scale = float(np.abs(expected).max()) or 1.0
+    err = float(np.abs(got - expected).max()) if got.shape == expected.shape else math.inf
+    if not err <= case.rtol * scale:
+        raise AssertionError(f"{case.name}: {who}'s result is off by {err:.3g} (allowed {case.rtol * scale:.3g})")
+
+
+def median_time(fn: Callable[[], Any], sync: Callable[[], None], quick: bool) -> float:
+    """Median seconds per call of `fn` over timed loops of about `LOOP_S` (one warm-up call first)."""
+    fn()
+    sync()
+    start = time.perf_counter()
+    fn()
+    sync()
+    number = 1 if quick else max(1, int(LOOP_S / max(time.perf_counter() - start, 1e-6)))
+    samples = []
+    for _ in range(2 if quick else RUNS):
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        sync()
+        samples.append((time.perf_counter() - start) / number)
+    return statistics.median(samples)
+
+
+# ------------------------------------------------------------------------------------------------ the table
+def device_name(torch: Any) -> str:
+    """The GPU's name (torch's report), or what runs our kernels without one."""
+    if torch is not None:
+        return torch.cuda.get_device_name()
+    return f"CUDA emulator ({os.environ.get('HIDET_LANG_CUDA', 'auto')})"
+
+
+def peak_of(device: str, key: str) -> float | None:
+    """The device's peak for `key` (a dtype, or 'bytes') from `PEAKS`, None when unknown."""
+    for fragment, peaks in PEAKS.items():
+        if fragment in device:
+            return peaks.get(key)
+    return None
+
+
+def peers_of(torch: Any) -> dict[str, Callable[[Case], Callable[..., Any] | None]]:
+    """The peers that are installed: each gives a case's function of torch tensors (None where it has none)."""
+    if torch is None:
+        return {}
+    peers: dict[str, Callable[[Case], Callable[..., Any] | None]] = {
+        "torch": lambda case: case.torch_fn,
+        "torch.compile": lambda case: torch.compile(case.torch_fn, dynamic=False),
+    }
+    try:
+        import triton  # noqa: F401
+
+        peers["triton"] = lambda case: case.triton
+    except ImportError:
+        pass
+    return peers
+
+
+def run_case(case: Case, device: str, torch: Any, peers: dict[str, Callable[[Case], Any]], quick: bool) -> str:
+    """Check and time every contender of `case`; its row of the table."""
+    from codegen.runtime import cuda_driver
+
+    gpu = torch is not None
+    sync: Callable[[], None] = (lambda: torch.cuda.synchronize()) if gpu else (lambda: None)
+    if gpu:
+        args = [torch.from_numpy(a).cuda().to(getattr(torch, case.dtype)) for a in case.inputs]
+        expected = to_numpy(case.torch_fn(*[x.double() for x in args]))
+        ours_args: list[Any] = args
+        sync = lambda: (torch.cuda.synchronize(), cuda_driver.synchronize())  # noqa: E731
+    else:
+        expected = case.reference(*[a.astype(np.float64) for a in case.inputs])
+        ours_args = [ops.asarray(a, device="cuda") for a in case.inputs]
+    compiled = compile_ours(case)
+    check(case, "ours", compiled(*ours_args), expected)
+    fns: dict[str, Callable[[], Any]] = {"ours": lambda: compiled(*ours_args)}
+    for name, make in peers.items():
+        fn = make(case)
+        if fn is not None:
+            check(case, name, fn(*args), expected)
+            fns[name] = (lambda f: lambda: f(*args))(fn)
+    work = case.flops or case.bytes
+    scale = 1e12 if case.flops else 1e9
+    peak = peak_of(device, case.dtype if case.flops else "bytes")
+    cells = [f"{case.name:<40}"]
+    for name in ("ours", *peers):
+        if name not in fns:
+            cells.append(f"{'-':>22}")
+            continue
+        seconds = median_time(fns[name], sync, quick)
+        rate = work / seconds
+        share = f"{100 * rate / peak:5.1f}%" if peak else "    ?"
+        cells.append(f"{seconds * 1e3:9.3f} ms {rate / scale:7.1f} {share}")
+    return "  ".join(cells)
+
+
+def main() -> None:
+    """Print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes on the emulator, no peers (a smoke run)")
+    quick = parser.parse_args().quick
+    torch = None
+    if not quick:
+        import torch as torch_module
+
+        if not torch_module.cuda.is_available():
+            raise SystemExit("gpu_ops.py needs a CUDA GPU and torch with CUDA (or --quick for a smoke run)")
+        torch = torch_module
+        torch.backends.cuda.matmul.allow_tf32 = False  # f32 against f32 (TF32 is a separate, opt-in path)
+    device = device_name(torch)
+    peers = peers_of(torch)
+    peaks = {key: peak_of(device, key) for key in ("float16", "float32", "bytes")}
+    print(f"device: {device}; peaks: " + ", ".join(
+        f"{key} {'?' if v is None else (f'{v / 1e12:.0f} TFLOP/s' if key != 'bytes' else f'{v / 1e9:.0f} GB/s')}"
+        for key, v in peaks.items()))
+    print("each cell: median time, rate (TFLOP/s, or GB/s for memory-bound rows), % of the device's peak")
+    print(f"{'case':<40}  " + "  ".join(f"{name:>22}" for name in ("ours", *peers)))
+    rng = np.random.default_rng(0)
+    for make_cases in CASES:
+        for case in make_cases(quick, rng):
+            print(run_case(case, device, torch, peers, quick), flush=True)
+    print("every result matched its reference first")
+
+
+if __name__ == "__main__":
+    main()
