@@ -8,6 +8,7 @@ conftest)."""
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import subprocess
@@ -98,18 +99,21 @@ def test_the_large_tile_with_its_16_byte_copies() -> None:
     check(c, a, b, "bfloat16")
 
 
-def test_a_fused_bias_and_gelu_land_in_the_stores_of_the_tensor_core_kernel() -> None:
+def test_a_fused_scale_bias_and_gelu_land_in_the_copies_and_stores_of_the_tensor_core_kernel() -> None:
+    # rows of 64 and 48 halves: the template copies both tiles with cp_async, which the scale prologue turns into
+    # element copies of x * 0.5; the bias and gelu epilogue lands in the stores of the accumulators
     x, w, bias = ops.symbol(["m", 64], "float16"), ops.symbol([64, 48], "float16"), ops.symbol([48], "float16")
-    compiled = ops.optimize(ops.trace_from(ops.gelu(ops.matmul(x, w) + bias), [x, w, bias])).build("cuda")
-    assert compiled.kernels == ["matmul* + add + gelu"]
+    y = ops.gelu(ops.matmul(x * 0.5, w) + bias)
+    compiled = ops.optimize(ops.trace_from(y, [x, w, bias])).build("cuda")
+    assert compiled.kernels == ["mul + matmul* + add + gelu"]
     (module,) = compiled.ir_modules
     assert "mma_m16n8k16_f16_f32" in {i.name for f in module.functions for i in collect(f.body, E.Intrinsic)}
     rng = np.random.default_rng(3)
     xs, ws, bs = (rng.uniform(-1, 1, s).astype(np.float16) for s in ((37, 64), (64, 48), (48,)))
     got = compiled(xs, ws, bs).numpy().astype(np.float64)
-    h = xs.astype(np.float64) @ ws.astype(np.float64)
-    exact = h + bs
-    gelu = 0.5 * exact * (1 + np.vectorize(__import__("math").erf)(exact / np.sqrt(2)))
+    exact = (xs.astype(np.float64) * 0.5) @ ws.astype(np.float64) + bs
+    gelu = 0.5 * exact * (1 + np.vectorize(math.erf)(exact / np.sqrt(2)))
+    # x * 0.5 is exact but where it falls below f16's normal range (half a spacing there, 2^-25, times |w|);
     # the product rounds to f16 before the add (2^-11 of |x| |w|, which gelu's slope, at most 1.13, carries), the
     # add and gelu round to f16 again (2^-11 each, of a value at most 64): a few f16 roundings of the magnitude
     magnitude = np.abs(xs.astype(np.float64)) @ np.abs(ws.astype(np.float64)) + np.abs(bs)
