@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from .cubin_info import KernelResources, kernel_resources
@@ -83,7 +83,7 @@ class CubinReport:
     kernels: tuple[KernelReport, ...]
     notes: tuple[str, ...] = ()
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[KernelReport]:
         return iter(self.kernels)
 
     def __len__(self) -> int:
