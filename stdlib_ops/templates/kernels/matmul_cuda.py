@@ -17,6 +17,8 @@ pipeline of shared buffers, and a register tile a thread indexed only by constan
   per step, its `thread_n` values of `b`: each group of 4 is one 16-byte aligned shared read (`LDS.128`), and
   the `thread_m x thread_n` accumulators, the rows of `a` and the row of `b` are register tensors indexed only by
   constants (`meta.range`), so the compiler keeps them in registers (no local memory).
+- **Occupancy.** `min_blocks = 2` (launch bounds): at most 128 registers for 256 threads, so two blocks share an
+  SM and hide each other's waits at the barriers.
 - **Output.** The accumulators are stored into `c` element by element where they fall inside it, which is where a
   fused epilogue lands. f16 and bf16 operands go through the element reads (converted to f32).
 
@@ -136,6 +138,7 @@ def matmul_cuda(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", 
         def matmul(batch: i32, m: i32, n: i32, k: i32, a: dt[batch, m, k], b: dt[batch, k, n], c: dt[batch, m, n]):
             attrs.func_kind = "cuda_kernel"
             attrs.cuda.block_dim = threads
+            attrs.cuda.min_blocks = 2  # at most 128 registers for 256 threads: two blocks an SM hide each other's waits
             # one grid dimension (x allows 2**31 - 1 blocks; y and z only 65535, fewer than a batch may need)
             attrs.cuda.grid_dim = (n + block_n - 1) // block_n * ((m + block_m - 1) // block_m) * batch
             smem_a = shared_tensor(f32, [stages, block_m, block_k])

@@ -1,7 +1,8 @@
 """The machine code NVRTC makes of the CUDA-core matmul template (sm_80 and sm_90), read with `cuobjdump -sass`:
 the register tile stays in registers (no local-memory loads or stores), a step of k is unrolled into
 `thread_m * thread_n * block_k` fused multiply-adds fed by 16-byte shared reads, and the copies are 16-byte
-`LDGSTS` where a row's length may be a multiple of 4 (none where the sizes known at build time say it is not)."""
+`LDGSTS` where a row's length may be a multiple of 4 (none where the sizes known at build time say it is not),
+and two blocks of 256 threads fit the registers of an SM."""
 
 from __future__ import annotations
 
@@ -84,3 +85,17 @@ def test_a_smaller_tile_unrolls_its_own_step() -> None:
     ops = opcodes("sm_90", SYMBOLIC, block_m=64, block_n=64, thread_m=4, thread_n=4, block_k=16, stages=3)
     assert count(ops, "LDL") == 0 and count(ops, "STL") == 0
     assert count(ops, "FFMA") == 4 * 4 * 16
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_two_blocks_of_256_threads_fit_an_sm(arch: str) -> None:
+    cubin = matmul_cuda(*SYMBOLIC).build(target=f"cuda:{arch}").cubin
+    path = Path(f"/tmp/hl_matmul_resources_{arch}.cubin")
+    path.write_bytes(cubin)
+    try:
+        usage = subprocess.run([CUOBJDUMP, "-res-usage", str(path)], check=True, capture_output=True, text=True).stdout
+    finally:
+        path.unlink()
+    registers = [int(r) for r in re.findall(r"REG:(\d+)", usage)]
+    assert registers and max(registers) <= 128  # 65536 registers an SM: two blocks of 256 threads
+    assert "LOCAL:0" in usage
