@@ -327,3 +327,26 @@ __all__ += [
     "mbarrier_expect_tx", "mbarrier_init", "mbarrier_try_wait", "mbarrier_wait", "swizzled_layout", "tma_box_bytes",
     "tma_load", "tma_store", "tma_store_commit_group", "tma_store_wait_group",
 ]
+
+# Hopper: warpgroup MMA and register reallocation
+from hidet_lang.cuda.wgmma import (  # noqa: E402
+    setmaxnreg_dec,
+    setmaxnreg_inc,
+    wgmma_a_fragment_col,
+    wgmma_a_fragment_row,
+    wgmma_accumulator,
+    wgmma_accumulator_col,
+    wgmma_accumulator_layout,
+    wgmma_accumulator_row,
+    wgmma_commit_group,
+    wgmma_descriptor,
+    wgmma_fence,
+    wgmma_mma_async,
+    wgmma_wait_group,
+)
+
+__all__ += [
+    "setmaxnreg_dec", "setmaxnreg_inc", "wgmma_a_fragment_col", "wgmma_a_fragment_row", "wgmma_accumulator",
+    "wgmma_accumulator_col", "wgmma_accumulator_layout", "wgmma_accumulator_row", "wgmma_commit_group",
+    "wgmma_descriptor", "wgmma_fence", "wgmma_mma_async", "wgmma_wait_group",
+]

@@ -229,6 +229,35 @@ def _hopper_async_specs() -> tuple[IntrinsicSpec, ...]:
     return tuple(specs)
 
 
+WGMMA_TYPES = ("f16", "bf16")
+"""The input types of the warpgroup MMA intrinsics (`wgmma_mma_async_f16_ss`, ...), each its own pair."""
+
+
+def _warpgroup_mma_specs() -> tuple[IntrinsicSpec, ...]:
+    """Hopper: warpgroup MMA (codegen/include/hidet_lang/hopper_wgmma.h). The shape's N, the transpose bits, the
+    group count and the register count are immediates of the PTX instructions: template arguments (i32 constants
+    the DSL functions check). A descriptor is a `u64`; accumulators are f32 registers, A's fragment four `u32`."""
+    hopper = {"min_arch": "sm_90a"}
+    mma = _READ_WRITE | Effect.WARP_COLLECTIVE | Effect.ASYNC
+    specs = [IntrinsicSpec("wgmma_make_descriptor", (Pointer(), int32, int32, int32, int32), uint64,
+                           _call("hl_wgmma_make_desc"), **hopper)]
+    for t in WGMMA_TYPES:
+        specs.append(IntrinsicSpec(f"wgmma_mma_async_{t}_ss", (int32, int32, int32, uint64, uint64,
+                                                               Pointer(float32), int32), void,
+                                   f"hl_wgmma_ss_{t}<{{0}}, {{1}}, {{2}}>({{3}}, {{4}}, {{5}}, {{6}})", mma, **hopper))
+        specs.append(IntrinsicSpec(f"wgmma_mma_async_{t}_rs", (int32, int32, Pointer(uint32), uint64,
+                                                               Pointer(float32), int32), void,
+                                   f"hl_wgmma_rs_{t}<{{0}}, {{1}}>({{2}}, {{3}}, {{4}}, {{5}})", mma, **hopper))
+    specs += [
+        IntrinsicSpec("wgmma_fence", (), void, _call("hl_wgmma_fence"), Effect.ASYNC, **hopper),
+        IntrinsicSpec("wgmma_commit_group", (), void, _call("hl_wgmma_commit_group"), Effect.ASYNC, **hopper),
+        IntrinsicSpec("wgmma_wait_group", (int32,), void, "hl_wgmma_wait_group<{0}>()", Effect.ASYNC, **hopper),
+        *(IntrinsicSpec(f"setmaxnreg_{way}", (int32,), void, f"hl_setmaxnreg_{way}<{{0}}>()",
+                        Effect.WARP_COLLECTIVE, **hopper) for way in ("inc", "dec")),
+    ]
+    return tuple(specs)
+
+
 def _table(*specs: IntrinsicSpec) -> MappingProxyType[str, IntrinsicSpec]:
     """The specs by name (ValueError for a name given twice)."""
     table: dict[str, IntrinsicSpec] = {}
@@ -277,6 +306,9 @@ INTRINSICS = _table(
     # Hopper: mbarrier and TMA (mbarrier.* exists from sm_80; expect_tx, complete_tx and TMA need sm_90). The
     # emulator's checking-mode spellings name the DSL line in their reports.
     *_hopper_async_specs(),
+    # Hopper: warpgroup MMA (wgmma from shared-memory descriptors or registers, its fence, groups and waits) and
+    # warpgroup register reallocation
+    *_warpgroup_mma_specs(),
 )
 """Every intrinsic of CUDA code, by name."""
 

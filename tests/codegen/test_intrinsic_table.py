@@ -143,6 +143,8 @@ def sample_kernel(spec: IntrinsicSpec, runnable: bool = False) -> Function:
     """A kernel of one warp that clears its regions of a shared buffer (the checking mode reports a read of
     uninitialized shared memory), then uses the entry; `runnable`: first initializes the mbarrier an entry may
     need, as a kernel that runs must."""
+    if spec.name in WARPGROUP_ENTRIES:
+        return warpgroup_sample_kernel(spec, runnable)
     buf, lane = buffer(), intrinsic("threadIdx.x")
     clear = [S.BufferStoreStmt(buf, region(buf, slot, lane, word).indices, E.Constant(0, uint32))
              for slot in range(SLOTS) for word in range(REGION_WORDS)]
@@ -237,6 +239,11 @@ def names(function: str, code: str) -> bool:
 
 PRIMITIVES = code_of((INCLUDE_DIR / "hidet_lang" / "cuda_primitives.h").read_text())
 EMULATOR_BODIES, GPU_BODIES = emulator_and_gpu_branches(PRIMITIVES)
+# the headers of primitives that cuda_primitives.h includes, with an emulator and a GPU branch each
+for _header in ("hopper_wgmma.h",):
+    assert f'#include "{_header}"' in PRIMITIVES
+    _emulator, _gpu = emulator_and_gpu_branches(code_of((INCLUDE_DIR / "hidet_lang" / _header).read_text()))
+    EMULATOR_BODIES, GPU_BODIES = EMULATOR_BODIES + "\n" + _emulator, GPU_BODIES + "\n" + _gpu
 EMULATOR_HEADERS = code_of("\n".join(p.read_text() for p in sorted((INCLUDE_DIR / "hidet_lang").glob("emulator_*.h"))))
 
 
@@ -336,7 +343,8 @@ def test_an_intrinsic_is_refused_below_its_minimum_architecture_at_its_statement
     lower(module, cuda_target(spec.min_arch))
     with pytest.raises(DSLTypeError) as excinfo:
         lower(module, cuda_target(older))
-    assert excinfo.value.message == (f"{name} needs CUDA architecture {spec.min_arch} or later, and the module is "
+    needed = spec.min_arch if spec.min_arch.endswith("a") else f"{spec.min_arch} or later"  # sm_90a: itself
+    assert excinfo.value.message == (f"{name} needs CUDA architecture {needed}, and the module is "
                                      f"built for {older}; build it with target='cuda:{spec.min_arch}'")
     assert excinfo.value.span == USE_SPAN
 
@@ -398,3 +406,56 @@ def test_operands_that_do_not_fit_the_signature_are_refused(name: str, operands:
     with pytest.raises(TypeError) as excinfo:
         intrinsic(name, *operands, element=element)
     assert str(excinfo.value) == message
+
+
+# ---------------------------------------------------------------------------------------------- Hopper: warpgroup MMA
+# The warpgroup MMA entries run in a whole warpgroup (128 threads), on operands only some values fit (N and the
+# register counts are immediates; a descriptor names a tile aligned to its swizzle atom): each has its own sample
+# kernel, with a zeroed 128B-swizzled f16 tile, the entry's use at USE_SPAN on the operands below and, to run, the
+# fence before an mma_async and the commit and wait after it. tests/codegen/test_hopper_wgmma.py checks results.
+
+WARPGROUP_ENTRIES = frozenset(name for name in NAMES if name.startswith(("wgmma_", "setmaxnreg_")))
+WARPGROUP_THREADS = 128
+
+
+def warpgroup_operands(spec: IntrinsicSpec, tile: E.Var, acc: E.Var, frag: E.Var) -> list[E.Expr]:
+    """Operands a warpgroup entry takes: N = 8, no transposes, scale-d 0, descriptors of the tile, 240 and 40
+    registers, a wait for all groups."""
+    i32 = [E.Constant(v, int32) for v in (0, 8, 16, 1024, 128)]
+    zero, eight = i32[0], i32[1]
+    tile_start = E.Address(E.TensorElement(tile, (zero, zero)))
+    desc = intrinsic("wgmma_make_descriptor", tile_start, zero, *i32[2:])
+    acc_start, frag_start = E.Address(E.TensorElement(acc, (zero,))), E.Address(E.TensorElement(frag, (zero,)))
+    if spec.name == "wgmma_make_descriptor":
+        return [tile_start, zero, *i32[2:]]
+    if spec.name.endswith("_ss"):
+        return [eight, zero, zero, desc, desc, acc_start, zero]
+    if spec.name.endswith("_rs"):
+        return [eight, zero, frag_start, desc, acc_start, zero]
+    if spec.name.startswith("setmaxnreg_"):
+        return [E.Constant(240 if spec.name.endswith("inc") else 40, int32)]
+    return [zero] * len(spec.operands)  # the fence, the commit, the wait for all groups
+
+
+def warpgroup_sample_kernel(spec: IntrinsicSpec, runnable: bool) -> Function:
+    """A kernel of one warpgroup that zeroes a shared tile, then uses the warpgroup entry `spec`."""
+    tile = E.Var("tile", TensorType(float16, (64, 64), swizzled_layout([64, 64], 2, 128)))
+    acc, frag = E.Var("acc", TensorType(float32, (4,))), E.Var("frag", TensorType(uint32, (4,)))
+    thread = intrinsic("threadIdx.x")
+    body: list[S.Stmt] = [S.DeclareStmt(tile, scope=S.DeclScope.SHARED), S.DeclareStmt(acc), S.DeclareStmt(frag)]
+    for i in range(64 * 64 // WARPGROUP_THREADS):
+        element = E.binary("+", thread, E.Constant(WARPGROUP_THREADS * i, int32))
+        row, col = E.binary("/", element, E.Constant(64, int32)), E.binary("%", element, E.Constant(64, int32))
+        body.append(S.BufferStoreStmt(tile, (row, col), E.Constant(0.0, float16)))
+    body += [S.BufferStoreStmt(frag, (E.Constant(i, int32),), E.Constant(0, uint32)) for i in range(4)]
+    mma = spec.name.startswith("wgmma_mma_async")
+    if runnable and mma:
+        body.append(S.EvaluateStmt(intrinsic("wgmma_fence")))
+    with at(USE_SPAN):
+        e = intrinsic(spec.name, *warpgroup_operands(spec, tile, acc, frag))
+        body.append(S.EvaluateStmt(e) if e.type == void else S.DeclareStmt(E.Var("r0", e.type), e))
+    if runnable and mma:
+        body += [S.EvaluateStmt(intrinsic("wgmma_commit_group")),
+                 S.EvaluateStmt(intrinsic("wgmma_wait_group", E.Constant(0, int32)))]
+    launch = CudaAttrs((E.Constant(1, int32),), (E.Constant(WARPGROUP_THREADS, int32),), E.Constant(16, int32))
+    return Function(kernel_name(spec), (), void, S.seq(body), FuncAttrs(FuncKind.CUDA_KERNEL, launch))

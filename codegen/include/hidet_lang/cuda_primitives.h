@@ -532,4 +532,7 @@ HL_DEVICE void hl_tma_store_wait_group(void) {
 #undef HL_DEVICE
 #endif  // HIDET_LANG_EMULATOR
 
+// Hopper: warpgroup MMA and register reallocation (both bodies)
+#include "hopper_wgmma.h"
+
 #endif  // HIDET_LANG_CUDA_PRIMITIVES_H

@@ -1,0 +1,498 @@
+"""Hopper's warpgroup MMA (`hidet_lang.cuda.wgmma`): 64xNx16k products on the emulator against numpy (every
+swizzle, f16 and bf16, A from shared memory or registers, K-major or MN-major operands, scale-d 0 and 1, several
+k steps), the fragment layouts against PTX's figures, the descriptor builder's refusals, the checking mode's
+reports of misuse, and the SASS NVRTC makes of a wgmma kernel for sm_90a.
+
+Operand tiles go to shared memory with plain stores through their layouts: `swizzled_layout` tiles for the
+swizzled modes (the layout puts each element where the swizzle moves it), core-matrix tiles otherwise."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import hidet_lang as hidet
+from codegen.runtime.cuda_backend import backend
+from codegen.toolchain import sass
+from hidet_lang import attrs, bf16, f16, f32, i32, register_tensor, u32, u64, view
+from hidet_lang.cuda import (
+    fence_proxy_async_shared,
+    setmaxnreg_dec,
+    setmaxnreg_inc,
+    shared_tensor,
+    swizzled_layout,
+    syncthreads,
+    threadIdx,
+    wgmma_a_fragment_col,
+    wgmma_a_fragment_row,
+    wgmma_accumulator,
+    wgmma_accumulator_col,
+    wgmma_accumulator_layout,
+    wgmma_accumulator_row,
+    wgmma_commit_group,
+    wgmma_descriptor,
+    wgmma_fence,
+    wgmma_mma_async,
+    wgmma_wait_group,
+)
+from hidet_lang.cuda.wgmma import WGMMA_N_VALUES
+from hidet_lang.errors import DSLValueError
+from hidet_lang.frontend.builtins import _pointer_to
+from hidet_lang.ir import expr as E
+from hidet_lang.ir.intrinsics import intrinsic
+from hidet_lang.ir.layout import Layout, row_major
+from hidet_lang.ir.types import TensorType, int32
+from hidet_lang.testing import example_count
+
+EMULATOR_ONLY = pytest.mark.skipif(backend() != "emulator", reason="the emulator's reports; a GPU does not check")
+ML_DTYPES = {"float16": np.float16}
+try:
+    import ml_dtypes
+
+    ML_DTYPES["bfloat16"] = ml_dtypes.bfloat16
+except ImportError:  # bf16 cases need ml_dtypes to make their inputs
+    pass
+
+
+# ------------------------------------------------------------------------------------------------ the product
+
+
+def tile_layout(rows: int, cols: int, swizzle: int) -> Layout:
+    """A [rows, cols] operand tile whose rows are K (K-major [MN, K]) or MN (MN-major [K, MN]): swizzled rows of
+    `swizzle` bytes, or core matrices of 8 rows of 8 elements (16 bytes), one after the other, row-major."""
+    if swizzle:
+        return swizzled_layout([rows, cols], 2, swizzle)
+    return row_major(rows // 8, cols // 8) * row_major(8, 8)
+
+
+@functools.cache
+def product_module(n: int, swizzle: int, dtype_name: str, a_in_registers: bool, trans_a: bool, trans_b: bool,
+                   ksteps: int) -> Any:
+    """A kernel of one warpgroup: d = scale * d + a @ b (64xNx(16 ksteps)) through `ksteps` wgmma operations, the
+    tiles in shared memory with `swizzle`, A from registers or shared memory (MN-major with `trans_a`), B given
+    [K, N] and MN-major with `trans_b`, else [N, K] and K-major."""
+    dt = f16 if dtype_name == "float16" else bf16
+    k = 16 * ksteps
+    a_shape = [k, 64] if trans_a else [64, k]
+    b_shape = [k, n] if trans_b else [n, k]
+    a_layout = tile_layout(*a_shape, swizzle)
+    b_layout = tile_layout(*b_shape, swizzle)
+    a_cols, b_cols = a_shape[1], b_shape[1]
+    a_loads, b_loads = 64 * k // 128, n * k // 128
+
+    with hidet.script_module() as module:
+
+        @hidet.script
+        def product(a: dt[a_shape[0], a_shape[1]], b: dt[b_shape[0], b_shape[1]], d: f32[64, n], scale: i32):
+            attrs.func_kind = "cuda_kernel"
+            attrs.cuda.block_dim = 128
+            attrs.cuda.grid_dim = 1
+            t = threadIdx.x
+            # the tiles' storage is aligned as a swizzled tile's; an unswizzled one is viewed as core matrices
+            raw_a = shared_tensor(dt, layout=swizzled_layout(a_shape, 2, swizzle))
+            raw_b = shared_tensor(dt, layout=swizzled_layout(b_shape, 2, swizzle))
+            sa = view(raw_a, TensorType(dt, tuple(a_shape), a_layout)) if swizzle == 0 else raw_a
+            sb = view(raw_b, TensorType(dt, tuple(b_shape), b_layout)) if swizzle == 0 else raw_b
+            for i in range(a_loads):
+                sa[(t + 128 * i) / a_cols, (t + 128 * i) % a_cols] = a[(t + 128 * i) / a_cols, (t + 128 * i) % a_cols]
+            for i in range(b_loads):
+                sb[(t + 128 * i) / b_cols, (t + 128 * i) % b_cols] = b[(t + 128 * i) / b_cols, (t + 128 * i) % b_cols]
+            fence_proxy_async_shared()  # the generic proxy's stores, before the tensor cores read
+            syncthreads()
+            acc = wgmma_accumulator(n)
+            for r in range(n // 2):
+                acc[wgmma_accumulator_row(t, r), wgmma_accumulator_col(t, r)] = d[wgmma_accumulator_row(t, r),
+                                                                                 wgmma_accumulator_col(t, r)]
+            frag = register_tensor(dt, [8])
+            wgmma_fence()
+            for s in range(ksteps):
+                desc_b = wgmma_descriptor(sb, k=16 * s, transposed=trans_b)
+                step_scale = scale + s  # scale-d is a predicate: the first step's is `scale`, then accumulate
+                if a_in_registers:
+                    for e in range(8):
+                        frag[e] = a[wgmma_a_fragment_row(t, e), 16 * s + wgmma_a_fragment_col(t, e)]
+                    wgmma_fence()  # the fragment was written since the last fence
+                    wgmma_mma_async(acc, frag, desc_b, dtype=dt, trans_b=trans_b, scale_d=step_scale)
+                    wgmma_commit_group()
+                    wgmma_wait_group(0)  # the fragment is rewritten by the next step
+                else:
+                    desc_a = wgmma_descriptor(sa, k=16 * s, transposed=trans_a)
+                    wgmma_mma_async(acc, desc_a, desc_b, dtype=dt, trans_a=trans_a, trans_b=trans_b,
+                                    scale_d=step_scale)
+            wgmma_commit_group()
+            wgmma_wait_group(0)
+            for r in range(n // 2):
+                d[wgmma_accumulator_row(t, r), wgmma_accumulator_col(t, r)] = acc[wgmma_accumulator_row(t, r),
+                                                                                 wgmma_accumulator_col(t, r)]
+
+    return module.build(target="cuda:sm_90a")
+
+
+@st.composite
+def product_cases(draw: st.DrawFn) -> dict[str, Any]:
+    """A product's configuration: a swizzle, operand majors it allows, an N, a number of k steps, the input type
+    and scale-d. A swizzled tile's rows are exactly the swizzle's bytes: K = swizzle / 2 when K-major; when
+    MN-major, one atom wide, N = swizzle / 2 (and A's 64 rows need 128B)."""
+    swizzle = draw(st.sampled_from([0, 32, 64, 128]))
+    a_in_registers = draw(st.booleans())
+    trans_a = not a_in_registers and swizzle in (0, 128) and draw(st.booleans())
+    trans_b = draw(st.booleans())
+    n = swizzle // 2 if trans_b and swizzle else draw(st.sampled_from(WGMMA_N_VALUES))
+    k_major_swizzled = swizzle and not (trans_a and trans_b)
+    ksteps = swizzle // 32 if k_major_swizzled else draw(st.integers(1, 3))
+    dtypes = sorted(ML_DTYPES)
+    return dict(n=n, swizzle=swizzle, dtype_name=draw(st.sampled_from(dtypes)), a_in_registers=a_in_registers,
+                trans_a=trans_a, trans_b=trans_b, ksteps=ksteps, scale=draw(st.sampled_from([0, 1])),
+                seed=draw(st.integers(0, 2**32 - 1)))
+
+
+def run_product(n: int, swizzle: int, dtype_name: str, a_in_registers: bool, trans_a: bool, trans_b: bool,
+                ksteps: int, scale: int, seed: int) -> None:
+    """Run `product_module` on random data and compare with numpy in float64."""
+    module = product_module(n, swizzle, dtype_name, a_in_registers, trans_a, trans_b, ksteps)
+    rng = np.random.default_rng(seed)
+    k = 16 * ksteps
+    np_dtype = ML_DTYPES[dtype_name]
+    a = rng.uniform(-2, 2, (64, k)).astype(np_dtype)
+    b = rng.uniform(-2, 2, (k, n)).astype(np_dtype)
+    d = rng.uniform(-4, 4, (64, n)).astype(np.float32)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    expected = scale * d.astype(np.float64) + a64 @ b64
+    a_arg = np.ascontiguousarray(a.T) if trans_a else a
+    b_arg = b if trans_b else np.ascontiguousarray(b.T)
+    module["product"](a_arg, b_arg, d, scale)
+    # Products of 16-bit floats are exact in f32; the emulator adds the k products to D in f32, one rounding
+    # each: the error is at most (k + 1) units of f32's rounding of the magnitudes summed.
+    bound = (k + 1) * 2.0**-24 * (scale * np.abs(d.astype(np.float64)) + np.abs(a64) @ np.abs(b64)) + 1e-30
+    assert np.all(np.abs(d - expected) <= bound), np.abs(d - expected).max()
+
+
+@settings(max_examples=example_count(8), deadline=None)
+@given(product_cases())
+def test_wgmma_product_equals_numpy(case: dict[str, Any]) -> None:
+    run_product(**case)
+
+
+@pytest.mark.parametrize("swizzle", [0, 32, 64, 128])
+def test_wgmma_product_of_each_swizzle_with_n_256(swizzle: int) -> None:
+    """The widest N, K-major operands from shared memory, several k steps: every swizzle's addressing."""
+    run_product(n=256, swizzle=swizzle, dtype_name="float16", a_in_registers=False, trans_a=False, trans_b=False,
+                ksteps=swizzle // 32 if swizzle else 2, scale=1, seed=swizzle)
+
+
+def test_a_wrong_swizzle_gives_a_wrong_product() -> None:
+    """The emulator reads what the descriptor says: a tile written unswizzled but described as swizzled (built by
+    hand, as a kernel could) gives another product, as it would on the GPU."""
+    rng = np.random.default_rng(7)
+    a = rng.uniform(-2, 2, (64, 64)).astype(np.float16)
+    b = rng.uniform(-2, 2, (8, 64)).astype(np.float16)
+    d = np.zeros((64, 8), np.float32)
+    mismatched_module.build(target="cuda:sm_90a")["mismatched"](a, b, d)
+    expected = a.astype(np.float64)[:, :16] @ b.astype(np.float64)[:, :16].T
+    rows_swizzled = [row for row in range(64) if row % 8]  # row 0 of each atom is not moved by the swizzle
+    assert np.allclose(d[::8], expected[::8], rtol=1e-5, atol=1e-5)
+    assert not np.allclose(d[rows_swizzled], expected[rows_swizzled], rtol=1e-2, atol=1e-2)
+
+
+def raw_descriptor(tile: Any, byte_offset: int, lbo: int, sbo: int, swizzle: int) -> E.Expr:
+    """A descriptor made without the builder's checks (as hand-written descriptor arithmetic could)."""
+    return intrinsic("wgmma_make_descriptor", _pointer_to(tile, "raw_descriptor"), E.Constant(byte_offset, int32),
+                     E.Constant(lbo, int32), E.Constant(sbo, int32), E.Constant(swizzle, int32))
+
+
+with hidet.script_module() as mismatched_module:
+
+    @hidet.script
+    def mismatched(a: f16[64, 64], b: f16[8, 64], d: f32[64, 8]):
+        attrs.func_kind = "cuda_kernel"
+        attrs.cuda.block_dim = 128
+        attrs.cuda.grid_dim = 1
+        t = threadIdx.x
+        sa = shared_tensor(f16, layout=swizzled_layout([64, 64], 2, 128))
+        sb = shared_tensor(f16, layout=swizzled_layout([8, 64], 2, 128))
+        storage = shared_tensor(f16, layout=swizzled_layout([64, 64], 2, 128))  # aligned to the 128B atom
+        plain = view(storage, f16[64, 64])  # written row-major: rows of 128 bytes, not swizzled
+        for i in range(32):
+            plain[(t + 128 * i) / 64, (t + 128 * i) % 64] = a[(t + 128 * i) / 64, (t + 128 * i) % 64]
+            sa[(t + 128 * i) / 64, (t + 128 * i) % 64] = a[(t + 128 * i) / 64, (t + 128 * i) % 64]
+        for i in range(4):
+            sb[(t + 128 * i) / 64, (t + 128 * i) % 64] = b[(t + 128 * i) / 64, (t + 128 * i) % 64]
+        fence_proxy_async_shared()
+        syncthreads()
+        acc = register_tensor(f32, [4])
+        for r in range(4):
+            acc[r] = 0.0
+        wgmma_fence()
+        wgmma_mma_async(acc, raw_descriptor(plain, 0, 16, 1024, 128), wgmma_descriptor(sb))
+        wgmma_commit_group()
+        wgmma_wait_group(0)
+        for r in range(4):
+            d[wgmma_accumulator_row(t, r), wgmma_accumulator_col(t, r)] = acc[r]
+
+
+# ------------------------------------------------------------------------------------------ fragment layouts
+
+
+@pytest.mark.parametrize("n", WGMMA_N_VALUES)
+def test_the_accumulator_fragment_covers_the_tile_once(n: int) -> None:
+    """Every (row, column) of the 64xN tile is held by exactly one (thread, register)."""
+    held = [(wgmma_accumulator_row(t, r), wgmma_accumulator_col(t, r)) for t in range(128) for r in range(n // 2)]
+    assert len(set(held)) == len(held) == 64 * n
+    assert set(held) == {(row, col) for row in range(64) for col in range(n)}
+
+
+@pytest.mark.parametrize("n", [8, 24, 64, 256])
+def test_the_accumulator_layout_maps_each_cell_to_the_register_holding_it(n: int) -> None:
+    layout = wgmma_accumulator_layout(n)
+    assert layout.shape == (64, n) and layout.size == n // 2
+    for t in range(0, 128, 5):  # threads of every warp, quad position and row group
+        for r in range(n // 2):
+            assert layout(wgmma_accumulator_row(t, r), wgmma_accumulator_col(t, r)) == r
+
+
+def test_the_fragments_match_ptx_figures() -> None:
+    """Spot checks against PTX's figures of the m64nNk16 D fragment and the A fragment: thread 0 starts at (0, 0),
+    a register pair spans two columns, registers 2-3 are 8 rows down, 4-7 eight columns right; the next thread of
+    a quad is 2 columns right, the next quad a row down, the next warp 16 rows down."""
+    d_cells = {(0, 0): (0, 0), (0, 1): (0, 1), (0, 2): (8, 0), (0, 3): (8, 1), (0, 4): (0, 8), (1, 0): (0, 2),
+               (3, 1): (0, 7), (4, 0): (1, 0), (31, 3): (15, 7), (32, 0): (16, 0), (127, 127): (63, 255)}
+    for (thread, register), cell in d_cells.items():
+        assert (wgmma_accumulator_row(thread, register), wgmma_accumulator_col(thread, register)) == cell
+    a_cells = {(0, 0): (0, 0), (0, 1): (0, 1), (0, 2): (8, 0), (0, 4): (0, 8), (0, 7): (8, 9), (5, 0): (1, 2),
+               (64, 0): (32, 0), (127, 7): (63, 15)}
+    for (thread, element), cell in a_cells.items():
+        assert (wgmma_a_fragment_row(thread, element), wgmma_a_fragment_col(thread, element)) == cell
+    cells = {(wgmma_a_fragment_row(t, e), wgmma_a_fragment_col(t, e)) for t in range(128) for e in range(8)}
+    assert len(cells) == 64 * 16
+
+
+# ------------------------------------------------------------------------------------------ descriptor refusals
+
+
+def build_descriptor_kernel(layout: Layout, swizzle: int | None, transposed: bool = False, k: int = 0) -> None:
+    """Parse a kernel that describes a shared tile of `layout`."""
+
+    @hidet.script
+    def describe(out: u32[1]):
+        attrs.func_kind = "cuda_kernel"
+        attrs.cuda.block_dim = 128
+        attrs.cuda.grid_dim = 1
+        tile = shared_tensor(f16, layout=layout)
+        out[0] = wgmma_descriptor(tile, swizzle, transposed=transposed, k=k)  # DESCRIPTOR_LINE
+
+
+@pytest.mark.parametrize(("layout", "swizzle", "transposed", "message"), [
+    (row_major(64, 16), None, False, "not a canonical K-major layout not swizzled: element (mn=1, k=0)"),
+    (swizzled_layout([64, 32], 2, 128), None, False, "swizzled by 128 bytes: element (mn=1, k=0) of the slice "
+                                                     "lies 64 bytes"),
+    (swizzled_layout([64, 64], 2, 128), 64, False,
+     "the tile's layout (swizzled_layout([64, 64], 2, swizzle=128)) is swizzled by 128 bytes, and the descriptor "
+     "asks for swizzled by 64 bytes"),
+    (row_major(8, 8) * row_major(8, 8), 128, False,
+     "is not swizzled, and the descriptor asks for swizzled by 128 bytes"),
+    (swizzled_layout([16, 64], 2, 128), 96, True, "swizzle is one of [0, 32, 64, 128] (bytes), got 96"),
+])
+def test_a_tile_no_descriptor_describes_is_refused_at_its_line(layout: Layout, swizzle: int | None,
+                                                               transposed: bool, message: str) -> None:
+    with pytest.raises(DSLValueError) as excinfo:
+        build_descriptor_kernel(layout, swizzle, transposed)
+    assert message in excinfo.value.message
+    assert excinfo.value.span is not None and excinfo.value.span.line == line_of("DESCRIPTOR_LINE")
+
+
+def test_a_k_slice_outside_the_tile_is_refused() -> None:
+    with pytest.raises(DSLValueError) as excinfo:
+        build_descriptor_kernel(swizzled_layout([64, 64], 2, 128), None, k=56)
+    assert "k is a multiple of 16 from 0 to 48, got 56" in excinfo.value.message
+
+
+def test_the_descriptor_strides_of_canonical_tiles() -> None:
+    """LBO and SBO read from the layouts: K-major 128B rows (SBO one atom, 1024 bytes), core matrices (LBO the
+    next core matrix in k, SBO the next 8 rows), MN-major core matrices (SBO along MN, LBO along k)."""
+    from hidet_lang.cuda.wgmma import canonical_strides
+
+    def offsets(layout: Layout, transposed: bool) -> Any:
+        return lambda mn, k: 2 * (layout(k, mn) if transposed else layout(mn, k))
+
+    assert canonical_strides(offsets(row_major(64, 64), False), 64, 128, False) == (16, 1024)
+    assert canonical_strides(offsets(tile_layout(64, 32, 0), False), 64, 0, False) == (128, 512)
+    assert canonical_strides(offsets(tile_layout(32, 64, 0), True), 64, 0, True) == (1024, 128)
+    assert canonical_strides(offsets(row_major(16, 64), True), 64, 128, True) == (0, 1024)
+
+
+# ------------------------------------------------------------------------------------------ checking mode
+
+
+with hidet.script_module() as misuse_module:
+
+    @hidet.script
+    def read_before_wait(out: f32[128]):
+        attrs.func_kind = "cuda_kernel"
+        attrs.cuda.block_dim = 128
+        attrs.cuda.grid_dim = 1
+        t = threadIdx.x
+        sa = shared_tensor(f16, layout=swizzled_layout([64, 64], 2, 128))
+        sb = shared_tensor(f16, layout=swizzled_layout([8, 64], 2, 128))
+        for i in range(32):
+            sa[(t + 128 * i) / 64, (t + 128 * i) % 64] = 0.0
+        for i in range(4):
+            sb[(t + 128 * i) / 64, (t + 128 * i) % 64] = 0.0
+        fence_proxy_async_shared()
+        syncthreads()
+        acc = register_tensor(f32, [4])
+        for r in range(4):
+            acc[r] = 0.0
+        wgmma_fence()
+        wgmma_mma_async(acc, wgmma_descriptor(sa), wgmma_descriptor(sb))
+        wgmma_commit_group()
+        out[t] = acc[1]  # READ_LINE
+        wgmma_wait_group(0)
+
+    @hidet.script
+    def no_fence(out: f32[128]):
+        attrs.func_kind = "cuda_kernel"
+        attrs.cuda.block_dim = 128
+        attrs.cuda.grid_dim = 1
+        t = threadIdx.x
+        sa = shared_tensor(f16, layout=swizzled_layout([64, 64], 2, 128))
+        sb = shared_tensor(f16, layout=swizzled_layout([8, 64], 2, 128))
+        acc = register_tensor(f32, [4])
+        wgmma_mma_async(acc, wgmma_descriptor(sa), wgmma_descriptor(sb))  # NO_FENCE_LINE
+        wgmma_commit_group()
+        wgmma_wait_group(0)
+        out[t] = acc[0]
+
+    @hidet.script
+    def write_after_fence(out: f32[128]):
+        attrs.func_kind = "cuda_kernel"
+        attrs.cuda.block_dim = 128
+        attrs.cuda.grid_dim = 1
+        t = threadIdx.x
+        sa = shared_tensor(f16, layout=swizzled_layout([64, 64], 2, 128))
+        sb = shared_tensor(f16, layout=swizzled_layout([8, 64], 2, 128))
+        for i in range(32):
+            sa[(t + 128 * i) / 64, (t + 128 * i) % 64] = 0.0
+        for i in range(4):
+            sb[(t + 128 * i) / 64, (t + 128 * i) % 64] = 0.0
+        fence_proxy_async_shared()
+        syncthreads()
+        acc = register_tensor(f32, [4])
+        wgmma_fence()
+        wgmma_mma_async(acc, wgmma_descriptor(sa), wgmma_descriptor(sb), scale_d=0)
+        wgmma_commit_group()
+        wgmma_wait_group(0)
+        acc[0] = 1.0
+        wgmma_mma_async(acc, wgmma_descriptor(sa), wgmma_descriptor(sb))  # REFENCE_LINE
+        wgmma_commit_group()
+        wgmma_wait_group(0)
+        out[t] = acc[0]
+
+    @hidet.script
+    def misaligned_start(out: u64[128]):
+        attrs.func_kind = "cuda_kernel"
+        attrs.cuda.block_dim = 128
+        attrs.cuda.grid_dim = 1
+        sb = shared_tensor(f16, layout=swizzled_layout([8, 64], 2, 128))
+        out[threadIdx.x] = raw_descriptor(sb, 8, 16, 1024, 0)  # MISALIGNED_LINE
+
+    @hidet.script
+    def misaligned_atom(out: u64[128]):
+        attrs.func_kind = "cuda_kernel"
+        attrs.cuda.block_dim = 128
+        attrs.cuda.grid_dim = 1
+        sb = shared_tensor(f16, layout=swizzled_layout([16, 64], 2, 128))
+        out[threadIdx.x] = raw_descriptor(~sb[4, 0], 0, 16, 1024, 128)  # ATOM_LINE
+
+
+def line_of(marker: str) -> int:
+    """The line of this file that holds `# marker`."""
+    with open(__file__) as source:
+        return next(number for number, text in enumerate(source, 1) if text.rstrip().endswith(f"# {marker}"))
+
+
+@functools.cache
+def misuse_checked() -> Any:
+    return misuse_module.build(target="cuda:sm_90a", check=True)
+
+
+@EMULATOR_ONLY
+@pytest.mark.parametrize(("kernel", "marker", "message"), [
+    ("read_before_wait", "READ_LINE", "reads acc[1] at {file}:{line}, an accumulator register of the "
+                                      "wgmma_mma_async at {file}:"),
+    ("no_fence", "NO_FENCE_LINE", "wgmma_mma_async at {file}:{line} has no wgmma_fence before it"),
+    ("write_after_fence", "REFENCE_LINE", "wgmma_mma_async at {file}:{line} uses registers written since the "
+                                          "last wgmma_fence"),
+    ("misaligned_start", "MISALIGNED_LINE", "wgmma_descriptor at {file}:{line}: the start address"),
+    ("misaligned_atom", "ATOM_LINE", "wgmma_descriptor at {file}:{line}: the tile at"),
+])
+def test_the_checking_mode_reports_misuse_at_its_line(kernel: str, marker: str, message: str) -> None:
+    out = np.zeros(128, np.uint64 if kernel.startswith("misaligned") else np.float32)
+    with pytest.raises(RuntimeError) as excinfo:
+        misuse_checked()[kernel](out)
+    expected = message.format(file=__file__, line=line_of(marker))
+    assert expected in str(excinfo.value)
+
+
+# ------------------------------------------------------------------------------------------ NVRTC for sm_90a
+
+
+with hidet.script_module() as specialized_module:
+
+    @hidet.script
+    def specialized(d: f32[64, 128]):
+        attrs.func_kind = "cuda_kernel"
+        attrs.cuda.block_dim = 256
+        attrs.cuda.grid_dim = 1
+        t = threadIdx.x
+        sa = shared_tensor(f16, layout=swizzled_layout([64, 64], 2, 128))
+        sb = shared_tensor(bf16, layout=swizzled_layout([128, 64], 2, 128))
+        for i in range(16):
+            sa[(t + 256 * i) / 64, (t + 256 * i) % 64] = 1.0
+        for i in range(32):
+            sb[(t + 256 * i) / 64, (t + 256 * i) % 64] = 1.0
+        fence_proxy_async_shared()
+        syncthreads()
+        if t < 128:
+            setmaxnreg_dec(40)
+        else:
+            setmaxnreg_inc(232)
+            acc = wgmma_accumulator(128)
+            wgmma_fence()
+            wgmma_mma_async(acc, wgmma_descriptor(sa), wgmma_descriptor(sa, k=16), dtype=f16, scale_d=0)
+            frag = register_tensor(u32, [4])
+            for e in range(4):
+                frag[e] = 0
+            wgmma_fence()
+            wgmma_mma_async(acc, frag, wgmma_descriptor(sb, k=32), dtype=bf16)
+            wgmma_commit_group()
+            wgmma_wait_group(0)
+            for r in range(64):
+                d[wgmma_accumulator_row(t - 128, r), wgmma_accumulator_col(t - 128, r)] = \
+                    acc[wgmma_accumulator_row(t - 128, r), wgmma_accumulator_col(t - 128, r)]
+
+
+def test_nvrtc_compiles_wgmma_for_sm_90a_to_hgmma() -> None:
+    """The cubin of a kernel with wgmma from shared memory and from registers, for sm_90a, has HGMMA in its SASS
+    (and the producer / consumer register reallocation)."""
+    command = sass.disassembler()
+    if command is None:
+        pytest.skip(sass.SASS_TOOLS_MISSING)
+    cubin = specialized_module.build(target="cuda:sm_90a").cubin
+    listing = sass.disassemble(cubin, command)
+    opcodes = sass.opcode_counts(listing)["specialized"]
+    assert sum(count for opcode, count in opcodes.items() if opcode.startswith("HGMMA")) == 2, opcodes
+    assert any(opcode.startswith("WARPGROUP") for opcode in opcodes), opcodes
+
+
+def test_wgmma_is_refused_on_sm_90_at_its_line() -> None:
+    """wgmma is sm_90a's own: a module built for sm_90 is refused at the first line using it."""
+    from hidet_lang.errors import DSLTypeError
+
+    with pytest.raises(DSLTypeError) as excinfo:
+        specialized_module.build(target="cuda:sm_90")
+    assert "needs CUDA architecture sm_90a" in excinfo.value.message
