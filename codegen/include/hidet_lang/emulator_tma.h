@@ -91,15 +91,12 @@ static inline long long tma_box_bytes(const hl_tensor_map *m) {
     return bytes;
 }
 
-// Checking mode: a load's bytes of shared memory are written, ordered by the mbarrier the readers wait on.
-static void tma_mark_written(const char *dst, long long bytes) {
-    Block *b = hdr()->st->block;
-    SharedArray *a = find_shared(b, dst);
-    if (!a) return;
-    size_t off = (size_t)(dst - a->base), n = (size_t)bytes;
-    if (off + n > a->bytes) n = a->bytes - off;
-    for (size_t k = 0; k < n; ++k) {
-        Shadow &x = a->shadow[off + k];
+// Checking mode: the `bytes` bytes at `p` are written by a load, ordered by the mbarrier the readers wait on
+// (`a`: the shared array holding them, or null when it is not registered).
+static inline void tma_mark_written(SharedArray *a, const char *p, size_t bytes) {
+    if (!a || p < a->base || p + bytes > a->base + a->bytes) return;
+    for (size_t k = 0; k < bytes; ++k) {
+        Shadow &x = a->shadow[(size_t)(p - a->base) + k];
         x.written = 1, x.write_epoch = 0, x.readers = 0;  // epoch 0: ordered before every access
     }
 }
@@ -109,14 +106,15 @@ static void tma_load(void *dst, const void *map, void *bar, int rank, const int 
     const hl_tensor_map *m = tma_map(map, rank, dst, line, where, "tma_load");
     uintptr_t base = (uintptr_t)dst;
     int e = m->elem_bytes, swizzle = m->swizzle;
+    SharedArray *checked = where ? find_shared(hdr()->st->block, (const char *)dst) : nullptr;
     tma_for_box(m, coords, [&](size_t off, const char *g) {
         char *d = (char *)tma_swizzle(base + off, swizzle);
         if (g)
             memcpy(d, g, (size_t)e);
         else
             memset(d, 0, (size_t)e);
+        tma_mark_written(checked, d, (size_t)e);
     });
-    if (where) tma_mark_written((const char *)dst, tma_box_bytes(m));
     mbar_complete_tx(bar, tma_box_bytes(m), line, where);
 }
 
