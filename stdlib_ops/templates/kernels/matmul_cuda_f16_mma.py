@@ -9,7 +9,9 @@ output; `a` is row-major `[m, k]` and `b` row-major `[k, n]`, as the matmul task
   whose f32 accumulators are register tensors indexed only by constants (`meta.range`). Blocks go over the tiles
   in groups of `GROUP_M` tile rows (a group's blocks share rows of `a` and columns of `b` in L2), batch entries
   outermost. `default_tiles` chooses 128 x 128 tiles of 8 warps (64 x 32 each), or 64 x 64 tiles of 4 warps
-  where those give a GPU too few blocks.
+  where those give a GPU too few blocks. Blocks of up to 256 threads whose warp tiles are at most 64 x 32 ask for
+  two blocks an SM (launch bounds), which holds a thread to 128 registers at 256 threads (the 128 x 128 tile needs
+  128 without spilling; a 64 x 64 warp tile's 128 accumulators would spill).
 - **Copies.** Along k, steps of `BLOCK_K` = 32: the tiles of `a` (`block_m x 32`) and `b` (`32 x block_n`) are
   copied into one of `stages` buffers of dynamic shared memory in chunks of 8 elements (16 bytes). A chunk inside
   the matrix whose rows are a multiple of 8 elements long (so that its address is 16-byte aligned) is one
@@ -145,6 +147,8 @@ def matmul_cuda_f16_mma(batch: Size, m: Size, n: Size, k: Size, out_dtype: str =
     swizzle_a = swizzled_chunk(BLOCK_K // CHUNK)
     swizzle_b = swizzled_chunk(block_n // CHUNK)
     a_bytes = stages * block_m * BLOCK_K * 2  # the a buffers, then the b buffers
+    # two blocks an SM (at most 128 registers a thread at 256 threads) where a warp's accumulators leave room
+    min_blocks = 2 if threads <= 256 and warp_m * warp_n <= 64 * 32 else 1
 
     with script_module() as module:
 
@@ -155,6 +159,7 @@ def matmul_cuda_f16_mma(batch: Size, m: Size, n: Size, k: Size, out_dtype: str =
             # one grid dimension (x allows 2**31 - 1 blocks; y and z only 65535, fewer than a batch may need)
             attrs.cuda.grid_dim = (n + block_n - 1) // block_n * ((m + block_m - 1) // block_m) * batch
             attrs.cuda.dynamic_smem_bytes = smem_bytes
+            attrs.cuda.min_blocks = min_blocks
             smem_a = tensor_pointer(dt, [stages, block_m, BLOCK_K], init=dynamic_shared_memory(0, dt))
             smem_b = tensor_pointer(dt, [stages, BLOCK_K, block_n], init=dynamic_shared_memory(a_bytes, dt))
             ra = register_tensor(u32, [mma_m, 4])
