@@ -221,12 +221,17 @@ def wgmma_commit_group() -> E.Intrinsic:
     return intrinsic("wgmma_commit_group")
 
 
-def wgmma_wait_group(n: int) -> E.Intrinsic:
+def wgmma_wait_group(n: int, acc: Any = None) -> E.Intrinsic:
     """PTX `wgmma.wait_group.sync.aligned n`: wait until at most `n` (a Python int, 0 to 7) of this thread's
-    committed groups are pending; the accumulators of the others then hold their results."""
+    committed groups are pending; the accumulators of the others then hold their results. With `acc` (an
+    accumulator tensor, as `wgmma_mma_async` takes it), its registers are tied to the wait on the GPU, so that the
+    CUDA compiler moves no read of them above it: pass the accumulator that the code after the wait reads."""
     if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 7:
         raise ValueError(f"wgmma_wait_group takes a Python int from 0 to 7, got {n!r}")
-    return intrinsic("wgmma_wait_group", E.Constant(n, int32))
+    if acc is None:
+        return intrinsic("wgmma_wait_group", E.Constant(n, int32))
+    acc_ptr, width = _accumulator(acc, None)
+    return intrinsic("wgmma_wait_group_registers", E.Constant(n, int32), E.Constant(width, int32), acc_ptr)
 
 
 def setmaxnreg_inc(registers: int) -> E.Intrinsic:

@@ -242,16 +242,24 @@ def _warpgroup_mma_specs() -> tuple[IntrinsicSpec, ...]:
     specs = [IntrinsicSpec("wgmma_make_descriptor", (Pointer(), int32, int32, int32, int32), uint64,
                            _call("hl_wgmma_make_desc"), **hopper)]
     for t in WGMMA_TYPES:
+        ss = f"ss_{t}<{{0}}, {{1}}, {{2}}>({{3}}, {{4}}, {{5}}, {{6}})"
+        rs = f"rs_{t}<{{0}}, {{1}}>({{2}}, {{3}}, {{4}}, {{5}})"
+        # checking mode: the DSL line in reports, and the operation's shared-memory reads checked
         specs.append(IntrinsicSpec(f"wgmma_mma_async_{t}_ss", (int32, int32, int32, uint64, uint64,
                                                                Pointer(float32), int32), void,
-                                   f"hl_wgmma_ss_{t}<{{0}}, {{1}}, {{2}}>({{3}}, {{4}}, {{5}}, {{6}})", mma, **hopper))
+                                   f"hl_wgmma_{ss}", mma, emulator_checked=f"hl_emu_wgmma_site({{where}}).{ss}",
+                                   **hopper))
         specs.append(IntrinsicSpec(f"wgmma_mma_async_{t}_rs", (int32, int32, Pointer(uint32), uint64,
                                                                Pointer(float32), int32), void,
-                                   f"hl_wgmma_rs_{t}<{{0}}, {{1}}>({{2}}, {{3}}, {{4}}, {{5}})", mma, **hopper))
+                                   f"hl_wgmma_{rs}", mma, emulator_checked=f"hl_emu_wgmma_site({{where}}).{rs}",
+                                   **hopper))
     specs += [
         IntrinsicSpec("wgmma_fence", (), void, _call("hl_wgmma_fence"), Effect.ASYNC, **hopper),
         IntrinsicSpec("wgmma_commit_group", (), void, _call("hl_wgmma_commit_group"), Effect.ASYNC, **hopper),
         IntrinsicSpec("wgmma_wait_group", (int32,), void, "hl_wgmma_wait_group<{0}>()", Effect.ASYNC, **hopper),
+        # the wait, then the N / 2 accumulators tied to it (no read of them is moved above it)
+        IntrinsicSpec("wgmma_wait_group_registers", (int32, int32, Pointer(float32)), void,
+                      "hl_wgmma_wait_group_registers<{0}, {1}>({2})", _READ_WRITE | Effect.ASYNC, **hopper),
         *(IntrinsicSpec(f"setmaxnreg_{way}", (int32,), void, f"hl_setmaxnreg_{way}<{{0}}>()",
                         Effect.WARP_COLLECTIVE, **hopper) for way in ("inc", "dec")),
     ]

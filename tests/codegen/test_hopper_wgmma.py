@@ -125,7 +125,7 @@ def product_module(n: int, swizzle: int, dtype_name: str, a_in_registers: bool, 
                     wgmma_mma_async(acc, desc_a, desc_b, dtype=dt, trans_a=trans_a, trans_b=trans_b,
                                     scale_d=step_scale)
             wgmma_commit_group()
-            wgmma_wait_group(0)
+            wgmma_wait_group(0, acc)
             for r in range(n // 2):
                 d[wgmma_accumulator_row(t, r), wgmma_accumulator_col(t, r)] = acc[wgmma_accumulator_row(t, r),
                                                                                  wgmma_accumulator_col(t, r)]
@@ -172,7 +172,7 @@ def run_product(n: int, swizzle: int, dtype_name: str, a_in_registers: bool, tra
     assert np.all(np.abs(d - expected) <= bound), np.abs(d - expected).max()
 
 
-@settings(max_examples=example_count(8), deadline=None)
+@settings(max_examples=example_count(6), deadline=None)
 @given(product_cases())
 def test_wgmma_product_equals_numpy(case: dict[str, Any]) -> None:
     run_product(**case)
@@ -183,6 +183,21 @@ def test_wgmma_product_of_each_swizzle_with_n_256(swizzle: int) -> None:
     """The widest N, K-major operands from shared memory, several k steps: every swizzle's addressing."""
     run_product(n=256, swizzle=swizzle, dtype_name="float16", a_in_registers=False, trans_a=False, trans_b=False,
                 ksteps=swizzle // 32 if swizzle else 2, scale=1, seed=swizzle)
+
+
+@pytest.mark.parametrize("case", [
+    dict(n=40, swizzle=0, dtype_name="bfloat16", a_in_registers=True, trans_a=False, trans_b=True, ksteps=3,
+         scale=0),
+    dict(n=64, swizzle=128, dtype_name="bfloat16", a_in_registers=False, trans_a=True, trans_b=True, ksteps=2,
+         scale=1),
+    dict(n=8, swizzle=64, dtype_name="float16", a_in_registers=True, trans_a=False, trans_b=False, ksteps=2,
+         scale=1),
+], ids=["registers-mn-major-b", "mn-major-a-and-b", "registers-n-8"])
+def test_wgmma_product_of_each_operand_path(case: dict[str, Any]) -> None:
+    """A from registers, MN-major A and B, bf16, the narrowest N: every path, whatever hypothesis draws."""
+    if case["dtype_name"] not in ML_DTYPES:
+        pytest.skip("bf16 inputs need ml_dtypes")
+    run_product(**case, seed=11)
 
 
 def test_a_wrong_swizzle_gives_a_wrong_product() -> None:
@@ -393,6 +408,24 @@ with hidet.script_module() as misuse_module:
         out[t] = acc[0]
 
     @hidet.script
+    def unwritten_tile(out: f32[128]):
+        attrs.func_kind = "cuda_kernel"
+        attrs.cuda.block_dim = 128
+        attrs.cuda.grid_dim = 1
+        t = threadIdx.x
+        sa = shared_tensor(f16, layout=swizzled_layout([64, 64], 2, 128))
+        sb = shared_tensor(f16, layout=swizzled_layout([8, 64], 2, 128))
+        for i in range(32):
+            sa[(t + 128 * i) / 64, (t + 128 * i) % 64] = 0.0
+        syncthreads()
+        acc = register_tensor(f32, [4])
+        wgmma_fence()
+        wgmma_mma_async(acc, wgmma_descriptor(sa), wgmma_descriptor(sb), scale_d=0)  # UNWRITTEN_LINE
+        wgmma_commit_group()
+        wgmma_wait_group(0)
+        out[t] = acc[0]
+
+    @hidet.script
     def misaligned_start(out: u64[128]):
         attrs.func_kind = "cuda_kernel"
         attrs.cuda.block_dim = 128
@@ -427,6 +460,7 @@ def misuse_checked() -> Any:
     ("no_fence", "NO_FENCE_LINE", "wgmma_mma_async at {file}:{line} has no wgmma_fence before it"),
     ("write_after_fence", "REFENCE_LINE", "wgmma_mma_async at {file}:{line} uses registers written since the "
                                           "last wgmma_fence"),
+    ("unwritten_tile", "UNWRITTEN_LINE", "wgmma_mma_async reads sb (shared, declared at {file}:"),
     ("misaligned_start", "MISALIGNED_LINE", "wgmma_descriptor at {file}:{line}: the start address"),
     ("misaligned_atom", "ATOM_LINE", "wgmma_descriptor at {file}:{line}: the tile at"),
 ])
@@ -470,7 +504,7 @@ with hidet.script_module() as specialized_module:
             wgmma_fence()
             wgmma_mma_async(acc, frag, wgmma_descriptor(sb, k=32), dtype=bf16)
             wgmma_commit_group()
-            wgmma_wait_group(0)
+            wgmma_wait_group(0, acc)
             for r in range(64):
                 d[wgmma_accumulator_row(t - 128, r), wgmma_accumulator_col(t - 128, r)] = \
                     acc[wgmma_accumulator_row(t - 128, r), wgmma_accumulator_col(t - 128, r)]

@@ -411,8 +411,9 @@ def test_operands_that_do_not_fit_the_signature_are_refused(name: str, operands:
 # ---------------------------------------------------------------------------------------------- Hopper: warpgroup MMA
 # The warpgroup MMA entries run in a whole warpgroup (128 threads), on operands only some values fit (N and the
 # register counts are immediates; a descriptor names a tile aligned to its swizzle atom): each has its own sample
-# kernel, with a zeroed 128B-swizzled f16 tile, the entry's use at USE_SPAN on the operands below and, to run, the
-# fence before an mma_async and the commit and wait after it. tests/codegen/test_hopper_wgmma.py checks results.
+# kernel, with a zeroed 128B-swizzled f16 tile, the entry's use at USE_SPAN on the operands below and, to run, a
+# barrier and the fence before an mma_async and the commit and wait after it. tests/codegen/test_hopper_wgmma.py
+# checks results.
 
 WARPGROUP_ENTRIES = frozenset(name for name in NAMES if name.startswith(("wgmma_", "setmaxnreg_")))
 WARPGROUP_THREADS = 128
@@ -420,7 +421,7 @@ WARPGROUP_THREADS = 128
 
 def warpgroup_operands(spec: IntrinsicSpec, tile: E.Var, acc: E.Var, frag: E.Var) -> list[E.Expr]:
     """Operands a warpgroup entry takes: N = 8, no transposes, scale-d 0, descriptors of the tile, 240 and 40
-    registers, a wait for all groups."""
+    registers, waits for all groups."""
     i32 = [E.Constant(v, int32) for v in (0, 8, 16, 1024, 128)]
     zero, eight = i32[0], i32[1]
     tile_start = E.Address(E.TensorElement(tile, (zero, zero)))
@@ -432,6 +433,8 @@ def warpgroup_operands(spec: IntrinsicSpec, tile: E.Var, acc: E.Var, frag: E.Var
         return [eight, zero, zero, desc, desc, acc_start, zero]
     if spec.name.endswith("_rs"):
         return [eight, zero, frag_start, desc, acc_start, zero]
+    if spec.name == "wgmma_wait_group_registers":
+        return [zero, E.Constant(8, int32), acc_start]
     if spec.name.startswith("setmaxnreg_"):
         return [E.Constant(240 if spec.name.endswith("inc") else 40, int32)]
     return [zero] * len(spec.operands)  # the fence, the commit, the wait for all groups
@@ -449,8 +452,8 @@ def warpgroup_sample_kernel(spec: IntrinsicSpec, runnable: bool) -> Function:
         body.append(S.BufferStoreStmt(tile, (row, col), E.Constant(0.0, float16)))
     body += [S.BufferStoreStmt(frag, (E.Constant(i, int32),), E.Constant(0, uint32)) for i in range(4)]
     mma = spec.name.startswith("wgmma_mma_async")
-    if runnable and mma:
-        body.append(S.EvaluateStmt(intrinsic("wgmma_fence")))
+    if runnable and mma:  # the tile written by every thread before any reads it; then the fence
+        body += [S.EvaluateStmt(intrinsic("syncthreads")), S.EvaluateStmt(intrinsic("wgmma_fence"))]
     with at(USE_SPAN):
         e = intrinsic(spec.name, *warpgroup_operands(spec, tile, acc, frag))
         body.append(S.EvaluateStmt(e) if e.type == void else S.DeclareStmt(E.Var("r0", e.type), e))

@@ -18,8 +18,9 @@
 //   hl_wgmma_make_desc or with a base offset; an mma_async with no wgmma.fence before it in its thread, or after a
 //   write to its registers since the last fence; one in a warpgroup the block lacks threads of; more than
 //   WGMMA_MAX_PENDING operations pending in a thread. In checking mode also an access to an accumulator (or A
-//   fragment) register of an mma_async that no wait_group has covered yet, at the access's DSL line: every checked
-//   access of a register tensor goes through hl_emu_wgmma_checked (defined below as hl_emu_checked).
+//   fragment) register of an mma_async that no wait_group has covered yet, at the access's DSL line (every checked
+//   access of a register tensor goes through hl_emu_wgmma_checked, defined below as hl_emu_checked), and the
+//   operation's reads of shared memory go through the shared-memory checks (uninitialized bytes, races).
 #pragma once
 #ifndef HIDET_LANG_EMULATOR_WGMMA_H
 #define HIDET_LANG_EMULATOR_WGMMA_H
@@ -41,6 +42,7 @@ struct WgmmaOp {
     const uint32_t *a_regs;  // A from registers: this thread's fragment (null: A from shared memory)
     uint64_t desc_a, desc_b;
     int n, group, line;
+    const char *where;  // checking mode: the DSL line, and shared-memory reads go through the checks
     bool bf16, trans_a, trans_b, scale_d;
     uint16_t a[2][16];  // A from registers: rows g and g + 8 of the warp's 16 rows, all 16 k
 };
@@ -192,6 +194,14 @@ static const uint16_t *wgmma_element(const char *anchor, uint64_t desc, bool mn_
 
 static inline float wgmma_value(uint16_t bits, bool bf16) { return bf16 ? bf16_to_f32(bits) : f16_to_f32(bits); }
 
+// An operand's element (mn, k), read as the operation does; in checking mode a shared-memory read the checks see
+// (uninitialized bytes, races).
+static inline uint16_t wgmma_read(const WgmmaOp &op, const char *anchor, uint64_t desc, bool mn_major, int mn, int k) {
+    const uint16_t *p = wgmma_element(anchor, desc, mn_major, mn, k);
+    if (op.where) shared_access((const char *)p, sizeof *p, ACCESS_READ, 0, op.where, "wgmma_mma_async");
+    return *p;
+}
+
 // Compute one pending operation's accumulators of thread `me` (its place in its warpgroup gives their rows and
 // columns).
 static void wgmma_compute(const WgmmaOp &op, int me) {
@@ -202,8 +212,8 @@ static void wgmma_compute(const WgmmaOp &op, int me) {
         int half = (r >> 1) & 1, row = 16 * w + g + 8 * half, col = 8 * (r >> 2) + 2 * q + (r & 1);
         float acc = op.scale_d ? op.d[r] : 0.0f;
         for (int k = 0; k < 16; ++k) {
-            uint16_t a = op.a_regs ? op.a[half][k] : *wgmma_element(anchor_a, op.desc_a, op.trans_a, row, k);
-            uint16_t b = *wgmma_element(anchor_b, op.desc_b, op.trans_b, col, k);
+            uint16_t a = op.a_regs ? op.a[half][k] : wgmma_read(op, anchor_a, op.desc_a, op.trans_a, row, k);
+            uint16_t b = wgmma_read(op, anchor_b, op.desc_b, op.trans_b, col, k);
             acc += wgmma_value(a, op.bf16) * wgmma_value(b, op.bf16);
         }
         op.d[r] = acc;
@@ -230,8 +240,8 @@ static bool wgmma_dirty(const WgmmaThread *s, const void *p, size_t bytes) {
     return false;
 }
 
-static void wgmma_issue(int line, int n, bool bf16, bool trans_a, bool trans_b, uint64_t desc_a, uint64_t desc_b,
-                        const uint32_t *a_regs, float *d, int scale_d) {
+static void wgmma_issue(int line, const char *where, int n, bool bf16, bool trans_a, bool trans_b, uint64_t desc_a,
+                        uint64_t desc_b, const uint32_t *a_regs, float *d, int scale_d) {
     Header *h = hdr();
     Block *b = h->st->block;
     int me = h->linear;
@@ -258,6 +268,7 @@ static void wgmma_issue(int line, int n, bool bf16, bool trans_a, bool trans_b, 
     op.n = n;
     op.group = s->commits;
     op.line = line;
+    op.where = where;
     op.bf16 = bf16;
     op.trans_a = trans_a;
     op.trans_b = trans_b;
@@ -325,34 +336,42 @@ static void wgmma_register_access(const void *p, size_t bytes, int flags, const 
             if (wgmma_overlaps(p, bytes, s->ranges[i].p, s->ranges[i].bytes)) s->dirty[i] = true;
 }
 
-// The operations whose count or shape is a template argument, at a call site's line.
+// The operations whose count or shape is a template argument, at a call site's line (and, in checking mode, its
+// DSL location).
 struct WgmmaSite {
     int line;
+    const char *where;
 
     template <int N, int TA, int TB>
     void ss_f16(uint64_t desc_a, uint64_t desc_b, float *d, int scale_d) const {
         static_assert(N % 8 == 0 && N >= 8 && N <= 256, "wgmma m64nNk16: N is a multiple of 8 from 8 to 256");
-        wgmma_issue(line, N, false, TA != 0, TB != 0, desc_a, desc_b, nullptr, d, scale_d);
+        wgmma_issue(line, where, N, false, TA != 0, TB != 0, desc_a, desc_b, nullptr, d, scale_d);
     }
     template <int N, int TA, int TB>
     void ss_bf16(uint64_t desc_a, uint64_t desc_b, float *d, int scale_d) const {
         static_assert(N % 8 == 0 && N >= 8 && N <= 256, "wgmma m64nNk16: N is a multiple of 8 from 8 to 256");
-        wgmma_issue(line, N, true, TA != 0, TB != 0, desc_a, desc_b, nullptr, d, scale_d);
+        wgmma_issue(line, where, N, true, TA != 0, TB != 0, desc_a, desc_b, nullptr, d, scale_d);
     }
     template <int N, int TB>
     void rs_f16(const uint32_t *a, uint64_t desc_b, float *d, int scale_d) const {
         static_assert(N % 8 == 0 && N >= 8 && N <= 256, "wgmma m64nNk16: N is a multiple of 8 from 8 to 256");
-        wgmma_issue(line, N, false, false, TB != 0, 0, desc_b, a, d, scale_d);
+        wgmma_issue(line, where, N, false, false, TB != 0, 0, desc_b, a, d, scale_d);
     }
     template <int N, int TB>
     void rs_bf16(const uint32_t *a, uint64_t desc_b, float *d, int scale_d) const {
         static_assert(N % 8 == 0 && N >= 8 && N <= 256, "wgmma m64nNk16: N is a multiple of 8 from 8 to 256");
-        wgmma_issue(line, N, true, false, TB != 0, 0, desc_b, a, d, scale_d);
+        wgmma_issue(line, where, N, true, false, TB != 0, 0, desc_b, a, d, scale_d);
     }
     template <int N>
     void wait_group() const {
         static_assert(N >= 0, "wgmma.wait_group takes a group count from 0");
         wgmma_wait(N);
+    }
+    template <int G, int N>
+    void wait_group_registers(float *d) const {  // the emulator's compiler sees the accumulators escape already
+        static_assert(G >= 0 && N % 8 == 0 && N >= 8 && N <= 256, "wgmma.wait_group: a group count, then N");
+        (void)d;
+        wgmma_wait(G);
     }
     template <int R>
     void setmaxnreg() const {  // the emulator's threads have no register budget

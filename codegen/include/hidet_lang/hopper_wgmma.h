@@ -22,6 +22,8 @@
 //   void hl_wgmma_fence(), hl_wgmma_commit_group(), hl_wgmma_wait_group<N>(): wgmma.fence (orders this thread's
 //   register accesses before the following mma_async), wgmma.commit_group (closes the group of this thread's
 //   mma_async since the last commit), wgmma.wait_group N (waits until at most N committed groups are pending).
+//   void hl_wgmma_wait_group_registers<G, N>(float *d): wgmma.wait_group G, then the N / 2 accumulators d tied to
+//   it (an empty asm that reads and writes each), so that the compiler moves no read of them above the wait.
 //   void hl_setmaxnreg_inc<R>(), hl_setmaxnreg_dec<R>(): setmaxnreg.inc / .dec.sync.aligned.u32 R (24 to 256,
 //   a multiple of 8): the warpgroup's threads' register budget raised / lowered to R; a no-op on the emulator.
 // On the GPU every body but the descriptor's needs sm_90a (elsewhere it traps). The emulator computes an
@@ -37,15 +39,18 @@
 #include "emulator_wgmma.h"
 
 #define hl_wgmma_make_desc(...) ::hl_emu::wgmma_make_desc(__LINE__, __VA_ARGS__)
-#define hl_wgmma_ss_f16 ::hl_emu::WgmmaSite{__LINE__}.ss_f16
-#define hl_wgmma_ss_bf16 ::hl_emu::WgmmaSite{__LINE__}.ss_bf16
-#define hl_wgmma_rs_f16 ::hl_emu::WgmmaSite{__LINE__}.rs_f16
-#define hl_wgmma_rs_bf16 ::hl_emu::WgmmaSite{__LINE__}.rs_bf16
+#define hl_wgmma_ss_f16 ::hl_emu::WgmmaSite{__LINE__, nullptr}.ss_f16
+#define hl_wgmma_ss_bf16 ::hl_emu::WgmmaSite{__LINE__, nullptr}.ss_bf16
+#define hl_wgmma_rs_f16 ::hl_emu::WgmmaSite{__LINE__, nullptr}.rs_f16
+#define hl_wgmma_rs_bf16 ::hl_emu::WgmmaSite{__LINE__, nullptr}.rs_bf16
+// checking mode's mma_async: hl_emu_wgmma_site(where).ss_f16<N, TA, TB>(...), ...
+#define hl_emu_wgmma_site(where) ::hl_emu::WgmmaSite{__LINE__, (where)}
 #define hl_wgmma_fence() ::hl_emu::wgmma_fence(__LINE__)
 #define hl_wgmma_commit_group() ::hl_emu::wgmma_commit_group(__LINE__)
-#define hl_wgmma_wait_group ::hl_emu::WgmmaSite{__LINE__}.wait_group
-#define hl_setmaxnreg_inc ::hl_emu::WgmmaSite{__LINE__}.setmaxnreg
-#define hl_setmaxnreg_dec ::hl_emu::WgmmaSite{__LINE__}.setmaxnreg
+#define hl_wgmma_wait_group ::hl_emu::WgmmaSite{__LINE__, nullptr}.wait_group
+#define hl_wgmma_wait_group_registers ::hl_emu::WgmmaSite{__LINE__, nullptr}.wait_group_registers
+#define hl_setmaxnreg_inc ::hl_emu::WgmmaSite{__LINE__, nullptr}.setmaxnreg
+#define hl_setmaxnreg_dec ::hl_emu::WgmmaSite{__LINE__, nullptr}.setmaxnreg
 
 #else
 // ============================================================================================================
@@ -249,6 +254,14 @@ HL_WG_DEVICE void hl_wgmma_wait_group(void) {
 #else
     __trap();
 #endif
+}
+
+template <int G, int N>
+HL_WG_DEVICE void hl_wgmma_wait_group_registers(float *d) {
+    HL_WGMMA_CHECK_SHAPE(N);
+    hl_wgmma_wait_group<G>();
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 template <int R>
