@@ -9,17 +9,24 @@ lowers the module for it, and hands the lowered module to the backend's `build`.
 from __future__ import annotations
 
 import dataclasses
+import marshal
+import sys
 from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any
 
 from codegen.emit.c_emitter import CEmitter
 from codegen.runtime.cuda_backend import backend
+from codegen.runtime.interface import ModuleInterface
 from codegen.runtime.module import CompiledModule, bounds_checks
 from codegen.toolchain import cpu_features, vector_math
-from codegen.toolchain.cache import build_and_load
+from codegen.toolchain.cache import build_and_load, load_library, recorded_library
+from codegen.toolchain.cache_keys import host_cpu
 from codegen.toolchain.compiler import DEFAULT_C_FLAGS, find_c_compiler
 from codegen.toolchain.errors import CCompilationError, CompilerNotFoundError
 from codegen.toolchain.nvrtc import default_arch
 from hidet_lang.ir.func import IRModule
+from hidet_lang.passes.pipeline import lower
 from hidet_lang.passes.vector_rules import uses_vector_types
 from hidet_lang.target import Target, TargetKind
 from hidet_lang.version import __version__
@@ -36,6 +43,20 @@ class Backend(ABC):
     def build(self, lowered: IRModule, target: Target, *, check: bool, fast_math: bool) -> CompiledModule:
         """The compiled module of `lowered` (the module lowered for `target`); `check` builds the checking mode,
         `fast_math` the approximate math of `build_module(fast_math=True)`."""
+
+    def machine(self, target: Target) -> str | None:
+        """What besides a module's IR decides what this backend builds for `target` on this machine (part of the
+        key of the module's record: `codegen.module_records`); None where modules are not recorded."""
+        return None
+
+    def record(self, built: CompiledModule) -> dict[str, Any]:
+        """What `load` needs to give `built` again in another process (JSON data)."""
+        raise NotImplementedError(f"{type(self).__name__} records no module")
+
+    def load(self, record: dict[str, Any], module: IRModule, target: Target, *, check: bool) -> CompiledModule | None:
+        """The module `record` describes (`module` built for `target`, in checking mode when `check`), or None where
+        what it names is gone from the cache or does not load (the module is then built again)."""
+        return None
 
 
 class CpuBackend(Backend):
@@ -57,7 +78,38 @@ class CpuBackend(Backend):
         source = emitter.emit_module(lowered)
         flags = (*DEFAULT_C_FLAGS, *(vector_math.LINK_FLAGS if emitter.vector_math_used else ()))
         lib = build_and_load(source, language="c", flags=flags, version=__version__)
-        return CompiledModule(lowered, lib, str(target), emitter.function_names, sources={"c": source},
+        interface = ModuleInterface.of(lowered, emitter.function_names)
+        return CompiledModule(interface, lib, str(target), lowered=lambda: lowered, sources={"c": source},
+                              after_call=[bounds_checks(lib)] if check else [])
+
+    def machine(self, target: Target) -> str | None:
+        """The C compiler (its identity: the executable's path, size and time), the CPU (the libraries are built
+        for `-march=native`, and a module with vector types is checked against the CPU's extensions) and the
+        Python implementation (a record holds pickled and marshalled code); None without a C compiler."""
+        try:
+            return f"{find_c_compiler('c').identity}\x1f{host_cpu()}\x1f{sys.implementation.cache_tag}"
+        except CompilerNotFoundError:
+            return None
+
+    def record(self, built: CompiledModule) -> dict[str, Any]:
+        """The key of the library's cache entry, the module's interface and its callers' code (marshalled)."""
+        return {"library": Path(built.library_path).parent.name, "interface": built.interface,
+                "callers": {source: marshal.dumps(code) for source, code in built.callers.items()}}
+
+    def load(self, record: dict[str, Any], module: IRModule, target: Target, *, check: bool) -> CompiledModule | None:
+        """The recorded library, loaded; its `ir` lowers `module` again on first use."""
+        try:
+            found = recorded_library(record["library"])
+            if found is None:
+                return None
+            path, source = found
+            lib = load_library(path)
+            callers = {text: marshal.loads(code) for text, code in record["callers"].items()}
+            interface = record["interface"]
+        except (OSError, ValueError, KeyError, TypeError, EOFError):
+            return None
+        return CompiledModule(interface, lib, str(target), sources={"c": source}, callers=callers,
+                              lowered=lambda: lower(module, self.resolve(target, module), verify_ir=check),
                               after_call=[bounds_checks(lib)] if check else [])
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import dataclasses
 
 from codegen.backends import backend_for
+from codegen.module_records import find_record, module_record_key, remember
 from codegen.runtime.module import CompiledModule
 from hidet_lang.ir.func import IRModule
-from hidet_lang.passes.pipeline import lower
+from hidet_lang.passes.pipeline import lower, lowering_is_observed
 from hidet_lang.target import Target
 
 
@@ -23,12 +24,26 @@ def build_module(module: IRModule, target: Target | str | None = None, *, check:
     module with vector types asks the machine's C compiler which instruction-set extensions it enables
     (`toolchain.cpu_features`), for the lowering to refuse a vector type that needs a missing one; where the compiler
     cannot be asked, nothing is refused (a library in the cache needs no compiler, and a compilation reports it).
-    A CUDA build for any architecture runs on the emulator where there is no GPU."""
+    A CUDA build for any architecture runs on the emulator where there is no GPU.
+
+    A module built before (in this process or another) whose backend records its builds (the CPU's) is loaded from
+    its record (`codegen.module_records`) without being lowered, emitted or compiled, unless the environment asks
+    to verify or dump every lowering (`HIDET_LANG_VERIFY_IR`, `HIDET_LANG_DUMP_IR`)."""
     if fast_math:
         module = IRModule(tuple(dataclasses.replace(f, attrs=dataclasses.replace(f.attrs, fast_math=True))
                                 for f in module.functions))
     parsed = Target.parse(target, module)
     backend = backend_for(parsed)
+    machine = None if lowering_is_observed() else backend.machine(parsed)
+    key = None if machine is None else module_record_key(module, parsed, (f"{check=}", f"{fast_math=}"), machine)
+    record = None if key is None else find_record(key)
+    if record is not None:
+        loaded = backend.load(record, module, parsed, check=check)
+        if loaded is not None:
+            return loaded
     resolved = backend.resolve(parsed, module)
     lowered = lower(module, resolved, verify_ir=check)
-    return backend.build(lowered, resolved, check=check, fast_math=fast_math)
+    built = backend.build(lowered, resolved, check=check, fast_math=fast_math)
+    if key is not None:
+        remember(key, backend.record(built))
+    return built

@@ -20,6 +20,7 @@ from codegen.emit.cuda_emitter import emit_cuda
 from codegen.emit.kernel_plan import ModulePlan, plan_module
 from codegen.runtime import cuda_driver, emulator_memory
 from codegen.runtime.cuda_backend import backend
+from codegen.runtime.interface import ModuleInterface
 from codegen.runtime.module import AfterCall, CompiledModule, bounds_checks
 from codegen.toolchain.cache import build_and_load, build_cubin, build_library
 from codegen.toolchain.compiler import DEFAULT_C_FLAGS, SEMANTICS_FLAGS, map_c_line_to_dsl
@@ -66,6 +67,7 @@ def build_cuda_module(module: IRModule, arch: str | None, check: bool = False,
                            version=__version__)
 
     sources = {"cuda": device_source, "host": host_source}
+    interface = ModuleInterface.of(module, dict(plan.host_names))
     verify_cubins(plan, device_source, host_source, os.environ.get(VERIFY_ENV_VAR, ""))
     if backend() == "gpu":
         # the host library is bound to the kernels it launches: one library for each device source
@@ -73,13 +75,13 @@ def build_cuda_module(module: IRModule, arch: str | None, check: bool = False,
         lib = build_and_load(host_source, language="c", flags=(*HOST_FLAGS, kernels_flag), version=__version__)
         cu_module = _bind_gpu(plan, lib, cubin())
         checks = [_launch_checks(lib, host_source), _gpu_assert_checks(module, cu_module)]
-        return CompiledModule(module, lib, f"cuda:{arch}", dict(plan.host_names), sources=sources, on_gpu=True,
+        return CompiledModule(interface, lib, f"cuda:{arch}", lowered=lambda: module, sources=sources, on_gpu=True,
                               cubin=cubin, after_call=[c for c in checks if c is not None])
     check = check or os.environ.get(CHECK_ENV_VAR, "") not in ("", "0")
     lib, combined = build_emulator(plan, check, arch)
     checks = [functools.partial(emulator_memory.launched, lib), _launch_checks(lib, combined),
               _emulator_assert_checks(module, lib), bounds_checks(lib) if check else None]
-    return CompiledModule(module, lib, f"cuda:{arch}", dict(plan.host_names), sources=sources, cubin=cubin,
+    return CompiledModule(interface, lib, f"cuda:{arch}", lowered=lambda: module, sources=sources, cubin=cubin,
                           after_call=[c for c in checks if c is not None])
 
 

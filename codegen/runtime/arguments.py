@@ -12,7 +12,8 @@ import ctypes
 import keyword
 import math
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
+from types import CodeType
 from typing import Any
 
 import numpy as np
@@ -171,13 +172,18 @@ def _caller_parameter_names(func: Function) -> list[str]:
 
 
 def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] | None, *, on_gpu: bool,
-                functions: Mapping[str, Function] | None = None) -> Callable[..., None]:
+                functions: Mapping[str, Function] | None = None,
+                written: frozenset[E.Var] | None = None,
+                compiled: MutableMapping[str, CodeType] | None = None) -> Callable[..., None]:
     """A Python function with `func`'s parameters that checks its arguments and calls `c_function`.
 
     With `on_gpu`, tensor arguments are device pointers: 'cuda' arrays pass their own, and numpy arrays are
     copied to the device before the call and back after it. A read-only array is accepted for a parameter that
-    `func` never writes (`written_array_params`, which follows calls into `functions`, the module's functions by
-    name), and refused, naming the parameter, for any other.
+    `func` never writes (`written`, found by `written_array_params` when None, which follows calls into
+    `functions`, the module's functions by name), and refused, naming the parameter, for any other.
+
+    The caller is Python source compiled once; `compiled` (code by source text) supplies the code of a source
+    compiled before and keeps what is compiled here, so that a module loaded from its record compiles nothing.
     """
     env: dict[str, Any] = {
         "_c": c_function, "_nd": np.ndarray, "_as_array": as_array, "_check": check_array, "_to_int": to_int,
@@ -192,7 +198,8 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
     restricted: list[tuple[str, str, bool, str]] = []  # no-alias functions: (address, parameter, written, bytes)
     # what the function may write: where a read-only array is refused, for the no-alias check, and on a GPU for
     # what comes back after the call
-    written = written_array_params(func, functions)
+    if written is None:
+        written = written_array_params(func, functions)
     written_flags: list[bool] = []  # with `on_gpu`: whether the function may write each tensor argument
     for i, (p, a) in enumerate(zip(func.params, names)):
         t = p.type
@@ -279,7 +286,13 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
     # errors (bad arguments, launch failures, driver errors) reach the user without the runtime's frames
     lines = [f"def {func.name}({sig}):", "    try:", *("    " + line for line in [*body, *call]),
              "    except Exception as _e:", "        raise _cut(_e) from None"]
-    exec(compile("\n".join(lines), f"<hidet_lang caller of {func.name}>", "exec"), env)  # noqa: S102
+    source = "\n".join(lines)
+    code = None if compiled is None else compiled.get(source)
+    if code is None:
+        code = compile(source, f"<hidet_lang caller of {func.name}>", "exec")
+        if compiled is not None:
+            compiled[source] = code
+    exec(code, env)  # noqa: S102
     caller = env[func.name]
     caller.__doc__ = f"Call the compiled function {func.name}({', '.join(p.name for p in func.params)})."
     return caller

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import ctypes
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import CodeType
 from typing import Any
 
 from codegen.emit.c_emitter import ASSERT_STATUS_SYMBOL, FLUSH_SYMBOL
 from codegen.runtime.arguments import ctype_of, make_caller
+from codegen.runtime.interface import ModuleInterface
 from codegen.runtime.kernel_launches import kernel_launches
 from codegen.toolchain.cache import PortableEntry, export_entry, install_entry
 from codegen.toolchain.cache_entries import CUBIN
@@ -17,10 +19,7 @@ from codegen.toolchain.headers import INCLUDE_DIR
 from codegen.toolchain.vectorization_report import VectorizationReport, vectorization_report
 from hidet_lang.builder import installed_builder
 from hidet_lang.errors import without_compiler_frames
-from hidet_lang.ir.expr import Intrinsic
-from hidet_lang.ir.func import DEVICE_KINDS, HOST_CALLABLE_KINDS, FuncKind, IRModule
-from hidet_lang.ir.functor import collect
-from hidet_lang.ir.stmt import AssertStmt
+from hidet_lang.ir.func import FuncKind, IRModule
 from hidet_lang.ir.types import DataType, VoidType
 from hidet_lang.target import Target
 from hidet_lang.version import __version__
@@ -32,16 +31,23 @@ class CompiledModule:
     """A built module. `m(*args)` calls its only public function (of several, the one named `launch`, as in Hidet);
     `m['name'](*args)` any host-callable one.
 
-    `sources` maps a name to generated source: 'c' for a CPU module; 'cuda' (what NVRTC compiles) and 'host'
-    (the launchers and host functions) for a CUDA module. `source()` returns the first.
+    `interface` says how its host-callable functions are called (`runtime.interface`); `lowered` gives the module as
+    lowered for `target` (called on the first use of `ir`). `sources` maps a name to generated source: 'c' for a
+    CPU module; 'cuda' (what NVRTC compiles) and 'host' (the launchers and host functions) for a CUDA module.
+    `source()` returns the first. `callers` is the code of the Python callers of its functions by their source
+    (`arguments.make_caller`), given for a module loaded from its record and kept for recording one.
     """
 
-    def __init__(self, ir: IRModule, lib: ctypes.CDLL, target: str, c_names: dict[str, str], *,
-                 sources: dict[str, str], after_call: Sequence[AfterCall] = (), on_gpu: bool = False,
-                 cubin: Callable[[], bytes] | None = None) -> None:
-        self.ir = ir
+    def __init__(self, interface: ModuleInterface, lib: ctypes.CDLL, target: str, *,
+                 lowered: Callable[[], IRModule], sources: Mapping[str, str],
+                 after_call: Sequence[AfterCall] = (), on_gpu: bool = False,
+                 cubin: Callable[[], bytes] | None = None, callers: dict[str, CodeType] | None = None) -> None:
+        self.interface = interface
+        self.callers: dict[str, CodeType] = {} if callers is None else callers
         self.target = target
         self.on_gpu = on_gpu
+        self._lowered = lowered
+        self._ir: IRModule | None = None
         self._sources = sources
         self._lib = lib
         self._cubin_builder = cubin
@@ -49,22 +55,27 @@ class CompiledModule:
         self._report: VectorizationReport | CubinReport | None = None
         self.functions: dict[str, Callable[..., None]] = {}
         self._direct: dict[str, Callable[..., None]] = {}
-        after = _chain([*after_call, *filter(None, [host_checks(ir, lib)])])
-        by_name = {f.name: f for f in ir.functions}
-        for f in ir.functions:
-            if f.attrs.kind not in HOST_CALLABLE_KINDS:
-                continue
-            c_function = getattr(lib, c_names[f.name])
+        after = _chain([*after_call, *filter(None, [host_checks(interface, lib)])])
+        for f in interface.signatures:
+            c_function = getattr(lib, interface.c_names[f.name])
             c_function.argtypes = [ctype_of(p.type) for p in f.params]
             c_function.restype = None if isinstance(f.ret_type, VoidType) else ctype_of(f.ret_type)
-            self.functions[f.name] = make_caller(f, c_function, after, on_gpu=on_gpu, functions=by_name)
+            self.functions[f.name] = make_caller(f, c_function, after, on_gpu=on_gpu, written=interface.written[f.name],
+                                                   compiled=self.callers)
             if target == "cpu" and after is None and all(not isinstance(p.type, DataType) for p in f.params):
                 self._direct[f.name] = c_function
-        public = [f.name for f in ir.functions if f.attrs.kind == FuncKind.PUBLIC]
+        public = [f.name for f in interface.signatures if f.attrs.kind == FuncKind.PUBLIC]
         candidates = public or list(self.functions)
         # one public function, or (as in Hidet) the one named `launch`
         self._default = candidates[0] if len(candidates) == 1 else ("launch" if "launch" in candidates else None)
-        self._param_names = {f.name: tuple(p.name for p in f.params) for f in ir.functions}
+        self._param_names = {f.name: tuple(p.name for p in f.params) for f in interface.signatures}
+
+    @property
+    def ir(self) -> IRModule:
+        """The module as lowered for its target (lowered again on first use for a module found in the cache)."""
+        if self._ir is None:
+            self._ir = self._lowered()
+        return self._ir
 
     def export(self) -> list[PortableEntry]:
         """The compilation-cache entries this module loads, for `CompiledModule.load` in another process or on
@@ -182,10 +193,9 @@ def highlighted(source: str) -> str:
     return highlight(source, CLexer(), TerminalFormatter())
 
 
-def host_checks(ir: IRModule, lib: ctypes.CDLL) -> AfterCall | None:
+def host_checks(interface: ModuleInterface, lib: ctypes.CDLL) -> AfterCall | None:
     """What host code needs after every call: report its failed assertions, flush printf (only when used)."""
-    has_assert = any(collect(f.body, AssertStmt) for f in ir.functions if f.attrs.kind not in DEVICE_KINDS)
-    has_printf = any(i.name == "printf" for i in collect(ir, Intrinsic))
+    has_assert, has_printf = interface.has_assert, interface.has_printf
     if not has_assert and not has_printf:
         return None
     status = getattr(lib, ASSERT_STATUS_SYMBOL)

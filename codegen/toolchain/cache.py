@@ -63,6 +63,7 @@ __all__ = [
     "build_cubin",
     "load_library",
     "build_and_load",
+    "recorded_library",
     "clear_memory_cache",
     "export_entry",
     "install_entry",
@@ -295,6 +296,17 @@ class CompilationCache:
             cache_entries.discard(path.parent)
             return self.load_library(build())
 
+    def recorded_library(self, key: str) -> tuple[Path, str] | None:
+        """The library of the entry named `key` and its C source, for a module's record (`codegen.module_records`)
+        naming it; None unless the entry is trusted and intact."""
+        path = cache_entries.valid_entry(cache_entries.entry_dir(self.directory(), key), key, LIBRARY)
+        if path is None:
+            return None
+        try:
+            return path, (path.parent / ("lib" + source_suffix("c"))).read_text(encoding="utf-8")
+        except OSError:
+            return None
+
     # ------------------------------------------------------------------------------------------------ moving entries
     def export_entry(self, library: str | os.PathLike[str]) -> PortableEntry:
         """The entry of the library at `library` (a path `build_library` returned), for `install_entry` elsewhere.
@@ -453,5 +465,6 @@ build_library = default_cache.build_library
 build_cubin = default_cache.build_cubin
 load_library = default_cache.load_library
 build_and_load = default_cache.build_and_load
+recorded_library = default_cache.recorded_library
 export_entry = default_cache.export_entry
 install_entry = default_cache.install_entry

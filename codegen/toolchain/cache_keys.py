@@ -3,7 +3,8 @@
 A library's key covers the source, the compiler identity, the flags, the language, the contents of the include
 directories and the package version (and the host CPU when a flag says `native`); a cubin's key covers the
 source, the architecture, the NVRTC options, the toolkit identity, the contents of the include directories and
-the package version. Each part is length-prefixed, so that no two different lists of parts collide.
+the package version; a module's record (`codegen.module_records`) is keyed by its IR, its target and build options,
+the machine and the project's code. Each part is length-prefixed, so that no two different lists of parts collide.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ import functools
 import hashlib
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 _KEY_SCHEMA = "hidet_lang-cache-v2"
 _CUBIN_KEY_SCHEMA = "hidet_lang-cubin-v1"
+_RECORD_KEY_SCHEMA = "hidet_lang-record-v1"
 _STABLE_CPUINFO_FIELDS = frozenset(
     ["vendor_id", "model name", "flags", "Features", "CPU implementer", "CPU architecture", "CPU part"]
 )
@@ -28,7 +31,7 @@ def cache_key(
     version."""
     parts = [_KEY_SCHEMA, source, compiler_identity, "\x1f".join(flags), language, include_hash, version]
     if _uses_native(flags):
-        parts.append(_host_cpu())
+        parts.append(host_cpu())
     return _digest(parts)
 
 
@@ -39,6 +42,45 @@ def cubin_cache_key(
     NVRTC options by this toolkit, with include directories whose contents hash to `include_hash`."""
     parts = [_CUBIN_KEY_SCHEMA, source, arch, "\x1f".join(options), toolkit_identity, include_hash, version]
     return _digest(parts)
+
+
+def record_key(module_ir: bytes, *, target: str, options: Sequence[str], machine: str, version: str) -> str:
+    """Return the hex sha256 that names the record of a module whose IR pickles to `module_ir`, built for `target`
+    with `options` on `machine` (what the target's backend says decides its output besides the IR), by this
+    version of the project's code (`project_code_identity`)."""
+    parts = [_RECORD_KEY_SCHEMA, hashlib.sha256(module_ir).hexdigest(), target, "\x1f".join(options), machine,
+             version, project_code_identity()]
+    return _digest(parts)
+
+
+@functools.cache
+def project_code_identity() -> str:
+    """A fingerprint of the code that turns IR into binaries: the path, size and modification time of every Python
+    module and header of the language (`hidet_lang`) and the code generator (`codegen`), read once per process.
+
+    A build remembered by its IR (`codegen.module_records`) is reused only while this is unchanged, so that an edit
+    of a pass, an emitter or a header is never answered by a library the old code made. An installed release (in a
+    `site-packages` directory) is named by its version, part of every key, and its files are not read."""
+    root = Path(__file__).resolve().parents[2]
+    if root.name in ("site-packages", "dist-packages"):
+        return ""
+    found: list[str] = []
+    for package in ("hidet_lang", "codegen"):
+        _code_files(os.path.join(root, package), found)
+    found.sort()
+    return hashlib.sha256("\n".join(found).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _code_files(directory: str, found: list[str]) -> None:
+    """Append `path:size:mtime` of every Python module and header below `directory` to `found`."""
+    with os.scandir(directory) as scan:
+        for entry in scan:
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name != "__pycache__":
+                    _code_files(entry.path, found)
+            elif entry.name.endswith((".py", ".h")):
+                status = entry.stat()
+                found.append(f"{entry.path}:{status.st_size}:{status.st_mtime_ns}")
 
 
 def hash_include_dirs(include_dirs: Sequence[str]) -> str:
@@ -79,7 +121,7 @@ def _uses_native(flags: Sequence[str]) -> bool:
 
 
 @functools.cache
-def _host_cpu() -> str:
+def host_cpu() -> str:
     """A fingerprint of the host CPU (machine, model and feature flags), for builds with `-march=native`.
 
     Read once per process from the first processor's block of /proc/cpuinfo (stable fields only); on

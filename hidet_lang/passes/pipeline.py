@@ -101,6 +101,12 @@ def require_lowered(module: IRModule) -> LoweredModule:
     return module
 
 
+def lowering_is_observed() -> bool:
+    """Whether the environment asks to see every lowering (`HIDET_LANG_VERIFY_IR`, `HIDET_LANG_DUMP_IR`): a build
+    then lowers even a module whose build it could reuse."""
+    return os.environ.get(VERIFY_ENV_VAR, "") not in ("", "0") or bool(os.environ.get(DUMP_ENV_VAR))
+
+
 def lower(module: IRModule, target: Target | None = None, *, verify_ir: bool = False) -> LoweredModule:
     """Check `module` and lower it for `target` (None: the target its function kinds imply, on a GPU).
 
