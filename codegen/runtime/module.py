@@ -6,15 +6,13 @@ import ctypes
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from types import CodeType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codegen.emit.c_emitter import ASSERT_STATUS_SYMBOL, FLUSH_SYMBOL
 from codegen.runtime.arguments import ctype_of, make_caller
 from codegen.runtime.interface import ModuleInterface
-from codegen.runtime.kernel_launches import kernel_launches
 from codegen.toolchain.cache import PortableEntry, export_entry, install_entry
 from codegen.toolchain.cache_entries import CUBIN
-from codegen.toolchain.cubin_report import CubinReport, cuda_module_report
 from codegen.toolchain.headers import INCLUDE_DIR
 from codegen.toolchain.vectorization_report import VectorizationReport, vectorization_report
 from hidet_lang.builder import installed_builder
@@ -23,6 +21,9 @@ from hidet_lang.ir.func import FuncKind, IRModule
 from hidet_lang.ir.types import DataType, VoidType
 from hidet_lang.target import Target
 from hidet_lang.version import __version__
+
+if TYPE_CHECKING:
+    from codegen.toolchain.cubin_report import CubinReport
 
 AfterCall = Callable[[], None]
 
@@ -162,6 +163,10 @@ class CompiledModule:
         each kernel's SASS opcodes, counted (`codegen.toolchain.cubin_report`)."""
         if self._report is None:
             if self.target.startswith("cuda"):
+                # the cubin's tools (ptxas, the disassemblers, their subprocesses) load with the first CUDA report
+                from codegen.runtime.kernel_launches import kernel_launches
+                from codegen.toolchain.cubin_report import cuda_module_report
+
                 self._report = cuda_module_report(self.source("cuda"), lambda: self.cubin,
                                                   Target.of(self.target).arch, kernel_launches(self.ir),
                                                   include_dirs=[str(INCLUDE_DIR)])

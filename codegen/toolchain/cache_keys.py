@@ -13,7 +13,6 @@ import functools
 import hashlib
 import os
 from collections.abc import Sequence
-from pathlib import Path
 
 _KEY_SCHEMA = "hidet_lang-cache-v2"
 _CUBIN_KEY_SCHEMA = "hidet_lang-cubin-v1"
@@ -61,8 +60,8 @@ def project_code_identity() -> str:
     A build remembered by its IR (`codegen.module_records`) is reused only while this is unchanged, so that an edit
     of a pass, an emitter or a header is never answered by a library the old code made. An installed release (in a
     `site-packages` directory) is named by its version, part of every key, and its files are not read."""
-    root = Path(__file__).resolve().parents[2]
-    if root.name in ("site-packages", "dist-packages"):
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if os.path.basename(root) in ("site-packages", "dist-packages"):
         return ""
     found: list[str] = []
     for package in ("hidet_lang", "codegen"):
