@@ -102,6 +102,9 @@ def test_half_matmul_accumulates_in_f32(device: str, seed: int) -> None:
     assert_matmul_close(got, x, y, unit=2.0**-24 + 2.0**-11 / 41, absolute=2.0**-25)
     task = task_of(ops.matmul(ops.symbol([2, 7, 40], "float16"), ops.symbol([40, 33], "float16")))
     assert kernel_name(task, device) == ("matmul_cuda_f16_mma" if device == "cuda" else "matmul_cpu")
+    if device == "cuda":  # bf16 is on the tensor cores too
+        task = task_of(ops.matmul(ops.symbol([2, 7, 40], "bfloat16"), ops.symbol([40, 33], "bfloat16")))
+        assert kernel_name(task, device) == "matmul_cuda_f16_mma"
 
 
 def test_linear_runs_on_the_matmul_template() -> None:

@@ -216,15 +216,15 @@ def matmul_cuda(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", 
 
 @library_template("matmul", "cuda")
 def matmul_on_cuda(task: Task) -> TemplateBinding | None:
-    """The tensor-core template (`matmul_cuda_f16_mma`) for f16 operands, this CUDA-core template for f32 and
-    bf16 ones."""
+    """The tensor-core template (`matmul_cuda_f16_mma`) for f16 and bf16 operands, this CUDA-core template for f32
+    ones."""
     signature = kernel_signature(task.inputs, task.outputs)
     shapes = matmul_views(task, signature)
     dtype = common_dtype(task, MATMUL_CUDA_DTYPES)
     if shapes is None or dtype is None:
         return None
     sizes, views = shapes
-    if dtype == "float16":
+    if dtype in ("float16", "bfloat16"):
         return TemplateBinding("matmul_cuda_f16_mma", matmul_cuda_f16_mma, signature, sizes, views,
                                {"out_dtype": dtype})
     return TemplateBinding("matmul_cuda", matmul_cuda, signature, sizes, views, {"dtype": dtype})
