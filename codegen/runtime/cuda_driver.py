@@ -170,8 +170,12 @@ def synchronize() -> None:
 
 
 @functools.cache
-def launch_entry_points() -> tuple[int, int]:
-    """The addresses of the driver's `cuLaunchKernel` and `cuFuncSetAttribute`, for generated host code."""
+def launch_entry_points() -> tuple[int, int, int]:
+    """The addresses of the driver's `cuLaunchKernel`, `cuFuncSetAttribute` and `cuTensorMapEncodeTiled` (0 for a
+    driver older than CUDA 12, which has none: a launch that needs it then fails with a clear message), for
+    generated host code."""
     lib = ctypes.CDLL("libcuda.so.1")
+    encode = getattr(lib, "cuTensorMapEncodeTiled", None)
     return (ctypes.cast(lib.cuLaunchKernel, ctypes.c_void_p).value or 0,
-            ctypes.cast(lib.cuFuncSetAttribute, ctypes.c_void_p).value or 0)
+            ctypes.cast(lib.cuFuncSetAttribute, ctypes.c_void_p).value or 0,
+            0 if encode is None else ctypes.cast(encode, ctypes.c_void_p).value or 0)
