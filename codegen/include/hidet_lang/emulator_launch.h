@@ -95,8 +95,10 @@ static bool prepare_worker(Worker *w, Launch *L) {
     }
     if (L->dsmem > w->dsmem_cap || !w->dsmem) {  // never null, even for 0 bytes
         free(w->dsmem);
-        size_t bytes = L->dsmem ? (L->dsmem + 127) / 128 * 128 : 128;
-        w->dsmem = (char *)aligned_alloc(128, bytes);
+        // 1024-byte aligned, as a GPU's dynamic shared memory starts where a kernel declares no static shared
+        // memory (the 128-byte swizzle of TMA and wgmma tiles needs that alignment)
+        size_t bytes = L->dsmem ? (L->dsmem + 1023) / 1024 * 1024 : 1024;
+        w->dsmem = (char *)aligned_alloc(1024, bytes);
         w->dsmem_cap = w->dsmem ? bytes : 0;
         if (!w->dsmem) {
             record_error(L, "CUDA emulator: kernel '%s': could not allocate %zu bytes of dynamic shared memory",

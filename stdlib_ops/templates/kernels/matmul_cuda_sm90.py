@@ -1,0 +1,219 @@
+"""The batched half-precision matmul template for Hopper (sm_90a): TMA copies into 128-byte-swizzled shared memory,
+a ring of full and empty mbarriers, and warpgroup MMA (wgmma) issued by warp-specialized consumer warpgroups.
+
+`c[b, i, j] = sum_k a[b, i, k] * b[b, k, j]` with f16 or bf16 inputs, f32 accumulation and an f16, bf16 or f32
+output; `a` is row-major `[batch, m, k]` and `b` row-major `[batch, k, n]`, read through tensor maps (`TensorMap`
+parameters: the caller passes the tensors themselves).
+
+- **Warp specialization.** A block has `1 + consumers` warpgroups (128 threads each). Warpgroup 0 is the producer:
+  it lowers its register budget (`setmaxnreg_dec`) and one of its threads issues every TMA copy. Each consumer
+  warpgroup raises its budget (`setmaxnreg_inc`) and owns 64 rows of the `block_m = 64 * consumers` rows of the
+  block's tile, all `block_n` columns of it.
+- **The ring.** `stages` buffers, each an `a` tile (`block_m x 64`) and `block_n / 64` tiles of `b` (`64 x 64`),
+  all 64x64 f16 tiles swizzled by 128 bytes as TMA writes them. Stage s has a full barrier (one arrival, the
+  producer's, plus the copies' bytes) and an empty barrier (an arrival of every consumer thread once its wgmma
+  reads of the stage are done). The producer waits for "empty", announces the bytes and issues the copies; the
+  consumers wait for "full", multiply, and release the stage.
+- **wgmma.** Per 64-deep k step, for each 16-deep slice, a consumer issues one m64n64k16 `wgmma_mma_async` per
+  64 columns of its tile: `a`'s tile is K-major, `b`'s tiles MN-major (`b` is row-major `[k, n]`: `transposed`
+  descriptors), 64 columns being what one MN-major 128-byte-swizzled atom row holds.
+- **Persistent grid.** At most `NUM_SMS` blocks; each walks the tiles `blockIdx.x, blockIdx.x + gridDim.x, ...` in
+  groups of `GROUP_M` tile rows (a group's blocks share rows of `a` and columns of `b` in L2), batch entries
+  outermost. The ring's stage and phase run on across tiles, so the producer loads the next tile's first stages
+  while the consumers store the last one.
+- **Every size.** TMA fills the parts of a box outside the tensor with zeros (ragged m, n and k tiles add nothing);
+  the accumulators are stored into `c` element by element where they fall inside it, which is where a fused
+  epilogue lands. TMA needs rows that span multiples of 16 bytes: k and n must be multiples of 8.
+
+The kernel reads `a` and `b` only through TMA, so a prologue cannot be fused into it (the matmul adapter leaves a
+task with a fused prologue to the sm_80 template); `c` is only stored element by element. Shared memory is all
+dynamic (no static shared memory), so that the tiles start at the 1024-byte boundary the swizzle needs.
+`MATMUL_CUDA_SM90_SPACE` is what `ops.tune` searches.
+"""
+
+from __future__ import annotations
+
+from hidet_lang import attrs, f32, i32, meta, register_tensor, script, script_module, tensor_pointer, u64, view
+from hidet_lang.cuda import (
+    TensorMap,
+    blockIdx,
+    dynamic_shared_memory,
+    fence_mbarrier_init,
+    gridDim,
+    mbarrier_arrive,
+    mbarrier_arrive_expect_tx,
+    mbarrier_init,
+    mbarrier_wait,
+    setmaxnreg_dec,
+    setmaxnreg_inc,
+    swizzled_layout,
+    syncthreads,
+    threadIdx,
+    tma_load,
+    wgmma_accumulator_col,
+    wgmma_accumulator_row,
+    wgmma_commit_group,
+    wgmma_descriptor,
+    wgmma_fence,
+    wgmma_mma_async,
+    wgmma_wait_group,
+)
+from hidet_lang.frontend.script import ScriptModule
+from hidet_lang.ir.types import TensorType
+from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
+from stdlib_ops.templates.sizes import bind_sizes
+from stdlib_ops.templates.space import TuningSpace, declare_space
+
+WARPGROUP = 128  # threads of a warpgroup
+BLOCK_K = 64  # k a step: 128 bytes of f16 or bf16, one row of the 128-byte swizzle
+ATOM = 64  # rows of a consumer's share of the tile (wgmma's M) and columns of a b tile (one MN-major atom row)
+WGMMA_K = 16
+TILE_BYTES = ATOM * BLOCK_K * 2  # a 64x64 tile of 16-bit elements
+GROUP_M = 8  # tile rows a group of consecutive tiles covers
+NUM_SMS = 132  # an H100 SXM's and an H200's SMs: the persistent grid's most blocks
+INPUT_DTYPES = ("float16", "bfloat16")
+OUTPUT_DTYPES = ("float16", "bfloat16", "float32")
+MAX_SMEM_BYTES = 227 * 1024  # the most dynamic shared memory a block of an sm_90 GPU may have
+PRODUCER_REGISTERS = 40  # the producer's register budget a thread (it only issues copies)
+CONSUMER_REGISTERS = 232  # a consumer's: up to 128 accumulators a thread and the addressing around them
+TMA_ELEMENT_MULTIPLE = 8  # a TMA tensor's rows span multiples of 16 bytes: 8 elements of 16 bits
+
+MATMUL_CUDA_SM90_SPACE = TuningSpace(
+    {"block_n": (128, 256, 64), "stages": (4, 3, 5), "consumers": (2, 1)},
+    default={"block_n": 128, "stages": 4, "consumers": 2},
+)
+"""The tuning space (`ops.tune`): the tile's columns, the ring's stages and the consumer warpgroups (64 rows of the
+tile each)."""
+
+
+def _registers_fit(consumers: int) -> bool:
+    """Whether the warpgroups' register budgets fit an SM's 65536 registers."""
+    return WARPGROUP * (PRODUCER_REGISTERS + consumers * CONSUMER_REGISTERS) <= 65536
+
+
+@declare_space(MATMUL_CUDA_SM90_SPACE)
+def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "float16", *,
+                     dtype: str | None = None, block_n: int = 128, stages: int = 4,
+                     consumers: int = 2) -> ScriptModule:
+    """A module with one kernel `matmul(<symbolic sizes>, a, b, c)` computing `c = a @ b` on Hopper's tensor cores
+    (built for 'cuda:sm_90a').
+
+    `a: TensorMap(dtype, [batch, m, k])`, `b: TensorMap(dtype, [batch, k, n])` (the caller passes the tensors),
+    `c: out_dtype[batch, m, n]`; each size is an int or a symbolic name; k and n are multiples of 8 (checked here
+    when known, at the launch otherwise). `dtype` is float16 or bfloat16 (None: `out_dtype` where it is one of
+    them, else float16). The block tile is `64 * consumers` x `block_n` (a multiple of 64, at most 256), computed
+    by `consumers` (1 or 2) consumer warpgroups from a ring of `stages` (2 to 8) shared buffers."""
+    name = "matmul_cuda_sm90"
+    check_sizes(name, {"batch": batch, "m": m, "n": n, "k": k})
+    out = template_dtype(name, out_dtype, OUTPUT_DTYPES)
+    if dtype is None:
+        dtype = out.name if out.name in INPUT_DTYPES else "float16"
+    dt = template_dtype(name, dtype, INPUT_DTYPES)
+    for size_name, size in (("k", k), ("n", n)):
+        require(not isinstance(size, int) or size % TMA_ELEMENT_MULTIPLE == 0, name,
+                f"{size_name}={size}: TMA needs rows of a multiple of 16 bytes ({TMA_ELEMENT_MULTIPLE} elements)")
+    require(block_n % ATOM == 0 and ATOM <= block_n <= 256, name, "block_n must be 64, 128, 192 or 256")
+    require(consumers in (1, 2) and _registers_fit(consumers), name, "consumers must be 1 or 2")
+    require(2 <= stages <= 8, name, "stages must be 2 to 8")
+    block_m = ATOM * consumers
+    b_tiles = block_n // ATOM
+    a_stage_bytes = block_m * BLOCK_K * 2
+    b_stage_bytes = b_tiles * TILE_BYTES
+    a_bytes = stages * a_stage_bytes  # the a buffers, the b buffers, then the barriers
+    bars_at = a_bytes + stages * b_stage_bytes
+    smem_bytes = bars_at + 2 * stages * 8
+    require(smem_bytes <= MAX_SMEM_BYTES, name, f"{smem_bytes} bytes of shared memory (at most 227 KB)")
+    threads = WARPGROUP * (1 + consumers)
+    stage_bytes = a_stage_bytes + b_stage_bytes  # what the copies of a stage complete on its full barrier
+    tile_type = TensorType(dt, (ATOM, BLOCK_K), swizzled_layout([ATOM, BLOCK_K], dt, swizzle=128))
+
+    with script_module() as module:
+
+        @script
+        def matmul(batch: i32, m: i32, n: i32, k: i32,
+                   a: TensorMap(dt, [batch, m, k], box=[1, block_m, BLOCK_K], swizzle=128),
+                   b: TensorMap(dt, [batch, k, n], box=[1, BLOCK_K, ATOM], swizzle=128),
+                   c: out[batch, m, n]):
+            attrs.func_kind = "cuda_kernel"
+            attrs.cuda.block_dim = threads
+            attrs.cuda.grid_dim = min(batch * ((m + block_m - 1) // block_m) * ((n + block_n - 1) // block_n),
+                                      NUM_SMS)
+            attrs.cuda.dynamic_smem_bytes = smem_bytes
+            attrs.cuda.min_blocks = 1
+            full = tensor_pointer(u64, [stages], init=dynamic_shared_memory(bars_at, u64))
+            empty = tensor_pointer(u64, [stages], init=dynamic_shared_memory(bars_at + stages * 8, u64))
+            if threadIdx.x == 0:
+                for s in range(stages):
+                    mbarrier_init(~full[s], 1)
+                    mbarrier_init(~empty[s], consumers * WARPGROUP)
+                fence_mbarrier_init()
+            syncthreads()
+            tiles_m = (m + block_m - 1) // block_m
+            tiles_n = (n + block_n - 1) // block_n
+            per_batch = tiles_m * tiles_n
+            steps = (k + BLOCK_K - 1) // BLOCK_K
+            role = threadIdx.x // WARPGROUP  # 0: the producer; 1 to consumers: a consumer
+            if role == 0:
+                setmaxnreg_dec(PRODUCER_REGISTERS)
+                if threadIdx.x == 0:
+                    it = 0  # the ring's position: stage it % stages, in its (it / stages)-th round
+                    for tile in range(blockIdx.x, batch * per_batch, gridDim.x):
+                        bi = tile // per_batch
+                        at = tile % per_batch
+                        first_m = at // (GROUP_M * tiles_n) * GROUP_M
+                        group_m = min(tiles_m - first_m, GROUP_M)
+                        m0 = (first_m + at % (GROUP_M * tiles_n) % group_m) * block_m
+                        n0 = at % (GROUP_M * tiles_n) // group_m * block_n
+                        for step in range(steps):
+                            s = it % stages
+                            mbarrier_wait(~empty[s], (it // stages + 1) % 2)  # round 0 passes: nothing to free
+                            mbarrier_arrive_expect_tx(~full[s], stage_bytes)
+                            tma_load(dynamic_shared_memory(s * a_stage_bytes, dt), a, [bi, m0, step * BLOCK_K],
+                                     ~full[s])
+                            for j in meta.range(b_tiles):
+                                tma_load(dynamic_shared_memory(a_bytes + s * b_stage_bytes + j * TILE_BYTES, dt), b,
+                                         [bi, step * BLOCK_K, n0 + j * ATOM], ~full[s])
+                            it += 1
+            else:
+                setmaxnreg_inc(CONSUMER_REGISTERS)
+                t = threadIdx.x % WARPGROUP
+                rows = (role - 1) * ATOM  # this warpgroup's rows of the tile
+                acc = register_tensor(f32, [b_tiles, ATOM // 2])  # a 64x64 accumulator a b tile
+                it = 0
+                for tile in range(blockIdx.x, batch * per_batch, gridDim.x):
+                    bi = tile // per_batch
+                    at = tile % per_batch
+                    first_m = at // (GROUP_M * tiles_n) * GROUP_M
+                    group_m = min(tiles_m - first_m, GROUP_M)
+                    m0 = (first_m + at % (GROUP_M * tiles_n) % group_m) * block_m
+                    n0 = at % (GROUP_M * tiles_n) // group_m * block_n
+                    for j in meta.range(b_tiles):
+                        for r in meta.range(ATOM // 2):
+                            acc[j, r] = 0.0
+                    for _ in range(steps):
+                        s = it % stages
+                        mbarrier_wait(~full[s], it // stages % 2)
+                        wgmma_fence()  # the accumulators were written (zeroed) or read (stored) before
+                        for kk in meta.range(BLOCK_K // WGMMA_K):
+                            tile_a = view(dynamic_shared_memory(s * a_stage_bytes + (role - 1) * TILE_BYTES, dt),
+                                          tile_type)
+                            desc_a = wgmma_descriptor(tile_a, k=kk * WGMMA_K)
+                            for j in meta.range(b_tiles):
+                                tile_b = view(dynamic_shared_memory(a_bytes + s * b_stage_bytes + j * TILE_BYTES,
+                                                                    dt), tile_type)
+                                wgmma_mma_async(~acc[j, 0], desc_a, wgmma_descriptor(tile_b, k=kk * WGMMA_K,
+                                                                                     transposed=True),
+                                                dtype=dt, trans_b=True, n=ATOM)
+                        wgmma_commit_group()
+                        wgmma_wait_group(0, acc)  # the stage's reads are done: release it
+                        mbarrier_arrive(~empty[s])
+                        it += 1
+                    for j in meta.range(b_tiles):
+                        for r in meta.range(ATOM // 2):
+                            i = m0 + rows + wgmma_accumulator_row(t, r)
+                            jj = n0 + j * ATOM + wgmma_accumulator_col(t, r)
+                            if i < m and jj < n:
+                                c[bi, i, jj] = out(acc[j, r])
+
+    return bind_sizes(module, "matmul", {"batch": batch, "m": m, "n": n, "k": k})
+
