@@ -2,9 +2,12 @@
 
 'cpu' arrays are numpy arrays (of a subclass that adds Hidet's `.numpy()`), passed to kernels without a copy.
 
-On a GPU a `DeviceArray` owns device memory (freed when the array is collected). Where CUDA modules run on the
-emulator, a 'cuda' array lives in host memory (it wraps a numpy array), so a program written for a GPU runs
-unchanged. Other libraries' GPU arrays are accepted through `__cuda_array_interface__`, and ours expose it.
+On a GPU a `DeviceArray` owns a block of device memory from the caching allocator (`codegen.runtime.allocator`),
+allocated for the current stream (`codegen.runtime.streams`) and given back to the cache when the array is
+collected. Where CUDA modules run on the emulator, a 'cuda' array lives in host memory (it wraps a numpy array),
+so a program written for a GPU runs unchanged. Other libraries' GPU arrays are accepted through
+`__cuda_array_interface__`, and ours expose it with the stream their data is ready on (the current stream), as
+version 3 of the interface asks.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from codegen.runtime import cuda_driver
+from codegen.runtime import cuda_driver, streams
+from codegen.runtime.allocator import device_allocator
 from codegen.runtime.cuda_backend import backend
 
 
@@ -83,7 +87,7 @@ class DeviceArray:
         if self.host is not None:
             raise AttributeError("an emulated CUDA array lives in host memory; use .numpy() or pass it to a kernel")
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False), "version": 3,
-                "strides": None}
+                "strides": None, "stream": streams.current_stream().interface_number}
 
     def __repr__(self) -> str:
         where = "gpu" if self.on_gpu else "emulator"
@@ -92,7 +96,7 @@ class DeviceArray:
     def __del__(self) -> None:
         if self.host is None and self.base is None and self.ptr:
             try:
-                cuda_driver.mem_free(self.ptr)
+                device_allocator().free(self.ptr)
             except Exception:  # noqa: BLE001 - never raise from a finalizer (e.g. at interpreter exit)
                 pass
             self.ptr = 0
@@ -111,7 +115,7 @@ def empty_device(shape: Any, dtype: Any = "float32") -> DeviceArray:
         host = np.empty(shape, dtype)
         return DeviceArray(shape, dtype, host.ctypes.data, host)
     array = DeviceArray(shape, dtype)
-    array.ptr = cuda_driver.mem_alloc(array.nbytes)
+    array.ptr = device_allocator().allocate(array.nbytes, streams.current_stream_handle())
     return array
 
 

@@ -1,4 +1,6 @@
-"""Tensor arguments of a GPU call: device pointers of 'cuda' arrays, or numpy arrays staged through the device."""
+"""Tensor arguments of a GPU call: device pointers of 'cuda' arrays (and of other libraries' GPU arrays, whose
+stream the current stream waits on), or numpy arrays staged through the device in blocks of the caching
+allocator."""
 
 from __future__ import annotations
 
@@ -7,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from codegen.runtime import cuda_driver
+from codegen.runtime import cuda_driver, streams
+from codegen.runtime.allocator import device_allocator
 from codegen.runtime.arguments import as_array, check_array, check_dtype_and_shape, read_only_message
 from codegen.runtime.arrays import DeviceArray
 
@@ -17,7 +20,8 @@ def device_argument(value: Any, func: str, param: str, dtype: np.dtype, shape: t
     """`value` checked for a tensor parameter of a GPU call: its device address ('cuda' arrays and objects with
     `__cuda_array_interface__`), or the numpy array that `stage` will copy to the device; read-only memory only for
     a parameter that the function never writes (not `written`). Nothing is allocated here, so that a bad argument
-    is refused before any device memory is used."""
+    is refused before any device memory is used. An interface that names the stream its data is produced on
+    (version 3's "stream") has the current stream wait on that stream's work."""
     if isinstance(value, DeviceArray) and value.on_gpu:
         check_dtype_and_shape(func, param, value.dtype, value.shape, dtype, shape)
         return value.ptr
@@ -31,6 +35,9 @@ def device_argument(value: Any, func: str, param: str, dtype: np.dtype, shape: t
         address, read_only = interface["data"]
         if written and read_only:
             raise ValueError(read_only_message(func, param))
+        producer = interface.get("stream")
+        if producer is not None:
+            wait_for_producer(int(producer))
         return int(address)
     array = value.host if isinstance(value, DeviceArray) else as_array(value, func, param, dtype)
     if (array.dtype != dtype or (shape is not None and array.shape != shape) or not array.flags.c_contiguous
@@ -43,8 +50,9 @@ def stage(staged: list[tuple[np.ndarray, int, bool]], arguments: tuple[int | np.
           written: tuple[bool, ...]) -> tuple[int, ...]:
     """The device addresses of checked tensor `arguments`: each numpy array is copied to a new device buffer,
     recorded in `staged` for `release`, which copies back those the kernel may write (`written`, one flag an
-    argument). One array passed twice is staged once, so that an in-place call (the same array as input and
-    output) gets its result back rather than the input's untouched copy."""
+    argument). The buffers come from the caching allocator, for the current stream. One array passed twice is
+    staged once, so that an in-place call (the same array as input and output) gets its result back rather than
+    the input's untouched copy."""
     pointers = []
     by_identity: dict[int, int] = {}  # id of a staged array -> its index in `staged`
     for argument, writes in zip(arguments, written, strict=True):
@@ -52,7 +60,8 @@ def stage(staged: list[tuple[np.ndarray, int, bool]], arguments: tuple[int | np.
             index = by_identity.get(id(argument))
             if index is None:
                 index = by_identity[id(argument)] = len(staged)
-                staged.append((argument, cuda_driver.mem_alloc(argument.nbytes), writes))
+                ptr = device_allocator().allocate(argument.nbytes, streams.current_stream_handle())
+                staged.append((argument, ptr, writes))
                 cuda_driver.copy_to_device(staged[index][1], argument)
             elif writes:
                 staged[index] = (argument, staged[index][1], True)
@@ -63,17 +72,25 @@ def stage(staged: list[tuple[np.ndarray, int, bool]], arguments: tuple[int | np.
 
 def release(staged: list[tuple[np.ndarray, int, bool]], copy_back: bool) -> None:
     """Copy the staged numpy arrays the kernel may write back from the device (when `copy_back`) and free every
-    device buffer. Every buffer is freed even when a copy fails (after a fault in a kernel, each call reports it);
-    the first failure is raised."""
+    device buffer (back to the allocator's cache). Every buffer is freed even when a copy fails (after a fault in
+    a kernel, each call reports it); the first failure is raised."""
     first: cuda_driver.CudaDriverError | None = None
     while staged:
         array, ptr, written = staged.pop()
         if copy_back and written and first is None:
             first = _attempt(cuda_driver.copy_to_host, array, ptr)
-        freed = _attempt(cuda_driver.mem_free, ptr)
-        first = first or freed
+        device_allocator().free(ptr)
     if first is not None:
         raise first
+
+
+def wait_for_producer(producer: int) -> None:
+    """Order the current stream after the work issued so far to stream `producer` (a CUDA array interface's
+    stream number: 1 for the legacy default stream, else a CUstream handle); nothing when they are the same."""
+    current = streams.current_stream_handle()
+    handle = 0 if producer == streams.LEGACY_DEFAULT_STREAM else producer
+    if handle != current:
+        cuda_driver.stream_wait(current, handle)
 
 
 def _attempt(call: Callable[..., None], *args: Any) -> cuda_driver.CudaDriverError | None:

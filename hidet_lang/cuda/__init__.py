@@ -350,3 +350,21 @@ __all__ += [
     "wgmma_accumulator_col", "wgmma_accumulator_layout", "wgmma_accumulator_row", "wgmma_commit_group",
     "wgmma_descriptor", "wgmma_fence", "wgmma_mma_async", "wgmma_wait_group",
 ]
+
+# the GPU's runtime: streams and device memory (not DSL functions; called from Python around kernels)
+from hidet_lang.cuda.device import (  # noqa: E402
+    DeviceOutOfMemoryError,
+    Stream,
+    current_stream,
+    default_stream,
+    empty_cache,
+    memory_stats,
+    reset_peak_memory_stats,
+    stream,
+    synchronize,
+)
+
+__all__ += [
+    "DeviceOutOfMemoryError", "Stream", "current_stream", "default_stream", "empty_cache", "memory_stats",
+    "reset_peak_memory_stats", "stream", "synchronize",
+]

@@ -87,6 +87,14 @@ HL_EXPORT void hidet_lang_bind_gpu(void *launch_kernel, void *func_set_attribute
         hl_cu_dynamic_smem_allowed[i] = HL_MAX_STATIC_SHARED_BYTES - static_smem[i];
     }
 }
+
+/* The stream each launch goes to: what `current_stream` (a C function of the runtime) says for the calling
+   thread; the default stream until it is bound. */
+typedef void *(*hl_cu_current_stream_t)(void);
+static hl_cu_current_stream_t hl_cu_current_stream = 0;
+HL_EXPORT void hidet_lang_bind_stream(void *current_stream) {
+    hl_cu_current_stream = (hl_cu_current_stream_t)current_stream;
+}
 #endif
 
 static void hl_launch(int kernel, const hl_kernel_info *info, const char *const *where, long long gx, long long gy,
@@ -139,7 +147,8 @@ static void hl_launch(int kernel, const hl_kernel_info *info, const char *const 
         hl_cu_dynamic_smem_allowed[kernel] = smem;
     }
     int rc = hl_cu_launch_kernel(hl_cu_functions[kernel], (unsigned)gx, (unsigned)gy, (unsigned)gz, (unsigned)bx,
-                                 (unsigned)by, (unsigned)bz, (unsigned)smem, 0, args, 0);
+                                 (unsigned)by, (unsigned)bz, (unsigned)smem,
+                                 hl_cu_current_stream ? hl_cu_current_stream() : 0, args, 0);
     if (rc != 0) {
         hl_launch_error(rc, info->name, where[3], "the launch failed (driver error %d)", rc);
     }

@@ -1,6 +1,6 @@
 """Driver-level behaviour of the GPU path, run by test_simulated_gpu.py on a simulated sm_86 (99 KB of shared
-memory a block): the device's architecture is the default target, device memory is released, and shared
-memory beyond the device's limit is refused before the launch."""
+memory a block): the device's architecture is the default target, device memory goes back to the caching
+allocator and from it to the driver, and shared memory beyond the device's limit is refused before the launch."""
 
 from __future__ import annotations
 
@@ -64,22 +64,29 @@ def test_the_default_target_is_the_devices_architecture() -> None:
 
 def test_numpy_arguments_leave_no_device_memory_behind() -> None:
     built = scale_module.build()
-    before = live_allocations()
+    hidet.cuda.empty_cache()
+    before, in_use = live_allocations(), hidet.cuda.memory_stats()["allocated"]
     a = np.arange(100, dtype=np.float32)
     built(100, a)
     np.testing.assert_array_equal(a, np.arange(100, dtype=np.float32) * 2)
+    assert hidet.cuda.memory_stats()["allocated"] == in_use  # the staging buffer went back to the cache
+    hidet.cuda.empty_cache()
     assert live_allocations() == before
 
 
 def test_a_refused_launch_leaves_no_device_memory_behind() -> None:
     built = scale_module.build()
-    before = live_allocations()
+    hidet.cuda.empty_cache()
+    before, in_use = live_allocations(), hidet.cuda.memory_stats()["allocated"]
     with pytest.raises(RuntimeError, match=r"kernel 'scale': grid_dim \(0, 1, 1\) is invalid"):
         built(0, np.zeros(0, np.float32))
+    assert hidet.cuda.memory_stats()["allocated"] == in_use
+    hidet.cuda.empty_cache()
     assert live_allocations() == before
 
 
 def test_device_arrays_free_their_memory_when_collected() -> None:
+    hidet.cuda.empty_cache()
     before = live_allocations()
     a = hidet.asarray(np.arange(10, dtype=np.float32), device="cuda")
     scale_module.build()(10, a)
@@ -87,6 +94,8 @@ def test_device_arrays_free_their_memory_when_collected() -> None:
     assert live_allocations() == before + 1
     del a
     gc.collect()
+    assert live_allocations() == before + 1  # its block is cached for the next array of its size
+    hidet.cuda.empty_cache()
     assert live_allocations() == before
 
 

@@ -1,0 +1,172 @@
+"""CUDA streams and the current stream: `Stream`, `current_stream()`, `with stream(s):`.
+
+Every kernel launch of a CUDA module (eager operators, compiled graphs, user kernels) goes to the calling thread's
+current stream, and new device buffers are allocated for it (`codegen.runtime.allocator`). The current stream is
+per thread, as the driver's current context is: the default stream unless a `with stream(s):` block of that thread
+chose another. The generated launchers read it through a tiny C library holding it in a thread-local variable,
+so a launch costs no Python to find its stream.
+
+Streams made here order themselves with the default stream (CU_STREAM_DEFAULT), so the default stream's
+synchronous copies (arrays' uploads and `.numpy()`) see the work of every stream. On the CUDA emulator kernels run
+when they are called, so streams are only names and waits are nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import itertools
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from codegen.runtime import cuda_driver
+from codegen.runtime.cuda_backend import backend
+
+LEGACY_DEFAULT_STREAM = 1
+"""The CUDA array interface's (and DLPack's) number for the legacy default stream, which the handle 0 means."""
+
+_CURRENT_STREAM_SOURCE = """
+static __thread void *hl_current_stream;
+__attribute__((visibility("default"))) void hl_set_current_stream(void *stream) { hl_current_stream = stream; }
+__attribute__((visibility("default"))) void *hl_get_current_stream(void) { return hl_current_stream; }
+"""
+_emulated_handles = itertools.count(0x1000)  # distinct names for the emulator's streams
+
+
+class Stream:
+    """A CUDA stream: `Stream()` makes a new one (destroyed when collected); `Stream.wrap(handle)` names one made
+    elsewhere (e.g. by torch or CuPy) without owning it; `int(stream)` is its CUstream handle (0: the default
+    stream)."""
+
+    __slots__ = ("handle", "_owned", "__weakref__")
+
+    def __init__(self) -> None:
+        self._owned = False
+        if backend() == "gpu":
+            self.handle = cuda_driver.stream_create()
+        else:
+            self.handle = next(_emulated_handles)
+        self._owned = True
+
+    @classmethod
+    def wrap(cls, handle: int) -> Stream:
+        """The stream with CUstream `handle` (1, the interop number of the legacy default stream, is the default
+        stream), not owned: it is never destroyed here."""
+        stream = cls.__new__(cls)
+        stream.handle = 0 if int(handle) == LEGACY_DEFAULT_STREAM else int(handle)
+        stream._owned = False
+        return stream
+
+    def synchronize(self) -> None:
+        """Wait until the work issued to this stream has completed (raises the error of a failed kernel)."""
+        if backend() == "gpu":
+            cuda_driver.stream_synchronize(self.handle)
+
+    def wait_stream(self, other: Stream) -> None:
+        """Order the work issued to this stream from now on after the work issued to `other` so far, without
+        blocking the host."""
+        if backend() == "gpu":
+            cuda_driver.stream_wait(self.handle, int(other))
+
+    @property
+    def interface_number(self) -> int:
+        """The stream as the CUDA array interface and DLPack name it (1 for the default stream)."""
+        return self.handle or LEGACY_DEFAULT_STREAM
+
+    def __int__(self) -> int:
+        return self.handle
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Stream) and other.handle == self.handle
+
+    def __hash__(self) -> int:
+        return hash(self.handle)
+
+    def __repr__(self) -> str:
+        return "Stream(default)" if not self.handle else f"Stream({self.handle:#x})"
+
+    def __del__(self) -> None:
+        if getattr(self, "_owned", False) and backend() == "gpu":
+            try:
+                cuda_driver.stream_destroy(self.handle)
+            except Exception:  # noqa: BLE001 - never raise from a finalizer (e.g. at interpreter exit)
+                pass
+            self._owned = False
+
+
+_DEFAULT = Stream.wrap(0)
+_thread = threading.local()
+
+
+def default_stream() -> Stream:
+    """The default stream (handle 0, the legacy default stream)."""
+    return _DEFAULT
+
+
+def current_stream() -> Stream:
+    """The calling thread's current stream: the default stream, or the one its innermost `with stream(s):` chose."""
+    return getattr(_thread, "stream", _DEFAULT)
+
+
+def current_stream_handle() -> int:
+    """The CUstream handle of the calling thread's current stream (0: the default stream)."""
+    return getattr(_thread, "stream", _DEFAULT).handle
+
+
+def as_stream(s: Any) -> Stream:
+    """`s` as a Stream: a Stream, a CUstream handle (int), or another library's stream object (torch's
+    `.cuda_stream`, CuPy's `.ptr`). TypeError for anything else."""
+    if isinstance(s, Stream):
+        return s
+    if isinstance(s, int) and not isinstance(s, bool):
+        return Stream.wrap(s)
+    for attribute in ("cuda_stream", "ptr"):
+        handle = getattr(s, attribute, None)
+        if isinstance(handle, int):
+            return Stream.wrap(handle)
+    raise TypeError(f"expected a hidet stream, a CUstream handle (int) or a torch/CuPy stream, got "
+                    f"{type(s).__name__}")
+
+
+@contextmanager
+def stream(s: Any) -> Iterator[Stream]:
+    """Make `s` (see `as_stream`) the current stream of this thread inside the block; the previous one after."""
+    chosen = as_stream(s)
+    previous = current_stream()
+    _set_current(chosen)
+    try:
+        yield chosen
+    finally:
+        _set_current(previous)
+
+
+def _set_current(s: Stream) -> None:
+    _thread.stream = s
+    if backend() == "gpu":
+        _current_stream_library().hl_set_current_stream(ctypes.c_void_p(s.handle or None))
+
+
+@functools.cache
+def _current_stream_library() -> ctypes.CDLL:
+    from codegen.toolchain.cache import build_and_load
+    from hidet_lang.version import __version__
+
+    lib = build_and_load(_CURRENT_STREAM_SOURCE, language="c", flags=("-O2",), version=__version__)
+    lib.hl_set_current_stream.argtypes = [ctypes.c_void_p]
+    lib.hl_set_current_stream.restype = None
+    return lib
+
+
+def current_stream_entry_point() -> int:
+    """The address of a C function `void *(void)` giving the calling thread's current stream, for the generated
+    launchers (`hidet_lang_bind_stream`)."""
+    lib = _current_stream_library()
+    return ctypes.cast(lib.hl_get_current_stream, ctypes.c_void_p).value or 0
+
+
+def synchronize() -> None:
+    """Wait until all work issued to the GPU (every stream) has completed; nothing on the emulator."""
+    if backend() == "gpu":
+        cuda_driver.synchronize()
