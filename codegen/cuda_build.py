@@ -113,19 +113,23 @@ def verify_cubins(plan: ModulePlan, device_source: str, host_source: str, archs:
 
 def _bind_gpu(plan: ModulePlan, lib: ctypes.CDLL, cubin: bytes) -> object:
     """Load the cubin, hand the kernels, their static shared memory, the device's shared memory a block, the
-    driver's launch entry points and the runtime's current stream to the host library (once a library: a later
-    build of the same sources reuses the binding); the loaded CUDA module."""
+    driver's entry points (launches, kernel attributes, tensor-map encoding) and the runtime's current stream to
+    the host library (once a library: a later build of the same sources reuses the binding); the loaded CUDA
+    module."""
     bound = getattr(lib, "_hidet_lang_bound", None)
     if bound is None:
         cu_module = cuda_driver.load_module(cubin)
         functions = [cuda_driver.get_function(cu_module, s) for s in plan.kernel_symbols]
         handles = (ctypes.c_void_p * max(len(functions), 1))(*functions)
         static_smem = (ctypes.c_longlong * max(len(functions), 1))(*map(cuda_driver.static_shared_bytes, functions))
-        launch, set_attribute = cuda_driver.launch_entry_points()
+        launch, set_attribute, encode_tensor_map = cuda_driver.launch_entry_points()
         lib.hidet_lang_bind_gpu.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_longlong]
         lib.hidet_lang_bind_gpu.restype = None
         lib.hidet_lang_bind_gpu(launch, set_attribute, ctypes.cast(handles, ctypes.c_void_p),
                                 ctypes.cast(static_smem, ctypes.c_void_p), cuda_driver.shared_memory_per_block())
+        lib.hidet_lang_bind_tensor_maps.argtypes = [ctypes.c_void_p]
+        lib.hidet_lang_bind_tensor_maps.restype = None
+        lib.hidet_lang_bind_tensor_maps(encode_tensor_map)
         lib.hidet_lang_bind_stream.argtypes = [ctypes.c_void_p]
         lib.hidet_lang_bind_stream(streams.current_stream_entry_point())  # launches go to the current stream
         bound = lib._hidet_lang_bound = (cu_module, handles)  # the kernels live as long as the library

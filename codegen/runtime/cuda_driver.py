@@ -137,8 +137,13 @@ def shared_memory_per_block() -> int:
     return int(check(drv.cuDeviceGetAttribute(attribute, device), "cuDeviceGetAttribute"))
 
 
+OUT_OF_MEMORY = "CUDA_ERROR_OUT_OF_MEMORY"
+
+
 def mem_alloc(nbytes: int) -> int:
-    """Allocate `nbytes` of device memory (at least one byte); the device address."""
+    """Allocate `nbytes` of device memory (at least one byte) with the driver, bypassing the caching allocator
+    (`codegen.runtime.allocator`, which every device buffer goes through); the device address. A failure for
+    want of memory raises CudaDriverError named OUT_OF_MEMORY."""
     ensure_current()
     return int(check(driver().cuMemAlloc(max(int(nbytes), 1)), "cuMemAlloc"))
 
@@ -147,6 +152,50 @@ def mem_free(ptr: int) -> None:
     """Free device memory from `mem_alloc`."""
     ensure_current()
     check(driver().cuMemFree(ptr), "cuMemFree")
+
+
+def mem_get_info() -> tuple[int, int]:
+    """The device memory (free, total) in bytes, as the driver reports it."""
+    ensure_current()
+    free, total = check(driver().cuMemGetInfo(), "cuMemGetInfo")
+    return int(free), int(total)
+
+
+def stream_create() -> int:
+    """A new stream (a CUstream as an int) that orders itself with the default stream, as the legacy default
+    stream's copies and launches expect."""
+    ensure_current()
+    drv = driver()
+    return int(check(drv.cuStreamCreate(drv.CUstream_flags.CU_STREAM_DEFAULT), "cuStreamCreate"))
+
+
+def stream_destroy(stream: int) -> None:
+    """Destroy a stream from `stream_create` (work already issued to it still completes)."""
+    ensure_current()
+    drv = driver()
+    check(drv.cuStreamDestroy(drv.CUstream(stream)), "cuStreamDestroy")
+
+
+def stream_synchronize(stream: int) -> None:
+    """Wait until the work issued to `stream` has completed; raises the error of a failed kernel."""
+    ensure_current()
+    drv = driver()
+    check(drv.cuStreamSynchronize(drv.CUstream(stream)), "cuStreamSynchronize")
+
+
+def stream_wait(waiter: int, producer: int) -> None:
+    """Order `waiter` after the work issued to `producer` so far, without blocking the host (an event recorded
+    on `producer`, waited on by `waiter`)."""
+    if waiter == producer:
+        return
+    ensure_current()
+    drv = driver()
+    event = check(drv.cuEventCreate(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+    try:
+        check(drv.cuEventRecord(event, drv.CUstream(producer)), "cuEventRecord")
+        check(drv.cuStreamWaitEvent(drv.CUstream(waiter), event, 0), "cuStreamWaitEvent")
+    finally:
+        check(drv.cuEventDestroy(event), "cuEventDestroy")
 
 
 def copy_to_device(ptr: int, host: Any) -> None:

@@ -12,7 +12,12 @@
  *   - launch configurations are checked as the driver checks them; a valid launch calls the hook set with
  *     fake_cuda_set_launch_hook (the test harness runs the kernel on the CUDA emulator there). A failure the
  *     hook returns becomes the context's sticky error, reported by the next synchronizing call, as a fault in
- *     a kernel is on a GPU.
+ *     a kernel is on a GPU;
+ *   - device memory is limited ($FAKE_CUDA_MEMORY_BYTES, default 8 GiB, or fake_cuda_set_total_memory): an
+ *     allocation beyond it fails with CUDA_ERROR_OUT_OF_MEMORY, and cuMemGetInfo reports what is left;
+ *   - streams and events are checked handles; work runs at once, in the order it is issued (which every stream
+ *     order allows), and the harness can ask on which stream the last kernel was launched and which streams
+ *     waited on which.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -48,6 +53,8 @@ static const struct { int code; const char *name, *text; } errors[] = {
 };
 
 typedef struct Allocation { char *base; size_t size; const void *symbol; struct Allocation *next; } Allocation;
+typedef struct Stream { struct Stream *next; } Stream;
+typedef struct Event { void *recorded_on; int recorded; } Event;
 typedef struct Module { unsigned char *image; size_t size; Allocation *globals; } Module;
 typedef struct Function {
     Module *module;
@@ -66,6 +73,13 @@ static Allocation *allocations = 0;
 static Module **loaded = NULL; /* every module loaded, as a real driver holds them: as many as memory allows */
 static int loaded_count = 0, loaded_capacity = 0;
 static launch_hook_t launch_hook = 0;
+static size_t allocated_bytes = 0;
+static size_t total_memory = 0; /* 0: not yet read from $FAKE_CUDA_MEMORY_BYTES */
+static Stream *streams = 0;
+static void *last_launch_stream = 0;
+enum { MAX_WAITS = 4096 };
+static struct { void *waiter, *on; } waits[MAX_WAITS]; /* cuStreamWaitEvent: who waited on work of which stream */
+static int wait_count = 0;
 
 /* ---- controls for the test harness ---- */
 
@@ -74,6 +88,26 @@ void fake_cuda_set_launch_hook(launch_hook_t hook) { launch_hook = hook; }
 int fake_cuda_live_allocations(void) {
     int n = 0;
     for (Allocation *a = allocations; a; a = a->next) n++;
+    return n;
+}
+
+static size_t device_memory(void) {
+    if (!total_memory) {
+        const char *bytes = getenv("FAKE_CUDA_MEMORY_BYTES");
+        total_memory = bytes && atoll(bytes) > 0 ? (size_t)atoll(bytes) : (size_t)8 << 30;
+    }
+    return total_memory;
+}
+
+void fake_cuda_set_total_memory(size_t bytes) { total_memory = bytes; }
+
+/* The stream of the last kernel launched (0: the default stream). */
+void *fake_cuda_last_launch_stream(void) { return last_launch_stream; }
+
+/* How many times stream `waiter` waited on an event recorded on stream `on`. */
+int fake_cuda_waits(void *waiter, void *on) {
+    int n = 0;
+    for (int i = 0; i < wait_count && i < MAX_WAITS; i++) n += waits[i].waiter == waiter && waits[i].on == on;
     return n;
 }
 
@@ -188,9 +222,19 @@ CUresult cuMemAlloc(CUdeviceptr *ptr, size_t size) {
     CUresult status = context_status();
     if (status) return status;
     if (size == 0) return INVALID_VALUE;
+    if (size > device_memory() - allocated_bytes) return OUT_OF_MEMORY;
     Allocation *a = new_allocation(&allocations, size);
     if (!a) return OUT_OF_MEMORY;
+    allocated_bytes += size;
     *ptr = (CUdeviceptr)(uintptr_t)a->base;
+    return SUCCESS;
+}
+
+CUresult cuMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+    CUresult status = context_status();
+    if (status) return status;
+    if (free_bytes) *free_bytes = device_memory() - allocated_bytes;
+    if (total_bytes) *total_bytes = device_memory();
     return SUCCESS;
 }
 
@@ -201,6 +245,7 @@ CUresult cuMemFree(CUdeviceptr ptr) {
         if ((*a)->base == (char *)(uintptr_t)ptr) {
             Allocation *dead = *a;
             *a = dead->next;
+            allocated_bytes -= dead->size;
             free(dead->base);
             free(dead);
             return SUCCESS;
@@ -326,6 +371,88 @@ CUresult cuModuleGetGlobal(CUdeviceptr *ptr, size_t *size, void *module, const c
     return SUCCESS;
 }
 
+/* ---- streams and events: work runs when it is issued ---- */
+
+/* The default stream (0), the legacy and per-thread default streams (1, 2), or a live stream. */
+static int valid_stream(void *stream) {
+    if ((uintptr_t)stream <= 2) return 1;
+    for (Stream *s = streams; s; s = s->next)
+        if (s == stream) return 1;
+    return 0;
+}
+
+CUresult cuStreamCreate(void **stream, unsigned flags) {
+    CUresult status = context_status();
+    if (status) return status;
+    if (!stream || flags > 1) return INVALID_VALUE;
+    Stream *s = calloc(1, sizeof *s);
+    s->next = streams;
+    streams = s;
+    *stream = s;
+    return SUCCESS;
+}
+
+CUresult cuStreamDestroy(void *stream) {
+    for (Stream **s = &streams; *s; s = &(*s)->next) {
+        if (*s == stream) {
+            Stream *dead = *s;
+            *s = dead->next;
+            free(dead);
+            return SUCCESS;
+        }
+    }
+    return INVALID_HANDLE;
+}
+
+CUresult cuStreamSynchronize(void *stream) {
+    CUresult status = context_status();
+    if (status) return status;
+    return valid_stream(stream) ? SUCCESS : INVALID_HANDLE;
+}
+
+CUresult cuEventCreate(void **event, unsigned flags) {
+    CUresult status = context_status();
+    if (status) return status;
+    if (!event) return INVALID_VALUE;
+    (void)flags;
+    *event = calloc(1, sizeof(Event));
+    return SUCCESS;
+}
+
+CUresult cuEventDestroy(void *event) {
+    if (!event) return INVALID_HANDLE;
+    free(event);
+    return SUCCESS;
+}
+
+CUresult cuEventRecord(void *event, void *stream) {
+    CUresult status = context_status();
+    if (status) return status;
+    if (!event || !valid_stream(stream)) return INVALID_HANDLE;
+    ((Event *)event)->recorded_on = stream;
+    ((Event *)event)->recorded = 1;
+    return SUCCESS;
+}
+
+CUresult cuEventSynchronize(void *event) {
+    CUresult status = context_status();
+    if (status) return status;
+    return event ? SUCCESS : INVALID_HANDLE;
+}
+
+CUresult cuStreamWaitEvent(void *stream, void *event, unsigned flags) {
+    CUresult status = context_status();
+    if (status) return status;
+    if (!event || !valid_stream(stream)) return INVALID_HANDLE;
+    if (flags) return INVALID_VALUE;
+    if (((Event *)event)->recorded && wait_count < MAX_WAITS) {
+        waits[wait_count].waiter = stream;
+        waits[wait_count].on = ((Event *)event)->recorded_on;
+    }
+    wait_count++;
+    return SUCCESS;
+}
+
 /* ---- functions and launches ---- */
 
 CUresult cuFuncGetAttribute(int *value, int attribute, void *function) {
@@ -355,7 +482,8 @@ CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz, u
     if (status) return status;
     Function *f = function;
     if (!f) return INVALID_HANDLE;
-    if (stream || extra) return NOT_SUPPORTED;
+    if (!valid_stream(stream)) return INVALID_HANDLE;
+    if (extra) return NOT_SUPPORTED;
     if (!gx || !gy || !gz || !bx || !by || !bz || gx > 2147483647u || gy > 65535 || gz > 65535 || bx > 1024 ||
         by > 1024 || bz > 64 || (unsigned long long)bx * by * bz > 1024)
         return INVALID_VALUE;
@@ -363,6 +491,7 @@ CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz, u
     int fault = launch_hook ? launch_hook(f->module, f->name, gx, gy, gz, bx, by, bz, smem, params)
                             : NOT_SUPPORTED;
     if (fault) sticky_error = fault;
+    last_launch_stream = stream;
     return SUCCESS;
 }
 
