@@ -21,7 +21,8 @@ from hidet_lang.frontend.script import ScriptModule
 from hidet_lang.ir import expr as E
 from stdlib_ops.schedule.signature import kernel_signature
 from stdlib_ops.task import Task
-from stdlib_ops.templates.binding import TemplateBinding, common_dtype, shape_of
+from stdlib_ops.templates.binding import TemplateBinding, shape_of
+from stdlib_ops.templates.kernels.attention_cuda_mma import HEAD_DIMS, MASK_DTYPES, MMA_DTYPES, attention_cuda_mma
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.registry import library_template
 from stdlib_ops.templates.sizes import bind_sizes
@@ -114,13 +115,14 @@ def attention_cuda(batch_heads: Size, seq_q: Size, seq_k: Size, head_dim: int, c
 
 @library_template("attention", "cuda")
 def attention_on_cuda(task: Task) -> TemplateBinding | None:
-    """Scaled dot-product attention (scale 1 / sqrt(head_dim)) over `[..., seq, head_dim]` tensors whose batch
-    dimensions broadcast, with one head dimension known at build time."""
-    dtype = common_dtype(task, ATTENTION_DTYPES)
-    if len(task.inputs) != 3 or len(task.outputs) != 1 or dtype is None:
+    """Scaled dot-product attention over `[..., seq, head_dim]` tensors whose batch dimensions broadcast (key/value
+    heads shared by groups of query heads with `enable_gqa`): f16 and bf16 with equal head dimensions of
+    `attention_cuda_mma.HEAD_DIMS` (an additive mask and any scale allowed) go to the tensor-core template
+    `attention_cuda_mma`; others without a mask, at the scale 1 / sqrt(head_dim), to this template."""
+    if len(task.inputs) not in (3, 4) or len(task.outputs) != 1:
         return None
     signature = kernel_signature(task.inputs, task.outputs)
-    q, k, v = task.inputs
+    q, k, v, *mask = task.inputs
     out = signature.outputs[0]
     shapes = [shape_of(t) for t in (q, k, v, out)]
     if min(len(s) for s in shapes) < 2:
@@ -128,15 +130,40 @@ def attention_on_cuda(task: Task) -> TemplateBinding | None:
     head_dim = shapes[0][-1]
     if not isinstance(head_dim, int) or any(s[-1] != head_dim for s in shapes) or shapes[1][-2] != shapes[2][-2]:
         return None
+    batch = shapes[3][:-2]
+    group = 1
+    if task.attrs.get("enable_gqa", False):
+        group = batch[-1] // shapes[1][-3]  # the operator checked that both are ints, one a multiple of the other
+    dtypes = {t.type.dtype.name for t in (q, k, v)} | {out.type.dtype.name}
+    dtype = dtypes.pop() if len(dtypes) == 1 else None
     scale = task.attrs.get("scale")
+    sizes = {"batch_heads": product(batch), "seq_q": shapes[0][-2], "seq_k": shapes[1][-2]}
+    views = [_view(t, s, batch, group if t in (k, v) else 1) for t, s in zip((q, k, v, *mask, out),
+                                                                             (*shapes[:3], *map(shape_of, mask),
+                                                                              shapes[3]))]
+    if dtype in MMA_DTYPES and head_dim in HEAD_DIMS:
+        options = {"head_dim": head_dim, "causal": bool(task.attrs.get("causal", False)), "dtype": dtype,
+                   "scale": scale, "mask_dtype": mask[0].type.dtype.name if mask else None}
+        if mask and options["mask_dtype"] not in MASK_DTYPES:
+            return None
+        return TemplateBinding("attention_cuda_mma", attention_cuda_mma, signature, sizes, views, options)
+    if mask or dtype not in ATTENTION_DTYPES:
+        return None
     if scale is not None and not math.isclose(float(scale), 1.0 / math.sqrt(head_dim), rel_tol=1e-12):
         return None
-    batch = shapes[3][:-2]
-
-    def view(tensor: E.Var, shape: tuple[Dim, ...]) -> View:
-        return View(tensor, lambda i: (*broadcast_batch(unravel(i[0], batch), shape[:-2]), i[1], i[2]))
-
-    sizes = {"batch_heads": product(batch), "seq_q": shapes[0][-2], "seq_k": shapes[1][-2]}
-    views = [view(t, s) for t, s in zip((q, k, v, out), shapes)]
     return TemplateBinding("attention_cuda", attention_cuda, signature, sizes, views,
                            {"head_dim": head_dim, "causal": bool(task.attrs.get("causal", False)), "dtype": dtype})
+
+
+def _view(tensor: E.Var, shape: tuple[Dim, ...], batch: tuple[Dim, ...], group: int) -> View:
+    """`tensor` seen as `[batch_heads, rows, cols]` over the broadcast `batch`: the flat head batch index unravelled
+    and broadcast to the tensor's batch dimensions (the last, the head, divided by `group` for keys and values
+    shared by groups of query heads), and the rows and columns broadcast where the tensor has size 1 (a mask)."""
+
+    def index(i: tuple[E.Expr, ...]) -> tuple[E.Expr, ...]:
+        coords = unravel(i[0], batch)
+        if group > 1:
+            coords = [*coords[:-1], E.binary("/", coords[-1], E.convert(group))]
+        return tuple(broadcast_batch([*coords, i[1], i[2]], shape))
+
+    return View(tensor, index)

@@ -262,14 +262,15 @@ def attention_cuda_mma(batch_heads: Size, seq_q: Size, seq_k: Size, head_dim: in
                         top_shift = 0.0 if top == -math.inf else top
                         sum_all: f32 = 0.0
                         for w in meta.range(kv_split):
-                            sum_all += part[warp + w, pr, head_dim + 1] * math.exp(part[warp + w, pr, head_dim] - top_shift)
+                            weight = math.exp(part[warp + w, pr, head_dim] - top_shift)
+                            sum_all += part[warp + w, pr, head_dim + 1] * weight
                         row_sum[h] = sum_all
                         for n in meta.range(d_tiles):
                             for e in meta.range(2):
                                 out_all: f32 = 0.0
                                 for w in meta.range(kv_split):
-                                    weight = math.exp(part[warp + w, pr, head_dim] - top_shift)
-                                    out_all += part[warp + w, pr, n * MMA_N + lane % 4 * 2 + e] * weight
+                                    weight2 = math.exp(part[warp + w, pr, head_dim] - top_shift)
+                                    out_all += part[warp + w, pr, n * MMA_N + lane % 4 * 2 + e] * weight2
                                 acc[n, 2 * h + e] = out_all
             if warp % kv_split == 0:
                 for n in meta.range(d_tiles):
