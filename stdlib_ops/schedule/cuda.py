@@ -3,9 +3,12 @@
 - Outputs without a reduction at the top (injective computations, and computations whose reductions are only
   inside other expressions): one thread per output element, 256 threads a block; reductions run as loops in the
   thread, hoisted as on the CPU.
-- An output whose value has one reduction at the top (`sum`, `mean`, `max`, `min`, `prod`, possibly inside an
-  element-wise expression): one warp per output element; the lanes stride over the reduced index space and
-  combine their partial results with `shfl_down_sync`.
+- An output whose reductions several of its elements share (a row's statistics in a layer norm), or whose
+  reductions hold nested ones (a variance's mean): a block per group of elements sharing them, the block
+  computing each shared reduction once (`cuda_groups`), so the work stays linear in the input.
+- Otherwise, an output whose value has one reduction at the top (`sum`, `mean`, `max`, `min`, `prod`, possibly
+  inside an element-wise expression): one warp per output element; the lanes stride over the reduced index space
+  and combine their partial results with `shfl_down_sync`.
 
 Shapes may be symbolic: the grid is an expression of the size parameters. A task with several outputs gets the
 launch of its first output and loops over the others' elements in a grid-stride loop.
@@ -19,12 +22,20 @@ from collections.abc import Iterator
 from hidet_lang.cuda import FULL_MASK, blockIdx, shfl_down_sync, threadIdx
 from hidet_lang.ir.expr import BinaryOp, Cast, Constant, Expr, IfThenElse, Intrinsic, Var, convert
 from hidet_lang.ir.func import CudaAttrs, FuncAttrs, FuncKind, Function, IRModule
-from hidet_lang.ir.functor import IRRewriter, substitute
+from hidet_lang.ir.functor import substitute
 from hidet_lang.ir.stmt import AssignStmt, BufferStoreStmt, DeclareStmt, ForStmt, IfStmt, Stmt, seq
 from hidet_lang.ir.types import int32, void
-from stdlib_ops.compute.nodes import ArgReduceExpr, ComputeTensor, ReduceExpr
+from stdlib_ops.compute.nodes import ComputeTensor, ReduceExpr
+from stdlib_ops.schedule.cuda_groups import block_per_group, shared_reduction_axes, unflatten
 from stdlib_ops.schedule.inline import inline_computes
-from stdlib_ops.schedule.reductions import ReductionLowering, Scope, combine, extent_product, identity
+from stdlib_ops.schedule.reductions import (
+    ReductionLowering,
+    Scope,
+    combine,
+    extent_product,
+    identity,
+    outermost_reductions,
+)
 from stdlib_ops.schedule.signature import kernel_signature
 
 BLOCK = 256
@@ -37,8 +48,11 @@ def schedule_cuda(name: str, inputs: tuple[Var, ...], outputs: tuple[ComputeTens
     names = itertools.count(1)
     bodies = [_value_at(out, names) for out in outputs]
     first_out, (first_axes, first_value) = outputs[0], bodies[0]
-    top = _top_reductions(first_value)
-    if len(outputs) == 1 and len(top) == 1 and isinstance(top[0], ReduceExpr):
+    top = outermost_reductions(first_value)
+    group = shared_reduction_axes(first_axes, first_value) if len(outputs) == 1 else None
+    if group is not None:
+        body, grid = block_per_group(first_out, signature.outputs[0], first_axes, first_value, group, BLOCK, names)
+    elif len(outputs) == 1 and len(top) == 1 and isinstance(top[0], ReduceExpr):
         body, grid = _warp_per_element(first_out, signature.outputs[0], first_axes, first_value, top[0], names)
     else:
         total = extent_product(tuple(first_out.shape))
@@ -68,21 +82,6 @@ def _ceil_div(a: Expr, b: int) -> Expr:
     return BinaryOp("/", BinaryOp("+", a, Constant(b - 1, int32)), Constant(b, int32))
 
 
-def _unflatten(flat: Expr, axes: tuple[Var, ...], shape: tuple) -> list[Stmt]:
-    """Declarations of `axes` as the row-major coordinates of `flat` in `shape`."""
-    decls: list[Stmt] = []
-    stride: Expr = Constant(1, int32)
-    for axis, extent in reversed(list(zip(axes, shape))):
-        coord = flat if _is_one(stride) else BinaryOp("/", flat, stride)
-        decls.append(DeclareStmt(axis, BinaryOp("%", coord, convert(extent))))
-        stride = convert(extent) if _is_one(stride) else BinaryOp("*", stride, convert(extent))
-    return decls[::-1]
-
-
-def _is_one(e: Expr) -> bool:
-    return isinstance(e, Constant) and e.value == 1
-
-
 def _store_index(axes: tuple[Var, ...]) -> tuple[Expr, ...]:
     return axes or (Constant(0, int32),)
 
@@ -93,26 +92,10 @@ def _grid_stride(out: ComputeTensor, param: Var, axes: tuple[Var, ...], value: E
     flat = Var(f"e{next(names)}", int32)
     scopes = [Scope(), Scope()]
     lowered = ReductionLowering(scopes, dict.fromkeys(axes, 1), names).value(value, 1)
-    body = seq([*_unflatten(flat, axes, tuple(out.shape)), *scopes[0].prelude, *scopes[1].prelude,
+    body = seq([*unflatten(flat, axes, tuple(out.shape)), *scopes[0].prelude, *scopes[1].prelude,
                 BufferStoreStmt(param, _store_index(axes), lowered)])
     stride = BinaryOp("*", Intrinsic("gridDim.x", (), int32), Constant(BLOCK, int32))
     return ForStmt(flat, worker, total, stride, body)
-
-
-def _top_reductions(e: Expr) -> list[ReduceExpr | ArgReduceExpr]:
-    found: list[ReduceExpr | ArgReduceExpr] = []
-
-    class _Find(IRRewriter):
-        def visit_ReduceExpr(self, r: ReduceExpr) -> Expr:
-            found.append(r)
-            return r
-
-        def visit_ArgReduceExpr(self, r: ArgReduceExpr) -> Expr:
-            found.append(r)
-            return r
-
-    _Find().visit(e)
-    return list(dict.fromkeys(found))
 
 
 def _warp_per_element(out: ComputeTensor, param: Var, axes: tuple[Var, ...], value: Expr, r: ReduceExpr,
@@ -132,7 +115,7 @@ def _warp_per_element(out: ComputeTensor, param: Var, axes: tuple[Var, ...], val
     term = lowering.value(r.body, 1)
     kind = "sum" if r.kind == "mean" else r.kind
     lane_loop = ForStmt(k, lane, extent_product(r.extents), Constant(WARP, int32),
-                        seq([*_unflatten(k, r.axes, r.extents), *scopes[1].prelude,
+                        seq([*unflatten(k, r.axes, r.extents), *scopes[1].prelude,
                              AssignStmt(acc, combine(kind, acc, term))]))
     shuffles: list[Stmt] = []
     for offset in (16, 8, 4, 2, 1):
@@ -151,7 +134,7 @@ def _warp_per_element(out: ComputeTensor, param: Var, axes: tuple[Var, ...], val
         DeclareStmt(element, BinaryOp("+", BinaryOp("*", blockIdx.x, Constant(warps, int32)),
                                       BinaryOp("/", threadIdx.x, Constant(WARP, int32)))),
         DeclareStmt(lane, BinaryOp("%", threadIdx.x, Constant(WARP, int32))),
-        *_unflatten(clamped, axes, tuple(out.shape)),
+        *unflatten(clamped, axes, tuple(out.shape)),
         DeclareStmt(acc, identity(kind, r.dtype)),
         *scopes[0].prelude,
         lane_loop,

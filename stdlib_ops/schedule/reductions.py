@@ -81,6 +81,23 @@ class _TopReductions(IRRewriter):
         return self._lower_one(e)
 
 
+def outermost_reductions(e: Expr) -> list[ReduceExpr | ArgReduceExpr]:
+    """The reductions of `e` that no other reduction of `e` holds, without repeats, in order."""
+    found: list[ReduceExpr | ArgReduceExpr] = []
+
+    class _Find(IRRewriter):
+        def visit_ReduceExpr(self, r: ReduceExpr) -> Expr:
+            found.append(r)
+            return r
+
+        def visit_ArgReduceExpr(self, r: ArgReduceExpr) -> Expr:
+            found.append(r)
+            return r
+
+    _Find().visit(e)
+    return list(dict.fromkeys(found))
+
+
 class ReductionLowering:
     """Turns reductions into accumulator loops placed in `scopes` (outermost first).
 
