@@ -8,6 +8,8 @@ configuration and hands it to `hl_launch` (hidet_lang/cuda_launch.h), which chec
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from codegen.emit.c_emitter import CEmitter, c_string
 from codegen.emit.cuda_device_emitter import CUDA_SCALARS
 from codegen.emit.kernel_plan import ModulePlan
@@ -82,6 +84,7 @@ class CudaHostEmitter(CEmitter):
         block = self.dims(cuda.block_dim if cuda else ())
         smem = self.expr(cuda.dynamic_smem_bytes) if cuda and cuda.dynamic_smem_bytes is not None else "0"
         self.encode_tensor_maps(f, where(None))
+        self.check_alignment(f, where)
         args = ", ".join(f"(void *)&{self.var_name(p)}{'__map' if isinstance(p.type, TensorMapType) else ''}"
                          for p in f.params) or "0"
         plan = self.plan.kernel_plans[f.name]
@@ -114,6 +117,19 @@ class CudaHostEmitter(CEmitter):
             self.line(f"const long long {name}__shape[] = {{{shape}}}, {name}__box[] = {{{box}}};")
             self.line(f"if (hl_encode_tensor_map(&{name}__map, {name}, {t.dtype.nbytes}, {len(t.shape)}, "
                       f"{name}__shape, {name}__box, {t.swizzle}, \"{f.name}\", {where})) return;")
+
+    def check_alignment(self, f: Function, where: Callable[[Span | None], str]) -> None:
+        """Refuse the launch (a launch error at the copy's DSL line) when a tensor argument that an asynchronous
+        copy reads from is not aligned to the copy's size (`KernelPlan.aligned_params`): on a GPU the copy would
+        fault, on the emulator it would work where the GPU does not."""
+        for p, nbytes, span in self.plan.kernel_plans[f.name].aligned_params:
+            name = self.var_name(p)
+            self.line(f"if ((uintptr_t)({name}) % {nbytes} != 0) {{")
+            self.line(f'    hl_launch_error(-1, "{f.name}", {where(span)}, "the argument \'{p.name}\' is at %p, '
+                      f"which a {nbytes}-byte asynchronous copy (cp_async) reads from: it must be {nbytes}-byte "
+                      f'aligned", (void *)({name}));')
+            self.line("    return;")
+            self.line("}")
 
     def dims(self, dims: tuple[E.Expr, ...]) -> list[str]:
         """Three `long long` dimensions from up to three expressions (missing ones are 1)."""

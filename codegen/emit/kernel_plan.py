@@ -13,11 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from codegen.emit.c_emitter import c_function_name
+from codegen.emit.pointer_origins import pointer_origins
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import DEVICE_KINDS, FuncKind, Function, IRModule
 from hidet_lang.ir.functor import collect
-from hidet_lang.ir.intrinsics import synchronizes
+from hidet_lang.ir.intrinsics import CP_ASYNC_COPIES, synchronizes
+from hidet_lang.ir.span import Span
 from hidet_lang.ir.stmt import DeclScope
 from hidet_lang.ir.types import TensorType
 from hidet_lang.passes.kind_rules import shared_memory_declarations
@@ -37,12 +39,17 @@ class KernelPlan:
     `static_smem`: the bytes of the shared tensors it and the device functions it calls declare.
     `local_bytes`: the bytes of the local arrays (`register_tensor`) they declare, all of them together: what a
     thread's stack holds on the emulator besides its frames.
+    `aligned_params`: (parameter, bytes, span) for each parameter that an asynchronous copy of `bytes` bytes reads
+    from (`cp_async`; the largest copy where several do, and its DSL place): the hardware needs each copy's source
+    address to be a multiple of its size, which the copy's offsets keep only if the argument's address is one, so
+    the launcher checks it.
     """
 
     needs_fibers: bool
     fast_path: str | None
     static_smem: int
     local_bytes: int
+    aligned_params: tuple[tuple[E.Var, int, Span | None], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -112,7 +119,25 @@ def _plan_kernel(module: IRModule, kernel: Function) -> KernelPlan:
     fibers = any(synchronizes(i.name) for f in functions for i in collect(f.body, E.Intrinsic))
     fast = None if fibers else "header" if collect(kernel.body, E.Call) else "registers"
     smem = sum(n for f in functions for _, n in shared_memory_declarations(f))
-    return KernelPlan(fibers, fast, smem, sum(_local_array_bytes(f) for f in functions))
+    return KernelPlan(fibers, fast, smem, sum(_local_array_bytes(f) for f in functions), _aligned_params(kernel))
+
+
+def _aligned_params(kernel: Function) -> tuple[tuple[E.Var, int, Span | None], ...]:
+    """The parameters of `kernel` its asynchronous copies read from, each with the largest copy's bytes and span."""
+    params = set(kernel.params)
+    origins = pointer_origins(kernel)
+    needed: dict[E.Var, tuple[int, Span | None]] = {}
+    for copy in collect(kernel.body, E.Intrinsic):
+        nbytes = CP_ASYNC_COPIES.get(copy.name)
+        if nbytes is None:
+            continue
+        source = copy.args[1]
+        base = source.expr.base if isinstance(source, E.Address) and isinstance(source.expr, E.TensorElement) \
+            else source
+        base = origins.get(base, base) if isinstance(base, E.Var) else None
+        if base in params and nbytes > needed.get(base, (0, None))[0]:
+            needed[base] = (nbytes, copy.span)
+    return tuple((p, *needed[p]) for p in kernel.params if p in needed)
 
 
 def _local_array_bytes(f: Function) -> int:
