@@ -165,7 +165,7 @@ class CachingAllocator:
         return (f"out of device memory: a request of {format_bytes(nbytes)} ({nbytes} bytes, served as "
                 f"{format_bytes(size)}){where} failed after the allocator's cache was released and the request "
                 f"retried; arrays in use hold {format_bytes(self.stats.allocated)} "
-                f"({len(self._live)} blocks){device}. Free arrays you no longer need (del them), or use smaller "
+                f"({len(self._live)} block{'' if len(self._live) == 1 else 's'}){device}. Free arrays you no longer need (del them), or use smaller "
                 f"shapes")
 
 
