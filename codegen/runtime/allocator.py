@@ -162,11 +162,11 @@ class CachingAllocator:
         except Exception:  # noqa: BLE001 - the message is what matters here
             device = ""
         where = f" on stream {stream:#x}" if stream else ""
+        blocks = f"{len(self._live)} block" + ("" if len(self._live) == 1 else "s")
         return (f"out of device memory: a request of {format_bytes(nbytes)} ({nbytes} bytes, served as "
                 f"{format_bytes(size)}){where} failed after the allocator's cache was released and the request "
-                f"retried; arrays in use hold {format_bytes(self.stats.allocated)} "
-                f"({len(self._live)} block{'' if len(self._live) == 1 else 's'}){device}. Free arrays you no longer need (del them), or use smaller "
-                f"shapes")
+                f"retried; arrays in use hold {format_bytes(self.stats.allocated)} ({blocks}){device}. Free "
+                f"arrays you no longer need (del them), or use smaller shapes")
 
 
 def format_bytes(n: int) -> str:
