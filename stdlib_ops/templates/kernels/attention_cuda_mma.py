@@ -10,7 +10,8 @@ head dimension that is a multiple of 16 (32 to 256), with f32 scores, softmax an
   queries and their partial results are combined in shared memory at the end (each warp's running maximum, sum
   and output rescaled to the common maximum).
 - **Q.** The block's q tile is copied into shared memory once (`cp_async`, zeros past `seq_q`) and each warp keeps
-  its 16 rows in registers as `mma_m16n8k16` A fragments (`ldmatrix_x4`), `head_dim / 16` of them.
+  its 16 rows in registers as `mma_m16n8k16` A fragments (`ldmatrix_x4`), `head_dim / 16` of them; the k and v
+  buffers then take its shared memory.
 - **K and V.** The keys go by in tiles of `kv_split * block_k` rows (warp w of a split takes rows
   `w * block_k ...`), each copied with 16-byte `cp_async` into one of two shared buffers (the copy of tile t + 1
   runs while tile t is multiplied); rows past `seq_k` are zeros. Shared rows are padded by 16 bytes, so that the
@@ -24,7 +25,8 @@ head dimension that is a multiple of 16 (32 to 256), with f32 scores, softmax an
 - **P V.** The probabilities are rounded to the input dtype and are, as they lie in the accumulators, the A
   fragments of `O += P V`, whose B fragments come from `ldmatrix_x4_trans` of the row-major V tile.
 - **Causal** blocks stop at the tile holding their last query's diagonal (keys after it are never read).
-- **Output.** O divided by the row's sum (0 where the sum is 0), rounded to the dtype, stored element by element.
+- **Output.** O times the reciprocal of the row's sum (0 where the sum is 0), rounded to the dtype, stored
+  element by element.
 
 The kernel follows the kernel contract: q, k, v are read as `cp_async` sources, the mask by element reads, o only
 stored element by element. The 16-byte copies assume 16-byte aligned tensors with rows of a multiple of 8 elements
@@ -103,7 +105,7 @@ def attention_cuda_mma(batch_heads: Size, seq_q: Size, seq_k: Size, head_dim: in
     q_bytes = block_q * row * 2
     kv_bytes = 2 * tile_k * row * 2  # one buffer: a k tile then a v tile
     combine_bytes = warps * MMA_M * (head_dim + 2) * 4 if kv_split > 1 else 0
-    smem_bytes = max(q_bytes + 2 * kv_bytes, combine_bytes)
+    smem_bytes = max(q_bytes, 2 * kv_bytes, combine_bytes)
     require(smem_bytes <= MAX_SMEM_BYTES, name, f"{smem_bytes} bytes of shared memory (at most {MAX_SMEM_BYTES})")
     scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
     mma = mma_m16n8k16_bf16_f32 if dt.name == "bfloat16" else mma_m16n8k16_f16_f32
@@ -127,7 +129,7 @@ def attention_cuda_mma(batch_heads: Size, seq_q: Size, seq_k: Size, head_dim: in
             attrs.cuda.min_blocks = 1
             o = rest[len(rest) - 1]
             smem_q = tensor_pointer(dt, [block_q, row], init=dynamic_shared_memory(0, dt))
-            smem_kv = tensor_pointer(dt, [2, 2, tile_k, row], init=dynamic_shared_memory(q_bytes, dt))
+            smem_kv = tensor_pointer(dt, [2, 2, tile_k, row], init=dynamic_shared_memory(0, dt))
             qa = register_tensor(u32, [d_steps, 4])
             kb = register_tensor(u32, [4])
             vb = register_tensor(u32, [4])
@@ -154,6 +156,17 @@ def attention_cuda_mma(batch_heads: Size, seq_q: Size, seq_k: Size, head_dim: in
                         for e in meta.range(CHUNK):
                             smem_q[qr, qcol + e] = dt(0.0)
             cp_async_commit_group()
+            cp_async_wait_group(0)
+            syncthreads()
+            for ks in meta.range(d_steps):
+                ldmatrix_x4(~qa[ks, 0], ~smem_q[wq + lane % 16, ks * MMA_K + lane // 16 * CHUNK])
+            for h in meta.range(2):
+                row_max[h] = -math.inf
+                row_sum[h] = 0.0
+            for n in meta.range(d_tiles):
+                for e in meta.range(4):
+                    acc[n, e] = 0.0
+            syncthreads()  # the q tile is in registers: its shared memory takes the first k/v tile
             kv_end = min(seq_k, q0 + block_q) if causal else seq_k
             tiles = (kv_end + tile_k - 1) // tile_k
             for tile in range(tiles + 1):  # copy tile `tile`, multiply tile `tile - 1`
@@ -175,16 +188,7 @@ def attention_cuda_mma(batch_heads: Size, seq_q: Size, seq_k: Size, head_dim: in
                 cp_async_commit_group()
                 cp_async_wait_group(1)  # all but the copy just issued are in place
                 syncthreads()
-                if tile == 0:
-                    for ks in meta.range(d_steps):
-                        ldmatrix_x4(~qa[ks, 0], ~smem_q[wq + lane % 16, ks * MMA_K + lane // 16 * CHUNK])
-                    for h in meta.range(2):
-                        row_max[h] = -math.inf
-                        row_sum[h] = 0.0
-                    for n in meta.range(d_tiles):
-                        for e in meta.range(4):
-                            acc[n, e] = 0.0
-                else:
+                if tile > 0:
                     buf = (tile - 1) % 2
                     k0 = (tile - 1) * tile_k + wk
                     for n in meta.range(k_tiles):
@@ -273,12 +277,12 @@ def attention_cuda_mma(batch_heads: Size, seq_q: Size, seq_k: Size, head_dim: in
                                     out_all += part[warp + w, pr, n * MMA_N + lane % 4 * 2 + e] * weight2
                                 acc[n, 2 * h + e] = out_all
             if warp % kv_split == 0:
+                for h in meta.range(2):  # row_max now holds the reciprocal of the row's sum (0 for a sum of 0)
+                    row_max[h] = 1.0 / row_sum[h] if row_sum[h] > 0.0 else 0.0
                 for n in meta.range(d_tiles):
                     for e in meta.range(4):
                         oi = q0 + wq + lane // 4 + e // 2 * 8
                         if oi < seq_q:
-                            denominator = row_sum[e // 2]
-                            value = acc[n, e] / denominator if denominator > 0.0 else 0.0
-                            o[bh, oi, n * MMA_N + lane % 4 * 2 + e % 2] = dt(value)
+                            o[bh, oi, n * MMA_N + lane % 4 * 2 + e % 2] = dt(acc[n, e] * row_max[e // 2])
 
     return bind_sizes(module, "attention", {"batch_heads": batch_heads, "seq_q": seq_q, "seq_k": seq_k})
