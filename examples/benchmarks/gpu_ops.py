@@ -173,7 +173,63 @@ def memory_cases(quick: bool, rng: np.random.Generator) -> list[Case]:
     ]
 
 
-CASES = (matmul_cases, transformer_cases, batched_cases, gelu_cases, memory_cases)
+def attention_case(name: str, q_shape: tuple[int, ...], kv_shape: tuple[int, ...], causal: bool,
+                   rng: np.random.Generator, decoding: bool = False) -> Case:
+    """f16 scaled dot-product attention of q [B, H, Sq, D] against k and v [B, H_kv, Sk, D] (grouped-query where
+    H_kv < H); a decoding case is rated by the bytes of its k/v cache read, the others by their FLOPs (the half
+    above the diagonal skipped when causal)."""
+    q, k, v = rng_array(rng, q_shape, "float16"), rng_array(rng, kv_shape, "float16"), rng_array(rng, kv_shape,
+                                                                                                 "float16")
+    gqa = kv_shape[1] != q_shape[1]
+    b, h, sq, d = q_shape
+    sk = kv_shape[2]
+
+    def reference(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+        group = q.shape[1] // k.shape[1]
+        out = np.empty(q.shape)
+        for i in range(b):
+            for j in range(h):
+                s = q[i, j] @ k[i, j // group].T / math.sqrt(d)
+                if causal:
+                    s = np.where(np.tril(np.ones(s.shape, bool)), s, -np.inf)
+                e = np.exp(s - s.max(-1, keepdims=True))
+                out[i, j] = e / e.sum(-1, keepdims=True) @ v[i, j // group]
+        return out
+
+    def torch_fn(q: Any, k: Any, v: Any) -> Any:
+        import torch.nn.functional as F
+
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+
+    flops = 4.0 * b * h * sq * sk * d * (0.5 if causal and sq == sk else 1.0)
+    return Case(name, "float16", [q, k, v], lambda q, k, v: ops.attention(q, k, v, causal, enable_gqa=gqa),
+                reference, torch_fn, RTOL["float16"], flops=0.0 if decoding else flops,
+                bytes=2.0 * (q.size + k.size + v.size + q.size) if decoding else 0.0)
+
+
+def attention_cases(quick: bool, rng: np.random.Generator) -> list[Case]:
+    """Attention: prefill ([8,16,2048,64] and [1,32,8192,128], causal and not), grouped-query (32 query heads, 8
+    key/value heads), and decoding (one query a sequence against caches of 1k to 32k keys)."""
+    if quick:
+        return [attention_case("attention causal gqa [1,4,33,64]/2 f16", (1, 4, 33, 64), (1, 2, 33, 64), True, rng),
+                attention_case("decode [2,4,1,64] cache 100 f16", (2, 4, 1, 64), (2, 4, 100, 64), False, rng, True)]
+    cases = []
+    for b, h, s, d in ((8, 16, 2048, 64), (1, 32, 8192, 128)):
+        for causal in (False, True):
+            cases.append(attention_case(f"attention{' causal' if causal else ''} [{b},{h},{s},{d}] f16",
+                                        (b, h, s, d), (b, h, s, d), causal, rng))
+    for causal in (False, True):
+        cases.append(attention_case(f"attention{' causal' if causal else ''} gqa [4,32,2048,128]/8 f16",
+                                    (4, 32, 2048, 128), (4, 8, 2048, 128), causal, rng))
+    for cache in (1024, 4096, 16384, 32768):
+        cases.append(attention_case(f"decode [8,32,1,128] cache {cache} f16", (8, 32, 1, 128), (8, 32, cache, 128),
+                                    False, rng, True))
+        cases.append(attention_case(f"decode gqa [8,32,1,128]/8 cache {cache} f16", (8, 32, 1, 128),
+                                    (8, 8, cache, 128), False, rng, True))
+    return cases
+
+
+CASES = (matmul_cases, transformer_cases, batched_cases, gelu_cases, memory_cases, attention_cases)
 
 
 # ------------------------------------------------------------------------------------------------ the contenders
