@@ -17,16 +17,17 @@ parameters: the caller passes the tensors themselves).
 - **wgmma.** Per 64-deep k step, for each 16-deep slice, a consumer issues one m64n64k16 `wgmma_mma_async` per
   64 columns of its tile: `a`'s tile is K-major, `b`'s tiles MN-major (`b` is row-major `[k, n]`: `transposed`
   descriptors), 64 columns being what one MN-major 128-byte-swizzled atom row holds.
-- **Persistent grid.** At most `NUM_SMS` blocks; each walks the tiles `blockIdx.x, blockIdx.x + gridDim.x, ...` in
-  groups of `GROUP_M` tile rows (a group's blocks share rows of `a` and columns of `b` in L2), batch entries
-  outermost. The ring's stage and phase run on across tiles, so the producer loads the next tile's first stages
-  while the consumers store the last one.
+- **Persistent grid.** At most `blocks` blocks (`NUM_SMS` by default); each walks the tiles `blockIdx.x,
+  blockIdx.x + gridDim.x, ...` in groups of `GROUP_M` tile rows (a group's blocks share rows of `a` and columns of
+  `b` in L2), batch entries outermost. The ring's stage and phase run on across tiles, so the producer loads the
+  next tile's first stages while the consumers store the last one.
 - **Every size.** TMA fills the parts of a box outside the tensor with zeros (ragged m, n and k tiles add nothing);
   the accumulators are stored into `c` element by element where they fall inside it, which is where a fused
   epilogue lands. TMA needs rows that span multiples of 16 bytes: k and n must be multiples of 8.
 
-The kernel reads `a` and `b` only through TMA, so a prologue cannot be fused into it (the matmul adapter leaves a
-task with a fused prologue to the sm_80 template); `c` is only stored element by element. Shared memory is all
+The kernel reads `a` and `b` only through TMA, so no prologue can be fused into it; `c` is only stored element by
+element, where an epilogue fuses. The matmul adapter does not choose this template yet: it binds a task's tensors
+to a template's through index views, and a tensor map needs the tensor itself. Shared memory is all
 dynamic (no static shared memory), so that the tiles start at the 1024-byte boundary the swizzle needs.
 `MATMUL_CUDA_SM90_SPACE` is what `ops.tune` searches.
 """
@@ -93,8 +94,8 @@ def _registers_fit(consumers: int) -> bool:
 
 @declare_space(MATMUL_CUDA_SM90_SPACE)
 def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "float16", *,
-                     dtype: str | None = None, block_n: int = 128, stages: int = 4,
-                     consumers: int = 2) -> ScriptModule:
+                     dtype: str | None = None, block_n: int = 128, stages: int = 4, consumers: int = 2,
+                     blocks: int = NUM_SMS) -> ScriptModule:
     """A module with one kernel `matmul(<symbolic sizes>, a, b, c)` computing `c = a @ b` on Hopper's tensor cores
     (built for 'cuda:sm_90a').
 
@@ -102,7 +103,8 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
     `c: out_dtype[batch, m, n]`; each size is an int or a symbolic name; k and n are multiples of 8 (checked here
     when known, at the launch otherwise). `dtype` is float16 or bfloat16 (None: `out_dtype` where it is one of
     them, else float16). The block tile is `64 * consumers` x `block_n` (a multiple of 64, at most 256), computed
-    by `consumers` (1 or 2) consumer warpgroups from a ring of `stages` (2 to 8) shared buffers."""
+    by `consumers` (1 or 2) consumer warpgroups from a ring of `stages` (2 to 8) shared buffers. The persistent
+    grid has at most `blocks` blocks (one an SM of the GPU: `NUM_SMS`)."""
     name = "matmul_cuda_sm90"
     check_sizes(name, {"batch": batch, "m": m, "n": n, "k": k})
     out = template_dtype(name, out_dtype, OUTPUT_DTYPES)
@@ -115,6 +117,7 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
     require(block_n % ATOM == 0 and ATOM <= block_n <= 256, name, "block_n must be 64, 128, 192 or 256")
     require(consumers in (1, 2) and _registers_fit(consumers), name, "consumers must be 1 or 2")
     require(2 <= stages <= 8, name, "stages must be 2 to 8")
+    require(blocks >= 1, name, "blocks must be positive")
     block_m = ATOM * consumers
     b_tiles = block_n // ATOM
     a_stage_bytes = block_m * BLOCK_K * 2
@@ -137,7 +140,7 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
             attrs.func_kind = "cuda_kernel"
             attrs.cuda.block_dim = threads
             attrs.cuda.grid_dim = min(batch * ((m + block_m - 1) // block_m) * ((n + block_n - 1) // block_n),
-                                      NUM_SMS)
+                                      blocks)
             attrs.cuda.dynamic_smem_bytes = smem_bytes
             attrs.cuda.min_blocks = 1
             full = tensor_pointer(u64, [stages], init=dynamic_shared_memory(bars_at, u64))

@@ -1,0 +1,179 @@
+"""The Hopper matmul template (TMA, mbarriers, warp-specialized wgmma; f16 and bf16 inputs, f32 accumulation) for
+'cuda:sm_90a' against the float64 product of the rounded inputs, on the emulator's checking mode (no race, no
+out-of-bounds access, no uninitialized shared-memory read, no wgmma register touched in flight): odd m, k and n
+that are not multiples of the tiles, batches, both consumer counts and every tile width, a persistent grid with
+fewer blocks than tiles (the ring's phases run on across tiles), a fused bias and gelu epilogue in its stores, a
+prologue refused (it cannot ride TMA), the parameters it refuses; and its machine code: NVRTC's sm_90a cubin
+issues HGMMA and UTMALDG and has no local memory."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from functools import cache
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from template_checks import F16_HALF_SUBNORMAL_STEP, assert_sum_close
+
+from codegen.build import build_module
+from codegen.runtime.cuda_backend import backend
+from hidet_lang.ir import expr as E
+from hidet_lang.ir.types import TensorType, float32, int32
+from hidet_lang.testing import example_count
+from stdlib_ops.fusion import fuse
+from stdlib_ops.fusion.contract import FusionContractError
+from stdlib_ops.fusion.spec import Epilogue, Prologue, Store
+from stdlib_ops.templates.kernels.matmul_cuda_sm90 import matmul_cuda_sm90
+from stdlib_ops.templates.params import ScheduleError
+
+TARGET = "cuda:sm_90a"
+U = 2.0**-24  # f32's unit roundoff
+ROUNDING = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": U}  # unit roundoff of each output type
+NUMPY = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}
+SYMBOLIC = ("batch", "m", "n", "k")
+
+emulator_only = pytest.mark.skipif(backend() != "emulator", reason="the emulator's checking mode")
+
+
+@cache
+def built(sizes: tuple[int | str, ...], out_dtype: str, **params: object):
+    """The template's module for `sizes`, built for sm_90a in the checking mode."""
+    return matmul_cuda_sm90(*sizes, out_dtype, **params).build(target=TARGET, check=True)
+
+
+def operands(seed: int, batch: int, m: int, n: int, k: int, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """`a [batch, m, k]` and `b [batch, k, n]` uniform in [-1, 1], rounded to `dtype`."""
+    rng = np.random.default_rng(seed)
+    return (rng.uniform(-1, 1, (batch, m, k)).astype(NUMPY[dtype]),
+            rng.uniform(-1, 1, (batch, k, n)).astype(NUMPY[dtype]))
+
+
+def check(c: np.ndarray, a: np.ndarray, b: np.ndarray, out_dtype: str) -> None:
+    # the float64 product of the rounded inputs: their products are exact in f32; the sum of k of them in f32 is
+    # off by at most (k + 1) 2^-24 of the sum of their sizes, and the result is rounded once to the output type
+    # (its unit roundoff of that sum; an f16 result below f16's normal range by half its spacing there)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    k = a.shape[-1]
+    absolute = F16_HALF_SUBNORMAL_STEP if out_dtype == "float16" else 0.0
+    assert_sum_close(c, a64 @ b64, np.abs(a64) @ np.abs(b64), k, U + ROUNDING[out_dtype] / (k + 1), absolute)
+
+
+def multiple_of_8(limit: int) -> st.SearchStrategy[int]:
+    """A size TMA takes for a row (a multiple of 8 halves: 16 bytes) from 8 to `limit`, rarely a tile multiple."""
+    return st.integers(1, limit // 8).map(lambda x: 8 * x)
+
+
+SCHEDULES = [
+    dict(consumers=2, block_n=128, stages=4),  # the default: 128 x 128 tiles, 3 warpgroups
+    dict(consumers=1, block_n=64, stages=2),  # 64 x 64 tiles: the ring wraps around every other step
+]
+
+
+@emulator_only
+@settings(max_examples=example_count(5), deadline=None)
+@given(st.data(), st.sampled_from([("float16", "float32", 0), ("bfloat16", "bfloat16", 1), ("float16", "float16", 1)]))
+def test_symbolic_sizes_match_numpy(draw: st.DataObject, case: tuple[str, str, int]) -> None:
+    dtype, out_dtype, schedule = case  # three builds: each schedule, each input type, each output type
+    batch = draw.draw(st.integers(1, 2), label="batch")
+    m = draw.draw(st.integers(1, 150), label="m")
+    n, k = draw.draw(multiple_of_8(200), label="n"), draw.draw(multiple_of_8(200), label="k")
+    a, b = operands(draw.draw(st.integers(0, 2**32 - 1)), batch, m, n, k, dtype)
+    c = np.full((batch, m, n), np.nan, NUMPY[out_dtype])
+    built(SYMBOLIC, out_dtype, dtype=dtype, **SCHEDULES[schedule])(batch, m, k, n, a, b, c)  # order of appearance
+    check(c, a, b, out_dtype)
+
+
+@emulator_only
+@pytest.mark.parametrize(("sizes", "params"), [
+    ((2, 45, 72, 136), dict(consumers=2, block_n=256, stages=3, blocks=1)),  # one block walks both batch entries
+    ((1, 200, 136, 40), dict(consumers=1, block_n=64, stages=3, blocks=5)),  # 12 tiles over 5 blocks
+    ((3, 17, 8, 8), dict(consumers=2, block_n=192, stages=2, blocks=2)),  # one k step, a sliver of every tile
+], ids=["256-wide-one-block", "persistent-grouped", "tiny"])
+def test_every_accumulator_lands_in_its_place(sizes: tuple[int, ...], params: dict[str, int]) -> None:
+    # small integers: every product and sum is exact, so a misplaced accumulator, a swizzle read wrongly or a stage
+    # read in the wrong phase is an exact mismatch
+    batch, m, n, k = sizes
+    a = (np.arange(batch * m * k).reshape(batch, m, k) % 13 - 6).astype(np.float16)
+    b = (np.arange(batch * k * n).reshape(batch, k, n) % 11 - 5).astype(np.float16)
+    c = np.full((batch, m, n), np.nan, np.float32)
+    built(sizes, "float32", **params)(a, b, c)
+    np.testing.assert_array_equal(c, a.astype(np.float32) @ b.astype(np.float32))
+
+
+def gelu_tanh(x: E.Expr) -> E.Expr:
+    """gelu's tanh form, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), as IR."""
+    inner = E.Constant(math.sqrt(2 / math.pi), float32) * (x + E.Constant(0.044715, float32) * x * x * x)
+    return E.Constant(0.5, float32) * x * (E.Constant(1.0, float32) + E.Intrinsic("tanh", (inner,), float32))
+
+
+@emulator_only
+def test_a_bias_and_gelu_epilogue_fuses_into_the_stores() -> None:
+    n_var = E.Var("n", int32)
+    bias = E.Var("bias", TensorType(float32, (n_var,)))
+    y = E.Var("y", TensorType(float32, (E.Var("batch", int32), E.Var("m", int32), n_var)))
+    epilogue = Epilogue((y,), lambda idx, v: [Store(y, idx, gelu_tanh(v + bias[idx[2]]))], inputs=(bias,))
+    module = matmul_cuda_sm90(*SYMBOLIC, "float32", consumers=1, block_n=64, stages=2).ir_module()
+    fused = build_module(fuse(module, {}, {"c": epilogue}), TARGET, check=True)
+    batch, m, n, k = 2, 37, 72, 48
+    a, b = operands(5, batch, m, n, k, "float16")
+    bias_np = np.random.default_rng(6).uniform(-1, 1, n).astype(np.float32)
+    out = np.full((batch, m, n), np.nan, np.float32)
+    fused(batch, m, k, n, a, b, bias_np, out)
+    x = a.astype(np.float64) @ b.astype(np.float64) + bias_np
+    expected = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+    # the f32 sum of 48 products (error (k + 1) 2^-24 of at most 48) carried through gelu's slope (at most 1.13),
+    # then f32 arithmetic and tanh in f32 (a few ulps of values below 8)
+    np.testing.assert_allclose(out, expected, rtol=0, atol=1e-5)
+
+
+def test_a_prologue_cannot_ride_tma_and_is_refused() -> None:
+    # a and b are read only by TMA copies: there is no element read to inject a prologue into
+    source = E.Var("x", TensorType(float32, (E.Var("batch", int32), E.Var("m", int32), E.Var("k", int32))))
+    scale = Prologue((source,), lambda idx: source[idx] * E.Constant(0.5, float32))
+    module = matmul_cuda_sm90(*SYMBOLIC, "float32").ir_module()
+    with pytest.raises(FusionContractError, match="'a'"):
+        fuse(module, {"a": scale}, {})
+
+
+def test_schedule_parameters_and_sizes_it_cannot_honour_are_refused() -> None:
+    with pytest.raises(ScheduleError, match="k=36: TMA needs rows of a multiple of 16 bytes"):
+        matmul_cuda_sm90(1, 8, 8, 36)
+    with pytest.raises(ScheduleError, match="n=7"):
+        matmul_cuda_sm90(1, 8, 7, 8)
+    with pytest.raises(ScheduleError, match="block_n"):
+        matmul_cuda_sm90(1, 8, 8, 8, block_n=96)
+    with pytest.raises(ScheduleError, match="consumers"):
+        matmul_cuda_sm90(1, 8, 8, 8, consumers=3)
+    with pytest.raises(ScheduleError, match="stages"):
+        matmul_cuda_sm90(1, 8, 8, 8, stages=1)
+    with pytest.raises(ScheduleError, match="shared memory"):
+        matmul_cuda_sm90(1, 8, 8, 8, block_n=256, stages=5)
+    with pytest.raises(ScheduleError, match="dtype float32 is not supported"):
+        matmul_cuda_sm90(1, 8, 8, 8, dtype="float32")
+
+
+def test_an_unaligned_runtime_size_is_refused_at_the_launch() -> None:
+    a, b = operands(1, 1, 16, 16, 12, "float16")  # rows of 12 halves: 24 bytes
+    c = np.zeros((1, 16, 16), np.float32)
+    with pytest.raises(RuntimeError, match="TMA needs the byte strides to be multiples of 16"):
+        built(SYMBOLIC, "float32", consumers=1, block_n=64, stages=2)(1, 16, 12, 16, a, b, c)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("cuda") is None, reason="NVRTC (pip cuda-python) is not installed")
+@pytest.mark.parametrize(("dtype", "params"), [("float16", {}), ("bfloat16", dict(block_n=256, stages=3))])
+def test_the_sm90a_cubin_issues_hgmma_and_utmaldg_without_local_memory(dtype: str, params: dict[str, int]) -> None:
+    report = matmul_cuda_sm90(*SYMBOLIC, "float16", dtype=dtype, **params).build(target=TARGET).report()
+    kernel = report.kernel("matmul")
+    assert kernel.local_bytes == 0 and kernel.spill_store_bytes == 0 and kernel.spill_load_bytes == 0
+    if kernel.opcodes is None:
+        pytest.skip("nvdisasm or cuobjdump (pip nvidia-cuda-nvdisasm, nvidia-cuda-cuobjdump) is not installed: "
+                    "the SASS opcodes cannot be read")
+    b_tiles = params.get("block_n", 128) // 64
+    assert kernel.opcodes["HGMMA"] == 4 * b_tiles  # four 16-deep slices of a k step, one wgmma a 64-column tile
+    assert kernel.opcodes["UTMALDG"] >= 1 + b_tiles  # a stage's a tile and b tiles
+    assert kernel.opcodes["USETMAXREG"] == 2  # the producer's and the consumers' register budgets
+    assert not any(op.startswith(("LDL", "STL")) for op in kernel.opcodes)
