@@ -185,10 +185,20 @@ _operators: Any = None
 
 
 def _check_dtype(dtype: Any) -> str:
+    try:
+        return _DTYPE_NAMES[dtype]
+    except (KeyError, TypeError):  # not seen yet, or unhashable
+        pass
     name = np.dtype(dtype).name if not (isinstance(dtype, str) and dtype == "bfloat16") else "bfloat16"
     if name not in DTYPES:
         raise TypeError(f"unsupported dtype {name!r}; supported: {', '.join(DTYPES)}")
+    _DTYPE_NAMES[dtype] = name
     return name
+
+
+_DTYPE_NAMES: dict[Any, str] = {}
+"""Each dtype `_check_dtype` was given (a name, a numpy dtype or type) -> its checked name: `np.dtype(x).name`
+costs microseconds, which every tensor an eager operator makes would pay."""
 
 
 def _numpy_dtype(dtype: Any) -> np.dtype:

@@ -12,6 +12,7 @@ version 3 of the interface asks.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -50,7 +51,7 @@ class DeviceArray:
     @property
     def nbytes(self) -> int:
         """The size of the data in bytes."""
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        return math.prod(self.shape) * self.dtype.itemsize
 
     @property
     def device(self) -> str:

@@ -17,8 +17,6 @@ import ctypes
 import functools
 import itertools
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from codegen.runtime import cuda_driver
@@ -130,22 +128,45 @@ def as_stream(s: Any) -> Stream:
                     f"{type(s).__name__}")
 
 
-@contextmanager
-def stream(s: Any) -> Iterator[Stream]:
-    """Make `s` (see `as_stream`) the current stream of this thread inside the block; the previous one after."""
-    chosen = as_stream(s)
-    previous = current_stream()
-    _set_current(chosen)
-    try:
-        yield chosen
-    finally:
-        _set_current(previous)
+class StreamContext:
+    """`with stream(s):` makes `stream` the current stream of the entering thread inside the block, and the
+    previous one again after it (a class rather than a generator, so that entering and leaving cost little)."""
+
+    __slots__ = ("stream", "_previous")
+
+    def __init__(self, stream: Stream) -> None:
+        self.stream = stream
+        self._previous: list[Stream] = []  # a stack: the same context may be entered again inside itself
+
+    def __enter__(self) -> Stream:
+        self._previous.append(current_stream())
+        _set_current(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc: object) -> None:
+        _set_current(self._previous.pop())
+
+
+def stream(s: Any) -> StreamContext:
+    """A context making `s` (see `as_stream`) the current stream of this thread inside a `with` block."""
+    return StreamContext(as_stream(s))
 
 
 def _set_current(s: Stream) -> None:
     _thread.stream = s
-    if backend() == "gpu":
-        _current_stream_library().hl_set_current_stream(ctypes.c_void_p(s.handle or None))
+    if _on_gpu():
+        _stream_setter()(s.handle or None)
+
+
+@functools.cache
+def _on_gpu() -> bool:
+    return backend() == "gpu"
+
+
+@functools.cache
+def _stream_setter() -> Any:
+    """The C function that sets the calling thread's current stream for the launchers."""
+    return _current_stream_library().hl_set_current_stream
 
 
 @functools.cache
