@@ -22,7 +22,7 @@ from hidet_lang.ir.types import int32
 from stdlib_ops.compute import as_dtype, cast_to, compute, reduce
 from stdlib_ops.operators.base import apply, as_tensors, broadcast_index, broadcast_shapes, shape_str
 from stdlib_ops.operators.conv import float_dtypes
-from stdlib_ops.operators.elementwise import where
+from stdlib_ops.operators.elementwise import cast, where
 from stdlib_ops.tensor import Tensor
 
 
@@ -108,15 +108,15 @@ def _kv_group(name: str, q: Tensor, k: Tensor, v: Tensor, shapes: str) -> int:
 
 
 def _additive_mask(name: str, q: Tensor, mask: Any, scores: tuple) -> Tensor:
-    """`mask` as an additive float mask broadcastable to the scores' shape (a boolean one: 0 where True, -inf
-    where False)."""
+    """`mask` as an additive float mask broadcastable to the scores' shape (a boolean one: f32 0 where True,
+    -inf where False)."""
     mask = as_tensors(name, q, mask)[1]
     if mask.ndim > len(scores) or broadcast_shapes(name, mask.shape, scores) != tuple(scores):
         raise ValueError(f"{name}: attn_mask of shape {shape_str(mask.shape)} does not broadcast to the scores' "
                          f"shape {shape_str(scores)}")
     dtype = as_dtype(mask.dtype)
     if dtype.name == "bool":
-        return where(mask, 0.0, -math.inf)
+        return cast(where(mask, 0.0, -math.inf), "float32")
     if not dtype.is_float:
         raise TypeError(f"{name}: attn_mask must be boolean or floating-point, got {mask.dtype!r}")
     return mask

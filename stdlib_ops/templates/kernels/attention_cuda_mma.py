@@ -61,7 +61,7 @@ MMA_M, MMA_N, MMA_K = 16, 8, 16
 CHUNK = 8  # elements of a 16-byte copy and of an ldmatrix row
 PAD = 8  # elements each shared row is padded by (16 bytes)
 MMA_DTYPES = ("float16", "bfloat16")
-MASK_DTYPES = ("float32", "float16", "bfloat16")
+MASK_DTYPES = ("float32", "float16", "bfloat16", "float64")
 HEAD_DIMS = (32, 64, 96, 128, 160, 192, 224, 256)
 MAX_SMEM_BYTES = 160 * 1024  # within an sm_80 block's 163 KB of dynamic shared memory
 
