@@ -34,6 +34,8 @@ dynamic (no static shared memory), so that the tiles start at the 1024-byte boun
 
 from __future__ import annotations
 
+from typing import Any
+
 from hidet_lang import attrs, f32, i32, meta, register_tensor, script, script_module, tensor_pointer, u64, view
 from hidet_lang.cuda import (
     TensorMap,
@@ -60,7 +62,8 @@ from hidet_lang.cuda import (
     wgmma_wait_group,
 )
 from hidet_lang.frontend.script import ScriptModule
-from hidet_lang.ir.types import TensorType
+from hidet_lang.ir.tensor_map import TensorMapType
+from hidet_lang.ir.types import DataType, TensorType
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.sizes import bind_sizes
 from stdlib_ops.templates.space import TuningSpace, declare_space
@@ -99,12 +102,12 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
     """A module with one kernel `matmul(<symbolic sizes>, a, b, c)` computing `c = a @ b` on Hopper's tensor cores
     (built for 'cuda:sm_90a').
 
-    `a: TensorMap(dtype, [batch, m, k])`, `b: TensorMap(dtype, [batch, k, n])` (the caller passes the tensors),
-    `c: out_dtype[batch, m, n]`; each size is an int or a symbolic name; k and n are multiples of 8 (checked here
-    when known, at the launch otherwise). `dtype` is float16 or bfloat16 (None: `out_dtype` where it is one of
-    them, else float16). The block tile is `64 * consumers` x `block_n` (a multiple of 64, at most 256), computed
-    by `consumers` (1 or 2) consumer warpgroups from a ring of `stages` (2 to 8) shared buffers. The persistent
-    grid has at most `blocks` blocks (one an SM of the GPU: `NUM_SMS`)."""
+    `a: TensorMap(dtype, [batch, m, k])`, `b: TensorMap(dtype, [batch, k, n])` (the caller passes the tensors; `[m,
+    k]` and `[k, n]` when batch is 1), `c: out_dtype[batch, m, n]`; each size is an int or a symbolic name; k and n
+    are multiples of 8 (checked here when known, at the launch otherwise). `dtype` is float16 or bfloat16 (None:
+    `out_dtype` where it is one of them, else float16). The block tile is `64 * consumers` x `block_n` (a multiple
+    of 64, at most 256), computed by `consumers` (1 or 2) consumer warpgroups from a ring of `stages` (2 to 8)
+    shared buffers. The persistent grid has at most `blocks` blocks (one an SM of the GPU: `NUM_SMS`)."""
     name = "matmul_cuda_sm90"
     check_sizes(name, {"batch": batch, "m": m, "n": n, "k": k})
     out = template_dtype(name, out_dtype, OUTPUT_DTYPES)
@@ -128,14 +131,15 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
     require(smem_bytes <= MAX_SMEM_BYTES, name, f"{smem_bytes} bytes of shared memory (at most 227 KB)")
     threads = WARPGROUP * (1 + consumers)
     stage_bytes = a_stage_bytes + b_stage_bytes  # what the copies of a stage complete on its full barrier
+    batched = batch != 1  # one batch entry: two-dimensional tensor maps
     tile_type = TensorType(dt, (ATOM, BLOCK_K), swizzled_layout([ATOM, BLOCK_K], dt, swizzle=128))
 
     with script_module() as module:
 
         @script
         def matmul(batch: i32, m: i32, n: i32, k: i32,
-                   a: TensorMap(dt, [batch, m, k], box=[1, block_m, BLOCK_K], swizzle=128),
-                   b: TensorMap(dt, [batch, k, n], box=[1, BLOCK_K, ATOM], swizzle=128),
+                   a: operand_map(dt, [batch, m, k], [block_m, BLOCK_K], batched),
+                   b: operand_map(dt, [batch, k, n], [BLOCK_K, ATOM], batched),
                    c: out[batch, m, n]):
             attrs.func_kind = "cuda_kernel"
             attrs.cuda.block_dim = threads
@@ -171,11 +175,11 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
                             s = it % stages
                             mbarrier_wait(~empty[s], (it // stages + 1) % 2)  # round 0 passes: nothing to free
                             mbarrier_arrive_expect_tx(~full[s], stage_bytes)
-                            tma_load(dynamic_shared_memory(s * a_stage_bytes, dt), a, [bi, m0, step * BLOCK_K],
-                                     ~full[s])
+                            tma_load(dynamic_shared_memory(s * a_stage_bytes, dt), a,
+                                     box_at(bi, m0, step * BLOCK_K, batched), ~full[s])
                             for j in meta.range(b_tiles):
                                 tma_load(dynamic_shared_memory(a_bytes + s * b_stage_bytes + j * TILE_BYTES, dt), b,
-                                         [bi, step * BLOCK_K, n0 + j * ATOM], ~full[s])
+                                         box_at(bi, step * BLOCK_K, n0 + j * ATOM, batched), ~full[s])
                             it += 1
             else:
                 setmaxnreg_inc(CONSUMER_REGISTERS)
@@ -220,3 +224,15 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
 
     return bind_sizes(module, "matmul", {"batch": batch, "m": m, "n": n, "k": k})
 
+
+def operand_map(dtype: DataType, shape: list[Any], box: list[int], batched: bool) -> TensorMapType:
+    """The tensor map of an operand `shape` = [batch, rows, cols] read in boxes of `box` rows and columns of one
+    batch entry, 128-byte swizzled: three-dimensional when `batched`, else the two-dimensional [rows, cols]."""
+    if batched:
+        return TensorMap(dtype, shape, box=[1, *box], swizzle=128)
+    return TensorMap(dtype, shape[1:], box=box, swizzle=128)
+
+
+def box_at(batch_index: Any, row: Any, col: Any, batched: bool) -> list[Any]:
+    """The coordinates of the box at (`batch_index`, `row`, `col`) in a map `operand_map` made."""
+    return [batch_index, row, col] if batched else [row, col]
