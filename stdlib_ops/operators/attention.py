@@ -111,7 +111,11 @@ def _additive_mask(name: str, q: Tensor, mask: Any, scores: tuple) -> Tensor:
     """`mask` as an additive float mask broadcastable to the scores' shape (a boolean one: f32 0 where True,
     -inf where False)."""
     mask = as_tensors(name, q, mask)[1]
-    if mask.ndim > len(scores) or broadcast_shapes(name, mask.shape, scores) != tuple(scores):
+    try:
+        fits = mask.ndim <= len(scores) and broadcast_shapes(name, mask.shape, scores) == tuple(scores)
+    except ValueError:
+        fits = False
+    if not fits:
         raise ValueError(f"{name}: attn_mask of shape {shape_str(mask.shape)} does not broadcast to the scores' "
                          f"shape {shape_str(scores)}")
     dtype = as_dtype(mask.dtype)

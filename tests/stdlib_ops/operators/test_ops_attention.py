@@ -65,3 +65,59 @@ def test_more_heads_than_a_grid_dimension_other_than_x_holds() -> None:
     q = np.random.default_rng(0).standard_normal((65537, 1, 8)).astype(np.float32)
     got = ops.attention(*(ops.asarray(x, device="cuda") for x in (q, q, q))).numpy()
     np.testing.assert_array_equal(got, q)  # one key: softmax is exactly 1, the output the value itself
+
+
+def sdpa_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool, mask: np.ndarray | None,
+                   scale: float, group: int) -> np.ndarray:
+    """torch's `scaled_dot_product_attention` in float64: key/value head h // group for query head h (axis -3),
+    an additive mask, and zeros for rows whose every score is -inf."""
+    q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    k, v = np.repeat(k, group, axis=-3), np.repeat(v, group, axis=-3)
+    s = q @ np.swapaxes(k, -1, -2) * scale
+    if mask is not None:
+        s = s + mask
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -np.inf)
+    top = s.max(-1, keepdims=True)
+    e = np.exp(s - np.where(np.isinf(top), 0.0, top))
+    total = e.sum(-1, keepdims=True)
+    return np.where(total > 0, e / np.where(total > 0, total, 1.0), 0.0) @ v
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("causal", [False, True])
+@SETTINGS
+@given(q=data((2, 4, 5, 8), -2, 2), k=data((2, 2, 7, 8), -2, 2), v=data((2, 2, 7, 3), -2, 2),
+       mask=data((4, 1, 7), -2, 2), dead=st.integers(0, 3))
+def test_attention_with_grouped_heads_a_mask_and_a_scale(device: str, causal: bool, q: np.ndarray, k: np.ndarray,
+                                                          v: np.ndarray, mask: np.ndarray, dead: int) -> None:
+    """Two query heads a key/value head, a float mask broadcast over the batch and the queries with -inf entries
+    (one head's row masked entirely: zeros, as torch gives), scale 0.3."""
+    mask = mask.copy()
+    mask[:, :, ::3] = -np.inf
+    mask[dead] = -np.inf
+    q_, k_, v_, mask_ = (ops.asarray(x, device=device) for x in (q, k, v, mask))
+    got = ops.attention(q_, k_, v_, causal, attn_mask=mask_, scale=0.3, enable_gqa=True).numpy()
+    # as test_attention: dot products of 8 values up to 2 and softmaxes over 7 keys, a few 1e-6 absolute
+    assert_ulps(got, sdpa_reference(q, k, v, causal, mask, 0.3, 2), 16, 4e-6)
+    assert not got[:, dead].any()
+
+
+def test_a_boolean_mask_allows_the_keys_where_it_is_true() -> None:
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((3, 6, 8)).astype(np.float32) for _ in range(3))
+    allowed = rng.random((6, 6)) < 0.7
+    allowed[2] = False
+    got = ops.attention(*(ops.asarray(x) for x in (q, k, v)), attn_mask=ops.asarray(allowed)).numpy()
+    expected = sdpa_reference(q, k, v, False, np.where(allowed, 0.0, -np.inf), 1 / np.sqrt(8), 1)
+    assert_ulps(got, expected, 16, 4e-6)
+
+
+def test_attention_refuses_what_it_cannot_broadcast_or_group() -> None:
+    q, k = ops.symbol([2, 6, 5, 8]), ops.symbol([2, 4, 7, 8])
+    with pytest.raises(ValueError, match="multiple of the key/value heads"):
+        ops.attention(q, k, k, enable_gqa=True)
+    with pytest.raises(ValueError, match="attn_mask of shape"):
+        ops.attention(q, q, q, attn_mask=ops.symbol([3, 5, 5]))
+    with pytest.raises(TypeError, match="boolean or floating-point"):
+        ops.attention(q, q, q, attn_mask=ops.symbol([5, 5], dtype="int32"))
