@@ -14,8 +14,10 @@ Importing this package imports every one of them, so every one is registered.
   (`reduction_cpu`): `reduce_rows_cpu` where the axes are the trailing ones (vector accumulators),
   `reduce_columns_cpu` where some axes follow them (strips of columns accumulated row after row), over the
   `[outer, extent, inner]` view.
-- `attention` (inputs q, k, v of shapes `[..., seq, head_dim]`, attribute `causal`): `attention_cuda` over the
-  head batch, for head dimensions known at build time.
+- `attention` (inputs q, k, v of shapes `[..., seq, head_dim]` and an optional additive mask, attributes `causal`,
+  `scale`, `enable_gqa`), over the head batch: f16 and bf16 with head dimensions of 32 to 256 (multiples of 32) to
+  the tensor-core template `attention_cuda_mma` (its decoding schedule where at most 16 queries are known), others
+  without a mask to `attention_cuda`, for head dimensions known at build time.
 - `conv2d` (NCHW, stride, padding, dilation, groups, an optional bias as a third input) on the CPU, f32 and f16,
   where the machine has vector FMA: depthwise convolutions (at most 2 input channels a group) to
   `conv2d_direct_cpu`, the others to the implicit GEMM `conv2d_gemm_cpu` (`conv2d_cpu.conv2d_schedule`, the rule
