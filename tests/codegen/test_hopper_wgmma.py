@@ -40,8 +40,9 @@ from hidet_lang.cuda import (
     wgmma_mma_async,
     wgmma_wait_group,
 )
+from hidet_lang.cuda.contexts import warp_groups
 from hidet_lang.cuda.wgmma import WGMMA_N_VALUES
-from hidet_lang.errors import DSLValueError
+from hidet_lang.errors import DSLTypeError, DSLValueError
 from hidet_lang.frontend.builtins import _pointer_to
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.intrinsics import intrinsic
@@ -49,7 +50,7 @@ from hidet_lang.ir.layout import Layout, row_major
 from hidet_lang.ir.types import TensorType, int32
 from hidet_lang.testing import example_count
 
-EMULATOR_ONLY = pytest.mark.skipif(backend() != "emulator", reason="the emulator's reports; a GPU does not check")
+EMULATOR_ONLY = pytest.mark.skipif(backend() != "emulator", reason="the emulator's checking mode")
 ML_DTYPES = {"float16": np.float16}
 try:
     import ml_dtypes
@@ -340,6 +341,49 @@ def test_the_descriptor_strides_of_canonical_tiles() -> None:
     assert canonical_strides(offsets(row_major(16, 64), True), 64, 128, True) == (0, 1024)
 
 
+def parse_misuse(misuse: Any) -> None:
+    """Parse a kernel of one warpgroup that calls `misuse(acc, frag, desc)` (an accumulator of 8 registers, an A
+    fragment of 8 halves, a descriptor)."""
+
+    @hidet.script
+    def misusing(out: f32[128]):
+        attrs.func_kind = "cuda_kernel"
+        attrs.cuda.block_dim = 128
+        attrs.cuda.grid_dim = 1
+        tile = shared_tensor(f16, layout=swizzled_layout([64, 64], 2, 128))
+        acc = register_tensor(f32, [8])
+        frag = register_tensor(f16, [8])
+        misuse(acc, frag, wgmma_descriptor(tile))  # MISUSE_LINE
+        out[threadIdx.x] = acc[0]
+
+
+@pytest.mark.parametrize(("misuse", "error", "message"), [
+    (lambda acc, frag, desc: wgmma_mma_async(_pointer_to(acc, "acc"), desc, desc), DSLValueError,
+     "give n= with an accumulator's address"),
+    (lambda acc, frag, desc: wgmma_mma_async(_pointer_to(acc, "acc"), desc, desc, n=12), DSLValueError,
+     "a warpgroup MMA's N is a multiple of 8 from 8 to 256, got 12"),
+    (lambda acc, frag, desc: wgmma_mma_async(acc, desc, desc, n=32), DSLValueError,
+     "n=32, and the accumulator holds 8 registers (N = 16)"),
+    (lambda acc, frag, desc: wgmma_mma_async(acc, frag, desc, trans_a=True), DSLValueError,
+     "A from registers is not transposed"),
+    (lambda acc, frag, desc: wgmma_mma_async(acc, desc, desc, dtype=f32), DSLTypeError,
+     "wgmma_mma_async multiplies f16 or bf16, got f32"),
+    (lambda acc, frag, desc: wgmma_mma_async(acc, frag, desc, dtype=bf16), DSLTypeError,
+     "A's fragment holds u32 or bf16 registers, got a pointer to f16"),
+    (lambda acc, frag, desc: wgmma_mma_async(frag, desc, desc), DSLTypeError,
+     "the accumulator is an f32 register tensor"),
+    (lambda acc, frag, desc: wgmma_wait_group(8), DSLValueError, "wgmma_wait_group takes a Python int from 0 to 7"),
+    (lambda acc, frag, desc: setmaxnreg_inc(20), DSLValueError,
+     "setmaxnreg_inc takes a Python int from 24 to 256, a multiple of 8, got 20"),
+], ids=["address-without-n", "n-12", "n-disagrees", "transposed-registers", "f32", "fragment-type",
+        "accumulator-type", "wait-8", "registers-20"])
+def test_a_misused_wgmma_function_is_refused_at_its_line(misuse: Any, error: type, message: str) -> None:
+    with pytest.raises(error) as excinfo:
+        parse_misuse(misuse)
+    assert message in excinfo.value.message
+    assert excinfo.value.span is not None and excinfo.value.span.line == line_of("MISUSE_LINE")
+
+
 # ------------------------------------------------------------------------------------------ checking mode
 
 
@@ -479,35 +523,45 @@ with hidet.script_module() as specialized_module:
 
     @hidet.script
     def specialized(d: f32[64, 128]):
+        """A producer warpgroup (0) gives registers to a consumer (1), which computes d = ones(64, 32) @ ones(32,
+        128) in two steps: A and B (f16) from shared memory, then A (bf16 ones) from registers and B (bf16)."""
         attrs.func_kind = "cuda_kernel"
         attrs.cuda.block_dim = 256
         attrs.cuda.grid_dim = 1
         t = threadIdx.x
         sa = shared_tensor(f16, layout=swizzled_layout([64, 64], 2, 128))
-        sb = shared_tensor(bf16, layout=swizzled_layout([128, 64], 2, 128))
+        sb = shared_tensor(f16, layout=swizzled_layout([128, 64], 2, 128))
+        sc = shared_tensor(bf16, layout=swizzled_layout([128, 64], 2, 128))
         for i in range(16):
             sa[(t + 256 * i) / 64, (t + 256 * i) % 64] = 1.0
         for i in range(32):
             sb[(t + 256 * i) / 64, (t + 256 * i) % 64] = 1.0
+            sc[(t + 256 * i) / 64, (t + 256 * i) % 64] = 1.0
         fence_proxy_async_shared()
         syncthreads()
-        if t < 128:
+        with warp_groups([0]):
             setmaxnreg_dec(40)
-        else:
+        with warp_groups([1]) as tid:
             setmaxnreg_inc(232)
             acc = wgmma_accumulator(128)
+            frag = register_tensor(bf16, [8])
+            for e in range(8):
+                frag[e] = 1.0
             wgmma_fence()
-            wgmma_mma_async(acc, wgmma_descriptor(sa), wgmma_descriptor(sa, k=16), dtype=f16, scale_d=0)
-            frag = register_tensor(u32, [4])
-            for e in range(4):
-                frag[e] = 0
-            wgmma_fence()
-            wgmma_mma_async(acc, frag, wgmma_descriptor(sb, k=32), dtype=bf16)
+            wgmma_mma_async(acc, wgmma_descriptor(sa), wgmma_descriptor(sb), dtype=f16, scale_d=0)
+            wgmma_mma_async(acc, frag, wgmma_descriptor(sc, k=16), dtype=bf16)
             wgmma_commit_group()
             wgmma_wait_group(0, acc)
             for r in range(64):
-                d[wgmma_accumulator_row(t - 128, r), wgmma_accumulator_col(t - 128, r)] = \
-                    acc[wgmma_accumulator_row(t - 128, r), wgmma_accumulator_col(t - 128, r)]
+                d[wgmma_accumulator_row(tid, r), wgmma_accumulator_col(tid, r)] = \
+                    acc[wgmma_accumulator_row(tid, r), wgmma_accumulator_col(tid, r)]
+
+
+def test_a_specialized_kernel_runs_its_consumer_warpgroup() -> None:
+    """The consumer is warpgroup 1 (threads 128-255): its fragments are those of its own 128 threads."""
+    d = np.zeros((64, 128), np.float32)
+    specialized_module.build(target="cuda:sm_90a")["specialized"](d)
+    assert np.array_equal(d, np.full((64, 128), 32.0, np.float32))
 
 
 def test_nvrtc_compiles_wgmma_for_sm_90a_to_hgmma() -> None:
@@ -525,8 +579,6 @@ def test_nvrtc_compiles_wgmma_for_sm_90a_to_hgmma() -> None:
 
 def test_wgmma_is_refused_on_sm_90_at_its_line() -> None:
     """wgmma is sm_90a's own: a module built for sm_90 is refused at the first line using it."""
-    from hidet_lang.errors import DSLTypeError
-
     with pytest.raises(DSLTypeError) as excinfo:
         specialized_module.build(target="cuda:sm_90")
     assert "needs CUDA architecture sm_90a" in excinfo.value.message

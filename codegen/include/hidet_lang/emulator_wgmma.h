@@ -66,6 +66,7 @@ struct WgmmaBlock {
 };
 
 static thread_local WgmmaBlock *g_wgmma = nullptr;  // the OS thread's (it runs one block at a time)
+static int g_wgmma_issued = 0;  // an mma_async ran in this module: only then do register accesses need checking
 
 // The wgmma state of the running block (reset when a new block runs), or null if there is none yet and
 // `create` is false.
@@ -249,6 +250,7 @@ static void wgmma_issue(int line, const char *where, int n, bool bf16, bool tran
         wgmma_fail("wgmma_mma_async at generated line %d is executed by a whole warpgroup (128 threads), and the "
                    "block of %d threads lacks threads of this thread's warpgroup", line, b->n);
     WgmmaThread *s = wgmma_thread(wgmma_block(true));
+    __atomic_store_n(&g_wgmma_issued, 1, __ATOMIC_RELAXED);
     const char *what = a_regs ? "wgmma_mma_async (A from registers)" : "wgmma_mma_async";
     if (!s->fenced) wgmma_fail("%s at generated line %d has no wgmma_fence before it in this thread", what, line);
     size_t d_bytes = (size_t)n / 2 * sizeof(float);
@@ -317,7 +319,9 @@ static void wgmma_wait(int groups) {
 // Checking mode: an access of register-tensor bytes [p, p + bytes) by the calling thread.
 static void wgmma_register_access(const void *p, size_t bytes, int flags, const char *name, long long index,
                                   const char *where) {
-    if (!g_wgmma || g_wgmma->serial != hdr()->st->block->serial) return;
+    if (!__atomic_load_n(&g_wgmma_issued, __ATOMIC_RELAXED) || !g_wgmma ||
+        g_wgmma->serial != hdr()->st->block->serial)
+        return;
     WgmmaThread *s = &g_wgmma->threads[hdr()->linear];
     if (s->serial != g_wgmma->serial) return;
     const char *verb = flags & ACCESS_WRITE ? "writes" : "reads";
