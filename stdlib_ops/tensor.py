@@ -63,17 +63,18 @@ class Tensor:
         return out if dtype is None else out.astype(dtype)
 
     def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
-        """The data, without a copy, for `torch.from_dlpack` and `np.from_dlpack` (host memory: 'cpu' tensors and
-        'cuda' tensors on the CUDA emulator)."""
+        """The data, without a copy, for `torch.from_dlpack` and `np.from_dlpack`: host memory for 'cpu' tensors
+        and 'cuda' tensors on the CUDA emulator; device memory on a GPU, the consumer's `stream` ordered after
+        the current stream's work."""
         if self.storage is None:
             raise BufferError("a symbolic tensor holds no data; build its graph and run it")
         if getattr(self.storage, "on_gpu", False):
-            raise BufferError("DLPack export of GPU tensors is not supported; use .numpy()")
+            return self.storage.reshape(self.shape).__dlpack__(stream=stream)
         host = self.storage.host if isinstance(self.storage, arrays.DeviceArray) else self.storage.view(np.ndarray)
         return host.reshape(self.shape).__dlpack__(**({"stream": stream} if stream is not None else {}))
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        return (1, 0)
+        return (2, 0) if getattr(self.storage, "on_gpu", False) else (1, 0)
 
     def __repr__(self) -> str:
         if self.storage is None:
@@ -232,7 +233,12 @@ def asarray(data: Any, dtype: Any = None, device: str = "cpu") -> Tensor:
 
 
 def from_dlpack(obj: Any, device: str = "cpu") -> Tensor:
-    """A concrete tensor with the data of a DLPack object (a numpy or torch CPU tensor, ...)."""
+    """A concrete tensor with the data of a DLPack object (a numpy or torch tensor, ...): a copy, but for a GPU
+    tensor taken on device 'cuda', which shares its memory (asked for on the current stream)."""
+    dlpack_device = getattr(obj, "__dlpack_device__", None)
+    if dlpack_device is not None and dlpack_device()[0] in (2, 13):  # kDLCUDA, kDLCUDAManaged
+        shared = arrays.from_dlpack_device(obj)
+        return wrap(shared, "cuda") if device == "cuda" else asarray(shared.numpy(), device=device)
     return asarray(np.from_dlpack(obj), device=device)
 
 

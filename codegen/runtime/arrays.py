@@ -25,15 +25,16 @@ from codegen.runtime.cuda_backend import backend
 class DeviceArray:
     """A C-contiguous array in CUDA device memory (or in host memory on the emulator)."""
 
-    __slots__ = ("shape", "dtype", "ptr", "host", "base", "__weakref__")
+    __slots__ = ("shape", "dtype", "ptr", "host", "base", "owner", "__weakref__")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, ptr: int = 0, host: np.ndarray | None = None,
-                 base: DeviceArray | None = None):
+                 base: DeviceArray | None = None, owner: object = None):
         self.shape = tuple(int(d) for d in shape)
         self.dtype = np.dtype(dtype)
         self.ptr = ptr
         self.host = host
         self.base = base  # the array whose memory this one views (kept alive by the view; it frees the memory)
+        self.owner = owner  # another library's object owning the memory (kept alive; it frees the memory)
 
     def reshape(self, shape: tuple[int, ...]) -> DeviceArray:
         """A view of the same memory with another shape of the same size."""
@@ -41,7 +42,7 @@ class DeviceArray:
         if int(np.prod(shape, dtype=np.int64)) != int(np.prod(self.shape, dtype=np.int64)):
             raise ValueError(f"cannot reshape a DeviceArray of shape {self.shape} into shape {shape}")
         host = None if self.host is None else self.host.reshape(shape)
-        return DeviceArray(shape, self.dtype, self.ptr, host, self.base or self)
+        return DeviceArray(shape, self.dtype, self.ptr, host, self.base or self, self.owner)
 
     @property
     def on_gpu(self) -> bool:
@@ -90,12 +91,25 @@ class DeviceArray:
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False), "version": 3,
                 "strides": None, "stream": streams.current_stream().interface_number}
 
+    def __dlpack__(self, stream: int | None = None, **kwargs: Any) -> Any:
+        """A DLPack capsule of the data, without a copy (`codegen.runtime.dlpack`): on a GPU, of device memory,
+        with the consumer's `stream` ordered after the current stream; on the emulator, of host memory."""
+        if self.host is not None:
+            return self.host.__dlpack__(**kwargs)
+        from codegen.runtime import dlpack
+
+        return dlpack.export(self, stream)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """(kDLCUDA, 0) on a GPU; (kDLCPU, 0) on the emulator, whose 'cuda' arrays live in host memory."""
+        return (2, 0) if self.host is None else (1, 0)
+
     def __repr__(self) -> str:
         where = "gpu" if self.on_gpu else "emulator"
         return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, device='cuda' ({where}))"
 
     def __del__(self) -> None:
-        if self.host is None and self.base is None and self.ptr:
+        if self.host is None and self.base is None and self.owner is None and self.ptr:
             try:
                 device_allocator().free(self.ptr)
             except Exception:  # noqa: BLE001 - never raise from a finalizer (e.g. at interpreter exit)
@@ -129,6 +143,16 @@ def to_device(x: Any) -> DeviceArray:
     array = empty_device(host.shape, host.dtype)
     cuda_driver.copy_to_device(array.ptr, host)
     return array
+
+
+def from_dlpack_device(x: Any) -> DeviceArray:
+    """A 'cuda' array viewing the GPU memory of DLPack object `x` (its `__dlpack_device__` is a CUDA device),
+    without a copy; `x` is asked for its data on the current stream."""
+    from codegen.runtime import dlpack
+
+    capsule = x.__dlpack__(stream=streams.current_stream().interface_number)
+    ptr, shape, dtype, owner = dlpack.import_capsule(capsule)
+    return DeviceArray(shape, dtype, ptr, owner=owner)
 
 
 class HostArray(np.ndarray):

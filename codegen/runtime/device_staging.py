@@ -12,16 +12,17 @@ import numpy as np
 from codegen.runtime import cuda_driver, streams
 from codegen.runtime.allocator import device_allocator
 from codegen.runtime.arguments import as_array, check_array, check_dtype_and_shape, read_only_message
-from codegen.runtime.arrays import DeviceArray
+from codegen.runtime.arrays import DeviceArray, from_dlpack_device
 
 
 def device_argument(value: Any, func: str, param: str, dtype: np.dtype, shape: tuple[int, ...] | None,
                     written: bool) -> int | np.ndarray:
-    """`value` checked for a tensor parameter of a GPU call: its device address ('cuda' arrays and objects with
-    `__cuda_array_interface__`), or the numpy array that `stage` will copy to the device; read-only memory only for
-    a parameter that the function never writes (not `written`). Nothing is allocated here, so that a bad argument
-    is refused before any device memory is used. An interface that names the stream its data is produced on
-    (version 3's "stream") has the current stream wait on that stream's work."""
+    """`value` checked for a tensor parameter of a GPU call: its device address ('cuda' arrays, objects with
+    `__cuda_array_interface__`, and GPU tensors through DLPack), or the numpy array that `stage` will copy to the
+    device; read-only memory only for a parameter that the function never writes (not `written`). Nothing is
+    allocated here, so that a bad argument is refused before any device memory is used. An interface that names
+    the stream its data is produced on (version 3's "stream") has the current stream wait on that stream's work;
+    a DLPack tensor is asked for its data on the current stream."""
     if isinstance(value, DeviceArray) and value.on_gpu:
         check_dtype_and_shape(func, param, value.dtype, value.shape, dtype, shape)
         return value.ptr
@@ -39,6 +40,10 @@ def device_argument(value: Any, func: str, param: str, dtype: np.dtype, shape: t
         if producer is not None:
             wait_for_producer(int(producer))
         return int(address)
+    if _on_a_gpu_by_dlpack(value):  # e.g. a JAX array: its memory, without a copy
+        shared = from_dlpack_device(value)
+        check_dtype_and_shape(func, param, shared.dtype, shared.shape, dtype, shape)
+        return shared.ptr
     array = value.host if isinstance(value, DeviceArray) else as_array(value, func, param, dtype)
     if (array.dtype != dtype or (shape is not None and array.shape != shape) or not array.flags.c_contiguous
             or (written and not array.flags.writeable)):
@@ -91,6 +96,14 @@ def wait_for_producer(producer: int) -> None:
     handle = 0 if producer == streams.LEGACY_DEFAULT_STREAM else producer
     if handle != current:
         cuda_driver.stream_wait(current, handle)
+
+
+def _on_a_gpu_by_dlpack(value: Any) -> bool:
+    """Whether `value` (no numpy or device array) says through DLPack that its data is in GPU memory."""
+    if isinstance(value, (np.ndarray, DeviceArray)):
+        return False
+    device = getattr(value, "__dlpack_device__", None)
+    return device is not None and hasattr(value, "__dlpack__") and device()[0] in (2, 13)  # kDLCUDA(Managed)
 
 
 def _attempt(call: Callable[..., None], *args: Any) -> cuda_driver.CudaDriverError | None:

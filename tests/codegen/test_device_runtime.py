@@ -347,3 +347,65 @@ def test_our_array_interface_names_the_current_stream() -> None:
     s = hidet.cuda.Stream()
     with hidet.cuda.stream(s):
         assert a.__cuda_array_interface__["stream"] == int(s)
+
+
+class DLPackOnly:
+    """Another library's GPU tensor that offers DLPack alone (no array interface), as JAX's do."""
+
+    def __init__(self, source: object) -> None:
+        self.source = source
+
+    def __dlpack__(self, stream: int | None = None, **kwargs: object) -> object:
+        return self.source.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self.source.__dlpack_device__()
+
+
+@pytest.mark.gpu
+def test_gpu_tensors_go_through_dlpack_without_a_copy() -> None:
+    from codegen.runtime import dlpack
+
+    exported = len(dlpack._exported)
+    data = np.random.rand(6, 5).astype(np.float32)
+    t = ops.asarray(data, device="cuda")
+    assert t.__dlpack_device__() == (2, 0)
+    shared = ops.from_dlpack(DLPackOnly(t), device="cuda")
+    assert shared.storage.ptr == t.storage.ptr and shared.shape == (6, 5) and shared.dtype == "float32"
+    np.testing.assert_array_equal(shared.numpy(), data)
+    np.testing.assert_array_equal(ops.from_dlpack(DLPackOnly(t)).numpy(), data)  # 'cpu': a copy
+    scale_module().build()(30, DLPackOnly(t.storage.reshape((30,))))  # a kernel writes the memory it names
+    np.testing.assert_array_equal(t.numpy(), data * 2)
+    del shared
+    gc.collect()
+    assert len(dlpack._exported) == exported  # every consumer's deleter ran
+    t.__dlpack__()  # a capsule nobody takes: its destructor frees it
+    gc.collect()
+    assert len(dlpack._exported) == exported
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int8", "int16", "uint8", "int64", "bool"])
+def test_dlpack_carries_every_dtype(dtype: str) -> None:
+    data = (np.arange(7) % 2).astype(ops.empty([1], dtype).storage.dtype)
+    t = ops.asarray(data, device="cuda")
+    back = ops.from_dlpack(DLPackOnly(t), device="cuda")
+    assert back.dtype == dtype
+    np.testing.assert_array_equal(back.numpy(), data)
+
+
+@pytest.mark.gpu
+def test_a_dlpack_consumers_stream_waits_on_the_producers(fake_driver: ctypes.CDLL) -> None:
+    t = ops.asarray(np.ones(4, np.float32), device="cuda")
+    producer, consumer = hidet.cuda.Stream(), hidet.cuda.Stream()
+    waits = fake_driver.fake_cuda_waits(int(consumer), int(producer))
+    with hidet.cuda.stream(producer):
+        t.__dlpack__(stream=int(consumer))
+        assert fake_driver.fake_cuda_waits(int(consumer), int(producer)) == waits + 1
+        t.__dlpack__(stream=-1)  # the consumer asks for no synchronization
+        t.__dlpack__(stream=int(producer))  # the same stream: nothing to wait for
+        assert fake_driver.fake_cuda_waits(int(consumer), int(producer)) == waits + 1
+        with pytest.raises(BufferError, match="stream 0 is ambiguous"):
+            t.__dlpack__(stream=0)
+    with hidet.cuda.stream(consumer):  # importing asks the producer for the data on the current stream
+        ops.from_dlpack(DLPackOnly(t), device="cuda")
