@@ -136,6 +136,13 @@ class CachingAllocator:
                 released += size
             return released
 
+    def retire_stream(self, stream: int) -> None:
+        """Hand the cached blocks of `stream` (whose work has completed: it is about to be destroyed) to the
+        default stream, so that they stay reusable when the stream is gone."""
+        with self._lock:
+            for key in [k for k in self._free if k[0] == stream and stream != 0]:
+                self._free.setdefault((0, key[1]), []).extend(self._free.pop(key))
+
     def owns(self, ptr: int) -> bool:
         """Whether `ptr` is a block in use from this allocator."""
         return ptr in self._live

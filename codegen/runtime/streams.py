@@ -20,6 +20,7 @@ import threading
 from typing import Any
 
 from codegen.runtime import cuda_driver
+from codegen.runtime.allocator import device_allocator
 from codegen.runtime.cuda_backend import backend
 
 LEGACY_DEFAULT_STREAM = 1
@@ -87,7 +88,9 @@ class Stream:
 
     def __del__(self) -> None:
         if getattr(self, "_owned", False) and backend() == "gpu":
-            try:
+            try:  # its cached blocks go to the default stream once its work is done
+                cuda_driver.stream_synchronize(self.handle)
+                device_allocator().retire_stream(self.handle)
                 cuda_driver.stream_destroy(self.handle)
             except Exception:  # noqa: BLE001 - never raise from a finalizer (e.g. at interpreter exit)
                 pass

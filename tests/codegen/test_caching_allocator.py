@@ -95,6 +95,18 @@ def test_a_block_is_not_reused_on_another_stream() -> None:
     assert allocator.allocate(1000, stream=0) == a and driver.calls == 2
 
 
+def test_a_retired_streams_blocks_go_to_the_default_stream() -> None:
+    driver = StandInDriver(1 << 30)
+    allocator = driver.allocator()
+    blocks = [allocator.allocate(n, stream=9) for n in (100, 100, 70_000)]
+    for ptr in blocks:
+        allocator.free(ptr)
+    allocator.retire_stream(9)
+    assert sorted(allocator.allocate(n, stream=0) for n in (100, 100, 70_000)) == sorted(blocks)
+    assert driver.calls == 3
+    assert allocator.allocate(100, stream=9) not in blocks
+
+
 def test_statistics_follow_allocations_peaks_and_frees() -> None:
     driver = StandInDriver(1 << 30)
     allocator = driver.allocator()

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 import hidet_lang as hidet
 import stdlib_ops as ops
 from codegen.runtime.allocator import size_class
+from codegen.runtime.arrays import uses_gpu
 from hidet_lang import attrs, f32, i32
 from hidet_lang.cuda import blockIdx, threadIdx
 
@@ -124,6 +125,14 @@ def test_kernels_run_inside_a_stream_block_and_synchronize_waits_for_them() -> N
         s.synchronize()
     hidet.cuda.synchronize()
     np.testing.assert_array_equal(a.numpy(), np.arange(100, dtype=np.float32) * 2)
+
+
+@pytest.mark.skipif(uses_gpu(), reason="the emulator's runs; CUDA modules build for a GPU here")
+def test_memory_statistics_stay_zero_on_the_emulator() -> None:
+    a = hidet.zeros([1000], device="cuda")
+    assert set(hidet.cuda.memory_stats().values()) == {0}
+    assert hidet.cuda.empty_cache() == 0
+    del a
 
 
 # ---- the GPU (the simulated one included) ----
@@ -292,6 +301,17 @@ def test_eager_operators_and_compiled_graphs_launch_on_the_current_stream(fake_d
         assert last_launch_stream(fake_driver) == int(s)
     out = out[0] if isinstance(out, (list, tuple)) else out
     np.testing.assert_allclose(out.numpy(), np.maximum(x.numpy(), 0) * 2, rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+def test_a_destroyed_streams_cached_blocks_serve_the_default_stream() -> None:
+    s = hidet.cuda.Stream()
+    with hidet.cuda.stream(s):
+        ptr = hidet.empty([23456], device="cuda").ptr  # freed at once: cached for s
+    gc.collect()
+    del s
+    gc.collect()
+    assert hidet.empty([23456], device="cuda").ptr == ptr
 
 
 @pytest.mark.gpu
