@@ -254,9 +254,10 @@ with hidet.script_module() as mismatched_module:
 # ------------------------------------------------------------------------------------------ fragment layouts
 
 
-@pytest.mark.parametrize("n", WGMMA_N_VALUES)
+@pytest.mark.parametrize("n", [8, 16, 24, 40, 64, 120, 128, 200, 256])
 def test_the_accumulator_fragment_covers_the_tile_once(n: int) -> None:
-    """Every (row, column) of the 64xN tile is held by exactly one (thread, register)."""
+    """Every (row, column) of the 64xN tile is held by exactly one (thread, register) (N's of one, two, three, odd
+    and even numbers of 8-column groups)."""
     held = [(wgmma_accumulator_row(t, r), wgmma_accumulator_col(t, r)) for t in range(128) for r in range(n // 2)]
     assert len(set(held)) == len(held) == 64 * n
     assert set(held) == {(row, col) for row in range(64) for col in range(n)}
