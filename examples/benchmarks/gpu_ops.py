@@ -10,7 +10,9 @@ median of `RUNS` timed loops of about 20 ms each after a warm-up (the loop is ti
 Cases (`CASES`, each a function returning its `Case`s; a new operator is a new function appended there):
 matmul in f16, bf16 and f32 from 1024^3 to 8192^3; the transformer's linear layers ([tokens, 768] x [768, 3072]
 and [tokens, 3072] x [3072, 768], tokens 512 to 16384); a batched matmul; `gelu(x @ w + b)` as one compiled graph
-(one fused kernel); and the memory-bound rows (an elementwise add, softmax, layer norm), whose rate is in GB/s.
+(one fused kernel); and the memory-bound rows (an elementwise add, softmax and log-softmax, layer norm with and
+without its weight and bias, RMS norm, group norm, sums over the last and the first axis, a maximum, a variance
+and an argmax over the last axis), whose rate is in GB/s.
 Ours is the compiled graph of each case (`ops.trace_from` on symbolic inputs of the case's shapes, `optimize`,
 `build('cuda')`) called on device tensors, so our time includes allocating the output.
 
@@ -154,8 +156,32 @@ def memory_cases(quick: bool, rng: np.random.Generator) -> list[Case]:
         mean, var = x.mean(axis=-1, keepdims=True), x.var(axis=-1, keepdims=True)
         return (x - mean) / np.sqrt(var + 1e-5) * w + b
 
+    def rms_norm_ref(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + 1e-6) * w
+
+    grouped = (2, 64, 8, 16) if quick else (16, 256, 64, 64)  # as many elements as x
+
+    def group_norm_ref(x: np.ndarray) -> np.ndarray:
+        g = x.reshape(x.shape[0], 32, -1)
+        return ((g - g.mean(axis=-1, keepdims=True)) / np.sqrt(g.var(axis=-1, keepdims=True) + 1e-5)).reshape(x.shape)
+
     def torch_softmax(x: Any) -> Any:
         return x.softmax(dim=-1)
+
+    def torch_plain_layer_norm(x: Any) -> Any:
+        import torch.nn.functional as F
+
+        return F.layer_norm(x, (x.shape[-1],), eps=1e-5)
+
+    def torch_rms_norm(x: Any, w: Any) -> Any:
+        import torch
+
+        return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + 1e-6) * w
+
+    def torch_group_norm(x: Any) -> Any:
+        import torch.nn.functional as F
+
+        return F.group_norm(x, 32, eps=1e-5)
 
     def torch_layer_norm(x: Any, w: Any, b: Any) -> Any:
         import torch.nn.functional as F
@@ -170,6 +196,24 @@ def memory_cases(quick: bool, rng: np.random.Generator) -> list[Case]:
         Case(f"layer_norm [{rows},{cols}] f32", "float32", [x, weight, bias],
              lambda a, w, b: ops.layer_norm(a, weight=w, bias=b, eps=1e-5), layer_norm_ref, torch_layer_norm, 1e-4,
              bytes=2 * size),
+        Case(f"layer_norm no affine [{rows},{cols}] f32", "float32", [x], lambda a: ops.layer_norm(a, eps=1e-5),
+             lambda a: layer_norm_ref(a, 1.0, 0.0), torch_plain_layer_norm, 1e-4, bytes=2 * size),
+        Case(f"rms_norm [{rows},{cols}] f32", "float32", [x, weight], lambda a, w: ops.rms_norm(a, weight=w, eps=1e-6),
+             rms_norm_ref, torch_rms_norm, 1e-4, bytes=2 * size),
+        Case(f"log_softmax [{rows},{cols}] f32", "float32", [x], lambda a: ops.log_softmax(a, axis=-1),
+             lambda a: np.log(softmax_ref(a)), lambda a: a.log_softmax(dim=-1), 1e-5, bytes=2 * size),
+        Case(f"sum axis -1 [{rows},{cols}] f32", "float32", [x], lambda a: ops.sum(a, axis=-1),
+             lambda a: a.sum(-1), lambda a: a.sum(dim=-1), 1e-5, bytes=size),
+        Case(f"sum axis 0 [{rows},{cols}] f32", "float32", [x], lambda a: ops.sum(a, axis=0),
+             lambda a: a.sum(0), lambda a: a.sum(dim=0), 1e-5, bytes=size),
+        Case(f"max axis -1 [{rows},{cols}] f32", "float32", [x], lambda a: ops.max(a, axis=-1),
+             lambda a: a.max(-1), lambda a: a.amax(dim=-1), 0.0, bytes=size),
+        Case(f"var axis -1 [{rows},{cols}] f32", "float32", [x], lambda a: ops.var(a, axis=-1),
+             lambda a: a.var(-1), lambda a: a.var(dim=-1, correction=0), 1e-5, bytes=size),
+        Case(f"argmax axis -1 [{rows},{cols}] f32", "float32", [x], lambda a: ops.argmax(a, axis=-1),
+             lambda a: a.argmax(-1), lambda a: a.argmax(dim=-1), 0.0, bytes=size),
+        Case(f"group_norm 32 groups {list(grouped)} f32", "float32", [x.reshape(grouped)],
+             lambda a: ops.group_norm(a, 32, eps=1e-5), group_norm_ref, torch_group_norm, 1e-4, bytes=2 * size),
     ]
 
 
