@@ -18,6 +18,7 @@ from hidet_lang.frontend.script import ScriptModule
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.func import IRModule
 from hidet_lang.ir.types import TensorType
+from hidet_lang.target import Target
 from stdlib_ops.schedule.signature import KernelSignature
 from stdlib_ops.task import Task
 from stdlib_ops.templates.space import Point, TuningSpace, space_of, template_ref
@@ -30,7 +31,9 @@ Instantiate = Callable[..., ScriptModule]
 class TemplateBinding:
     """`template` bound to a task's kernel `signature`: its kernel named `name`, its size parameters given by
     `sizes` (ints, or expressions of the task's sizes), its tensors by `views`, its other keyword arguments by
-    `options` (plain values: dtype names, numbers, flags)."""
+    `options` (plain values: dtype names, numbers, flags). A template whose kernel needs a CUDA architecture
+    (`needs_arch`, e.g. 'sm_90a') names the binding taken on a target without it (`fallback`; None: the
+    rule-based scheduler's)."""
 
     name: str
     template: Instantiate
@@ -38,6 +41,8 @@ class TemplateBinding:
     sizes: Mapping[str, Dim]
     views: Sequence[View]
     options: Mapping[str, Any] = field(default_factory=dict)
+    needs_arch: str | None = None
+    fallback: TemplateBinding | None = None
 
     @property
     def space(self) -> TuningSpace | None:
@@ -48,6 +53,13 @@ class TemplateBinding:
     def template_ref(self) -> str:
         """The template as plain data (`module:qualname`)."""
         return template_ref(self.template)
+
+    def for_target(self, target: Target) -> TemplateBinding | None:
+        """This binding, or the first of its fallbacks whose architecture `target` has (None when none has)."""
+        binding: TemplateBinding | None = self
+        while binding is not None and binding.needs_arch is not None and not target.has_arch(binding.needs_arch):
+            binding = binding.fallback
+        return binding
 
     def instantiate(self, params: Point | None = None) -> IRModule | None:
         """The task's kernel module: the template instantiated with schedule parameters `params` (its defaults

@@ -82,10 +82,12 @@ def is_library_template(template: Template | Adapter) -> bool:
 
 
 def binding_of(task: Task, target: Target | str) -> TemplateBinding | None:
-    """The binding of `task` to the library template registered for it on `target`; None when the task's
-    registered template is not one of the library's (or none is), or declines the task."""
+    """The binding of `task` to the library template registered for it on `target` (the fallback its architecture
+    takes); None when the task's registered template is not one of the library's (or none is), or declines the
+    task."""
     template = TEMPLATES.lookup(task, target)
-    return template(task) if template in _LIBRARY else None
+    binding = template(task) if template in _LIBRARY else None
+    return None if binding is None else binding.for_target(Target.of(target))
 
 
 def schedule_params(binding: TemplateBinding) -> Point | None:
@@ -127,8 +129,9 @@ _generation = 0
 def choose_schedule(task: Task, target: Target | str) -> Schedule:
     """How `task` is implemented on `target` ('cpu', 'cuda' or 'cuda:sm_XY'): the template registered for it (a
     user's, or the library's at the winner recorded for this machine by a tuning run, else at its tuning space's
-    default point), or the rule-based scheduler's module when there is none, or it declines the task, or a library
-    template's kernel needs a CUDA architecture newer than the target's.
+    default point; its fallback where the target lacks the architecture its kernel needs), or the rule-based
+    scheduler's module when there is none, or it declines the task, or a library template's kernel needs a CUDA
+    architecture newer than the target's.
 
     This is the only place a task's schedule is chosen; it is looked up again on every call (a new record or
     template is taken), and each distinct schedule is instantiated once per process."""
@@ -136,6 +139,7 @@ def choose_schedule(task: Task, target: Target | str) -> Schedule:
     template = TEMPLATES.lookup(task, target)
     if template in _LIBRARY:
         binding = template(task)
+        binding = None if binding is None else binding.for_target(target)
         if binding is not None:
             params = schedule_params(binding)
             chosen = f"{binding.template_ref}{'' if params is None else json.dumps(params, sort_keys=True)}"

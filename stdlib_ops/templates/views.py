@@ -21,6 +21,7 @@ from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import IRModule
 from hidet_lang.ir.functor import IRRewriter
+from hidet_lang.ir.tensor_map import TensorMapType
 from hidet_lang.ir.types import TensorType, int32
 from stdlib_ops.fusion.contract import the_kernel
 from stdlib_ops.schedule.signature import KernelSignature
@@ -31,10 +32,13 @@ Dim = int | E.Expr
 
 @dataclass(frozen=True)
 class View:
-    """A template tensor parameter seen as the task tensor `tensor`: `index(template indices) -> task indices`."""
+    """A template tensor parameter seen as the task tensor `tensor`: `index(template indices) -> task indices`.
+    `whole`: the template's tensor is the task tensor itself, of its rank and row-major order (what a tensor-map
+    parameter needs: the launcher encodes the map of the task's tensor)."""
 
     tensor: E.Var
     index: Callable[[Indices], Indices]
+    whole: bool = False
 
 
 def bind_template(module: IRModule, name: str, sizes: Mapping[str, Dim], views: Sequence[View],
@@ -42,8 +46,11 @@ def bind_template(module: IRModule, name: str, sizes: Mapping[str, Dim], views: 
     """`module` with its kernel renamed `name`, its size parameters (by name) replaced by `sizes`, its tensor
     parameters (in order) by `views`, and its parameters by `signature`'s.
 
-    ValueError when a size parameter has no value, the views do not match the tensor parameters one to one, or
-    the kernel uses a tensor parameter other than by element accesses."""
+    A tensor-map parameter (read by TMA copies, not by element accesses) becomes a tensor map of the task's tensor
+    itself, with the template's box and swizzle; its view must be `whole`.
+
+    ValueError when a size parameter has no value, the views do not match the tensor parameters one to one, the
+    kernel uses a tensor parameter other than by element accesses, or a tensor map's view is not whole."""
     kernel = the_kernel(module)
     scalars = [p for p in kernel.params if not isinstance(p.type, TensorType)]
     tensors = [p for p in kernel.params if isinstance(p.type, TensorType)]
@@ -51,23 +58,30 @@ def bind_template(module: IRModule, name: str, sizes: Mapping[str, Dim], views: 
     if missing or len(tensors) != len(views):
         raise ValueError(f"kernel '{kernel.name}' ({', '.join(p.name for p in kernel.params)}) cannot be bound to "
                          f"sizes {sorted(sizes)} and {len(views)} views")
-    rewriter = _ViewRewriter(kernel.name, {p: E.convert(sizes[p.name]) for p in scalars}, dict(zip(tensors, views)))
+    maps = {p: _task_tensor_map(kernel.name, p, view) for p, view in zip(tensors, views)
+            if isinstance(p.type, TensorMapType)}
+    rewriter = _ViewRewriter(kernel.name, {p: E.convert(sizes[p.name]) for p in scalars},
+                             {p: view for p, view in zip(tensors, views) if p not in maps}, maps)
     attrs = kernel.attrs
     if attrs.cuda is not None:
         attrs = dataclasses.replace(attrs, cuda=attrs.cuda.with_exprs(rewriter.visit))
-    bound = dataclasses.replace(kernel, name=name, params=signature.params, body=rewriter.visit(kernel.body),
-                                attrs=attrs)
+    by_task_tensor = {view.tensor: maps[p] for p, view in zip(tensors, views) if p in maps}
+    params = tuple(by_task_tensor.get(p, p) for p in signature.params)
+    bound = dataclasses.replace(kernel, name=name, params=params, body=rewriter.visit(kernel.body), attrs=attrs)
     return IRModule(tuple(bound if f is kernel else f for f in module.functions))
 
 
 class _ViewRewriter(IRRewriter):
     """Replaces size parameters by their values and element accesses of tensor parameters by their views'."""
 
-    def __init__(self, kernel: str, sizes: dict[E.Var, E.Expr], views: dict[E.Var, View]) -> None:
+    def __init__(self, kernel: str, sizes: dict[E.Var, E.Expr], views: dict[E.Var, View],
+                 maps: dict[E.Var, E.Var]) -> None:
         super().__init__()
-        self.kernel, self.sizes, self.views = kernel, sizes, views
+        self.kernel, self.sizes, self.views, self.maps = kernel, sizes, views, maps
 
     def visit_Var(self, v: E.Var) -> E.Expr:
+        if v in self.maps:
+            return self.maps[v]
         if v in self.views:
             raise ValueError(f"template kernel '{self.kernel}' uses its tensor '{v.name}' other than by element "
                              f"accesses, so it cannot be bound to a view of a task's tensor")
@@ -85,6 +99,18 @@ class _ViewRewriter(IRRewriter):
             return self.rebuild(s)
         return dataclasses.replace(s, buf=view.tensor, indices=tuple(view.index(self.visit(s.indices))),
                                    value=self.visit(s.value))
+
+
+def _task_tensor_map(kernel: str, param: E.Var, view: View) -> E.Var:
+    """The parameter that replaces the template's tensor-map parameter `param`: the task's tensor of `view` as a
+    tensor map with `param`'s box and swizzle."""
+    template_map, task = param.type, view.tensor.type
+    assert isinstance(template_map, TensorMapType)
+    if not view.whole or not isinstance(task, TensorType) or len(task.shape) != len(template_map.shape):
+        raise ValueError(f"template kernel '{kernel}' reads its tensor '{param.name}' through a tensor map, which "
+                         f"needs the task's tensor '{view.tensor.name}' itself (a whole view of its rank)")
+    return E.Var(view.tensor.name, TensorMapType(task.dtype, task.shape, None, template_map.box,
+                                                 template_map.swizzle))
 
 
 def product(dims: Sequence[Dim]) -> Dim:

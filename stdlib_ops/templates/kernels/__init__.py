@@ -3,8 +3,9 @@ registering the adapters of the tasks it implements next to its schedule (`regis
 Importing this package imports every one of them, so every one is registered.
 
 - `matmul` (numpy's semantics: 1-D operands, broadcast batch dimensions, seen as a batched matmul by
-  `matmul_views`): on CUDA, f16 operands go to the tensor-core template `matmul_cuda_f16_mma`, f32 and bf16 ones to
-  the tiled `cp_async` template `matmul_cuda`; on the CPU, f32 and f16 go to `matmul_cpu` (packed panels and a SIMD
+  `matmul_views`): on CUDA, f16 and bf16 operands go to the Hopper template `matmul_cuda_sm90` (TMA and wgmma) on
+  sm_90a targets where TMA can read them, else to the tensor-core template `matmul_cuda_f16_mma`, f32 ones to the
+  tiled `cp_async` template `matmul_cuda`; on the CPU, f32 and f16 go to `matmul_cpu` (packed panels and a SIMD
   micro-kernel) where the C compiler enables a vector fused multiply-add, and to the rule-based scheduler elsewhere.
 - `softmax` / `log_softmax` over the last axis, `layer_norm` over trailing axes with a weight and a bias, and
   `rms_norm` with a weight: the row-wise templates over the `[rows, cols]` view of the tensors (`row_views`), on
@@ -35,10 +36,11 @@ from stdlib_ops.templates.kernels import (
     matmul_cpu,
     matmul_cuda,
     matmul_cuda_f16_mma,
+    matmul_cuda_sm90,
     normalization_cpu,
     normalization_cuda,
     reduction_cpu,
 )
 
-__all__ = ["attention_cuda", "conv2d_cpu", "matmul_cpu", "matmul_cuda", "matmul_cuda_f16_mma", "normalization_cpu",
-           "normalization_cuda", "reduction_cpu"]
+__all__ = ["attention_cuda", "conv2d_cpu", "matmul_cpu", "matmul_cuda", "matmul_cuda_f16_mma", "matmul_cuda_sm90",
+           "normalization_cpu", "normalization_cuda", "reduction_cpu"]

@@ -45,6 +45,7 @@ from stdlib_ops.schedule.signature import kernel_signature
 from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import TemplateBinding, common_dtype
 from stdlib_ops.templates.kernels.matmul_cuda_f16_mma import matmul_cuda_f16_mma
+from stdlib_ops.templates.kernels.matmul_cuda_sm90 import hopper_binding
 from stdlib_ops.templates.kernels.matmul_views import matmul_views
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.registry import library_template
@@ -216,8 +217,8 @@ def matmul_cuda(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", 
 
 @library_template("matmul", "cuda")
 def matmul_on_cuda(task: Task) -> TemplateBinding | None:
-    """The tensor-core template (`matmul_cuda_f16_mma`) for f16 and bf16 operands, this CUDA-core template for f32
-    ones."""
+    """The Hopper template (`matmul_cuda_sm90`) for f16 and bf16 operands on sm_90a where TMA can read them, else
+    the tensor-core template (`matmul_cuda_f16_mma`); this CUDA-core template for f32 ones."""
     signature = kernel_signature(task.inputs, task.outputs)
     shapes = matmul_views(task, signature)
     dtype = common_dtype(task, MATMUL_CUDA_DTYPES)
@@ -225,6 +226,7 @@ def matmul_on_cuda(task: Task) -> TemplateBinding | None:
         return None
     sizes, views = shapes
     if dtype in ("float16", "bfloat16"):
-        return TemplateBinding("matmul_cuda_f16_mma", matmul_cuda_f16_mma, signature, sizes, views,
-                               {"out_dtype": dtype})
+        tensor_cores = TemplateBinding("matmul_cuda_f16_mma", matmul_cuda_f16_mma, signature, sizes, views,
+                                       {"out_dtype": dtype})
+        return hopper_binding(task, signature, sizes, views, dtype, tensor_cores)
     return TemplateBinding("matmul_cuda", matmul_cuda, signature, sizes, views, {"dtype": dtype})

@@ -25,15 +25,18 @@ parameters: the caller passes the tensors themselves).
   the accumulators are stored into `c` element by element where they fall inside it, which is where a fused
   epilogue lands. TMA needs rows that span multiples of 16 bytes: k and n must be multiples of 8.
 
-The kernel reads `a` and `b` only through TMA, so no prologue can be fused into it; `c` is only stored element by
-element, where an epilogue fuses. The matmul adapter does not choose this template yet: it binds a task's tensors
-to a template's through index views, and a tensor map needs the tensor itself. Shared memory is all
+The kernel reads `a` and `b` only through TMA, so no prologue can be fused into it (a graph leaves a producer of
+`a` or `b` a kernel of its own, and its printout says so); `c` is only stored element by element, where an epilogue
+fuses. The CUDA matmul adapter takes this template on sm_90a targets where TMA can read the task's tensors
+themselves (`hopper_binding`), and the tensor-core template otherwise. Shared memory is all
 dynamic (no static shared memory), so that the tiles start at the 1024-byte boundary the swizzle needs.
 `MATMUL_CUDA_SM90_SPACE` is what `ops.tune` searches.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hidet_lang import attrs, f32, i32, meta, register_tensor, script, script_module, tensor_pointer, u64, view
@@ -64,9 +67,13 @@ from hidet_lang.cuda import (
 from hidet_lang.frontend.script import ScriptModule
 from hidet_lang.ir.tensor_map import TensorMapType
 from hidet_lang.ir.types import DataType, TensorType
+from stdlib_ops.schedule.signature import KernelSignature
+from stdlib_ops.task import Task
+from stdlib_ops.templates.binding import TemplateBinding, shape_of
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.sizes import bind_sizes
 from stdlib_ops.templates.space import TuningSpace, declare_space
+from stdlib_ops.templates.views import Dim, View
 
 WARPGROUP = 128  # threads of a warpgroup
 BLOCK_K = 64  # k a step: 128 bytes of f16 or bf16, one row of the 128-byte swizzle
@@ -236,3 +243,27 @@ def operand_map(dtype: DataType, shape: list[Any], box: list[int], batched: bool
 def box_at(batch_index: Any, row: Any, col: Any, batched: bool) -> list[Any]:
     """The coordinates of the box at (`batch_index`, `row`, `col`) in a map `operand_map` made."""
     return [batch_index, row, col] if batched else [row, col]
+
+
+def hopper_binding(task: Task, signature: KernelSignature, sizes: Mapping[str, Dim], views: Sequence[View],
+                   dtype: str, fallback: TemplateBinding) -> TemplateBinding:
+    """The binding of the f16 or bf16 matmul task `task` (its batched-matmul `sizes` and `views`) to this template,
+    taken on sm_90a targets and falling back to `fallback` elsewhere; `fallback` itself where TMA cannot read the
+    operands: a vector operand, operands of different ranks or above 3 (a folded or broadcast batch), one batch
+    entry of a 3-D product, or k or n not a multiple of 8 known at build time."""
+    x, y = signature.inputs
+    xs, ys = shape_of(x), shape_of(y)
+    k, n = sizes["k"], sizes["n"]
+    plain = len(xs) == len(ys) == 2 or (len(xs) == len(ys) == 3 and _same_dim(xs[0], ys[0])
+                                         and _same_dim(xs[0], sizes["batch"]) and not _same_dim(xs[0], 1))
+    aligned = all(isinstance(d, int) and d % TMA_ELEMENT_MULTIPLE == 0 for d in (k, n))
+    if any(task.attrs.get("vector_operands", (False, False))) or not plain or not aligned:
+        return fallback
+    whole = [dataclasses.replace(view, whole=True) for view in views[:2]]
+    return TemplateBinding("matmul_cuda_sm90", matmul_cuda_sm90, signature, sizes, [*whole, views[2]],
+                           {"out_dtype": dtype, "dtype": dtype}, needs_arch="sm_90a", fallback=fallback)
+
+
+def _same_dim(a: Dim, b: Dim) -> bool:
+    """Whether two dimensions are the same int or the same symbolic size."""
+    return a is b or (isinstance(a, int) and isinstance(b, int) and a == b)

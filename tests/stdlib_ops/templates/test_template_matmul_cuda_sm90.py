@@ -3,8 +3,10 @@
 out-of-bounds access, no uninitialized shared-memory read, no wgmma register touched in flight): odd m, k and n
 that are not multiples of the tiles, batches, both consumer counts and every tile width, a persistent grid with
 fewer blocks than tiles (the ring's phases run on across tiles), a fused bias and gelu epilogue in its stores, a
-prologue refused (it cannot ride TMA), the parameters it refuses; and its machine code: NVRTC's sm_90a cubin
-issues HGMMA and UTMALDG and has no local memory."""
+prologue refused (it cannot ride TMA), the parameters it refuses; the matmul adapter's choice (this template on
+sm_90a where TMA can read the task's tensors, the sm_80 tensor-core template elsewhere), a graph's bias and gelu
+fused on both, a prologue left a kernel of its own with the reason shown; and its machine code: NVRTC's sm_90a
+cubin issues HGMMA and UTMALDG and has no local memory."""
 
 from __future__ import annotations
 
@@ -19,16 +21,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from template_checks import F16_HALF_SUBNORMAL_STEP, assert_sum_close
 
+import stdlib_ops as ops
 from codegen.build import build_module
 from codegen.runtime.cuda_backend import backend
 from hidet_lang.ir import expr as E
+from hidet_lang.ir.functor import collect
 from hidet_lang.ir.types import TensorType, float32, int32
 from hidet_lang.testing import example_count
 from stdlib_ops.fusion import fuse
-from stdlib_ops.fusion.contract import FusionContractError
+from stdlib_ops.fusion.contract import FusionContractError, the_kernel
 from stdlib_ops.fusion.spec import Epilogue, Prologue, Store
 from stdlib_ops.templates.kernels.matmul_cuda_sm90 import matmul_cuda_sm90
 from stdlib_ops.templates.params import ScheduleError
+from stdlib_ops.templates.registry import choose_schedule
 
 TARGET = "cuda:sm_90a"
 U = 2.0**-24  # f32's unit roundoff
@@ -164,6 +169,69 @@ def test_an_unaligned_runtime_size_is_refused_at_the_launch() -> None:
     with pytest.raises(RuntimeError, match="TMA needs the byte strides to be multiples of 16"):
         built(SYMBOLIC, "float32", consumers=1, block_n=64, stages=2)(1, 16, 12, 16, a, b, c)
 
+
+
+# ------------------------------------------------------------------------------------- the matmul adapter's choice
+
+
+def chosen_kernel(y: ops.Tensor, target: str) -> str:
+    """The name of the kernel the matmul producing `y` is scheduled as on `target`."""
+    return the_kernel(choose_schedule(y.producer.task, target).module).name
+
+
+@pytest.mark.parametrize(("x_shape", "y_shape", "dtype", "on_sm90a"), [
+    (["m", 64], [64, 48], "float16", True),  # a linear layer: two-dimensional tensor maps
+    ([3, 40, 64], [3, 64, 24], "bfloat16", True),  # equal batches: three-dimensional tensor maps
+    (["m", 60], [60, 48], "float16", False),  # rows of 60 halves (120 bytes): TMA cannot read them
+    ([3, 40, 64], [64, 24], "float16", False),  # the batch folds into the rows of a 2-D product
+    ([3, 40, 64], [1, 64, 24], "float16", False),  # a broadcast batch
+    ([64], [64, 48], "float16", False),  # a vector operand
+    (["m", 64], [64, "n"], "float16", False),  # n unknown at build time: its alignment too
+])
+def test_the_adapter_takes_the_hopper_template_where_tma_reads_the_tensors(x_shape: list, y_shape: list, dtype: str,
+                                                                           on_sm90a: bool) -> None:
+    y = ops.matmul(ops.symbol(x_shape, dtype), ops.symbol(y_shape, dtype))
+    assert chosen_kernel(y, "cuda:sm_90a") == ("matmul_cuda_sm90" if on_sm90a else "matmul_cuda_f16_mma")
+    for target in ("cuda:sm_80", "cuda:sm_90", "cuda"):  # no sm_90a (sm_90 lacks wgmma; 'cuda': not known)
+        assert chosen_kernel(y, target) == "matmul_cuda_f16_mma"
+
+
+def intrinsics_of(compiled) -> set[str]:
+    """The intrinsics the compiled graph's one kernel calls."""
+    (module,) = compiled.ir_modules
+    return {i.name for f in module.functions for i in collect(f.body, E.Intrinsic)}
+
+
+@emulator_only
+def test_a_graph_fuses_bias_and_gelu_into_the_hopper_kernel_and_falls_back_off_sm90a() -> None:
+    x, w, bias = ops.symbol(["m", 64], "float16"), ops.symbol([64, 48], "float16"), ops.symbol([48], "float16")
+    graph = ops.optimize(ops.trace_from(ops.gelu(ops.matmul(x, w) + bias), [x, w, bias]))
+    rng = np.random.default_rng(3)
+    xs, ws, bs = (rng.uniform(-1, 1, s).astype(np.float16) for s in ((37, 64), (64, 48), (48,)))
+    exact = xs.astype(np.float64) @ ws.astype(np.float64) + bs
+    gelu = 0.5 * exact * (1 + np.vectorize(math.erf)(exact / np.sqrt(2)))
+    magnitude = np.abs(xs.astype(np.float64)) @ np.abs(ws.astype(np.float64)) + np.abs(bs)
+    for target, mma in (("cuda:sm_90a", "wgmma_mma_async_f16_ss"), ("cuda:sm_80", "mma_m16n8k16_f16_f32")):
+        compiled = graph.build(target)
+        assert compiled.kernels == ["matmul* + add + gelu"]
+        assert mma in intrinsics_of(compiled)
+        got = compiled(xs, ws, bs).numpy().astype(np.float64)
+        # the product rounds to f16 before the add (2^-11 of |x| |w|, which gelu's slope, at most 1.13, carries),
+        # the add and gelu round to f16 again (2^-11 each, of a value at most 64): a few f16 roundings
+        assert (np.abs(got - gelu) <= 4 * 2.0**-11 * (magnitude + 1)).all(), target
+
+
+@emulator_only
+def test_a_prologue_stays_a_kernel_of_its_own_and_the_graph_says_why() -> None:
+    x, w = ops.symbol(["m", 64], "float16"), ops.symbol([64, 48], "float16")
+    compiled = ops.optimize(ops.trace_from(ops.matmul(x * 0.5, w), [x, w])).build("cuda:sm_90a")
+    assert compiled.kernels == ["mul", "matmul"]
+    assert "mul not fused into matmul: kernel 'matmul_cuda_sm90' breaks the fusion contract" in str(compiled)
+    assert "tma_load_2d" in str(compiled)
+    rng = np.random.default_rng(4)
+    xs, ws = rng.uniform(-1, 1, (21, 64)).astype(np.float16), rng.uniform(-1, 1, (64, 48)).astype(np.float16)
+    got = compiled(xs, ws).numpy()
+    check(got[None], (xs * np.float16(0.5))[None], ws[None], "float16")
 
 @pytest.mark.skipif(importlib.util.find_spec("cuda") is None, reason="NVRTC (pip cuda-python) is not installed")
 @pytest.mark.parametrize(("dtype", "params"), [("float16", {}), ("bfloat16", dict(block_n=256, stages=3))])
