@@ -1,5 +1,5 @@
 """Row-wise CUDA templates over a 2-D view `[rows, cols]`: softmax, log-softmax, layer norm and RMS norm (the norms
-with or without their weight and bias).
+with or without their weight and bias), and group norm's normalization (the layer norm template over its groups).
 
 A row is shared by `width` threads (`row_layout`): a warp per row for short rows (several rows a block), the whole
 block for long ones; the threads stride over the row's columns (thread `t` takes columns `t, t + width, ...`, so a
@@ -246,3 +246,13 @@ def rms_norm_rows_cuda(task: Task) -> TemplateBinding | None:
     if trailing_axes(task, "axes") is None:
         return None
     return rows_binding(task, CUDA_ROWS, "axes", int(weight), eps=float(task.attrs["eps"]), weight=weight)
+
+
+@library_template("group_norm", "cuda")
+def group_norm_rows_cuda(task: Task) -> TemplateBinding | None:
+    """Group norm's normalization (over the last axis of its `[batch, groups, rest]` view): the layer norm template
+    without weight and bias (group norm's per-channel weight and bias are operators of their own)."""
+    if task.attrs.get("params") != (False,) or trailing_axes(task, "axes") != 1:
+        return None
+    rows = RowTemplates(NORMALIZATION_DTYPES, {"group_norm": layer_norm_cuda})
+    return rows_binding(task, rows, "axes", 0, eps=float(task.attrs["eps"]), weight=False, bias=False)

@@ -1,0 +1,232 @@
+"""CUDA templates for reductions over a run of consecutive axes, seen as the view `[outer, extent, inner]` of the
+input (the reduced axes in the middle) and `[outer, inner]` of the output: `sum`, `mean`, `max`, `min`, `var` and
+`std` (with `ddof`), and `argmax` / `argmin` over one axis.
+
+- **Rows** (`reduce_rows_cuda`, trailing axes: `inner` is 1). A row is shared by a warp (rows of at most
+  `WARP_ROW_MAX_COLS` values known at build time; several rows a block) or by the whole block (longer rows);
+  its threads stride over the row (consecutive threads, consecutive values), then combine their partial results
+  with warp shuffles and, for a block, one partial a warp in shared memory (`block_reduce`). A variance takes the
+  mean first, then the mean of squared deviations (two passes, no cancellation).
+- **Columns** (`reduce_columns_cuda`, leading or middle axes: `inner` above 1). A block takes one `outer` index and
+  `COLUMNS` consecutive `inner` positions: a warp's lanes read `COLUMNS` consecutive values of one row (coalesced),
+  the block's warps take rows `w, w + warps, ...`, and the warps' partial results meet in shared memory.
+
+Arithmetic is in f32 whatever the storage dtype. `max` and `min` are NaN where a reduced value is (numpy's `max`);
+`argmax` and `argmin` give the first index of the largest (smallest) value, or of the first NaN, as numpy does. Both
+kernels follow the fusion contract: the input is only read element by element, the output only stored element by
+element.
+"""
+
+from __future__ import annotations
+
+import math
+
+from hidet_lang import attrs, f32, i32, i64, script, script_module
+from hidet_lang.cuda import blockIdx, shared_tensor, syncthreads, threadIdx
+from hidet_lang.frontend.script import ScriptModule
+from hidet_lang.ir import expr as E
+from hidet_lang.ir.types import DataType, int32
+from stdlib_ops.schedule.signature import kernel_signature
+from stdlib_ops.task import Task
+from stdlib_ops.templates.binding import TemplateBinding, shape_of
+from stdlib_ops.templates.kernels.block_reduce import WARP, arg_reducers, block_reducers, extremum_reducers
+from stdlib_ops.templates.kernels.normalization_cuda import row_layout
+from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
+from stdlib_ops.templates.registry import library_template
+from stdlib_ops.templates.sizes import bind_sizes
+from stdlib_ops.templates.views import Indices, View, product, unravel
+
+REDUCTION_CUDA_DTYPES = ("float32", "float16", "bfloat16")
+ROW_KINDS = ("sum", "mean", "max", "min", "var", "std", "argmax", "argmin")
+COLUMN_KINDS = ("sum", "mean", "max", "min", "var", "std")
+COLUMNS = 32
+"""The inner positions a block of the columns template takes: one warp's consecutive reads."""
+START = {"sum": 0.0, "mean": 0.0, "var": 0.0, "std": 0.0, "max": -math.inf, "min": math.inf, "argmax": -math.inf,
+         "argmin": math.inf}
+NO_INDEX = 2**31 - 1
+"""The index of a thread that holds no candidate of an argmax: past every real one."""
+
+
+def _check(template: str, kind: str, kinds: tuple[str, ...], dtype: str, sizes: dict[str, Size], ddof: int,
+           threads: int) -> DataType:
+    check_sizes(template, sizes)
+    require(kind in kinds, template, f"kind {kind!r} (supported: {', '.join(kinds)})")
+    require(ddof >= 0, template, f"ddof {ddof} (at least 0)")
+    require(threads % WARP == 0 and WARP <= threads <= 1024, template,
+            f"{threads} threads a block (need whole warps, at most 1024)")
+    return template_dtype(template, dtype, REDUCTION_CUDA_DTYPES)
+
+
+def reduce_rows_cuda(outer: Size, extent: Size, kind: str, dtype: str = "float32", *, ddof: int = 0,
+                     threads: int = 256) -> ScriptModule:
+    """A module with one kernel `reduce(<symbolic sizes>, x, y)`: `y[o] = kind(x[o, :])`.
+
+    `x: dtype[outer, extent]`, `y: dtype[outer]` (`int64[outer]` for argmax and argmin); each size is an int or a
+    symbolic name; `ddof`: the variance's divisor is `extent - ddof`."""
+    name = "reduce_rows_cuda"
+    dt = _check(name, kind, ROW_KINDS, dtype, {"outer": outer, "extent": extent}, ddof, threads)
+    out_dt = i64 if kind.startswith("arg") else dt
+    layout = row_layout(extent, threads)
+    width, per_block = layout.width, layout.rows_per_block
+    warp_sum, _, block_sum, _ = block_reducers(threads)
+    row_sum = warp_sum if width == WARP else block_sum
+    if kind in ("max", "min"):
+        warp_ext, block_ext = extremum_reducers(threads, kind)
+        row_ext = warp_ext if width == WARP else block_ext
+    if kind.startswith("arg"):
+        better, warp_arg, block_arg = arg_reducers(threads, kind[3:])
+        row_arg = warp_arg if width == WARP else block_arg
+    start = START[kind]
+
+    with script_module() as module:
+
+        @script
+        def reduce(outer: i32, extent: i32, x: dt[outer, extent], y: out_dt[outer]):
+            attrs.func_kind = "cuda_kernel"
+            attrs.cuda.block_dim = threads
+            attrs.cuda.grid_dim = (outer + per_block - 1) // per_block
+            row = blockIdx.x * per_block + threadIdx.x // width
+            lane = threadIdx.x % width
+            if row < outer:
+                if kind in ("sum", "mean", "var", "std"):
+                    local_sum: f32 = 0.0
+                    for c in range(lane, extent, width):
+                        local_sum += f32(x[row, c])
+                    total = row_sum(local_sum)
+                    if kind in ("var", "std"):
+                        mean = total / f32(extent)
+                        local_squares: f32 = 0.0
+                        for c in range(lane, extent, width):
+                            d = f32(x[row, c]) - mean
+                            local_squares += d * d
+                        variance = row_sum(local_squares) / f32(extent - ddof)
+                        if lane == 0:
+                            y[row] = dt(math.sqrt(variance) if kind == "std" else variance)
+                    elif lane == 0:
+                        y[row] = dt(total / f32(extent) if kind == "mean" else total)
+                elif kind in ("max", "min"):
+                    best: f32 = start
+                    for c in range(lane, extent, width):
+                        if best == best:
+                            best = max(best, f32(x[row, c])) if kind == "max" else min(best, f32(x[row, c]))
+                    top = row_ext(best)
+                    if lane == 0:
+                        y[row] = dt(top)
+                else:
+                    best: f32 = start
+                    at: i32 = NO_INDEX
+                    for c in range(lane, extent, width):
+                        if better(f32(x[row, c]), c, best, at):
+                            best = f32(x[row, c])
+                            at = c
+                    winner = row_arg(best, at)
+                    if lane == 0:
+                        y[row] = i64(winner)
+
+    return bind_sizes(module, "reduce", {"outer": outer, "extent": extent})
+
+
+def reduce_columns_cuda(outer: Size, extent: Size, inner: Size, kind: str, dtype: str = "float32", *, ddof: int = 0,
+                        threads: int = 256) -> ScriptModule:
+    """A module with one kernel `reduce(<symbolic sizes>, x, y)`: `y[o, j] = kind(x[o, :, j])`.
+
+    `x: dtype[outer, extent, inner]`, `y: dtype[outer, inner]`; each size is an int or a symbolic name."""
+    name = "reduce_columns_cuda"
+    dt = _check(name, kind, COLUMN_KINDS, dtype, {"outer": outer, "extent": extent, "inner": inner}, ddof, threads)
+    warps = threads // WARP
+    start = START[kind]
+    extreme = kind in ("max", "min")
+
+    with script_module() as module:
+
+        @script
+        def reduce(outer: i32, extent: i32, inner: i32, x: dt[outer, extent, inner], y: dt[outer, inner]):
+            attrs.func_kind = "cuda_kernel"
+            attrs.cuda.block_dim = threads
+            attrs.cuda.grid_dim = outer * ((inner + COLUMNS - 1) // COLUMNS)
+            strips = (inner + COLUMNS - 1) // COLUMNS
+            o = blockIdx.x // strips
+            lane = threadIdx.x % WARP
+            warp = threadIdx.x // WARP
+            j = blockIdx.x % strips * COLUMNS + lane
+            partials = shared_tensor(f32, [warps, COLUMNS])
+            acc: f32 = start
+            if j < inner:
+                for k in range(warp, extent, warps):
+                    if extreme:
+                        if acc == acc:
+                            acc = max(acc, f32(x[o, k, j])) if kind == "max" else min(acc, f32(x[o, k, j]))
+                    else:
+                        acc += f32(x[o, k, j])
+            partials[warp, lane] = acc
+            syncthreads()
+            total = partials[0, lane]
+            for w in range(1, warps):
+                if extreme:
+                    if total == total:
+                        total = max(total, partials[w, lane]) if kind == "max" else min(total, partials[w, lane])
+                else:
+                    total += partials[w, lane]
+            if kind in ("var", "std"):
+                mean = total / f32(extent)
+                squares: f32 = 0.0
+                if j < inner:
+                    for k in range(warp, extent, warps):
+                        d = f32(x[o, k, j]) - mean
+                        squares += d * d
+                syncthreads()  # every thread has read the sums: the partials are free
+                partials[warp, lane] = squares
+                syncthreads()
+                squares = partials[0, lane]
+                for w in range(1, warps):
+                    squares += partials[w, lane]
+                variance = squares / f32(extent - ddof)
+                if warp == 0 and j < inner:
+                    y[o, j] = dt(math.sqrt(variance) if kind == "std" else variance)
+            elif warp == 0 and j < inner:
+                y[o, j] = dt(total / f32(extent) if kind == "mean" else total)
+
+    return bind_sizes(module, "reduce", {"outer": outer, "extent": extent, "inner": inner})
+
+
+def reduction_on_cuda(task: Task) -> TemplateBinding | None:
+    """A reduction (its kind: the task's name) over consecutive axes, as `[outer, extent, inner]`: the rows template
+    when no axis follows the reduced ones, the columns template otherwise (not for argmax and argmin)."""
+    arg = task.name in ("argmax", "argmin")
+    axes = (task.attrs.get("axis"),) if arg else tuple(task.attrs.get("axes") or ())
+    if len(task.inputs) != 1 or len(task.outputs) != 1 or not axes or axes[0] is None:
+        return None
+    dtype = task.inputs[0].type.dtype.name
+    if dtype not in REDUCTION_CUDA_DTYPES or (not arg and task.outputs[0].dtype.name != dtype):
+        return None
+    if axes != tuple(range(axes[0], axes[-1] + 1)):
+        return None
+    signature = kernel_signature(task.inputs, task.outputs)
+    x, out = task.inputs[0], signature.outputs[0]
+    shape = shape_of(x)
+    lead, middle, trail = shape[:axes[0]], shape[axes[0]:axes[-1] + 1], shape[axes[-1] + 1:]
+    zero = E.Constant(0, int32)
+    kept = [zero] * len(middle) if task.attrs.get("keepdims") else []
+
+    def x_index(o: E.Expr, k: E.Expr, j: E.Expr) -> Indices:
+        return (*unravel(o, lead), *unravel(k, middle), *unravel(j, trail))
+
+    def out_index(o: E.Expr, j: E.Expr) -> Indices:
+        return (*unravel(o, lead), *kept, *unravel(j, trail)) or (zero,)  # a scalar result is stored as [1]
+
+    sizes = {"outer": product(lead), "extent": product(middle)}
+    inner = product(trail)
+    options = {"kind": task.name, "dtype": dtype, "ddof": int(task.attrs.get("ddof", 0))}
+    if isinstance(inner, int) and inner == 1:
+        views = [View(x, lambda i: x_index(i[0], i[1], zero)), View(out, lambda i: out_index(i[0], zero))]
+        return TemplateBinding("reduce_rows_cuda", reduce_rows_cuda, signature, sizes, views, options)
+    if arg:
+        return None
+    views = [View(x, lambda i: x_index(*i)), View(out, lambda i: out_index(*i))]
+    return TemplateBinding("reduce_columns_cuda", reduce_columns_cuda, signature, {**sizes, "inner": inner}, views,
+                           options)
+
+
+for _kind in ROW_KINDS:
+    library_template(_kind, "cuda")(reduction_on_cuda)
+del _kind
