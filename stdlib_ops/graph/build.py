@@ -50,7 +50,7 @@ class GraphKernels:
 
     def fused(self, group: FusionGroup, target: Target) -> tuple[str, FusedKernel]:
         """The key and the kernel of `group` on `target` (`schedules[key]`: its anchor's schedule parameters)."""
-        schedule = choose_schedule(group.anchor.task, target)
+        schedule = choose_schedule(group.anchor.task, target, prologue=bool(group.prologues))
         key = group_key(group, target) + "|" + schedule.key
         if key not in self._fused:
             self._fused[key] = fused_kernel(group, schedule.module)
@@ -110,7 +110,8 @@ def respect_contracts(groups: Sequence[FusionGroup], target: Target) -> list[Fus
         if not (group.prologues or group.epilogues):
             result.append(group)
             continue
-        problems = contract_problems(group, choose_schedule(group.anchor.task, target).module)
+        anchor = choose_schedule(group.anchor.task, target, prologue=bool(group.prologues)).module
+        problems = contract_problems(group, anchor)
         if not problems:
             result.append(group)
             continue

@@ -54,12 +54,19 @@ class TemplateBinding:
         """The template as plain data (`module:qualname`)."""
         return template_ref(self.template)
 
-    def for_target(self, target: Target) -> TemplateBinding | None:
-        """This binding, or the first of its fallbacks whose architecture `target` has (None when none has)."""
+    def for_target(self, target: Target, prologue: bool = False) -> TemplateBinding | None:
+        """This binding, or the first of its fallbacks whose architecture `target` has (None when none has); with
+        `prologue` (a prologue is to be fused into the kernel's inputs), also the first whose kernel reads its
+        inputs by elements (not a whole tensor, as a tensor map, which no prologue can ride)."""
         binding: TemplateBinding | None = self
-        while binding is not None and binding.needs_arch is not None and not target.has_arch(binding.needs_arch):
+        while binding is not None and not binding._takes(target, prologue):
             binding = binding.fallback
         return binding
+
+    def _takes(self, target: Target, prologue: bool) -> bool:
+        if self.needs_arch is not None and not target.has_arch(self.needs_arch):
+            return False
+        return not (prologue and any(view.whole for view in self.views))
 
     def instantiate(self, params: Point | None = None) -> IRModule | None:
         """The task's kernel module: the template instantiated with schedule parameters `params` (its defaults

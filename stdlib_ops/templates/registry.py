@@ -126,12 +126,12 @@ _SCHEDULES: dict[str, Schedule] = {}  # by the key of what was asked (template a
 _generation = 0
 
 
-def choose_schedule(task: Task, target: Target | str) -> Schedule:
+def choose_schedule(task: Task, target: Target | str, *, prologue: bool = False) -> Schedule:
     """How `task` is implemented on `target` ('cpu', 'cuda' or 'cuda:sm_XY'): the template registered for it (a
     user's, or the library's at the winner recorded for this machine by a tuning run, else at its tuning space's
-    default point; its fallback where the target lacks the architecture its kernel needs), or the rule-based
-    scheduler's module when there is none, or it declines the task, or a library template's kernel needs a CUDA
-    architecture newer than the target's.
+    default point; its fallback where the target lacks the architecture its kernel needs, or where a `prologue` is
+    to be fused and its kernel reads an input whole, by TMA), or the rule-based scheduler's module when there is
+    none, or it declines the task, or a library template's kernel needs a CUDA architecture newer than the target's.
 
     This is the only place a task's schedule is chosen; it is looked up again on every call (a new record or
     template is taken), and each distinct schedule is instantiated once per process."""
@@ -139,7 +139,7 @@ def choose_schedule(task: Task, target: Target | str) -> Schedule:
     template = TEMPLATES.lookup(task, target)
     if template in _LIBRARY:
         binding = template(task)
-        binding = None if binding is None else binding.for_target(target)
+        binding = None if binding is None else binding.for_target(target, prologue)
         if binding is not None:
             params = schedule_params(binding)
             chosen = f"{binding.template_ref}{'' if params is None else json.dumps(params, sort_keys=True)}"

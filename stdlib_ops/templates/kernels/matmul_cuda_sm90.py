@@ -25,10 +25,10 @@ parameters: the caller passes the tensors themselves).
   the accumulators are stored into `c` element by element where they fall inside it, which is where a fused
   epilogue lands. TMA needs rows that span multiples of 16 bytes: k and n must be multiples of 8.
 
-The kernel reads `a` and `b` only through TMA, so no prologue can be fused into it (a graph leaves a producer of
-`a` or `b` a kernel of its own, and its printout says so); `c` is only stored element by element, where an epilogue
-fuses. The CUDA matmul adapter takes this template on sm_90a targets where TMA can read the task's tensors
-themselves (`hopper_binding`), and the tensor-core template otherwise. Shared memory is all
+The kernel reads `a` and `b` only through TMA, so no prologue can be fused into it; `c` is only stored element by
+element, where an epilogue fuses. The CUDA matmul adapter takes this template on sm_90a targets where TMA can read
+the task's tensors themselves (`hopper_binding`), and the tensor-core template otherwise, or where a graph fuses a
+prologue into the matmul (`choose_schedule(..., prologue=True)` names that kernel). Shared memory is all
 dynamic (no static shared memory), so that the tiles start at the 1024-byte boundary the swizzle needs.
 `MATMUL_CUDA_SM90_SPACE` is what `ops.tune` searches.
 """
