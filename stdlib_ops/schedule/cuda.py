@@ -1,8 +1,8 @@
 """The rule-based CUDA schedule: one kernel per task, with the launch shape derived from the output.
 
 - Outputs without a reduction at the top (injective computations, and computations whose reductions are only
-  inside other expressions): one thread per output element, 256 threads a block; reductions run as loops in the
-  thread, hoisted as on the CPU.
+  inside other expressions): a thread computes `ELEMENTS` elements a round, 256 threads a block, consecutive
+  threads on consecutive elements; reductions run as loops in the thread, hoisted as on the CPU.
 - An output whose reductions several of its elements share (a row's statistics in a layer norm), or whose
   reductions hold nested ones (a variance's mean): a block per group of elements sharing them, the block
   computing each shared reduction once (`cuda_groups`), so the work stays linear in the input.
@@ -23,7 +23,7 @@ from hidet_lang.cuda import FULL_MASK, blockIdx, shfl_down_sync, threadIdx
 from hidet_lang.ir.expr import BinaryOp, Cast, Constant, Expr, IfThenElse, Intrinsic, Var, convert
 from hidet_lang.ir.func import CudaAttrs, FuncAttrs, FuncKind, Function, IRModule
 from hidet_lang.ir.functor import substitute
-from hidet_lang.ir.stmt import AssignStmt, BufferStoreStmt, DeclareStmt, ForStmt, IfStmt, Stmt, seq
+from hidet_lang.ir.stmt import AssignStmt, BufferStoreStmt, DeclareStmt, ForStmt, IfStmt, LoopKind, Stmt, seq
 from hidet_lang.ir.types import int32, void
 from stdlib_ops.compute.nodes import ComputeTensor, ReduceExpr
 from stdlib_ops.schedule.cuda_groups import block_per_group, shared_reduction_axes, unflatten
@@ -40,6 +40,8 @@ from stdlib_ops.schedule.signature import kernel_signature
 
 BLOCK = 256
 WARP = 32
+ELEMENTS = 4
+"""The elements a thread of the element-wise schedule computes a round."""
 
 
 def schedule_cuda(name: str, inputs: tuple[Var, ...], outputs: tuple[ComputeTensor, ...]) -> IRModule:
@@ -58,9 +60,8 @@ def schedule_cuda(name: str, inputs: tuple[Var, ...], outputs: tuple[ComputeTens
         total = extent_product(tuple(first_out.shape))
         # at least one block: an empty output (an empty slice) launches one that loops over nothing
         nonempty = BinaryOp(">", convert(total), Constant(0, int32))
-        grid = IfThenElse(nonempty, _ceil_div(total, BLOCK), Constant(1, int32))
-        worker = _global_thread()
-        body = seq([_grid_stride(out, param, axes, value, worker, total, names)
+        grid = IfThenElse(nonempty, _ceil_div(total, BLOCK * ELEMENTS), Constant(1, int32))
+        body = seq([_grid_stride(out, param, axes, value, extent_product(tuple(out.shape)), names)
                     for out, param, (axes, value) in zip(outputs, signature.outputs, bodies)])
     attrs = FuncAttrs(kind=FuncKind.CUDA_KERNEL,
                       cuda=CudaAttrs(grid_dim=(grid,), block_dim=(Constant(BLOCK, int32),)))
@@ -70,10 +71,6 @@ def schedule_cuda(name: str, inputs: tuple[Var, ...], outputs: tuple[ComputeTens
 def _value_at(out: ComputeTensor, names: Iterator[int]) -> tuple[tuple[Var, ...], Expr]:
     axes = tuple(Var(f"i{k}_{next(names)}", int32) for k in range(len(out.shape)))
     return axes, substitute(inline_computes(out), dict(zip(out.axes, axes)))
-
-
-def _global_thread() -> Expr:
-    return BinaryOp("+", BinaryOp("*", blockIdx.x, Constant(BLOCK, int32)), threadIdx.x)
 
 
 def _ceil_div(a: Expr, b: int) -> Expr:
@@ -86,16 +83,23 @@ def _store_index(axes: tuple[Var, ...]) -> tuple[Expr, ...]:
     return axes or (Constant(0, int32),)
 
 
-def _grid_stride(out: ComputeTensor, param: Var, axes: tuple[Var, ...], value: Expr, worker: Expr, total: Expr,
+def _grid_stride(out: ComputeTensor, param: Var, axes: tuple[Var, ...], value: Expr, total: Expr,
                  names: Iterator[int]) -> Stmt:
-    """Each thread computes the elements `worker`, `worker + grid size`, ... of `out`."""
+    """Each thread computes `ELEMENTS` elements of `out` a round, `BLOCK` apart (so a warp's accesses stay
+    consecutive, and a thread has that many independent loads in flight), the rounds a grid's elements apart."""
+    base = Var(f"base{next(names)}", int32)
+    k = Var(f"k{next(names)}", int32)
     flat = Var(f"e{next(names)}", int32)
     scopes = [Scope(), Scope()]
     lowered = ReductionLowering(scopes, dict.fromkeys(axes, 1), names).value(value, 1)
-    body = seq([*unflatten(flat, axes, tuple(out.shape)), *scopes[0].prelude, *scopes[1].prelude,
-                BufferStoreStmt(param, _store_index(axes), lowered)])
-    stride = BinaryOp("*", Intrinsic("gridDim.x", (), int32), Constant(BLOCK, int32))
-    return ForStmt(flat, worker, total, stride, body)
+    element = seq([*unflatten(flat, axes, tuple(out.shape)), *scopes[0].prelude, *scopes[1].prelude,
+                   BufferStoreStmt(param, _store_index(axes), lowered)])
+    one_round = seq([DeclareStmt(flat, BinaryOp("+", base, BinaryOp("*", k, Constant(BLOCK, int32)))),
+                     IfStmt(BinaryOp("<", flat, total), element)])
+    first = BinaryOp("+", BinaryOp("*", blockIdx.x, Constant(BLOCK * ELEMENTS, int32)), threadIdx.x)
+    stride = BinaryOp("*", Intrinsic("gridDim.x", (), int32), Constant(BLOCK * ELEMENTS, int32))
+    rounds = ForStmt(k, Constant(0, int32), Constant(ELEMENTS, int32), Constant(1, int32), one_round, LoopKind.UNROLL)
+    return ForStmt(base, first, total, stride, rounds)
 
 
 def _warp_per_element(out: ComputeTensor, param: Var, axes: tuple[Var, ...], value: Expr, r: ReduceExpr,
