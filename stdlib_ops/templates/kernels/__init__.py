@@ -18,7 +18,8 @@ Importing this package imports every one of them, so every one is registered.
 - `sum`, `mean`, `max`, `min`, `var` and `std` over a run of consecutive axes, and `argmax` / `argmin` over one
   axis, of an f32, f16 or bf16 tensor on CUDA (`reduction_cuda`): `reduce_rows_cuda` (a warp or a block per row)
   where the axes are the trailing ones, `reduce_columns_cuda` (coalesced strips of columns) where some axes follow
-  them (not for argmax and argmin). `group_norm`'s normalization goes to the layer norm template on CUDA.
+  them (not for argmax and argmin). `group_norm`'s normalization goes to the layer norm template on CUDA, and
+  `softmax` / `log_softmax` over a leading or middle axis to `softmax_columns_cuda` (coalesced column strips).
 - `attention` (inputs q, k, v of shapes `[..., seq, head_dim]` and an optional additive mask, attributes `causal`,
   `scale`, `enable_gqa`), over the head batch: f16 and bf16 with head dimensions of 32 to 256 (multiples of 32) to
   the tensor-core template `attention_cuda_mma` (its decoding schedule where at most 16 queries are known), others
@@ -45,7 +46,9 @@ from stdlib_ops.templates.kernels import (
     normalization_cuda,
     reduction_cpu,
     reduction_cuda,
+    softmax_columns_cuda,
 )
 
 __all__ = ["attention_cuda", "conv2d_cpu", "matmul_cpu", "matmul_cuda", "matmul_cuda_f16_mma", "matmul_cuda_sm90",
-           "normalization_cpu", "normalization_cuda", "reduction_cpu", "reduction_cuda"]
+           "normalization_cpu", "normalization_cuda", "reduction_cpu", "reduction_cuda",
+           "softmax_columns_cuda"]

@@ -1,0 +1,116 @@
+"""A CUDA template for softmax and log-softmax over a leading or middle axis, seen as the view `[outer, extent,
+inner]` (the normalized axis in the middle), and the registration of softmax on CUDA along any axis.
+
+A block takes one `outer` index and `COLUMNS` consecutive `inner` positions: a warp's lanes read `COLUMNS`
+consecutive values of one row (coalesced), the block's warps take rows `w, w + warps, ...`. Each column's maximum,
+then its sum of `exp(x - max)`, are the warps' partial results met in shared memory; a third pass writes the
+column. Arithmetic is in f32 whatever the storage dtype; inputs are only read element by element and the output only
+stored element by element (the fusion contract). Softmax over the last axis goes to the row template
+(`normalization_cuda`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from hidet_lang import attrs, f32, i32, script, script_module
+from hidet_lang.cuda import blockIdx, shared_tensor, syncthreads, threadIdx
+from hidet_lang.frontend.script import ScriptModule
+from stdlib_ops.schedule.signature import kernel_signature
+from stdlib_ops.task import Task
+from stdlib_ops.templates.binding import TemplateBinding, common_dtype, shape_of
+from stdlib_ops.templates.kernels.block_reduce import WARP
+from stdlib_ops.templates.kernels.normalization_cuda import CUDA_ROWS, NORMALIZATION_DTYPES
+from stdlib_ops.templates.kernels.row_views import softmax_rows
+from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
+from stdlib_ops.templates.registry import library_template
+from stdlib_ops.templates.sizes import bind_sizes
+from stdlib_ops.templates.views import View, product, unravel
+
+COLUMNS = 32
+"""The inner positions a block takes: one warp's consecutive reads."""
+
+
+def softmax_columns_cuda(outer: Size, extent: Size, inner: Size, dtype: str = "float32", *, log: bool = False,
+                         threads: int = 256) -> ScriptModule:
+    """A module with one kernel `softmax_columns(<symbolic sizes>, x, y)`: softmax (or, with `log`, log-softmax) of
+    `x[o, :, j]` into `y[o, :, j]`.
+
+    `x, y: dtype[outer, extent, inner]`; each size is an int or a symbolic name."""
+    name = "softmax_columns_cuda"
+    check_sizes(name, {"outer": outer, "extent": extent, "inner": inner})
+    require(threads % WARP == 0 and WARP <= threads <= 1024, name,
+            f"{threads} threads a block (need whole warps, at most 1024)")
+    dt = template_dtype(name, dtype, NORMALIZATION_DTYPES)
+    warps = threads // WARP
+
+    with script_module() as module:
+
+        @script
+        def softmax_columns(outer: i32, extent: i32, inner: i32, x: dt[outer, extent, inner],
+                            y: dt[outer, extent, inner]):
+            attrs.func_kind = "cuda_kernel"
+            attrs.cuda.block_dim = threads
+            attrs.cuda.grid_dim = outer * ((inner + COLUMNS - 1) // COLUMNS)
+            strips = (inner + COLUMNS - 1) // COLUMNS
+            o = blockIdx.x // strips
+            lane = threadIdx.x % WARP
+            warp = threadIdx.x // WARP
+            j = blockIdx.x % strips * COLUMNS + lane
+            partials = shared_tensor(f32, [warps, COLUMNS])
+            local_max: f32 = -math.inf
+            if j < inner:
+                for k in range(warp, extent, warps):
+                    local_max = max(local_max, f32(x[o, k, j]))
+            partials[warp, lane] = local_max
+            syncthreads()
+            top = partials[0, lane]
+            for w in range(1, warps):
+                top = max(top, partials[w, lane])
+            local_sum: f32 = 0.0
+            if j < inner:
+                for k in range(warp, extent, warps):
+                    local_sum += math.exp(f32(x[o, k, j]) - top)
+            syncthreads()  # every thread has read the maxima: the partials are free
+            partials[warp, lane] = local_sum
+            syncthreads()
+            total = partials[0, lane]
+            for w in range(1, warps):
+                total += partials[w, lane]
+            log_total = math.log(total)
+            if j < inner:
+                for k in range(warp, extent, warps):
+                    if log:
+                        y[o, k, j] = dt(f32(x[o, k, j]) - top - log_total)
+                    else:
+                        y[o, k, j] = dt(math.exp(f32(x[o, k, j]) - top - log_total))
+
+    return bind_sizes(module, "softmax_columns", {"outer": outer, "extent": extent, "inner": inner})
+
+
+def softmax_on_cuda(task: Task) -> TemplateBinding | None:
+    """Softmax or log-softmax along any axis: the row template for the last axis, the columns template otherwise."""
+    rows = softmax_rows(task, CUDA_ROWS)
+    if rows is not None:
+        return rows
+    dtype = common_dtype(task, NORMALIZATION_DTYPES)
+    axis = task.attrs.get("axis")
+    if dtype is None or not isinstance(axis, int) or len(task.inputs) != 1 or len(task.outputs) != 1:
+        return None
+    signature = kernel_signature(task.inputs, task.outputs)
+    x, out = task.inputs[0], signature.outputs[0]
+    shape = shape_of(x)
+    lead, middle, trail = shape[:axis], shape[axis:axis + 1], shape[axis + 1:]
+
+    def index(i: tuple) -> tuple:
+        return (*unravel(i[0], lead), *unravel(i[1], middle), *unravel(i[2], trail))
+
+    sizes = {"outer": product(lead), "extent": product(middle), "inner": product(trail)}
+    views = [View(x, index), View(out, index)]
+    return TemplateBinding("softmax_columns_cuda", softmax_columns_cuda, signature, sizes, views,
+                           {"dtype": dtype, "log": task.name == "log_softmax"})
+
+
+for _name in ("softmax", "log_softmax"):
+    library_template(_name, "cuda")(softmax_on_cuda)
+del _name
