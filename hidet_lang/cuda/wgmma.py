@@ -28,7 +28,15 @@ from hidet_lang.frontend.builtins import LocalTensorRequest, _pointer_to, regist
 from hidet_lang.frontend.builtins import _as_dtype as as_dtype
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.intrinsics import WGMMA_TYPES, intrinsic
-from hidet_lang.ir.layout import Layout, SwizzledLayout, local_layout, row_major
+from hidet_lang.ir.layout import (
+    ComposedLayout,
+    ConcatLayout,
+    Layout,
+    SwizzledLayout,
+    local_layout,
+    row_major,
+    swizzle_alignment,
+)
 from hidet_lang.ir.types import DataType, PointerType, TensorType, float32, int32, uint32, uint64
 
 WGMMA_M, WGMMA_K = 64, 16
@@ -86,15 +94,18 @@ def wgmma_descriptor(tile: Any, swizzle: int | None = None, *, k: Any = 0, mn: i
                      transposed: bool = False) -> E.Expr:
     """The 64-bit matrix descriptor (u64) of a wgmma operand in the shared tensor `tile` (or a `view` of shared
     memory as a tensor of some layout, e.g. core matrices: `row_major(mn // 8, k // 8) * row_major(8, 8)`): the
-    16-deep slice from
-    `k` (a multiple of 16: a Python int or an IR value) and the rows of A or columns of B from `mn`.
+    16-deep slice from `k` (a multiple of 16: a Python int or an IR value) and the rows of A or columns of B from
+    `mn`.
 
     `tile` is [MN, K] (K-major: A as [64, K] row-major, B as [N, K]), or with `transposed` [K, MN] (MN-major:
     B as the usual row-major [K, N]); its elements are f16 or bf16. The swizzle is the tile's layout's
-    (`swizzled_layout(shape, 2, 128)`: 128; any other layout: none); `swizzle`, when given, must agree. The
-    layout must be one of PTX's canonical layouts for that swizzle, from which the leading and stride byte
-    offsets are read: unswizzled, core matrices of 8 rows of 16 contiguous bytes; swizzled, rows of exactly the
-    swizzle's bytes in atoms of 8 rows. A layout that is not is refused, naming the element that does not fit."""
+    (`swizzled_layout(shape, 2, 128)`, or swizzled atoms tiled by an outer layout such as
+    `row_major(1, 2) * swizzled_layout([64, 64], 2, 128)` for a [64, 128] tile: 128; any other layout: none);
+    `swizzle`, when given, must agree. The layout must be one of PTX's canonical layouts for that swizzle, from
+    which the leading and stride byte offsets are read: unswizzled, core matrices of 8 rows of 16 contiguous bytes;
+    swizzled, rows of exactly the swizzle's bytes in atoms of 8 rows. A layout that is not is refused, naming the
+    element that does not fit. The tile's storage must be aligned to
+    its swizzle's period, as a shared tensor of a `swizzled_layout` is (a `view` of one for other layouts)."""
     e = E.convert(tile)
     t = e.type.base if isinstance(e.type, PointerType) else e.type  # a tensor, or a view of shared memory
     if not isinstance(t, TensorType) or len(t.shape) != 2:
@@ -103,38 +114,81 @@ def wgmma_descriptor(tile: Any, swizzle: int | None = None, *, k: Any = 0, mn: i
     if t.dtype.name not in ("float16", "bfloat16"):
         raise TypeError(f"wgmma_descriptor: wgmma reads f16 or bf16 operands, and the tile holds {t.dtype}")
     layout = t.layout if t.layout is not None else row_major(*t.shape)
-    mode = layout.swizzle if isinstance(layout, SwizzledLayout) else 0
+    mode = _swizzle_of(layout)
     if swizzle is not None and swizzle not in WGMMA_SWIZZLES:
         raise ValueError(f"wgmma_descriptor: swizzle is one of {list(WGMMA_SWIZZLES)} (bytes), got {swizzle!r}")
     if swizzle is not None and swizzle != mode:
         raise ValueError(f"wgmma_descriptor: the tile's layout ({layout}) is {_swizzle_name(mode)}, and the "
                          f"descriptor asks for {_swizzle_name(swizzle)}; the hardware would read other elements "
                          f"than the layout wrote")
-    plain = row_major(*layout.shape) if isinstance(layout, SwizzledLayout) else layout  # offsets before the swizzle
     mn_extent, k_extent = (t.shape[1], t.shape[0]) if transposed else (t.shape[0], t.shape[1])
     if isinstance(mn, bool) or not isinstance(mn, int) or not 0 <= mn < mn_extent or mn % 8:
         raise ValueError(f"wgmma_descriptor: mn is a Python int, a multiple of 8 within the tile's {mn_extent} "
                          f"rows of MN, got {mn!r}")
     if k_extent < WGMMA_K or k_extent % WGMMA_K:
         raise ValueError(f"wgmma_descriptor: the tile's K extent ({k_extent}) is not a multiple of {WGMMA_K}")
+    origin = _plain_offset(layout, (0, 0))  # where the tile's address points
 
-    def offset(mn_index: int, k_index: int) -> int:
-        return _ELEMENT_BYTES * (plain(k_index, mn_index) if transposed else plain(mn_index, k_index))
+    def offset(mn_index: int, k_index: int) -> int:  # bytes from the tile's address, before the swizzle
+        indices = (k_index, mn_index) if transposed else (mn_index, k_index)
+        return _ELEMENT_BYTES * (_plain_offset(layout, indices) - origin)
 
-    slices = [k] if isinstance(k, int) and not isinstance(k, bool) else range(0, k_extent, WGMMA_K)
-    if isinstance(k, int) and (isinstance(k, bool) or not 0 <= k <= k_extent - WGMMA_K or k % WGMMA_K):
+    run_time_k = not isinstance(k, int) or isinstance(k, bool)
+    if not run_time_k and not (0 <= k <= k_extent - WGMMA_K and k % WGMMA_K == 0):
         raise ValueError(f"wgmma_descriptor: k is a multiple of {WGMMA_K} from 0 to {k_extent - WGMMA_K}, got {k!r}")
+    slices = range(0, k_extent, WGMMA_K) if run_time_k else [k]
     strides = {canonical_strides(lambda i, j, s=s: offset(mn + i, s + j) - offset(mn, s), mn_extent - mn, mode,
                                  transposed) for s in slices}
     if len(strides) > 1:
         raise ValueError(f"wgmma_descriptor: the tile's 16-deep slices have different strides {sorted(strides)}; "
                          f"one descriptor cannot describe them all for a run-time k")
     lbo, sbo = strides.pop()
-    k_index = k if isinstance(k, int) else semantics.cast(k, int32)
-    start = _add(plain(k_index, mn) if transposed else plain(mn, k_index), -plain(0, 0))  # from the tile's start
+    k_index = semantics.cast(k, int32) if run_time_k else k
+    start = _plain_offset(layout, (k_index, mn) if transposed else (mn, k_index))
+    byte_offset = _mul(_add(start, -origin), _ELEMENT_BYTES)  # IR for a run-time k
     base = e if isinstance(e.type, PointerType) else _pointer_to(e, "wgmma_descriptor")
-    return intrinsic("wgmma_make_descriptor", base, semantics.cast(_mul(start, _ELEMENT_BYTES), int32),
-                     E.Constant(lbo, int32), E.Constant(sbo, int32), E.Constant(mode, int32))
+    return intrinsic("wgmma_make_descriptor", base, semantics.cast(byte_offset, int32), E.Constant(lbo, int32),
+                     E.Constant(sbo, int32), E.Constant(mode, int32))
+
+
+def _swizzle_of(layout: Layout) -> int:
+    """The swizzle of the swizzled tiles (atoms) a 16-bit layout is built of, 0 for none; ValueError where a
+    descriptor cannot describe it: atoms of several swizzles, a swizzled outer layout, or atoms whose bytes are not
+    a multiple of their pattern's period (then the layout's swizzle is not the address's)."""
+    parts: list[Layout] = []
+    if isinstance(layout, SwizzledLayout):
+        return layout.swizzle
+    if isinstance(layout, ComposedLayout):
+        parts = [layout.outer, layout.inner]
+    elif isinstance(layout, ConcatLayout):
+        parts = [layout.a, layout.b]
+    if not parts:
+        return 0
+    outer, inner = (_swizzle_of(part) for part in parts)
+    if outer:
+        raise ValueError(f"wgmma_descriptor: in the tile's layout {layout}, swizzled tiles must be the innermost "
+                         f"part (the atoms the outer part arranges)")
+    if inner and parts[1].size * _ELEMENT_BYTES % swizzle_alignment(inner):
+        raise ValueError(f"wgmma_descriptor: the swizzled atoms of the tile's layout {layout} span "
+                         f"{parts[1].size * _ELEMENT_BYTES} bytes, not a multiple of the {inner}-byte swizzle's "
+                         f"period of {swizzle_alignment(inner)}")
+    return inner
+
+
+def _plain_offset(layout: Layout, indices: tuple[Any, ...]) -> Any:
+    """The storage offset of `indices` in `layout` before the swizzle of its swizzled atoms (their row-major
+    offset): a Python int of ints, else IR."""
+    if isinstance(layout, SwizzledLayout):
+        return row_major(*layout.shape)(*indices)
+    if isinstance(layout, ComposedLayout):
+        tile = layout.inner.shape
+        outer = _plain_offset(layout.outer, tuple(_div(i, t) for i, t in zip(indices, tile)))
+        inner = _plain_offset(layout.inner, tuple(_mod(i, t) for i, t in zip(indices, tile)))
+        return _add(_mul(outer, layout.inner.size), inner)
+    if isinstance(layout, ConcatLayout):
+        n = layout.a.ndim
+        return _add(_mul(_plain_offset(layout.a, indices[:n]), layout.b.size), _plain_offset(layout.b, indices[n:]))
+    return layout(*indices)
 
 
 def canonical_strides(offset: Callable[[int, int], int], rows: int, swizzle: int, mn_major: bool) -> tuple[int, int]:

@@ -64,11 +64,19 @@ except ImportError:  # bf16 cases need ml_dtypes to make their inputs
 
 
 def tile_layout(rows: int, cols: int, swizzle: int) -> Layout:
-    """A [rows, cols] operand tile whose rows are K (K-major [MN, K]) or MN (MN-major [K, MN]): swizzled rows of
-    `swizzle` bytes, or core matrices of 8 rows of 8 elements (16 bytes), one after the other, row-major."""
+    """A [rows, cols] operand tile whose rows are K (K-major [MN, K]) or MN (MN-major [K, MN]): swizzled atoms of
+    rows of `swizzle` bytes side by side along the columns (as many as the columns fill), or core matrices of 8
+    rows of 8 elements (16 bytes), one after the other, row-major."""
     if swizzle:
-        return swizzled_layout([rows, cols], 2, swizzle)
+        return row_major(1, cols * 2 // swizzle) * swizzled_layout([rows, swizzle // 2], 2, swizzle)
     return row_major(rows // 8, cols // 8) * row_major(8, 8)
+
+
+def aligned_storage(rows: int, cols: int, swizzle: int) -> Any:
+    """A shared tensor of rows x cols 16-bit elements aligned to the swizzle's period (a swizzled tile's storage),
+    for a tile of another layout to view."""
+    width = swizzle // 2 if swizzle else cols
+    return shared_tensor(f16, layout=swizzled_layout([rows * cols // width, width], 2, swizzle))
 
 
 @functools.cache
@@ -94,11 +102,10 @@ def product_module(n: int, swizzle: int, dtype_name: str, a_in_registers: bool, 
             attrs.cuda.block_dim = 128
             attrs.cuda.grid_dim = 1
             t = threadIdx.x
-            # the tiles' storage is aligned as a swizzled tile's; an unswizzled one is viewed as core matrices
-            raw_a = shared_tensor(dt, layout=swizzled_layout(a_shape, 2, swizzle))
-            raw_b = shared_tensor(dt, layout=swizzled_layout(b_shape, 2, swizzle))
-            sa = view(raw_a, TensorType(dt, tuple(a_shape), a_layout)) if swizzle == 0 else raw_a
-            sb = view(raw_b, TensorType(dt, tuple(b_shape), b_layout)) if swizzle == 0 else raw_b
+            raw_a = aligned_storage(a_shape[0], a_shape[1], swizzle)
+            raw_b = aligned_storage(b_shape[0], b_shape[1], swizzle)
+            sa = view(raw_a, TensorType(dt, tuple(a_shape), a_layout))
+            sb = view(raw_b, TensorType(dt, tuple(b_shape), b_layout))
             for i in range(a_loads):
                 sa[(t + 128 * i) / a_cols, (t + 128 * i) % a_cols] = a[(t + 128 * i) / a_cols, (t + 128 * i) % a_cols]
             for i in range(b_loads):
@@ -134,22 +141,25 @@ def product_module(n: int, swizzle: int, dtype_name: str, a_in_registers: bool, 
     return module.build(target="cuda:sm_90a")
 
 
+STATIC_SHARED_BYTES = 48 * 1024  # what a kernel's static shared arrays may take
+
+
 @st.composite
 def product_cases(draw: st.DrawFn) -> dict[str, Any]:
-    """A product's configuration: a swizzle, operand majors it allows, an N, a number of k steps, the input type
-    and scale-d. A swizzled tile's rows are exactly the swizzle's bytes: K = swizzle / 2 when K-major; when
-    MN-major, one atom wide, N = swizzle / 2 (and A's 64 rows need 128B)."""
+    """A product's configuration: a swizzle, the operands' majors and where A comes from, an N, a number of k
+    steps, the input type and scale-d. A swizzled tile's rows are atoms of exactly the swizzle's bytes: K (and,
+    when B is MN-major, N) a multiple of the atom's swizzle / 2 elements; both tiles fit in static shared memory."""
     swizzle = draw(st.sampled_from([0, 32, 64, 128]))
+    atom = swizzle // 2 if swizzle else 8
     a_in_registers = draw(st.booleans())
-    trans_a = not a_in_registers and swizzle in (0, 128) and draw(st.booleans())
+    trans_a = not a_in_registers and draw(st.booleans())
     trans_b = draw(st.booleans())
-    n = swizzle // 2 if trans_b and swizzle else draw(st.sampled_from(WGMMA_N_VALUES))
-    k_major_swizzled = swizzle and not (trans_a and trans_b)
-    ksteps = swizzle // 32 if k_major_swizzled else draw(st.integers(1, 3))
-    dtypes = sorted(ML_DTYPES)
-    return dict(n=n, swizzle=swizzle, dtype_name=draw(st.sampled_from(dtypes)), a_in_registers=a_in_registers,
-                trans_a=trans_a, trans_b=trans_b, ksteps=ksteps, scale=draw(st.sampled_from([0, 1])),
-                seed=draw(st.integers(0, 2**32 - 1)))
+    ksteps = max(1, atom // 16) * draw(st.integers(1, 2)) if swizzle else draw(st.integers(1, 3))
+    fits = STATIC_SHARED_BYTES // (2 * 16 * ksteps) - 64  # the widest B beside A in static shared memory
+    n = draw(st.sampled_from([v for v in WGMMA_N_VALUES if v <= fits and (not trans_b or v % atom == 0)]))
+    return dict(n=n, swizzle=swizzle, dtype_name=draw(st.sampled_from(sorted(ML_DTYPES))),
+                a_in_registers=a_in_registers, trans_a=trans_a, trans_b=trans_b, ksteps=ksteps,
+                scale=draw(st.sampled_from([0, 1])), seed=draw(st.integers(0, 2**32 - 1)))
 
 
 def run_product(n: int, swizzle: int, dtype_name: str, a_in_registers: bool, trans_a: bool, trans_b: bool,
@@ -193,9 +203,12 @@ def test_wgmma_product_of_each_swizzle_with_n_256(swizzle: int) -> None:
          scale=1),
     dict(n=8, swizzle=64, dtype_name="float16", a_in_registers=True, trans_a=False, trans_b=False, ksteps=2,
          scale=1),
-], ids=["registers-mn-major-b", "mn-major-a-and-b", "registers-n-8"])
+    dict(n=128, swizzle=128, dtype_name="float16", a_in_registers=False, trans_a=False, trans_b=True, ksteps=8,
+         scale=1),
+], ids=["registers-mn-major-b", "mn-major-a-and-b", "registers-n-8", "two-atoms-in-k-and-n"])
 def test_wgmma_product_of_each_operand_path(case: dict[str, Any]) -> None:
-    """A from registers, MN-major A and B, bf16, the narrowest N: every path, whatever hypothesis draws."""
+    """A from registers, MN-major A and B, bf16, the narrowest N, tiles of two swizzle atoms in K (A) and N (B):
+    every path, whatever hypothesis draws."""
     if case["dtype_name"] not in ML_DTYPES:
         pytest.skip("bf16 inputs need ml_dtypes")
     run_product(**case, seed=11)
@@ -313,6 +326,9 @@ def build_descriptor_kernel(layout: Layout, swizzle: int | None, transposed: boo
     (row_major(8, 8) * row_major(8, 8), 128, False,
      "is not swizzled, and the descriptor asks for swizzled by 128 bytes"),
     (swizzled_layout([16, 64], 2, 128), 96, True, "swizzle is one of [0, 32, 64, 128] (bytes), got 96"),
+    (swizzled_layout([8, 8], 2, 128) * row_major(8, 8), None, False, "swizzled tiles must be the innermost part"),
+    (row_major(16, 1) * swizzled_layout([4, 64], 2, 128), None, False,
+     "span 512 bytes, not a multiple of the 128-byte swizzle's period of 1024"),
 ])
 def test_a_tile_no_descriptor_describes_is_refused_at_its_line(layout: Layout, swizzle: int | None,
                                                                transposed: bool, message: str) -> None:
