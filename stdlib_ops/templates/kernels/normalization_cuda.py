@@ -36,25 +36,35 @@ WARP_ROW_MAX_COLS = 1024
 """The longest rows (columns known at build time) that one warp handles alone."""
 
 
+BLOCK_SIZES = (128, 256, 512, 1024)
+"""The block sizes a row template picks from where none is given."""
+
+
 @dataclass(frozen=True)
 class RowLayout:
-    """How a block's `threads` share rows: `width` threads a row (a warp or the block), `rows_per_block` rows, each
-    thread keeping `cached` values of its row in registers (0: none; each pass reads the row)."""
+    """How a block's `threads` threads share rows: `width` threads a row (a warp or the block), `rows_per_block`
+    rows, each thread keeping `cached` values of its row in registers (0: none; each pass reads the row)."""
 
+    threads: int
     width: int
     rows_per_block: int
     cached: int
 
 
-def row_layout(cols: Size, threads: int) -> RowLayout:
+def row_layout(cols: Size, threads: int | None = None) -> RowLayout:
     """A warp per row for rows of at most `WARP_ROW_MAX_COLS` columns known at build time, else the block; the row
-    in registers where the columns are known and a thread's share is at most `MAX_CACHED` values."""
+    in registers where the columns are known and a thread's share is at most `MAX_CACHED` values. Without
+    `threads`, blocks of 128 threads, or for longer rows the fewest of `BLOCK_SIZES` that keep a row in registers
+    (the most where none does, 256 for rows known only at run time)."""
+    if threads is None:
+        fitting = [t for t in BLOCK_SIZES if isinstance(cols, int) and -(-cols // t) <= MAX_CACHED]
+        threads = fitting[0] if fitting else BLOCK_SIZES[-1] if isinstance(cols, int) else 256
     require(threads % WARP == 0 and WARP <= threads <= 1024, "normalization_cuda",
             f"{threads} threads a block (need whole warps, at most 1024)")
     if isinstance(cols, int) and cols <= WARP_ROW_MAX_COLS:
-        return RowLayout(WARP, threads // WARP, -(-cols // WARP))
+        return RowLayout(threads, WARP, threads // WARP, -(-cols // WARP))
     share = -(-cols // threads) if isinstance(cols, int) else MAX_CACHED + 1
-    return RowLayout(threads, 1, share if share <= MAX_CACHED else 0)
+    return RowLayout(threads, threads, 1, share if share <= MAX_CACHED else 0)
 
 
 def _prepare(template: str, rows: Size, cols: Size, dtype: str) -> DataType:
@@ -62,31 +72,31 @@ def _prepare(template: str, rows: Size, cols: Size, dtype: str) -> DataType:
     return template_dtype(template, dtype, NORMALIZATION_DTYPES)
 
 
-def _row_reducers(layout: RowLayout, threads: int) -> tuple[ScriptFunction, ScriptFunction]:
+def _row_reducers(layout: RowLayout) -> tuple[ScriptFunction, ScriptFunction]:
     """The sum and maximum over the threads sharing a row."""
-    warp_sum, warp_max, block_sum, block_max = block_reducers(threads)
+    warp_sum, warp_max, block_sum, block_max = block_reducers(layout.threads)
     return (warp_sum, warp_max) if layout.width == WARP else (block_sum, block_max)
 
 
-def softmax_cuda(rows: Size, cols: Size, dtype: str = "float32", *, threads: int = 128) -> ScriptModule:
+def softmax_cuda(rows: Size, cols: Size, dtype: str = "float32", *, threads: int | None = None) -> ScriptModule:
     """A module with one kernel `softmax(<symbolic sizes>, x, y)`: `y[r] = exp(x[r] - max x[r]) / sum(...)`.
 
     `x, y: dtype[rows, cols]`; each size is an int or a symbolic name."""
     return _softmax("softmax_cuda", rows, cols, dtype, threads, log=False)
 
 
-def log_softmax_cuda(rows: Size, cols: Size, dtype: str = "float32", *, threads: int = 128) -> ScriptModule:
+def log_softmax_cuda(rows: Size, cols: Size, dtype: str = "float32", *, threads: int | None = None) -> ScriptModule:
     """A module with one kernel `log_softmax(<symbolic sizes>, x, y)`: `y[r] = x[r] - max - log(sum exp(x[r] - max))`.
 
     `x, y: dtype[rows, cols]`; each size is an int or a symbolic name."""
     return _softmax("log_softmax_cuda", rows, cols, dtype, threads, log=True)
 
 
-def _softmax(template: str, rows: Size, cols: Size, dtype: str, threads: int, log: bool) -> ScriptModule:
+def _softmax(template: str, rows: Size, cols: Size, dtype: str, threads: int | None, log: bool) -> ScriptModule:
     dt = _prepare(template, rows, cols, dtype)
     layout = row_layout(cols, threads)
-    width, per_block, cached = layout.width, layout.rows_per_block, layout.cached
-    row_sum, row_max = _row_reducers(layout, threads)
+    threads, width, per_block, cached = layout.threads, layout.width, layout.rows_per_block, layout.cached
+    row_sum, row_max = _row_reducers(layout)
     kernel_name = "log_softmax" if log else "softmax"
 
     with script_module() as module:
@@ -139,7 +149,7 @@ def _softmax(template: str, rows: Size, cols: Size, dtype: str, threads: int, lo
 
 
 def layer_norm_cuda(rows: Size, cols: Size, eps: float = 1e-5, dtype: str = "float32", *, weight: bool = True,
-                    bias: bool = True, threads: int = 128) -> ScriptModule:
+                    bias: bool = True, threads: int | None = None) -> ScriptModule:
     """A module with one kernel `layer_norm(<symbolic sizes>, x, [weight], [bias], y)`:
     `y[r] = (x[r] - mean) / sqrt(var + eps) * weight + bias` with the row's mean and (biased) variance; without
     `weight` or `bias` (the flags) the kernel has no such parameter and skips that step.
@@ -149,7 +159,7 @@ def layer_norm_cuda(rows: Size, cols: Size, eps: float = 1e-5, dtype: str = "flo
 
 
 def rms_norm_cuda(rows: Size, cols: Size, eps: float = 1e-6, dtype: str = "float32", *, weight: bool = True,
-                  threads: int = 128) -> ScriptModule:
+                  threads: int | None = None) -> ScriptModule:
     """A module with one kernel `rms_norm(<symbolic sizes>, x, [weight], y)`:
     `y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight` (without `weight`, the flag, no such parameter or product).
 
@@ -158,12 +168,12 @@ def rms_norm_cuda(rows: Size, cols: Size, eps: float = 1e-6, dtype: str = "float
 
 
 def _norm(template: str, kernel_name: str, rows: Size, cols: Size, eps: float, dtype: str, has_weight: bool,
-          has_bias: bool, threads: int, center: bool) -> ScriptModule:
+          has_bias: bool, threads: int | None, center: bool) -> ScriptModule:
     """Layer norm (`center`) or RMS norm of the rows, times the weight and plus the bias where they are given."""
     dt = _prepare(template, rows, cols, dtype)
     layout = row_layout(cols, threads)
-    width, per_block, cached = layout.width, layout.rows_per_block, layout.cached
-    row_sum, _ = _row_reducers(layout, threads)
+    threads, width, per_block, cached = layout.threads, layout.width, layout.rows_per_block, layout.cached
+    row_sum, _ = _row_reducers(layout)
 
     with script_module() as module:
 

@@ -36,6 +36,9 @@ def test_the_layouts_the_columns_choose() -> None:
     assert row_layout(1100, THREADS).width == THREADS and row_layout(1100, THREADS).cached == 18
     assert row_layout(THREADS * MAX_CACHED + 3, THREADS).cached == 0
     assert row_layout("cols", THREADS).cached == 0
+    # without a block size: the fewest threads that keep the row in registers (the most where none can)
+    assert [(row_layout(c).threads, row_layout(c).cached) for c in (4096, 8192, 32768, 32769)] == [
+        (128, 32), (256, 32), (1024, 32), (1024, 0)]
 
 
 @cache
