@@ -10,6 +10,10 @@ and storing each. Reductions nested in a shared one that are shared themselves (
 first, the same way; reductions that depend on an inner axis (or on an enclosing reduction's axis) stay loops in
 the thread, as everywhere else. An argmax or argmin over a shared index space is found by the block's first thread
 and handed to the others through shared memory.
+
+Not covered: an output whose reductions read different output axes that together are all of them (a row's sum
+added to a column's sum) has no group the block could share, and keeps the per-element schedule; computing such
+reductions once needs a stage that stores them, which a one-kernel schedule does not have.
 """
 
 from __future__ import annotations
