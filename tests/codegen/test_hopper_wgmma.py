@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import hidet_lang as hidet
 from codegen.runtime.cuda_backend import backend
 from codegen.toolchain import sass
-from hidet_lang import attrs, bf16, f16, f32, i32, register_tensor, u32, u64, view
+from hidet_lang import attrs, bf16, f16, f32, i32, meta, register_tensor, u32, u64, view
 from hidet_lang.cuda import (
     fence_proxy_async_shared,
     setmaxnreg_dec,
@@ -226,6 +226,50 @@ def test_a_wrong_swizzle_gives_a_wrong_product() -> None:
     rows_swizzled = [row for row in range(64) if row % 8]  # row 0 of each atom is not moved by the swizzle
     assert np.allclose(d[::8], expected[::8], rtol=1e-5, atol=1e-5)
     assert not np.allclose(d[rows_swizzled], expected[rows_swizzled], rtol=1e-2, atol=1e-2)
+
+
+with hidet.script_module() as two_warpgroups_module:
+
+    @hidet.script
+    def two_warpgroups(a: f16[128, 64], b: f16[32, 64], d: f32[128, 32]):
+        """Warpgroup w computes rows 64w to 64w + 63 of d = a @ b.T: A's descriptor starts at row mn = 64w."""
+        attrs.func_kind = "cuda_kernel"
+        attrs.cuda.block_dim = 256
+        attrs.cuda.grid_dim = 1
+        t = threadIdx.x
+        sa = shared_tensor(f16, layout=swizzled_layout([128, 64], 2, 128))
+        sb = shared_tensor(f16, layout=swizzled_layout([32, 64], 2, 128))
+        for i in range(32):
+            sa[(t + 256 * i) / 64, (t + 256 * i) % 64] = a[(t + 256 * i) / 64, (t + 256 * i) % 64]
+        for i in range(8):
+            sb[(t + 256 * i) / 64, (t + 256 * i) % 64] = b[(t + 256 * i) / 64, (t + 256 * i) % 64]
+        fence_proxy_async_shared()
+        syncthreads()
+        acc = wgmma_accumulator(32)
+        wgmma_fence()
+        for kk in meta.range(4):
+            with warp_groups([0]):
+                wgmma_mma_async(acc, wgmma_descriptor(sa, k=16 * kk), wgmma_descriptor(sb, k=16 * kk),
+                                scale_d=kk)
+            with warp_groups([1]):
+                wgmma_mma_async(acc, wgmma_descriptor(sa, k=16 * kk, mn=64), wgmma_descriptor(sb, k=16 * kk),
+                                scale_d=kk)
+        wgmma_commit_group()
+        wgmma_wait_group(0, acc)
+        for r in range(16):
+            d[64 * (t / 128) + wgmma_accumulator_row(t % 128, r), wgmma_accumulator_col(t % 128, r)] = \
+                acc[wgmma_accumulator_row(t % 128, r), wgmma_accumulator_col(t % 128, r)]
+
+
+def test_two_warpgroups_each_multiply_their_rows() -> None:
+    rng = np.random.default_rng(3)
+    a = rng.uniform(-2, 2, (128, 64)).astype(np.float16)
+    b = rng.uniform(-2, 2, (32, 64)).astype(np.float16)
+    d = np.zeros((128, 32), np.float32)
+    two_warpgroups_module.build(target="cuda:sm_90a")["two_warpgroups"](a, b, d)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    # f32 accumulation of 64 exact products: at most 65 roundings of the magnitudes summed
+    assert np.all(np.abs(d - a64 @ b64.T) <= 65 * 2.0**-24 * (np.abs(a64) @ np.abs(b64).T))
 
 
 def raw_descriptor(tile: Any, byte_offset: int, lbo: int, sbo: int, swizzle: int) -> E.Expr:
