@@ -23,7 +23,9 @@ Importing this package imports every one of them, so every one is registered.
 - `attention` (inputs q, k, v of shapes `[..., seq, head_dim]` and an optional additive mask, attributes `causal`,
   `scale`, `enable_gqa`), over the head batch: f16 and bf16 with head dimensions of 32 to 256 (multiples of 32) to
   the tensor-core template `attention_cuda_mma` (its decoding schedule where at most 16 queries are known), others
-  without a mask to `attention_cuda`, for head dimensions known at build time.
+  without a mask to `attention_cuda`, for head dimensions known at build time; on the CPU, f32 and f16 (any mask,
+  scale, grouping) to `attention_cpu` (online softmax over key tiles, vector micro-kernels) where the machine has
+  vector FMA.
 - `conv2d` (NCHW, stride, padding, dilation, groups, an optional bias as a third input) on the CPU, f32 and f16,
   where the machine has vector FMA: depthwise convolutions (at most 2 input channels a group) to
   `conv2d_direct_cpu`, the others to the implicit GEMM `conv2d_gemm_cpu` (`conv2d_cpu.conv2d_schedule`, the rule
@@ -36,6 +38,7 @@ The operands must share one dtype the template supports, and every size known at
 from __future__ import annotations
 
 from stdlib_ops.templates.kernels import (
+    attention_cpu,
     attention_cuda,
     conv2d_cpu,
     matmul_cpu,
@@ -49,6 +52,6 @@ from stdlib_ops.templates.kernels import (
     softmax_columns_cuda,
 )
 
-__all__ = ["attention_cuda", "conv2d_cpu", "matmul_cpu", "matmul_cuda", "matmul_cuda_f16_mma", "matmul_cuda_sm90",
-           "normalization_cpu", "normalization_cuda", "reduction_cpu", "reduction_cuda",
+__all__ = ["attention_cpu", "attention_cuda", "conv2d_cpu", "matmul_cpu", "matmul_cuda", "matmul_cuda_f16_mma",
+           "matmul_cuda_sm90", "normalization_cpu", "normalization_cuda", "reduction_cpu", "reduction_cuda",
            "softmax_columns_cuda"]
