@@ -23,6 +23,7 @@ from hidet_lang.ir.types import DataType, PointerType, float32, int32, uint32
 FULL_MASK = 0xFFFFFFFF
 # Element types of the tensor-core fragment registers: 32-bit words, or the 16-bit halves two of them hold.
 _HALF_FRAGMENT_DTYPES = ("uint32", "int32", "float16", "bfloat16", "uint16", "int16")
+_TF32_FRAGMENT_DTYPES = ("float32", "uint32", "int32")
 
 
 class _Dim3:
@@ -204,6 +205,32 @@ def mma_m16n8k16_f16_f32(a: Any, b: Any, c: Any) -> E.Intrinsic:
                      _operand_pointer(c, "mma_m16n8k16_f16_f32 (c)", ("float32",), float32))
 
 
+def mma_m16n8k8_tf32_f32(a: Any, b: Any, c: Any) -> E.Intrinsic:
+    """Tensor-core matrix multiply-accumulate of one warp on f32 data read as TF32: C (16x8, f32) += A (16x8) @
+    B (8x8), PTX `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32` (sm_80+; the emulator gives the same
+    fragments).
+
+    `a`, `b` and `c` are the addresses of each lane's fragment registers, e.g. `a = register_tensor(f32, [4]);
+    b = register_tensor(f32, [2]); c = register_tensor(f32, [4])` (`a` and `b` may also be u32 tensors of the
+    bits). Lane `l`, with g = l // 4 and t = l % 4, holds a[0..3] = A[g, t], A[g+8, t], A[g, t+4], A[g+8, t+4];
+    b[0..1] = B[t, g], B[t+4, g]; c as for `mma_m16n8k16_f16_f32` (updated in place). The tensor cores read each
+    operand's sign, exponent and upper 10 mantissa bits, dropping the lower 13 (truncation), and so does the
+    emulator: round the operands first with `cvt_rna_tf32_f32` for round-to-nearest. Products of TF32 values are
+    exact in f32; the emulator adds them to C in k order in f32 (the GPU's order is unspecified: results may
+    differ in the last bits of f32). Warp-collective: all 32 lanes of a full warp."""
+    return intrinsic("mma_m16n8k8_tf32_f32",
+                     _operand_pointer(a, "mma_m16n8k8_tf32_f32 (a)", _TF32_FRAGMENT_DTYPES, uint32),
+                     _operand_pointer(b, "mma_m16n8k8_tf32_f32 (b)", _TF32_FRAGMENT_DTYPES, uint32),
+                     _operand_pointer(c, "mma_m16n8k8_tf32_f32 (c)", ("float32",), float32))
+
+
+def cvt_rna_tf32_f32(x: Any) -> E.Intrinsic:
+    """`x` (f32) rounded to TF32 (10 mantissa bits) to nearest, ties away from zero, PTX `cvt.rna.tf32.f32`
+    (sm_80+): an f32 whose lower 13 mantissa bits are zero, the operand `mma_m16n8k8_tf32_f32` reads exactly. NaN
+    and infinity are kept; a value within half a TF32 step of f32's largest rounds to infinity."""
+    return intrinsic("cvt_rna_tf32_f32", semantics.cast(x, float32))
+
+
 def ldmatrix_x4(regs: Any, smem_row: Any) -> E.Intrinsic:
     """Load four 8x8 matrices of 16-bit elements from shared memory into one warp's registers, PTX
     `ldmatrix.sync.aligned.m8n8.x4.shared.b16` (sm_80+ here; the emulator gives the same fragments).
@@ -294,7 +321,7 @@ def warp_id() -> E.Expr:
 
 __all__ = [
     "cp_async", "cp_async_commit_group", "cp_async_wait_all", "cp_async_wait_group", "ldmatrix_x4",
-    "ldmatrix_x4_trans", "mma_m16n8k16_bf16_f32", "mma_m16n8k16_f16_f32",
+    "ldmatrix_x4_trans", "mma_m16n8k16_bf16_f32", "mma_m16n8k16_f16_f32", "mma_m16n8k8_tf32_f32", "cvt_rna_tf32_f32",
     "all_sync", "any_sync", "atomic_add", "atomic_cas", "atomic_exchange", "atomic_max", "atomic_min", "atomic_sub",
     "CUDA_INTRINSICS", "ballot_sync", "blockDim", "blockIdx", "dynamic_shared_memory", "gridDim", "lane_id", "printf",
     "register_tensor", "shared_tensor", "shfl_down_sync", "shfl_sync", "shfl_up_sync", "shfl_xor_sync",

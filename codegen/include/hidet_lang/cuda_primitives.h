@@ -37,6 +37,13 @@
 //   void hl_ldmatrix_x4_trans(uint32_t *dst, const void *row): ldmatrix...x4.trans.shared.b16: the same rows,
 //   each matrix transposed: dst[i] receives element g of rows 2t and 2t+1 of matrix i (bits 0-15 and 16-31), so
 //   a row-major k x n tile of B gives the b fragment of mma m16n8k16.
+//   void hl_mma_m16n8k8_tf32_f32(const uint32_t *a, const uint32_t *b, float *c): PTX
+//   mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32, c += A (16x8) @ B (8x8), one 32-bit tf32 a register:
+//   a[0..3] = A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4], b[0..1] = B[t][g], B[t+4][g], c as for m16n8k16. The
+//   GPU reads each operand's sign, exponent and upper 10 mantissa bits (the lower 13 are dropped: truncation);
+//   the emulator does the same and accumulates in f32 in k order (the products of tf32s are exact in f32).
+//   float hl_cvt_rna_tf32_f32(float x): PTX cvt.rna.tf32.f32: x rounded to tf32 (nearest, ties away from zero),
+//   as an f32 whose lower 13 mantissa bits are zero; NaN and infinity kept.
 //   void hl_cp_async_4 / _8 / _16(void *dst_shared, const void *src_global): cp.async.ca (4, 8 bytes) or
 //   cp.async.cg (16 bytes) .shared.global; hl_cp_async_commit_group(); hl_cp_async_wait_group<N>();
 //   hl_cp_async_wait_all(). The emulator copies synchronously (the data is in place when cp_async returns), so
@@ -92,6 +99,8 @@
 #define hl_ldmatrix_x4(dst, row) ::hl_emu::ldmatrix_x4(__LINE__, (dst), (row))
 #define hl_mma_m16n8k16_bf16_f32(a, b, c) ::hl_emu::mma_m16n8k16_bf16_f32(__LINE__, (a), (b), (c))
 #define hl_ldmatrix_x4_trans(dst, row) ::hl_emu::ldmatrix_x4_trans(__LINE__, (dst), (row))
+#define hl_mma_m16n8k8_tf32_f32(a, b, c) ::hl_emu::mma_m16n8k8_tf32_f32(__LINE__, (a), (b), (c))
+#define hl_cvt_rna_tf32_f32 ::hl_emu::cvt_rna_tf32_f32
 static inline void hl_cp_async_4(void *dst, const void *src) { memcpy(dst, src, 4); }
 static inline void hl_cp_async_8(void *dst, const void *src) { memcpy(dst, src, 8); }
 static inline void hl_cp_async_16(void *dst, const void *src) { memcpy(dst, src, 16); }
@@ -324,6 +333,29 @@ HL_DEVICE void hl_mma_m16n8k16_f16_f32(const uint32_t *a, const uint32_t *b, flo
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 #else
     __trap();
+#endif
+}
+
+HL_DEVICE void hl_mma_m16n8k8_tf32_f32(const uint32_t *a, const uint32_t *b, float *c) {
+#if HL_SM80
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+    __trap();
+#endif
+}
+
+HL_DEVICE float hl_cvt_rna_tf32_f32(float x) {
+#if HL_SM80
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return __uint_as_float(r);
+#else
+    __trap();
+    return x;
 #endif
 }
 

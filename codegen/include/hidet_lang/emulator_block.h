@@ -12,7 +12,7 @@ namespace hl_emu {
 enum : uint8_t { F_READY = 0, F_BARRIER = 1, F_WARP = 2, F_DONE = 3 };
 enum : uint8_t { B_SYNC = 0, B_COUNT = 1, B_AND = 2, B_OR = 3 };
 enum : uint8_t { W_IDX = 0, W_UP, W_DOWN, W_XOR, W_BALLOT, W_ANY, W_ALL, W_SYNCWARP, W_MMA_M16N8K16, W_LDMATRIX_X4,
-               W_MMA_M16N8K16_BF16, W_LDMATRIX_X4_TRANS };
+               W_MMA_M16N8K16_BF16, W_LDMATRIX_X4_TRANS, W_MMA_M16N8K8_TF32 };
 
 static const int MAX_THREADS = HL_MAX_THREADS_PER_BLOCK;
 static const unsigned QMASK = MAX_THREADS - 1;  // the run queue is a ring of MAX_THREADS entries
@@ -216,6 +216,7 @@ static const char *warp_op_name(int op) {
         case W_LDMATRIX_X4: return "hl_ldmatrix_x4";
         case W_MMA_M16N8K16_BF16: return "hl_mma_m16n8k16_bf16_f32";
         case W_LDMATRIX_X4_TRANS: return "hl_ldmatrix_x4_trans";
+        case W_MMA_M16N8K8_TF32: return "hl_mma_m16n8k8_tf32_f32";
         default: return "hl_syncwarp";
     }
 }

@@ -83,6 +83,47 @@ static void mma_m16n8k16_all(Warp *w, bool bf16) {
     }
 }
 
+// An f32's bits with the lower 13 mantissa bits dropped: the tf32 operand an mma reads from a register.
+static inline float tf32_truncated(uint32_t r) {
+    uint32_t u = r & 0xffffe000u;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+// f32 `x` rounded to tf32, nearest with ties away from zero (cvt.rna.tf32.f32); NaN and infinity kept.
+static inline float cvt_rna_tf32_f32(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;  // a carry into the exponent is right
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+// D = A (16x8, row) @ B (8x8, col) + C with tf32 inputs (each register's upper 19 bits) and f32 accumulation; the
+// products of tf32s are exact in f32, each D element is C plus the 8 products added in k order in f32.
+static void mma_m16n8k8_tf32_all(Warp *w) {
+    float A[16][8], B[8][8], C[16][8];
+    for (int l = 0; l < 32; ++l) {
+        const MmaLane *p = (const MmaLane *)(uintptr_t)w->val[l];
+        int g = l >> 2, t = l & 3;
+        for (int r = 0; r < 4; ++r) A[g + 8 * (r & 1)][t + 4 * (r >> 1)] = tf32_truncated(p->a[r]);
+        for (int r = 0; r < 2; ++r) B[t + 4 * r][g] = tf32_truncated(p->b[r]);
+        for (int r = 0; r < 4; ++r) C[g + 8 * (r >> 1)][2 * t + (r & 1)] = p->c[r];
+    }
+    for (int i = 0; i < 16; ++i)
+        for (int j = 0; j < 8; ++j) {
+            float acc = C[i][j];
+            for (int k = 0; k < 8; ++k) acc += A[i][k] * B[k][j];
+            C[i][j] = acc;
+        }
+    for (int l = 0; l < 32; ++l) {
+        const MmaLane *p = (const MmaLane *)(uintptr_t)w->val[l];
+        int g = l >> 2, t = l & 3;
+        for (int r = 0; r < 4; ++r) p->c[r] = C[g + 8 * (r >> 1)][2 * t + (r & 1)];
+    }
+}
+
 // ldmatrix x4; with `trans`, each matrix transposed: register i of lane l then holds elements g of rows 2t and
 // 2t + 1 of matrix i (in bits 0-15 and 16-31).
 static void ldmatrix_x4_all(Warp *w, bool trans) {
@@ -179,6 +220,7 @@ static uint64_t warp_collective(int line, int op, unsigned mask, uint64_t v, int
         case W_LDMATRIX_X4: ldmatrix_x4_all(w, false); break;
         case W_MMA_M16N8K16_BF16: mma_m16n8k16_all(w, true); break;
         case W_LDMATRIX_X4_TRANS: ldmatrix_x4_all(w, true); break;
+        case W_MMA_M16N8K8_TF32: mma_m16n8k8_tf32_all(w); break;
         default: ++w->syncs; break;
     }
     int base = me & ~31;
@@ -225,6 +267,12 @@ static inline void ldmatrix_x4_trans(int line, uint32_t *dst, const void *row) {
     require_full_warp(line, W_LDMATRIX_X4_TRANS);
     LdmatrixLane me{(const char *)row, dst};
     warp_collective(line, W_LDMATRIX_X4_TRANS, 0xffffffffu, (uint64_t)(uintptr_t)&me, 0, 32);
+}
+
+static inline void mma_m16n8k8_tf32_f32(int line, const uint32_t *a, const uint32_t *b, float *c) {
+    require_full_warp(line, W_MMA_M16N8K8_TF32);
+    MmaLane me{a, b, c};
+    warp_collective(line, W_MMA_M16N8K8_TF32, 0xffffffffu, (uint64_t)(uintptr_t)&me, 0, 32);
 }
 
 template <class T>
