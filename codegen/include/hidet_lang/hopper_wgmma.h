@@ -74,7 +74,8 @@ HL_WG_DEVICE uint64_t hl_wgmma_make_desc(const void *tile, int byte_offset, int 
 // The asm operand lists of an m64nNk16 instruction: its N / 2 accumulators are operands %0 ... %(N/2 - 1), in
 // groups of 4 (one a multiple of 8 columns); the other operands follow. HL_WG_Q<k>(F) applies F to the operand
 // numbers 4k ... 4k + 7 (those after k groups); HL_WG_EACH<k>(X, S) applies X to the numbers of groups 0 ... k - 1,
-// separated by S().
+// separated by S() (flat lists: a recursive definition would cost the preprocessor k^2 rescans). Only sm_90a
+// compilations define the instructions (elsewhere every body traps), so other modules do not pay for them.
 #define HL_WG_Q0(F) F(0, 1, 2, 3, 4, 5, 6, 7)
 #define HL_WG_Q1(F) F(4, 5, 6, 7, 8, 9, 10, 11)
 #define HL_WG_Q2(F) F(8, 9, 10, 11, 12, 13, 14, 15)
@@ -110,37 +111,111 @@ HL_WG_DEVICE uint64_t hl_wgmma_make_desc(const void *tile, int byte_offset, int 
 #define HL_WG_Q32(F) F(128, 129, 130, 131, 132, 133, 134, 135)
 
 #define HL_WG_EACH1(X, S) HL_WG_Q0(X)
-#define HL_WG_EACH2(X, S) HL_WG_EACH1(X, S) S() HL_WG_Q1(X)
-#define HL_WG_EACH3(X, S) HL_WG_EACH2(X, S) S() HL_WG_Q2(X)
-#define HL_WG_EACH4(X, S) HL_WG_EACH3(X, S) S() HL_WG_Q3(X)
-#define HL_WG_EACH5(X, S) HL_WG_EACH4(X, S) S() HL_WG_Q4(X)
-#define HL_WG_EACH6(X, S) HL_WG_EACH5(X, S) S() HL_WG_Q5(X)
-#define HL_WG_EACH7(X, S) HL_WG_EACH6(X, S) S() HL_WG_Q6(X)
-#define HL_WG_EACH8(X, S) HL_WG_EACH7(X, S) S() HL_WG_Q7(X)
-#define HL_WG_EACH9(X, S) HL_WG_EACH8(X, S) S() HL_WG_Q8(X)
-#define HL_WG_EACH10(X, S) HL_WG_EACH9(X, S) S() HL_WG_Q9(X)
-#define HL_WG_EACH11(X, S) HL_WG_EACH10(X, S) S() HL_WG_Q10(X)
-#define HL_WG_EACH12(X, S) HL_WG_EACH11(X, S) S() HL_WG_Q11(X)
-#define HL_WG_EACH13(X, S) HL_WG_EACH12(X, S) S() HL_WG_Q12(X)
-#define HL_WG_EACH14(X, S) HL_WG_EACH13(X, S) S() HL_WG_Q13(X)
-#define HL_WG_EACH15(X, S) HL_WG_EACH14(X, S) S() HL_WG_Q14(X)
-#define HL_WG_EACH16(X, S) HL_WG_EACH15(X, S) S() HL_WG_Q15(X)
-#define HL_WG_EACH17(X, S) HL_WG_EACH16(X, S) S() HL_WG_Q16(X)
-#define HL_WG_EACH18(X, S) HL_WG_EACH17(X, S) S() HL_WG_Q17(X)
-#define HL_WG_EACH19(X, S) HL_WG_EACH18(X, S) S() HL_WG_Q18(X)
-#define HL_WG_EACH20(X, S) HL_WG_EACH19(X, S) S() HL_WG_Q19(X)
-#define HL_WG_EACH21(X, S) HL_WG_EACH20(X, S) S() HL_WG_Q20(X)
-#define HL_WG_EACH22(X, S) HL_WG_EACH21(X, S) S() HL_WG_Q21(X)
-#define HL_WG_EACH23(X, S) HL_WG_EACH22(X, S) S() HL_WG_Q22(X)
-#define HL_WG_EACH24(X, S) HL_WG_EACH23(X, S) S() HL_WG_Q23(X)
-#define HL_WG_EACH25(X, S) HL_WG_EACH24(X, S) S() HL_WG_Q24(X)
-#define HL_WG_EACH26(X, S) HL_WG_EACH25(X, S) S() HL_WG_Q25(X)
-#define HL_WG_EACH27(X, S) HL_WG_EACH26(X, S) S() HL_WG_Q26(X)
-#define HL_WG_EACH28(X, S) HL_WG_EACH27(X, S) S() HL_WG_Q27(X)
-#define HL_WG_EACH29(X, S) HL_WG_EACH28(X, S) S() HL_WG_Q28(X)
-#define HL_WG_EACH30(X, S) HL_WG_EACH29(X, S) S() HL_WG_Q29(X)
-#define HL_WG_EACH31(X, S) HL_WG_EACH30(X, S) S() HL_WG_Q30(X)
-#define HL_WG_EACH32(X, S) HL_WG_EACH31(X, S) S() HL_WG_Q31(X)
+#define HL_WG_EACH2(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X)
+#define HL_WG_EACH3(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X)
+#define HL_WG_EACH4(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X)
+#define HL_WG_EACH5(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X) S() HL_WG_Q4(X)
+#define HL_WG_EACH6(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X) S() HL_WG_Q4(X) S() HL_WG_Q5(X)
+#define HL_WG_EACH7(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X) S() HL_WG_Q4(X) \
+    S() HL_WG_Q5(X) S() HL_WG_Q6(X)
+#define HL_WG_EACH8(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X) S() HL_WG_Q4(X) \
+    S() HL_WG_Q5(X) S() HL_WG_Q6(X) S() HL_WG_Q7(X)
+#define HL_WG_EACH9(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X) S() HL_WG_Q4(X) \
+    S() HL_WG_Q5(X) S() HL_WG_Q6(X) S() HL_WG_Q7(X) S() HL_WG_Q8(X)
+#define HL_WG_EACH10(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X) S() HL_WG_Q4(X) \
+    S() HL_WG_Q5(X) S() HL_WG_Q6(X) S() HL_WG_Q7(X) S() HL_WG_Q8(X) S() HL_WG_Q9(X)
+#define HL_WG_EACH11(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X) S() HL_WG_Q4(X) \
+    S() HL_WG_Q5(X) S() HL_WG_Q6(X) S() HL_WG_Q7(X) S() HL_WG_Q8(X) S() HL_WG_Q9(X) S() HL_WG_Q10(X)
+#define HL_WG_EACH12(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X) S() HL_WG_Q4(X) \
+    S() HL_WG_Q5(X) S() HL_WG_Q6(X) S() HL_WG_Q7(X) S() HL_WG_Q8(X) S() HL_WG_Q9(X) S() HL_WG_Q10(X) \
+    S() HL_WG_Q11(X)
+#define HL_WG_EACH13(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X) S() HL_WG_Q4(X) \
+    S() HL_WG_Q5(X) S() HL_WG_Q6(X) S() HL_WG_Q7(X) S() HL_WG_Q8(X) S() HL_WG_Q9(X) S() HL_WG_Q10(X) \
+    S() HL_WG_Q11(X) S() HL_WG_Q12(X)
+#define HL_WG_EACH14(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X) S() HL_WG_Q4(X) \
+    S() HL_WG_Q5(X) S() HL_WG_Q6(X) S() HL_WG_Q7(X) S() HL_WG_Q8(X) S() HL_WG_Q9(X) S() HL_WG_Q10(X) \
+    S() HL_WG_Q11(X) S() HL_WG_Q12(X) S() HL_WG_Q13(X)
+#define HL_WG_EACH15(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X) S() HL_WG_Q4(X) \
+    S() HL_WG_Q5(X) S() HL_WG_Q6(X) S() HL_WG_Q7(X) S() HL_WG_Q8(X) S() HL_WG_Q9(X) S() HL_WG_Q10(X) \
+    S() HL_WG_Q11(X) S() HL_WG_Q12(X) S() HL_WG_Q13(X) S() HL_WG_Q14(X)
+#define HL_WG_EACH16(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X) S() HL_WG_Q4(X) \
+    S() HL_WG_Q5(X) S() HL_WG_Q6(X) S() HL_WG_Q7(X) S() HL_WG_Q8(X) S() HL_WG_Q9(X) S() HL_WG_Q10(X) \
+    S() HL_WG_Q11(X) S() HL_WG_Q12(X) S() HL_WG_Q13(X) S() HL_WG_Q14(X) S() HL_WG_Q15(X)
+#define HL_WG_EACH17(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X) S() HL_WG_Q4(X) \
+    S() HL_WG_Q5(X) S() HL_WG_Q6(X) S() HL_WG_Q7(X) S() HL_WG_Q8(X) S() HL_WG_Q9(X) S() HL_WG_Q10(X) \
+    S() HL_WG_Q11(X) S() HL_WG_Q12(X) S() HL_WG_Q13(X) S() HL_WG_Q14(X) S() HL_WG_Q15(X) S() HL_WG_Q16(X)
+#define HL_WG_EACH18(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X) S() HL_WG_Q4(X) \
+    S() HL_WG_Q5(X) S() HL_WG_Q6(X) S() HL_WG_Q7(X) S() HL_WG_Q8(X) S() HL_WG_Q9(X) S() HL_WG_Q10(X) \
+    S() HL_WG_Q11(X) S() HL_WG_Q12(X) S() HL_WG_Q13(X) S() HL_WG_Q14(X) S() HL_WG_Q15(X) S() HL_WG_Q16(X) \
+    S() HL_WG_Q17(X)
+#define HL_WG_EACH19(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X) S() HL_WG_Q4(X) \
+    S() HL_WG_Q5(X) S() HL_WG_Q6(X) S() HL_WG_Q7(X) S() HL_WG_Q8(X) S() HL_WG_Q9(X) S() HL_WG_Q10(X) \
+    S() HL_WG_Q11(X) S() HL_WG_Q12(X) S() HL_WG_Q13(X) S() HL_WG_Q14(X) S() HL_WG_Q15(X) S() HL_WG_Q16(X) \
+    S() HL_WG_Q17(X) S() HL_WG_Q18(X)
+#define HL_WG_EACH20(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X) S() HL_WG_Q4(X) \
+    S() HL_WG_Q5(X) S() HL_WG_Q6(X) S() HL_WG_Q7(X) S() HL_WG_Q8(X) S() HL_WG_Q9(X) S() HL_WG_Q10(X) \
+    S() HL_WG_Q11(X) S() HL_WG_Q12(X) S() HL_WG_Q13(X) S() HL_WG_Q14(X) S() HL_WG_Q15(X) S() HL_WG_Q16(X) \
+    S() HL_WG_Q17(X) S() HL_WG_Q18(X) S() HL_WG_Q19(X)
+#define HL_WG_EACH21(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X) S() HL_WG_Q4(X) \
+    S() HL_WG_Q5(X) S() HL_WG_Q6(X) S() HL_WG_Q7(X) S() HL_WG_Q8(X) S() HL_WG_Q9(X) S() HL_WG_Q10(X) \
+    S() HL_WG_Q11(X) S() HL_WG_Q12(X) S() HL_WG_Q13(X) S() HL_WG_Q14(X) S() HL_WG_Q15(X) S() HL_WG_Q16(X) \
+    S() HL_WG_Q17(X) S() HL_WG_Q18(X) S() HL_WG_Q19(X) S() HL_WG_Q20(X)
+#define HL_WG_EACH22(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X) S() HL_WG_Q4(X) \
+    S() HL_WG_Q5(X) S() HL_WG_Q6(X) S() HL_WG_Q7(X) S() HL_WG_Q8(X) S() HL_WG_Q9(X) S() HL_WG_Q10(X) \
+    S() HL_WG_Q11(X) S() HL_WG_Q12(X) S() HL_WG_Q13(X) S() HL_WG_Q14(X) S() HL_WG_Q15(X) S() HL_WG_Q16(X) \
+    S() HL_WG_Q17(X) S() HL_WG_Q18(X) S() HL_WG_Q19(X) S() HL_WG_Q20(X) S() HL_WG_Q21(X)
+#define HL_WG_EACH23(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X) S() HL_WG_Q4(X) \
+    S() HL_WG_Q5(X) S() HL_WG_Q6(X) S() HL_WG_Q7(X) S() HL_WG_Q8(X) S() HL_WG_Q9(X) S() HL_WG_Q10(X) \
+    S() HL_WG_Q11(X) S() HL_WG_Q12(X) S() HL_WG_Q13(X) S() HL_WG_Q14(X) S() HL_WG_Q15(X) S() HL_WG_Q16(X) \
+    S() HL_WG_Q17(X) S() HL_WG_Q18(X) S() HL_WG_Q19(X) S() HL_WG_Q20(X) S() HL_WG_Q21(X) S() HL_WG_Q22(X)
+#define HL_WG_EACH24(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X) S() HL_WG_Q4(X) \
+    S() HL_WG_Q5(X) S() HL_WG_Q6(X) S() HL_WG_Q7(X) S() HL_WG_Q8(X) S() HL_WG_Q9(X) S() HL_WG_Q10(X) \
+    S() HL_WG_Q11(X) S() HL_WG_Q12(X) S() HL_WG_Q13(X) S() HL_WG_Q14(X) S() HL_WG_Q15(X) S() HL_WG_Q16(X) \
+    S() HL_WG_Q17(X) S() HL_WG_Q18(X) S() HL_WG_Q19(X) S() HL_WG_Q20(X) S() HL_WG_Q21(X) S() HL_WG_Q22(X) \
+    S() HL_WG_Q23(X)
+#define HL_WG_EACH25(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X) S() HL_WG_Q4(X) \
+    S() HL_WG_Q5(X) S() HL_WG_Q6(X) S() HL_WG_Q7(X) S() HL_WG_Q8(X) S() HL_WG_Q9(X) S() HL_WG_Q10(X) \
+    S() HL_WG_Q11(X) S() HL_WG_Q12(X) S() HL_WG_Q13(X) S() HL_WG_Q14(X) S() HL_WG_Q15(X) S() HL_WG_Q16(X) \
+    S() HL_WG_Q17(X) S() HL_WG_Q18(X) S() HL_WG_Q19(X) S() HL_WG_Q20(X) S() HL_WG_Q21(X) S() HL_WG_Q22(X) \
+    S() HL_WG_Q23(X) S() HL_WG_Q24(X)
+#define HL_WG_EACH26(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X) S() HL_WG_Q4(X) \
+    S() HL_WG_Q5(X) S() HL_WG_Q6(X) S() HL_WG_Q7(X) S() HL_WG_Q8(X) S() HL_WG_Q9(X) S() HL_WG_Q10(X) \
+    S() HL_WG_Q11(X) S() HL_WG_Q12(X) S() HL_WG_Q13(X) S() HL_WG_Q14(X) S() HL_WG_Q15(X) S() HL_WG_Q16(X) \
+    S() HL_WG_Q17(X) S() HL_WG_Q18(X) S() HL_WG_Q19(X) S() HL_WG_Q20(X) S() HL_WG_Q21(X) S() HL_WG_Q22(X) \
+    S() HL_WG_Q23(X) S() HL_WG_Q24(X) S() HL_WG_Q25(X)
+#define HL_WG_EACH27(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X) S() HL_WG_Q4(X) \
+    S() HL_WG_Q5(X) S() HL_WG_Q6(X) S() HL_WG_Q7(X) S() HL_WG_Q8(X) S() HL_WG_Q9(X) S() HL_WG_Q10(X) \
+    S() HL_WG_Q11(X) S() HL_WG_Q12(X) S() HL_WG_Q13(X) S() HL_WG_Q14(X) S() HL_WG_Q15(X) S() HL_WG_Q16(X) \
+    S() HL_WG_Q17(X) S() HL_WG_Q18(X) S() HL_WG_Q19(X) S() HL_WG_Q20(X) S() HL_WG_Q21(X) S() HL_WG_Q22(X) \
+    S() HL_WG_Q23(X) S() HL_WG_Q24(X) S() HL_WG_Q25(X) S() HL_WG_Q26(X)
+#define HL_WG_EACH28(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X) S() HL_WG_Q4(X) \
+    S() HL_WG_Q5(X) S() HL_WG_Q6(X) S() HL_WG_Q7(X) S() HL_WG_Q8(X) S() HL_WG_Q9(X) S() HL_WG_Q10(X) \
+    S() HL_WG_Q11(X) S() HL_WG_Q12(X) S() HL_WG_Q13(X) S() HL_WG_Q14(X) S() HL_WG_Q15(X) S() HL_WG_Q16(X) \
+    S() HL_WG_Q17(X) S() HL_WG_Q18(X) S() HL_WG_Q19(X) S() HL_WG_Q20(X) S() HL_WG_Q21(X) S() HL_WG_Q22(X) \
+    S() HL_WG_Q23(X) S() HL_WG_Q24(X) S() HL_WG_Q25(X) S() HL_WG_Q26(X) S() HL_WG_Q27(X)
+#define HL_WG_EACH29(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X) S() HL_WG_Q4(X) \
+    S() HL_WG_Q5(X) S() HL_WG_Q6(X) S() HL_WG_Q7(X) S() HL_WG_Q8(X) S() HL_WG_Q9(X) S() HL_WG_Q10(X) \
+    S() HL_WG_Q11(X) S() HL_WG_Q12(X) S() HL_WG_Q13(X) S() HL_WG_Q14(X) S() HL_WG_Q15(X) S() HL_WG_Q16(X) \
+    S() HL_WG_Q17(X) S() HL_WG_Q18(X) S() HL_WG_Q19(X) S() HL_WG_Q20(X) S() HL_WG_Q21(X) S() HL_WG_Q22(X) \
+    S() HL_WG_Q23(X) S() HL_WG_Q24(X) S() HL_WG_Q25(X) S() HL_WG_Q26(X) S() HL_WG_Q27(X) S() HL_WG_Q28(X)
+#define HL_WG_EACH30(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X) S() HL_WG_Q4(X) \
+    S() HL_WG_Q5(X) S() HL_WG_Q6(X) S() HL_WG_Q7(X) S() HL_WG_Q8(X) S() HL_WG_Q9(X) S() HL_WG_Q10(X) \
+    S() HL_WG_Q11(X) S() HL_WG_Q12(X) S() HL_WG_Q13(X) S() HL_WG_Q14(X) S() HL_WG_Q15(X) S() HL_WG_Q16(X) \
+    S() HL_WG_Q17(X) S() HL_WG_Q18(X) S() HL_WG_Q19(X) S() HL_WG_Q20(X) S() HL_WG_Q21(X) S() HL_WG_Q22(X) \
+    S() HL_WG_Q23(X) S() HL_WG_Q24(X) S() HL_WG_Q25(X) S() HL_WG_Q26(X) S() HL_WG_Q27(X) S() HL_WG_Q28(X) \
+    S() HL_WG_Q29(X)
+#define HL_WG_EACH31(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X) S() HL_WG_Q4(X) \
+    S() HL_WG_Q5(X) S() HL_WG_Q6(X) S() HL_WG_Q7(X) S() HL_WG_Q8(X) S() HL_WG_Q9(X) S() HL_WG_Q10(X) \
+    S() HL_WG_Q11(X) S() HL_WG_Q12(X) S() HL_WG_Q13(X) S() HL_WG_Q14(X) S() HL_WG_Q15(X) S() HL_WG_Q16(X) \
+    S() HL_WG_Q17(X) S() HL_WG_Q18(X) S() HL_WG_Q19(X) S() HL_WG_Q20(X) S() HL_WG_Q21(X) S() HL_WG_Q22(X) \
+    S() HL_WG_Q23(X) S() HL_WG_Q24(X) S() HL_WG_Q25(X) S() HL_WG_Q26(X) S() HL_WG_Q27(X) S() HL_WG_Q28(X) \
+    S() HL_WG_Q29(X) S() HL_WG_Q30(X)
+#define HL_WG_EACH32(X, S) HL_WG_Q0(X) S() HL_WG_Q1(X) S() HL_WG_Q2(X) S() HL_WG_Q3(X) S() HL_WG_Q4(X) \
+    S() HL_WG_Q5(X) S() HL_WG_Q6(X) S() HL_WG_Q7(X) S() HL_WG_Q8(X) S() HL_WG_Q9(X) S() HL_WG_Q10(X) \
+    S() HL_WG_Q11(X) S() HL_WG_Q12(X) S() HL_WG_Q13(X) S() HL_WG_Q14(X) S() HL_WG_Q15(X) S() HL_WG_Q16(X) \
+    S() HL_WG_Q17(X) S() HL_WG_Q18(X) S() HL_WG_Q19(X) S() HL_WG_Q20(X) S() HL_WG_Q21(X) S() HL_WG_Q22(X) \
+    S() HL_WG_Q23(X) S() HL_WG_Q24(X) S() HL_WG_Q25(X) S() HL_WG_Q26(X) S() HL_WG_Q27(X) S() HL_WG_Q28(X) \
+    S() HL_WG_Q29(X) S() HL_WG_Q30(X) S() HL_WG_Q31(X)
 
 #define HL_WG_STR4(a, b, c, d, e, f, g, h) "%" #a ", %" #b ", %" #c ", %" #d
 #define HL_WG_OUT4(a, b, c, d, e, f, g, h) "+f"(d_[a]), "+f"(d_[b]), "+f"(d_[c]), "+f"(d_[d])
@@ -153,6 +228,7 @@ HL_WG_DEVICE uint64_t hl_wgmma_make_desc(const void *tile, int byte_offset, int 
 #define HL_WG_RS_PRED(a, b, c, d, e, f, g, h) "{\n.reg .pred p;\nsetp.ne.b32 p, %" #f ", 0;\n"
 #define HL_WG_RS_TAIL(a, b, c, d, e, f, g, h) "{%" #a ", %" #b ", %" #c ", %" #d "}, %" #e ", p, 1, 1, %" #g ";\n}\n"
 
+#if HL_WG_SM90A
 template <int N>
 struct HlWgmma;  // specialized for each N below: the instructions of shape m64nNk16
 
@@ -213,6 +289,7 @@ HL_WGMMA_DEFINE(232, 29)
 HL_WGMMA_DEFINE(240, 30)
 HL_WGMMA_DEFINE(248, 31)
 HL_WGMMA_DEFINE(256, 32)
+#endif  // HL_WG_SM90A
 
 #define HL_WGMMA_CHECK_SHAPE(N) \
     static_assert((N) % 8 == 0 && (N) >= 8 && (N) <= 256, "wgmma m64nNk16: N is a multiple of 8 from 8 to 256")
