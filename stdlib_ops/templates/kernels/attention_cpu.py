@@ -56,7 +56,7 @@ NEG_INF = -math.inf
 
 def attention_cpu(batch_heads: Size, seq_q: Size, seq_k: Size, head_dim: int, value_dim: int | None = None,
                   causal: bool = False, dtype: str = "float32", *, scale: float | None = None,
-                  mask_dtype: str | None = None, lanes: int | None = None, block_q: int = 32) -> ScriptModule:
+                  mask_dtype: str | None = None, lanes: int | None = None, block_q: int = 64) -> ScriptModule:
     """A module with one CPU kernel `attention(<symbolic sizes>, q, k, v, [mask,] o)`.
 
     `q: dtype[batch_heads, seq_q, head_dim]`, `k: dtype[batch_heads, seq_k, head_dim]`,
@@ -131,12 +131,13 @@ def attention_cpu(batch_heads: Size, seq_q: Size, seq_k: Size, head_dim: int, va
                             qi = q0 + i
                             w = ~weights[r * block_k]
                             if i < rows:
-                                for j in range(block_k):
-                                    s = w[j]
-                                    if has_mask:
-                                        s = s + f32(rest[0][bh, qi, k0 + j]) if j < cols else s
-                                    allowed = j < cols and (not causal or k0 + j <= qi)
-                                    w[j] = s if allowed else NEG_INF
+                                if has_mask or cols < block_k or (causal and k0 + block_k - 1 > qi):
+                                    for j in range(block_k):
+                                        s = w[j]
+                                        if has_mask:
+                                            s = s + f32(rest[0][bh, qi, k0 + j]) if j < cols else s
+                                        allowed = j < cols and (not causal or k0 + j <= qi)
+                                        w[j] = s if allowed else NEG_INF
                                 top = vload(w)
                                 for n in meta.range(1, vectors_k):
                                     top = vmax(top, vload(w + n * lanes))
