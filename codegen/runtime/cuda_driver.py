@@ -228,3 +228,57 @@ def launch_entry_points() -> tuple[int, int, int]:
     return (ctypes.cast(lib.cuLaunchKernel, ctypes.c_void_p).value or 0,
             ctypes.cast(lib.cuFuncSetAttribute, ctypes.c_void_p).value or 0,
             0 if encode is None else ctypes.cast(encode, ctypes.c_void_p).value or 0)
+
+
+# ---- CUDA graphs: stream capture, instantiation and launch (codegen.runtime.cuda_graphs) ----
+
+
+def capture_stream_create() -> int:
+    """A new non-blocking stream (a CUstream as an int) to capture work on: capture needs a stream that is not the
+    legacy default stream and does not synchronize with it."""
+    ensure_current()
+    drv = driver()
+    return int(check(drv.cuStreamCreate(drv.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate"))
+
+
+def begin_capture(stream: int) -> None:
+    """Start capturing the work issued to `stream` by this thread (launches are recorded, not run); synchronous
+    driver calls of this thread fail until `end_capture`."""
+    ensure_current()
+    drv = driver()
+    mode = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+    check(drv.cuStreamBeginCapture(drv.CUstream(stream), mode), "cuStreamBeginCapture")
+
+
+def end_capture(stream: int) -> Any:
+    """End the capture on `stream`: the CUgraph of the captured work (CudaDriverError when the capture failed)."""
+    drv = driver()
+    return check(drv.cuStreamEndCapture(drv.CUstream(stream)), "cuStreamEndCapture")
+
+
+def graph_instantiate(graph: Any) -> Any:
+    """An executable graph (CUgraphExec) made from a captured CUgraph."""
+    return check(driver().cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+
+
+def graph_launch(executable: Any, stream: int) -> None:
+    """Issue an executable graph's work to `stream`, as one launch."""
+    drv = driver()
+    check(drv.cuGraphLaunch(executable, drv.CUstream(stream)), "cuGraphLaunch")
+
+
+def graph_destroy(graph: Any) -> None:
+    """Destroy a captured CUgraph."""
+    check(driver().cuGraphDestroy(graph), "cuGraphDestroy")
+
+
+def graph_exec_destroy(executable: Any) -> None:
+    """Destroy an executable graph (work it issued still completes)."""
+    check(driver().cuGraphExecDestroy(executable), "cuGraphExecDestroy")
+
+
+def copy_device_to_device(dst: int, src: int, nbytes: int, stream: int) -> None:
+    """Copy `nbytes` from device address `src` to `dst`, ordered on `stream` (the host does not wait)."""
+    if nbytes:
+        drv = driver()
+        check(drv.cuMemcpyDtoDAsync(dst, src, nbytes, drv.CUstream(stream)), "cuMemcpyDtoDAsync")

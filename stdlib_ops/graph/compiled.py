@@ -4,10 +4,16 @@ A call checks its arguments against the graph's inputs (rank, dtype, fixed dimen
 bound to one value) before any kernel runs, moves them to the graph's device, allocates the outputs and the
 planned intermediate slots for the symbolic dimensions' values, and launches the kernels in order. Everything in
 the plan is plain data (names, numbers, shapes), so a compiled graph can be saved and loaded (`save`).
+
+On CUDA the intermediate slots are allocated once for each set of the symbolic dimensions' values and kept; on a
+GPU the first call for a set of values launches plainly and then captures the launches as a CUDA graph, which
+later calls replay on the current stream with one driver launch (`workspace` says how inputs and outputs reach
+the captured buffers). `compiled.cuda_graphs = False` turns capture and replay off.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,11 +21,13 @@ from typing import Any
 import numpy as np
 
 from codegen.runtime import arrays
+from codegen.runtime.cuda_graphs import CaptureFailedError, CudaGraph, capture_supported
 from codegen.toolchain.cubin_report import CubinReport
 from hidet_lang.ir.func import IRModule
 from hidet_lang.target import Target
 from stdlib_ops.dims import dim_value
 from stdlib_ops.graph.memory_plan import Shape, SlotKind
+from stdlib_ops.graph.workspace import Workspace
 from stdlib_ops.operators.base import shape_str
 from stdlib_ops.tensor import Tensor
 
@@ -62,7 +70,8 @@ class CompiledGraph:
     """A graph compiled for one target. `compiled(*inputs)` takes numpy arrays, Tensors or DLPack objects (one
     per graph input) and returns a Tensor (one output) or a tuple of them; `kernels` names the kernels launched
     per call and `schedules` their tunable templates' parameters; `save(path)` writes it to one file that
-    `stdlib_ops.load` reads back."""
+    `stdlib_ops.load` reads back. `cuda_graphs` (True by default) lets calls on a GPU replay their launches as a
+    captured CUDA graph; set it to False to launch every kernel on every call."""
 
     def __init__(self, target: str, plan: Plan, kernels: Sequence[Any], titles: Sequence[str],
                  constants: Sequence[Any], description: str = "", ir_modules: Sequence[IRModule] = (),
@@ -76,6 +85,9 @@ class CompiledGraph:
         self.description = description
         self.ir_modules = list(ir_modules)  # each kernel's module before lowering (what `save` writes)
         self.kernel_schedules = list(kernel_schedules) or [None] * len(self.modules)  # by kernel, like `titles`
+        self.cuda_graphs = True  # on a GPU, calls replay the launches captured for their sizes (see `workspace`)
+        self._workspaces: dict[tuple[tuple[str, int], ...], Workspace] = {}  # by the symbolic sizes' values
+        self._lock = threading.Lock()  # a CUDA call's buffers are the workspace's: one call issues work at a time
 
     @property
     def kernels(self) -> list[str]:
@@ -95,25 +107,97 @@ class CompiledGraph:
                             f"({', '.join(self._input_text(k) for k in range(len(plan.inputs)))}), got {len(args)}")
         hosts = [self._accept(k, a) for k, a in enumerate(args)]
         sizes = self._bind_sizes(hosts)
+        if self.device == "cuda":
+            with self._lock:
+                outs = self._call_cuda(hosts, sizes)
+        else:
+            slots = [arrays.empty((kind.elements(sizes),), kind.dtype, self.device) for kind in plan.slots]
+            values = self._values(hosts, sizes, self._buffer_views(slots, sizes))
+            self._launch(values, sizes)
+            outs = tuple(self._output(values[ref], spec, sizes, ref) for ref, spec in plan.outputs)
+        return outs[0] if len(outs) == 1 else outs
+
+    def _call_cuda(self, hosts: list[Any], sizes: dict[str, int]) -> tuple[Tensor, ...]:
+        """A call on CUDA: over the buffers kept for `sizes` (`Workspace`), a replay of the captured graph when
+        there is one and `cuda_graphs` is on, else plain launches (then a capture, the first time)."""
+        key = tuple(sorted(sizes.items()))
+        workspace = self._workspaces.get(key)
+        if workspace is None:
+            slots = [arrays.empty((kind.elements(sizes),), kind.dtype, self.device) for kind in self.plan.slots]
+            workspace = self._workspaces[key] = Workspace(self._buffer_views(slots, sizes))
+        workspace.order_after_last_use()
+        if workspace.graph is not None and self.cuda_graphs:
+            workspace.fill_inputs(hosts)
+            workspace.graph.launch()
+            values: dict[Ref, Any] = {}
+            for ref, _ in self.plan.outputs:
+                if ref not in values:  # an input or constant returned as it is is copied by `_output`
+                    values[ref] = workspace.take_output(ref, self.device) if ref[0] == "output" else \
+                        self._passed_through(hosts)[ref]
+            return tuple(self._output(values[ref], spec, sizes, ref) for ref, spec in self.plan.outputs)
+        values = self._values(hosts, sizes, workspace.buffers)
+        self._launch(values, sizes)
+        outs = tuple(self._output(values[ref], spec, sizes, ref) for ref, spec in self.plan.outputs)
+        if self.cuda_graphs and workspace.graph is None and not workspace.capture_failed and self._capturable():
+            self._capture(workspace, sizes)
+        return outs
+
+    def _capture(self, workspace: Workspace, sizes: dict[str, int]) -> None:
+        """Capture the launches over fixed input and output buffers into `workspace.graph`; where they cannot be
+        captured, note it in the workspace (its calls then launch plainly)."""
+        plan = self.plan
+        used = {a for launch in plan.launches for a in launch.args}
+        inputs = {k: arrays.empty(spec.resolve(sizes), spec.dtype, self.device)
+                  for k, spec in enumerate(plan.inputs) if ("input", k) in used}
+        outputs = {ref: arrays.empty(spec.resolve(sizes), spec.dtype, self.device)
+                   for ref, spec in plan.outputs if ref[0] == "output"}
+        values: dict[Ref, Any] = {("const", k): c for k, c in enumerate(self.constants)}
+        values.update({("input", k): a for k, a in inputs.items()})
+        values.update(workspace.buffers)
+        values.update(outputs)
+        try:
+            workspace.graph = CudaGraph.capture(lambda: self._launch(values, sizes))
+        except CaptureFailedError:
+            workspace.capture_failed = True
+            return
+        workspace.inputs, workspace.outputs = inputs, outputs
+
+    def _capturable(self) -> bool:
+        """Whether the graph's launches may be captured: on a GPU, every kernel a GPU module whose calls need no
+        host work afterwards (no host assertions, no printf to flush)."""
+        return capture_supported() and all(
+            getattr(m, "on_gpu", False) and not m.interface.has_assert and not m.interface.has_printf
+            for m in self.modules)
+
+    def _buffer_views(self, slots: list[Any], sizes: dict[str, int]) -> dict[Ref, Any]:
+        """Each planned buffer, by its ref: a view of its slot in `slots` with the buffer's shape for `sizes`."""
+        return {("buffer", k): slots[slot].reshape(spec.resolve(sizes))
+                for k, (spec, slot) in enumerate(self.plan.buffers)}
+
+    def _passed_through(self, hosts: list[Any]) -> dict[Ref, Any]:
+        """The graph inputs (as arrays on the graph's device) and constants, by their refs."""
         values: dict[Ref, Any] = {}
         for k, a in enumerate(hosts):
             values[("input", k)] = a if isinstance(a, (arrays.DeviceArray, arrays.HostArray)) else \
                 arrays.asarray(a, device=self.device)
         for k, c in enumerate(self.constants):
             values[("const", k)] = c
-        slots = [arrays.empty((kind.elements(sizes),), kind.dtype, self.device) for kind in plan.slots]
-        for k, (spec, slot) in enumerate(plan.buffers):
-            values[("buffer", k)] = slots[slot].reshape(spec.resolve(sizes))
-        results = []
-        for ref, spec in plan.outputs:
+        return values
+
+    def _values(self, hosts: list[Any], sizes: dict[str, int], buffers: dict[Ref, Any]) -> dict[Ref, Any]:
+        """The array of every ref of a plain call: the inputs, constants, `buffers` and new output arrays."""
+        values = {**self._passed_through(hosts), **buffers}
+        for ref, spec in self.plan.outputs:
             if ref[0] == "output" and ref not in values:
                 values[ref] = arrays.empty(spec.resolve(sizes), spec.dtype, self.device)
-            results.append((ref, spec))
-        for launch in plan.launches:
+        return values
+
+    def _launch(self, values: dict[Ref, Any], sizes: dict[str, int]) -> int:
+        """Launch the plan's kernels over `values`, in order; the number launched."""
+        for launch in self.plan.launches:
             call = [sizes[a[1]] if a[0] == "size" else _kernel_argument(values[a]) for a in launch.args]
             self.modules[launch.kernel](*call)
-        outs = tuple(self._output(values[ref], spec, sizes, ref) for ref, spec in results)
-        return outs[0] if len(outs) == 1 else outs
+        return len(self.plan.launches)
 
     def _output(self, value: Any, spec: TensorSpec, sizes: dict[str, int], ref: Ref) -> Tensor:
         shape = spec.resolve(sizes)

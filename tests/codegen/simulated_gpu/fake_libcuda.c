@@ -17,7 +17,9 @@
  *     allocation beyond it fails with CUDA_ERROR_OUT_OF_MEMORY, and cuMemGetInfo reports what is left;
  *   - streams and events are checked handles; work runs at once, in the order it is issued (which every stream
  *     order allows), and the harness can ask on which stream the last kernel was launched and which streams
- *     waited on which.
+ *     waited on which;
+ *   - stream capture records a stream's launches into a graph that cuGraphLaunch replays (see the block at the
+ *     end); the harness can count kernel launches and graph launches.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -33,7 +35,8 @@ typedef unsigned long long CUdeviceptr;
 enum {
     SUCCESS = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, NOT_INITIALIZED = 3, INVALID_DEVICE = 101,
     INVALID_IMAGE = 200, INVALID_CONTEXT = 201, INVALID_HANDLE = 400, NOT_FOUND = 500, ILLEGAL_ADDRESS = 700,
-    LAUNCH_OUT_OF_RESOURCES = 701, LAUNCH_FAILED = 719, NOT_SUPPORTED = 801,
+    LAUNCH_OUT_OF_RESOURCES = 701, LAUNCH_FAILED = 719, NOT_SUPPORTED = 801, ILLEGAL_STATE = 401,
+    STREAM_CAPTURE_UNSUPPORTED = 900, STREAM_CAPTURE_INVALIDATED = 901,
 };
 
 static const struct { int code; const char *name, *text; } errors[] = {
@@ -45,11 +48,16 @@ static const struct { int code; const char *name, *text; } errors[] = {
     {INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
     {INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
     {INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE", "the operation is not permitted in the current state"},
     {NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
     {LAUNCH_OUT_OF_RESOURCES, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
     {LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
     {NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+     "operation not permitted when stream is capturing"},
+    {STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+     "operation failed due to a previous error during capture"},
 };
 
 typedef struct Allocation { char *base; size_t size; const void *symbol; struct Allocation *next; } Allocation;
@@ -267,9 +275,12 @@ static int is_device_range(CUdeviceptr ptr, size_t n) {
     return 0;
 }
 
+static int capture_refuses(void); /* stream capture (at the end): synchronous work is refused while capturing */
+
 CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n) {
     CUresult status = context_status();
     if (status) return status;
+    if (capture_refuses()) return STREAM_CAPTURE_UNSUPPORTED;
     if (!is_device_range(dst, n)) return INVALID_VALUE;
     memcpy((void *)(uintptr_t)dst, src, n);
     return SUCCESS;
@@ -278,6 +289,7 @@ CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n) {
 CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n) {
     CUresult status = context_status();
     if (status) return status;
+    if (capture_refuses()) return STREAM_CAPTURE_UNSUPPORTED;
     if (!is_device_range(src, n)) return INVALID_VALUE;
     memcpy(dst, (const void *)(uintptr_t)src, n);
     return SUCCESS;
@@ -480,6 +492,14 @@ CUresult cuFuncSetAttribute(void *function, int attribute, int value) {
     return SUCCESS;
 }
 
+/* stream capture (at the end): a launch on a capturing stream is recorded, not run; -1 when not capturing */
+static CUresult capture_launch(Function *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                               unsigned bz, unsigned smem, void *stream, void **params);
+static int kernel_launch_count = 0;
+
+/* How many kernels cuLaunchKernel has run (launches recorded by a stream capture are not counted). */
+int fake_cuda_kernel_launches(void) { return kernel_launch_count; }
+
 CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                         unsigned bz, unsigned smem, void *stream, void **params, void **extra) {
     CUresult status = context_status();
@@ -492,6 +512,9 @@ CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz, u
         by > 1024 || bz > 64 || (unsigned long long)bx * by * bz > 1024)
         return INVALID_VALUE;
     if ((int)smem > f->max_dynamic_smem) return INVALID_VALUE;
+    CUresult captured = capture_launch(f, gx, gy, gz, bx, by, bz, smem, stream, params);
+    if (captured >= 0) return captured;
+    kernel_launch_count++;
     int fault = skip_kernels ? 0
                 : launch_hook ? launch_hook(f->module, f->name, gx, gy, gz, bx, by, bz, smem, params)
                               : NOT_SUPPORTED;
@@ -555,4 +578,183 @@ CUresult cuTensorMapEncodeTiled(void *map, int data_type, unsigned rank, void *a
     memset(map, 0, 128);
     memcpy(map, &address, sizeof address);
     return SUCCESS;
+}
+
+/* ---- CUDA graphs: stream capture, instantiation and launch ----
+ * While a stream captures (cuStreamBeginCapture .. cuStreamEndCapture), kernel launches on it are recorded with
+ * copies of their parameters' values (as the driver copies them: the caller's storage may be gone by replay) and
+ * not run; a synchronous copy in the capturing thread is refused and invalidates the capture. cuGraphInstantiate
+ * copies a captured graph's launches; cuGraphLaunch runs them in order, each through the launch hook. The sizes of
+ * a kernel's parameters come from the hook set with fake_cuda_set_param_sizes_hook (the harness reads them from the
+ * kernel's IR, where the driver reads them from the cubin). */
+
+typedef int (*param_sizes_hook_t)(void *module, const char *name, int *sizes, int capacity);
+typedef struct RecordedLaunch {
+    Function *function;
+    unsigned grid[3], block[3], smem;
+    int param_count;
+    int *sizes;    /* each parameter's size in bytes */
+    void **params; /* each a copy of one parameter's value */
+} RecordedLaunch;
+typedef struct Graph { RecordedLaunch *launches; int count, capacity; } Graph;
+enum { MAX_PARAMS = 256 };
+
+static param_sizes_hook_t param_sizes_hook = 0;
+static __thread void *capturing_stream = 0;
+static __thread Graph *capture_graph = 0;
+static __thread int capture_invalidated = 0;
+static int graph_launch_count = 0;
+
+void fake_cuda_set_param_sizes_hook(param_sizes_hook_t hook) { param_sizes_hook = hook; }
+
+/* How many times cuGraphLaunch has run an instantiated graph. */
+int fake_cuda_graph_launches(void) { return graph_launch_count; }
+
+static int capture_refuses(void) {
+    if (!capture_graph) return 0;
+    capture_invalidated = 1;
+    return 1;
+}
+
+static void free_graph(Graph *g) {
+    for (int i = 0; i < g->count; i++) {
+        for (int k = 0; k < g->launches[i].param_count; k++) free(g->launches[i].params[k]);
+        free(g->launches[i].params);
+        free(g->launches[i].sizes);
+    }
+    free(g->launches);
+    free(g);
+}
+
+/* `r` gets its own copies of the parameter sizes and of the values `params` point to. */
+static void copy_parameters(RecordedLaunch *r, const int *sizes, void *const *params) {
+    size_t count = (size_t)(r->param_count ? r->param_count : 1);
+    r->sizes = calloc(count, sizeof(int));
+    r->params = calloc(count, sizeof(void *));
+    for (int k = 0; k < r->param_count; k++) {
+        r->sizes[k] = sizes[k];
+        r->params[k] = malloc((size_t)(sizes[k] > 0 ? sizes[k] : 1));
+        memcpy(r->params[k], params[k], (size_t)sizes[k]);
+    }
+}
+
+static CUresult capture_launch(Function *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                               unsigned bz, unsigned smem, void *stream, void **params) {
+    if (!capture_graph) return -1;
+    if (stream != capturing_stream) return -1; /* another stream's launch runs, as work outside the capture */
+    int sizes[MAX_PARAMS];
+    int count = param_sizes_hook ? param_sizes_hook(f->module, f->name, sizes, MAX_PARAMS) : -1;
+    if (count < 0 || count > MAX_PARAMS) {
+        capture_invalidated = 1;
+        return NOT_SUPPORTED;
+    }
+    Graph *g = capture_graph;
+    if (g->count == g->capacity) {
+        int capacity = g->capacity ? 2 * g->capacity : 16;
+        RecordedLaunch *grown = realloc(g->launches, (size_t)capacity * sizeof *grown);
+        if (!grown) return OUT_OF_MEMORY;
+        g->launches = grown;
+        g->capacity = capacity;
+    }
+    RecordedLaunch *r = &g->launches[g->count++];
+    r->function = f;
+    r->grid[0] = gx, r->grid[1] = gy, r->grid[2] = gz;
+    r->block[0] = bx, r->block[1] = by, r->block[2] = bz;
+    r->smem = smem;
+    r->param_count = count;
+    copy_parameters(r, sizes, params);
+    return SUCCESS;
+}
+
+CUresult cuStreamBeginCapture(void *stream, int mode) {
+    CUresult status = context_status();
+    if (status) return status;
+    if ((uintptr_t)stream <= 2 || !valid_stream(stream)) return STREAM_CAPTURE_UNSUPPORTED;
+    if (mode < 0 || mode > 2) return INVALID_VALUE;
+    if (capture_graph) return ILLEGAL_STATE;
+    capture_graph = calloc(1, sizeof(Graph));
+    capturing_stream = stream;
+    capture_invalidated = 0;
+    return SUCCESS;
+}
+
+CUresult cuStreamBeginCapture_v2(void *stream, int mode) { return cuStreamBeginCapture(stream, mode); }
+
+CUresult cuStreamEndCapture(void *stream, void **graph) {
+    if (!graph) return INVALID_VALUE;
+    if (!capture_graph || stream != capturing_stream) return ILLEGAL_STATE;
+    Graph *g = capture_graph;
+    capture_graph = 0;
+    capturing_stream = 0;
+    if (capture_invalidated) {
+        free_graph(g);
+        *graph = 0;
+        return STREAM_CAPTURE_INVALIDATED;
+    }
+    *graph = g;
+    return SUCCESS;
+}
+
+CUresult cuStreamIsCapturing(void *stream, int *capturing) {
+    if (!capturing) return INVALID_VALUE;
+    *capturing = capture_graph && stream == capturing_stream ? (capture_invalidated ? 2 : 1) : 0;
+    return SUCCESS;
+}
+
+CUresult cuGraphInstantiateWithFlags(void **exec, void *graph, unsigned long long flags) {
+    CUresult status = context_status();
+    if (status) return status;
+    if (!exec || !graph || flags) return INVALID_VALUE;
+    Graph *from = graph, *to = calloc(1, sizeof(Graph));
+    to->launches = calloc((size_t)(from->count ? from->count : 1), sizeof(RecordedLaunch));
+    to->count = to->capacity = from->count;
+    for (int i = 0; i < from->count; i++) {
+        to->launches[i] = from->launches[i];
+        copy_parameters(&to->launches[i], from->launches[i].sizes, from->launches[i].params);
+    }
+    *exec = to;
+    return SUCCESS;
+}
+
+CUresult cuGraphDestroy(void *graph) {
+    if (!graph) return INVALID_VALUE;
+    free_graph(graph);
+    return SUCCESS;
+}
+
+CUresult cuGraphExecDestroy(void *exec) { return cuGraphDestroy(exec); }
+
+CUresult cuGraphLaunch(void *exec, void *stream) {
+    CUresult status = context_status();
+    if (status) return status;
+    if (!exec) return INVALID_VALUE;
+    if (!valid_stream(stream)) return INVALID_HANDLE;
+    if (capture_graph) return STREAM_CAPTURE_UNSUPPORTED;
+    const Graph *g = exec;
+    for (int i = 0; i < g->count && !sticky_error; i++) {
+        const RecordedLaunch *r = &g->launches[i];
+        int fault = skip_kernels ? 0
+                    : launch_hook ? launch_hook(r->function->module, r->function->name, r->grid[0], r->grid[1],
+                                                r->grid[2], r->block[0], r->block[1], r->block[2], r->smem,
+                                                r->params)
+                                  : NOT_SUPPORTED;
+        if (fault) sticky_error = fault;
+    }
+    graph_launch_count++;
+    last_launch_stream = stream;
+    return SUCCESS;
+}
+
+CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, void *stream) {
+    CUresult status = context_status();
+    if (status) return status;
+    if (!valid_stream(stream)) return INVALID_HANDLE;
+    if (capture_graph) return capture_refuses(), STREAM_CAPTURE_UNSUPPORTED;
+    if (!is_device_range(dst, n) || !is_device_range(src, n)) return INVALID_VALUE;
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return SUCCESS;
+}
+
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, void *stream) {
+    return cuMemcpyDtoDAsync(dst, src, n, stream);
 }

@@ -27,6 +27,8 @@ HERE = Path(__file__).resolve().parent
 ILLEGAL_ADDRESS, LAUNCH_FAILED = 700, 719
 HOOK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, *([ctypes.c_uint] * 7),
                         ctypes.POINTER(ctypes.c_void_p))
+PARAM_SIZES_HOOK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int),
+                                    ctypes.c_int)
 
 
 def environment(directory: Path, capability: int = 90) -> dict[str, str]:
@@ -69,11 +71,34 @@ def install() -> None:
             traceback.print_exc()
             return LAUNCH_FAILED
 
+    def param_sizes(cu_module, name, sizes, capacity) -> int:
+        try:
+            return _parameter_sizes(emulated[cu_module][1], name.decode(), sizes, capacity)
+        except Exception:  # noqa: BLE001 - an exception cannot cross the driver; it fails the capture
+            traceback.print_exc()
+            return -1
+
     cuda_build._bind_gpu = bind_and_emulate
     install.hook = HOOK(hook)  # kept alive as long as the process
+    install.param_sizes = PARAM_SIZES_HOOK(param_sizes)
     fake = driver()
     fake.fake_cuda_set_launch_hook.argtypes = [HOOK]
     fake.fake_cuda_set_launch_hook(install.hook)
+    fake.fake_cuda_set_param_sizes_hook.argtypes = [PARAM_SIZES_HOOK]
+    fake.fake_cuda_set_param_sizes_hook(install.param_sizes)
+
+
+def _parameter_sizes(plan, name: str, sizes, capacity: int) -> int:
+    """Write the byte size of each parameter of kernel `name` (a device symbol of `plan`) into `sizes` (what a
+    stream capture copies of each parameter's value); the number of parameters, -1 when over `capacity`."""
+    from codegen.runtime.arguments import ctype_of
+
+    kernel = plan.kernels[plan.kernel_symbols.index(name)]
+    if len(kernel.params) > capacity:
+        return -1
+    for i, p in enumerate(kernel.params):
+        sizes[i] = ctypes.sizeof(ctype_of(p.type))
+    return len(kernel.params)
 
 
 def _run_on_emulator(lib: ctypes.CDLL, plan, cu_module: int, name: str, configuration: tuple, params) -> int:

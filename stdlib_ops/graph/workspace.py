@@ -1,0 +1,63 @@
+"""What a compiled CUDA graph keeps between calls for one set of symbolic sizes: its planned intermediate buffers
+and, once captured, the CUDA graph of its launches with the fixed input and output buffers that graph reads and
+writes.
+
+A call with sizes seen before allocates no intermediates. Its first call runs the kernels plainly (so a kernel's
+first launch, which may set its attributes, happens outside any capture); then the launches are captured over
+buffers of their own: one per graph input, which later calls fill by a copy (device to device, ordered on the
+current stream; numpy inputs straight from the host), and one per graph output, copied into a new array that
+the call returns (from the caching allocator, so a call's results stay the caller's while later calls run). A
+replay is then: copy the inputs in, launch the graph, copy the outputs out.
+
+Calls on different streams share the buffers safely: a call on another stream than the previous one makes its
+stream wait for the previous stream's work first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from codegen.runtime import arrays, cuda_driver, streams
+from codegen.runtime.cuda_graphs import CudaGraph
+
+
+@dataclass
+class Workspace:
+    """The buffers of one set of symbolic sizes (`buffers`: the plan's intermediates by their ref) and, after
+    a capture, `graph` with its fixed `inputs` (by input index) and `outputs` (by output ref). `capture_failed`
+    records that the launches cannot be captured, so that calls launch them plainly."""
+
+    buffers: dict[Any, Any]
+    inputs: dict[int, Any] = field(default_factory=dict)
+    outputs: dict[Any, Any] = field(default_factory=dict)
+    graph: CudaGraph | None = None
+    capture_failed: bool = False
+    last_stream: int | None = None
+
+    def order_after_last_use(self) -> None:
+        """Order the current stream's work after the work of the last call that used these buffers (on another
+        stream), and note the current stream as their user."""
+        stream = streams.current_stream_handle()
+        if self.last_stream is not None and self.last_stream != stream and arrays.uses_gpu():
+            cuda_driver.stream_wait(stream, self.last_stream)
+        self.last_stream = stream
+
+    def fill_inputs(self, hosts: list[Any]) -> None:
+        """Copy each graph input (a 'cuda' array or a numpy array) into its fixed buffer."""
+        stream = streams.current_stream_handle()
+        for k, target in self.inputs.items():
+            value = hosts[k]
+            if isinstance(value, arrays.DeviceArray) and value.on_gpu:
+                cuda_driver.copy_device_to_device(target.ptr, value.ptr, target.nbytes, stream)
+            else:
+                cuda_driver.copy_to_device(target.ptr, np.ascontiguousarray(value))
+
+    def take_output(self, ref: Any, device: str) -> Any:
+        """A new array holding the fixed output buffer `ref`'s contents (copied on the current stream)."""
+        source = self.outputs[ref]
+        result = arrays.empty(source.shape, source.dtype, device)
+        cuda_driver.copy_device_to_device(result.ptr, source.ptr, source.nbytes, streams.current_stream_handle())
+        return result
