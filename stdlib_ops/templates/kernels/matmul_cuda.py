@@ -30,7 +30,7 @@ The kernel follows the kernel contract: `a` and `b` are only read element by ele
 
 from __future__ import annotations
 
-from hidet_lang import attrs, f32, i32, meta, register_tensor, script, script_module
+from hidet_lang import attrs, f32, i32, meta, option, register_tensor, script, script_module
 from hidet_lang.cuda import (
     blockIdx,
     cp_async,
@@ -46,6 +46,7 @@ from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import TemplateBinding, common_dtype
 from stdlib_ops.templates.kernels.matmul_cuda_f16_mma import matmul_cuda_f16_mma
 from stdlib_ops.templates.kernels.matmul_cuda_sm90 import hopper_binding
+from stdlib_ops.templates.kernels.matmul_cuda_tf32 import matmul_cuda_tf32
 from stdlib_ops.templates.kernels.matmul_views import matmul_views
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.registry import library_template
@@ -218,7 +219,8 @@ def matmul_cuda(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", 
 @library_template("matmul", "cuda")
 def matmul_on_cuda(task: Task) -> TemplateBinding | None:
     """The Hopper template (`matmul_cuda_sm90`) for f16 and bf16 operands on sm_90a where TMA can read them, else
-    the tensor-core template (`matmul_cuda_f16_mma`); this CUDA-core template for f32 ones."""
+    the tensor-core template (`matmul_cuda_f16_mma`); for f32 ones the TF32 tensor-core template
+    (`matmul_cuda_tf32`) where `hidet.option.allow_tf32()` allows it, else this CUDA-core template."""
     signature = kernel_signature(task.inputs, task.outputs)
     shapes = matmul_views(task, signature)
     dtype = common_dtype(task, MATMUL_CUDA_DTYPES)
@@ -229,4 +231,6 @@ def matmul_on_cuda(task: Task) -> TemplateBinding | None:
         tensor_cores = TemplateBinding("matmul_cuda_f16_mma", matmul_cuda_f16_mma, signature, sizes, views,
                                        {"out_dtype": dtype})
         return hopper_binding(task, signature, sizes, views, dtype, tensor_cores)
+    if dtype == "float32" and option.allow_tf32():
+        return TemplateBinding("matmul_cuda_tf32", matmul_cuda_tf32, signature, sizes, views)
     return TemplateBinding("matmul_cuda", matmul_cuda, signature, sizes, views, {"dtype": dtype})

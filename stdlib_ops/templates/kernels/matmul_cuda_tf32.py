@@ -113,8 +113,6 @@ def matmul_cuda_tf32(batch: Size, m: Size, n: Size, k: Size, *, block_m: int | N
     swizzle_a = swizzled_chunk(BLOCK_K // CHUNK)
     swizzle_b = b_tile_chunk()
     a_bytes = stages * block_m * BLOCK_K * 4  # the a buffers, then the b buffers
-    # two blocks an SM (at most 128 registers a thread at 256 threads) where a warp's accumulators leave room
-    min_blocks = 2 if threads <= 256 and warp_m * warp_n <= 64 * 32 else 1
 
     with script_module() as module:
 
@@ -126,7 +124,6 @@ def matmul_cuda_tf32(batch: Size, m: Size, n: Size, k: Size, *, block_m: int | N
             # one grid dimension (x allows 2**31 - 1 blocks; y and z only 65535, fewer than a batch may need)
             attrs.cuda.grid_dim = (n + block_n - 1) // block_n * ((m + block_m - 1) // block_m) * batch
             attrs.cuda.dynamic_smem_bytes = smem_bytes
-            attrs.cuda.min_blocks = min_blocks
             smem_a = tensor_pointer(f32, [stages, block_m, BLOCK_K], init=dynamic_shared_memory(0, f32))
             smem_b = tensor_pointer(f32, [stages, BLOCK_K, block_n], init=dynamic_shared_memory(a_bytes, f32))
             ra = register_tensor(f32, [mma_m, 4])
