@@ -563,27 +563,15 @@ def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:  # noqa: A00
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
                                  enable_gqa: bool = False) -> Tensor:
-    """softmax(q k^T * scale + mask) v: `ops.attention` without a mask, matmul and softmax with one (a bool mask
-    keeps the keys where it is true, a float mask is added to the scores)."""
+    """softmax(q k^T * scale + mask) v as one `ops.attention` with every argument: a bool mask keeps the keys where
+    it is true, a float mask is added to the scores, `is_causal` keeps key j for query i when j <= i, `scale`
+    defaults to 1 / sqrt(D), and with `enable_gqa` query head h reads key/value head h // (H / H_kv). Dropout draws
+    random numbers: a `dropout_p` other than 0 (training) is refused."""
     if dropout_p:
-        raise ValueError(f"scaled_dot_product_attention: dropout_p={dropout_p} draws random numbers; not supported")
-    if enable_gqa and query.shape[-3] != key.shape[-3]:
-        raise ValueError("scaled_dot_product_attention: grouped-query attention (enable_gqa) is not supported")
-    d = query.shape[-1]
-    scale = 1.0 / math.sqrt(d) if scale is None else scale
-    if attn_mask is None:
-        factor = scale * math.sqrt(d)
-        return ops.attention(query if factor == 1.0 else ops.mul(query, factor), key, value, causal=is_causal)
-    scores = ops.mul(ops.matmul(query, ops.transpose(key, _swap_last(key.ndim))), scale)
-    if attn_mask.dtype == "bool":
-        scores = ops.where(attn_mask, scores, _as_tensor(-math.inf, scores))
-    else:
-        scores = ops.add(scores, attn_mask)
-    if is_causal:
-        sq, sk = scores.shape[-2:]
-        causal = ops.asarray(np.tril(np.ones((sq, sk), bool)), device=query.device)
-        scores = ops.where(causal, scores, _as_tensor(-math.inf, scores))
-    return ops.matmul(ops.softmax(scores, axis=-1), value)
+        raise ValueError(f"scaled_dot_product_attention: dropout_p={dropout_p} draws random numbers; only inference "
+                         f"(dropout_p=0) is supported")
+    return ops.attention(query, key, value, bool(is_causal), attn_mask=attn_mask, scale=scale,
+                         enable_gqa=bool(enable_gqa))
 
 
 def _swap_last(ndim: int) -> tuple[int, ...]:

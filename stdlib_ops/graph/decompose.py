@@ -29,13 +29,16 @@ Decomposition = Callable[[Operator, list[Tensor]], "list[Tensor] | None"]
 
 
 def decompose_attention(op: Operator, inputs: list[Tensor]) -> list[Tensor] | None:
-    """softmax(q @ k^T / sqrt(D) (+ the causal mask)) @ v as matmul, softmax and matmul (None where the dtype is a
-    half one, or a causal mask's size is symbolic)."""
-    q, k, v = inputs
-    if any(t.dtype not in ("float32", "float64") for t in inputs):
+    """softmax(q @ k^T * scale (+ the additive mask) (+ the causal mask)) @ v as matmul, softmax and matmul (None
+    where the dtype is a half one, key/value heads are grouped, or a causal mask's size is symbolic)."""
+    q, k, v, *mask = inputs
+    if any(t.dtype not in ("float32", "float64") for t in inputs) or op.task.attrs.get("enable_gqa"):
         return None
     axes = (*range(k.ndim - 2), k.ndim - 1, k.ndim - 2)
-    scores = matmul(q, transpose(k, axes)) * (1.0 / float(np.sqrt(q.shape[-1])))
+    scale = op.task.attrs.get("scale", 1.0 / float(np.sqrt(q.shape[-1])))
+    scores = matmul(q, transpose(k, axes)) * scale
+    if mask:
+        scores = scores + mask[0]
     if op.task.attrs.get("causal"):
         rows, cols = q.shape[-2], k.shape[-2]
         if not (isinstance(rows, int) and isinstance(cols, int)):

@@ -1,0 +1,158 @@
+"""`fuse_attention`: the scaled dot-product attention that exported and traced models spell out in operators,
+rewritten to one `attention` operator, so that it runs on the attention templates.
+
+The pattern (what ONNX exports of BERT-style models and FX traces of hand-written attention give):
+
+    scores = matmul(q, kt)                  q [..., Sq, D], kt [..., D, Sk] (k transposed, by any transpose)
+    scores = scores * c  |  scores / c      optional: c a constant with one element
+    scores = scores + mask                  optional: a float mask that broadcasts to the scores' shape
+    weights = softmax(scores, axis=-1)      over the keys
+    out = matmul(weights, v)                v [..., Sk, Dv]
+
+becomes `attention(q, transpose(kt), v, attn_mask=mask, scale=c or 1 / c or 1)`. It is rewritten only where that
+is the same function: each intermediate result is used by the next operator alone (not by another operator nor as a
+graph output), the mask broadcasts to the scores without widening them, the head dimension D is known, and the
+attention operator's output has the shape and dtype the last matmul had. Anything else is left as it is.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from stdlib_ops.graph.flow_graph import FlowGraph
+from stdlib_ops.graph.rewrite import replay
+from stdlib_ops.operators import attention, transpose
+from stdlib_ops.operators.base import Operator
+from stdlib_ops.tensor import Tensor
+
+SCALES = ("mul", "div")
+
+
+@dataclass(frozen=True)
+class AttentionMatch:
+    """The leaves of a matched pattern (tensors of the original graph) and its scale."""
+
+    q: Tensor
+    kt: Tensor
+    v: Tensor
+    mask: Tensor | None
+    scale: float
+
+
+def fuse_attention(graph: FlowGraph) -> FlowGraph:
+    """`graph` with every matmul -> scale -> mask -> softmax -> matmul chain that computes scaled dot-product
+    attention replaced by one `attention` operator (see the module docstring); the same graph when none does."""
+    uses = _uses(graph)
+    matches = {id(op): m for op in graph.nodes if (m := match_attention(op, uses)) is not None}
+    if not matches:
+        return graph
+    current: dict[int, Tensor] = {}  # each original tensor's counterpart in the rewritten graph
+
+    def rule(op: Operator, inputs: list[Tensor]) -> list[Tensor] | None:
+        current.update((id(old), new) for old, new in zip(op.inputs, inputs))
+        m = matches.get(id(op))
+        if m is None:
+            return None
+        q, kt, v = (current.get(id(t), t) for t in (m.q, m.kt, m.v))
+        mask = None if m.mask is None else current.get(id(m.mask), m.mask)
+        swap = (*range(kt.ndim - 2), kt.ndim - 1, kt.ndim - 2)
+        try:
+            out = attention(q, transpose(kt, swap), v, attn_mask=mask, scale=m.scale)
+        except (ValueError, TypeError):
+            return None
+        original = op.outputs[0]
+        if tuple(out.shape) != tuple(original.shape) or out.dtype != original.dtype:
+            return None
+        return [out]
+
+    return replay(graph, rule=rule, fold=False)
+
+
+def match_attention(op: Operator, uses: Counter) -> AttentionMatch | None:
+    """The attention pattern ending at `op` (a matmul), or None where `op` does not end one; `uses` counts the
+    readers of each tensor (by `id`, graph outputs included)."""
+    if op.name != "matmul" or len(op.inputs) != 2:
+        return None
+    weights, v = op.inputs
+    softmax = _single_producer(weights, uses, "softmax")
+    if softmax is None or weights.ndim < 2 or v.ndim < 2:
+        return None
+    scores = softmax.inputs[0]
+    if softmax.task.attrs.get("axis") not in (-1, scores.ndim - 1):
+        return None
+    mask = None
+    add = _single_producer(scores, uses, "add")
+    if add is not None:
+        found = _split_mask(add, uses)
+        if found is None:
+            return None
+        scores, mask = found
+    scale = 1.0
+    scaling = _single_producer(scores, uses, *SCALES)
+    if scaling is not None:
+        found_scale = _split_scale(scaling, uses)
+        if found_scale is None:
+            return None
+        scores, scale = found_scale
+    product = _single_producer(scores, uses, "matmul")
+    if product is None or len(product.inputs) != 2:
+        return None
+    q, kt = product.inputs
+    if q.ndim < 2 or kt.ndim < 2 or not isinstance(q.shape[-1], int) or kt.shape[-1] != v.shape[-2]:
+        return None
+    return AttentionMatch(q, kt, v, mask, scale)
+
+
+def _split_mask(add: Operator, uses: Counter) -> tuple[Tensor, Tensor] | None:
+    """(scores, mask) of `scores + mask` (either order): the operand a single-use matmul or scaling made, and a
+    floating-point mask that does not widen it."""
+    out = add.outputs[0]
+    for scores, mask in (add.inputs, add.inputs[::-1]):
+        producer = _single_producer(scores, uses, "matmul", *SCALES)
+        if producer is None or tuple(scores.shape) != tuple(out.shape) or mask.ndim > out.ndim:
+            continue
+        if not str(mask.dtype).startswith(("float", "bfloat")):
+            continue
+        return scores, mask
+    return None
+
+
+def _split_scale(scaling: Operator, uses: Counter) -> tuple[Tensor, float] | None:
+    """(scores, factor) of `scores * c`, `c * scores` or `scores / c`, c a constant of one element; the scores
+    made by a single-use matmul."""
+    pairs = [scaling.inputs] if scaling.name == "div" else [scaling.inputs, scaling.inputs[::-1]]
+    for scores, constant in pairs:
+        value = _constant_scalar(constant)
+        if value is None or _single_producer(scores, uses, "matmul") is None:
+            continue
+        if tuple(scores.shape) != tuple(scaling.outputs[0].shape):
+            continue
+        if scaling.name == "div":
+            return (scores, 1.0 / value) if value != 0.0 and np.isfinite(value) else None
+        return (scores, value) if np.isfinite(value) else None
+    return None
+
+
+def _constant_scalar(t: Tensor) -> float | None:
+    """The value of a constant tensor of one element, None for anything else."""
+    if t.is_symbolic or any(not isinstance(d, int) or d != 1 for d in t.shape):
+        return None
+    return float(np.asarray(t.numpy(), dtype=np.float64).reshape(()))
+
+
+def _single_producer(t: Tensor, uses: Counter, *names: str) -> Operator | None:
+    """The operator that made `t`, when it is one of `names`, has one output, and `t` has no other reader."""
+    op = t.producer
+    if op is None or op.name not in names or len(op.outputs) != 1 or uses[id(t)] != 1:
+        return None
+    return op
+
+
+def _uses(graph: FlowGraph) -> Counter:
+    """How many times each tensor (by `id`) is read: by an operator's inputs or as a graph output."""
+    counts: Counter = Counter(id(t) for op in graph.nodes for t in op.inputs)
+    counts.update(id(t) for t in graph.outputs)
+    return counts
