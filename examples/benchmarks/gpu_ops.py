@@ -10,7 +10,8 @@ median of `RUNS` timed loops of about 20 ms each after a warm-up (the loop is ti
 Cases (`CASES`, each a function returning its `Case`s; a new operator is a new function appended there):
 matmul in f16, bf16 and f32 from 1024^3 to 8192^3; the transformer's linear layers ([tokens, 768] x [768, 3072]
 and [tokens, 3072] x [3072, 768], tokens 512 to 16384); a batched matmul; `gelu(x @ w + b)` as one compiled graph
-(one fused kernel); and the memory-bound rows (an elementwise add, softmax and log-softmax, layer norm with and
+(one fused kernel); examples/mlp.py's MLP at batch 8192, with our launches replayed as a CUDA graph and launched
+one by one; and the memory-bound rows (an elementwise add, softmax and log-softmax, layer norm with and
 without its weight and bias, RMS norm, group norm, sums over the last and the first axis, a maximum, a variance
 and an argmax over the last axis), whose rate is in GB/s.
 Ours is the compiled graph of each case (`ops.trace_from` on symbolic inputs of the case's shapes, `optimize`,
@@ -72,6 +73,7 @@ class Case:
     bytes: float = 0.0
     triton: Callable[..., Any] | None = None
     results: dict[str, float | None] = field(default_factory=dict)
+    cuda_graphs: bool = True  # whether our compiled graph replays its launches as a captured CUDA graph
 
 
 RTOL = {"float16": 2e-2, "bfloat16": 5e-2, "float32": 1e-4}
@@ -139,6 +141,34 @@ def gelu_cases(quick: bool, rng: np.random.Generator) -> list[Case]:
                           lambda x, w, b: ops.gelu(ops.matmul(x, w) + b), reference, torch_fn, RTOL[d],
                           flops=2.0 * t * k * n))
     return cases
+
+
+def mlp_cases(quick: bool, rng: np.random.Generator) -> list[Case]:
+    """examples/mlp.py's network (`relu(layer_norm(x @ w1 + b1)) @ w2 + b2`), several kernels a call: our compiled
+    graph with its launches replayed as a CUDA graph, and launched one by one."""
+    t, k, h, n = (24, 32, 48, 16) if quick else (8192, 256, 512, 128)
+    d = "float32"
+    inputs = [rng_array(rng, shape, d) for shape in ((t, k), (k, h), (h,), (h,), (h,), (h, n), (n,))]
+
+    def ours(x: Any, w1: Any, b1: Any, gamma: Any, beta: Any, w2: Any, b2: Any) -> Any:
+        hidden = ops.relu(ops.layer_norm(ops.matmul(x, w1) + b1, [h], gamma, beta, eps=1e-5))
+        return ops.matmul(hidden, w2) + b2
+
+    def reference(x: np.ndarray, w1: np.ndarray, b1: np.ndarray, gamma: np.ndarray, beta: np.ndarray,
+                  w2: np.ndarray, b2: np.ndarray) -> np.ndarray:
+        z = x @ w1 + b1
+        z = (z - z.mean(-1, keepdims=True)) / np.sqrt(z.var(-1, keepdims=True) + 1e-5) * gamma + beta
+        return np.maximum(z, 0) @ w2 + b2
+
+    def torch_fn(x: Any, w1: Any, b1: Any, gamma: Any, beta: Any, w2: Any, b2: Any) -> Any:
+        import torch.nn.functional as F
+
+        return F.relu(F.layer_norm(x @ w1 + b1, [h], gamma, beta, eps=1e-5)) @ w2 + b2
+
+    flops = 2.0 * t * (k * h + h * n)
+    return [Case(f"mlp [{t},{k}]->{h}->{n} {d} {label}", d, inputs, ours, reference, torch_fn, RTOL[d],
+                 flops=flops, cuda_graphs=graphs)
+            for label, graphs in (("cuda graph", True), ("launches", False))]
 
 
 def memory_cases(quick: bool, rng: np.random.Generator) -> list[Case]:
@@ -273,7 +303,7 @@ def attention_cases(quick: bool, rng: np.random.Generator) -> list[Case]:
     return cases
 
 
-CASES = (matmul_cases, transformer_cases, batched_cases, gelu_cases, memory_cases, attention_cases)
+CASES = (matmul_cases, transformer_cases, batched_cases, gelu_cases, mlp_cases, memory_cases, attention_cases)
 
 
 # ------------------------------------------------------------------------------------------------ the contenders
@@ -281,7 +311,9 @@ def compile_ours(case: Case) -> Callable[..., Any]:
     """Our compiled graph of the case, for its inputs' shapes."""
     symbols = [ops.symbol(list(a.shape), dtype=case.dtype) for a in case.inputs]
     graph = ops.optimize(ops.trace_from(case.ours(*symbols), inputs=symbols))
-    return graph.build(target="cuda")
+    compiled = graph.build(target="cuda")
+    compiled.cuda_graphs = case.cuda_graphs
+    return compiled
 
 
 def triton_matmul(a: Any, b: Any) -> Any:
