@@ -9,10 +9,16 @@ The pattern (what ONNX exports of BERT-style models and FX traces of hand-writte
     weights = softmax(scores, axis=-1)      over the keys
     out = matmul(weights, v)                v [..., Sk, Dv]
 
-becomes `attention(q, transpose(kt), v, attn_mask=mask, scale=c or 1 / c or 1)`. It is rewritten only where that
-is the same function: each intermediate result is used by the next operator alone (not by another operator nor as a
-graph output), the mask broadcasts to the scores without widening them, the head dimension D is known, and the
-attention operator's output has the shape and dtype the last matmul had. Anything else is left as it is.
+becomes `attention(q, transpose(kt), v, attn_mask=mask, scale=c or 1 / c or 1)`. Two variants are what
+`torch.onnx.export` (its Dynamo exporter) writes for `scaled_dot_product_attention`: q and kt each multiplied by a
+constant (sqrt(scale) each: the factors multiply into the scale), and the weights guarded as
+`where(weights != weights, 0, weights)` (zeros for a row whose every key is masked, where softmax gives NaN; the
+attention operator gives those zeros itself; for NaN inputs it gives NaN where the guard would give 0).
+
+It is rewritten only where that is the same function: each intermediate result is used by the next operator alone
+(not by another operator nor as a graph output), the mask broadcasts to the scores without widening them, the head
+dimension D is known, and the attention operator's output has the shape and dtype the last matmul had. Anything
+else is left as it is.
 """
 
 from __future__ import annotations
@@ -77,8 +83,9 @@ def match_attention(op: Operator, uses: Counter) -> AttentionMatch | None:
     if op.name != "matmul" or len(op.inputs) != 2:
         return None
     weights, v = op.inputs
-    softmax = _single_producer(weights, uses, "softmax")
-    if softmax is None or weights.ndim < 2 or v.ndim < 2:
+    inner = _unguarded(weights, uses)
+    softmax = inner.producer if inner is not weights else _single_producer(weights, uses, "softmax")
+    if softmax is None or softmax.name != "softmax" or weights.ndim < 2 or v.ndim < 2:
         return None
     scores = softmax.inputs[0]
     if softmax.task.attrs.get("axis") not in (-1, scores.ndim - 1):
@@ -101,9 +108,42 @@ def match_attention(op: Operator, uses: Counter) -> AttentionMatch | None:
     if product is None or len(product.inputs) != 2:
         return None
     q, kt = product.inputs
+    q, q_scale = _unscaled(q, uses)
+    kt, k_scale = _unscaled(kt, uses)
     if q.ndim < 2 or kt.ndim < 2 or not isinstance(q.shape[-1], int) or kt.shape[-1] != v.shape[-2]:
         return None
-    return AttentionMatch(q, kt, v, mask, scale)
+    return AttentionMatch(q, kt, v, mask, scale * q_scale * k_scale)
+
+
+def _unguarded(weights: Tensor, uses: Counter) -> Tensor:
+    """The softmax's output behind `where(weights != weights, 0, weights)`, read by that guard alone (how torch's
+    exporter writes SDPA's zeros for a row whose every key is masked: softmax gives NaN there), else `weights`
+    itself."""
+    where = _single_producer(weights, uses, "where")
+    if where is None or len(where.inputs) != 3:
+        return weights
+    condition, zero, inner = where.inputs
+    test = _single_producer(condition, uses, "not_equal")
+    if test is None or any(t is not inner for t in test.inputs) or _constant_scalar(zero) != 0.0:
+        return weights
+    producer = inner.producer
+    if producer is None or producer.name != "softmax" or uses[id(inner)] != 3:  # the test reads it twice
+        return weights
+    return inner if tuple(inner.shape) == tuple(weights.shape) and inner.dtype == weights.dtype else weights
+
+
+def _unscaled(operand: Tensor, uses: Counter) -> tuple[Tensor, float]:
+    """(x, c) where `operand` is `x * c` (or `c * x`) of a constant c of one element, read by the scores' matmul
+    alone (torch's exporter scales q and k^T by sqrt(scale) each); else (`operand`, 1)."""
+    scaling = _single_producer(operand, uses, "mul")
+    if scaling is None:
+        return operand, 1.0
+    for x, constant in (scaling.inputs, scaling.inputs[::-1]):
+        value = _constant_scalar(constant)
+        if value is not None and np.isfinite(value) and tuple(x.shape) == tuple(operand.shape) \
+                and x.dtype == operand.dtype:
+            return x, value
+    return operand, 1.0
 
 
 def _split_mask(add: Operator, uses: Counter) -> tuple[Tensor, Tensor] | None:
