@@ -150,8 +150,10 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
                    c: out[batch, m, n]):
             attrs.func_kind = "cuda_kernel"
             attrs.cuda.block_dim = threads
-            attrs.cuda.grid_dim = min(batch * ((m + block_m - 1) // block_m) * ((n + block_n - 1) // block_n),
-                                      blocks)
+            # a block a tile, at most `blocks` (a conditional expression: arithmetic any launcher evaluates)
+            attrs.cuda.grid_dim = (batch * ((m + block_m - 1) // block_m) * ((n + block_n - 1) // block_n)
+                                   if batch * ((m + block_m - 1) // block_m) * ((n + block_n - 1) // block_n) < blocks
+                                   else blocks)
             attrs.cuda.dynamic_smem_bytes = smem_bytes
             attrs.cuda.min_blocks = 1
             full = tensor_pointer(u64, [stages], init=dynamic_shared_memory(bars_at, u64))
