@@ -18,7 +18,9 @@ attention operator gives those zeros itself; for NaN inputs it gives NaN where t
 It is rewritten only where that is the same function: each intermediate result is used by the next operator alone
 (not by another operator nor as a graph output), the mask broadcasts to the scores without widening them, the head
 dimension D is known, and the attention operator's output has the shape and dtype the last matmul had. Anything
-else is left as it is.
+else is left as it is. One difference remains, by design: a query row whose every score is -inf (a mask that
+hides every key) gives zeros, as torch's `scaled_dot_product_attention` does, where the spelled-out softmax
+divides 0 by 0 and gives NaN.
 """
 
 from __future__ import annotations

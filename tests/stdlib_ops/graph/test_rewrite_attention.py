@@ -1,0 +1,177 @@
+"""`fuse_attention` (run by `optimize`): attention spelled out in operators becomes one attention operator, in FX
+traces of hand-written attention (matmul or bmm against a transpose, a division by sqrt(d) or a multiplication,
+an additive mask) and in ONNX exports of a BERT-style attention block by both of torch's exporters; and the
+graph is left alone wherever the operators compute something else (softmax over another axis, an intermediate
+read elsewhere, a mask that widens the scores, a scale that is not a constant). Every compiled graph is checked
+against torch."""
+
+from __future__ import annotations
+
+import io
+import math
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+onnx = pytest.importorskip("onnx")
+
+import torch.nn.functional as F  # noqa: E402
+from torch import fx  # noqa: E402
+
+import stdlib_ops as ops  # noqa: E402
+from stdlib_ops.frontends.torch_fx import from_fx  # noqa: E402
+from stdlib_ops.graph.flow_graph import FlowGraph  # noqa: E402
+
+D = 8
+SCALE = 1 / math.sqrt(D)
+# f32 dot products of D terms and softmaxes of at most 13 keys, in another order than torch's: a few 1e-7
+TOLERANCE = {"rtol": 1e-5, "atol": 1e-6}
+
+
+def operators(graph: FlowGraph) -> Counter:
+    """How many operators of each name `graph` has."""
+    return Counter(op.name for op in graph.nodes)
+
+
+def shapes(batch: int = 2, heads: int = 3, sq: int = 5, sk: int = 13, dv: int = 6) -> list[torch.Tensor]:
+    """q, k, v and an additive mask of -inf and finite values (one query row masked whole)."""
+    gen = torch.Generator().manual_seed(batch * 100 + sq)
+    q = torch.randn(batch, heads, sq, D, generator=gen)
+    k = torch.randn(batch, heads, sk, D, generator=gen)
+    v = torch.randn(batch, heads, sk, dv, generator=gen)
+    mask = torch.where(torch.rand(batch, 1, sq, sk, generator=gen) < 0.2, -math.inf, 0.5)
+    mask[:, :, 1] = -math.inf
+    return [q, k, v, mask]
+
+
+def compiled_fx(fn: Callable[..., Any], args: list[torch.Tensor]) -> tuple[FlowGraph, np.ndarray]:
+    """`fn` traced by FX, converted, optimized, built for the CPU and run on `args`: the optimized graph and the
+    result."""
+    gm = fx.symbolic_trace(fn)
+    graph = ops.optimize(from_fx(gm, args).graph)
+    out = graph.build("cpu")(*[a.numpy() for a in args])
+    return graph, (out[0] if isinstance(out, (list, tuple)) else out).numpy()
+
+
+def bert_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    scores = torch.matmul(q, k.transpose(-1, -2)) / 2.8284271247461903
+    return torch.matmul(F.softmax(scores + mask, dim=-1), v)
+
+
+def scaled_by_mul(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    scores = 0.25 * torch.matmul(q, k.permute(0, 1, 3, 2))
+    return torch.matmul(torch.softmax(mask + scores, -1), v)
+
+
+def batched_without_mask(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    q3, k3, v3 = (t.flatten(0, 1) for t in (q, k, v))
+    return torch.bmm(torch.softmax(torch.bmm(q3, k3.transpose(1, 2)) * 0.3, dim=2), v3)
+
+
+def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+@pytest.mark.parametrize("fn", [bert_attention, scaled_by_mul, batched_without_mask, sdpa])
+def test_traced_attention_becomes_one_operator(fn: Callable[..., torch.Tensor]) -> None:
+    args = shapes()
+    graph, got = compiled_fx(fn, args)
+    names = operators(graph)
+    assert names["attention"] == 1 and not names["softmax"] and not names["matmul"], names
+    want = fn(*args).numpy()
+    got = got.reshape(want.shape)
+    if fn is not batched_without_mask:  # query row 1 sees no key: zeros, as SDPA gives (softmax alone: NaN)
+        assert (got[:, :, 1] == 0).all() and (np.isnan(want[:, :, 1]).all() or (want[:, :, 1] == 0).all())
+        want[:, :, 1] = 0.0
+    np.testing.assert_allclose(got, want, **TOLERANCE)
+
+
+def softmax_over_queries(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return torch.matmul(F.softmax(torch.matmul(q, k.transpose(-1, -2)) * SCALE, dim=-2), v)
+
+
+def scores_read_twice(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    scores = torch.matmul(q, k.transpose(-1, -2)) * SCALE
+    return torch.matmul(F.softmax(scores, dim=-1), v) + scores.sum(-1, keepdim=True)
+
+
+def widening_mask(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    scores = torch.matmul(q[0], k[0].transpose(-1, -2)) * SCALE  # [heads, sq, sk] + [batch, 1, sq, sk]
+    return torch.matmul(F.softmax(scores + mask.clamp(min=-1e4), dim=-1), v[0])
+
+
+def scale_not_constant(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    scores = torch.matmul(q, k.transpose(-1, -2)) * q[..., :1]
+    return torch.matmul(F.softmax(scores, dim=-1), v)
+
+
+@pytest.mark.parametrize("fn", [softmax_over_queries, scores_read_twice, widening_mask, scale_not_constant])
+def test_other_computations_are_left_alone(fn: Callable[..., torch.Tensor]) -> None:
+    args = shapes()
+    graph, got = compiled_fx(fn, args)
+    names = operators(graph)
+    assert not names["attention"] and names["softmax"] == 1, names
+    np.testing.assert_allclose(got, fn(*args).numpy(), **TOLERANCE)
+
+
+class AttentionBlock(torch.nn.Module):
+    """BERT's self-attention: projections, heads split, scaled scores plus the padding mask, heads merged."""
+
+    def __init__(self, hidden: int = 16, heads: int = 2) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.heads, self.head_dim = heads, hidden // heads
+        self.q, self.k, self.v = (torch.nn.Linear(hidden, hidden) for _ in range(3))
+
+    def forward(self, x: torch.Tensor, padding: torch.Tensor) -> torch.Tensor:
+        b, s, _ = x.shape
+
+        def split(t: torch.Tensor) -> torch.Tensor:
+            return t.view(b, s, self.heads, self.head_dim).transpose(1, 2)
+
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim)
+        scores = scores + (1.0 - padding[:, None, None, :]) * -10000.0
+        out = torch.matmul(torch.softmax(scores, dim=-1), v)
+        return out.transpose(1, 2).reshape(b, s, -1)
+
+
+class SdpaBlock(AttentionBlock):
+    """The same block through `scaled_dot_product_attention` with a boolean mask."""
+
+    def forward(self, x: torch.Tensor, padding: torch.Tensor) -> torch.Tensor:
+        b, s, _ = x.shape
+        q, k, v = (p(x).view(b, s, self.heads, self.head_dim).transpose(1, 2) for p in (self.q, self.k, self.v))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=padding[:, None, None, :] > 0.5)
+        return out.transpose(1, 2).reshape(b, s, -1)
+
+
+def exported(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], dynamo: bool) -> bytes:
+    buffer = io.BytesIO()
+    with torch.no_grad():
+        if dynamo:
+            pytest.importorskip("onnxscript")
+            torch.onnx.export(model, inputs, dynamo=True, verbose=False).save(buffer)
+        else:
+            torch.onnx.export(model, inputs, buffer, dynamo=False, opset_version=17)
+    return buffer.getvalue()
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("block, dynamo", [(AttentionBlock, False), (SdpaBlock, True)])
+def test_exported_attention_blocks_compile_to_one_attention_operator(block: type, dynamo: bool) -> None:
+    model = block().eval()
+    x = torch.randn(2, 7, 16, generator=torch.Generator().manual_seed(1))
+    padding = torch.ones(2, 7)
+    padding[1, 5:] = 0.0
+    graph = ops.optimize(ops.from_onnx(onnx.load_from_string(exported(model, (x, padding), dynamo))))
+    names = operators(graph)
+    assert names["attention"] == 1 and not names["softmax"], names
+    out = graph.build("cpu")(x.numpy(), padding.numpy())
+    got = (out[0] if isinstance(out, (list, tuple)) else out).numpy()
+    with torch.no_grad():
+        np.testing.assert_allclose(got, model(x, padding).numpy(), **TOLERANCE)
