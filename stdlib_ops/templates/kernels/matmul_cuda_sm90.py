@@ -16,7 +16,8 @@ parameters: the caller passes the tensors themselves).
   consumers wait for "full", multiply, and release the stage.
 - **wgmma.** Per 64-deep k step, for each 16-deep slice, a consumer issues one m64n64k16 `wgmma_mma_async` per
   64 columns of its tile: `a`'s tile is K-major, `b`'s tiles MN-major (`b` is row-major `[k, n]`: `transposed`
-  descriptors), 64 columns being what one MN-major 128-byte-swizzled atom row holds.
+  descriptors), 64 columns being what one MN-major 128-byte-swizzled atom row holds. A step's group stays in
+  flight while the next is issued (`wgmma_wait_group(1)`); a stage is released once its group is done.
 - **Persistent grid.** At most `blocks` blocks (`NUM_SMS` by default); each walks the tiles `blockIdx.x,
   blockIdx.x + gridDim.x, ...` in groups of `GROUP_M` tile rows (a group's blocks share rows of `a` and columns of
   `b` in L2), batch entries outermost. The ring's stage and phase run on across tiles, so the producer loads the
@@ -206,7 +207,7 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
                     for j in meta.range(b_tiles):
                         for r in meta.range(ATOM // 2):
                             acc[j, r] = 0.0
-                    for _ in range(steps):
+                    for step in range(steps):
                         s = it % stages
                         mbarrier_wait(~full[s], it // stages % 2)
                         wgmma_fence()  # the accumulators were written (zeroed) or read (stored) before
@@ -221,9 +222,12 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
                                                                                      transposed=True),
                                                 dtype=dt, trans_b=True, n=ATOM)
                         wgmma_commit_group()
-                        wgmma_wait_group(0, acc)  # the stage's reads are done: release it
-                        mbarrier_arrive(~empty[s])
+                        if step > 0:  # one group in flight: the previous step's is done, release its stage
+                            wgmma_wait_group(1, acc)
+                            mbarrier_arrive(~empty[(it + stages - 1) % stages])
                         it += 1
+                    wgmma_wait_group(0, acc)  # the tile's last step is done: release its stage
+                    mbarrier_arrive(~empty[(it + stages - 1) % stages])
                     for j in meta.range(b_tiles):
                         for r in meta.range(ATOM // 2):
                             i = m0 + rows + wgmma_accumulator_row(t, r)
