@@ -27,7 +27,7 @@ from hidet_lang.ir.func import IRModule
 from hidet_lang.target import Target
 from stdlib_ops.dims import dim_value
 from stdlib_ops.graph.memory_plan import Shape, SlotKind
-from stdlib_ops.graph.workspace import Workspace
+from stdlib_ops.graph.workspace import Workspace, Workspaces
 from stdlib_ops.operators.base import shape_str
 from stdlib_ops.tensor import Tensor
 
@@ -86,7 +86,7 @@ class CompiledGraph:
         self.ir_modules = list(ir_modules)  # each kernel's module before lowering (what `save` writes)
         self.kernel_schedules = list(kernel_schedules) or [None] * len(self.modules)  # by kernel, like `titles`
         self.cuda_graphs = True  # on a GPU, calls replay the launches captured for their sizes (see `workspace`)
-        self._workspaces: dict[tuple[tuple[str, int], ...], Workspace] = {}  # by the symbolic sizes' values
+        self._workspaces = Workspaces()  # on CUDA: buffers (and captured graphs) by the symbolic sizes' values
         self._lock = threading.Lock()  # a CUDA call's buffers are the workspace's: one call issues work at a time
 
     @property
@@ -124,7 +124,8 @@ class CompiledGraph:
         workspace = self._workspaces.get(key)
         if workspace is None:
             slots = [arrays.empty((kind.elements(sizes),), kind.dtype, self.device) for kind in self.plan.slots]
-            workspace = self._workspaces[key] = Workspace(self._buffer_views(slots, sizes))
+            workspace = Workspace(self._buffer_views(slots, sizes))
+            self._workspaces.add(key, workspace)
         workspace.order_after_last_use()
         if workspace.graph is not None and self.cuda_graphs:
             workspace.fill_inputs(hosts)

@@ -10,11 +10,14 @@ the call returns (from the caching allocator, so a call's results stay the calle
 replay is then: copy the inputs in, launch the graph, copy the outputs out.
 
 Calls on different streams share the buffers safely: a call on another stream than the previous one makes its
-stream wait for the previous stream's work first.
+stream wait for the previous stream's work first. A compiled graph keeps the workspaces of its `MAX_WORKSPACES`
+most recently used sets of sizes (`Workspaces`); an older one is dropped, its blocks back in the caching
+allocator once the stream they were allocated on is ordered after its last use.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +25,9 @@ import numpy as np
 
 from codegen.runtime import arrays, cuda_driver, streams
 from codegen.runtime.cuda_graphs import CudaGraph
+
+MAX_WORKSPACES = 8
+"""The sets of symbolic sizes whose buffers (and captured graph) a compiled graph keeps at once."""
 
 
 @dataclass
@@ -35,6 +41,7 @@ class Workspace:
     outputs: dict[Any, Any] = field(default_factory=dict)
     graph: CudaGraph | None = None
     capture_failed: bool = False
+    home_stream: int = field(default_factory=streams.current_stream_handle)  # where its blocks were allocated
     last_stream: int | None = None
 
     def order_after_last_use(self) -> None:
@@ -61,3 +68,29 @@ class Workspace:
         result = arrays.empty(source.shape, source.dtype, device)
         cuda_driver.copy_device_to_device(result.ptr, source.ptr, source.nbytes, streams.current_stream_handle())
         return result
+
+
+class Workspaces:
+    """A compiled graph's workspaces by their sets of sizes, the `MAX_WORKSPACES` most recently used."""
+
+    def __init__(self) -> None:
+        self._by_sizes: OrderedDict[tuple[tuple[str, int], ...], Workspace] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._by_sizes)
+
+    def get(self, key: tuple[tuple[str, int], ...]) -> Workspace | None:
+        """The workspace of `key` (now the most recently used), None when there is none."""
+        workspace = self._by_sizes.get(key)
+        if workspace is not None:
+            self._by_sizes.move_to_end(key)
+        return workspace
+
+    def add(self, key: tuple[tuple[str, int], ...], workspace: Workspace) -> None:
+        """Keep `workspace` for `key`, dropping the least recently used one beyond `MAX_WORKSPACES`."""
+        self._by_sizes[key] = workspace
+        while len(self._by_sizes) > MAX_WORKSPACES:
+            _, dropped = self._by_sizes.popitem(last=False)
+            last = dropped.last_stream
+            if last is not None and last != dropped.home_stream and arrays.uses_gpu():
+                cuda_driver.stream_wait(dropped.home_stream, last)  # its blocks are reused on their home stream

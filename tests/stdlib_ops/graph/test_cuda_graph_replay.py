@@ -177,3 +177,21 @@ def test_work_a_capture_cannot_record_fails_the_capture_and_nothing_is_left_capt
     x = random_input(2, 8)
     check(compiled(x), x)  # plain launches and a capture work after the failed one
     check(compiled(x), x)
+
+
+@pytest.mark.gpu
+def test_only_the_most_recently_used_sizes_keep_their_graphs(fake_driver: ctypes.CDLL) -> None:
+    from stdlib_ops.graph.workspace import MAX_WORKSPACES
+
+    compiled = build()
+    kernels = len(compiled.kernels)
+    inputs = [random_input(batch, batch) for batch in range(1, MAX_WORKSPACES + 2)]
+    for x in inputs:
+        compiled(x)
+    before = launches(fake_driver)
+    check(compiled(inputs[-1]), inputs[-1])  # kept: replayed
+    assert launches(fake_driver) == (before[0], before[1] + 1)
+    check(compiled(inputs[0]), inputs[0])  # the least recently used, dropped: launched plainly and captured anew
+    assert launches(fake_driver) == (before[0] + kernels, before[1] + 1)
+    check(compiled(inputs[0]), inputs[0])
+    assert launches(fake_driver) == (before[0] + kernels, before[1] + 2)
