@@ -566,10 +566,14 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     """softmax(q k^T * scale + mask) v as one `ops.attention` with every argument: a bool mask keeps the keys where
     it is true, a float mask is added to the scores, `is_causal` keeps key j for query i when j <= i, `scale`
     defaults to 1 / sqrt(D), and with `enable_gqa` query head h reads key/value head h // (H / H_kv). Dropout draws
-    random numbers: a `dropout_p` other than 0 (training) is refused."""
+    random numbers: a `dropout_p` other than 0 (training) is refused, and so is a mask with `is_causal`, as torch
+    refuses it."""
     if dropout_p:
         raise ValueError(f"scaled_dot_product_attention: dropout_p={dropout_p} draws random numbers; only inference "
                          f"(dropout_p=0) is supported")
+    if attn_mask is not None and is_causal:
+        raise ValueError("scaled_dot_product_attention: attn_mask and is_causal=True together (torch refuses them "
+                         "too); put the causal mask into attn_mask")
     return ops.attention(query, key, value, bool(is_causal), attn_mask=attn_mask, scale=scale,
                          enable_gqa=bool(enable_gqa))
 
