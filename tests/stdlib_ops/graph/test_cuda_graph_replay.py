@@ -195,3 +195,31 @@ def test_only_the_most_recently_used_sizes_keep_their_graphs(fake_driver: ctypes
     assert launches(fake_driver) == (before[0] + kernels, before[1] + 1)
     check(compiled(inputs[0]), inputs[0])
     assert launches(fake_driver) == (before[0] + kernels, before[1] + 2)
+
+
+class SynchronizingKernel:
+    """A graph's kernel that reads device memory after each launch, as one whose device assertions are checked
+    does: work a capture cannot record."""
+
+    def __init__(self, module: object) -> None:
+        self.module = module
+        self.on_gpu, self.interface = True, module.interface
+        self.cell = ops.asarray(np.zeros(1, np.float32), device="cuda").storage
+
+    def __call__(self, *args: object) -> None:
+        from codegen.runtime import cuda_driver
+
+        self.module(*args)
+        cuda_driver.copy_to_host(np.zeros(1, np.float32), self.cell.ptr)
+
+
+@pytest.mark.gpu
+def test_a_graph_whose_launches_cannot_be_captured_launches_plainly(fake_driver: ctypes.CDLL) -> None:
+    compiled = build()
+    compiled.modules[0] = SynchronizingKernel(compiled.modules[0])
+    kernels = len(compiled.kernels)
+    for seed in range(3):
+        x = random_input(5, seed)
+        before = launches(fake_driver)
+        check(compiled(x), x)
+        assert launches(fake_driver) == (before[0] + kernels, before[1])
