@@ -1,6 +1,6 @@
-"""Operators without a template on a target built as their decomposition: attention on the CPU as matmul, softmax
-and matmul (causal too), checked against numpy; kept whole where a template takes it (CUDA) or where the
-decomposition would change the precision (f16)."""
+"""Operators without a template on a target built as their decomposition: f64 attention on the CPU (the CPU template
+takes f32 and f16) as matmul, softmax and matmul (causal too), checked against numpy; kept whole where a template
+takes it (CUDA, and f16 on the CPU)."""
 
 from __future__ import annotations
 
@@ -27,16 +27,16 @@ def test_attention_on_the_cpu_is_built_as_matmul_softmax_matmul(data: st.DataObj
     causal = data.draw(st.booleans())
     if causal:
         sk = sq
-    qs, ks, vs = ops.symbol(["batch", heads, sq, d]), ops.symbol(["batch", heads, sk, d]), ops.symbol([sk, d])
+    qs, ks, vs = (ops.symbol(shape, "float64") for shape in (["batch", heads, sq, d], ["batch", heads, sk, d], [sk, d]))
     graph = ops.optimize(ops.trace_from(ops.attention(qs, ks, vs, causal=causal), [qs, ks, vs]))
     compiled = graph.build("cpu")
     assert "attention" not in " ".join(compiled.kernels) and any("softmax" in k for k in compiled.kernels)
     rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
-    q, k = rng.standard_normal((2, heads, sq, d), np.float32), rng.standard_normal((2, heads, sk, d), np.float32)
-    v = rng.standard_normal((sk, d), np.float32)
-    # scores: d-term f32 dot products; softmax: exp and a sum of sk terms; out: sk-term products of weights <= 1
+    q, k = rng.standard_normal((2, heads, sq, d)), rng.standard_normal((2, heads, sk, d))
+    v = rng.standard_normal((sk, d))
+    # scores: d-term f64 dot products; softmax: exp and a sum of sk terms; out: sk-term products of weights <= 1
     # with |v| <= ~4: a few ulps of sk * max|v| covers every rounding in order
-    bound = 8 * (d + sk) * 2.0**-24 * (np.abs(v).max() + 1)
+    bound = 8 * (d + sk) * 2.0**-53 * (np.abs(v).max() + 1)
     np.testing.assert_allclose(compiled(q, k, v).numpy(), attention_reference(q, k, v, causal), rtol=0, atol=bound)
 
 
@@ -49,8 +49,8 @@ def test_attention_stays_whole_where_a_template_takes_it_or_precision_would_chan
 
 
 def test_an_unpartitioned_graph_is_decomposed_too() -> None:
-    qs = ops.symbol([3, 5])
+    qs = ops.symbol([3, 5], "float64")
     compiled = ops.trace_from(ops.attention(qs, qs, qs), [qs]).build("cpu")
     assert len(compiled.kernels) == 5  # transpose, matmul, mul, softmax, matmul: one kernel each
-    q = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
-    np.testing.assert_allclose(compiled(q).numpy(), attention_reference(q, q, q, False), rtol=1e-5, atol=1e-6)
+    q = np.random.default_rng(0).standard_normal((3, 5))
+    np.testing.assert_allclose(compiled(q).numpy(), attention_reference(q, q, q, False), rtol=1e-12, atol=1e-14)
