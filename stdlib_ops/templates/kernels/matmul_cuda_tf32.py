@@ -1,6 +1,6 @@
 """The batched f32 matmul template on the tensor cores in TF32 (sm_80 and later), taken only where
 `hidet.option.allow_tf32(True)` allows it: a pipeline of 16-byte `cp_async` copies into swizzled shared memory,
-fragments read by plain shared loads and rounded to TF32, and `mma.m16n8k8` with f32 accumulation.
+rounded to TF32 there, fragments read by plain shared loads, and `mma.m16n8k8` with f32 accumulation.
 
 `c[b, i, j] = sum_k tf32(a[b, i, k]) * tf32(b[b, k, j])` with f32 inputs and output, where `tf32` rounds to 10
 mantissa bits, to nearest with ties away from zero (`cvt_rna_tf32_f32`); `a` is row-major `[m, k]` and `b`
@@ -17,15 +17,21 @@ differs from the f32 product by the inputs' rounding (a relative 2^-11 of each) 
   where the rows are a multiple of 4 elements long and the chunk lies inside the matrix, zeros where it lies
   outside, and element by element (zeros outside) where the rows are not a multiple of 4 long: every shape is
   correct. The copy of step s + stages - 1 is issued before step s is multiplied (one barrier a step).
+- **Rounding.** Once the copy of a step has landed, each thread rounds the chunks it copied to TF32 in place
+  (`cvt_rna_tf32_f32`: nearest, ties away from zero) before the step's barrier: each element is rounded once,
+  where rounding each fragment element would round an `a` element once for every warp column and a `b` element
+  once for every warp row. The tensor cores read only an operand's upper 19 bits (truncation): fed rounded
+  values, they multiply exactly those.
 - **Swizzle.** A 32-element row of the `a` tile is 8 chunks, one 128-byte line of banks: chunk `c` of row `r` is
   stored at `c ^ (r % 8)` (`swizzled_chunk(8)`), so that the 8 rows a fragment load reads (at one k) fall in 8
   different bank groups. In the `b` tile a fragment load reads 4 rows at 8 consecutive columns (two chunks):
   chunk `c` of row `r` is stored at `c ^ 2 (r % 4)` (`b_tile_chunk`), which puts those 8 chunks in 8 bank
   groups; eight consecutive chunks of a row (a quarter warp's copies) stay in eight groups too.
 - **Fragments.** For each 8 of the 32 k, each lane reads its 4 `a` elements of each 16-row mma tile and its 2 `b`
-  elements of each 8-column one (the PTX fragment layout of m16n8k8 tf32) with 32-bit shared loads, rounds them
-  with `cvt_rna_tf32_f32` (so that the tensor cores, which read only an operand's upper 19 bits, see a value
-  rounded to nearest, not truncated), and issues its `mma_m16n8k8_tf32_f32` instructions.
+  elements of each 8-column one (the PTX fragment layout of m16n8k8 tf32) with 32-bit shared loads, and issues
+  its `mma_m16n8k8_tf32_f32` instructions. A fragment's rows lie at a fixed lane offset modulo the swizzle's
+  period (g modulo 8 in `a`, t modulo 4 in `b`), so each lane's swizzled columns are computed once (`b_column`)
+  or from constants.
 - **Output.** The accumulators are stored into `c` element by element where they fall inside it, which is where a
   fused epilogue lands.
 
@@ -147,9 +153,29 @@ def matmul_cuda_tf32(batch: Size, m: Size, n: Size, k: Size, *, block_m: int | N
             t = lane % 4
             wm = threadIdx.x // 32 // warps_n * warp_m
             wn = threadIdx.x // 32 % warps_n * warp_n
+            # where column wn + 8 ni + g of a b tile row (t modulo 4) lies: its chunk ^ 2 t (b_tile_chunk)
+            b_column = register_tensor(i32, [mma_n])
+            for ni in meta.range(mma_n):
+                b_column[ni] = ((wn + ni * MMA_N + g) // CHUNK ^ 2 * t) * CHUNK + g % CHUNK
             steps = (k + BLOCK_K - 1) // BLOCK_K
             for step in range(steps + stages - 1):  # copy step `step`, multiply step `step - stages + 1`
                 cp_async_wait_group(stages - 2)  # the copy of the step multiplied now is in place
+                if step >= stages - 1:  # this thread's chunks of it rounded to TF32 in place
+                    buf = (step - stages + 1) % stages
+                    for it in meta.range(-(-chunks_a // threads)):
+                        q = threadIdx.x + it * threads
+                        if chunks_a % threads == 0 or q < chunks_a:
+                            row = q // (BLOCK_K // CHUNK)
+                            at = swizzle_a(row, q % (BLOCK_K // CHUNK)) * CHUNK
+                            for e in meta.range(CHUNK):
+                                smem_a[buf, row, at + e] = cvt_rna_tf32_f32(smem_a[buf, row, at + e])
+                    for it in meta.range(-(-chunks_b // threads)):
+                        q = threadIdx.x + it * threads
+                        if chunks_b % threads == 0 or q < chunks_b:
+                            kk = q // (block_n // CHUNK)
+                            at = swizzle_b(kk, q % (block_n // CHUNK)) * CHUNK
+                            for e in meta.range(CHUNK):
+                                smem_b[buf, kk, at + e] = cvt_rna_tf32_f32(smem_b[buf, kk, at + e])
                 syncthreads()  # ... for every thread, and every thread is done with the buffer refilled now
                 if step < steps:
                     fill = step % stages
@@ -192,15 +218,12 @@ def matmul_cuda_tf32(batch: Size, m: Size, n: Size, k: Size, *, block_m: int | N
                     for ks in meta.range(BLOCK_K // MMA_K):
                         for mi in meta.range(mma_m):
                             for r in meta.range(4):  # A[g + 8 (r % 2), t + 4 (r / 2)] of the mma tile
-                                row = wm + mi * MMA_M + g + 8 * (r % 2)
-                                at = swizzle_a(row, 2 * ks + r // 2) * CHUNK + t
-                                ra[mi, r] = cvt_rna_tf32_f32(smem_a[buf, row, at])
+                                # the row is g modulo 8: its chunk 2 ks + r / 2 lies at that chunk ^ g
+                                at = ((2 * ks + r // 2) ^ g) * CHUNK + t
+                                ra[mi, r] = smem_a[buf, wm + mi * MMA_M + g + 8 * (r % 2), at]
                         for ni in meta.range(mma_n):
-                            for r in meta.range(2):  # B[t + 4 r, g] of the mma tile
-                                kr = ks * MMA_K + t + 4 * r
-                                col = wn + ni * MMA_N + g
-                                rb[ni, r] = cvt_rna_tf32_f32(smem_b[buf, kr, swizzle_b(kr, col // CHUNK) * CHUNK
-                                                                    + col % CHUNK])
+                            for r in meta.range(2):  # B[t + 4 r, g] of the mma tile (its column: b_column)
+                                rb[ni, r] = smem_b[buf, ks * MMA_K + t + 4 * r, b_column[ni]]
                         for mi in meta.range(mma_m):
                             for ni in meta.range(mma_n):
                                 mma_m16n8k8_tf32_f32(~ra[mi, 0], ~rb[ni, 0], ~acc[mi, ni, 0])
