@@ -5,7 +5,8 @@ Importing this package imports every one of them, so every one is registered.
 - `matmul` (numpy's semantics: 1-D operands, broadcast batch dimensions, seen as a batched matmul by
   `matmul_views`): on CUDA, f16 and bf16 operands go to the Hopper template `matmul_cuda_sm90` (TMA and wgmma) on
   sm_90a targets where TMA can read them, else to the tensor-core template `matmul_cuda_f16_mma`, f32 ones to the
-  tiled `cp_async` template `matmul_cuda`; on the CPU, f32 and f16 go to `matmul_cpu` (packed panels and a SIMD
+  tiled `cp_async` template `matmul_cuda` (to the TF32 tensor-core template `matmul_cuda_tf32` where
+  `hidet.option.allow_tf32(True)` allows it); on the CPU, f32 and f16 go to `matmul_cpu` (packed panels and a SIMD
   micro-kernel) where the C compiler enables a vector fused multiply-add, and to the rule-based scheduler elsewhere.
 - `softmax` / `log_softmax` over the last axis, `layer_norm` over trailing axes with a weight and a bias, and
   `rms_norm` with a weight: the row-wise templates over the `[rows, cols]` view of the tensors (`row_views`), on
@@ -45,6 +46,7 @@ from stdlib_ops.templates.kernels import (
     matmul_cuda,
     matmul_cuda_f16_mma,
     matmul_cuda_sm90,
+    matmul_cuda_tf32,
     normalization_cpu,
     normalization_cuda,
     reduction_cpu,
@@ -53,5 +55,5 @@ from stdlib_ops.templates.kernels import (
 )
 
 __all__ = ["attention_cpu", "attention_cuda", "conv2d_cpu", "matmul_cpu", "matmul_cuda", "matmul_cuda_f16_mma",
-           "matmul_cuda_sm90", "normalization_cpu", "normalization_cuda", "reduction_cpu", "reduction_cuda",
-           "softmax_columns_cuda"]
+           "matmul_cuda_sm90", "matmul_cuda_tf32", "normalization_cpu", "normalization_cuda", "reduction_cpu",
+           "reduction_cuda", "softmax_columns_cuda"]
