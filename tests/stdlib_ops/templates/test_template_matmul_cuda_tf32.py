@@ -26,6 +26,7 @@ from hidet_lang.ir.functor import collect
 from hidet_lang.testing import example_count
 from stdlib_ops.templates.kernels.matmul_cuda_tf32 import matmul_cuda_tf32
 from stdlib_ops.templates.params import ScheduleError
+from stdlib_ops.templates.registry import choose_schedule
 
 U = 2.0**-24  # f32's unit roundoff: the accumulation's
 SMALL_TILE = {"block_m": 64, "block_n": 64, "warp_m": 32, "warp_n": 32}
@@ -139,6 +140,25 @@ def test_allowing_tf32_takes_effect_for_the_next_eager_call(tf32_allowed: None) 
     check(got[None], x, w)
 
 
+def intrinsics_chosen(dtype: str, target: str) -> set[str]:
+    """The intrinsics of the kernel chosen for a symbolic `[m, 24] @ [24, n]` matmul of `dtype` on `target`."""
+    x, w = ops.symbol(["m", 24], dtype), ops.symbol([24, "n"], dtype)
+    module = choose_schedule(ops.matmul(x, w).producer.task, target).module
+    return {i.name for f in module.functions for i in collect(f.body, E.Intrinsic)}
+
+
+def test_the_option_chooses_the_template_of_f32_matmuls_only() -> None:
+    assert "mma_m16n8k8_tf32_f32" not in intrinsics_chosen("float32", "cuda")  # off by default: the CUDA cores
+    hidet.option.allow_tf32(True)
+    try:
+        assert "mma_m16n8k8_tf32_f32" in intrinsics_chosen("float32", "cuda")
+        assert "mma_m16n8k8_tf32_f32" in intrinsics_chosen("float32", "cuda:sm_80")
+        assert "mma_m16n8k16_f16_f32" in intrinsics_chosen("float16", "cuda")  # half precision: unchanged
+    finally:
+        hidet.option.allow_tf32(False)
+    assert "mma_m16n8k8_tf32_f32" not in intrinsics_chosen("float32", "cuda")
+
+
 def test_the_option_refuses_what_is_not_a_flag() -> None:
     with pytest.raises(TypeError, match="allow_tf32 takes True or False"):
         hidet.option.allow_tf32(1)  # type: ignore[arg-type]
@@ -186,3 +206,14 @@ def test_machine_code_uses_the_tensor_cores_without_spills(tmp_path: Path) -> No
     # a step of 32 k unrolled: 4 k steps of the 64 x 32 warp tile's 4 x 4 mma tiles
     assert mnemonics.count("HMMA.1688.F32.TF32") == 4 * 4 * 4, sorted(set(mnemonics))
     assert any(m.startswith("LDGSTS") and m.endswith(".128") for m in mnemonics), sorted(set(mnemonics))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("m", "n", "k"), [(1024, 1024, 1024), (1000, 1016, 999)])
+def test_large_products_on_the_gpu(m: int, n: int, k: int) -> None:
+    # the 128 x 128 tile and the 3-stage pipeline at a size the emulator is too slow for; the second shape has rows
+    # of a that are not 16-byte multiples (element copies) and rows of b that are (cp_async)
+    a, b = operands(11, 1, m, n, k)
+    c = np.full((1, m, n), np.nan, np.float32)
+    matmul_cuda_tf32(1, m, n, k).build()(a, b, c)
+    check(c, a, b)
