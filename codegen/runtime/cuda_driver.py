@@ -212,6 +212,14 @@ def copy_to_host(host: Any, ptr: int) -> None:
         check(driver().cuMemcpyDtoH(host.ctypes.data, ptr, host.nbytes), "cuMemcpyDtoH")
 
 
+def device_name() -> str:
+    """The name of the GPU (device 0), e.g. 'NVIDIA H200'."""
+    ensure_current()
+    drv = driver()
+    name = check(drv.cuDeviceGetName(256, drv.CUdevice(0)), "cuDeviceGetName")
+    return bytes(name).split(b"\0", 1)[0].decode(errors="replace")
+
+
 def synchronize() -> None:
     """Wait for the device; raises the error of a failed kernel (e.g. an illegal address)."""
     ensure_current()
@@ -282,3 +290,11 @@ def copy_device_to_device(dst: int, src: int, nbytes: int, stream: int) -> None:
     if nbytes:
         drv = driver()
         check(drv.cuMemcpyDtoDAsync(dst, src, nbytes, drv.CUstream(stream)), "cuMemcpyDtoDAsync")
+
+
+def copy_to_device_async(ptr: int, host: Any, stream: int) -> None:
+    """Copy a C-contiguous numpy array (pageable memory, free to change once this returns) to device address
+    `ptr`, ordered on `stream`."""
+    if host.nbytes:
+        drv = driver()
+        check(drv.cuMemcpyHtoDAsync(ptr, host.ctypes.data, host.nbytes, drv.CUstream(stream)), "cuMemcpyHtoDAsync")

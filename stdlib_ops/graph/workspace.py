@@ -4,8 +4,8 @@ writes.
 
 A call with sizes seen before allocates no intermediates. Its first call runs the kernels plainly (so a kernel's
 first launch, which may set its attributes, happens outside any capture); then the launches are captured over
-buffers of their own: one per graph input, which later calls fill by a copy (device to device, ordered on the
-current stream; numpy inputs straight from the host), and one per graph output, copied into a new array that
+buffers of their own: one per graph input, which later calls fill by a copy ordered on the current stream (from
+the device, or straight from the host for a numpy input), and one per graph output, copied into a new array that
 the call returns (from the caching allocator, so a call's results stay the caller's while later calls run). A
 replay is then: copy the inputs in, launch the graph, copy the outputs out.
 
@@ -60,7 +60,7 @@ class Workspace:
             if isinstance(value, arrays.DeviceArray) and value.on_gpu:
                 cuda_driver.copy_device_to_device(target.ptr, value.ptr, target.nbytes, stream)
             else:
-                cuda_driver.copy_to_device(target.ptr, np.ascontiguousarray(value))
+                cuda_driver.copy_to_device_async(target.ptr, np.ascontiguousarray(value), stream)
 
     def take_output(self, ref: Any, device: str) -> Any:
         """A new array holding the fixed output buffer `ref`'s contents (copied on the current stream)."""

@@ -758,3 +758,18 @@ CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, void *str
 CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, void *stream) {
     return cuMemcpyDtoDAsync(dst, src, n, stream);
 }
+
+/* Pageable host memory: the copy is made before the call returns, as the driver stages it. */
+CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, void *stream) {
+    CUresult status = context_status();
+    if (status) return status;
+    if (!valid_stream(stream)) return INVALID_HANDLE;
+    if (capture_graph) return capture_refuses(), STREAM_CAPTURE_UNSUPPORTED;
+    if (!is_device_range(dst, n)) return INVALID_VALUE;
+    memcpy((void *)(uintptr_t)dst, src, n);
+    return SUCCESS;
+}
+
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, void *stream) {
+    return cuMemcpyHtoDAsync(dst, src, n, stream);
+}
