@@ -90,16 +90,17 @@ def binding_of(task: Task, target: Target | str) -> TemplateBinding | None:
     return None if binding is None else binding.for_target(Target.of(target))
 
 
-def schedule_params(binding: TemplateBinding) -> Point | None:
-    """The schedule parameters `binding`'s template is instantiated with: None when the template declares no tuning
-    space (its own defaults), otherwise the winner recorded for this machine and the binding's shape class when
-    there is one (`stdlib_ops.tuning.records`), else the space's default point."""
+def schedule_params(binding: TemplateBinding, target: Target) -> Point | None:
+    """The schedule parameters `binding`'s template is instantiated with on `target`: None when the template
+    declares no tuning space (its own defaults), otherwise the winner recorded for this machine (its CPU, or its GPU
+    for a CUDA target) and the binding's shape class when there is one (`stdlib_ops.tuning.records`), else the
+    space's default point."""
     space = binding.space
     if space is None:
         return None
     from stdlib_ops.tuning.records import recorded_winner  # the tuning package builds on this registry
 
-    return recorded_winner(binding, space) or dict(space.default)
+    return recorded_winner(binding, space, target) or dict(space.default)
 
 
 # ----------------------------------------------------------------------------------------- choosing a schedule
@@ -141,7 +142,7 @@ def choose_schedule(task: Task, target: Target | str, *, prologue: bool = False)
         binding = template(task)
         binding = None if binding is None else binding.for_target(target, prologue)
         if binding is not None:
-            params = schedule_params(binding)
+            params = schedule_params(binding, target)
             chosen = f"{binding.template_ref}{'' if params is None else json.dumps(params, sort_keys=True)}"
             return _memo(task, target, chosen, params, lambda: _runnable(binding.instantiate(params), target))
     elif template is not None:

@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 
 from codegen.build import build_module
+from codegen.runtime.arrays import DeviceArray, to_device
+from codegen.runtime.streams import synchronize
 from hidet_lang.ir.func import IRModule
 from hidet_lang.ir.types import TensorType
 from stdlib_ops.fusion.contract import the_kernel
@@ -79,7 +81,8 @@ def compile_candidate(candidate: Candidate) -> str | None:
 
 
 def time_candidates(job: TimingJob) -> TimingOutcome:
-    """Check and time the candidates of `job` on this machine (second phase; see the module docstring). Nothing
+    """Check and time the candidates of `job` on this machine (second phase; see the module docstring); CUDA
+    candidates on its GPU, on arrays already there (each sample ends when the GPU has finished its calls). Nothing
     else should run on the machine meanwhile: the tuner submits one timing job at a time."""
     kernels: list[Any] = []
     problems: list[str | None] = []
@@ -116,7 +119,8 @@ def time_candidates(job: TimingJob) -> TimingOutcome:
             seconds.append(None)
             continue
         seconds.append(_median_seconds(kernel, inputs, job.repeat))
-    return TimingOutcome(machine_id(), tuple(seconds), tuple(problems))
+    return TimingOutcome(machine_id(job.candidates[0].target if job.candidates else "cpu"), tuple(seconds),
+                         tuple(problems))
 
 
 def _random_arguments(module: IRModule, seed: int) -> list[np.ndarray]:
@@ -134,10 +138,17 @@ def _random_arguments(module: IRModule, seed: int) -> list[np.ndarray]:
 
 
 def _run_once(kernel: Callable[..., Any], inputs: list[np.ndarray]) -> list[np.ndarray]:
-    """The arrays after one call of `kernel` on copies of `inputs`."""
-    arrays = [a.copy() for a in inputs]
+    """The arrays after one call of `kernel` on copies of `inputs` (on the device of a CUDA module's kernel)."""
+    arrays = _copies(kernel, inputs)
     kernel(*arrays)
-    return arrays
+    return [a.numpy() if isinstance(a, DeviceArray) else a for a in arrays]
+
+
+def _copies(kernel: Callable[..., Any], inputs: list[np.ndarray]) -> list[Any]:
+    """Copies of `inputs` where `kernel` computes: in GPU memory for a CUDA module on a GPU, numpy arrays else."""
+    if getattr(kernel, "on_gpu", False):
+        return [to_device(a) for a in inputs]
+    return [a.copy() for a in inputs]
 
 
 def _mismatch(result: list[np.ndarray], reference: list[np.ndarray] | None) -> str | None:
@@ -155,14 +166,16 @@ def _mismatch(result: list[np.ndarray], reference: list[np.ndarray] | None) -> s
 
 def _median_seconds(kernel: Callable[..., Any], inputs: list[np.ndarray], repeat: int) -> float:
     """Median seconds per call of `kernel` over `repeat` samples, after a warm-up call that sizes the samples."""
-    arrays = [a.copy() for a in inputs]
+    arrays = _copies(kernel, inputs)
     start = time.perf_counter()
     kernel(*arrays)
+    synchronize()
     calls = max(1, int(SAMPLE_SECONDS / max(time.perf_counter() - start, 1e-9)))
     samples = []
     for _ in range(repeat):
         start = time.perf_counter()
         for _ in range(calls):
             kernel(*arrays)
+        synchronize()
         samples.append((time.perf_counter() - start) / calls)
     return statistics.median(samples)

@@ -14,16 +14,34 @@ import platform
 import re
 from pathlib import Path
 
+from codegen.runtime import cuda_driver
+from codegen.runtime.cuda_backend import backend
+from codegen.toolchain.nvrtc import default_arch
+from hidet_lang.target import Target
+
 CPUINFO = Path("/proc/cpuinfo")
 CODEGEN_FLAGS = re.compile(r"^(sse4_2|avx|avx2|fma|f16c|avx512\w*|amx\w*|avx_vnni\w*|asimd\w*|sve\w*|neon)$")
 """The CPU flags that change what `-march=native` code can use (vector widths, FMA, half-precision conversions)."""
 
 
+def machine_id(target: Target | str = "cpu") -> str:
+    """The identity, for tuning records, of what runs kernels for `target` here: the CPU for 'cpu' (e.g. `x86_64
+    AMD EPYC 7B13 [avx,avx2,fma,...] 16 cores`), the GPU for CUDA (e.g. `NVIDIA H200 sm_90`; `CUDA emulator`
+    where CUDA modules run on the emulator)."""
+    return _gpu_id() if Target.of(target).is_cuda else _cpu_id()
+
+
 @functools.cache
-def machine_id() -> str:
-    """This machine's identity for tuning records, e.g. `x86_64 AMD EPYC 7B13 [avx,avx2,fma,...] 16 cores`."""
+def _cpu_id() -> str:
     model, flags = _cpu_model_and_flags()
     return f"{platform.machine()} {model} [{','.join(sorted(flags))}] {os.cpu_count() or 1} cores"
+
+
+@functools.cache
+def _gpu_id() -> str:
+    if backend() != "gpu":
+        return "CUDA emulator"
+    return f"{cuda_driver.device_name()} {default_arch()}"
 
 
 def _cpu_model_and_flags() -> tuple[str, set[str]]:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from codegen.toolchain import cache_dir
+from hidet_lang.target import Target
 from stdlib_ops.templates.binding import TemplateBinding
 from stdlib_ops.templates.registry import choices_changed
 from stdlib_ops.templates.space import Point, TuningSpace
@@ -126,15 +127,16 @@ def write_record(path: Path, machine: str, key: str, entry: dict[str, Any]) -> N
     choices_changed()
 
 
-def recorded_entry(binding: TemplateBinding) -> dict[str, Any] | None:
-    """The record of this machine for `binding`'s shape class, whatever its parameters, or None."""
-    return read_records(records_path()).get(machine_id(), {}).get(shape_class(binding))
+def recorded_entry(binding: TemplateBinding, target: Target | str = "cpu") -> dict[str, Any] | None:
+    """The record of this machine (for `target`: its CPU or its GPU) for `binding`'s shape class, whatever its
+    parameters, or None."""
+    return read_records(records_path()).get(machine_id(target), {}).get(shape_class(binding))
 
 
-def recorded_winner(binding: TemplateBinding, space: TuningSpace) -> Point | None:
+def recorded_winner(binding: TemplateBinding, space: TuningSpace, target: Target | str = "cpu") -> Point | None:
     """The recorded winner for `binding` on this machine, when there is one and it is a point of `space` (a record
     whose parameters are not is ignored with a warning)."""
-    entry = recorded_entry(binding)
+    entry = recorded_entry(binding, target)
     if entry is None:
         return None
     params = entry["params"]

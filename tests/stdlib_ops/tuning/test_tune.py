@@ -101,7 +101,6 @@ def test_tensors_and_tasks_are_tuned_like_graphs(records: Path, small_space: Tun
     assert by_tensor.source == "tuned" and by_task.source == "recorded"
     assert by_task.shape_class == by_tensor.shape_class and by_task.params == by_tensor.params
     assert ops.tune(ops.relu(x), executor=executor) == []  # nothing tunable
-    assert ops.tune(matmul_graph(), "cuda", executor=executor) == []  # no CUDA template declares a space
 
 
 def test_bad_arguments_are_refused() -> None:
