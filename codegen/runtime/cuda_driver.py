@@ -266,11 +266,13 @@ def end_capture(stream: int) -> Any:
 
 def graph_instantiate(graph: Any) -> Any:
     """An executable graph (CUgraphExec) made from a captured CUgraph."""
+    ensure_current()
     return check(driver().cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
 
 
 def graph_launch(executable: Any, stream: int) -> None:
     """Issue an executable graph's work to `stream`, as one launch."""
+    ensure_current()
     drv = driver()
     check(drv.cuGraphLaunch(executable, drv.CUstream(stream)), "cuGraphLaunch")
 
@@ -288,6 +290,7 @@ def graph_exec_destroy(executable: Any) -> None:
 def copy_device_to_device(dst: int, src: int, nbytes: int, stream: int) -> None:
     """Copy `nbytes` from device address `src` to `dst`, ordered on `stream` (the host does not wait)."""
     if nbytes:
+        ensure_current()
         drv = driver()
         check(drv.cuMemcpyDtoDAsync(dst, src, nbytes, drv.CUstream(stream)), "cuMemcpyDtoDAsync")
 
@@ -296,5 +299,6 @@ def copy_to_device_async(ptr: int, host: Any, stream: int) -> None:
     """Copy a C-contiguous numpy array (pageable memory, free to change once this returns) to device address
     `ptr`, ordered on `stream`."""
     if host.nbytes:
+        ensure_current()
         drv = driver()
         check(drv.cuMemcpyHtoDAsync(ptr, host.ctypes.data, host.nbytes, drv.CUstream(stream)), "cuMemcpyHtoDAsync")

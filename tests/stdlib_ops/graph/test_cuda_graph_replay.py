@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import gc
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -74,6 +75,28 @@ def test_switched_off_calls_match_numpy() -> None:
     for seed in range(3):
         x = random_input(5, seed)
         check(compiled(x), x)
+
+
+def test_several_outputs_and_an_input_returned_as_it_is() -> None:
+    x = ops.symbol(["batch", 5], dtype="float32")
+    hidden = ops.relu(x * 2.0)
+    compiled = ops.trace_from([ops.sum(hidden, axis=1), hidden, x], [x]).build(target="cuda")
+    for k, batch in enumerate((3, 3, 3, 6, 6)):
+        data = random_input(batch, k)[:, :5].copy()
+        total, relu, same = compiled(data)
+        np.testing.assert_array_equal(relu.numpy(), np.maximum(data * 2, 0))
+        # a sum of 5 values in f32: a few ulps
+        np.testing.assert_allclose(total.numpy(), np.maximum(data * 2, 0).sum(axis=1), rtol=1e-6, atol=1e-6)
+        np.testing.assert_array_equal(same.numpy(), data)
+
+
+def test_calls_from_several_threads_share_the_kept_buffers_safely() -> None:
+    compiled = shared_graph()
+    inputs = [random_input(4, seed) for seed in range(8)]
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda x: compiled(x).numpy(), inputs * 2))
+    for x, result in zip(inputs * 2, results):
+        np.testing.assert_allclose(result, reference(x, *weights()), rtol=2e-5, atol=1e-6)
 
 
 # ---- what the (simulated) GPU's driver saw ----
@@ -223,3 +246,19 @@ def test_a_graph_whose_launches_cannot_be_captured_launches_plainly(fake_driver:
         before = launches(fake_driver)
         check(compiled(x), x)
         assert launches(fake_driver) == (before[0] + kernels, before[1])
+
+
+@pytest.mark.gpu
+def test_a_call_on_another_stream_waits_for_the_previous_calls_stream(fake_driver: ctypes.CDLL) -> None:
+    fake_driver.fake_cuda_waits.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    compiled = build()
+    x = random_input(3, 4)
+    first, second = hidet.cuda.Stream(), hidet.cuda.Stream()
+    with hidet.cuda.stream(first):
+        compiled(x)
+    waits = fake_driver.fake_cuda_waits(int(second), int(first))
+    with hidet.cuda.stream(second):
+        result = compiled(x)
+    assert fake_driver.fake_cuda_waits(int(second), int(first)) == waits + 1
+    second.synchronize()
+    check(result, x)
