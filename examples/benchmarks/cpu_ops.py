@@ -10,8 +10,9 @@ about 10 ms (after its threads are left to settle and a warm-up call); a time is
 
 Rows are produced by the functions in `ROWS` (each returns its `Row`s): matmul, `gelu(x @ w + b)`, the
 memory-bound softmax and norms, whose rate is in GB/s against the machine's measured copy bandwidth (a parallel copy
-written in the DSL), conv2d (a dense 3x3 and a depthwise 3x3), and the MLP of examples/mlp.py (onnxruntime runs it
-as an ONNX model the benchmark writes); a new operator is a new row function appended there. Peers that are not
+written in the DSL), conv2d (a dense 3x3 and a depthwise 3x3), the MLP of examples/mlp.py (onnxruntime runs it
+as an ONNX model the benchmark writes), and attention at sequence 512 (the CPU template, and the same as three of
+our kernels: matmul, softmax, matmul); a new operator is a new row function appended there. Peers that are not
 installed (torch, onnxruntime, threadpoolctl: the `bench` extra) print as missing.
 
 Where the environment sets OPENBLAS_CORETYPE or OPENBLAS_L2_SIZE (which pin OpenBLAS to another kernel or cache
@@ -469,8 +470,55 @@ def conv_rows(peers: Peers, quick: bool) -> list[Row]:
     return rows
 
 
+def numpy_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool) -> np.ndarray:
+    """softmax(q k^T / sqrt(d) (+ the causal mask)) v in numpy (f32)."""
+    scores = q @ np.swapaxes(k, -1, -2) * np.float32(1 / math.sqrt(q.shape[-1]))
+    if causal:
+        scores = np.where(np.tril(np.ones(scores.shape[-2:], bool)), scores, np.float32(-np.inf))
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    return (weights / weights.sum(-1, keepdims=True)) @ v
+
+
+def attention_rows(peers: Peers, quick: bool) -> list[Row]:
+    """Attention at sequence 512 ([2, 8, 512, 64] f32, plain and causal): the CPU template (one kernel, online
+    softmax), and the same computed by three of our kernels (matmul, softmax, matmul: q pre-scaled, k given
+    transposed), each against numpy and torch's `scaled_dot_product_attention`."""
+    batch, heads, seq, dim = (1, 2, 64, 32) if quick else (2, 8, 512, 64)
+    rng = np.random.default_rng(4)
+    q, k, v = (rng.standard_normal((batch, heads, seq, dim)).astype(np.float32) for _ in range(3))
+    q_scaled = q * np.float32(1 / math.sqrt(dim))
+    k_transposed = np.ascontiguousarray(np.swapaxes(k, -1, -2))
+    torch_inputs = [peers.torch.from_numpy(x) for x in (q, k, v)] if peers.torch is not None else []
+    rows = []
+    for causal in (False, True):
+        qs, ks, vs = (ops.symbol([batch, heads, seq, dim]) for _ in range(3))
+        fused = ops.optimize(ops.trace_from(ops.attention(qs, ks, vs, causal), [qs, ks, vs])).build("cpu")
+        assert fused.kernels == ["attention"], fused.kernels
+        a, kt, c = ops.symbol([batch, heads, seq, dim]), ops.symbol([batch, heads, dim, seq]), ops.symbol(
+            [batch, heads, seq, dim])
+        scores = ops.matmul(a, kt)
+        if causal:
+            scores = ops.where(ops.asarray(np.tril(np.ones((seq, seq), bool))), scores, -np.inf)
+        three = ops.trace_from(ops.matmul(ops.softmax(scores, axis=-1), c), [a, kt, c]).build("cpu")
+        candidates: dict[str, Callable[[], np.ndarray] | None] = {
+            "numpy": lambda causal=causal: numpy_attention(q, k, v, causal)}
+        if peers.torch is not None:
+            candidates["torch"] = lambda causal=causal: peers.torch.nn.functional.scaled_dot_product_attention(
+                *torch_inputs, is_causal=causal)
+        # f32 dot products of 64 terms and softmaxes of 512 keys in different orders: a few 1e-6 of outputs ~1
+        bound = np.full(q.shape, 2e-5)
+        runs = 3 if quick else RUNS
+        flops = 4.0 * batch * heads * seq * seq * dim / (2 if causal else 1)
+        label = f"attention{' causal' if causal else ''} s={seq}"
+        calls = {"": lambda f=fused: f(q, k, v), " 3 kernels": lambda f=three: f(q_scaled, k_transposed, v)}
+        for name, call in calls.items():
+            ours = call().numpy().astype(np.float64)
+            rows.append(Row(label + name, flops, timed(call, candidates, ours, bound, runs)))
+    return rows
+
+
 ROWS: list[Callable[[Peers, bool], list[Row]]] = [matmul_rows, gelu_rows, normalization_rows, conv_rows,
-                                                   mlp_rows]
+                                                   mlp_rows, attention_rows]
 """The row functions, in table order; each returns its rows (append a function for a new operator)."""
 
 
