@@ -165,11 +165,13 @@ def test_the_option_refuses_what_is_not_a_flag() -> None:
     assert hidet.option.allow_tf32() is False
 
 
-def test_a_fused_bias_and_relu_land_in_the_stores_of_the_tf32_kernel(tf32_allowed: None) -> None:
+def test_a_fused_scale_bias_and_relu_land_in_the_copies_and_stores_of_the_tf32_kernel(tf32_allowed: None) -> None:
+    # rows of 36 and 20 f32s: the template copies both tiles with cp_async, which the scale prologue turns into
+    # element copies of x * 0.5 (then rounded to TF32 in shared memory); bias and relu land in the stores
     x, w, bias = ops.symbol(["m", 36], "float32"), ops.symbol([36, 20], "float32"), ops.symbol([20], "float32")
-    y = ops.relu(ops.matmul(x, w) + bias)
+    y = ops.relu(ops.matmul(x * 0.5, w) + bias)
     compiled = ops.optimize(ops.trace_from(y, [x, w, bias])).build("cuda")
-    assert compiled.kernels == ["matmul* + add + relu"]
+    assert compiled.kernels == ["mul + matmul* + add + relu"]
     (module,) = compiled.ir_modules
     assert "mma_m16n8k8_tf32_f32" in {i.name for f in module.functions for i in collect(f.body, E.Intrinsic)}
     rng = np.random.default_rng(3)
@@ -177,8 +179,8 @@ def test_a_fused_bias_and_relu_land_in_the_stores_of_the_tf32_kernel(tf32_allowe
     got = compiled(xs, ws, bs).numpy()
     # the TF32 product off by its f32 sum's rounding ((k + 1) 2^-24 of the magnitude), then the add rounds once
     # more (2^-24 of the magnitude with the bias); relu moves no value further from the exact one
-    exact = tf32(xs) @ tf32(ws) + bs
-    magnitude = np.abs(tf32(xs)) @ np.abs(tf32(ws)) + np.abs(bs)
+    exact = tf32(xs * 0.5) @ tf32(ws) + bs  # x * 0.5 is exact
+    magnitude = np.abs(tf32(xs * 0.5)) @ np.abs(tf32(ws)) + np.abs(bs)
     assert (np.abs(got - np.maximum(exact, 0)) <= 38 * U * magnitude).all()
 
 
