@@ -214,6 +214,9 @@ class CompiledGraph:
                 raise TypeError(f"the compiled graph's input {self._input_text(k)} got a symbolic tensor; pass data")
             array = value.storage if value.device == self.device else value.numpy()
             dtype, shape = value.dtype, value.shape
+        elif self.device == "cuda" and _in_gpu_memory(value):  # a GPU tensor of this or another library: no copy
+            array = value if isinstance(value, arrays.DeviceArray) else arrays.from_dlpack_device(value)
+            dtype, shape = array.dtype.name, array.shape
         else:
             if hasattr(value, "__dlpack__") and not isinstance(value, np.ndarray):
                 value = np.from_dlpack(value)
@@ -283,3 +286,15 @@ class CompiledGraph:
 def _kernel_argument(value: Any) -> Any:
     """A rank-0 array is passed to a kernel as a one-element array."""
     return value.reshape((1,)) if len(value.shape) == 0 else value
+
+
+def _in_gpu_memory(value: Any) -> bool:
+    """Whether `value` is a 'cuda' array in GPU memory or a DLPack object whose data is on a CUDA device."""
+    if isinstance(value, arrays.DeviceArray):
+        return value.on_gpu
+    device = getattr(value, "__dlpack_device__", None)
+    return device is not None and not isinstance(value, np.ndarray) and device()[0] in DLPACK_CUDA_DEVICES
+
+
+DLPACK_CUDA_DEVICES = (2, 13)
+"""DLPack's device types of CUDA memory (kDLCUDA, kDLCUDAManaged)."""

@@ -131,6 +131,21 @@ def test_replays_give_the_plain_launches_results_with_one_graph_launch(fake_driv
         assert launches(fake_driver) == (before[0], before[1] + 1)
     device_input = ops.asarray(random_input(6, 9), device="cuda")  # copied into the captured input on the device
     check(compiled(device_input), device_input.numpy())
+    check(compiled(device_input.storage), device_input.numpy())  # a 'cuda' array, as DLPack gives one
+    check(compiled(DLPackOnly(device_input)), device_input.numpy())  # another library's GPU tensor
+
+
+class DLPackOnly:
+    """A GPU tensor known only through DLPack, as another library's."""
+
+    def __init__(self, tensor: ops.Tensor) -> None:
+        self.tensor = tensor
+
+    def __dlpack__(self, stream: object = None, **kwargs: object) -> object:
+        return self.tensor.__dlpack__(stream=stream, **kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self.tensor.__dlpack_device__()
 
 
 @pytest.mark.gpu
