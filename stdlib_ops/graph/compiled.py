@@ -23,7 +23,9 @@ import numpy as np
 from codegen.runtime import arrays
 from codegen.runtime.cuda_graphs import CaptureFailedError, CudaGraph, capture_supported
 from codegen.toolchain.cubin_report import CubinReport
-from hidet_lang.ir.func import IRModule
+from hidet_lang.ir.func import DEVICE_KINDS, IRModule
+from hidet_lang.ir.functor import collect
+from hidet_lang.ir.stmt import AssertStmt
 from hidet_lang.target import Target
 from stdlib_ops.dims import dim_value
 from stdlib_ops.graph.memory_plan import Shape, SlotKind
@@ -87,6 +89,7 @@ class CompiledGraph:
         self.kernel_schedules = list(kernel_schedules) or [None] * len(self.modules)  # by kernel, like `titles`
         self.cuda_graphs = True  # on a GPU, calls replay the launches captured for their sizes (see `workspace`)
         self._workspaces = Workspaces()  # on CUDA: buffers (and captured graphs) by the symbolic sizes' values
+        self._capture_allowed: bool | None = None  # whether the launches may be captured (`_capturable`)
         self._lock = threading.Lock()  # a CUDA call's buffers are the workspace's: one call issues work at a time
 
     @property
@@ -165,10 +168,12 @@ class CompiledGraph:
 
     def _capturable(self) -> bool:
         """Whether the graph's launches may be captured: on a GPU, every kernel a GPU module whose calls need no
-        host work afterwards (no host assertions, no printf to flush)."""
-        return capture_supported() and all(
-            getattr(m, "on_gpu", False) and not m.interface.has_assert and not m.interface.has_printf
-            for m in self.modules)
+        host work afterwards (no assertions to check, host or device, no printf to flush); decided once."""
+        if self._capture_allowed is None:
+            self._capture_allowed = capture_supported() and all(
+                getattr(m, "on_gpu", False) and not m.interface.has_assert and not m.interface.has_printf
+                and not _has_device_assertions(m.ir) for m in self.modules)
+        return self._capture_allowed
 
     def _buffer_views(self, slots: list[Any], sizes: dict[str, int]) -> dict[Ref, Any]:
         """Each planned buffer, by its ref: a view of its slot in `slots` with the buffer's shape for `sizes`."""
@@ -286,6 +291,11 @@ class CompiledGraph:
 def _kernel_argument(value: Any) -> Any:
     """A rank-0 array is passed to a kernel as a one-element array."""
     return value.reshape((1,)) if len(value.shape) == 0 else value
+
+
+def _has_device_assertions(module: IRModule) -> bool:
+    """Whether a lowered CUDA module's device code asserts (each launch is then followed by a check on the host)."""
+    return any(collect(f.body, AssertStmt) for f in module.functions if f.attrs.kind in DEVICE_KINDS)
 
 
 def _in_gpu_memory(value: Any) -> bool:

@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 
 import hidet_lang as hidet
 import stdlib_ops as ops
+from hidet_lang import attrs, f32, i32
+from hidet_lang.cuda import blockIdx, threadIdx
 
 FEATURES = 24
 
@@ -97,6 +99,25 @@ def test_calls_from_several_threads_share_the_kept_buffers_safely() -> None:
         results = list(pool.map(lambda x: compiled(x).numpy(), inputs * 2))
     for x, result in zip(inputs * 2, results):
         np.testing.assert_allclose(result, reference(x, *weights()), rtol=2e-5, atol=1e-6)
+
+
+def test_kernels_that_assert_on_the_device_are_not_captured() -> None:
+    from stdlib_ops.graph.compiled import _has_device_assertions
+
+    with hidet.script_module() as module:
+
+        @hidet.script
+        def double_non_negative(n: i32, a: f32[n]):  # noqa: F821 (parameters)
+            attrs.func_kind = "cuda_kernel"
+            attrs.cuda.block_dim = 32
+            attrs.cuda.grid_dim = (n + 31) // 32
+            i = blockIdx.x * 32 + threadIdx.x
+            if i < n:
+                assert a[i] >= 0.0, "negative"
+                a[i] = a[i] * 2.0
+
+    assert _has_device_assertions(module.build(target="cuda").ir)
+    assert not any(_has_device_assertions(m.ir) for m in shared_graph().modules)
 
 
 # ---- what the (simulated) GPU's driver saw ----
@@ -241,7 +262,7 @@ class SynchronizingKernel:
 
     def __init__(self, module: object) -> None:
         self.module = module
-        self.on_gpu, self.interface = True, module.interface
+        self.on_gpu, self.interface, self.ir = True, module.interface, module.ir
         self.cell = ops.asarray(np.zeros(1, np.float32), device="cuda").storage
 
     def __call__(self, *args: object) -> None:
