@@ -60,8 +60,10 @@ class CudaGraph:
             cuda_driver.begin_capture(stream)
             try:
                 launched = work()
-            except Exception as failure:
+            except BaseException as failure:  # an interrupt too: the thread must not be left capturing
                 _abandon_capture(stream)
+                if not isinstance(failure, Exception):
+                    raise
                 raise CaptureFailedError(f"the launches could not be captured: {failure}") from failure
             try:
                 graph = cuda_driver.end_capture(stream)
