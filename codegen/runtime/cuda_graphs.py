@@ -44,22 +44,20 @@ class CudaGraph:
     """An executable CUDA graph made by `capture`; `launch()` replays its kernels on the current stream. The
     driver's graph is destroyed when this object is collected."""
 
-    __slots__ = ("_executable", "kernel_launches")
+    __slots__ = ("_executable",)
 
-    def __init__(self, executable: Any, kernel_launches: int) -> None:
+    def __init__(self, executable: Any) -> None:
         self._executable = executable
-        self.kernel_launches = kernel_launches
 
     @classmethod
-    def capture(cls, work: Callable[[], int]) -> CudaGraph:
+    def capture(cls, work: Callable[[], None]) -> CudaGraph:
         """The graph of the kernel launches `work()` issues to the current stream (which is a capture stream
-        while it runs); `work` returns how many kernels it launched. CaptureFailedError, with nothing launched,
-        when the driver refused part of the work."""
+        while it runs). CaptureFailedError, with nothing launched, when the driver refused part of the work."""
         stream = _capture_stream()
         with streams.stream(streams.Stream.wrap(stream)):
             cuda_driver.begin_capture(stream)
             try:
-                launched = work()
+                work()
             except BaseException as failure:  # an interrupt too: the thread must not be left capturing
                 _abandon_capture(stream)
                 if not isinstance(failure, Exception):
@@ -73,7 +71,7 @@ class CudaGraph:
             executable = cuda_driver.graph_instantiate(graph)
         finally:
             cuda_driver.graph_destroy(graph)
-        return cls(executable, launched)
+        return cls(executable)
 
     def launch(self) -> None:
         """Issue the graph's kernels to the calling thread's current stream, as one driver launch."""

@@ -198,12 +198,11 @@ class CompiledGraph:
                 values[ref] = arrays.empty(spec.resolve(sizes), spec.dtype, self.device)
         return values
 
-    def _launch(self, values: dict[Ref, Any], sizes: dict[str, int]) -> int:
-        """Launch the plan's kernels over `values`, in order; the number launched."""
+    def _launch(self, values: dict[Ref, Any], sizes: dict[str, int]) -> None:
+        """Launch the plan's kernels over `values`, in order."""
         for launch in self.plan.launches:
             call = [sizes[a[1]] if a[0] == "size" else _kernel_argument(values[a]) for a in launch.args]
             self.modules[launch.kernel](*call)
-        return len(self.plan.launches)
 
     def _output(self, value: Any, spec: TensorSpec, sizes: dict[str, int], ref: Ref) -> Tensor:
         shape = spec.resolve(sizes)

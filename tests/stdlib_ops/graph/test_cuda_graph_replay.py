@@ -226,9 +226,8 @@ def test_work_a_capture_cannot_record_fails_the_capture_and_nothing_is_left_capt
 
     cell = ops.asarray(np.zeros(4, np.float32), device="cuda").storage
 
-    def synchronous_copy() -> int:
+    def synchronous_copy() -> None:
         cuda_driver.copy_to_host(np.zeros(4, np.float32), cell.ptr)
-        return 0
 
     with pytest.raises(CaptureFailedError, match="CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"):
         CudaGraph.capture(synchronous_copy)
