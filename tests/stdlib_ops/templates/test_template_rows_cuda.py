@@ -68,6 +68,8 @@ def test_softmax_and_log_softmax(layout: str, draw: st.DataObject, rows: int) ->
     y = np.full_like(x, np.nan)
     call(built(softmax_cuda, layout, cols), layout, x, y)
     assert_softmax_close(y, x)
+    if layout in ("warp", "streamed"):
+        return  # log-softmax shares its layouts' code with softmax: two of them keep the builds few
     call(built(log_softmax_cuda, layout, cols), layout, x, y)
     _, shifted, log_total = softmax_reference(x)
     # x - max - log(sum): two roundings of the terms' size, and log of a sum off by cols * 2^-24 relative
@@ -75,8 +77,12 @@ def test_softmax_and_log_softmax(layout: str, draw: st.DataObject, rows: int) ->
     assert (np.abs(y - (shifted - log_total)) <= bound).all()
 
 
-@pytest.mark.parametrize("layout", sorted(COLS))
-@pytest.mark.parametrize(("weight", "bias"), [(True, True), (False, False), (False, True)])
+# every layout without parameters; with both, a weight alone and a bias alone on one layout each (few builds)
+NORM_CASES = [(layout, False, False) for layout in sorted(COLS)] + [("symbolic", True, True), ("warp", False, True),
+                                                                   ("cached", True, False)]
+
+
+@pytest.mark.parametrize(("layout", "weight", "bias"), NORM_CASES)
 @settings(max_examples=example_count(2), deadline=None)
 @given(draw=st.data(), rows=st.sampled_from([1, 5, 9]))
 def test_layer_norm_with_and_without_parameters(layout: str, weight: bool, bias: bool, draw: st.DataObject,
@@ -95,8 +101,7 @@ def test_layer_norm_with_and_without_parameters(layout: str, weight: bool, bias:
     assert (np.abs(y - expected) <= 8 * (cols + 2) * U * magnitude).all()
 
 
-@pytest.mark.parametrize("layout", sorted(COLS))
-@pytest.mark.parametrize("weight", [True, False])
+@pytest.mark.parametrize(("layout", "weight"), [("warp", False), ("cached", False), ("symbolic", True)])
 @settings(max_examples=example_count(2), deadline=None)
 @given(draw=st.data(), rows=st.sampled_from([1, 5, 9]))
 def test_rms_norm_with_and_without_weight(layout: str, weight: bool, draw: st.DataObject, rows: int) -> None:
