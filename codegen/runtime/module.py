@@ -9,6 +9,7 @@ from types import CodeType
 from typing import TYPE_CHECKING, Any
 
 from codegen.emit.c_emitter import ASSERT_STATUS_SYMBOL, FLUSH_SYMBOL
+from codegen.runtime import streams
 from codegen.runtime.arguments import ctype_of, make_caller
 from codegen.runtime.interface import ModuleInterface
 from codegen.toolchain.cache import PortableEntry, export_entry, install_entry
@@ -80,13 +81,14 @@ class CompiledModule:
 
     def export(self) -> list[PortableEntry]:
         """The compilation-cache entries this module loads, for `CompiledModule.load` in another process or on
-        another machine of the same kind: its shared library (for a CUDA module on a GPU, its host library and the
-        cubin). ValueError when the library's entry is no longer intact in the cache (a build of the module
-        publishes it again)."""
+        another machine of the same kind: its shared library (for a CUDA module on a GPU, its host library, the
+        cubin and the small library its launchers read the current stream from). ValueError when the library's
+        entry is no longer intact in the cache (a build of the module publishes it again)."""
         entries = [export_entry(self.library_path)]
         if self.on_gpu:
             meta = {"arch": Target.of(self.target).arch, "package_version": __version__}
             entries.append(PortableEntry(CUBIN.file, self.source("cuda"), meta, self.cubin))
+            entries.append(export_entry(streams.current_stream_library_path()))
         return entries
 
     @staticmethod

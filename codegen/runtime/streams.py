@@ -183,6 +183,12 @@ def _current_stream_library() -> ctypes.CDLL:
     return lib
 
 
+def current_stream_library_path() -> str:
+    """The path of the library `current_stream_entry_point` comes from (a compiled module on a GPU exports it with
+    its own, so that a saved graph loads where no compiler is)."""
+    return _current_stream_library()._name
+
+
 def current_stream_entry_point() -> int:
     """The address of a C function `void *(void)` giving the calling thread's current stream, for the generated
     launchers (`hidet_lang_bind_stream`)."""
