@@ -7,11 +7,13 @@ the hardware cannot honour raises `ScheduleError`, which a tuner skips.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import TypeVar
 
 from hidet_lang.ir.types import DataType, dtype_from_name
 
 Size = int | str
+Tile = TypeVar("Tile", bound=tuple[int, ...])
 
 
 class ScheduleError(ValueError):
@@ -41,3 +43,15 @@ def template_dtype(template: str, dtype: str | DataType, allowed: tuple[str, ...
     require(resolved.name in allowed, template, f"dtype {resolved.name} is not supported (supported: "
             f"{', '.join(allowed)})")
     return resolved
+
+
+def tile_for_blocks(tiles: Sequence[Tile], batch: Size, m: Size, n: Size, enough: int) -> Tile:
+    """The first of `tiles` (tuples starting with block_m and block_n, largest first) that cuts a product of these
+    sizes into at least `enough` blocks, the last when none does; the first when a size is symbolic (known only at
+    run time, it may be large)."""
+    if not all(isinstance(s, int) for s in (batch, m, n)):
+        return tiles[0]
+    for tile in tiles:
+        if batch * -(-m // tile[0]) * -(-n // tile[1]) >= enough:  # type: ignore[operator]
+            return tile
+    return tiles[-1]

@@ -48,7 +48,7 @@ from stdlib_ops.templates.kernels.matmul_cuda_f16_mma import matmul_cuda_f16_mma
 from stdlib_ops.templates.kernels.matmul_cuda_sm90 import hopper_binding
 from stdlib_ops.templates.kernels.matmul_cuda_tf32 import matmul_cuda_tf32
 from stdlib_ops.templates.kernels.matmul_views import matmul_views
-from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
+from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype, tile_for_blocks
 from stdlib_ops.templates.registry import library_template
 from stdlib_ops.templates.sizes import bind_sizes
 from stdlib_ops.templates.space import Point, TuningSpace, declare_space
@@ -69,13 +69,7 @@ an SM): the largest tile that gives this many is taken."""
 def default_tiles(batch: Size, m: Size, n: Size) -> tuple[int, int, int, int]:
     """The tile (block_m, block_n, thread_m, thread_n) for a product of these sizes: the largest of `TILES` that
     gives `ENOUGH_BLOCKS` blocks (the smallest when none does); the largest when a size is symbolic."""
-    if not all(isinstance(s, int) for s in (batch, m, n)):
-        return TILES[0]
-    for tile in TILES:
-        block_m, block_n = tile[0], tile[1]
-        if batch * -(-m // block_m) * -(-n // block_n) >= ENOUGH_BLOCKS:  # type: ignore[operator]
-            return tile
-    return TILES[-1]
+    return tile_for_blocks(TILES, batch, m, n, ENOUGH_BLOCKS)
 
 
 def _valid(point: Point) -> bool:
