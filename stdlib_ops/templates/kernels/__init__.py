@@ -15,7 +15,7 @@ Importing this package imports every one of them, so every one is registered.
 - `sum`, `mean`, `max` and `min` over a run of consecutive axes of an f32 or f16 tensor, on the CPU
   (`reduction_cpu`): `reduce_rows_cpu` where the axes are the trailing ones (vector accumulators),
   `reduce_columns_cpu` where some axes follow them (strips of columns accumulated row after row), over the
-  `[outer, extent, inner]` view.
+  `[outer, extent, inner]` view (`reduction_views`, which the CUDA reductions share).
 - `sum`, `mean`, `max`, `min`, `var` and `std` over a run of consecutive axes, and `argmax` / `argmin` over one
   axis, of an f32, f16 or bf16 tensor on CUDA (`reduction_cuda`): `reduce_rows_cuda` (a warp or a block per row)
   where the axes are the trailing ones, `reduce_columns_cuda` (coalesced strips of columns) where some axes follow

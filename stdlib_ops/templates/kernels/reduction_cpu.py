@@ -26,17 +26,15 @@ import math
 
 from hidet_lang import attrs, f32, grid, i32, i64, register_tensor, script, script_module
 from hidet_lang.frontend.script import ScriptModule
-from hidet_lang.ir import expr as E
-from hidet_lang.ir.types import DataType, int32
-from stdlib_ops.schedule.signature import kernel_signature
+from hidet_lang.ir.types import DataType
 from stdlib_ops.task import Task
-from stdlib_ops.templates.binding import TemplateBinding, common_dtype, shape_of
+from stdlib_ops.templates.binding import TemplateBinding, common_dtype
 from stdlib_ops.templates.cpu_lanes import machine_lanes, template_lanes
+from stdlib_ops.templates.kernels.reduction_views import reduction_views
 from stdlib_ops.templates.kernels.row_reduce_cpu import row_reducers
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.registry import library_template
 from stdlib_ops.templates.sizes import bind_sizes
-from stdlib_ops.templates.views import Indices, View, product, unravel
 
 REDUCTION_CPU_DTYPES = ("float32", "float16")
 REDUCTION_CPU_KINDS = ("sum", "mean", "max", "min")
@@ -149,36 +147,16 @@ def reduce_columns_cpu(outer: Size, extent: Size, inner: Size, kind: str, dtype:
 def reduction_on_cpu(task: Task) -> TemplateBinding | None:
     """A reduction (its kind: the task's name) over consecutive axes, as `[outer, extent, inner]`: the rows
     template when no axis follows the reduced ones, the columns template otherwise."""
-    axes = tuple(task.attrs.get("axes") or ())
     dtype = common_dtype(task, REDUCTION_CPU_DTYPES)
-    if len(task.inputs) != 1 or len(task.outputs) != 1 or dtype is None or not axes:
+    views = reduction_views(task, task.attrs.get("axes") or ())
+    if views is None or dtype is None or machine_lanes() is None:
         return None
-    if axes != tuple(range(axes[0], axes[-1] + 1)):
-        return None
-    if machine_lanes() is None:
-        return None
-    signature = kernel_signature(task.inputs, task.outputs)
-    x, out = task.inputs[0], signature.outputs[0]
-    shape = shape_of(x)
-    lead, middle, trail = shape[:axes[0]], shape[axes[0]:axes[-1] + 1], shape[axes[-1] + 1:]
-    zero = E.Constant(0, int32)
-    kept = [zero] * len(middle) if task.attrs.get("keepdims") else []
-
-    def x_index(o: E.Expr, k: E.Expr, j: E.Expr) -> Indices:
-        return (*unravel(o, lead), *unravel(k, middle), *unravel(j, trail))
-
-    def out_index(o: E.Expr, j: E.Expr) -> Indices:
-        return (*unravel(o, lead), *kept, *unravel(j, trail)) or (zero,)  # a scalar result is stored as [1]
-
-    sizes = {"outer": product(lead), "extent": product(middle)}
-    inner = product(trail)
+    sizes = {"outer": views.outer, "extent": views.extent}
     options = {"kind": task.name, "dtype": dtype}
-    if isinstance(inner, int) and inner == 1:
-        views = [View(x, lambda i: x_index(i[0], i[1], zero)), View(out, lambda i: out_index(i[0], zero))]
-        return TemplateBinding("reduce_rows_cpu", reduce_rows_cpu, signature, sizes, views, options)
-    views = [View(x, lambda i: x_index(*i)), View(out, lambda i: out_index(*i))]
-    return TemplateBinding("reduce_columns_cpu", reduce_columns_cpu, signature, {**sizes, "inner": inner}, views,
-                           options)
+    if isinstance(views.inner, int) and views.inner == 1:
+        return TemplateBinding("reduce_rows_cpu", reduce_rows_cpu, views.signature, sizes, views.rows, options)
+    return TemplateBinding("reduce_columns_cpu", reduce_columns_cpu, views.signature, {**sizes, "inner": views.inner},
+                           views.columns, options)
 
 
 for _kind in REDUCTION_CPU_KINDS:

@@ -24,17 +24,15 @@ import math
 from hidet_lang import attrs, f32, i32, i64, script, script_module
 from hidet_lang.cuda import blockIdx, shared_tensor, syncthreads, threadIdx
 from hidet_lang.frontend.script import ScriptModule
-from hidet_lang.ir import expr as E
-from hidet_lang.ir.types import DataType, int32
-from stdlib_ops.schedule.signature import kernel_signature
+from hidet_lang.ir.types import DataType
 from stdlib_ops.task import Task
-from stdlib_ops.templates.binding import TemplateBinding, shape_of
+from stdlib_ops.templates.binding import TemplateBinding
 from stdlib_ops.templates.kernels.block_reduce import WARP, arg_reducers, block_reducers, extremum_reducers
 from stdlib_ops.templates.kernels.normalization_cuda import row_layout
+from stdlib_ops.templates.kernels.reduction_views import reduction_views
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.registry import library_template
 from stdlib_ops.templates.sizes import bind_sizes
-from stdlib_ops.templates.views import Indices, View, product, unravel
 
 REDUCTION_CUDA_DTYPES = ("float32", "float16", "bfloat16")
 ROW_KINDS = ("sum", "mean", "max", "min", "var", "std", "argmax", "argmin")
@@ -193,38 +191,21 @@ def reduction_on_cuda(task: Task) -> TemplateBinding | None:
     """A reduction (its kind: the task's name) over consecutive axes, as `[outer, extent, inner]`: the rows template
     when no axis follows the reduced ones, the columns template otherwise (not for argmax and argmin)."""
     arg = task.name in ("argmax", "argmin")
-    axes = (task.attrs.get("axis"),) if arg else tuple(task.attrs.get("axes") or ())
-    if len(task.inputs) != 1 or len(task.outputs) != 1 or not axes or axes[0] is None:
+    axis = task.attrs.get("axis")
+    views = reduction_views(task, ((axis,) if axis is not None else ()) if arg else task.attrs.get("axes") or ())
+    if views is None:
         return None
     dtype = task.inputs[0].type.dtype.name
     if dtype not in REDUCTION_CUDA_DTYPES or (not arg and task.outputs[0].dtype.name != dtype):
         return None
-    if axes != tuple(range(axes[0], axes[-1] + 1)):
-        return None
-    signature = kernel_signature(task.inputs, task.outputs)
-    x, out = task.inputs[0], signature.outputs[0]
-    shape = shape_of(x)
-    lead, middle, trail = shape[:axes[0]], shape[axes[0]:axes[-1] + 1], shape[axes[-1] + 1:]
-    zero = E.Constant(0, int32)
-    kept = [zero] * len(middle) if task.attrs.get("keepdims") else []
-
-    def x_index(o: E.Expr, k: E.Expr, j: E.Expr) -> Indices:
-        return (*unravel(o, lead), *unravel(k, middle), *unravel(j, trail))
-
-    def out_index(o: E.Expr, j: E.Expr) -> Indices:
-        return (*unravel(o, lead), *kept, *unravel(j, trail)) or (zero,)  # a scalar result is stored as [1]
-
-    sizes = {"outer": product(lead), "extent": product(middle)}
-    inner = product(trail)
+    sizes = {"outer": views.outer, "extent": views.extent}
     options = {"kind": task.name, "dtype": dtype, "ddof": int(task.attrs.get("ddof", 0))}
-    if isinstance(inner, int) and inner == 1:
-        views = [View(x, lambda i: x_index(i[0], i[1], zero)), View(out, lambda i: out_index(i[0], zero))]
-        return TemplateBinding("reduce_rows_cuda", reduce_rows_cuda, signature, sizes, views, options)
+    if isinstance(views.inner, int) and views.inner == 1:
+        return TemplateBinding("reduce_rows_cuda", reduce_rows_cuda, views.signature, sizes, views.rows, options)
     if arg:
         return None
-    views = [View(x, lambda i: x_index(*i)), View(out, lambda i: out_index(*i))]
-    return TemplateBinding("reduce_columns_cuda", reduce_columns_cuda, signature, {**sizes, "inner": inner}, views,
-                           options)
+    return TemplateBinding("reduce_columns_cuda", reduce_columns_cuda, views.signature,
+                           {**sizes, "inner": views.inner}, views.columns, options)
 
 
 for _kind in ROW_KINDS:
