@@ -3,7 +3,7 @@ traces of hand-written attention (matmul or bmm against a transpose, a division 
 an additive mask) and in ONNX exports of a BERT-style attention block by both of torch's exporters; and the
 graph is left alone wherever the operators compute something else (softmax over another axis, an intermediate
 read elsewhere, a mask that widens the scores, a scale that is not a constant). Every compiled graph is checked
-against torch."""
+against torch, on fixed and hypothesis-drawn sizes."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
@@ -23,6 +25,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch import fx  # noqa: E402
 
 import stdlib_ops as ops  # noqa: E402
+from hidet_lang.testing import example_count  # noqa: E402
 from stdlib_ops.frontends.torch_fx import from_fx  # noqa: E402
 from stdlib_ops.graph.flow_graph import FlowGraph  # noqa: E402
 
@@ -88,6 +91,20 @@ def test_traced_attention_becomes_one_operator(fn: Callable[..., torch.Tensor]) 
         assert (got[:, :, 1] == 0).all() and (np.isnan(want[:, :, 1]).all() or (want[:, :, 1] == 0).all())
         want[:, :, 1] = 0.0
     np.testing.assert_allclose(got, want, **TOLERANCE)
+
+
+@settings(max_examples=example_count(3), deadline=None)
+@given(batch=st.integers(1, 2), heads=st.integers(1, 3), sq=st.integers(2, 9), sk=st.integers(1, 20),
+       dv=st.integers(1, 7))
+def test_traced_attention_of_drawn_sizes_becomes_one_operator(batch: int, heads: int, sq: int, sk: int,
+                                                              dv: int) -> None:
+    args = shapes(batch, heads, sq, sk, dv)
+    graph, got = compiled_fx(bert_attention, args)
+    assert operators(graph)["attention"] == 1
+    want = bert_attention(*args).numpy()
+    dead = np.isnan(want).all(-1, keepdims=True)  # rows masked whole: zeros (softmax alone: NaN)
+    assert dead[:, :, 1].all() and (got[np.broadcast_to(dead, got.shape)] == 0).all()
+    np.testing.assert_allclose(got, np.where(dead, 0.0, want), **TOLERANCE)
 
 
 def softmax_over_queries(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
