@@ -36,7 +36,7 @@ from stdlib_ops.schedule.signature import kernel_signature
 from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import TemplateBinding, shape_of
 from stdlib_ops.templates.cpu_lanes import machine_lanes, template_lanes
-from stdlib_ops.templates.kernels.attention_cuda import _view
+from stdlib_ops.templates.kernels.attention_cuda import head_batch_view
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.registry import library_template
 from stdlib_ops.templates.sizes import bind_sizes
@@ -261,7 +261,7 @@ def attention_on_cpu(task: Task) -> TemplateBinding | None:
     batch = shapes[3][:-2]
     group = batch[-1] // shapes[1][-3] if task.attrs.get("enable_gqa", False) else 1
     sizes = {"batch_heads": product(batch), "seq_q": shapes[0][-2], "seq_k": shapes[1][-2]}
-    views = [_view(t, s, batch, group if t in (k, v) else 1)
+    views = [head_batch_view(t, s, batch, group if t in (k, v) else 1)
              for t, s in zip((q, k, v, *mask, out), (*shapes[:3], *map(shape_of, mask), shapes[3]))]
     options = {"head_dim": head_dim, "value_dim": value_dim, "causal": bool(task.attrs.get("causal", False)),
                "dtype": dtype, "scale": task.attrs.get("scale"), "mask_dtype": mask_dtype}

@@ -138,7 +138,7 @@ def attention_on_cuda(task: Task) -> TemplateBinding | None:
     dtype = dtypes.pop() if len(dtypes) == 1 else None
     scale = task.attrs.get("scale")
     sizes = {"batch_heads": product(batch), "seq_q": shapes[0][-2], "seq_k": shapes[1][-2]}
-    views = [_view(t, s, batch, group if t in (k, v) else 1) for t, s in zip((q, k, v, *mask, out),
+    views = [head_batch_view(t, s, batch, group if t in (k, v) else 1) for t, s in zip((q, k, v, *mask, out),
                                                                              (*shapes[:3], *map(shape_of, mask),
                                                                               shapes[3]))]
     if dtype in MMA_DTYPES and head_dim in HEAD_DIMS:
@@ -155,7 +155,7 @@ def attention_on_cuda(task: Task) -> TemplateBinding | None:
                            {"head_dim": head_dim, "causal": bool(task.attrs.get("causal", False)), "dtype": dtype})
 
 
-def _view(tensor: E.Var, shape: tuple[Dim, ...], batch: tuple[Dim, ...], group: int) -> View:
+def head_batch_view(tensor: E.Var, shape: tuple[Dim, ...], batch: tuple[Dim, ...], group: int) -> View:
     """`tensor` seen as `[batch_heads, rows, cols]` over the broadcast `batch`: the flat head batch index unravelled
     and broadcast to the tensor's batch dimensions (the last, the head, divided by `group` for keys and values
     shared by groups of query heads), and the rows and columns broadcast where the tensor has size 1 (a mask)."""
