@@ -50,7 +50,7 @@ class Backend(ABC):
         return None
 
     def record(self, built: CompiledModule) -> dict[str, Any]:
-        """What `load` needs to give `built` again in another process (JSON data)."""
+        """What `load` needs to give `built` again in another process (plain data and IR, which the record pickles)."""
         raise NotImplementedError(f"{type(self).__name__} records no module")
 
     def load(self, record: dict[str, Any], module: IRModule, target: Target, *, check: bool) -> CompiledModule | None:
