@@ -19,6 +19,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from codegen.runtime import cuda_driver
+
 SMALL_GRANULE = 512
 SMALL_LIMIT = 1 << 20
 CLASS_BITS = 2  # each power-of-two range (2^k, 2^(k+1)] is divided into 2^CLASS_BITS size classes
@@ -189,7 +191,6 @@ def format_bytes(n: int) -> str:
 @functools.cache
 def device_allocator() -> CachingAllocator:
     """The process's allocator of GPU memory (over the CUDA driver)."""
-    from codegen.runtime import cuda_driver
 
     def is_out_of_memory(error: Exception) -> bool:
         return isinstance(error, cuda_driver.CudaDriverError) and error.name == cuda_driver.OUT_OF_MEMORY

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from codegen.runtime import cuda_driver, streams
+from codegen.runtime import cuda_driver, dlpack, streams
 from codegen.runtime.allocator import device_allocator
 from codegen.runtime.cuda_backend import backend
 
@@ -96,8 +96,6 @@ class DeviceArray:
         with the consumer's `stream` ordered after the current stream; on the emulator, of host memory."""
         if self.host is not None:
             return self.host.__dlpack__(**kwargs)
-        from codegen.runtime import dlpack
-
         return dlpack.export(self, stream)
 
     def __dlpack_device__(self) -> tuple[int, int]:
@@ -148,8 +146,6 @@ def to_device(x: Any) -> DeviceArray:
 def from_dlpack_device(x: Any) -> DeviceArray:
     """A 'cuda' array viewing the GPU memory of DLPack object `x` (its `__dlpack_device__` is a CUDA device),
     without a copy; `x` is asked for its data on the current stream."""
-    from codegen.runtime import dlpack
-
     capsule = x.__dlpack__(stream=streams.current_stream().interface_number)
     ptr, shape, dtype, owner = dlpack.import_capsule(capsule)
     return DeviceArray(shape, dtype, ptr, owner=owner)

@@ -22,6 +22,8 @@ from typing import Any
 from codegen.runtime import cuda_driver
 from codegen.runtime.allocator import device_allocator
 from codegen.runtime.cuda_backend import backend
+from codegen.toolchain.cache import build_and_load
+from hidet_lang.version import __version__
 
 LEGACY_DEFAULT_STREAM = 1
 """The CUDA array interface's (and DLPack's) number for the legacy default stream, which the handle 0 means."""
@@ -174,9 +176,6 @@ def _stream_setter() -> Any:
 
 @functools.cache
 def _current_stream_library() -> ctypes.CDLL:
-    from codegen.toolchain.cache import build_and_load
-    from hidet_lang.version import __version__
-
     lib = build_and_load(_CURRENT_STREAM_SOURCE, language="c", flags=("-O2",), version=__version__)
     lib.hl_set_current_stream.argtypes = [ctypes.c_void_p]
     lib.hl_set_current_stream.restype = None
