@@ -33,7 +33,7 @@ _KERNEL_RE = re.compile(r"^\s*(?://-+\s+\.text\.(?P<section>\S+)\s+-+|Function\s
 _INSTRUCTION_RE = re.compile(r"^\s*/\*[0-9a-fA-F]+\*/\s+(?:\{\s*)?(?:@!?U?P(?:T|\d+)\s+)?(?P<opcode>[A-Z][A-Z0-9_]*)")
 
 
-def _find_tool(name: str) -> str | None:
+def find_tool(name: str) -> str | None:
     """The path of the CUDA binary utility `name`, from the installed packages, else from PATH."""
     try:
         from cuda.pathfinder import find_nvidia_binary_utility
@@ -48,10 +48,10 @@ def _find_tool(name: str) -> str | None:
 def disassembler() -> tuple[str, ...] | None:
     """The command that prints a cubin's SASS (the cubin's path to be appended): `nvdisasm -c`, else
     `cuobjdump -sass`; None when neither is installed."""
-    nvdisasm = _find_tool("nvdisasm")
+    nvdisasm = find_tool("nvdisasm")
     if nvdisasm:
         return (nvdisasm, "-c")
-    cuobjdump = _find_tool("cuobjdump")
+    cuobjdump = find_tool("cuobjdump")
     return (cuobjdump, "-sass") if cuobjdump else None
 
 

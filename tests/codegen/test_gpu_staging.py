@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import hidet_lang as hidet
-from codegen.runtime import cuda_driver
+from codegen.runtime import cuda_driver, device_staging
+from codegen.runtime.allocator import CachingAllocator
 from codegen.runtime.arguments import make_caller
 from codegen.runtime.arrays import DeviceArray
 from hidet_lang import attrs, bf16, f32, i32
@@ -43,7 +44,10 @@ class FakeDevice:
 
 @pytest.fixture
 def device(monkeypatch):
+    """The fake device, behind a caching allocator of its own (the process's would keep blocks across tests)."""
     fake = FakeDevice()
+    fake.allocator = CachingAllocator(fake.alloc, fake.free, lambda error: False, lambda: None, lambda: (0, 0))
+    monkeypatch.setattr(device_staging, "device_allocator", lambda: fake.allocator)
     monkeypatch.setattr(cuda_driver, "mem_alloc", fake.alloc)
     monkeypatch.setattr(cuda_driver, "mem_free", fake.free)
     monkeypatch.setattr(cuda_driver, "copy_to_device", fake.to_device)
@@ -78,7 +82,12 @@ def test_numpy_arguments_are_copied_in_and_out_and_freed(device) -> None:
     caller(5, 2.0, a, out)
     np.testing.assert_array_equal(out, a * 2)
     assert device.allocations == 2, "one staging buffer for each array"
-    assert device.buffers == {}, "staging buffers are freed after the call"
+    assert device.allocator.stats.allocated == 0, "staging buffers go back to the allocator after the call"
+    caller(5, 3.0, a, out)
+    np.testing.assert_array_equal(out, a * 3)
+    assert device.allocations == 2, "a second call stages into the cached buffers"
+    device.allocator.empty_cache()
+    assert device.buffers == {}, "the cache gives them back to the device"
 
 
 def test_device_arrays_and_cuda_array_interface_pass_their_pointers(device) -> None:
@@ -117,7 +126,7 @@ def test_a_failing_call_still_frees_the_staging_buffers(device) -> None:
     with pytest.raises(RuntimeError, match="launch failed"):
         caller(4, 1.0, np.zeros(4, np.float32), np.zeros(4, np.float32))
     assert device.allocations == 2, "the staging buffers were allocated before the launch"
-    assert device.buffers == {}
+    assert device.allocator.stats.allocated == 0, "and went back to the allocator"
 
 
 @pytest.mark.parametrize("shape", [(3,), (4, 1), (1, 4), (2, 2), (), (5,)], ids=str)

@@ -6,9 +6,7 @@ machine code NVRTC makes of a TMA kernel for sm_90a (UTMALDG, and SYNCS for its 
 from __future__ import annotations
 
 import importlib.util
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +20,7 @@ from codegen.emit.kernel_plan import plan_module
 from codegen.runtime.cuda_backend import backend
 from codegen.toolchain import nvrtc
 from codegen.toolchain.headers import INCLUDE_DIR
+from codegen.toolchain.sass import find_tool
 from hidet_lang import attrs, f16, f32, i32, u64
 from hidet_lang.cuda import (
     TensorMap,
@@ -233,16 +232,10 @@ def test_a_tensor_map_that_tma_cannot_address_is_refused_where_it_is_declared() 
         TensorMap(f32, [10, 64], box=[8, 16], swizzle=32)
 
 
-CUOBJDUMP = Path(sys.executable).parent.parent / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / \
-    "site-packages" / "nvidia" / "cu13" / "bin" / "cuobjdump"
+CUOBJDUMP = find_tool("cuobjdump")
 
 
-def _cuobjdump() -> str | None:
-    """The cuobjdump of the pip package, or one on the PATH."""
-    return str(CUOBJDUMP) if CUOBJDUMP.exists() else shutil.which("cuobjdump")
-
-
-@pytest.mark.skipif(_cuobjdump() is None, reason="cuobjdump (pip nvidia-cuda-cuobjdump) is not installed")
+@pytest.mark.skipif(CUOBJDUMP is None, reason="cuobjdump (pip nvidia-cuda-cuobjdump) is not installed")
 @pytest.mark.skipif(importlib.util.find_spec("cuda") is None, reason="NVRTC (pip cuda-python) is not installed")
 def test_nvrtc_compiles_a_tma_kernel_for_sm_90a_to_utmaldg_and_mbarrier_instructions(tmp_path: Path) -> None:
     with hidet.script_module() as module:
@@ -268,6 +261,6 @@ def test_nvrtc_compiles_a_tma_kernel_for_sm_90a_to_utmaldg_and_mbarrier_instruct
     source = emit_cuda(plan_module(lower(module.ir_module(), Target(TargetKind.CUDA, "sm_90a"))))[0]
     cubin = tmp_path / "tma.cubin"
     cubin.write_bytes(nvrtc.compile_cubin(source, "sm_90a", include_dirs=[str(INCLUDE_DIR)]))
-    sass = subprocess.run([_cuobjdump(), "-sass", str(cubin)], check=True, capture_output=True, text=True).stdout
+    sass = subprocess.run([CUOBJDUMP, "-sass", str(cubin)], check=True, capture_output=True, text=True).stdout
     assert "UTMALDG" in sass
     assert "SYNCS" in sass

@@ -7,7 +7,6 @@ and two blocks of 256 threads fit the registers of an SM."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from collections import Counter
 from functools import cache
@@ -15,22 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from codegen.toolchain.sass import find_tool
 from stdlib_ops.templates.kernels.matmul_cuda import matmul_cuda
 
-
-def cuobjdump() -> str | None:
-    """The path of `cuobjdump` (the pip package `nvidia-cuda-cuobjdump`, or one on PATH), None when neither."""
-    try:
-        import nvidia
-    except ImportError:
-        return shutil.which("cuobjdump")
-    for root in nvidia.__path__:
-        for found in sorted(Path(root).glob("cu*/bin/cuobjdump")):
-            return str(found)
-    return shutil.which("cuobjdump")
-
-
-CUOBJDUMP = cuobjdump()
+CUOBJDUMP = find_tool("cuobjdump")
 pytestmark = pytest.mark.skipif(CUOBJDUMP is None, reason="cuobjdump is not installed (pip package "
                                 "nvidia-cuda-cuobjdump): the machine code cannot be read")
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import re
-import shutil
 import subprocess
 from functools import cache
 from pathlib import Path
@@ -23,6 +22,7 @@ from hypothesis import strategies as st
 from template_checks import F16_HALF_SUBNORMAL_STEP, assert_sum_close, sizes
 
 import stdlib_ops as ops
+from codegen.toolchain.sass import find_tool
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.functor import collect
 from hidet_lang.testing import example_count
@@ -140,12 +140,9 @@ def test_schedule_parameters_it_cannot_honour_are_refused() -> None:
         matmul_cuda_f16_mma(1, 8, 8, 8, stages=1)
 
 
-CUOBJDUMP = Path(ops.__file__).resolve().parents[1] / ".venv/lib/python3.11/site-packages/nvidia/cu13/bin/cuobjdump"
-
-
 def cuobjdump() -> str | None:
     """The cuobjdump of the pip package nvidia-cuda-cuobjdump (or one on the PATH), if there is one."""
-    return str(CUOBJDUMP) if CUOBJDUMP.exists() else shutil.which("cuobjdump")
+    return find_tool("cuobjdump")
 
 
 @pytest.mark.skipif(cuobjdump() is None, reason="needs cuobjdump (pip package nvidia-cuda-cuobjdump)")

@@ -21,6 +21,7 @@ from template_checks import assert_sum_close, sizes
 
 import hidet_lang as hidet
 import stdlib_ops as ops
+from codegen.toolchain.sass import find_tool
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.functor import collect
 from hidet_lang.testing import example_count
@@ -31,7 +32,7 @@ from stdlib_ops.templates.registry import choose_schedule
 U = 2.0**-24  # f32's unit roundoff: the accumulation's
 SMALL_TILE = {"block_m": 64, "block_n": 64, "warp_m": 32, "warp_n": 32}
 SMALL = {"stages": 2, **SMALL_TILE}  # the small tile, 2 buffers (the default's 3: the large tile's and the adapter's)
-CUOBJDUMP = Path(ops.__file__).resolve().parents[1] / ".venv/lib/python3.11/site-packages/nvidia/cu13/bin/cuobjdump"
+CUOBJDUMP = find_tool("cuobjdump")
 
 
 @cache
@@ -197,7 +198,7 @@ def test_schedule_parameters_it_cannot_honour_are_refused() -> None:
         matmul_cuda_tf32(1, 8, 8, 8, stages=1)
 
 
-@pytest.mark.skipif(not CUOBJDUMP.exists(), reason="needs cuobjdump (pip package nvidia-cuda-cuobjdump)")
+@pytest.mark.skipif(CUOBJDUMP is None, reason="needs cuobjdump (pip package nvidia-cuda-cuobjdump)")
 def test_machine_code_uses_the_tensor_cores_without_spills(tmp_path: Path) -> None:
     cubin = tmp_path / "matmul.cubin"
     cubin.write_bytes(matmul_cuda_tf32("batch", "m", "n", "k").build(target="cuda:sm_80").cubin)
