@@ -150,18 +150,23 @@ def tensor_pointer(dtype: DataType | str, shape: Sequence[Any], init: Any = None
     return TensorPointerRequest(_as_dtype(dtype), _pointer_shape(shape), init)
 
 
-def grid(*extents: Any, attrs: str | None = None) -> GridLoop:
+def grid(*extents: Any, attrs: str | None = None, bind_tuple: bool = False) -> GridLoop:
     """Nested loops over `extents`; `attrs` (also the last positional argument, as in Hidet Script) has one token
     per dimension: '.' plain, 'u' unrolled ('uN' by a factor of N, 'u+' completely), 'p' parallel ('pN' on N
-    threads; OpenMP on the CPU), see `hidet_lang.ir.loop_attrs`."""
+    threads; OpenMP on the CPU), see `hidet_lang.ir.loop_attrs`.
+
+    A loop with one name over several dimensions binds the list of indices (`for idx in grid(m, n)`); so does one
+    over a single dimension when `bind_tuple` is set or the extents are given as a list (`for idx in grid([n])`
+    binds `[i]`), as in Hidet Script."""
     if attrs is None and len(extents) > 1 and isinstance(extents[-1], str):
         extents, attrs = extents[:-1], extents[-1]
     if len(extents) == 1 and isinstance(extents[0], (list, tuple)):
         extents = tuple(extents[0])
+        bind_tuple = True
     if not extents:
         raise ValueError("grid() needs at least one extent")
     spec = attrs if attrs is not None else "." * len(extents)
-    return GridLoop(tuple(extents), parse_loop_attrs(spec, len(extents), "grid"))
+    return GridLoop(tuple(extents), parse_loop_attrs(spec, len(extents), "grid"), bind_tuple)
 
 
 @dataclass(frozen=True)

@@ -108,26 +108,22 @@ class RangeLoop(LoopConstruct):
 
 @dataclass(frozen=True)
 class GridLoop(LoopConstruct):
-    """`grid(4, 4, attrs='p.')`: nested loops from 0 to each extent, each run as its `LoopAttr` says."""
+    """`grid(4, 4, attrs='p.')`: nested loops from 0 to each extent, each run as its `LoopAttr` says; with
+    `bind_tuple` one loop name is bound to the list of indices even for a single dimension."""
 
     extents: tuple[Any, ...]
     attrs: tuple[LoopAttr, ...]
+    bind_tuple: bool = False
 
     def build(self, parser: LoopBuilder, node: ast.For, names: list[str]) -> S.Stmt:
-        """`for i, j in grid(m, n)` (one name per dimension), or `for ij in grid(m, n)` (a tuple of indices)."""
+        """`for i, j in grid(m, n)` (one name per dimension), or `for ij in grid(m, n)` (a list of indices)."""
         extents = [parser.host_call(node.iter, E.convert, x) for x in self.extents]
         vars_ = []
         for k, ext in enumerate(extents):
             itype = parser.host_call(node.iter, semantics.index_type, [ext])
             hint = names[k] if len(names) == len(extents) else f"{names[0]}_{k}"
             vars_.append(E.Var(parser.fresh_name(hint), itype))
-        if len(names) == len(extents):
-            bindings = dict(zip(names, vars_))
-        elif len(names) == 1:
-            bindings = {names[0]: vars_[0] if len(vars_) == 1 else tuple(vars_)}
-        else:
-            raise parser.error(node.target, f"grid has {len(extents)} dimensions but the loop names {len(names)} "
-                                            "variables", DSLValueError)
+        bindings = loop_bindings(parser, node, names, vars_, self.bind_tuple, "grid has {dims} dimension(s)")
         body = parser.loop_body(node.body, bindings)
         for var, ext, attr in reversed(list(zip(vars_, extents, self.attrs))):
             stop = semantics.convert_to(ext, var.type)
@@ -136,9 +132,23 @@ class GridLoop(LoopConstruct):
         return body
 
 
+def loop_bindings(parser: LoopBuilder, node: ast.For, names: list[str], vars_: list[E.Var], bind_tuple: bool,
+                  what: str) -> dict[str, Any]:
+    """The loop names bound to the loop variables, as Hidet Script binds them: one name per variable, except that
+    a single name binds the list of all of them when there are several or when `bind_tuple` asks for it (a list
+    of one for one dimension). `what` names the dimensions in the error (`{dims}` is their number)."""
+    if len(names) == 1 and (bind_tuple or len(vars_) > 1):
+        return {names[0]: list(vars_)}
+    if len(names) == len(vars_):
+        return dict(zip(names, vars_))
+    raise parser.error(node.target, f"{what.format(dims=len(vars_))} but the loop names {len(names)} variable(s)",
+                       DSLValueError)
+
+
 @dataclass(frozen=True)
 class MappingLoop(LoopConstruct):
-    """`mapping.on(worker)`: the tasks of one worker under a task mapping, one loop variable per coordinate."""
+    """`mapping.on(worker)`: the tasks of one worker under a task mapping, one loop variable per coordinate (or
+    one name for the list of them, as `grid` binds)."""
 
     on: MappingOn
 
@@ -146,9 +156,6 @@ class MappingLoop(LoopConstruct):
         """`for i, j in mapping.on(worker)`: checks the worker, then a task-mapping loop."""
         m = self.on.mapping
         dims = len(m.task_shape)
-        if len(names) != dims:
-            raise parser.error(node.target, f"the mapping's tasks have {dims} coordinate(s) but the loop names "
-                                            f"{len(names)} variable(s)", DSLValueError)
         worker = parser.host_call(node.iter, E.convert, self.on.worker)
         wt = worker.type
         if not (isinstance(wt, DataType) and wt.is_integer):
@@ -156,9 +163,12 @@ class MappingLoop(LoopConstruct):
         if isinstance(worker, E.Constant) and not 0 <= worker.value < m.num_workers:
             raise parser.error(node.iter, f"worker {worker.value} is outside the mapping's {m.num_workers} workers",
                                DSLValueError)
-        vars_ = tuple(E.Var(parser.fresh_name(n), int32) for n in names)
-        body = parser.loop_body(node.body, dict(zip(names, vars_)))
-        return S.ForMappingStmt(vars_, m, worker, body)
+        hints = names if len(names) == dims else [f"{names[0]}_{k}" for k in range(dims)]
+        vars_ = [E.Var(parser.fresh_name(n), int32) for n in hints]
+        bindings = loop_bindings(parser, node, names, vars_, self.on.bind_tuple,
+                                 "the mapping's tasks have {dims} coordinate(s)")
+        body = parser.loop_body(node.body, bindings)
+        return S.ForMappingStmt(tuple(vars_), m, worker, body)
 
 
 @dataclass(frozen=True)

@@ -194,12 +194,14 @@ class TaskMapping:
         """The chained form: ``m.repeat(*shape, ...)`` is ``m * repeat(*shape, ...)``."""
         return self * repeat(*shape, ranks=ranks, attrs=attrs)
 
-    def on(self, worker: Any) -> MappingOn:
+    def on(self, worker: Any, bind_tuple: bool = False) -> MappingOn:
         """Binds the mapping to a worker (any object, usually an IR expression such as ``threadIdx.x``).
 
-        ``for i, j in m.on(threadIdx.x):`` in a kernel iterates over the tasks of that worker.
+        ``for i, j in m.on(threadIdx.x):`` in a kernel iterates over the tasks of that worker; with one loop name
+        (``for task in m.on(w)``) the name is the list of a task's coordinates when the task has several, or when
+        ``bind_tuple`` is set (then a list of one for one-dimensional tasks), as in Hidet Script.
         """
-        return MappingOn(mapping=self, worker=worker)
+        return MappingOn(mapping=self, worker=worker, bind_tuple=bind_tuple)
 
     def owners(self) -> dict[Task, tuple[int, int]]:
         """Maps every cell of the task grid to ``(worker, position of the cell in mapping(worker))``."""
@@ -410,11 +412,12 @@ class MappingOn:
     """A task mapping bound to a worker, as in ``for i, j in m.on(threadIdx.x)``.
 
     ``worker`` is any object (usually an IR expression); the frontend turns the pair into a
-    task-mapping loop.
+    task-mapping loop. ``bind_tuple``: one loop name binds the list of coordinates even for one dimension.
     """
 
     mapping: TaskMapping
     worker: Any
+    bind_tuple: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.mapping, TaskMapping):
