@@ -12,6 +12,7 @@ target and that have a decomposition (`stdlib_ops.graph.decompose`: attention on
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import threading
@@ -31,6 +32,7 @@ from stdlib_ops.graph.flow_graph import FlowGraph
 from stdlib_ops.graph.fused_task import FusedKernel, contract_problems, fused_kernel, group_key, group_outputs
 from stdlib_ops.graph.memory_plan import plan_memory
 from stdlib_ops.graph.partition import FusionGroup, detach, order_groups
+from stdlib_ops.graph.prologue_choice import choose_prologue_path
 from stdlib_ops.templates.registry import choose_schedule
 from stdlib_ops.templates.space import Point
 from stdlib_ops.tensor import Tensor
@@ -102,7 +104,9 @@ def build_graph(graph: FlowGraph, target: Target | str = "cpu",
 
 
 def respect_contracts(groups: Sequence[FusionGroup], target: Target) -> list[FusionGroup]:
-    """`groups`, with the operators that an anchor's kernel cannot take (fusion contract) split off."""
+    """`groups`, with the operators that an anchor's kernel cannot take (fusion contract) split off, and prologues
+    that would move an anchor off its fastest template split off where the cost model says so
+    (`prologue_choice`); the choice is noted on the group."""
     result: list[FusionGroup] = []
     pending = list(groups)
     while pending:
@@ -110,6 +114,15 @@ def respect_contracts(groups: Sequence[FusionGroup], target: Target) -> list[Fus
         if not (group.prologues or group.epilogues):
             result.append(group)
             continue
+        choice = choose_prologue_path(group, target)
+        if choice is not None:
+            if choice.detach:
+                kept, *singles = detach(group, group.prologues, choice.note)
+                pending = [kept, *pending]
+                result.extend(singles)
+                continue
+            if choice.note not in group.notes:  # a group split by its contract comes here again
+                group = dataclasses.replace(group, notes=[*group.notes, choice.note])
         anchor = choose_schedule(group.anchor.task, target, prologue=bool(group.prologues)).module
         problems = contract_problems(group, anchor)
         if not problems:

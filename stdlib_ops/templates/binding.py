@@ -33,7 +33,8 @@ class TemplateBinding:
     `sizes` (ints, or expressions of the task's sizes), its tensors by `views`, its other keyword arguments by
     `options` (plain values: dtype names, numbers, flags). A template whose kernel needs a CUDA architecture
     (`needs_arch`, e.g. 'sm_90a') names the binding taken on a target without it (`fallback`; None: the
-    rule-based scheduler's)."""
+    rule-based scheduler's). `flops`, where given, is the arithmetic the kernel does as a function of its sizes
+    (ints), which a cost model weighs when it could take the fallback instead."""
 
     name: str
     template: Instantiate
@@ -43,6 +44,7 @@ class TemplateBinding:
     options: Mapping[str, Any] = field(default_factory=dict)
     needs_arch: str | None = None
     fallback: TemplateBinding | None = None
+    flops: Callable[[Mapping[str, int]], float] | None = None
 
     @property
     def space(self) -> TuningSpace | None:

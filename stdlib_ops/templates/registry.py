@@ -151,6 +151,21 @@ def choose_schedule(task: Task, target: Target | str, *, prologue: bool = False)
     return _rules(task, target)
 
 
+def prologue_alternatives(task: Task, target: Target | str) -> tuple[TemplateBinding, TemplateBinding] | None:
+    """The library bindings `choose_schedule` takes for `task` on `target` without a prologue and with one to fuse,
+    where they differ (the first reads an input whole, as a tensor map, which no prologue can ride); None where a
+    prologue changes nothing (the same binding, a user's template, the rule-based scheduler)."""
+    target = Target.of(target)
+    template = TEMPLATES.lookup(task, target)
+    binding = template(task) if template in _LIBRARY else None
+    if binding is None:
+        return None
+    plain, fused = binding.for_target(target), binding.for_target(target, prologue=True)
+    if plain is None or fused is None or plain is fused:
+        return None
+    return plain, fused
+
+
 def _memo(task: Task, target: Target, chosen: str, params: Point | None,
           instantiate: Callable[[], IRModule | Sequence[IRModule] | None]) -> Schedule:
     """The schedule `chosen` (a template and its parameters) makes of `task`, instantiated on first use; the

@@ -267,7 +267,13 @@ def hopper_binding(task: Task, signature: KernelSignature, sizes: Mapping[str, D
         return fallback
     whole = [dataclasses.replace(view, whole=True) for view in views[:2]]
     return TemplateBinding("matmul_cuda_sm90", matmul_cuda_sm90, signature, sizes, [*whole, views[2]],
-                           {"out_dtype": dtype, "dtype": dtype}, needs_arch="sm_90a", fallback=fallback)
+                           {"out_dtype": dtype, "dtype": dtype}, needs_arch="sm_90a", fallback=fallback,
+                           flops=matmul_flops)
+
+
+def matmul_flops(sizes: Mapping[str, int]) -> float:
+    """The arithmetic of a batched matmul of `sizes` (batch, m, n, k): a multiply and an add a term."""
+    return 2.0 * sizes["batch"] * sizes["m"] * sizes["n"] * sizes["k"]
 
 
 def _same_dim(a: Dim, b: Dim) -> bool:
