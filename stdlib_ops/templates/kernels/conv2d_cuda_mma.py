@@ -1,0 +1,229 @@
+"""The half-precision conv2d template on the tensor cores (sm_80 and later): an implicit GEMM whose operand tiles
+are gathered from the input and the weight into swizzled shared memory, multiplied with `ldmatrix` fragments and
+`mma.m16n8k16`, f32 accumulators, and the bias and the output stored element by element.
+
+Per group, `out[pixel, o] = sum_k A[pixel, k] * W[o, k]` (`conv2d_geometry`: M pixels, N output channels of the
+group, K taps in the layout's order). The block tiles, the warp tiles, the swizzle, the `cp_async` pipeline of
+`stages` buffers and the fragments are those of `matmul_cuda_f16_mma` (its `default_tiles`, `swizzled_chunk`,
+mma sizes and `BLOCK_K`), with these differences:
+
+- **The A tile (the gather).** Element `(pixel, k)` of a `block_m x 32` tile is the input at
+  `(iy, ix) = (oy * sh + ky * dh - ph, ox * sw + kx * dw - pw)`, zero outside the input (the padding) and past M
+  or K. In NHWC, where a group's channels are a multiple of 8, a run of 8 consecutive k is 8 consecutive channels of
+  one pixel and one tap: one 16-byte `cp_async`, or zeros. Otherwise every element is read on its own: in NCHW by
+  consecutive threads along the pixels (consecutive `ox`: coalesced reads), in NHWC along k (consecutive channels).
+- **The weight tile.** The weight is row-major `[O, K]` in both layouts, so its tile is stored like the A tile,
+  `block_n x 32` with k along a row (16-byte `cp_async` copies where K is a multiple of 8), and the B fragments
+  are read with the plain (untransposed) `ldmatrix_x4`: two 8-column mma tiles' fragments at once.
+- **Output.** Blocks go over the group's tiles in `GROUP_M` tile rows, groups outermost; each accumulator inside
+  the output is stored with the bias added at `out[b, o, oy, ox]` (or `out[b, oy, ox, o]`), which is where a fused
+  epilogue lands.
+
+The kernel follows the kernel contract: `x`, `weight` and `bias` are only read element by element or as the
+source of a `cp_async`, `out` is only stored element by element. The 16-byte copies assume that the tensors' data
+start at 16-byte aligned addresses (as every allocation does)."""
+
+from __future__ import annotations
+
+from hidet_lang import attrs, f32, i32, meta, register_tensor, script, script_module, tensor_pointer, u32
+from hidet_lang.cuda import (
+    blockIdx,
+    cp_async,
+    cp_async_commit_group,
+    cp_async_wait_group,
+    dynamic_shared_memory,
+    ldmatrix_x4,
+    mma_m16n8k16_bf16_f32,
+    mma_m16n8k16_f16_f32,
+    syncthreads,
+    threadIdx,
+)
+from hidet_lang.frontend.script import ScriptModule
+from stdlib_ops.templates.kernels.conv2d_geometry import Pair, conv_geometry
+from stdlib_ops.templates.kernels.matmul_cuda_f16_mma import (
+    BLOCK_K,
+    CHUNK,
+    GROUP_M,
+    INPUT_DTYPES,
+    MMA_K,
+    MMA_M,
+    MMA_N,
+    default_tiles,
+    swizzled_chunk,
+)
+from stdlib_ops.templates.params import Size, require
+from stdlib_ops.templates.sizes import bind_sizes, drop_params
+
+
+def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_channels: int, kernel: Pair,
+                    stride: Pair = (1, 1), padding: Pair = (0, 0), dilation: Pair = (1, 1), groups: int = 1,
+                    bias: bool = False, dtype: str = "float16", layout: str = "NCHW", *, stages: int = 4,
+                    tiles: tuple[int, int, int, int] | None = None) -> ScriptModule:
+    """A module with one kernel `conv2d(<batch if symbolic>, x, weight[, bias], out)`: the convolution as an
+    implicit GEMM on the tensor cores (see the module's docstring), f16 or bf16 tensors, f32 accumulation.
+
+    Shapes as `conv2d_geometry` gives them for `layout`; `bias: dtype[out_channels]` when `bias`; `batch` is an int
+    or a symbolic name. `tiles` is `(block_m, block_n, warp_m, warp_n)` (None: `matmul_cuda_f16_mma`'s
+    `default_tiles` for the GEMM), whose block has `threads` a multiple of `block_m`; `stages` (2 to 8) shared
+    buffers pipeline the copies."""
+    name = "conv2d_cuda_mma"
+    geo, dt = conv_geometry(name, batch, channels, height, width, out_channels, kernel, stride, padding, dilation,
+                            groups, layout, dtype, INPUT_DTYPES)
+    oh, ow = geo.out_size
+    cg, og, taps = geo.group_channels, geo.group_out_channels, geo.taps
+    block_m, block_n, warp_m, warp_n = tiles or default_tiles(
+        groups, batch * oh * ow if isinstance(batch, int) else "m", og)
+    warps_n = block_n // warp_n
+    threads = 32 * (block_m // warp_m) * warps_n
+    require(block_m % warp_m == 0 and block_n % warp_n == 0 and warp_m % MMA_M == 0 and warp_n % (2 * MMA_N) == 0,
+            name, "warp tiles (multiples of 16) must divide the block tile")
+    require(threads <= 1024 and threads % block_m == 0, name, "a block's threads must be a multiple of block_m")
+    require(2 <= stages <= 8, name, "stages must be 2 to 8")
+    mma = mma_m16n8k16_bf16_f32 if dt.name == "bfloat16" else mma_m16n8k16_f16_f32
+    mma_m, mma_n = warp_m // MMA_M, warp_n // MMA_N
+    swizzle = swizzled_chunk(BLOCK_K // CHUNK)
+    row_chunks = BLOCK_K // CHUNK
+    smem_bytes = stages * (block_m + block_n) * BLOCK_K * 2
+    a_bytes = stages * block_m * BLOCK_K * 2
+    min_blocks = 2 if threads <= 256 and warp_m * warp_n <= 64 * 32 else 1
+    nhwc = geo.nhwc
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geo.kernel, geo.stride, geo.padding, geo.dilation
+    h, w = geo.height, geo.width
+    # k = ci * ci_step + ky * ky_step + kx * kx_step: (ci, ky, kx) in NCHW's order, (ky, kx, ci) in NHWC's
+    ci_step, ky_step, kx_step = (1, kw * cg, cg) if nhwc else (kh * kw, kw, 1)
+    vector_a = nhwc and cg % CHUNK == 0  # 8 consecutive k: 8 channels of one tap, 16 aligned bytes
+    vector_w = taps % CHUNK == 0
+    a_unit = CHUNK if vector_a else 1
+    loads_a = block_m * BLOCK_K // a_unit
+    loads_w = block_n * row_chunks
+    pixels = oh * ow
+    tiles_n = -(-og // block_n)
+    x1, x2, x3 = geo.x_dims()
+    w0, w1, w2, w3 = geo.weight_dims()
+    o1, o2, o3 = geo.out_dims()
+    has_bias = bias
+
+    with script_module() as module:
+
+        @script
+        def conv2d(batch: i32, x: dt[batch, x1, x2, x3], weight: dt[w0, w1, w2, w3], bias: dt[out_channels],
+                   out: dt[batch, o1, o2, o3]):
+            attrs.func_kind = "cuda_kernel"
+            attrs.cuda.block_dim = threads
+            attrs.cuda.grid_dim = (batch * pixels + block_m - 1) // block_m * tiles_n * groups
+            attrs.cuda.dynamic_smem_bytes = smem_bytes
+            attrs.cuda.min_blocks = min_blocks
+            smem_a = tensor_pointer(dt, [stages, block_m, BLOCK_K], init=dynamic_shared_memory(0, dt))
+            smem_w = tensor_pointer(dt, [stages, block_n, BLOCK_K], init=dynamic_shared_memory(a_bytes, dt))
+            ra = register_tensor(u32, [mma_m, 4])
+            rb = register_tensor(u32, [mma_n, 2])
+            acc = register_tensor(f32, [mma_m, mma_n, 4])
+            for mi in meta.range(mma_m):
+                for ni in meta.range(mma_n):
+                    for e in meta.range(4):
+                        acc[mi, ni, e] = 0.0
+            m = batch * pixels
+            tiles_m = (m + block_m - 1) // block_m
+            per_group = tiles_m * tiles_n
+            g = blockIdx.x // per_group
+            tile = blockIdx.x % per_group
+            first_m = tile // (GROUP_M * tiles_n) * GROUP_M  # groups of GROUP_M tile rows, column by column
+            group_m = min(tiles_m - first_m, GROUP_M)
+            m0 = (first_m + tile % (GROUP_M * tiles_n) % group_m) * block_m
+            n0 = tile % (GROUP_M * tiles_n) // group_m * block_n
+            lane = threadIdx.x % 32
+            wm = threadIdx.x // 32 // warps_n * warp_m
+            wn = threadIdx.x // 32 % warps_n * warp_n
+            steps = (taps + BLOCK_K - 1) // BLOCK_K
+            for step in range(steps + stages - 1):  # gather step `step`, multiply step `step - stages + 1`
+                cp_async_wait_group(stages - 2)  # the copy of the step multiplied now is in place
+                syncthreads()  # ... for every thread, and every thread is done with the buffer refilled now
+                if step < steps:
+                    fill = step % stages
+                    k0 = step * BLOCK_K
+                    for t in meta.range(-(-loads_a // threads)):
+                        q = threadIdx.x + t * threads
+                        if loads_a % threads == 0 or q < loads_a:
+                            row = q // (BLOCK_K // a_unit) if nhwc else q % block_m  # consecutive threads: along
+                            col = q % (BLOCK_K // a_unit) * a_unit if nhwc else q // block_m  # k in NHWC, else m
+                            pixel = m0 + row
+                            bi = pixel // pixels
+                            oy = pixel % pixels // ow
+                            ox = pixel % ow
+                            kk = k0 + col
+                            ci = kk // ci_step % cg
+                            iy = oy * sh + kk // ky_step % kh * dh - ph
+                            ix = ox * sw + kk // kx_step % kw * dw - pw
+                            inside = pixel < m and kk < taps and iy >= 0 and iy < h and ix >= 0 and ix < w
+                            at = swizzle(row, col // CHUNK) * CHUNK + col % CHUNK
+                            if vector_a:
+                                if inside:
+                                    cp_async(~smem_a[fill, row, at], ~x[bi, iy, ix, g * cg + ci], 16)
+                                else:
+                                    for e in meta.range(CHUNK):
+                                        smem_a[fill, row, at + e] = dt(0.0)
+                            else:
+                                if nhwc:
+                                    smem_a[fill, row, at] = x[bi, iy, ix, g * cg + ci] if inside else dt(0.0)
+                                else:
+                                    smem_a[fill, row, at] = x[bi, g * cg + ci, iy, ix] if inside else dt(0.0)
+                    for t in meta.range(-(-loads_w // threads)):
+                        q = threadIdx.x + t * threads
+                        if loads_w % threads == 0 or q < loads_w:
+                            row = q // row_chunks
+                            kc = q % row_chunks * CHUNK
+                            at = swizzle(row, q % row_chunks) * CHUNK
+                            o = g * og + n0 + row
+                            live = n0 + row < og
+                            for e in meta.range(1 if vector_w else CHUNK):
+                                kk = k0 + kc + e
+                                ci = kk // ci_step % cg
+                                ky = kk // ky_step % kh
+                                kx = kk // kx_step % kw
+                                if vector_w:
+                                    if live and kk < taps:
+                                        src = ~weight[o, ky, kx, ci] if nhwc else ~weight[o, ci, ky, kx]
+                                        cp_async(~smem_w[fill, row, at], src, 16)
+                                    else:
+                                        for z in meta.range(CHUNK):
+                                            smem_w[fill, row, at + z] = dt(0.0)
+                                else:
+                                    inside = live and kk < taps
+                                    if nhwc:
+                                        smem_w[fill, row, at + e] = weight[o, ky, kx, ci] if inside else dt(0.0)
+                                    else:
+                                        smem_w[fill, row, at + e] = weight[o, ci, ky, kx] if inside else dt(0.0)
+                cp_async_commit_group()
+                if step >= stages - 1:
+                    buf = (step - stages + 1) % stages
+                    for ks in meta.range(BLOCK_K // MMA_K):
+                        for mi in meta.range(mma_m):
+                            row = wm + mi * MMA_M + lane % 16
+                            ldmatrix_x4(~ra[mi, 0], ~smem_a[buf, row, swizzle(row, 2 * ks + lane // 16) * CHUNK])
+                        for pair in meta.range(mma_n // 2):
+                            # lanes 0-7, 8-15: the first 8 columns' k halves; lanes 16-31: the next 8 columns'
+                            row = wn + pair * 2 * MMA_N + lane // 16 * MMA_N + lane % 8
+                            chunk = 2 * ks + lane // 8 % 2
+                            ldmatrix_x4(~rb[2 * pair, 0], ~smem_w[buf, row, swizzle(row, chunk) * CHUNK])
+                        for mi in meta.range(mma_m):
+                            for ni in meta.range(mma_n):
+                                mma(~ra[mi, 0], ~rb[ni, 0], ~acc[mi, ni, 0])
+            for mi in meta.range(mma_m):
+                for e2 in meta.range(2):
+                    pixel = m0 + wm + mi * MMA_M + lane // 4 + 8 * e2
+                    bi = pixel // pixels
+                    oy = pixel % pixels // ow
+                    ox = pixel % ow
+                    for ni in meta.range(mma_n):
+                        for e in meta.range(2):
+                            j = n0 + wn + ni * MMA_N + 2 * (lane % 4) + e
+                            if pixel < m and j < og:
+                                o = g * og + j
+                                value = acc[mi, ni, 2 * e2 + e] + (f32(bias[o]) if has_bias else 0.0)
+                                if nhwc:
+                                    out[bi, oy, ox, o] = dt(value)
+                                else:
+                                    out[bi, o, oy, ox] = dt(value)
+
+    module = bind_sizes(module, "conv2d", {"batch": batch})
+    return module if has_bias else drop_params(module, "conv2d", ["bias"])
