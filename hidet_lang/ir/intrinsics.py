@@ -266,6 +266,38 @@ def _warpgroup_mma_specs() -> tuple[IntrinsicSpec, ...]:
     return tuple(specs)
 
 
+# ---- Vector accesses of global memory ----------------------------------------------------------------------
+# `copy_vector_<n>(dst, src)` copies n bytes from `src` to `dst` as one access (a 128-bit LDG.E.128 / STG.E.128
+# for 16 bytes; both addresses n-byte aligned, or the GPU faults): between a tensor's element and a local array
+# it loads or stores a whole vector of elements. `address_aligned(p, n)` is 1 when address `p` is a multiple of
+# n (a power of two), else 0: the test a kernel makes before taking its vector path. The fusion rewrite turns a
+# vector load from an anchor input into element copies of the prologue's values (as it does a cp_async), a
+# vector store to an anchor output into element stores, and the alignment test of a fused tensor into 1.
+VECTOR_COPY_BYTES = (4, 8, 16)
+"""The sizes of `copy_vector`'s accesses, each its own intrinsic (`copy_vector_name`)."""
+
+ADDRESS_ALIGNED = "address_aligned"
+"""The alignment test of an address (`address_aligned(p, 16)`)."""
+
+
+def copy_vector_name(nbytes: int) -> str:
+    """The intrinsic that copies `nbytes` bytes as one vector access ('copy_vector_16')."""
+    return f"copy_vector_{nbytes}"
+
+
+def _vector_access_specs() -> tuple[IntrinsicSpec, ...]:
+    """The vector copies and the alignment test (checking mode: a misaligned copy is reported at its DSL line)."""
+    copies = tuple(IntrinsicSpec(copy_vector_name(n), (Pointer(), Pointer()), void, _call(f"hl_copy_vector_{n}"),
+                                 _READ_WRITE,
+                                 emulator_checked=f"hl_emu_copy_vector_checked({{0}}, {{1}}, {n}, {{where}})")
+                   for n in VECTOR_COPY_BYTES)
+    return (*copies, IntrinsicSpec(ADDRESS_ALIGNED, (Pointer(), int32), int32, _call("hl_address_aligned")))
+
+
+VECTOR_COPIES = MappingProxyType({copy_vector_name(n): n for n in VECTOR_COPY_BYTES})
+"""The vector copies (`copy_vector_16(dst, src)` ...) and the bytes each copies."""
+
+
 def _table(*specs: IntrinsicSpec) -> MappingProxyType[str, IntrinsicSpec]:
     """The specs by name (ValueError for a name given twice)."""
     table: dict[str, IntrinsicSpec] = {}
@@ -320,6 +352,8 @@ INTRINSICS = _table(
     # Hopper: warpgroup MMA (wgmma from shared-memory descriptors or registers, its fence, groups and waits) and
     # warpgroup register reallocation
     *_warpgroup_mma_specs(),
+    # vector accesses of global memory and the alignment test of their vector paths
+    *_vector_access_specs(),
 )
 """Every intrinsic of CUDA code, by name."""
 

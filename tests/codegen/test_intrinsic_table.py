@@ -240,7 +240,7 @@ def names(function: str, code: str) -> bool:
 PRIMITIVES = code_of((INCLUDE_DIR / "hidet_lang" / "cuda_primitives.h").read_text())
 EMULATOR_BODIES, GPU_BODIES = emulator_and_gpu_branches(PRIMITIVES)
 # the headers of primitives that cuda_primitives.h includes, with an emulator and a GPU branch each
-for _header in ("hopper_wgmma.h",):
+for _header in ("hopper_wgmma.h", "vector_access.h"):
     assert f'#include "{_header}"' in PRIMITIVES
     _emulator, _gpu = emulator_and_gpu_branches(code_of((INCLUDE_DIR / "hidet_lang" / _header).read_text()))
     EMULATOR_BODIES, GPU_BODIES = EMULATOR_BODIES + "\n" + _emulator, GPU_BODIES + "\n" + _gpu

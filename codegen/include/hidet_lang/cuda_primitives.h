@@ -566,5 +566,7 @@ HL_DEVICE void hl_tma_store_wait_group(void) {
 
 // Hopper: warpgroup MMA and register reallocation (both bodies)
 #include "hopper_wgmma.h"
+// Vector accesses of global memory (both bodies)
+#include "vector_access.h"
 
 #endif  // HIDET_LANG_CUDA_PRIMITIVES_H
