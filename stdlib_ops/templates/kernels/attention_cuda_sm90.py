@@ -1,0 +1,309 @@
+"""Scaled dot-product attention for Hopper (sm_90a), FlashAttention-3 style: TMA copies into 128-byte-swizzled
+shared memory, a ring of full and empty mbarriers fed by a producer warpgroup, and warpgroup MMA (wgmma) issued by
+consumer warpgroups that keep the softmax in registers.
+
+`o[b, h, i] = sum_j softmax_j(scale * q[b, h, i] . k[b, h / group, j] + mask[b, h, i, j]) v[b, h / group, j]` for
+f16 or bf16 `q, k, v, o` of head dimension 64 or 128, with f32 scores, softmax and accumulators; `group` query heads
+share a key/value head (grouped-query attention, read in place). The tensors are `[batch, heads, seq, head_dim]`, or
+`[heads, seq, head_dim]` (one batch entry), read through tensor maps (`TensorMap` parameters: the caller passes the
+tensors themselves).
+
+- **Warpgroups.** A block has `1 + consumers` warpgroups (128 threads each) and owns `block_q = 64 * consumers`
+  consecutive queries of one head. Warpgroup 0 is the producer: it lowers its register budget (`setmaxnreg_dec`)
+  and one of its threads issues every TMA copy. Each consumer raises its budget (`setmaxnreg_inc`) and owns 64 of
+  the block's queries: wgmma's M.
+- **Q** is copied once, as 64x64 tiles (64 queries, 64 of the head dimension), on a barrier of its own.
+- **The ring.** `stages` buffers, each the k tile and the v tile of `block_k` keys, stored as `head_dim / 64` tiles
+  of `block_k x 64` (one 128-byte swizzle row of the head dimension each). Stage s has a full barrier (the
+  producer's arrival plus the copies' bytes) and an empty barrier (an arrival of every consumer thread once its
+  wgmma reads of the stage are done).
+- **S = Q K^T** by wgmma, both operands K-major in shared memory (the head dimension is the reduction), into an
+  accumulator of 64 x `block_k` f32 a consumer.
+- **Online softmax** on the accumulator registers: a thread holds two rows of its warp's 16 (`wgmma_accumulator_row`),
+  whose maxima and sums are combined over the four threads sharing a row (`shfl_xor_sync`). A row that has seen
+  only -inf keeps a shift of 0, so that a fully masked row ends with sum 0 and an output of 0 (as torch's SDPA).
+- **O += P V** with P, rounded to the input dtype, taken from the registers as wgmma's A fragment: register
+  `8 kk + e` of S is element e of the A fragment of the kk-th 16 keys, so no shuffle is needed. V's tile is
+  MN-major (keys are the reduction, rows of V): `transposed` descriptors, one m64n64k16 a 64 columns of O.
+- **Overlap.** A consumer issues the next tile's `S = Q K^T` before it computes the current tile's softmax, so the
+  tensor cores multiply while the threads exponentiate (two S accumulators, the loop unrolled by two so that each
+  has a register tensor of its own); a stage is released once its `P V` is done.
+- **Every size.** TMA fills the parts of a box outside the tensor with zeros; keys past `seq_k` (and, causally,
+  past the query: queries see keys j <= i, as torch's `is_causal`) score -inf, causal blocks stop at the tile of
+  their last query's diagonal, and rows past `seq_q` are stored nowhere. The additive mask is read element by
+  element, only on the rows inside `seq_q`.
+
+The kernel reads q, k and v only through TMA (no prologue fuses into them; their rows of head_dim 16-bit elements
+are multiples of 16 bytes), the mask by element reads, and stores o element by element. Shared memory is all
+dynamic, so that the tiles start at the 1024-byte boundary the swizzle needs. The attention adapter takes this
+template on sm_90a targets where TMA can read the task's tensors (`hopper_attention_binding`), and the sm_80
+tensor-core template `attention_cuda_mma` otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+
+from hidet_lang import attrs, f32, i32, meta, register_tensor, script, script_module, tensor_pointer, u64, view
+from hidet_lang.cuda import (
+    FULL_MASK,
+    TensorMap,
+    blockIdx,
+    dynamic_shared_memory,
+    fence_mbarrier_init,
+    mbarrier_arrive,
+    mbarrier_arrive_expect_tx,
+    mbarrier_init,
+    mbarrier_wait,
+    setmaxnreg_dec,
+    setmaxnreg_inc,
+    shfl_xor_sync,
+    swizzled_layout,
+    syncthreads,
+    threadIdx,
+    tma_load,
+    wgmma_accumulator_col,
+    wgmma_accumulator_row,
+    wgmma_commit_group,
+    wgmma_descriptor,
+    wgmma_fence,
+    wgmma_mma_async,
+    wgmma_wait_group,
+)
+from hidet_lang.frontend.script import ScriptModule
+from hidet_lang.ir.tensor_map import TensorMapType
+from hidet_lang.ir.types import DataType, TensorType
+from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
+from stdlib_ops.templates.sizes import bind_sizes
+
+WARPGROUP = 128  # threads of a warpgroup
+ROWS = 64  # queries of a consumer (wgmma's M), and head-dimension columns of a tile (one 128-byte swizzle row)
+WGMMA_K = 16
+HEAD_DIMS = (64, 128)
+BLOCK_KS = (64, 128)
+DTYPES = ("float16", "bfloat16")
+MASK_DTYPES = ("float32", "float16", "bfloat16", "float64")
+MAX_SMEM_BYTES = 227 * 1024  # the most dynamic shared memory a block of an sm_90 GPU may have
+PRODUCER_REGISTERS = 40  # the producer's register budget a thread (it only issues copies)
+CONSUMER_REGISTERS = 232  # a consumer's: two S tiles, P, the O accumulators and the softmax around them
+
+
+def default_schedule(head_dim: int) -> dict[str, int]:
+    """The schedule for `head_dim`: two consumers (128 queries a block), tiles of 128 keys in a ring of two stages
+    at head dimension 64, tiles of 64 keys in a ring of three at 128 (whose O accumulators take twice the
+    registers)."""
+    if head_dim == 64:
+        return {"consumers": 2, "block_k": 128, "stages": 2}
+    return {"consumers": 2, "block_k": 64, "stages": 3}
+
+
+def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, seq_k: Size, head_dim: int,
+                        causal: bool = False, dtype: str = "float16", *, scale: float | None = None,
+                        mask_dtype: str | None = None, consumers: int | None = None, block_k: int | None = None,
+                        stages: int | None = None) -> ScriptModule:
+    """A module with one kernel `attention(<symbolic sizes>, q, k, v, [mask,] o)` on Hopper's tensor cores (built
+    for 'cuda:sm_90a').
+
+    `q: TensorMap(dtype, [batch, heads, seq_q, head_dim])`, `k, v: TensorMap(dtype, [batch, kv_heads, seq_k,
+    head_dim])` (`[heads, ...]` and `[kv_heads, ...]` when batch is 1), `o: dtype[batch, heads, seq_q, head_dim]`,
+    and where `mask_dtype` is given an additive `mask: mask_dtype[batch, heads, seq_q, seq_k]`. Query head h reads
+    key/value head `h / (heads / kv_heads)`: `heads` a multiple of `kv_heads` (both ints where they differ). Sizes
+    are ints or symbolic names; `head_dim` is 64 or 128; `scale` defaults to 1 / sqrt(head_dim). The schedule
+    (`consumers`: 1 or 2 warpgroups of 64 queries; `block_k`: 64 or 128 keys a tile; `stages`: 2 to 6 ring
+    buffers) defaults to `default_schedule`'s."""
+    name = "attention_cuda_sm90"
+    check_sizes(name, {"batch": batch, "heads": heads, "kv_heads": kv_heads, "seq_q": seq_q, "seq_k": seq_k})
+    require(head_dim in HEAD_DIMS, name, f"head_dim must be one of {HEAD_DIMS}, got {head_dim!r}")
+    dt = template_dtype(name, dtype, DTYPES)
+    mdt = None if mask_dtype is None else template_dtype(name, mask_dtype, MASK_DTYPES)
+    if heads is kv_heads or heads == kv_heads:
+        group = 1
+    else:
+        require(isinstance(heads, int) and isinstance(kv_heads, int) and heads % kv_heads == 0, name,
+                f"heads ({heads}) must be a multiple of kv_heads ({kv_heads}), both ints where they differ")
+        group = heads // kv_heads
+    schedule = default_schedule(head_dim)
+    consumers = schedule["consumers"] if consumers is None else consumers
+    block_k = schedule["block_k"] if block_k is None else block_k
+    stages = schedule["stages"] if stages is None else stages
+    require(consumers in (1, 2), name, "consumers must be 1 or 2")
+    require(block_k in BLOCK_KS, name, f"block_k must be one of {BLOCK_KS}")
+    require(2 <= stages <= 6, name, "stages must be 2 to 6")
+    block_q = ROWS * consumers
+    chunks = head_dim // ROWS  # 64-column tiles of the head dimension
+    tile_bytes = ROWS * ROWS * 2  # a 64x64 tile of q
+    kv_tile_bytes = block_k * ROWS * 2  # a block_k x 64 tile of k or v
+    q_bytes = consumers * chunks * tile_bytes
+    stage_bytes = 2 * chunks * kv_tile_bytes  # a stage's k tiles then its v tiles
+    bars_at = q_bytes + stages * stage_bytes
+    smem_bytes = bars_at + (1 + 2 * stages) * 8
+    require(smem_bytes <= MAX_SMEM_BYTES, name, f"{smem_bytes} bytes of shared memory (at most 227 KB)")
+    scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
+    threads = WARPGROUP * (1 + consumers)
+    batched = batch != 1  # one batch entry: three-dimensional tensor maps
+    has_mask = mdt is not None
+    s_regs = block_k // 2  # a thread's registers of a 64 x block_k S tile
+    k_slices = block_k // WGMMA_K
+    q_tile = TensorType(dt, (ROWS, ROWS), swizzled_layout([ROWS, ROWS], dt, swizzle=128))
+    kv_tile = TensorType(dt, (block_k, ROWS), swizzled_layout([block_k, ROWS], dt, swizzle=128))
+
+    with script_module() as module:
+
+        @script
+        def attention(batch: i32, heads: i32, kv_heads: i32, seq_q: i32, seq_k: i32,
+                      q: head_map(dt, [batch, heads, seq_q, head_dim], ROWS, batched),
+                      k: head_map(dt, [batch, kv_heads, seq_k, head_dim], block_k, batched),
+                      v: head_map(dt, [batch, kv_heads, seq_k, head_dim], block_k, batched),
+                      rest: meta.types(([] if not has_mask else [mdt[batch, heads, seq_q, seq_k]] if batched
+                                        else [mdt[heads, seq_q, seq_k]])
+                                       + ([dt[batch, heads, seq_q, head_dim]] if batched
+                                          else [dt[heads, seq_q, head_dim]]))):
+            attrs.func_kind = "cuda_kernel"
+            attrs.cuda.block_dim = threads
+            attrs.cuda.grid_dim = (seq_q + block_q - 1) // block_q * batch * heads
+            attrs.cuda.dynamic_smem_bytes = smem_bytes
+            attrs.cuda.min_blocks = 1
+            o = rest[len(rest) - 1]
+            q_full = tensor_pointer(u64, [1], init=dynamic_shared_memory(bars_at, u64))
+            full = tensor_pointer(u64, [stages], init=dynamic_shared_memory(bars_at + 8, u64))
+            empty = tensor_pointer(u64, [stages], init=dynamic_shared_memory(bars_at + 8 + stages * 8, u64))
+            if threadIdx.x == 0:
+                mbarrier_init(~q_full[0], 1)
+                for s in range(stages):
+                    mbarrier_init(~full[s], 1)
+                    mbarrier_init(~empty[s], consumers * WARPGROUP)
+                fence_mbarrier_init()
+            syncthreads()
+            tiles_q = (seq_q + block_q - 1) // block_q
+            bh = blockIdx.x // tiles_q
+            b = bh // heads
+            h = bh % heads
+            q0 = blockIdx.x % tiles_q * block_q
+            kv_end = min(seq_k, q0 + block_q) if causal else seq_k
+            tiles = (kv_end + block_k - 1) // block_k
+            role = threadIdx.x // WARPGROUP  # 0: the producer; 1 to consumers: a consumer
+            if role == 0:
+                setmaxnreg_dec(PRODUCER_REGISTERS)
+                if threadIdx.x == 0:
+                    mbarrier_arrive_expect_tx(~q_full[0], q_bytes)
+                    for c in meta.range(consumers):
+                        for dc in meta.range(chunks):
+                            tma_load(dynamic_shared_memory((c * chunks + dc) * tile_bytes, dt), q,
+                                     box_at(b, h, q0 + c * ROWS, dc * ROWS, batched), ~q_full[0])
+                    for step in range(tiles):
+                        s = step % stages
+                        mbarrier_wait(~empty[s], (step // stages + 1) % 2)  # round 0 passes: nothing to free
+                        mbarrier_arrive_expect_tx(~full[s], stage_bytes)
+                        for dc in meta.range(chunks):
+                            at = box_at(b, h // group, step * block_k, dc * ROWS, batched)
+                            tma_load(dynamic_shared_memory(q_bytes + s * stage_bytes + dc * kv_tile_bytes, dt), k,
+                                     at, ~full[s])
+                            tma_load(dynamic_shared_memory(q_bytes + s * stage_bytes + (chunks + dc) * kv_tile_bytes,
+                                                           dt), v, at, ~full[s])
+            else:
+                setmaxnreg_inc(CONSUMER_REGISTERS)
+                t = threadIdx.x % WARPGROUP
+                rows = (role - 1) * ROWS  # this warpgroup's queries in the block
+                acc_s = register_tensor(f32, [s_regs])
+                acc_o = register_tensor(f32, [chunks, ROWS // 2])  # a 64x64 accumulator a 64 columns of O
+                pa = register_tensor(dt, [k_slices, 8])  # P's A fragments, one a 16 keys
+                row_max = register_tensor(f32, [2])
+                row_sum = register_tensor(f32, [2])
+                for hh in meta.range(2):
+                    row_max[hh] = -math.inf
+                    row_sum[hh] = 0.0
+                for j in meta.range(chunks):
+                    for r in meta.range(ROWS // 2):
+                        acc_o[j, r] = 0.0
+                mbarrier_wait(~q_full[0], 0)
+                for step in range(tiles):
+                    s = step % stages
+                    k0 = step * block_k
+                    mbarrier_wait(~full[s], step // stages % 2)
+                    wgmma_fence()  # S was read by the last softmax
+                    for dc in meta.range(chunks):
+                        for kk in meta.range(ROWS // WGMMA_K):
+                            tile_q = view(dynamic_shared_memory(((role - 1) * chunks + dc) * tile_bytes, dt), q_tile)
+                            tile_k = view(dynamic_shared_memory(q_bytes + s * stage_bytes + dc * kv_tile_bytes, dt),
+                                          kv_tile)
+                            wgmma_mma_async(acc_s, wgmma_descriptor(tile_q, k=kk * WGMMA_K),
+                                            wgmma_descriptor(tile_k, k=kk * WGMMA_K), dtype=dt,
+                                            scale_d=0 if dc == 0 and kk == 0 else 1)
+                    wgmma_commit_group()
+                    wgmma_wait_group(0, acc_s)
+                    for r in meta.range(s_regs):
+                        acc_s[r] = acc_s[r] * scale
+                    if k0 + block_k > seq_k or has_mask or (causal and k0 + block_k - 1 > q0 + rows):
+                        for r in meta.range(s_regs):
+                            i = q0 + rows + wgmma_accumulator_row(t, r)
+                            jk = k0 + wgmma_accumulator_col(t, r)
+                            if jk >= seq_k or (causal and jk > i):
+                                acc_s[r] = -math.inf
+                            elif has_mask:
+                                if i < seq_q:
+                                    if batched:
+                                        acc_s[r] = acc_s[r] + f32(rest[0][b, h, i, jk])
+                                    else:
+                                        acc_s[r] = acc_s[r] + f32(rest[0][h, i, jk])
+                    for hh in meta.range(2):
+                        tile_max: f32 = -math.inf
+                        for n in meta.range(block_k // 8):
+                            tile_max = max(tile_max, max(acc_s[4 * n + 2 * hh], acc_s[4 * n + 2 * hh + 1]))
+                        tile_max = max(tile_max, shfl_xor_sync(FULL_MASK, tile_max, 1))
+                        tile_max = max(tile_max, shfl_xor_sync(FULL_MASK, tile_max, 2))
+                        new_max = max(row_max[hh], tile_max)
+                        shift = 0.0 if new_max == -math.inf else new_max
+                        correction = math.exp(row_max[hh] - shift)
+                        row_max[hh] = new_max
+                        total: f32 = 0.0
+                        for n in meta.range(block_k // 8):
+                            for e in meta.range(2):
+                                p = math.exp(acc_s[4 * n + 2 * hh + e] - shift)
+                                pa[n // 2, n % 2 * 4 + 2 * hh + e] = dt(p)
+                                total += p
+                        row_sum[hh] = row_sum[hh] * correction + total
+                        for j in meta.range(chunks):
+                            for n in meta.range(ROWS // 8):
+                                for e in meta.range(2):
+                                    acc_o[j, 4 * n + 2 * hh + e] = acc_o[j, 4 * n + 2 * hh + e] * correction
+                    wgmma_fence()  # P and the rescaled O were written
+                    for kk in meta.range(k_slices):
+                        for j in meta.range(chunks):
+                            tile_v = view(dynamic_shared_memory(q_bytes + s * stage_bytes + (chunks + j)
+                                                                * kv_tile_bytes, dt), kv_tile)
+                            wgmma_mma_async(~acc_o[j, 0], ~pa[kk, 0],
+                                            wgmma_descriptor(tile_v, k=kk * WGMMA_K, transposed=True),
+                                            dtype=dt, trans_b=True, n=ROWS)
+                    wgmma_commit_group()
+                    wgmma_wait_group(0, acc_o)
+                    mbarrier_arrive(~empty[s])
+                for hh in meta.range(2):  # the row's sum over its four threads, then its reciprocal (0 for 0)
+                    row_sum[hh] += shfl_xor_sync(FULL_MASK, row_sum[hh], 1)
+                    row_sum[hh] += shfl_xor_sync(FULL_MASK, row_sum[hh], 2)
+                    row_sum[hh] = 1.0 / row_sum[hh] if row_sum[hh] > 0.0 else 0.0
+                for j in meta.range(chunks):
+                    for r in meta.range(ROWS // 2):
+                        oi = q0 + rows + wgmma_accumulator_row(t, r)
+                        oc = j * ROWS + wgmma_accumulator_col(t, r)
+                        if oi < seq_q:
+                            if batched:
+                                o[b, h, oi, oc] = dt(acc_o[j, r] * row_sum[r // 2 % 2])
+                            else:
+                                o[h, oi, oc] = dt(acc_o[j, r] * row_sum[r // 2 % 2])
+
+    return bind_sizes(module, "attention", {"batch": batch, "heads": heads, "kv_heads": kv_heads, "seq_q": seq_q,
+                                            "seq_k": seq_k})
+
+
+def head_map(dtype: DataType, shape: list, rows: int, batched: bool) -> TensorMapType:
+    """The tensor map of q, k or v of `shape` = [batch, heads, seq, head_dim], read in boxes of `rows` rows of one
+    head and 64 of its head dimension, 128-byte swizzled: four-dimensional when `batched`, else [heads, seq,
+    head_dim]."""
+    if batched:
+        return TensorMap(dtype, shape, box=[1, 1, rows, ROWS], swizzle=128)
+    return TensorMap(dtype, shape[1:], box=[1, rows, ROWS], swizzle=128)
+
+
+def box_at(batch_index: object, head: object, row: object, col: object, batched: bool) -> list:
+    """The coordinates of the box at (`batch_index`, `head`, `row`, `col`) in a map `head_map` made."""
+    return [batch_index, head, row, col] if batched else [head, row, col]
