@@ -3,9 +3,9 @@ are gathered from the input and the weight into swizzled shared memory, multipli
 `mma.m16n8k16`, f32 accumulators, and the bias and the output stored element by element.
 
 Per group, `out[pixel, o] = sum_k A[pixel, k] * W[o, k]` (`conv2d_geometry`: M pixels, N output channels of the
-group, K taps in the layout's order). The block tiles, the warp tiles, the swizzle, the `cp_async` pipeline of
-`stages` buffers and the fragments are those of `matmul_cuda_f16_mma` (its `default_tiles`, `swizzled_chunk`,
-mma sizes and `BLOCK_K`), with these differences:
+group, K taps in the layout's order). The block tiles (`mma_tiles`), the warp tiles, the swizzle, the `cp_async`
+pipeline of `stages` buffers and the fragments are those of `matmul_cuda_f16_mma` (its `swizzled_chunk`, mma
+sizes and `BLOCK_K`), with these differences:
 
 - **The A tile (the gather).** Element `(pixel, k)` of a `block_m x 32` tile is the input at
   `(iy, ix) = (oy * sh + ky * dh - ph, ox * sw + kx * dw - pw)`, zero outside the input (the padding) and past M
@@ -43,16 +43,26 @@ from stdlib_ops.templates.kernels.conv2d_geometry import Pair, conv_geometry
 from stdlib_ops.templates.kernels.matmul_cuda_f16_mma import (
     BLOCK_K,
     CHUNK,
+    ENOUGH_BLOCKS,
     GROUP_M,
     INPUT_DTYPES,
     MMA_K,
     MMA_M,
     MMA_N,
-    default_tiles,
     swizzled_chunk,
 )
-from stdlib_ops.templates.params import Size, require
+from stdlib_ops.templates.params import Size, require, tile_for_blocks
 from stdlib_ops.templates.sizes import bind_sizes, drop_params
+
+TILES = ((128, 128, 64, 32), (128, 64, 64, 32), (64, 64, 32, 32))
+"""The tiles (block_m, block_n, warp_m, warp_n) `mma_tiles` chooses from, largest first: `matmul_cuda_f16_mma`'s,
+and a 128 x 64 one for convolutions of 64 output channels a group (common in image networks)."""
+
+
+def mma_tiles(groups: int, m: Size, n: int) -> tuple[int, int, int, int]:
+    """The tile for `groups` products of `m` pixels by `n` output channels: of the `TILES` no wider than the
+    channels need (at least 64), the largest that gives `ENOUGH_BLOCKS` blocks (the smallest when none does)."""
+    return tile_for_blocks([t for t in TILES if t[1] <= max(64, n)], groups, m, n, ENOUGH_BLOCKS)
 
 
 def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_channels: int, kernel: Pair,
@@ -63,15 +73,14 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
     implicit GEMM on the tensor cores (see the module's docstring), f16 or bf16 tensors, f32 accumulation.
 
     Shapes as `conv2d_geometry` gives them for `layout`; `bias: dtype[out_channels]` when `bias`; `batch` is an int
-    or a symbolic name. `tiles` is `(block_m, block_n, warp_m, warp_n)` (None: `matmul_cuda_f16_mma`'s
-    `default_tiles` for the GEMM), whose block has `threads` a multiple of `block_m`; `stages` (2 to 8) shared
-    buffers pipeline the copies."""
+    or a symbolic name. `tiles` is `(block_m, block_n, warp_m, warp_n)` (None: `mma_tiles`),
+    whose block's threads are a multiple of `block_m`; `stages` (2 to 8) shared buffers pipeline the copies."""
     name = "conv2d_cuda_mma"
     geo, dt = conv_geometry(name, batch, channels, height, width, out_channels, kernel, stride, padding, dilation,
                             groups, layout, dtype, INPUT_DTYPES)
     oh, ow = geo.out_size
     cg, og, taps = geo.group_channels, geo.group_out_channels, geo.taps
-    block_m, block_n, warp_m, warp_n = tiles or default_tiles(
+    block_m, block_n, warp_m, warp_n = tiles or mma_tiles(
         groups, batch * oh * ow if isinstance(batch, int) else "m", og)
     warps_n = block_n // warp_n
     threads = 32 * (block_m // warp_m) * warps_n

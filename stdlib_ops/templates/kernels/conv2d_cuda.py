@@ -1,0 +1,294 @@
+"""conv2d templates for CUDA: an f32 implicit GEMM on the CUDA cores, a direct kernel for depthwise convolutions,
+and the registration that chooses between them and the tensor-core template (`conv2d_cuda_mma`).
+
+Tensors, layouts and the implicit GEMM's extents are `conv2d_geometry`'s (NCHW, or NHWC with the weight
+`[O, KH, KW, C / groups]`); only the batch may be symbolic.
+
+- **f32 implicit GEMM** (`conv2d_cuda_gemm`), per group `out[pixel, o] = sum_k A[pixel, k] * W[o, k]`, with
+  `matmul_cuda`'s register blocking: a block computes a `block_m x block_n` tile (pixels x output channels) with
+  `(block_m / thread_m) x (block_n / thread_n)` threads, a thread `thread_m` consecutive pixels and `thread_n`
+  channels in groups of 4 spread over the tile, its accumulators, pixels and channels register tensors indexed by
+  constants. Along K, steps of `block_k` taps are gathered into one of `stages` shared buffers, both tiles stored
+  k-major (`[block_k, block_m]`, `[block_k, block_n]`) so that a thread's 4 pixels or 4 channels of one tap are one
+  16-byte shared read. The gather reads an element of the input at `(oy * sh + ky * dh - ph, ox * sw + kx * dw -
+  pw)`, zero outside it (the padding), in NCHW by consecutive threads along the pixels (coalesced along `ox`), in
+  NHWC along k (consecutive channels). The accumulators are stored with the bias where they fall inside the
+  output, which is where a fused epilogue lands.
+- **Direct** (`conv2d_cuda_direct`), for depthwise convolutions and others of few input channels a group: a thread
+  per output element in the output's memory order (consecutive threads: consecutive `ox` in NCHW, consecutive
+  output channels in NHWC, so that both the reads and the stores are coalesced) sums its `cg * KH * KW` taps in
+  f32, skipping those in the padding.
+
+Choosing (`conv2d_on_cuda`): the direct kernel where a group has at most `DIRECT_CHANNELS` input channels, else the
+tensor-core template for f16 and bf16 and the f32 implicit GEMM for f32 (whatever `hidet.option.allow_tf32`: no
+TF32 template is written for convolutions yet). Both kernels follow the kernel contract: `x`, `weight` and `bias`
+are only read element by element, `out` only stored element by element.
+"""
+
+from __future__ import annotations
+
+from hidet_lang import attrs, f32, i32, meta, register_tensor, script, script_module
+from hidet_lang.cuda import blockIdx, shared_tensor, syncthreads, threadIdx
+from hidet_lang.frontend.script import ScriptModule
+from stdlib_ops.schedule.signature import kernel_signature
+from stdlib_ops.task import Task
+from stdlib_ops.templates.binding import TemplateBinding, common_dtype, shape_of
+from stdlib_ops.templates.kernels.conv2d_cuda_mma import conv2d_cuda_mma
+from stdlib_ops.templates.kernels.conv2d_geometry import Pair, conv_geometry
+from stdlib_ops.templates.params import Size, require, tile_for_blocks
+from stdlib_ops.templates.registry import library_template
+from stdlib_ops.templates.sizes import bind_sizes, drop_params
+from stdlib_ops.templates.views import View
+
+CONV2D_CUDA_DTYPES = ("float32", "float16", "bfloat16")
+CHUNK = 4  # f32 elements of a 16-byte shared read
+GROUP_M = 8  # tile rows a group of consecutive blocks covers
+DIRECT_CHANNELS = 2
+"""The most input channels a group that `conv2d_on_cuda` gives to the direct kernel (depthwise convolutions have
+one): a GEMM of K = cg * KH * KW that small wastes most of a block's tile."""
+DIRECT_THREADS = 256
+
+TILES = ((128, 128, 8, 8), (128, 64, 8, 8), (64, 64, 4, 4), (32, 32, 4, 4))
+"""The tiles (block_m, block_n, thread_m, thread_n) of the f32 implicit GEMM, largest first."""
+
+ENOUGH_BLOCKS = 132
+"""Blocks that keep a large GPU busy (one for each of an H200's 132 SMs)."""
+
+
+def gemm_tiles(groups: int, m: Size, n: int) -> tuple[int, int, int, int]:
+    """The f32 GEMM's tile for `groups` products of `m` pixels by `n` channels: of the tiles no wider than the
+    channels need (at least 32), the largest that gives `ENOUGH_BLOCKS` blocks (the smallest when none does)."""
+    fitting = [t for t in TILES if t[1] <= max(32, n) or t[1] == TILES[-1][1]]
+    return tile_for_blocks(fitting, groups, m, n, ENOUGH_BLOCKS)
+
+
+def conv2d_cuda_gemm(batch: Size, channels: int, height: int, width: int, out_channels: int, kernel: Pair,
+                     stride: Pair = (1, 1), padding: Pair = (0, 0), dilation: Pair = (1, 1), groups: int = 1,
+                     bias: bool = False, dtype: str = "float32", layout: str = "NCHW", *, block_k: int = 8,
+                     stages: int = 2, tiles: tuple[int, int, int, int] | None = None) -> ScriptModule:
+    """A module with one kernel `conv2d(<batch if symbolic>, x, weight[, bias], out)`: the convolution as an f32
+    implicit GEMM on the CUDA cores (see the module's docstring).
+
+    Shapes as `conv2d_geometry` gives them for `layout`; `bias: f32[out_channels]` when `bias`; `batch` is an int
+    or a symbolic name. `tiles` is `(block_m, block_n, thread_m, thread_n)` (None: `gemm_tiles`), `thread_m`
+    and `thread_n` multiples of 4; `block_k` taps a step, `stages` (2 to 8) shared buffers."""
+    name = "conv2d_cuda_gemm"
+    geo, dt = conv_geometry(name, batch, channels, height, width, out_channels, kernel, stride, padding, dilation,
+                            groups, layout, dtype, ("float32",))
+    oh, ow = geo.out_size
+    cg, og, taps = geo.group_channels, geo.group_out_channels, geo.taps
+    block_m, block_n, thread_m, thread_n = tiles or gemm_tiles(
+        groups, batch * oh * ow if isinstance(batch, int) else "m", og)
+    require(min(block_m, block_n, thread_m, thread_n, block_k) >= 1, name, "tile sizes must be positive")
+    require(block_m % thread_m == 0 and block_n % thread_n == 0, name, "thread tiles must divide the block tile")
+    require(thread_m % CHUNK == 0 and thread_n % CHUNK == 0, name, "thread_m and thread_n must be multiples of 4")
+    require(2 <= stages <= 8, name, "stages must be 2 to 8")
+    threads_n = block_n // thread_n
+    threads = (block_m // thread_m) * threads_n
+    require(32 <= threads <= 1024 and threads % 32 == 0, name, f"{threads} threads a block (need 32..1024, whole "
+            "warps)")
+    require(stages * (block_m + block_n) * block_k * 4 <= 48 * 1024, name, "at most 48 KB of shared memory")
+    groups_n = thread_n // CHUNK
+    group_stride = block_n // groups_n  # the channels of a thread: q * group_stride + CHUNK * tx + c
+    nhwc = geo.nhwc
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geo.kernel, geo.stride, geo.padding, geo.dilation
+    h, w = geo.height, geo.width
+    ci_step, ky_step, kx_step = (1, kw * cg, cg) if nhwc else (kh * kw, kw, 1)
+    loads_a = block_m * block_k
+    loads_w = block_n * block_k
+    pixels = oh * ow
+    tiles_n = -(-og // block_n)
+    x1, x2, x3 = geo.x_dims()
+    w0, w1, w2, w3 = geo.weight_dims()
+    o1, o2, o3 = geo.out_dims()
+    has_bias = bias
+
+    with script_module() as module:
+
+        @script
+        def conv2d(batch: i32, x: dt[batch, x1, x2, x3], weight: dt[w0, w1, w2, w3], bias: dt[out_channels],
+                   out: dt[batch, o1, o2, o3]):
+            attrs.func_kind = "cuda_kernel"
+            attrs.cuda.block_dim = threads
+            attrs.cuda.min_blocks = 2  # at most 128 registers for 256 threads: two blocks an SM hide each other's waits
+            attrs.cuda.grid_dim = (batch * pixels + block_m - 1) // block_m * tiles_n * groups
+            smem_a = shared_tensor(f32, [stages, block_k, block_m])
+            smem_w = shared_tensor(f32, [stages, block_k, block_n])
+            acc = register_tensor(f32, [thread_m, thread_n])
+            ra = register_tensor(f32, [thread_m])
+            rb = register_tensor(f32, [thread_n])
+            for i in meta.range(thread_m):
+                for j in meta.range(thread_n):
+                    acc[i, j] = 0.0
+            m = batch * pixels
+            tiles_m = (m + block_m - 1) // block_m
+            per_group = tiles_m * tiles_n
+            g = blockIdx.x // per_group
+            tile = blockIdx.x % per_group
+            first_m = tile // (GROUP_M * tiles_n) * GROUP_M  # groups of GROUP_M tile rows, column by column
+            group_m = min(tiles_m - first_m, GROUP_M)
+            m0 = (first_m + tile % (GROUP_M * tiles_n) % group_m) * block_m
+            n0 = tile % (GROUP_M * tiles_n) // group_m * block_n
+            ty = threadIdx.x // threads_n
+            tx = threadIdx.x % threads_n
+            steps = (taps + block_k - 1) // block_k
+            for step in range(steps + stages - 1):  # gather step `step`, multiply step `step - stages + 1`
+                syncthreads()  # the step multiplied now is in place, and every thread is done with the one refilled
+                if step < steps:
+                    fill = step % stages
+                    k0 = step * block_k
+                    for t in meta.range(-(-loads_a // threads)):
+                        q = threadIdx.x + t * threads
+                        if loads_a % threads == 0 or q < loads_a:
+                            row = q // block_k if nhwc else q % block_m  # consecutive threads: along k in NHWC,
+                            col = q % block_k if nhwc else q // block_m  # along the pixels in NCHW
+                            pixel = m0 + row
+                            bi = pixel // pixels
+                            oy = pixel % pixels // ow
+                            ox = pixel % ow
+                            kk = k0 + col
+                            ci = kk // ci_step % cg
+                            iy = oy * sh + kk // ky_step % kh * dh - ph
+                            ix = ox * sw + kk // kx_step % kw * dw - pw
+                            inside = pixel < m and kk < taps and iy >= 0 and iy < h and ix >= 0 and ix < w
+                            if nhwc:
+                                smem_a[fill, col, row] = x[bi, iy, ix, g * cg + ci] if inside else 0.0
+                            else:
+                                smem_a[fill, col, row] = x[bi, g * cg + ci, iy, ix] if inside else 0.0
+                    for t in meta.range(-(-loads_w // threads)):
+                        q = threadIdx.x + t * threads
+                        if loads_w % threads == 0 or q < loads_w:
+                            row = q // block_k  # consecutive threads: along a row of the weight
+                            kk = k0 + q % block_k
+                            ci = kk // ci_step % cg
+                            ky = kk // ky_step % kh
+                            kx = kk // kx_step % kw
+                            o = g * og + n0 + row
+                            inside = n0 + row < og and kk < taps
+                            if nhwc:
+                                smem_w[fill, q % block_k, row] = weight[o, ky, kx, ci] if inside else 0.0
+                            else:
+                                smem_w[fill, q % block_k, row] = weight[o, ci, ky, kx] if inside else 0.0
+                if step >= stages - 1:
+                    buf = (step - stages + 1) % stages
+                    for kk in meta.range(block_k):
+                        for i in meta.range(thread_m):
+                            ra[i] = smem_a[buf, kk, ty * thread_m + i]
+                        for p in meta.range(groups_n):
+                            for c in meta.range(CHUNK):
+                                rb[p * CHUNK + c] = smem_w[buf, kk, p * group_stride + tx * CHUNK + c]
+                        for i in meta.range(thread_m):
+                            for j in meta.range(thread_n):
+                                acc[i, j] += ra[i] * rb[j]
+            for i in meta.range(thread_m):
+                pixel = m0 + ty * thread_m + i
+                bi = pixel // pixels
+                oy = pixel % pixels // ow
+                ox = pixel % ow
+                for p in meta.range(groups_n):
+                    for c in meta.range(CHUNK):
+                        j = n0 + p * group_stride + tx * CHUNK + c
+                        if pixel < m and j < og:
+                            o = g * og + j
+                            value = acc[i, p * CHUNK + c] + (bias[o] if has_bias else 0.0)
+                            if nhwc:
+                                out[bi, oy, ox, o] = value
+                            else:
+                                out[bi, o, oy, ox] = value
+
+    module = bind_sizes(module, "conv2d", {"batch": batch})
+    return module if has_bias else drop_params(module, "conv2d", ["bias"])
+
+
+def conv2d_cuda_direct(batch: Size, channels: int, height: int, width: int, out_channels: int, kernel: Pair,
+                       stride: Pair = (1, 1), padding: Pair = (0, 0), dilation: Pair = (1, 1), groups: int = 1,
+                       bias: bool = False, dtype: str = "float32", layout: str = "NCHW") -> ScriptModule:
+    """A module with one kernel `conv2d(<batch if symbolic>, x, weight[, bias], out)`: the convolution by the
+    direct kernel (see the module's docstring), meant for depthwise convolutions and others of few input channels
+    a group; f32, f16 or bf16 tensors, f32 accumulation.
+
+    Tensors and sizes as for `conv2d_cuda_gemm`."""
+    name = "conv2d_cuda_direct"
+    geo, dt = conv_geometry(name, batch, channels, height, width, out_channels, kernel, stride, padding, dilation,
+                            groups, layout, dtype, CONV2D_CUDA_DTYPES)
+    oh, ow = geo.out_size
+    cg, og = geo.group_channels, geo.group_out_channels
+    nhwc = geo.nhwc
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geo.kernel, geo.stride, geo.padding, geo.dilation
+    h, w = geo.height, geo.width
+    per_image = out_channels * oh * ow
+    x1, x2, x3 = geo.x_dims()
+    w0, w1, w2, w3 = geo.weight_dims()
+    o1, o2, o3 = geo.out_dims()
+    has_bias = bias
+
+    with script_module() as module:
+
+        @script
+        def conv2d(batch: i32, x: dt[batch, x1, x2, x3], weight: dt[w0, w1, w2, w3], bias: dt[out_channels],
+                   out: dt[batch, o1, o2, o3]):
+            attrs.func_kind = "cuda_kernel"
+            attrs.cuda.block_dim = DIRECT_THREADS
+            attrs.cuda.grid_dim = (batch * per_image + DIRECT_THREADS - 1) // DIRECT_THREADS
+            index = blockIdx.x * DIRECT_THREADS + threadIdx.x
+            if index < batch * per_image:
+                bi = index // per_image
+                o = index % out_channels if nhwc else index % per_image // (oh * ow)
+                oy = index % per_image // (ow * out_channels) if nhwc else index % (oh * ow) // ow
+                ox = index % (ow * out_channels) // out_channels if nhwc else index % ow
+                c0 = o // og * cg
+                total = f32(bias[o]) if has_bias else 0.0
+                for ci in range(cg):
+                    for ky in meta.range(kh):
+                        iy = oy * sh + ky * dh - ph
+                        for kx in meta.range(kw):
+                            ix = ox * sw + kx * dw - pw
+                            if iy >= 0 and iy < h and ix >= 0 and ix < w:
+                                if nhwc:
+                                    total += f32(x[bi, iy, ix, c0 + ci]) * f32(weight[o, ky, kx, ci])
+                                else:
+                                    total += f32(x[bi, c0 + ci, iy, ix]) * f32(weight[o, ci, ky, kx])
+                if nhwc:
+                    out[bi, oy, ox, o] = dt(total)
+                else:
+                    out[bi, o, oy, ox] = dt(total)
+
+    module = bind_sizes(module, "conv2d", {"batch": batch})
+    return module if has_bias else drop_params(module, "conv2d", ["bias"])
+
+
+def conv2d_cuda_schedule(channels: int, groups: int, dtype: str) -> str:
+    """The template `conv2d_on_cuda` binds a convolution to: `'direct'` where a group has at most
+    `DIRECT_CHANNELS` input channels, else `'mma'` (the tensor cores) for f16 and bf16, `'gemm'` for f32."""
+    if channels // groups <= DIRECT_CHANNELS:
+        return "direct"
+    return "gemm" if dtype == "float32" else "mma"
+
+
+SCHEDULES = {"direct": conv2d_cuda_direct, "gemm": conv2d_cuda_gemm, "mma": conv2d_cuda_mma}
+
+
+@library_template("conv2d", "cuda")
+@library_template("conv2d_nhwc", "cuda")
+def conv2d_on_cuda(task: Task) -> TemplateBinding | None:
+    """The direct kernel, the tensor-core implicit GEMM or the f32 one (`conv2d_cuda_schedule`) for an NCHW
+    (`conv2d`) or NHWC (`conv2d_nhwc`) convolution of f32, f16 or bf16 tensors whose sizes other than the batch are
+    known at build time."""
+    dtype = common_dtype(task, CONV2D_CUDA_DTYPES)
+    if dtype is None or len(task.inputs) not in (2, 3) or len(task.outputs) != 1:
+        return None
+    nhwc = task.name == "conv2d_nhwc"
+    signature = kernel_signature(task.inputs, task.outputs)
+    x_shape, w_shape = shape_of(task.inputs[0]), shape_of(task.inputs[1])
+    batch, height, width, channels = x_shape if nhwc else (x_shape[0], *x_shape[2:], x_shape[1])
+    out_channels, kh, kw = (w_shape[0], *(w_shape[1:3] if nhwc else w_shape[2:]))
+    if not all(isinstance(d, int) for d in (channels, height, width, out_channels, kh, kw)):
+        return None
+    groups = int(task.attrs["groups"])
+    template = SCHEDULES[conv2d_cuda_schedule(channels, groups, dtype)]
+    options = {"channels": channels, "height": height, "width": width, "out_channels": out_channels,
+               "kernel": (kh, kw), "stride": tuple(task.attrs["stride"]), "padding": tuple(task.attrs["padding"]),
+               "dilation": tuple(task.attrs["dilation"]), "groups": groups, "bias": len(task.inputs) == 3,
+               "dtype": dtype, "layout": "NHWC" if nhwc else "NCHW"}
+    views = [View(t, lambda i: i) for t in (*task.inputs, *signature.outputs)]
+    return TemplateBinding(template.__name__, template, signature, {"batch": batch}, views, options)
