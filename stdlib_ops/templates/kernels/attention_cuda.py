@@ -23,6 +23,7 @@ from stdlib_ops.schedule.signature import kernel_signature
 from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import TemplateBinding, shape_of
 from stdlib_ops.templates.kernels.attention_cuda_mma import HEAD_DIMS, MASK_DTYPES, MMA_DTYPES, attention_cuda_mma
+from stdlib_ops.templates.kernels.attention_cuda_sm90 import hopper_attention_binding
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.registry import library_template
 from stdlib_ops.templates.sizes import bind_sizes
@@ -118,7 +119,8 @@ def attention_on_cuda(task: Task) -> TemplateBinding | None:
     """Scaled dot-product attention over `[..., seq, head_dim]` tensors whose batch dimensions broadcast (key/value
     heads shared by groups of query heads with `enable_gqa`): f16 and bf16 with equal head dimensions of
     `attention_cuda_mma.HEAD_DIMS` (an additive mask and any scale allowed) go to the tensor-core template
-    `attention_cuda_mma`; others without a mask, at the scale 1 / sqrt(head_dim), to this template."""
+    `attention_cuda_mma` (on sm_90a targets, to the Hopper template `attention_cuda_sm90` where TMA can read q, k and
+    v: `hopper_attention_binding`); others without a mask, at the scale 1 / sqrt(head_dim), to this template."""
     if len(task.inputs) not in (3, 4) or len(task.outputs) != 1:
         return None
     signature = kernel_signature(task.inputs, task.outputs)
@@ -146,7 +148,9 @@ def attention_on_cuda(task: Task) -> TemplateBinding | None:
                    "scale": scale, "mask_dtype": mask[0].type.dtype.name if mask else None}
         if mask and options["mask_dtype"] not in MASK_DTYPES:
             return None
-        return TemplateBinding("attention_cuda_mma", attention_cuda_mma, signature, sizes, views, options)
+        tensor_cores = TemplateBinding("attention_cuda_mma", attention_cuda_mma, signature, sizes, views, options)
+        # on sm_90a, the Hopper template where TMA can read q, k and v as they are
+        return hopper_attention_binding(task, signature, tensor_cores)
     if mask or dtype not in ATTENTION_DTYPES:
         return None
     if scale is not None and not math.isclose(float(scale), 1.0 / math.sqrt(head_dim), rel_tol=1e-12):

@@ -43,6 +43,7 @@ tensor-core template `attention_cuda_mma` otherwise.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from hidet_lang import attrs, f32, i32, meta, register_tensor, script, script_module, tensor_pointer, u64, view
 from hidet_lang.cuda import (
@@ -71,10 +72,15 @@ from hidet_lang.cuda import (
     wgmma_wait_group,
 )
 from hidet_lang.frontend.script import ScriptModule
+from hidet_lang.ir import expr as E
 from hidet_lang.ir.tensor_map import TensorMapType
 from hidet_lang.ir.types import DataType, TensorType
+from stdlib_ops.schedule.signature import KernelSignature
+from stdlib_ops.task import Task
+from stdlib_ops.templates.binding import TemplateBinding, shape_of
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.sizes import bind_sizes
+from stdlib_ops.templates.views import Dim, View, broadcast_batch
 
 WARPGROUP = 128  # threads of a warpgroup
 ROWS = 64  # queries of a consumer (wgmma's M), and head-dimension columns of a tile (one 128-byte swizzle row)
@@ -83,32 +89,32 @@ HEAD_DIMS = (64, 128)
 BLOCK_KS = (64, 128)
 DTYPES = ("float16", "bfloat16")
 MASK_DTYPES = ("float32", "float16", "bfloat16", "float64")
+DECODING_QUERIES = 16  # queries the tensor-core template's decoding schedule takes (its warps split the keys)
 MAX_SMEM_BYTES = 227 * 1024  # the most dynamic shared memory a block of an sm_90 GPU may have
 PRODUCER_REGISTERS = 40  # the producer's register budget a thread (it only issues copies)
 CONSUMER_REGISTERS = 232  # a consumer's: two S tiles, P, the O accumulators and the softmax around them
 
 
 def default_schedule(head_dim: int) -> dict[str, int]:
-    """The schedule for `head_dim`: two consumers (128 queries a block), tiles of 128 keys in a ring of two stages
-    at head dimension 64, tiles of 64 keys in a ring of three at 128 (whose O accumulators take twice the
-    registers)."""
-    if head_dim == 64:
-        return {"consumers": 2, "block_k": 128, "stages": 2}
+    """The schedule for `head_dim` (64 or 128): two consumers (128 queries a block) and tiles of 64 keys in a ring
+    of three stages. With three warpgroups a thread has 168 registers (65536 / 384, as the compiler allots them):
+    two S tiles of 128 keys, P and O would not fit."""
     return {"consumers": 2, "block_k": 64, "stages": 3}
 
 
 def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, seq_k: Size, head_dim: int,
-                        causal: bool = False, dtype: str = "float16", *, scale: float | None = None,
-                        mask_dtype: str | None = None, consumers: int | None = None, block_k: int | None = None,
-                        stages: int | None = None) -> ScriptModule:
+                        causal: bool = False, dtype: str = "float16", *, group: int = 1, batched: bool | None = None,
+                        scale: float | None = None, mask_dtype: str | None = None, consumers: int | None = None,
+                        block_k: int | None = None, stages: int | None = None) -> ScriptModule:
     """A module with one kernel `attention(<symbolic sizes>, q, k, v, [mask,] o)` on Hopper's tensor cores (built
     for 'cuda:sm_90a').
 
     `q: TensorMap(dtype, [batch, heads, seq_q, head_dim])`, `k, v: TensorMap(dtype, [batch, kv_heads, seq_k,
-    head_dim])` (`[heads, ...]` and `[kv_heads, ...]` when batch is 1), `o: dtype[batch, heads, seq_q, head_dim]`,
-    and where `mask_dtype` is given an additive `mask: mask_dtype[batch, heads, seq_q, seq_k]`. Query head h reads
-    key/value head `h / (heads / kv_heads)`: `heads` a multiple of `kv_heads` (both ints where they differ). Sizes
-    are ints or symbolic names; `head_dim` is 64 or 128; `scale` defaults to 1 / sqrt(head_dim). The schedule
+    head_dim])`, `o: dtype[batch, heads, seq_q, head_dim]`, and where `mask_dtype` is given an additive `mask:
+    mask_dtype[batch, heads, seq_q, seq_k]`; without the batch dimension (`[heads, ...]`, `[kv_heads, ...]`) unless
+    `batched` (default: where batch is not 1). Query head h reads key/value head `h / group` (`heads = group *
+    kv_heads`, checked where both are ints). Sizes are ints or symbolic names; `head_dim` is 64 or 128; `scale`
+    defaults to 1 / sqrt(head_dim). The schedule
     (`consumers`: 1 or 2 warpgroups of 64 queries; `block_k`: 64 or 128 keys a tile; `stages`: 2 to 6 ring
     buffers) defaults to `default_schedule`'s."""
     name = "attention_cuda_sm90"
@@ -116,12 +122,11 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
     require(head_dim in HEAD_DIMS, name, f"head_dim must be one of {HEAD_DIMS}, got {head_dim!r}")
     dt = template_dtype(name, dtype, DTYPES)
     mdt = None if mask_dtype is None else template_dtype(name, mask_dtype, MASK_DTYPES)
-    if heads is kv_heads or heads == kv_heads:
-        group = 1
-    else:
-        require(isinstance(heads, int) and isinstance(kv_heads, int) and heads % kv_heads == 0, name,
-                f"heads ({heads}) must be a multiple of kv_heads ({kv_heads}), both ints where they differ")
-        group = heads // kv_heads
+    require(isinstance(group, int) and group >= 1, name, f"group must be a positive int, got {group!r}")
+    require(not (isinstance(heads, int) and isinstance(kv_heads, int)) or heads == group * kv_heads, name,
+            f"heads ({heads}) must be group ({group}) times kv_heads ({kv_heads})")
+    batched = batch != 1 if batched is None else batched
+    require(batched or batch == 1, name, "an unbatched kernel has a batch of 1")
     schedule = default_schedule(head_dim)
     consumers = schedule["consumers"] if consumers is None else consumers
     block_k = schedule["block_k"] if block_k is None else block_k
@@ -140,7 +145,6 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
     require(smem_bytes <= MAX_SMEM_BYTES, name, f"{smem_bytes} bytes of shared memory (at most 227 KB)")
     scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
     threads = WARPGROUP * (1 + consumers)
-    batched = batch != 1  # one batch entry: three-dimensional tensor maps
     has_mask = mdt is not None
     s_regs = block_k // 2  # a thread's registers of a 64 x block_k S tile
     k_slices = block_k // WGMMA_K
@@ -204,7 +208,8 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
                 setmaxnreg_inc(CONSUMER_REGISTERS)
                 t = threadIdx.x % WARPGROUP
                 rows = (role - 1) * ROWS  # this warpgroup's queries in the block
-                acc_s = register_tensor(f32, [s_regs])
+                acc_s0 = register_tensor(f32, [s_regs])  # the S tiles of even and of odd steps
+                acc_s1 = register_tensor(f32, [s_regs])
                 acc_o = register_tensor(f32, [chunks, ROWS // 2])  # a 64x64 accumulator a 64 columns of O
                 pa = register_tensor(dt, [k_slices, 8])  # P's A fragments, one a 16 keys
                 row_max = register_tensor(f32, [2])
@@ -216,67 +221,81 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
                     for r in meta.range(ROWS // 2):
                         acc_o[j, r] = 0.0
                 mbarrier_wait(~q_full[0], 0)
-                for step in range(tiles):
-                    s = step % stages
-                    k0 = step * block_k
-                    mbarrier_wait(~full[s], step // stages % 2)
-                    wgmma_fence()  # S was read by the last softmax
-                    for dc in meta.range(chunks):
-                        for kk in meta.range(ROWS // WGMMA_K):
-                            tile_q = view(dynamic_shared_memory(((role - 1) * chunks + dc) * tile_bytes, dt), q_tile)
-                            tile_k = view(dynamic_shared_memory(q_bytes + s * stage_bytes + dc * kv_tile_bytes, dt),
-                                          kv_tile)
-                            wgmma_mma_async(acc_s, wgmma_descriptor(tile_q, k=kk * WGMMA_K),
-                                            wgmma_descriptor(tile_k, k=kk * WGMMA_K), dtype=dt,
-                                            scale_d=0 if dc == 0 and kk == 0 else 1)
-                    wgmma_commit_group()
-                    wgmma_wait_group(0, acc_s)
-                    for r in meta.range(s_regs):
-                        acc_s[r] = acc_s[r] * scale
-                    if k0 + block_k > seq_k or has_mask or (causal and k0 + block_k - 1 > q0 + rows):
-                        for r in meta.range(s_regs):
-                            i = q0 + rows + wgmma_accumulator_row(t, r)
-                            jk = k0 + wgmma_accumulator_col(t, r)
-                            if jk >= seq_k or (causal and jk > i):
-                                acc_s[r] = -math.inf
-                            elif has_mask:
-                                if i < seq_q:
-                                    if batched:
-                                        acc_s[r] = acc_s[r] + f32(rest[0][b, h, i, jk])
-                                    else:
-                                        acc_s[r] = acc_s[r] + f32(rest[0][h, i, jk])
-                    for hh in meta.range(2):
-                        tile_max: f32 = -math.inf
-                        for n in meta.range(block_k // 8):
-                            tile_max = max(tile_max, max(acc_s[4 * n + 2 * hh], acc_s[4 * n + 2 * hh + 1]))
-                        tile_max = max(tile_max, shfl_xor_sync(FULL_MASK, tile_max, 1))
-                        tile_max = max(tile_max, shfl_xor_sync(FULL_MASK, tile_max, 2))
-                        new_max = max(row_max[hh], tile_max)
-                        shift = 0.0 if new_max == -math.inf else new_max
-                        correction = math.exp(row_max[hh] - shift)
-                        row_max[hh] = new_max
-                        total: f32 = 0.0
-                        for n in meta.range(block_k // 8):
-                            for e in meta.range(2):
-                                p = math.exp(acc_s[4 * n + 2 * hh + e] - shift)
-                                pa[n // 2, n % 2 * 4 + 2 * hh + e] = dt(p)
-                                total += p
-                        row_sum[hh] = row_sum[hh] * correction + total
-                        for j in meta.range(chunks):
-                            for n in meta.range(ROWS // 8):
-                                for e in meta.range(2):
-                                    acc_o[j, 4 * n + 2 * hh + e] = acc_o[j, 4 * n + 2 * hh + e] * correction
-                    wgmma_fence()  # P and the rescaled O were written
-                    for kk in meta.range(k_slices):
-                        for j in meta.range(chunks):
-                            tile_v = view(dynamic_shared_memory(q_bytes + s * stage_bytes + (chunks + j)
-                                                                * kv_tile_bytes, dt), kv_tile)
-                            wgmma_mma_async(~acc_o[j, 0], ~pa[kk, 0],
-                                            wgmma_descriptor(tile_v, k=kk * WGMMA_K, transposed=True),
-                                            dtype=dt, trans_b=True, n=ROWS)
-                    wgmma_commit_group()
-                    wgmma_wait_group(0, acc_o)
-                    mbarrier_arrive(~empty[s])
+                # step `it` issues S of tile `it`, then does the softmax and P V of tile `it - 1` while that S is
+                # multiplied; unrolled by two, so that the tile of an even step is in acc_s0, of an odd in acc_s1
+                for pair in range((tiles + 2) // 2):
+                    for half in meta.range(2):
+                        it = 2 * pair + half
+                        acc_next = acc_s0 if half == 0 else acc_s1
+                        acc_s = acc_s1 if half == 0 else acc_s0
+                        if it <= tiles:
+                            wgmma_wait_group(0, acc_s)  # S of tile it - 1 and P V of tile it - 2 are done
+                            wgmma_wait_group(0, acc_o)
+                            if it >= 2:
+                                mbarrier_arrive(~empty[(it - 2) % stages])
+                            if it < tiles:
+                                sn = it % stages
+                                mbarrier_wait(~full[sn], it // stages % 2)
+                                wgmma_fence()  # acc_next was read by the softmax of tile it - 2
+                                for dc in meta.range(chunks):
+                                    for kk in meta.range(ROWS // WGMMA_K):
+                                        tile_q = view(dynamic_shared_memory(((role - 1) * chunks + dc) * tile_bytes,
+                                                                            dt), q_tile)
+                                        tile_k = view(dynamic_shared_memory(q_bytes + sn * stage_bytes
+                                                                            + dc * kv_tile_bytes, dt), kv_tile)
+                                        wgmma_mma_async(acc_next, wgmma_descriptor(tile_q, k=kk * WGMMA_K),
+                                                        wgmma_descriptor(tile_k, k=kk * WGMMA_K), dtype=dt,
+                                                        scale_d=0 if dc == 0 and kk == 0 else 1)
+                                wgmma_commit_group()
+                            if it >= 1:
+                                s = (it - 1) % stages
+                                k0 = (it - 1) * block_k
+                                for r in meta.range(s_regs):
+                                    acc_s[r] = acc_s[r] * scale
+                                if k0 + block_k > seq_k or has_mask or (causal and k0 + block_k - 1 > q0 + rows):
+                                    for r in meta.range(s_regs):
+                                        i = q0 + rows + wgmma_accumulator_row(t, r)
+                                        jk = k0 + wgmma_accumulator_col(t, r)
+                                        if jk >= seq_k or (causal and jk > i):
+                                            acc_s[r] = -math.inf
+                                        elif has_mask:
+                                            if i < seq_q:
+                                                if batched:
+                                                    acc_s[r] = acc_s[r] + f32(rest[0][b, h, i, jk])
+                                                else:
+                                                    acc_s[r] = acc_s[r] + f32(rest[0][h, i, jk])
+                                for hh in meta.range(2):
+                                    tile_max: f32 = -math.inf
+                                    for n in meta.range(block_k // 8):
+                                        tile_max = max(tile_max, max(acc_s[4 * n + 2 * hh], acc_s[4 * n + 2 * hh + 1]))
+                                    tile_max = max(tile_max, shfl_xor_sync(FULL_MASK, tile_max, 1))
+                                    tile_max = max(tile_max, shfl_xor_sync(FULL_MASK, tile_max, 2))
+                                    new_max = max(row_max[hh], tile_max)
+                                    shift = 0.0 if new_max == -math.inf else new_max
+                                    correction = math.exp(row_max[hh] - shift)
+                                    row_max[hh] = new_max
+                                    total: f32 = 0.0
+                                    for n in meta.range(block_k // 8):
+                                        for e in meta.range(2):
+                                            p = math.exp(acc_s[4 * n + 2 * hh + e] - shift)
+                                            pa[n // 2, n % 2 * 4 + 2 * hh + e] = dt(p)
+                                            total += p
+                                    row_sum[hh] = row_sum[hh] * correction + total
+                                    for j in meta.range(chunks):
+                                        for n in meta.range(ROWS // 8):
+                                            for e in meta.range(2):
+                                                acc_o[j, 4 * n + 2 * hh + e] = acc_o[j, 4 * n + 2 * hh + e] * correction
+                                wgmma_fence()  # P and the rescaled O were written
+                                for kk in meta.range(k_slices):
+                                    for j in meta.range(chunks):
+                                        tile_v = view(dynamic_shared_memory(q_bytes + s * stage_bytes + (chunks + j)
+                                                                            * kv_tile_bytes, dt), kv_tile)
+                                        wgmma_mma_async(~acc_o[j, 0], ~pa[kk, 0],
+                                                        wgmma_descriptor(tile_v, k=kk * WGMMA_K, transposed=True),
+                                                        dtype=dt, trans_b=True, n=ROWS)
+                                wgmma_commit_group()
+                wgmma_wait_group(0, acc_o)  # the last tile's P V is done: release its stage
+                mbarrier_arrive(~empty[(tiles - 1) % stages])
                 for hh in meta.range(2):  # the row's sum over its four threads, then its reciprocal (0 for 0)
                     row_sum[hh] += shfl_xor_sync(FULL_MASK, row_sum[hh], 1)
                     row_sum[hh] += shfl_xor_sync(FULL_MASK, row_sum[hh], 2)
@@ -307,3 +326,54 @@ def head_map(dtype: DataType, shape: list, rows: int, batched: bool) -> TensorMa
 def box_at(batch_index: object, head: object, row: object, col: object, batched: bool) -> list:
     """The coordinates of the box at (`batch_index`, `head`, `row`, `col`) in a map `head_map` made."""
     return [batch_index, head, row, col] if batched else [head, row, col]
+
+
+def hopper_attention_binding(task: Task, signature: KernelSignature, fallback: TemplateBinding) -> TemplateBinding:
+    """The binding of the attention task `task` to this template, taken on sm_90a targets and falling back to
+    `fallback` (the tensor-core template's binding) elsewhere. `fallback` itself where TMA cannot read q, k and v as
+    they are (ranks other than 3 or 4, batch dimensions that broadcast: k and v not of q's batch, o not of q's
+    shape), where the template does not apply (a head dimension other than 64 or 128, dtypes other than one f16 or
+    bf16, a mask of another dtype), or where the tensor-core template's decoding schedule suits the queries better
+    (at most `DECODING_QUERIES` of them known at build time)."""
+    q, k, v, *mask = task.inputs
+    out = signature.outputs[0]
+    qs, ks, vs, os = (shape_of(t) for t in (q, k, v, out))
+    rank = len(qs)
+    dtypes = {t.type.dtype.name for t in (q, k, v, out)}
+    if (rank not in (3, 4) or any(len(s) != rank for s in (ks, vs, os)) or qs[-1] not in HEAD_DIMS
+            or (isinstance(qs[-2], int) and qs[-2] <= DECODING_QUERIES)
+            or len(dtypes) != 1 or not dtypes <= set(DTYPES)
+            or not all(_same_dim(a, b) for a, b in [*zip(qs, os), *zip(ks, vs), *zip(qs[:-3], ks[:-3])])
+            or (mask and mask[0].type.dtype.name not in MASK_DTYPES)):
+        return fallback
+    group = 1
+    if task.attrs.get("enable_gqa", False):
+        group = qs[-3] // ks[-3]  # the operator checked that both are ints, one a multiple of the other
+    elif not _same_dim(qs[-3], ks[-3]):
+        return fallback
+    batched = rank == 4
+    sizes = {"batch": qs[0] if batched else 1, "heads": qs[-3], "kv_heads": ks[-3], "seq_q": qs[-2],
+             "seq_k": ks[-2]}
+    views = [View(t, _same_indices, whole=True) for t in (q, k, v)]
+    views += [View(m, _broadcast_to(shape_of(m))) for m in mask]
+    views.append(View(out, _same_indices))
+    options = {"head_dim": qs[-1], "causal": bool(task.attrs.get("causal", False)), "dtype": dtypes.pop(),
+               "group": group, "batched": batched, "scale": task.attrs.get("scale"),
+               "mask_dtype": mask[0].type.dtype.name if mask else None}
+    return TemplateBinding("attention_cuda_sm90", attention_cuda_sm90, signature, sizes, views, options,
+                           needs_arch="sm_90a", fallback=fallback)
+
+
+def _same_indices(indices: tuple[E.Expr, ...]) -> tuple[E.Expr, ...]:
+    """The template's indices are the task tensor's (a tensor of the template's shape)."""
+    return indices
+
+
+def _broadcast_to(shape: tuple[Dim, ...]) -> Callable[[tuple[E.Expr, ...]], tuple[E.Expr, ...]]:
+    """The index into a tensor of `shape` (a mask broadcast to the scores' shape) of the scores' indices."""
+    return lambda indices: tuple(broadcast_batch(list(indices), shape))
+
+
+def _same_dim(a: Dim, b: Dim) -> bool:
+    """Whether two dimensions are the same int or the same symbolic size."""
+    return a is b or (isinstance(a, int) and isinstance(b, int) and a == b)
