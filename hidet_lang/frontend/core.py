@@ -33,7 +33,7 @@ _CONSTRUCT_NAMES = {
     "AsyncFunctionDef": "a nested function", "Yield": "`yield`", "YieldFrom": "`yield from`",
     "Await": "`await`", "Set": "a set literal", "SetComp": "a set comprehension",
     "JoinedStr": "an f-string", "Starred": "a starred expression",
-    "NamedExpr": "an assignment expression (:=)", "Match": "a `match` statement", "Slice": "a slice",
+    "NamedExpr": "an assignment expression (:=)", "Match": "a `match` statement",
     "AsyncFor": "an `async for` loop",
 }
 

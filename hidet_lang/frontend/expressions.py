@@ -57,18 +57,32 @@ class ExpressionParser(ParserCore):
                              DSLAttributeError) from None
 
     def expr_Subscript(self, node: ast.Subscript) -> Any:
-        """`x[...]`: an element of a tensor, a row of one (`a[i, :]`), or an item of a host value."""
+        """`x[...]`: an element of a tensor, a row of one (`a[i, :]`, or `a[i]` with fewer indices than
+        dimensions, so that `a[i][j]` is `a[i, j]`), or an item or slice of a host value (`shape[1:]`)."""
         base = self.visit_expr(node.value)
         if not isinstance(base, E.Expr):
-            if isinstance(base, (DataType, VectorType, tuple, list, dict, str)):
-                index = self.visit_expr(node.slice)
-                if isinstance(base, DataType) and isinstance(index, list):
-                    index = tuple(index)
-                return self.host_call(node, operator.getitem, base, index)
-            raise self.error(node, f"{semantics.describe(base)} cannot be indexed")
+            if not hasattr(type(base), "__getitem__"):
+                raise self.error(node, f"{semantics.describe(base)} cannot be indexed")
+            index = self.visit_expr(node.slice)
+            if isinstance(base, DataType) and isinstance(index, list):
+                index = tuple(index)
+            return self.host_call(node, operator.getitem, base, index)
         if _has_slice(node):
             return self.tensor_slice(node, base)
-        return self.host_call(node, semantics.element, base, self.subscript_indices(node))
+        indices = self.subscript_indices(node)
+        tensor = _tensor_type(base)
+        if tensor is not None and 0 < len(indices) < len(tensor.shape):
+            return self.sub_tensor(node, base, tensor, indices)
+        return self.host_call(node, semantics.element, base, indices)
+
+    def expr_Slice(self, node: ast.Slice) -> slice:
+        """`lower:upper:step` in a subscript of a host value (`shape[:axis]`, `indices[1:]`): a Python slice,
+        whose bounds are Python values while parsing."""
+        bounds = [None if part is None else self.visit_expr(part) for part in (node.lower, node.upper, node.step)]
+        if any(isinstance(b, E.Expr) for b in bounds):
+            raise self.error(node, "the bounds of a slice of a Python list or tuple must be Python values while "
+                                   "compiling, not kernel values", DSLSyntaxError)
+        return slice(*bounds)
 
     def subscript_indices(self, node: ast.Subscript) -> tuple[Any, ...]:
         """The indices of `x[...]`: `x[i, j]`, or a host list or tuple of them (`x[indices]`, as in Hidet)."""
@@ -86,15 +100,21 @@ class ExpressionParser(ParserCore):
         if any(not isinstance(p, ast.Slice) or p.lower or p.upper or p.step for p in rest):
             raise self.error(node, "a tensor slice takes leading indices followed by whole dimensions only, e.g. "
                                    "a[i, :] (a contiguous part of the tensor)", DSLSyntaxError)
-        t = base.type
-        tensor = t if isinstance(t, TensorType) else t.base if isinstance(t, PointerType) else None
-        if not isinstance(tensor, TensorType) or len(parts) != len(tensor.shape):
+        tensor = _tensor_type(base)
+        if tensor is None or len(parts) != len(tensor.shape):
             raise self.error(node, f"{semantics.describe(base)} cannot be sliced with {len(parts)} dimension(s)")
+        return self.sub_tensor(node, base, tensor, tuple(self.visit_expr(p) for p in parts[:first]))
+
+    def sub_tensor(self, node: ast.Subscript, base: E.Expr, tensor: TensorType, leading: tuple[Any, ...]) -> E.Expr:
+        """The part of `base` (of type `tensor`) at the `leading` indices, whole in its other dimensions: a pointer
+        to that contiguous sub-tensor, which can be indexed, stored into and passed as a tensor argument."""
         if getattr(tensor, "layout", None) is not None:
-            raise self.error(node, "a tensor with a layout cannot be sliced", DSLSyntaxError)
-        indices = [self.visit_expr(p) for p in parts[:first]] + [0] * len(rest)
-        element = self.host_call(node, semantics.element, base, tuple(indices))
-        return E.Reinterpret(E.Address(element), PointerType(TensorType(tensor.dtype, tuple(tensor.shape[first:]))))
+            raise self.error(node, f"a tensor with a layout ({tensor}) cannot be sliced or partly indexed; index all "
+                                   f"its {len(tensor.shape)} dimensions at once, e.g. a[i, j]", DSLSyntaxError)
+        indices = leading + (0,) * (len(tensor.shape) - len(leading))
+        element = self.host_call(node, semantics.element, base, indices)
+        rest = tuple(tensor.shape[len(leading):])
+        return E.Reinterpret(E.Address(element), PointerType(TensorType(tensor.dtype, rest)))
 
     def expr_Lambda(self, node: ast.Lambda) -> Callable[..., Any]:
         """A lambda is inlined where it is called: its body is parsed with the arguments bound."""
@@ -202,6 +222,14 @@ class ExpressionParser(ParserCore):
         if isinstance(value, (DataType, TensorType, PointerType, VectorType)):
             return value
         raise self.error(node, f"{ast.unparse(node)} is not a type; write e.g. f32, i32, f32[16, 16], ~f32 or f32x8")
+
+
+def _tensor_type(base: E.Expr) -> TensorType | None:
+    """The tensor type of a tensor, or of what a pointer to a tensor points to; None for other values."""
+    t = base.type
+    if isinstance(t, PointerType):
+        t = t.base
+    return t if isinstance(t, TensorType) else None
 
 
 def _has_slice(node: ast.Subscript) -> bool:

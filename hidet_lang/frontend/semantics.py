@@ -36,6 +36,11 @@ def describe(value: Any) -> str:
     return f"the Python {type(value).__name__} {value!r}"
 
 
+# What a pointer to a tensor is when a number was expected: mostly a tensor indexed in fewer dimensions than it has.
+_PART_OF_TENSOR = ("a part of a tensor (a tensor indexed in fewer dimensions than it has, such as a[i] of a 2-D "
+                   "tensor, is its row); index every dimension, e.g. a[i, j] or a[i][j]")
+
+
 def scalar_type(e: E.Expr, what: str) -> DataType:
     """The scalar type of `e`, or a TypeError saying that `what` needs a scalar."""
     t = e.type
@@ -43,6 +48,8 @@ def scalar_type(e: E.Expr, what: str) -> DataType:
         return t
     if isinstance(t, TensorType):
         raise TypeError(f"{what} needs a scalar, but {describe(e)} is a tensor; index it, e.g. x[i]")
+    if isinstance(t, PointerType) and isinstance(t.base, TensorType):
+        raise TypeError(f"{what} needs a scalar, but {describe(e)} is {_PART_OF_TENSOR}")
     raise TypeError(f"{what} needs a scalar, but got {describe(e)}")
 
 
@@ -55,6 +62,9 @@ def binary(op: str, a: Any, b: Any) -> E.Expr:
         other = tb if isinstance(ta, PointerType) else ta
         if isinstance(other, DataType) and other.is_integer:
             return expr
+        pointer = expr.a if isinstance(ta, PointerType) else expr.b
+        if isinstance(pointer.type.base, TensorType):
+            raise TypeError(f"operator {op} needs a number, but {describe(pointer)} is {_PART_OF_TENSOR}")
         raise TypeError(f"pointer arithmetic needs an integer offset, got {describe(expr.b)}")
     if op in E.COMPARISON_OPS and isinstance(ta, PointerType) and isinstance(tb, PointerType):
         return expr  # addresses compare (a void pointer with any other)

@@ -210,7 +210,7 @@ CASES: list[tuple[Callable[[], None], type[Exception], str]] = [
     (bad_undefined, DSLNameError, "name 'not_defined_anywhere' is not defined"),
     (bad_pointer_to_float, DSLTypeError, "cannot assign a pointer (~f32) to 'x' of type f32"),
     (bad_one_index, DSLTypeError, "'a' has 2 dimensions (f32[4, 4]) but is indexed with 1 index"),
-    (bad_one_index_read, DSLTypeError, "'a' has 2 dimensions (f32[4, 4]) but is indexed with 1 index"),
+    (bad_one_index_read, DSLTypeError, "is a part of a tensor"),
     (bad_attr, DSLAttributeError,
      "unknown attribute 'attrs.func_knd'; valid attributes: attrs.func_kind, attrs.func_name, attrs.noinline, "
      "attrs.fast_math, attrs.no_alias, attrs.cuda"),
