@@ -16,7 +16,7 @@ from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import HOST_CALLABLE_KINDS, Function, IRModule
 from hidet_lang.ir.functor import IRVisitor, child_field_names
-from hidet_lang.ir.intrinsics import CP_ASYNC_COPIES
+from hidet_lang.ir.intrinsics import ADDRESS_ALIGNED, CP_ASYNC_COPIES, VECTOR_COPIES
 from hidet_lang.ir.span import Span
 from hidet_lang.ir.types import TensorType
 
@@ -126,6 +126,12 @@ class _ViolationFinder(IRVisitor):
             for index in e.args[1].expr.indices:
                 self.check_expr(index, None)
             return
+        if isinstance(e, E.Intrinsic) and self.is_vector_access(e):
+            for operand in e.args:
+                indices = operand.expr.indices if self.is_anchor_element(operand) else None
+                for item in indices if indices is not None else (operand,):
+                    self.check_expr(item, None)
+            return
         for name in child_field_names(type(e)):
             value = getattr(e, name)
             for item in value if isinstance(value, tuple) else (value,):
@@ -142,6 +148,29 @@ class _ViolationFinder(IRVisitor):
             return False
         base = src.expr.base
         return isinstance(base, E.Var) and base in self.inputs and _full_index(base, src.expr.indices)
+
+    # ---- vector accesses: a vector load from an anchor input (`copy_vector_16(~regs[0], ~x[i, j])`), a vector
+    # store to an anchor output (`copy_vector_16(~y[i, j], ~regs[0])`), each with a full index, and the alignment
+    # test of an anchor tensor's element (`address_aligned(~x[0, 0], 16)`), which the rewrite makes element
+    # copies, element stores and 1
+
+    def is_anchor_element(self, e: E.Expr) -> bool:
+        """Whether `e` is `~t[i, j]` with a full index on an anchor tensor `t`."""
+        if not (isinstance(e, E.Address) and isinstance(e.expr, E.TensorElement)):
+            return False
+        base = e.expr.base
+        return self.is_anchor(base) and _full_index(base, e.expr.indices)
+
+    def is_vector_access(self, e: E.Intrinsic) -> bool:
+        """Whether `e` is a vector access of anchor tensors (and nothing else of them) that fusion rewrites."""
+        if e.name == ADDRESS_ALIGNED:
+            return self.is_anchor_element(e.args[0])
+        if e.name not in VECTOR_COPIES:
+            return False
+        dst, src = e.args
+        loads = self.is_anchor_element(src) and src.expr.base in self.inputs and not self.is_anchor_element(dst)
+        stores = self.is_anchor_element(dst) and dst.expr.base in self.outputs and not self.is_anchor_element(src)
+        return loads or stores
 
     def report(self, tensor: E.Var, reason: str) -> None:
         stmt = self.statement

@@ -19,7 +19,7 @@ from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import Function, IRModule
 from hidet_lang.ir.functor import IRRewriter, substitute
-from hidet_lang.ir.intrinsics import CP_ASYNC_COPIES
+from hidet_lang.ir.intrinsics import ADDRESS_ALIGNED, CP_ASYNC_COPIES, VECTOR_COPIES
 from hidet_lang.ir.node import at
 from hidet_lang.ir.types import DataType, TensorType, element_type
 from stdlib_ops.fusion.contract import check_fusion_contract, the_kernel
@@ -107,13 +107,16 @@ class _Injector(IRRewriter):
 
     def visit_EvaluateStmt(self, s: S.EvaluateStmt) -> S.Stmt:
         e = s.expr
-        if not (isinstance(e, E.Intrinsic) and e.name in CP_ASYNC_COPIES and self.copies_from_prologue(e)):
+        if isinstance(e, E.Intrinsic) and e.name in VECTOR_COPIES and self.fused_element(e.args[0], self.epilogues):
+            return self.vector_store(s, e)
+        copied = CP_ASYNC_COPIES.get(e.name) or VECTOR_COPIES.get(e.name) if isinstance(e, E.Intrinsic) else None
+        if not (copied and self.copies_from_prologue(e)):
             return self.rebuild(s)
         dst = self.visit(e.args[0])
         src = e.args[1].expr
         indices = self.visit(src.indices)
         dtype = element_type(src.base.type)
-        count_ = CP_ASYNC_COPIES[e.name] // dtype.nbytes
+        count_ = copied // dtype.nbytes
         with at(s.span):
             copies = [
                 S.BufferStoreStmt(dst, (E.convert(k),),
@@ -121,6 +124,30 @@ class _Injector(IRRewriter):
                 for k in range(count_)
             ]
             return S.seq(copies)
+
+    # ---- vector accesses (see `hidet_lang.ir.intrinsics.VECTOR_COPIES`): a vector load from an input with a
+    # prologue is element copies (above, as a cp_async), a vector store to an output with an epilogue element
+    # stores, and the alignment test of either 1 (its tensor is accessed element by element now)
+
+    def fused_element(self, e: E.Expr, fused: dict) -> bool:
+        """Whether `e` is `~t[...]` of a tensor `t` in `fused` (the prologues or the epilogues)."""
+        return (isinstance(e, E.Address) and isinstance(e.expr, E.TensorElement)
+                and isinstance(e.expr.base, E.Var) and e.expr.base in fused)
+
+    def vector_store(self, s: S.EvaluateStmt, e: E.Intrinsic) -> S.Stmt:
+        """The element stores, through its epilogue, of the vector store `e` to an anchor output."""
+        dst, src = e.args[0].expr, self.visit(e.args[1])
+        lanes = VECTOR_COPIES[e.name] // element_type(dst.base.type).nbytes
+        with at(s.span):
+            stores = [S.BufferStoreStmt(dst.base, (*dst.indices[:-1], _plus(dst.indices[-1], k)),
+                                        E.TensorElement(src, (E.convert(k),))) for k in range(lanes)]
+        return S.seq([self.visit_BufferStoreStmt(store) for store in stores])
+
+    def visit_Intrinsic(self, e: E.Intrinsic) -> E.Expr:
+        if e.name == ADDRESS_ALIGNED and (self.fused_element(e.args[0], self.prologues)
+                                          or self.fused_element(e.args[0], self.epilogues)):
+            return E.Constant(1, e.type)
+        return self.rebuild(e)
 
     def copies_from_prologue(self, e: E.Intrinsic) -> bool:
         src = e.args[1]

@@ -2,7 +2,9 @@
 
 - Outputs without a reduction at the top (injective computations, and computations whose reductions are only
   inside other expressions): a thread computes `ELEMENTS` elements a round, 256 threads a block, consecutive
-  threads on consecutive elements; reductions run as loops in the thread, hoisted as on the CPU.
+  threads on consecutive elements; reductions run as loops in the thread, hoisted as on the CPU. A single output
+  with no reduction whose innermost extent is a known multiple of a vector's lanes is computed a vector at a
+  time with 128-bit loads and stores (`cuda_vectors`), element-wise where its tensors are not aligned to them.
 - An output whose reductions several of its elements share (a row's statistics in a layer norm), or whose
   reductions hold nested ones (a variance's mean): a block per group of elements sharing them, the block
   computing each shared reduction once (`cuda_groups`), so the work stays linear in the input.
@@ -27,6 +29,7 @@ from hidet_lang.ir.stmt import AssignStmt, BufferStoreStmt, DeclareStmt, ForStmt
 from hidet_lang.ir.types import int32, void
 from stdlib_ops.compute.nodes import ComputeTensor, ReduceExpr
 from stdlib_ops.schedule.cuda_groups import block_per_group, shared_reduction_axes, unflatten
+from stdlib_ops.schedule.cuda_vectors import vector_kernel, vector_plan
 from stdlib_ops.schedule.inline import inline_computes
 from stdlib_ops.schedule.reductions import (
     ReductionLowering,
@@ -56,6 +59,11 @@ def schedule_cuda(name: str, inputs: tuple[Var, ...], outputs: tuple[ComputeTens
         body, grid = block_per_group(first_out, signature.outputs[0], first_axes, first_value, group, BLOCK, names)
     elif len(outputs) == 1 and len(top) == 1 and isinstance(top[0], ReduceExpr):
         body, grid = _warp_per_element(first_out, signature.outputs[0], first_axes, first_value, top[0], names)
+    elif len(outputs) == 1 and (plan := vector_plan(first_out, signature.outputs[0], first_axes, first_value)):
+        fallback = _grid_stride(first_out, signature.outputs[0], first_axes, first_value,
+                                extent_product(tuple(first_out.shape)), names)
+        body, grid = vector_kernel(plan, first_out, signature.outputs[0], first_axes, first_value, fallback, BLOCK,
+                                   names)
     else:
         total = extent_product(tuple(first_out.shape))
         # at least one block: an empty output (an empty slice) launches one that loops over nothing
