@@ -90,7 +90,7 @@ class CudaDeviceEmitter(CEmitter):
     def qualifiers(self, f: Function) -> str:
         if f.attrs.kind == FuncKind.CUDA_KERNEL:
             bounds = self.launch_bounds(f)
-            return f'extern "C" __global__ {bounds}'
+            return f'extern "C" __global__ {bounds}{self.cluster_dims(f)}'
         return "static __device__ __forceinline__ "
 
     @staticmethod
@@ -104,6 +104,16 @@ class CudaDeviceEmitter(CEmitter):
             threads *= int(d.value)
         extra = f", {cuda.min_blocks}" if cuda.min_blocks else ""
         return f"__launch_bounds__({threads}{extra}) "
+
+    @staticmethod
+    def cluster_dims(f: Function) -> str:
+        """`__cluster_dims__(x, y, z)` for a kernel with a thread block cluster (the compile-time shape, which a
+        plain launch honours)."""
+        cuda = f.attrs.cuda
+        if cuda is None or not cuda.cluster_dim:
+            return ""
+        dims = (*cuda.cluster_dim, 1, 1)[:3]
+        return f"__cluster_dims__({', '.join(map(str, dims))}) "
 
     def storage_prefix(self, s: S.DeclareStmt) -> str:
         if s.scope != S.DeclScope.SHARED:

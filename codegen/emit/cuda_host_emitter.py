@@ -92,9 +92,11 @@ class CudaHostEmitter(CEmitter):
         self.line("#ifdef HIDET_LANG_EMULATOR")
         kernel = self.plan.device_names[f.name]
         block_fn = f"{kernel}__block" if plan.fast_path else "0"
-        self.line(f'static const hl_kernel_info info = {{{kernel}__entry, "{f.name}", {fibers}, {block_fn}}};')
+        cluster = ", ".join(map(str, (*(cuda.cluster_dim if cuda else ()), 1, 1, 1)[:3]))
+        self.line(f'static const hl_kernel_info info = {{{kernel}__entry, "{f.name}", {fibers}, {block_fn}, '
+                  f'{{{cluster}}}}};')
         self.line("#else")
-        self.line(f'static const hl_kernel_info info = {{0, "{f.name}", {fibers}}};')
+        self.line(f'static const hl_kernel_info info = {{0, "{f.name}", {fibers}, 0, {{{cluster}}}}};')
         self.line("#endif")
         self.line(f"void *args[] = {{{args}}};")
         self.line(f"static const char *const where[] = {{{wheres}}};")

@@ -25,12 +25,14 @@ def cuda_limit_flags() -> tuple[str, ...]:
     # imported here: the compilation cache imports this module and stays free of the language's modules
     from hidet_lang.passes.cuda_limits import (
         MAX_BLOCK_DIM,
+        MAX_CLUSTER_SIZE,
         MAX_GRID_DIM,
         MAX_STATIC_SHARED_BYTES,
         MAX_THREADS_PER_BLOCK,
     )
 
     defines = {"HL_MAX_THREADS_PER_BLOCK": MAX_THREADS_PER_BLOCK, "HL_MAX_STATIC_SHARED_BYTES": MAX_STATIC_SHARED_BYTES,
+               "HL_MAX_CLUSTER_SIZE": MAX_CLUSTER_SIZE,
                **{f"HL_MAX_BLOCK_DIM_{axis}": n for axis, n in zip("XYZ", MAX_BLOCK_DIM)},
                **{f"HL_MAX_GRID_DIM_{axis}": n for axis, n in zip("XYZ", MAX_GRID_DIM)}}
     return tuple(f"-D{name}={value}" for name, value in defines.items())

@@ -378,6 +378,23 @@ __all__ += [
     "wgmma_descriptor", "wgmma_fence", "wgmma_mma_async", "wgmma_wait_group",
 ]
 
+# Hopper: thread block clusters
+from hidet_lang.cuda.cluster import (  # noqa: E402
+    cluster_arrive,
+    cluster_map_shared,
+    cluster_rank,
+    cluster_size,
+    cluster_sync,
+    cluster_wait,
+    mbarrier_arrive_cluster,
+    tma_load_multicast,
+)
+
+__all__ += [
+    "cluster_arrive", "cluster_map_shared", "cluster_rank", "cluster_size", "cluster_sync", "cluster_wait",
+    "mbarrier_arrive_cluster", "tma_load_multicast",
+]
+
 # the GPU's runtime: streams and device memory (not DSL functions; called from Python around kernels)
 from hidet_lang.cuda.device import (  # noqa: E402
     DeviceOutOfMemoryError,

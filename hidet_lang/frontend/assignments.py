@@ -9,6 +9,7 @@ name to it while parsing.
 from __future__ import annotations
 
 import ast
+import math
 from typing import Any
 
 from hidet_lang.errors import DSLAttributeError, DSLSyntaxError, DSLTypeError, DSLValueError
@@ -20,6 +21,7 @@ from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import FUNC_KINDS, FuncKind
 from hidet_lang.ir.types import DataType, PointerType, TensorType, VectorType
+from hidet_lang.passes.cuda_limits import MAX_CLUSTER_SIZE
 
 
 class AssignmentParser(ExpressionParser, OperatorParser):
@@ -173,10 +175,24 @@ class AssignmentParser(ExpressionParser, OperatorParser):
             return value
         if attr == "dynamic_smem_bytes":
             return self.launch_integer(attr, value, node)
+        if attr == "cluster_dim":
+            return self.cluster_dims(value, node)
         dims = value if isinstance(value, (tuple, list)) else (value,)
         if not 1 <= len(dims) <= 3:
             raise self.error(node, f"{attr} has 1 to 3 dimensions, got {len(dims)}", DSLValueError)
         return tuple(self.launch_integer(attr, d, node) for d in dims)
+
+    def cluster_dims(self, value: Any, node: ast.AST) -> tuple[int, ...]:
+        """`attrs.cuda.cluster_dim`: 1 to 3 positive Python ints of at most `MAX_CLUSTER_SIZE` blocks in all."""
+        dims = value if isinstance(value, (tuple, list)) else (value,)
+        if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1
+                                              for d in dims):
+            raise self.error(node, f"cluster_dim takes 1 to 3 positive Python ints (a compile-time cluster shape), "
+                                   f"got {value!r}", DSLValueError)
+        if math.prod(dims) > MAX_CLUSTER_SIZE:
+            raise self.error(node, f"cluster_dim {tuple(dims)} has {math.prod(dims)} blocks; a cluster has at most "
+                                   f"{MAX_CLUSTER_SIZE}", DSLValueError)
+        return tuple(dims)
 
     def launch_integer(self, attr: str, value: Any, node: ast.AST) -> E.Expr:
         """One integer of a launch configuration, as an IR expression (a float or a bool is refused)."""

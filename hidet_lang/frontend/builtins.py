@@ -20,7 +20,7 @@ from hidet_lang.ir.stmt import AsmStmt, DeclScope
 from hidet_lang.ir.types import DataType, PointerType, TensorType, VectorType, dtype_from_name, int32
 
 FUNC_ATTRS = ("func_kind", "func_name", "noinline", "fast_math", "no_alias")
-CUDA_ATTRS = ("grid_dim", "block_dim", "dynamic_smem_bytes", "min_blocks")
+CUDA_ATTRS = ("grid_dim", "block_dim", "dynamic_smem_bytes", "min_blocks", "cluster_dim")
 
 
 class _AttrsNamespace:

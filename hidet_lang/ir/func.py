@@ -38,6 +38,8 @@ def returnable_to_python(t: Type) -> bool:
 class CudaAttrs:
     """Launch configuration of a CUDA kernel; dimensions are (x, y, z) expressions over the parameters.
 
+    `cluster_dim` (empty: no cluster) groups the blocks into thread block clusters of that shape, which the grid's
+    dimensions are multiples of; a cluster's blocks run at once and reach each other's shared memory.
     `spans` locates each attribute's assignment in the user's source (errors at launch name that line).
     """
 
@@ -45,6 +47,7 @@ class CudaAttrs:
     block_dim: tuple[Expr, ...] = ()
     dynamic_smem_bytes: Expr | None = None
     min_blocks: int | None = None
+    cluster_dim: tuple[int, ...] = ()  # a thread block cluster's blocks in x, y, z (sm_90): Python ints
     spans: tuple[tuple[str, Span], ...] = field(default=(), compare=False)
 
     def span_of(self, attribute: str) -> Span | None:

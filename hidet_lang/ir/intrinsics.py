@@ -298,6 +298,42 @@ VECTOR_COPIES = MappingProxyType({copy_vector_name(n): n for n in VECTOR_COPY_BY
 """The vector copies (`copy_vector_16(dst, src)` ...) and the bytes each copies."""
 
 
+# ---- Thread block clusters ---------------------------------------------------------------------------------
+def _cluster_specs() -> tuple[IntrinsicSpec, ...]:
+    """Hopper: thread block clusters (codegen/include/hidet_lang/hopper_cluster.h). A rank is an i32 (0 to the
+    cluster's blocks - 1), a multicast mask an i32 of which bits 0-15 name ranks. The emulator's checking-mode
+    spellings name the DSL line in their reports."""
+    hopper = {"min_arch": "sm_90"}
+    bar = Pointer(uint64)
+
+    def checked(function: str) -> str:
+        return f"hl_emu_{function}({{where}}, {{args}})"
+
+    # the barrier's arrive does not wait, but it is one half of a barrier of the cluster's threads: no access is
+    # moved across it
+    barrier = Effect.BLOCK_BARRIER | _READ_WRITE
+    specs = [
+        IntrinsicSpec("cluster_rank", (), int32, _call("hl_cluster_rank"), **hopper),
+        IntrinsicSpec("cluster_size", (), int32, _call("hl_cluster_size"), **hopper),
+        IntrinsicSpec("cluster_arrive", (), void, _call("hl_cluster_arrive"), barrier,
+                      emulator_checked="hl_emu_cluster_arrive({where})", **hopper),
+        IntrinsicSpec("cluster_wait", (), void, _call("hl_cluster_wait"), barrier,
+                      emulator_checked="hl_emu_cluster_wait({where})", **hopper),
+        IntrinsicSpec("cluster_sync", (), void, _call("hl_cluster_sync"), barrier,
+                      emulator_checked="hl_emu_cluster_sync({where})", **hopper),
+        IntrinsicSpec("cluster_map_shared", (Pointer(T), int32), Pointer(T), _call("hl_cluster_map_shared"),
+                      emulator_checked=checked("cluster_map_shared"), **hopper),
+        IntrinsicSpec("mbarrier_arrive_cluster", (bar, int32), void, _call("hl_mbarrier_arrive_cluster"),
+                      _READ_WRITE, emulator_checked=checked("mbarrier_arrive_cluster"), **hopper),
+    ]
+    for rank in TMA_RANKS:
+        coords = (int32,) * rank
+        specs.append(IntrinsicSpec(f"tma_load_multicast_{rank}d", (Pointer(), Pointer(), bar, int32, *coords), void,
+                                   _call(f"hl_tma_load_multicast_{rank}d"), _READ_WRITE | Effect.ASYNC,
+                                   emulator_checked=checked(f"tma_load_multicast_{rank}d"), **hopper))
+    return tuple(specs)
+
+
 def _table(*specs: IntrinsicSpec) -> MappingProxyType[str, IntrinsicSpec]:
     """The specs by name (ValueError for a name given twice)."""
     table: dict[str, IntrinsicSpec] = {}
@@ -352,6 +388,8 @@ INTRINSICS = _table(
     # Hopper: warpgroup MMA (wgmma from shared-memory descriptors or registers, its fence, groups and waits) and
     # warpgroup register reallocation
     *_warpgroup_mma_specs(),
+    # Hopper: thread block clusters (ranks, the cluster barrier, other blocks' shared memory, TMA multicast)
+    *_cluster_specs(),
     # vector accesses of global memory and the alignment test of their vector paths
     *_vector_access_specs(),
 )

@@ -13,6 +13,8 @@ MAX_THREADS_PER_BLOCK = 1024
 MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
 MAX_STATIC_SHARED_BYTES = 48 * 1024  # more shared memory is dynamic and opted into per kernel
 MAX_LOCAL_BYTES_PER_THREAD = 512 * 1024  # a thread's local memory (register tensors spill there)
+MAX_CLUSTER_SIZE = 8  # blocks of a thread block cluster (sm_90 and later; the portable size)
+MIN_CLUSTER_ARCH = 90  # the compute capability that has clusters
 
 # Shared memory a block may have (static + dynamic, after opting in), by compute capability.
 _SHARED_MEMORY_PER_BLOCK = {

@@ -7,8 +7,8 @@ only in CUDA functions, recursion only in 'cpu_internal' functions, OpenMP loops
 bf16-free code on the CPU, launch attributes and local arrays within CUDA's limits, local arrays on the CPU within
 `MAX_CPU_LOCAL_ARRAY_BYTES`); `check_module_rules` checks the calls between
 functions and what host code of a CUDA module touches; `check_target_support` refuses what the chosen target
-cannot run (an intrinsic newer than its CUDA architecture: the intrinsic table's `min_arch`; inline PTX on the
-emulator). Errors name the offending line.
+cannot run (an intrinsic newer than its CUDA architecture: the intrinsic table's `min_arch`; a cluster below
+sm_90; inline PTX, or a cluster kernel's static shared memory, on the emulator). Errors name the offending line.
 """
 
 from __future__ import annotations
@@ -23,16 +23,17 @@ from hidet_lang.ir.functor import collect, own_expressions
 from hidet_lang.ir.intrinsics import CUDA_INTRINSICS, INTRINSICS
 from hidet_lang.ir.span import Span
 from hidet_lang.ir.stmt import DeclScope, LoopKind
-from hidet_lang.ir.types import TensorType, bfloat16
+from hidet_lang.ir.types import TensorType, bfloat16, int32
 from hidet_lang.passes.cuda_limits import (
     MAX_BLOCK_DIM,
     MAX_GRID_DIM,
     MAX_LOCAL_BYTES_PER_THREAD,
     MAX_STATIC_SHARED_BYTES,
     MAX_THREADS_PER_BLOCK,
+    MIN_CLUSTER_ARCH,
 )
 from hidet_lang.passes.loop_exits import statements_leaving
-from hidet_lang.target import Target
+from hidet_lang.target import Target, arch_number
 
 MAX_CPU_LOCAL_ARRAY_BYTES = 4 * 1024 * 1024
 """The largest local array of a CPU function: it lives on the stack, of a thread of OpenMP's too (8 MB by default
@@ -149,12 +150,42 @@ def _check_launch_dims(func: Function) -> None:
             if threads > MAX_THREADS_PER_BLOCK:
                 raise DSLValueError(f"kernel '{func.name}': block_dim {tuple(values)} has {threads} threads; a block "
                                     f"has at most {MAX_THREADS_PER_BLOCK}", where)
+    _check_cluster_grid(func)
     total = 0
     for decl, nbytes in shared_memory_declarations(func):
         total += nbytes
         if total > MAX_STATIC_SHARED_BYTES:
             raise DSLValueError(f"kernel '{func.name}': static shared memory reaches {total} bytes here; the "
                                 f"limit is {MAX_STATIC_SHARED_BYTES} (use dynamic_shared_memory for more)", decl.span)
+
+
+def _check_cluster_grid(func: Function) -> None:
+    """A constant grid dimension that is a multiple of the cluster's (a computed one is checked at the launch)."""
+    cuda = func.attrs.cuda
+    assert cuda is not None
+    for axis, cluster, grid in zip("xyz", cuda.cluster_dim, cuda.grid_dim + (E.Constant(1, int32),) * 3):
+        if isinstance(grid, E.Constant) and int(grid.value) % cluster != 0:
+            raise DSLValueError(f"kernel '{func.name}': grid_dim.{axis} = {grid.value} is not a multiple of "
+                                f"cluster_dim.{axis} = {cluster}", cuda.span_of("grid_dim") or func.span)
+
+
+def _check_clusters(module: IRModule, target: Target) -> None:
+    """Clusters need sm_90; on the emulator, whose blocks of a cluster share one OS thread (and so its static
+    shared memory), a cluster kernel's shared memory is dynamic."""
+    for f in module.functions:
+        cuda = f.attrs.cuda
+        if cuda is None or not cuda.cluster_dim:
+            continue
+        where = cuda.span_of("cluster_dim") or f.span
+        if target.arch is not None and arch_number(target.arch) < MIN_CLUSTER_ARCH:
+            raise DSLTypeError(f"kernel '{f.name}': thread block clusters (attrs.cuda.cluster_dim) need CUDA "
+                               f"architecture sm_90 or later, and the module is built for {target.arch}; build it "
+                               "with target='cuda:sm_90'", where)
+        declared = shared_memory_declarations(f)
+        if target.emulated and declared:
+            raise DSLTypeError(f"kernel '{f.name}' has a cluster, and the CUDA emulator runs the blocks of a cluster "
+                               "on one OS thread, which holds static shared memory: declare its shared memory with "
+                               "dynamic_shared_memory", declared[0][0].span)
 
 
 def shared_memory_declarations(func: Function) -> list[tuple[S.DeclareStmt, int]]:
@@ -230,6 +261,7 @@ def check_target_support(module: IRModule, target: Target) -> None:
     emulator. DSLTypeErrors, as `check_kind_rules` raises for a CUDA intrinsic or inline PTX in a CPU function."""
     if target.arch is not None:
         _check_architecture(module, target)
+    _check_clusters(module, target)
     if not target.emulated:
         return
     for f in module.functions:

@@ -348,9 +348,10 @@ def test_the_kernel_is_launched_with_its_block_function(module, kernel: str) -> 
     device, host = emulator_sources(module)
     text = block_function(module, kernel)
     assert text, f"no block function for {kernel}"
-    assert re.search(rf'hl_kernel_info info = \{{{kernel}__entry, "{kernel}", 0, {kernel}__block\}}', host)
+    assert re.search(rf'hl_kernel_info info = \{{{kernel}__entry, "{kernel}", 0, {kernel}__block, \{{1, 1, 1\}}\}}',
+                     host)
     assert '#include "hidet_lang/cuda_launch.h"' in host  # whose hl_launch passes the block function on
-    assert "hl_emu_launch_blocks(info->entry, info->block," in LAUNCH_HEADER
+    assert "hl_emu_launch_clusters(info->entry, info->block," in LAUNCH_HEADER
     assert "threadIdx" not in text and "blockIdx" not in text, "the indices must be the loop variables"
     if (module, kernel) in HEADER_KERNELS:  # device functions read the indices from the stack's header
         assert "hl_fast_h->thread_idx = uint3{hl_fast_tx, hl_fast_ty, hl_fast_tz};" in text
@@ -371,16 +372,16 @@ def test_constant_block_dimensions_are_the_loop_bounds() -> None:
 def test_no_block_function_for_kernels_with_barriers_or_in_checking_mode() -> None:
     assert block_function(barrier_module, "with_barrier") == ""
     _, host = emulator_sources(barrier_module)
-    assert '{with_barrier__entry, "with_barrier", 1, 0}' in host
+    assert '{with_barrier__entry, "with_barrier", 1, 0, {1, 1, 1}}' in host
     device, host = emulator_sources(fault_module, check=True)
-    assert "__block(" not in device and "__block}" not in host
+    assert "__block(" not in device and "__block," not in host
 
 
 def test_the_gpu_source_is_unchanged_by_the_fast_path() -> None:
     device, host = emit_cuda(plan_module(lower(fault_module.ir_module())))
     assert "__block" not in device and "hl_fast" not in device
     gpu_branch = host.split("#else\n")[-1].split("#endif")[0]  # the launcher's GPU branch
-    assert 'static const hl_kernel_info info = {0, "assert_positive", 0};' in gpu_branch
+    assert 'static const hl_kernel_info info = {0, "assert_positive", 0, 0, {1, 1, 1}};' in gpu_branch
 
 
 @on_emulator

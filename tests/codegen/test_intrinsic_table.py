@@ -119,6 +119,9 @@ def needs_initialized_barrier(spec: IntrinsicSpec) -> bool:
 # The TMA copies take a tensor map, which only a kernel parameter holds: tests/codegen/test_hopper_tma.py runs them.
 NEEDS_TENSOR_MAP = frozenset(name for name in NAMES if name.startswith(("tma_load_", "tma_store_")) and
                              name[-2:] in ("2d", "3d", "4d", "5d"))
+# The entries that name another block of a cluster (the sample's lane as its rank): tests/codegen/test_hopper_cluster.py
+# runs them in clusters.
+NAMES_A_BLOCK_RANK = frozenset({"cluster_map_shared", "mbarrier_arrive_cluster"})
 
 
 def uses(spec: IntrinsicSpec, buf: E.Var, lane: E.Expr) -> list[S.Stmt]:
@@ -240,7 +243,7 @@ def names(function: str, code: str) -> bool:
 PRIMITIVES = code_of((INCLUDE_DIR / "hidet_lang" / "cuda_primitives.h").read_text())
 EMULATOR_BODIES, GPU_BODIES = emulator_and_gpu_branches(PRIMITIVES)
 # the headers of primitives that cuda_primitives.h includes, with an emulator and a GPU branch each
-for _header in ("hopper_wgmma.h", "vector_access.h"):
+for _header in ("hopper_wgmma.h", "vector_access.h", "hopper_cluster.h"):
     assert f'#include "{_header}"' in PRIMITIVES
     _emulator, _gpu = emulator_and_gpu_branches(code_of((INCLUDE_DIR / "hidet_lang" / _header).read_text()))
     EMULATOR_BODIES, GPU_BODIES = EMULATOR_BODIES + "\n" + _emulator, GPU_BODIES + "\n" + _gpu
@@ -290,7 +293,7 @@ def test_entry_compiles_with_nvrtc_for_its_minimum_architecture(name: str) -> No
 
 @pytest.mark.skipif(backend() != "emulator", reason="the emulator's runs; CUDA modules build for a GPU here")
 @pytest.mark.parametrize("check", [False, True], ids=["plain", "checking"])
-@pytest.mark.parametrize("name", [name for name in NAMES if name not in NEEDS_TENSOR_MAP])
+@pytest.mark.parametrize("name", [name for name in NAMES if name not in NEEDS_TENSOR_MAP | NAMES_A_BLOCK_RANK])
 def test_entry_runs_on_the_emulator(name: str, check: bool) -> None:
     spec = INTRINSICS[name]
     emulated(arch_of(spec), check)[kernel_name(spec)]()

@@ -57,7 +57,8 @@
 // emulator_fiber.h (the context switch), emulator_block.h (launch, block and worker state, reports, running a
 // block's threads, barriers), emulator_warp.h (warp-collective operations), emulator_atomics.h,
 // emulator_checks.h (guarded and checked accesses), emulator_stack_guard.h (stack overflows as launch errors),
-// emulator_workers.h (a module's workers and their release), emulator_launch.h (running a launch; the entry
+// emulator_workers.h (a module's workers and their release), emulator_cluster.h (thread block clusters: their
+// blocks run together), emulator_launch.h (running a launch; the entry
 // points).
 #pragma once
 #ifndef HIDET_LANG_CUDA_EMULATOR_H
@@ -94,6 +95,7 @@
 #include "emulator_checks.h"
 #include "emulator_stack_guard.h"
 #include "emulator_workers.h"
+#include "emulator_cluster.h"
 #include "emulator_launch.h"
 
 #endif  // HIDET_LANG_CUDA_EMULATOR_H

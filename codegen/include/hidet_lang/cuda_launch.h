@@ -29,6 +29,7 @@ typedef struct {
     const char *name;
     int needs_fibers;
     void (*block)(void **); /* the emulator's block function (fast path), or 0 */
+    unsigned cluster[3];    /* the thread block cluster's shape (1, 1, 1: none); the grid is a multiple of it */
 } hl_kernel_info;
 static char hl_launch_message[512];
 static int hl_launch_failed = 0;
@@ -59,10 +60,10 @@ HL_EXPORT int hidet_lang_launch_status(const char **message, int *code) {
 }
 
 #ifdef HIDET_LANG_EMULATOR
-extern "C" int hl_emu_launch_blocks(void (*entry)(void **), void (*block)(void **), const char *kernel_name,
-                                    int needs_fibers, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                                    unsigned by, unsigned bz, size_t dynamic_smem_bytes, void **args,
-                                    size_t local_bytes);
+extern "C" int hl_emu_launch_clusters(void (*entry)(void **), void (*block)(void **), const char *kernel_name,
+                                      int needs_fibers, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                      unsigned by, unsigned bz, size_t dynamic_smem_bytes, void **args,
+                                      size_t local_bytes, unsigned cx, unsigned cy, unsigned cz);
 extern "C" const char *hl_emu_error_message(void);
 #else
 typedef int (*hl_cu_launch_kernel_t)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
@@ -113,6 +114,12 @@ static void hl_launch(int kernel, const hl_kernel_info *info, const char *const 
                         HL_MAX_THREADS_PER_BLOCK, HL_MAX_BLOCK_DIM_X, HL_MAX_BLOCK_DIM_Y, HL_MAX_BLOCK_DIM_Z);
         return;
     }
+    /* a cluster kernel's grid: a whole number of clusters in each dimension (its shape is compile-time) */
+    if (gx % info->cluster[0] || gy % info->cluster[1] || gz % info->cluster[2]) {
+        hl_launch_error(-1, info->name, where[0], "grid_dim (%lld, %lld, %lld) is not a multiple of cluster_dim "
+                        "(%u, %u, %u)", gx, gy, gz, info->cluster[0], info->cluster[1], info->cluster[2]);
+        return;
+    }
     if (smem < 0) {
         hl_launch_error(-1, info->name, where[2], "dynamic_smem_bytes %lld is negative", smem);
         return;
@@ -124,9 +131,10 @@ static void hl_launch(int kernel, const hl_kernel_info *info, const char *const 
         return;
     }
 #ifdef HIDET_LANG_EMULATOR
-    if (hl_emu_launch_blocks(info->entry, info->block, info->name, info->needs_fibers, (unsigned)gx, (unsigned)gy,
-                             (unsigned)gz, (unsigned)bx, (unsigned)by, (unsigned)bz, (size_t)smem, args,
-                             (size_t)hl_local_bytes[kernel]) != 0) {
+    if (hl_emu_launch_clusters(info->entry, info->block, info->name, info->needs_fibers, (unsigned)gx,
+                               (unsigned)gy, (unsigned)gz, (unsigned)bx, (unsigned)by, (unsigned)bz, (size_t)smem,
+                               args, (size_t)hl_local_bytes[kernel], info->cluster[0], info->cluster[1],
+                               info->cluster[2]) != 0) {
         hl_launch_failed = 1;
         hl_launch_code = -2;
         snprintf(hl_launch_message, sizeof hl_launch_message, "%s", hl_emu_error_message());

@@ -566,6 +566,8 @@ HL_DEVICE void hl_tma_store_wait_group(void) {
 
 // Hopper: warpgroup MMA and register reallocation (both bodies)
 #include "hopper_wgmma.h"
+// Hopper: thread block clusters (both bodies)
+#include "hopper_cluster.h"
 // Vector accesses of global memory (both bodies)
 #include "vector_access.h"
 

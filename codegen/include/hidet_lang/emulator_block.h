@@ -25,6 +25,10 @@ struct Fiber {
     uint8_t op;     // the barrier kind or warp operation it waits at
     int line;       // the generated line of that barrier / warp operation
     unsigned mask;  // the mask of that warp operation
+    // the mbarrier it waits on (emulator_mbarrier.h); its arrival at the cluster barrier (emulator_cluster.h)
+    const void *mbar;
+    uint32_t cluster_phase;  // the cluster barrier's phase it arrived in
+    uint8_t cluster_arrived;  // arrived, and not yet waited
 };
 
 struct Warp {
@@ -62,6 +66,8 @@ struct SharedArray {
 
 static const int MAX_SHARED_ARRAYS = 64;
 
+struct Cluster;  // emulator_cluster.h
+
 struct Launch {
     void (*entry)(void **);
     void (*block_fn)(void **);  // the fast path of a barrier-free kernel (every thread of a block), or null
@@ -71,6 +77,9 @@ struct Launch {
     uint3 grid, block;
     size_t dsmem;
     uint64_t nblocks;
+    uint3 cluster;      // the thread block cluster's shape (1, 1, 1: none)
+    int cluster_size;   // its blocks
+    uint64_t nunits;    // what the workers share out: blocks, or clusters (their blocks run together)
     int nthreads;
     size_t stack_bytes;     // read-write bytes at the top of each stack region (header included)
     size_t local_bytes;     // the kernel's local arrays, part of stack_bytes
@@ -103,6 +112,9 @@ struct Block {
     int nshared;      // checking mode: shared arrays registered (entries of an earlier block are stale)
     SharedArray shared[MAX_SHARED_ARRAYS];
     int failed;
+    Cluster *cluster;  // the cluster it runs in (null: none), and its rank there
+    int rank;
+    void *wgmma;  // its threads' warpgroup MMA state (emulator_wgmma.h), or null
     Ctx main;   // the worker, while a block runs
     Ctx plain;  // the runner of a block without fibers
 };
@@ -122,6 +134,8 @@ struct Worker {
     long map_count;  // the memory maps (VMAs) `map` takes: 2 a guarded region plus 1, or 1 unguarded
     char *dsmem;
     size_t dsmem_cap;
+    Worker *peers[HL_MAX_CLUSTER_SIZE - 1];  // the workers of a cluster's other blocks (run by this OS thread)
+    Cluster *cluster;
     int fail_site[MAX_THREADS];  // State::fail_*: all 0 but while a fast block reports a failure
     long long fail_index[MAX_THREADS];
     long long fail_extent[MAX_THREADS];
@@ -147,6 +161,9 @@ static void unmap_regions(Worker *w) {
 
 static void worker_free(Worker *w) {
     if (!w) return;
+    for (Worker *peer : w->peers) worker_free(peer);
+    free(w->cluster);
+    free(w->block.wgmma);
     unmap_regions(w);
     for (int i = 0; i < MAX_SHARED_ARRAYS; ++i) free(w->block.shared[i].shadow);
     free(w->dsmem);
@@ -346,12 +363,15 @@ static inline void run_next(Block *b, Fiber *from) {
     }
 }
 
+static void cluster_thread_exited(Block *b, Fiber *f);  // emulator_cluster.h
+
 static void fiber_main(void *arg) {
     Block *b = (Block *)arg;
     b->entry(b->args);
     Fiber *f = &b->fib[hdr()->linear];
     f->state = F_DONE;
     ++b->done;
+    if (b->cluster) cluster_thread_exited(b, f);
     run_next(b, f);
     __builtin_trap();  // a finished fiber is never resumed
 }

@@ -71,7 +71,7 @@ static bool map_regions(Worker *w, Launch *L, int count) {
 // Make the worker ready for the launch: stacks, thread indices, warps, dynamic shared memory, state.
 static bool prepare_worker(Worker *w, Launch *L) {
     int n = L->nthreads;
-    bool fibers = L->needs_fibers && n > 1;
+    bool fibers = (L->needs_fibers && n > 1) || L->cluster_size > 1;  // a cluster's blocks wait for each other
     int need = fibers ? n + 1 : 1;
     if (w->nregions < need || w->stack_bytes < L->stack_bytes) {  // more, larger stacks serve smaller kernels too
         if (!map_regions(w, L, need > w->nregions ? need : w->nregions)) return false;
@@ -114,6 +114,8 @@ static bool prepare_worker(Worker *w, Launch *L) {
     b->args = L->args;
     b->n = n;
     b->fibers = fibers;
+    b->cluster = nullptr;  // run_cluster sets it
+    b->rank = 0;
     b->fib = w->fib;
     b->warps = w->warps;
     b->queue = w->queue;
@@ -134,12 +136,14 @@ static void run_block_plain(Block *b, Worker *w) {
     ctx_swap(&b->main, &b->plain);
 }
 
-// The index of the launch's k-th block in its visiting order.
-static inline uint3 block_index(const Launch *L, long long k) {
-    uint64_t id = L->order ? L->order[k] : L->reverse ? L->nblocks - 1 - (uint64_t)k : (uint64_t)k;
-    uint3 g = L->grid;
+// The index in grid `g` of the launch's k-th unit (block or cluster) in its visiting order.
+static inline uint3 unit_index(const Launch *L, long long k, uint3 g) {
+    uint64_t id = L->order ? L->order[k] : L->reverse ? L->nunits - 1 - (uint64_t)k : (uint64_t)k;
     return uint3{(unsigned)(id % g.x), (unsigned)(id / g.x % g.y), (unsigned)(id / ((uint64_t)g.x * g.y))};
 }
+
+// The index of the launch's k-th block in its visiting order (a launch without clusters).
+static inline uint3 block_index(const Launch *L, long long k) { return unit_index(L, k, L->grid); }
 
 // The fast path: on stack region 0, the kernel's block function runs every thread of each block itself, for the
 // blocks [fast_first, fast_last) (one switch for many blocks). A failure in a "header" block function
@@ -162,7 +166,8 @@ static void run_blocks_fast(Block *b, Worker *w) {
     ctx_swap(&b->main, &b->plain);
 }
 
-static void run_block_fibers(Block *b, Worker *w) {
+// Make every thread of the block a fiber about to start, all in the run queue.
+static void start_fibers(Block *b, Worker *w) {
     int n = b->n;
     b->done = 0;
     b->bar_count = 0;
@@ -170,12 +175,24 @@ static void run_block_fibers(Block *b, Worker *w) {
     for (int i = 0; i < n; ++i) {
         Fiber &f = b->fib[i];
         f.state = F_READY;
+        f.cluster_arrived = 0;
         ctx_init(&f.ctx, (char *)region_header(w, i + 1), w->stack_bytes - HEADER_BYTES, fiber_main, b);
         b->queue[i] = i;
     }
-    b->qhead = 1;
+    b->qhead = 0;
     b->qtail = (unsigned)n;
-    ctx_swap(&b->main, &b->fib[0].ctx);
+}
+
+// Run the block's next runnable fiber until no fiber of the block can run (or the block fails).
+static inline void resume_block(Block *b) {
+    int i = b->queue[b->qhead++ & QMASK];
+    ctx_swap(&b->main, &b->fib[i].ctx);
+}
+
+static void run_block_fibers(Block *b, Worker *w) {
+    int n = b->n;
+    start_fibers(b, w);
+    resume_block(b);
     if (b->failed || b->done == n) return;
     if (__atomic_load_n(&b->launch->asserted, __ATOMIC_ACQUIRE)) return;  // abandoned after an assertion
     int at_barrier = 0, at_warp = 0, exited = 0, lines = 0, line = -1;
@@ -198,9 +215,83 @@ static void run_block_fibers(Block *b, Worker *w) {
     record_states(b, title);
 }
 
+// ---- Thread block clusters: the blocks of a cluster run together (emulator_cluster.h) ----------------------
+// The workers of a cluster's blocks: the OS thread's own for rank 0 and its peers for the others, made ready for
+// the launch, with the cluster's state.
+static bool prepare_cluster(Worker *w, Launch *L) {
+    if (!w->cluster) w->cluster = (Cluster *)calloc(1, sizeof(Cluster));
+    if (!w->cluster) {
+        record_error(L, "CUDA emulator: kernel '%s': out of memory for a cluster", L->name);
+        return false;
+    }
+    for (int r = 1; r < L->cluster_size; ++r) {
+        Worker *&peer = w->peers[r - 1];
+        if (!peer) peer = (Worker *)calloc(1, sizeof(Worker));
+        if (!peer) {
+            record_error(L, "CUDA emulator: kernel '%s': out of memory for a cluster's worker", L->name);
+            return false;
+        }
+        if (!prepare_worker(peer, L)) return false;
+    }
+    return true;
+}
+
+// Run cluster `k` of the launch (in its visiting order): start every block's fibers, then resume the blocks in
+// turn until all have finished, one fails, or none can run (a deadlock report).
+static void run_cluster(Worker *w, Launch *L, long long k) {
+    Cluster *c = w->cluster;
+    c->size = L->cluster_size;
+    uint3 cl = L->cluster, g = L->grid;
+    uint3 cid = unit_index(L, k, uint3{g.x / cl.x, g.y / cl.y, g.z / cl.z});  // in the grid of clusters
+    for (int r = 0; r < c->size; ++r) {
+        Worker *pw = r ? w->peers[r - 1] : w;
+        Block *b = &pw->block;
+        unsigned x = (unsigned)r % cl.x, y = (unsigned)r / cl.x % cl.y, z = (unsigned)r / (cl.x * cl.y);
+        pw->state.block_idx = uint3{cid.x * cl.x + x, cid.y * cl.y + y, cid.z * cl.z + z};
+        b->failed = 0;
+        b->epoch = 1;
+        ++b->serial;
+        b->cluster = c;
+        b->rank = r;
+        c->blocks[r] = b;
+        start_fibers(b, pw);
+    }
+    c->phase = 0;
+    c->exited = 0;
+    c->waiting_for = cluster_expected(c);
+    for (;;) {
+        bool ran = false, finished = true;
+        for (int r = 0; r < c->size; ++r) {
+            Block *b = c->blocks[r];
+            if (b->qhead != b->qtail) {
+                ran = true;
+                resume_block(b);
+                if (b->failed || __atomic_load_n(&L->asserted, __ATOMIC_ACQUIRE)) return;
+            }
+            finished = finished && b->done == b->n;
+        }
+        if (finished) return;
+        if (!ran) {
+            cluster_deadlock(c);
+            return;
+        }
+    }
+}
+
 static void run_worker(Launch *L) {
     Worker *w = thread_worker(L);
     bool ok = w && prepare_worker(w, L);  // without a worker, the thread still takes part in the loops below
+    if (L->cluster_size > 1) {
+        ok = ok && prepare_cluster(w, L);
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+        for (long long k = 0; k < (long long)L->nunits; ++k) {
+            if (!ok || __atomic_load_n(&L->stop, __ATOMIC_RELAXED)) continue;
+            run_cluster(w, L, k);
+        }
+        return;
+    }
     Block *b = w ? &w->block : nullptr;
     State *st = w ? &w->state : nullptr;
     long long nblocks = (long long)L->nblocks;
@@ -282,13 +373,13 @@ static void configure(Launch *L, uint32_t **order_out) {
                      ord);
         return;
     }
-    if (L->nblocks < 2) return;
-    if (L->nblocks > (1ull << 32)) {
+    if (L->nunits < 2) return;
+    if (L->nunits > (1ull << 32)) {
         record_error(L, "CUDA emulator: kernel '%s': HIDET_LANG_EMU_BLOCK_ORDER=random supports at most 2^32 blocks",
                      L->name);
         return;
     }
-    uint32_t *order = (uint32_t *)malloc(sizeof(uint32_t) * L->nblocks);
+    uint32_t *order = (uint32_t *)malloc(sizeof(uint32_t) * L->nunits);
     if (!order) {
         record_error(L, "CUDA emulator: kernel '%s': out of memory for a random block order", L->name);
         return;
@@ -297,8 +388,8 @@ static void configure(Launch *L, uint32_t **order_out) {
     static uint64_t counter = 0;
     uint64_t seed = seed_text && *seed_text ? strtoull(seed_text, nullptr, 10)
                                             : (uint64_t)time(nullptr) ^ __atomic_add_fetch(&counter, 0x9e37, 0);
-    for (uint64_t i = 0; i < L->nblocks; ++i) order[i] = (uint32_t)i;
-    for (uint64_t i = L->nblocks - 1; i > 0; --i) {
+    for (uint64_t i = 0; i < L->nunits; ++i) order[i] = (uint32_t)i;
+    for (uint64_t i = L->nunits - 1; i > 0; --i) {
         uint64_t j = splitmix64(&seed) % (i + 1);
         uint32_t tmp = order[i];
         order[i] = order[j];
@@ -310,7 +401,7 @@ static void configure(Launch *L, uint32_t **order_out) {
 
 static int launch(void (*entry)(void **), void (*block_fn)(void **), const char *kernel_name, int needs_fibers,
                   unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                  size_t dynamic_smem_bytes, void **args, size_t local_bytes) {
+                  size_t dynamic_smem_bytes, void **args, size_t local_bytes, uint3 cluster) {
     Launch *L = (Launch *)calloc(1, sizeof(Launch));
     if (!L) {
         snprintf(t_error, sizeof t_error, "CUDA emulator: out of memory");
@@ -328,7 +419,10 @@ static int launch(void (*entry)(void **), void (*block_fn)(void **), const char 
     L->local_bytes = local_bytes;
     L->nthreads = (int)((uint64_t)bx * by * bz > (uint64_t)MAX_THREADS ? 0 : bx * by * bz);
     L->nblocks = (uint64_t)gx * gy * gz;
-    // Generated launchers check the configuration before they get here (with the DSL line); these checks guard
+    L->cluster = cluster;
+    L->cluster_size = (int)(cluster.x * cluster.y * cluster.z);
+    L->nunits = L->cluster_size > 0 ? L->nblocks / (uint64_t)L->cluster_size : 0;
+    if (L->cluster_size > 1) L->block_fn = nullptr;  // the blocks of a cluster run as fibers    // Generated launchers check the configuration before they get here (with the DSL line); these checks guard
     // direct callers of the launch API.
     if (!entry)
         record_error(L, "CUDA emulator: kernel '%s': no entry function", name);
@@ -345,13 +439,19 @@ static int launch(void (*entry)(void **), void (*block_fn)(void **), const char 
                      "1, x at most %u, y at most %u, z at most %u, and a block at most %d threads",
                      name, bx, by, bz, (unsigned)HL_MAX_BLOCK_DIM_X, (unsigned)HL_MAX_BLOCK_DIM_Y,
                      (unsigned)HL_MAX_BLOCK_DIM_Z, MAX_THREADS);
+    else if (!cluster.x || !cluster.y || !cluster.z || L->cluster_size > HL_MAX_CLUSTER_SIZE || gx % cluster.x ||
+             gy % cluster.y || gz % cluster.z)
+        record_error(L,
+                     "CUDA emulator: kernel '%s': cluster_dim (%u, %u, %u) is invalid: at most %d blocks, and the grid "
+                     "(%u, %u, %u) a multiple of it",
+                     name, cluster.x, cluster.y, cluster.z, (int)HL_MAX_CLUSTER_SIZE, gx, gy, gz);
     uint32_t *order = nullptr;
     if (!L->failed) configure(L, &order);
     if (!L->failed) {
         pthread_rwlock_rdlock(&g_launching);  // no release of the workers while they run
 #ifdef _OPENMP
         int workers = omp_get_max_threads();
-        if ((uint64_t)workers > L->nblocks) workers = (int)L->nblocks;
+        if ((uint64_t)workers > L->nunits) workers = (int)L->nunits;
         if (workers > 1) {
 #pragma omp parallel num_threads(workers)
             run_worker(L);
@@ -385,6 +485,10 @@ extern "C" __attribute__((visibility("protected"))) int hl_emu_launch_blocks(
     void (*entry)(void **), void (*block_fn)(void **), const char *kernel_name, int needs_fibers, unsigned gx,
     unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, size_t dynamic_smem_bytes, void **args,
     size_t local_bytes);
+extern "C" __attribute__((visibility("protected"))) int hl_emu_launch_clusters(
+    void (*entry)(void **), void (*block_fn)(void **), const char *kernel_name, int needs_fibers, unsigned gx,
+    unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, size_t dynamic_smem_bytes, void **args,
+    size_t local_bytes, unsigned cx, unsigned cy, unsigned cz);
 extern "C" __attribute__((visibility("protected"))) const char *hl_emu_error_message(void);
 extern "C" __attribute__((visibility("protected"))) int hl_emu_release_workers(void);
 extern "C" __attribute__((visibility("protected"))) long hl_emu_held_maps(void);
@@ -394,14 +498,23 @@ extern "C" int hl_emu_launch(void (*entry)(void **), const char *kernel_name, in
                              unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                              size_t dynamic_smem_bytes, void **args) {
     return ::hl_emu::launch(entry, nullptr, kernel_name, needs_fibers, gx, gy, gz, bx, by, bz, dynamic_smem_bytes,
-                            args, 0);
+                            args, 0, uint3{1, 1, 1});
 }
 
 extern "C" int hl_emu_launch_blocks(void (*entry)(void **), void (*block_fn)(void **), const char *kernel_name,
                                     int needs_fibers, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                     unsigned bz, size_t dynamic_smem_bytes, void **args, size_t local_bytes) {
     return ::hl_emu::launch(entry, block_fn, kernel_name, needs_fibers, gx, gy, gz, bx, by, bz, dynamic_smem_bytes,
-                            args, local_bytes);
+                            args, local_bytes, uint3{1, 1, 1});
+}
+
+// A launch whose blocks form clusters of (cx, cy, cz) blocks that run together (emulator_cluster.h).
+extern "C" int hl_emu_launch_clusters(void (*entry)(void **), void (*block_fn)(void **), const char *kernel_name,
+                                      int needs_fibers, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                      unsigned by, unsigned bz, size_t dynamic_smem_bytes, void **args,
+                                      size_t local_bytes, unsigned cx, unsigned cy, unsigned cz) {
+    return ::hl_emu::launch(entry, block_fn, kernel_name, needs_fibers, gx, gy, gz, bx, by, bz, dynamic_smem_bytes,
+                            args, local_bytes, uint3{cx, cy, cz});
 }
 
 extern "C" const char *hl_emu_error_message(void) { return ::hl_emu::t_error; }

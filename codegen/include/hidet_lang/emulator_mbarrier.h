@@ -32,9 +32,6 @@ struct MBarrier {
     unsigned phase;
 };
 
-// Which barrier each fiber of the running block waits on (for fibers in state F_MBARRIER).
-static thread_local const void *t_mbar_waits[MAX_THREADS];
-
 static inline bool mbar_initialized(uint64_t word) { return (word >> 62) == 1; }
 
 static inline MBarrier mbar_decode(uint64_t word) {
@@ -95,15 +92,16 @@ static inline void mbar_check_tx(const MBarrier &m, int line, const char *where,
                   MBAR_TX_LIMIT);
 }
 
-// Complete the current phase when nothing is pending; wake the fibers waiting on the barrier.
+// Complete the current phase when nothing is pending; wake the fibers waiting on the barrier (of the block whose
+// shared memory holds it: another block of the cluster for a remote arrival or a multicast copy).
 static void mbar_settle(void *bar, MBarrier m) {
     if (m.pending == 0 && m.tx == 0) {
         m.phase ^= 1u;
         m.pending = m.expected;
-        Block *b = hdr()->st->block;
+        Block *b = shared_owner(bar);
         if (b->fibers)
             for (int i = 0; i < b->n; ++i)
-                if (b->fib[i].state == F_MBARRIER && t_mbar_waits[i] == bar) push_ready(b, i);
+                if (b->fib[i].state == F_MBARRIER && b->fib[i].mbar == bar) push_ready(b, i);
     }
     mbar_store(bar, m);
 }
@@ -155,11 +153,11 @@ static void mbar_describe_waits(Text &t, Block *b) {
     for (int i = 1; i <= b->n; ++i) {
         const Fiber &s = b->fib[start];
         if (i < b->n && b->fib[i].state == s.state && b->fib[i].line == s.line &&
-            (s.state != F_MBARRIER || t_mbar_waits[i] == t_mbar_waits[start]))
+            (s.state != F_MBARRIER || b->fib[i].mbar == s.mbar))
             continue;
         t.add(start ? "; threads %d-%d " : "threads %d-%d ", start, i - 1);
         switch (s.state) {
-            case F_MBARRIER: t.add("wait on mbarrier %p (generated line %d)", t_mbar_waits[start], s.line); break;
+            case F_MBARRIER: t.add("wait on mbarrier %p (generated line %d)", s.mbar, s.line); break;
             case F_BARRIER: t.add("wait at a __syncthreads (generated line %d)", s.line); break;
             case F_WARP: t.add("wait at a warp-collective operation (generated line %d)", s.line); break;
             case F_DONE: t.add("have exited"); break;
@@ -178,7 +176,8 @@ static int mbar_wait(void *bar, int parity, int line, const char *where) {
         MBarrier m = mbar_load(bar, line, where, "a wait");
         if (m.phase != ((unsigned)parity & 1u)) return 1;
         Fiber *me = b->fibers ? &b->fib[h->linear] : nullptr;
-        if (!me || b->qhead == b->qtail) {
+        // in a cluster, another block may complete the phase: its scheduler reports a deadlock of them all
+        if (!me || (b->qhead == b->qtail && !b->cluster)) {
             char buf[4096];
             Text t{buf, sizeof buf, 0};
             where_prefix(t, b);
@@ -190,7 +189,7 @@ static int mbar_wait(void *bar, int parity, int line, const char *where) {
             t.add(", and no other thread of the block can run to complete it");
             if (me) {
                 me->state = F_MBARRIER, me->line = line;
-                t_mbar_waits[h->linear] = bar;
+                me->mbar = bar;
                 t.add(": ");
                 mbar_describe_waits(t, b);
             }
@@ -199,7 +198,7 @@ static int mbar_wait(void *bar, int parity, int line, const char *where) {
         }
         me->state = F_MBARRIER;
         me->line = line;
-        t_mbar_waits[h->linear] = bar;
+        me->mbar = bar;
         run_next(b, me);
     }
 }

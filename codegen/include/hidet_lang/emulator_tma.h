@@ -106,7 +106,7 @@ static void tma_load(void *dst, const void *map, void *bar, int rank, const int 
     const hl_tensor_map *m = tma_map(map, rank, dst, line, where, "tma_load");
     uintptr_t base = (uintptr_t)dst;
     int e = m->elem_bytes, swizzle = m->swizzle;
-    SharedArray *checked = where ? find_shared(hdr()->st->block, (const char *)dst) : nullptr;
+    SharedArray *checked = where ? find_shared(shared_owner(dst), (const char *)dst) : nullptr;
     tma_for_box(m, coords, [&](size_t off, const char *g) {
         char *d = (char *)tma_swizzle(base + off, swizzle);
         if (g)
@@ -116,6 +116,22 @@ static void tma_load(void *dst, const void *map, void *bar, int rank, const int 
         tma_mark_written(checked, d, (size_t)e);
     });
     mbar_complete_tx(bar, tma_box_bytes(m), line, where);
+}
+
+// A multicast load: the box to the same shared offset of every block of the cluster that `mask` (bits 0-15:
+// ranks) names, completing its bytes on each one's mbarrier at `bar`'s offset.
+static void tma_load_multicast(void *dst, const void *map, void *bar, int mask, int rank, const int *coords,
+                               int line, const char *where) {
+    int size = cluster_size();
+    unsigned inside = (1u << size) - 1u;
+    if ((unsigned)mask & ~inside)
+        tma_fail(line, where, "tma_load_multicast: the mask 0x%x names block ranks outside the cluster of %d "
+                 "block%s (ranks 0 to %d)", (unsigned)mask, size, size == 1 ? "" : "s", size - 1);
+    if (mask == 0) tma_fail(line, where, "tma_load_multicast: the mask names no block");
+    for (int r = 0; r < size; ++r)
+        if ((unsigned)mask >> r & 1u)
+            tma_load(cluster_map(dst, r, line, where, "tma_load_multicast"), map,
+                     cluster_map(bar, r, line, where, "tma_load_multicast"), rank, coords, line, where);
 }
 
 static void tma_store(const void *map, const void *src, int rank, const int *coords, int line, const char *where) {

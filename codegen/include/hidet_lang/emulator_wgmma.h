@@ -65,26 +65,27 @@ struct WgmmaBlock {
     WgmmaThread threads[MAX_THREADS];
 };
 
-static thread_local WgmmaBlock *g_wgmma = nullptr;  // the OS thread's (it runs one block at a time)
 static int g_wgmma_issued = 0;  // an mma_async ran in this module: only then do register accesses need checking
 
 // The wgmma state of the running block (reset when a new block runs), or null if there is none yet and
 // `create` is false.
 static WgmmaBlock *wgmma_block(bool create) {
     Block *b = hdr()->st->block;
-    if (!g_wgmma) {
+    // the block's (the blocks of a cluster run interleaved on one OS thread), kept across its runs
+    WgmmaBlock *&wb = *(WgmmaBlock **)&b->wgmma;
+    if (!wb) {
         if (!create) return nullptr;
-        g_wgmma = (WgmmaBlock *)calloc(1, sizeof(WgmmaBlock));
-        if (!g_wgmma) {
+        wb = (WgmmaBlock *)calloc(1, sizeof(WgmmaBlock));
+        if (!wb) {
             record_error(b->launch, "CUDA emulator: could not allocate the state of wgmma operations");
             abort_block(b);
         }
     }
-    if (g_wgmma->serial != b->serial) {
-        g_wgmma->serial = b->serial;
-        g_wgmma->nanchors = 0;
+    if (wb->serial != b->serial) {
+        wb->serial = b->serial;
+        wb->nanchors = 0;
     }
-    return g_wgmma;
+    return wb;
 }
 
 // The calling thread's wgmma state (reset when a new block runs).
@@ -319,11 +320,10 @@ static void wgmma_wait(int groups) {
 // Checking mode: an access of register-tensor bytes [p, p + bytes) by the calling thread.
 static void wgmma_register_access(const void *p, size_t bytes, int flags, const char *name, long long index,
                                   const char *where) {
-    if (!__atomic_load_n(&g_wgmma_issued, __ATOMIC_RELAXED) || !g_wgmma ||
-        g_wgmma->serial != hdr()->st->block->serial)
-        return;
-    WgmmaThread *s = &g_wgmma->threads[hdr()->linear];
-    if (s->serial != g_wgmma->serial) return;
+    WgmmaBlock *wb = (WgmmaBlock *)hdr()->st->block->wgmma;
+    if (!__atomic_load_n(&g_wgmma_issued, __ATOMIC_RELAXED) || !wb || wb->serial != hdr()->st->block->serial) return;
+    WgmmaThread *s = &wb->threads[hdr()->linear];
+    if (s->serial != wb->serial) return;
     const char *verb = flags & ACCESS_WRITE ? "writes" : "reads";
     for (int i = 0; i < s->npending; ++i) {
         const WgmmaOp &op = s->pending[i];
