@@ -9,7 +9,9 @@ query i when j <= i if `causal` (aligned at the top left, as torch's `is_causal`
 [..., Sq, Sk]: a float mask is added to the scores, a boolean one allows the keys where it is True (it becomes an
 additive mask of 0 and -inf before the task, an injective operator that fuses into it). With `enable_gqa`, q has
 H heads (axis -3) and k and v H / G of them: query head h reads key/value head h // G. A row whose every score
-is masked gives zeros, as torch does. Half-precision inputs accumulate in f32.
+is masked gives zeros, as torch does. Half-precision inputs accumulate in f32. Decoding on CUDA (a few queries
+against a long cache, few (batch, head) pairs) becomes two tasks that split the keys over blocks
+(`attention_split`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 from hidet_lang.ir.expr import Constant, Expr, IfThenElse, Intrinsic, Var, binary
 from hidet_lang.ir.types import int32
 from stdlib_ops.compute import as_dtype, cast_to, compute, reduce
+from stdlib_ops.operators.attention_split import split_attention
 from stdlib_ops.operators.base import apply, as_tensors, broadcast_index, broadcast_shapes, shape_str
 from stdlib_ops.operators.conv import float_dtypes
 from stdlib_ops.operators.elementwise import cast, where
@@ -57,6 +60,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, *, attn_mas
         attributes["scale"] = factor
     if group > 1:
         attributes["enable_gqa"] = True
+    split = split_attention(inputs, batch, attributes, group)  # decoding on CUDA: the keys split over blocks
+    if split is not None:
+        return split
 
     def define(qv: Var, kv: Var, vv: Var, *mask: Var) -> Any:
         def read(t: Var, b: tuple, row: Expr, col: Expr, kv_head: bool = False) -> Expr:

@@ -27,6 +27,9 @@ Importing this package imports every one of them, so every one is registered.
   without a mask to `attention_cuda`, for head dimensions known at build time; on the CPU, f32 and f16 (any mask,
   scale, grouping) to `attention_cpu` (online softmax over key tiles, vector micro-kernels) where the machine has
   vector FMA.
+- `attention_partials` (split-k decoding, `stdlib_ops.operators.attention_split`: the keys of a few queries split
+  over blocks, each split's partial output and log-sum-exp stored for `attention_merge`) on CUDA
+  (`attention_decode_cuda`: the tensor-core attention kernel with `key_splits` blocks a query tile).
 - `conv2d` (NCHW, stride, padding, dilation, groups, an optional bias as a third input) on the CPU, f32 and f16,
   where the machine has vector FMA: depthwise convolutions (at most 2 input channels a group) to
   `conv2d_direct_cpu`, the others to the implicit GEMM `conv2d_gemm_cpu` (`conv2d_cpu.conv2d_schedule`, the rule
@@ -41,6 +44,7 @@ from __future__ import annotations
 from stdlib_ops.templates.kernels import (
     attention_cpu,
     attention_cuda,
+    attention_decode_cuda,
     conv2d_cpu,
     matmul_cpu,
     matmul_cuda,
@@ -54,6 +58,6 @@ from stdlib_ops.templates.kernels import (
     softmax_columns_cuda,
 )
 
-__all__ = ["attention_cpu", "attention_cuda", "conv2d_cpu", "matmul_cpu", "matmul_cuda", "matmul_cuda_f16_mma",
-           "matmul_cuda_sm90", "matmul_cuda_tf32", "normalization_cpu", "normalization_cuda", "reduction_cpu",
-           "reduction_cuda", "softmax_columns_cuda"]
+__all__ = ["attention_cpu", "attention_cuda", "attention_decode_cuda", "conv2d_cpu", "matmul_cpu", "matmul_cuda",
+           "matmul_cuda_f16_mma", "matmul_cuda_sm90", "matmul_cuda_tf32", "normalization_cpu", "normalization_cuda",
+           "reduction_cpu", "reduction_cuda", "softmax_columns_cuda"]

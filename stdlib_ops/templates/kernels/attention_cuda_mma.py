@@ -78,14 +78,20 @@ def default_schedule(seq_q: Size, head_dim: int) -> dict[str, int]:
 
 def attention_cuda_mma(batch_heads: Size, seq_q: Size, seq_k: Size, head_dim: int, causal: bool = False,
                        dtype: str = "float16", *, scale: float | None = None, mask_dtype: str | None = None,
-                       warps: int | None = None, kv_split: int | None = None,
-                       block_k: int | None = None) -> ScriptModule:
+                       warps: int | None = None, kv_split: int | None = None, block_k: int | None = None,
+                       key_splits: int = 1) -> ScriptModule:
     """A module with one kernel `attention(<symbolic sizes>, q, k, v, [mask,] o)` on the tensor cores.
 
     `q, o: dtype[batch_heads, seq_q, head_dim]`, `k, v: dtype[batch_heads, seq_k, head_dim]`, and where
     `mask_dtype` is given an additive `mask: mask_dtype[batch_heads, seq_q, seq_k]`; `scale` defaults to
     1 / sqrt(head_dim). The sizes are ints or symbolic names; `head_dim` a multiple of 16 up to 256. The schedule
-    (`warps`, `kv_split`, `block_k`) defaults to `default_schedule`'s."""
+    (`warps`, `kv_split`, `block_k`) defaults to `default_schedule`'s.
+
+    With `key_splits` = S > 1 the keys are split over S blocks per query tile (split-k decoding): split s takes
+    keys `s * L ... (s + 1) * L - 1` with `L = ceil(seq_k / S)`, and in place of `o` the kernel stores each split's
+    partial result, `part_o: f32[S, batch_heads, seq_q, head_dim]` (normalized by the split's own sum of
+    exponentials, 0 where that is 0) and `part_lse: f32[S, batch_heads, seq_q]` (the split's log-sum-exp, -inf
+    where it saw no key), which `attention_split.merge_partials` combines."""
     name = "attention_cuda_mma"
     check_sizes(name, {"batch_heads": batch_heads, "seq_q": seq_q, "seq_k": seq_k})
     require(head_dim in HEAD_DIMS, name, f"head_dim must be one of {HEAD_DIMS}, got {head_dim!r}")
@@ -98,6 +104,8 @@ def attention_cuda_mma(batch_heads: Size, seq_q: Size, seq_k: Size, head_dim: in
     require(1 <= warps <= 16 and kv_split >= 1 and warps % kv_split == 0, name,
             "warps must be 1 to 16, a multiple of kv_split")
     require(block_k % MMA_K == 0 and block_k >= MMA_K, name, "block_k must be a multiple of 16")
+    require(isinstance(key_splits, int) and key_splits >= 1, name, f"key_splits must be at least 1, got {key_splits!r}")
+    split = key_splits > 1
     threads = 32 * warps
     block_q = MMA_M * warps // kv_split
     tile_k = kv_split * block_k  # key rows a shared buffer holds
@@ -120,14 +128,16 @@ def attention_cuda_mma(batch_heads: Size, seq_q: Size, seq_k: Size, head_dim: in
         @script
         def attention(batch_heads: i32, seq_q: i32, seq_k: i32, q: dt[batch_heads, seq_q, head_dim],
                       k: dt[batch_heads, seq_k, head_dim], v: dt[batch_heads, seq_k, head_dim],
-                      rest: meta.types([mdt[batch_heads, seq_q, seq_k], dt[batch_heads, seq_q, head_dim]] if has_mask
-                                       else [dt[batch_heads, seq_q, head_dim]])):
+                      rest: meta.types(([mdt[batch_heads, seq_q, seq_k]] if has_mask else [])
+                                       + ([f32[key_splits, batch_heads, seq_q, head_dim],
+                                           f32[key_splits, batch_heads, seq_q]] if split
+                                          else [dt[batch_heads, seq_q, head_dim]]))):
             attrs.func_kind = "cuda_kernel"
             attrs.cuda.block_dim = threads
-            attrs.cuda.grid_dim = (seq_q + block_q - 1) // block_q * batch_heads
+            attrs.cuda.grid_dim = (seq_q + block_q - 1) // block_q * batch_heads * key_splits
             attrs.cuda.dynamic_smem_bytes = smem_bytes
             attrs.cuda.min_blocks = 1
-            o = rest[len(rest) - 1]
+            o = rest[len(rest) - 1]  # the output (part_lse when split)
             smem_q = tensor_pointer(dt, [block_q, row], init=dynamic_shared_memory(0, dt))
             smem_kv = tensor_pointer(dt, [2, 2, tile_k, row], init=dynamic_shared_memory(0, dt))
             qa = register_tensor(u32, [d_steps, 4])
@@ -139,8 +149,9 @@ def attention_cuda_mma(batch_heads: Size, seq_q: Size, seq_k: Size, head_dim: in
             row_max = register_tensor(f32, [2])
             row_sum = register_tensor(f32, [2])
             tiles_q = (seq_q + block_q - 1) // block_q
-            bh = blockIdx.x // tiles_q
-            q0 = blockIdx.x % tiles_q * block_q
+            ks_id = blockIdx.x % key_splits  # the block's split of the keys
+            bh = blockIdx.x // key_splits // tiles_q
+            q0 = blockIdx.x // key_splits % tiles_q * block_q
             lane = threadIdx.x % 32
             warp = threadIdx.x // 32
             wq = warp // kv_split * MMA_M  # the warp's first query row in the block
@@ -168,17 +179,20 @@ def attention_cuda_mma(batch_heads: Size, seq_q: Size, seq_k: Size, head_dim: in
                     acc[n, e] = 0.0
             syncthreads()  # the q tile is in registers: its shared memory takes the first k/v tile
             kv_end = min(seq_k, q0 + block_q) if causal else seq_k
-            tiles = (kv_end + tile_k - 1) // tile_k
+            split_len = (seq_k + key_splits - 1) // key_splits  # the block's keys: kv_begin ... kv_stop - 1
+            kv_begin = ks_id * split_len
+            kv_stop = min(kv_end, kv_begin + split_len)
+            tiles = (kv_stop - kv_begin + tile_k - 1) // tile_k if kv_stop > kv_begin else 0
             for tile in range(tiles + 1):  # copy tile `tile`, multiply tile `tile - 1`
                 if tile < tiles:
                     fill = tile % 2
-                    fill_k0 = tile * tile_k
+                    fill_k0 = kv_begin + tile * tile_k
                     for t in meta.range(-(-kv_chunks // threads)):
                         c = threadIdx.x + t * threads
                         if kv_chunks % threads == 0 or c < kv_chunks:
                             r = c // row_chunks
                             col = c % row_chunks * CHUNK
-                            if fill_k0 + r < seq_k:
+                            if fill_k0 + r < kv_stop:
                                 cp_async(~smem_kv[fill, 0, r, col], ~k[bh, fill_k0 + r, col], 16)
                                 cp_async(~smem_kv[fill, 1, r, col], ~v[bh, fill_k0 + r, col], 16)
                             else:
@@ -190,7 +204,7 @@ def attention_cuda_mma(batch_heads: Size, seq_q: Size, seq_k: Size, head_dim: in
                 syncthreads()
                 if tile > 0:
                     buf = (tile - 1) % 2
-                    k0 = (tile - 1) * tile_k + wk
+                    k0 = kv_begin + (tile - 1) * tile_k + wk
                     for n in meta.range(k_tiles):
                         for e in meta.range(4):
                             s[n, e] = 0.0
@@ -200,7 +214,7 @@ def attention_cuda_mma(batch_heads: Size, seq_q: Size, seq_k: Size, head_dim: in
                             ldmatrix_x4(~kb[0], ~smem_kv[buf, 0, key, ks * MMA_K + lane // 8 % 2 * CHUNK])
                             mma(~qa[ks, 0], ~kb[0], ~s[2 * pair, 0])
                             mma(~qa[ks, 0], ~kb[2], ~s[2 * pair + 1, 0])
-                    masked = k0 + block_k > seq_k or has_mask or (causal and k0 + block_k - 1 > q0 + wq)
+                    masked = k0 + block_k > kv_stop or has_mask or (causal and k0 + block_k - 1 > q0 + wq)
                     for n in meta.range(k_tiles):
                         for e in meta.range(4):
                             s[n, e] = s[n, e] * scale
@@ -209,7 +223,7 @@ def attention_cuda_mma(batch_heads: Size, seq_q: Size, seq_k: Size, head_dim: in
                             for e in meta.range(4):
                                 i = q0 + wq + lane // 4 + e // 2 * 8
                                 j = k0 + n * MMA_N + lane % 4 * 2 + e % 2
-                                if j >= seq_k or (causal and j > i):
+                                if j >= kv_stop or (causal and j > i):
                                     s[n, e] = -math.inf
                                 elif has_mask:
                                     if i < seq_q:
@@ -269,6 +283,7 @@ def attention_cuda_mma(batch_heads: Size, seq_q: Size, seq_k: Size, head_dim: in
                             weight = math.exp(part[warp + w, pr, head_dim] - top_shift)
                             sum_all += part[warp + w, pr, head_dim + 1] * weight
                         row_sum[h] = sum_all
+                        row_max[h] = top
                         for n in meta.range(d_tiles):
                             for e in meta.range(2):
                                 out_all: f32 = 0.0
@@ -277,12 +292,21 @@ def attention_cuda_mma(batch_heads: Size, seq_q: Size, seq_k: Size, head_dim: in
                                     out_all += part[warp + w, pr, n * MMA_N + lane % 4 * 2 + e] * weight2
                                 acc[n, 2 * h + e] = out_all
             if warp % kv_split == 0:
+                if split:  # the split's log-sum-exp, then (below) its partial output
+                    for h in meta.range(2):
+                        li = q0 + wq + lane // 4 + h * 8
+                        if lane % 4 == 0 and li < seq_q:
+                            o[ks_id, bh, li] = row_max[h] + math.log(row_sum[h]) if row_sum[h] > 0.0 else -math.inf
                 for h in meta.range(2):  # row_max now holds the reciprocal of the row's sum (0 for a sum of 0)
                     row_max[h] = 1.0 / row_sum[h] if row_sum[h] > 0.0 else 0.0
                 for n in meta.range(d_tiles):
                     for e in meta.range(4):
                         oi = q0 + wq + lane // 4 + e // 2 * 8
                         if oi < seq_q:
-                            o[bh, oi, n * MMA_N + lane % 4 * 2 + e % 2] = dt(acc[n, e] * row_max[e // 2])
+                            col = n * MMA_N + lane % 4 * 2 + e % 2
+                            if split:
+                                rest[len(rest) - 2][ks_id, bh, oi, col] = acc[n, e] * row_max[e // 2]
+                            else:
+                                o[bh, oi, col] = dt(acc[n, e] * row_max[e // 2])
 
     return bind_sizes(module, "attention", {"batch_heads": batch_heads, "seq_q": seq_q, "seq_k": seq_k})
