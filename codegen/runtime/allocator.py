@@ -5,8 +5,9 @@ A request is rounded up to a size class (multiples of 512 bytes up to 1 MiB, the
 so at most a quarter is wasted); a freed block goes back to the free list of its (stream, size class), and the
 next request of that class on that stream takes it without a driver call. Reuse stays on the stream the block was
 allocated on: work issued there before the free is ordered before any later use of the block, so no wait is
-needed. A block used on another stream as well must not be freed before that stream's work is done (as with any
-stream-ordered allocator).
+needed. A block used on another stream as well is recorded as such (`record_stream`): when it is freed, an event is
+recorded on each of those streams, and the block is reused only once every one of them has completed (the
+allocator looks at them when it is asked for a block, without waiting).
 
 When the driver is out of memory, the cache is released (after the device has finished its work) and the request
 retried once; if it still fails, `DeviceOutOfMemoryError` names the request and what is held.
@@ -65,18 +66,30 @@ class MemoryStats:
         return {**self.__dict__, "cached": self.cached}
 
 
+@dataclass(frozen=True)
+class StreamEvents:
+    """The driver's event calls that order a block's reuse after other streams' work: `record(stream)` a new event
+    recorded on `stream` (completed when the work issued there so far is), `done(event)` whether it has completed,
+    `destroy(event)`."""
+
+    record: Callable[[int], object]
+    done: Callable[[object], bool]
+    destroy: Callable[[object], None]
+
+
 class CachingAllocator:
     """A size-class cache over the driver's allocation calls: `allocate(nbytes, stream)` an address, `free(ptr)`.
 
     `driver_allocate(nbytes)` and `driver_free(ptr)` are the driver's calls; `is_out_of_memory(error)` says whether
     an exception of `driver_allocate` means the device has no memory left; `synchronize()` waits for the device
     (before cached blocks go back to the driver); `memory_info()` gives the device's (free, total) bytes for the
-    message of an out-of-memory error.
+    message of an out-of-memory error; `events` the driver's event calls (without them a block used on other
+    streams is freed after a `synchronize()`).
     """
 
     def __init__(self, driver_allocate: Callable[[int], int], driver_free: Callable[[int], None],
                  is_out_of_memory: Callable[[Exception], bool], synchronize: Callable[[], None],
-                 memory_info: Callable[[], tuple[int, int]]) -> None:
+                 memory_info: Callable[[], tuple[int, int]], events: StreamEvents | None = None) -> None:
         self._driver_allocate = driver_allocate
         self._driver_free = driver_free
         self._is_out_of_memory = is_out_of_memory
@@ -86,6 +99,10 @@ class CachingAllocator:
         self._live: dict[int, tuple[int, int]] = {}  # address -> (stream, size class) of each block in use
         self._lock = threading.RLock()  # a finalizer may free a block while this thread allocates
         self.stats = MemoryStats()
+        self._events = events
+        self._used_on: dict[int, set[int]] = {}  # address -> the other streams a block in use is used on
+        # freed blocks waiting for other streams' work: (address, (stream, size class), the events recorded there)
+        self._pending: list[tuple[int, tuple[int, int], list[object]]] = []
 
     def allocate(self, nbytes: int, stream: int = 0) -> int:
         """The address of a block of at least `nbytes` (at least one) for use on `stream`: a cached block of its
@@ -96,6 +113,8 @@ class CachingAllocator:
         with self._lock:
             stats = self.stats
             stats.requests += 1
+            if self._pending:
+                self._reuse_completed()
             cached = self._free.get(key)
             if cached:
                 ptr = cached.pop()
@@ -119,18 +138,55 @@ class CachingAllocator:
             if key is None:
                 raise ValueError(f"device address {ptr:#x} is not a block of the caching allocator in use")
             self.stats.allocated -= key[1]
+            streams = self._used_on.pop(ptr, None)
+            if streams and self._events is not None:
+                self._pending.append((ptr, key, [self._events.record(s) for s in streams]))
+                return
+            if streams:
+                self._synchronize()
             self._free.setdefault(key, []).append(ptr)
+
+    def record_stream(self, ptr: int, stream: int) -> None:
+        """Say that the block in use at `ptr` is used by work issued to `stream` too: once freed, it is reused
+        only after the work issued to `stream` by then has completed. ValueError for an address that is not a
+        block in use."""
+        with self._lock:
+            key = self._live.get(ptr)
+            if key is None:
+                raise ValueError(f"device address {ptr:#x} is not a block of the caching allocator in use")
+            if stream != key[0]:
+                self._used_on.setdefault(ptr, set()).add(stream)
+
+    def _reuse_completed(self, wait: bool = False) -> None:
+        """Move the freed blocks whose other streams' work has completed (every one when `wait`: the device has
+        finished its work) to the cache."""
+        events = self._events
+        assert events is not None  # blocks wait only with event calls
+        waiting = []
+        for ptr, key, recorded in self._pending:
+            if wait or all(events.done(e) for e in recorded):
+                for e in recorded:
+                    events.destroy(e)
+                self._free.setdefault(key, []).append(ptr)
+            else:
+                waiting.append((ptr, key, recorded))
+        self._pending = waiting
 
     def empty_cache(self) -> int:
         """Give every cached block back to the driver (once the device has finished the work that may still use
         them); the bytes released. Blocks in use stay."""
         with self._lock:
+            waited = bool(self._pending)
+            if waited:  # the blocks waiting for other streams' work are cached once the device is done
+                self._synchronize()
+                self._reuse_completed(wait=True)
             blocks = [(ptr, size) for (_, size), ptrs in self._free.items() for ptr in ptrs]
             self._free.clear()
             self.stats.cache_releases += 1
             if not blocks:
                 return 0
-            self._synchronize()
+            if not waited:
+                self._synchronize()
             released = 0
             for ptr, size in blocks:
                 self._driver_free(ptr)
@@ -144,6 +200,9 @@ class CachingAllocator:
         with self._lock:
             for key in [k for k in self._free if k[0] == stream and stream != 0]:
                 self._free.setdefault((0, key[1]), []).extend(self._free.pop(key))
+            if stream != 0:
+                self._pending = [(ptr, (0, key[1]) if key[0] == stream else key, recorded)
+                                 for ptr, key, recorded in self._pending]
 
     def owns(self, ptr: int) -> bool:
         """Whether `ptr` is a block in use from this allocator."""
@@ -195,8 +254,9 @@ def device_allocator() -> CachingAllocator:
     def is_out_of_memory(error: Exception) -> bool:
         return isinstance(error, cuda_driver.CudaDriverError) and error.name == cuda_driver.OUT_OF_MEMORY
 
+    events = StreamEvents(cuda_driver.event_record, cuda_driver.event_done, cuda_driver.event_destroy)
     return CachingAllocator(cuda_driver.mem_alloc, cuda_driver.mem_free, is_out_of_memory,
-                            cuda_driver.synchronize, cuda_driver.mem_get_info)
+                            cuda_driver.synchronize, cuda_driver.mem_get_info, events)
 
 
 def memory_stats() -> dict[str, int]:

@@ -302,3 +302,31 @@ def copy_to_device_async(ptr: int, host: Any, stream: int) -> None:
         ensure_current()
         drv = driver()
         check(drv.cuMemcpyHtoDAsync(ptr, host.ctypes.data, host.nbytes, drv.CUstream(stream)), "cuMemcpyHtoDAsync")
+
+
+# ---- events that order the caching allocator's reuse of a block after other streams' work --------------------
+
+
+def event_record(stream: int) -> Any:
+    """A new event (timing disabled) recorded on `stream`: it completes when the work issued there so far does."""
+    ensure_current()
+    drv = driver()
+    event = check(drv.cuEventCreate(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+    check(drv.cuEventRecord(event, drv.CUstream(stream)), "cuEventRecord")
+    return event
+
+
+def event_done(event: Any) -> bool:
+    """Whether the work an event from `event_record` waits for has completed (without blocking); raises the
+    error of a failed kernel."""
+    drv = driver()
+    status = drv.cuEventQuery(event)[0]
+    if status == drv.CUresult.CUDA_ERROR_NOT_READY:
+        return False
+    check((status,), "cuEventQuery")
+    return True
+
+
+def event_destroy(event: Any) -> None:
+    """Destroy an event from `event_record`."""
+    check(driver().cuEventDestroy(event), "cuEventDestroy")

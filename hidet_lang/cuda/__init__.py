@@ -403,6 +403,7 @@ from hidet_lang.cuda.device import (  # noqa: E402
     default_stream,
     empty_cache,
     memory_stats,
+    record_stream,
     reset_peak_memory_stats,
     stream,
     synchronize,
@@ -410,5 +411,5 @@ from hidet_lang.cuda.device import (  # noqa: E402
 
 __all__ += [
     "DeviceOutOfMemoryError", "Stream", "current_stream", "default_stream", "empty_cache", "memory_stats",
-    "reset_peak_memory_stats", "stream", "synchronize",
+    "record_stream", "reset_peak_memory_stats", "stream", "synchronize",
 ]

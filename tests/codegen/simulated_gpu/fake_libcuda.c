@@ -773,3 +773,23 @@ CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, void *str
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, void *stream) {
     return cuMemcpyHtoDAsync(dst, src, n, stream);
 }
+
+/* ---- events' completion: the work of a stream the harness holds is in flight ---- */
+
+enum { NOT_READY = 600 };
+static void *held_stream = 0;
+static int stream_held = 0;
+
+/* While `held`, events recorded on `stream` report that its work has not completed (cuEventQuery). */
+void fake_cuda_hold_stream(void *stream, int held) {
+    held_stream = stream;
+    stream_held = held;
+}
+
+CUresult cuEventQuery(void *event) {
+    CUresult status = context_status();
+    if (status) return status;
+    if (!event) return INVALID_HANDLE;
+    Event *e = event;
+    return stream_held && e->recorded && e->recorded_on == held_stream ? NOT_READY : SUCCESS;
+}
