@@ -40,6 +40,7 @@ _HOMES = {
 _MODULES: dict[str, tuple[str, ...]] = {
     "ops": ("stdlib_ops",),  # the operator library
     "utils": ("hidet_lang.utils", "hidet_lang.utils.benchmark"),  # `hidet.utils.benchmark.benchmark_func`, as Hidet
+    "lang": ("hidet_lang",),  # Hidet's `hidet.lang` is this package: `hidet.lang.f32`, `hidet.lang.script_module()`
 }
 """Modules the facade names otherwise than `hidet_lang.<name>`: the modules to import, the last one's package
 being the value."""

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import ast
 import builtins
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 from hidet_lang.errors import DSLError, DSLNameError, DSLSyntaxError, DSLTypeError, DSLValueError
 from hidet_lang.frontend import semantics
@@ -55,6 +57,24 @@ class FunctionContext:
 
 
 RUN_TIME_LOOP = "a loop that runs at run time"
+
+# The errors the parser's checks raise, reported with their own message (other errors are host code's).
+_CHECK_ERRORS = (TypeError, ValueError, ArithmeticError, IndexError, KeyError, AttributeError)
+_PACKAGE_DIR = str(Path(__file__).resolve().parent.parent) + "/"
+
+
+def _user_traceback(tb: types.TracebackType | None) -> types.TracebackType | None:
+    """The frames of `tb` outside the hidet_lang package (the user's Python code, and the libraries it calls), as
+    a traceback of their own; None when there are none."""
+    kept = []
+    while tb is not None:
+        if not str(Path(tb.tb_frame.f_code.co_filename).resolve()).startswith(_PACKAGE_DIR):
+            kept.append(tb)
+        tb = tb.tb_next
+    result = None
+    for frame in reversed(kept):
+        result = types.TracebackType(result, frame.tb_frame, frame.tb_lasti, frame.tb_lineno)
+    return result
 
 
 @dataclass(frozen=True)
@@ -97,7 +117,14 @@ class ParserCore:
         if method is None:
             raise self.unsupported(node)
         with at(self.span(node)):
-            method(node)
+            try:
+                method(node)
+            except DSLError:
+                raise
+            except Exception as e:  # noqa: BLE001 - errors of the user's Python code become DSL errors
+                if _user_traceback(e.__traceback__) is None:
+                    raise
+                self.raise_host_error(node, e)
 
     def visit_expr(self, node: ast.expr) -> Any:
         """Evaluate an expression: a host value or an IR expression."""
@@ -105,7 +132,14 @@ class ParserCore:
         if method is None:
             raise self.unsupported(node)
         with at(self.span(node)):
-            return method(node)
+            try:
+                return method(node)
+            except DSLError:
+                raise
+            except Exception as e:  # noqa: BLE001 - errors of the user's Python code become DSL errors
+                if _user_traceback(e.__traceback__) is None:
+                    raise
+                self.raise_host_error(node, e)
 
     # ---------------------------------------------------------------------------------------------- positions, errors
     def span(self, node: ast.AST) -> Span:
@@ -129,9 +163,23 @@ class ParserCore:
             return func(*args, **kwargs)
         except DSLError:
             raise
-        except (TypeError, ValueError, ArithmeticError, IndexError, KeyError, AttributeError) as e:
-            cls = DSLTypeError if isinstance(e, TypeError) else DSLValueError
-            raise self.error(node, str(e), cls) from None
+        except Exception as e:  # noqa: BLE001 - whatever the called code raises is reported at the user's line
+            self.raise_host_error(node, e)
+
+    def raise_host_error(self, node: ast.AST, error: Exception) -> NoReturn:
+        """Raise `error`, raised by Python code run while parsing, as a DSL error at `node`.
+
+        A type, value, arithmetic, index, key or attribute error of the parser's own checks (or of a Python builtin)
+        becomes a DSLTypeError or DSLValueError with its message. An error raised in the user's Python code (a
+        helper the kernel calls, a host value's method), or of any other kind (OSError, RuntimeError, ...), is also
+        chained as the DSL error's cause, with the traceback of the user's frames only."""
+        user_frames = _user_traceback(error.__traceback__)
+        known = isinstance(error, _CHECK_ERRORS)
+        cls = DSLTypeError if isinstance(error, TypeError) else DSLValueError if known else DSLError
+        if known and user_frames is None:
+            raise self.error(node, str(error), cls) from None
+        message = f"{type(error).__name__} raised by Python code run while compiling the kernel: {error}"
+        raise self.error(node, message, cls) from error.with_traceback(user_frames)
 
     # ---------------------------------------------------------------------------------------------- names
     def fresh_name(self, hint: str) -> str:

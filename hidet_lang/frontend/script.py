@@ -21,7 +21,7 @@ from types import FrameType
 from typing import Any
 
 from hidet_lang.builder import installed_builder
-from hidet_lang.errors import DSLSyntaxError, without_compiler_frames
+from hidet_lang.errors import DSLError, DSLSyntaxError, without_compiler_frames
 from hidet_lang.frontend.annotation_names import bind_placeholders, unbind_placeholders
 from hidet_lang.frontend.parser import Parser
 from hidet_lang.frontend.python_ast import parse_python
@@ -129,7 +129,8 @@ def script(py_func: Callable[..., Any]) -> ScriptFunction:
     try:
         func = _parse(py_func, _defining_locals(py_func))
     except Exception as e:  # noqa: BLE001 - DSL errors and parse errors reach the user without our frames
-        raise without_compiler_frames(e) from None
+        host_error = e.__cause__ if isinstance(e, DSLError) else None  # what the user's Python code raised
+        raise without_compiler_frames(e) from host_error
     if _OPEN_MODULES.blocks:
         _OPEN_MODULES.blocks[-1].add(func)
     return func

@@ -208,18 +208,6 @@ def _constant_shape(shape: tuple[Any, ...]) -> bool:
     return all(isinstance(d, int) for d in shape)
 
 
-def check_view_fits(source: Any, target: TensorType) -> None:
-    """A view (`view(source, target)`) of a tensor may not claim more bytes than the tensor holds, when both
-    sizes are constants (TypeError otherwise)."""
-    t = E.convert(source).type
-    if not isinstance(t, TensorType) or t.storage_size is None or target.storage_size is None:
-        return
-    have, need = t.storage_size * t.dtype.nbytes, target.storage_size * target.dtype.nbytes
-    if need > have:
-        raise TypeError(f"view() of {describe(source)} ({have} bytes) as {target} ({need} bytes): the view is "
-                        f"larger than the tensor it views")
-
-
 def check_inferred_store(var: E.Var, value: Any, first_line: int) -> None:
     """A TypeError when storing `value` into `var`, a variable typed by its first value (at `first_line`), could
     lose information: a float into an integer, a wider number into a narrower type, a signed integer into an

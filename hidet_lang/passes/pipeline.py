@@ -31,6 +31,7 @@ from hidet_lang.passes.parallel_reductions import resolve_parallel_reductions
 from hidet_lang.passes.return_flow import check_returns
 from hidet_lang.passes.simplify import simplify
 from hidet_lang.passes.vector_rules import check_vector_support
+from hidet_lang.passes.view_bounds import check_view_bounds
 from hidet_lang.target import Target, TargetKind, implied_target_kind
 
 VERIFY_ENV_VAR = "HIDET_LANG_VERIFY_IR"
@@ -77,6 +78,7 @@ STEPS: tuple[tuple[str, Callable[[IRModule, Target], IRModule], str], ...] = (
     ("check_target_support", _check_target, "parsed"),
     ("check_vector_support", _check_vectors, "parsed"),
     ("check_returns", _checked(check_returns), "parsed"),
+    ("check_view_bounds", _checked(check_view_bounds), "parsed"),
     ("resolve_parallel_reductions", lambda m, t: resolve_parallel_reductions(m), "parsed"),
     ("lower_task_mappings", _per_function(lambda f: lower_task_mappings(f.body, worker_bounds(f))),
      "mappings_lowered"),
