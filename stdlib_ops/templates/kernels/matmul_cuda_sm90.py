@@ -18,10 +18,21 @@ parameters: the caller passes the tensors themselves).
   64 columns of its tile: `a`'s tile is K-major, `b`'s tiles MN-major (`b` is row-major `[k, n]`: `transposed`
   descriptors), 64 columns being what one MN-major 128-byte-swizzled atom row holds. A step's group stays in
   flight while the next is issued (`wgmma_wait_group(1)`); a stage is released once its group is done.
-- **Persistent grid.** At most `blocks` blocks (`NUM_SMS` by default); each walks the tiles `blockIdx.x,
-  blockIdx.x + gridDim.x, ...` in groups of `GROUP_M` tile rows (a group's blocks share rows of `a` and columns of
-  `b` in L2), batch entries outermost. The ring's stage and phase run on across tiles, so the producer loads the
-  next tile's first stages while the consumers store the last one.
+- **Persistent grid.** At most `blocks` blocks (`NUM_SMS` by default); each cluster of `cluster` blocks walks the
+  units of `cluster` vertically neighbouring tiles `c, c + clusters, ...` (c: the cluster's index), the block of
+  rank r taking the unit's r-th tile row, in groups of `GROUP_M` unit rows (a group's blocks share rows of `a` and
+  columns of `b` in L2), batch entries outermost. The ring's stage and phase run on across tiles, so the producer
+  loads the next tile's first stages while the consumers store the last one.
+- **Clusters.** With `cluster = 2` the two blocks of a cluster (sm_90's thread block clusters) compute tiles of
+  the same columns, so they need the same `b` tile each step: each producer loads half of its 64 k rows
+  (`tma_load_multicast`) into both blocks' shared memory, completing the bytes on both blocks' full barriers, which
+  halves the `b` traffic from L2. A stage of a block is then written by both producers, so its empty barrier
+  gathers the consumers of both blocks (each consumer thread arrives on both, `mbarrier_arrive_cluster`) before
+  either producer refills it. The blocks start after both have initialized their barriers and leave together
+  (`cluster_sync`), since each arrives on and copies into the other's shared memory. Both blocks walk the same
+  units and steps (the second block of a unit past the last tile row computes zeros and stores nothing), so their
+  rings stay in step. The default is 1: clusters of 2 pay off where L2 bandwidth limits the kernel (large n and
+  k), which only a measurement on the GPU can tell; `ops.tune` searches both.
 - **Every size.** TMA fills the parts of a box outside the tensor with zeros (ragged m, n and k tiles add nothing);
   the accumulators are stored into `c` element by element where they fall inside it, which is where a fused
   epilogue lands. TMA needs rows that span multiples of 16 bytes: k and n must be multiples of 8.
@@ -44,10 +55,12 @@ from hidet_lang import attrs, f32, i32, meta, register_tensor, script, script_mo
 from hidet_lang.cuda import (
     TensorMap,
     blockIdx,
+    cluster_sync,
     dynamic_shared_memory,
     fence_mbarrier_init,
     gridDim,
     mbarrier_arrive,
+    mbarrier_arrive_cluster,
     mbarrier_arrive_expect_tx,
     mbarrier_init,
     mbarrier_wait,
@@ -57,6 +70,7 @@ from hidet_lang.cuda import (
     syncthreads,
     threadIdx,
     tma_load,
+    tma_load_multicast,
     wgmma_accumulator_col,
     wgmma_accumulator_row,
     wgmma_commit_group,
@@ -91,11 +105,12 @@ CONSUMER_REGISTERS = 232  # a consumer's: up to 128 accumulators a thread and th
 TMA_ELEMENT_MULTIPLE = 8  # a TMA tensor's rows span multiples of 16 bytes: 8 elements of 16 bits
 
 MATMUL_CUDA_SM90_SPACE = TuningSpace(
-    {"block_n": (128, 256, 64), "stages": (4, 3, 5), "consumers": (2, 1)},
-    default={"block_n": 128, "stages": 4, "consumers": 2},
+    {"block_n": (128, 256, 64), "stages": (4, 3, 5), "consumers": (2, 1), "cluster": (1, 2)},
+    default={"block_n": 128, "stages": 4, "consumers": 2, "cluster": 1},
 )
-"""The tuning space (`ops.tune`): the tile's columns, the ring's stages and the consumer warpgroups (64 rows of the
-tile each)."""
+"""The tuning space (`ops.tune`): the tile's columns, the ring's stages, the consumer warpgroups (64 rows of the
+tile each) and the blocks of a cluster that share `b`'s tiles through multicast."""
+CLUSTERS = (1, 2)  # the cluster sizes the template takes
 
 
 def _registers_fit(consumers: int) -> bool:
@@ -106,7 +121,7 @@ def _registers_fit(consumers: int) -> bool:
 @declare_space(MATMUL_CUDA_SM90_SPACE)
 def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "float16", *,
                      dtype: str | None = None, block_n: int = 128, stages: int = 4, consumers: int = 2,
-                     blocks: int = NUM_SMS) -> ScriptModule:
+                     cluster: int = 1, blocks: int = NUM_SMS) -> ScriptModule:
     """A module with one kernel `matmul(<symbolic sizes>, a, b, c)` computing `c = a @ b` on Hopper's tensor cores
     (built for 'cuda:sm_90a').
 
@@ -115,7 +130,9 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
     are multiples of 8 (checked here when known, at the launch otherwise). `dtype` is float16 or bfloat16 (None:
     `out_dtype` where it is one of them, else float16). The block tile is `64 * consumers` x `block_n` (a multiple
     of 64, at most 256), computed by `consumers` (1 or 2) consumer warpgroups from a ring of `stages` (2 to 8)
-    shared buffers. The persistent grid has at most `blocks` blocks (one an SM of the GPU: `NUM_SMS`)."""
+    shared buffers. `cluster` (1 or 2) blocks of a cluster share `b`'s tiles (a multicast of half of each from
+    either block). The persistent grid has at most `blocks` blocks (one an SM of the GPU: `NUM_SMS`), a multiple
+    of `cluster`."""
     name = "matmul_cuda_sm90"
     check_sizes(name, {"batch": batch, "m": m, "n": n, "k": k})
     out = template_dtype(name, out_dtype, OUTPUT_DTYPES)
@@ -128,11 +145,15 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
     require(block_n % ATOM == 0 and ATOM <= block_n <= 256, name, "block_n must be 64, 128, 192 or 256")
     require(consumers in (1, 2) and _registers_fit(consumers), name, "consumers must be 1 or 2")
     require(2 <= stages <= 8, name, "stages must be 2 to 8")
-    require(blocks >= 1, name, "blocks must be positive")
+    require(cluster in CLUSTERS, name, "cluster must be 1 or 2")
+    require(blocks >= cluster, name, f"blocks must be at least the cluster's {cluster}")
     block_m = ATOM * consumers
     b_tiles = block_n // ATOM
     a_stage_bytes = block_m * BLOCK_K * 2
     b_stage_bytes = b_tiles * TILE_BYTES
+    b_rows = BLOCK_K // cluster  # the k rows of a b tile that each block of a cluster loads for both
+    b_part_bytes = b_rows * ATOM * 2
+    everyone = (1 << cluster) - 1  # the multicast mask: every block of the cluster
     a_bytes = stages * a_stage_bytes  # the a buffers, the b buffers, then the barriers
     bars_at = a_bytes + stages * b_stage_bytes
     smem_bytes = bars_at + 2 * stages * 8
@@ -145,16 +166,31 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
     with script_module() as module:
 
         @script
+        def release(bar: ~u64):
+            """Release a stage: an arrival on its empty barrier in every block of the cluster (whose producers
+            both write it)."""
+            attrs.func_kind = "cuda_internal"
+            if cluster > 1:
+                for r in meta.range(cluster):
+                    mbarrier_arrive_cluster(bar, r)
+            else:
+                mbarrier_arrive(bar)
+
+        @script
         def matmul(batch: i32, m: i32, n: i32, k: i32,
                    a: operand_map(dt, [batch, m, k], [block_m, BLOCK_K], batched),
-                   b: operand_map(dt, [batch, k, n], [BLOCK_K, ATOM], batched),
+                   b: operand_map(dt, [batch, k, n], [b_rows, ATOM], batched),
                    c: out[batch, m, n]):
             attrs.func_kind = "cuda_kernel"
             attrs.cuda.block_dim = threads
-            # a block a tile, at most `blocks` (a conditional expression: arithmetic any launcher evaluates)
-            attrs.cuda.grid_dim = (batch * ((m + block_m - 1) // block_m) * ((n + block_n - 1) // block_n)
-                                   if batch * ((m + block_m - 1) // block_m) * ((n + block_n - 1) // block_n) < blocks
-                                   else blocks)
+            # a cluster a unit of `cluster` tile rows, at most `blocks` blocks (a conditional expression: arithmetic
+            # any launcher evaluates)
+            attrs.cuda.grid_dim = cluster * (
+                batch * ((m + cluster * block_m - 1) // (cluster * block_m)) * ((n + block_n - 1) // block_n)
+                if batch * ((m + cluster * block_m - 1) // (cluster * block_m)) * ((n + block_n - 1) // block_n)
+                < blocks // cluster else blocks // cluster)
+            if cluster > 1:
+                attrs.cuda.cluster_dim = cluster
             attrs.cuda.dynamic_smem_bytes = smem_bytes
             attrs.cuda.min_blocks = 1
             full = tensor_pointer(u64, [stages], init=dynamic_shared_memory(bars_at, u64))
@@ -162,24 +198,28 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
             if threadIdx.x == 0:
                 for s in range(stages):
                     mbarrier_init(~full[s], 1)
-                    mbarrier_init(~empty[s], consumers * WARPGROUP)
+                    mbarrier_init(~empty[s], cluster * consumers * WARPGROUP)  # every block's consumers
                 fence_mbarrier_init()
-            syncthreads()
-            tiles_m = (m + block_m - 1) // block_m
+            if cluster > 1:
+                cluster_sync()  # the other block's barriers are ready before its copies and arrivals reach them
+            else:
+                syncthreads()
+            units_m = (m + cluster * block_m - 1) // (cluster * block_m)  # units of `cluster` tile rows
             tiles_n = (n + block_n - 1) // block_n
-            per_batch = tiles_m * tiles_n
+            per_batch = units_m * tiles_n
+            rank = blockIdx.x % cluster  # the block's rank in its cluster: its tile row of a unit
             steps = (k + BLOCK_K - 1) // BLOCK_K
             role = threadIdx.x // WARPGROUP  # 0: the producer; 1 to consumers: a consumer
             if role == 0:
                 setmaxnreg_dec(PRODUCER_REGISTERS)
                 if threadIdx.x == 0:
                     it = 0  # the ring's position: stage it % stages, in its (it / stages)-th round
-                    for tile in range(blockIdx.x, batch * per_batch, gridDim.x):
-                        bi = tile // per_batch
-                        at = tile % per_batch
+                    for unit in range(blockIdx.x // cluster, batch * per_batch, gridDim.x // cluster):
+                        bi = unit // per_batch
+                        at = unit % per_batch
                         first_m = at // (GROUP_M * tiles_n) * GROUP_M
-                        group_m = min(tiles_m - first_m, GROUP_M)
-                        m0 = (first_m + at % (GROUP_M * tiles_n) % group_m) * block_m
+                        group_m = min(units_m - first_m, GROUP_M)
+                        m0 = ((first_m + at % (GROUP_M * tiles_n) % group_m) * cluster + rank) * block_m
                         n0 = at % (GROUP_M * tiles_n) // group_m * block_n
                         for step in range(steps):
                             s = it % stages
@@ -188,8 +228,12 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
                             tma_load(dynamic_shared_memory(s * a_stage_bytes, dt), a,
                                      box_at(bi, m0, step * BLOCK_K, batched), ~full[s])
                             for j in meta.range(b_tiles):
-                                tma_load(dynamic_shared_memory(a_bytes + s * b_stage_bytes + j * TILE_BYTES, dt), b,
-                                         box_at(bi, step * BLOCK_K, n0 + j * ATOM, batched), ~full[s])
+                                part = a_bytes + s * b_stage_bytes + j * TILE_BYTES + rank * b_part_bytes
+                                rows = box_at(bi, step * BLOCK_K + rank * b_rows, n0 + j * ATOM, batched)
+                                if cluster > 1:  # this block's rows of the tile, to both blocks
+                                    tma_load_multicast(dynamic_shared_memory(part, dt), b, rows, ~full[s], everyone)
+                                else:
+                                    tma_load(dynamic_shared_memory(part, dt), b, rows, ~full[s])
                             it += 1
             else:
                 setmaxnreg_inc(CONSUMER_REGISTERS)
@@ -197,12 +241,12 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
                 rows = (role - 1) * ATOM  # this warpgroup's rows of the tile
                 acc = register_tensor(f32, [b_tiles, ATOM // 2])  # a 64x64 accumulator a b tile
                 it = 0
-                for tile in range(blockIdx.x, batch * per_batch, gridDim.x):
-                    bi = tile // per_batch
-                    at = tile % per_batch
+                for unit in range(blockIdx.x // cluster, batch * per_batch, gridDim.x // cluster):
+                    bi = unit // per_batch
+                    at = unit % per_batch
                     first_m = at // (GROUP_M * tiles_n) * GROUP_M
-                    group_m = min(tiles_m - first_m, GROUP_M)
-                    m0 = (first_m + at % (GROUP_M * tiles_n) % group_m) * block_m
+                    group_m = min(units_m - first_m, GROUP_M)
+                    m0 = ((first_m + at % (GROUP_M * tiles_n) % group_m) * cluster + rank) * block_m
                     n0 = at % (GROUP_M * tiles_n) // group_m * block_n
                     for j in meta.range(b_tiles):
                         for r in meta.range(ATOM // 2):
@@ -224,16 +268,18 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
                         wgmma_commit_group()
                         if step > 0:  # one group in flight: the previous step's is done, release its stage
                             wgmma_wait_group(1, acc)
-                            mbarrier_arrive(~empty[(it + stages - 1) % stages])
+                            release(~empty[(it + stages - 1) % stages])
                         it += 1
                     wgmma_wait_group(0, acc)  # the tile's last step is done: release its stage
-                    mbarrier_arrive(~empty[(it + stages - 1) % stages])
+                    release(~empty[(it + stages - 1) % stages])
                     for j in meta.range(b_tiles):
                         for r in meta.range(ATOM // 2):
                             i = m0 + rows + wgmma_accumulator_row(t, r)
                             jj = n0 + j * ATOM + wgmma_accumulator_col(t, r)
                             if i < m and jj < n:
                                 c[bi, i, jj] = out(acc[j, r])
+            if cluster > 1:
+                cluster_sync()  # neither block leaves while the other may still copy into it or arrive on it
 
     return bind_sizes(module, "matmul", {"batch": batch, "m": m, "n": n, "k": k})
 
