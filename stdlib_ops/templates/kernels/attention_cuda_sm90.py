@@ -92,7 +92,7 @@ MASK_DTYPES = ("float32", "float16", "bfloat16", "float64")
 DECODING_QUERIES = 16  # queries the tensor-core template's decoding schedule takes (its warps split the keys)
 MAX_SMEM_BYTES = 227 * 1024  # the most dynamic shared memory a block of an sm_90 GPU may have
 PRODUCER_REGISTERS = 40  # the producer's register budget a thread (it only issues copies)
-CONSUMER_REGISTERS = 232  # a consumer's: two S tiles, P, the O accumulators and the softmax around them
+CONSUMER_REGISTERS = {1: 256, 2: 232}  # a consumer's, by consumers: two S tiles, P, O and the softmax around them
 
 
 def default_schedule(head_dim: int) -> dict[str, int]:
@@ -115,7 +115,7 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
     `batched` (default: where batch is not 1). Query head h reads key/value head `h / group` (`heads = group *
     kv_heads`, checked where both are ints). Sizes are ints or symbolic names; `head_dim` is 64 or 128; `scale`
     defaults to 1 / sqrt(head_dim). The schedule
-    (`consumers`: 1 or 2 warpgroups of 64 queries; `block_k`: 64 or 128 keys a tile; `stages`: 2 to 6 ring
+    (`consumers`: 1 or 2 warpgroups of 64 queries; `block_k`: 64 or 128 keys a tile; `stages`: 2 to 8 ring
     buffers) defaults to `default_schedule`'s."""
     name = "attention_cuda_sm90"
     check_sizes(name, {"batch": batch, "heads": heads, "kv_heads": kv_heads, "seq_q": seq_q, "seq_k": seq_k})
@@ -133,7 +133,9 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
     stages = schedule["stages"] if stages is None else stages
     require(consumers in (1, 2), name, "consumers must be 1 or 2")
     require(block_k in BLOCK_KS, name, f"block_k must be one of {BLOCK_KS}")
-    require(2 <= stages <= 6, name, "stages must be 2 to 6")
+    require(block_k == 64 or (consumers == 1 and head_dim == 64), name, "tiles of 128 keys fit a thread's registers "
+            "(two S tiles, P and O) only with one consumer at head dimension 64")
+    require(2 <= stages <= 8, name, "stages must be 2 to 8")
     block_q = ROWS * consumers
     chunks = head_dim // ROWS  # 64-column tiles of the head dimension
     tile_bytes = ROWS * ROWS * 2  # a 64x64 tile of q
@@ -205,7 +207,7 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
                             tma_load(dynamic_shared_memory(q_bytes + s * stage_bytes + (chunks + dc) * kv_tile_bytes,
                                                            dt), v, at, ~full[s])
             else:
-                setmaxnreg_inc(CONSUMER_REGISTERS)
+                setmaxnreg_inc(CONSUMER_REGISTERS[consumers])
                 t = threadIdx.x % WARPGROUP
                 rows = (role - 1) * ROWS  # this warpgroup's queries in the block
                 acc_s0 = register_tensor(f32, [s_regs])  # the S tiles of even and of odd steps
