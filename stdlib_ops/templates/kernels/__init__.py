@@ -30,6 +30,11 @@ Importing this package imports every one of them, so every one is registered.
 - `attention_partials` (split-k decoding, `stdlib_ops.operators.attention_split`: the keys of a few queries split
   over blocks, each split's partial output and log-sum-exp stored for `attention_merge`) on CUDA
   (`attention_decode_cuda`: the tensor-core attention kernel with `key_splits` blocks a query tile).
+- `attention` on sm_90a targets: f16 and bf16 q, k and v of three or four dimensions and head dimension 64 or 128,
+  which TMA reads as they are (no broadcast batch; grouped key/value heads read in place; any additive mask and
+  scale), go to the Hopper template `attention_cuda_sm90` (a TMA producer warpgroup, wgmma consumer warpgroups whose
+  softmax stays in registers while the next tile's scores are multiplied), unless at most 16 queries are known; the
+  others to `attention_cuda_mma` as above.
 - `conv2d` (NCHW, stride, padding, dilation, groups, an optional bias as a third input) on the CPU, f32 and f16,
   where the machine has vector FMA: depthwise convolutions (at most 2 input channels a group) to
   `conv2d_direct_cpu`, the others to the implicit GEMM `conv2d_gemm_cpu` (`conv2d_cpu.conv2d_schedule`, the rule
