@@ -10,7 +10,9 @@
   computing each shared reduction once (`cuda_groups`), so the work stays linear in the input.
 - Otherwise, an output whose value has one reduction at the top (`sum`, `mean`, `max`, `min`, `prod`, possibly
   inside an element-wise expression): one warp per output element; the lanes stride over the reduced index space
-  and combine their partial results with `shfl_down_sync`.
+  and combine their partial results with `shfl_down_sync`. A reduction of fewer terms than a warp's lanes known
+  at build time (a pooling window) is a loop in the thread instead, as in the element-wise schedule: consecutive
+  threads on consecutive output elements, each window read once.
 
 Shapes may be symbolic: the grid is an expression of the size parameters. A task with several outputs gets the
 launch of its first output and loops over the others' elements in a grid-stride loop.
@@ -19,6 +21,7 @@ launch of its first output and loops over the others' elements in a grid-stride 
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterator
 
 from hidet_lang.cuda import FULL_MASK, blockIdx, shfl_down_sync, threadIdx
@@ -57,7 +60,7 @@ def schedule_cuda(name: str, inputs: tuple[Var, ...], outputs: tuple[ComputeTens
     group = shared_reduction_axes(first_axes, first_value) if len(outputs) == 1 else None
     if group is not None:
         body, grid = block_per_group(first_out, signature.outputs[0], first_axes, first_value, group, BLOCK, names)
-    elif len(outputs) == 1 and len(top) == 1 and isinstance(top[0], ReduceExpr):
+    elif len(outputs) == 1 and len(top) == 1 and isinstance(top[0], ReduceExpr) and not _fits_a_thread(top[0]):
         body, grid = _warp_per_element(first_out, signature.outputs[0], first_axes, first_value, top[0], names)
     elif len(outputs) == 1 and (plan := vector_plan(first_out, signature.outputs[0], first_axes, first_value)):
         fallback = _grid_stride(first_out, signature.outputs[0], first_axes, first_value,
@@ -74,6 +77,13 @@ def schedule_cuda(name: str, inputs: tuple[Var, ...], outputs: tuple[ComputeTens
     attrs = FuncAttrs(kind=FuncKind.CUDA_KERNEL,
                       cuda=CudaAttrs(grid_dim=(grid,), block_dim=(Constant(BLOCK, int32),)))
     return IRModule((Function(name, signature.params, void, body, attrs),))
+
+
+def _fits_a_thread(r: ReduceExpr) -> bool:
+    """Whether reduction `r` has fewer terms than a warp has lanes (a pooling window, a short row), known at build
+    time: a thread reduces it alone, since a warp would leave lanes idle and pay five rounds of shuffles."""
+    extents = [e.value if isinstance(e, Constant) else e for e in r.extents]
+    return all(isinstance(e, int) for e in extents) and math.prod(extents) < WARP
 
 
 def _value_at(out: ComputeTensor, names: Iterator[int]) -> tuple[tuple[Var, ...], Expr]:
