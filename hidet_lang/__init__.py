@@ -31,7 +31,8 @@ _HOMES = {
     **homes_of("hidet_lang.types", *_DATA_TYPES),
     **homes_of("hidet_lang.ir.layout", "column_major", "local_layout", "row_major", "strided_layout"),
     **homes_of("hidet_lang.ir.mapping", "auto_map", "repeat", "spatial"),
-    **homes_of("codegen.runtime.arrays", "asarray", "empty", "zeros", "randn"),
+    **homes_of("codegen.runtime.arrays", "asarray", "empty", "full", "ones", "rand", "randn", "zeros"),
+    "Tensor": ("codegen.runtime.arrays", "AnyTensor"),  # Hidet's tensor type: the arrays and the operators' tensors
     **homes_of("hidet_lang.cuda", "shared_tensor"),
     **homes_of("hidet_lang.frontend.script", "ScriptFunction", "ScriptModule"),
 }

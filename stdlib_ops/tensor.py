@@ -1,7 +1,10 @@
 """`Tensor`: the value operators take and return, concrete (holding data) or symbolic (a graph placeholder).
 
 A concrete tensor stores its data in one of the runtime's arrays (`codegen.runtime.arrays`: a `HostArray` on 'cpu', a
-`DeviceArray` on 'cuda'), the same arrays `hidet.asarray/empty/zeros/randn` make; operators on it run at once.
+`DeviceArray` on 'cuda'), the same arrays `hidet.asarray/empty/zeros/ones/full/randn/rand` make; operators on it run
+at once. Those arrays are operands of every operator as they are (`tensor_of_runtime_array` wraps one without a
+copy), and `hidet.Tensor` (`codegen.runtime.arrays.AnyTensor`) is the type of both. A dtype is a numpy name, a numpy
+dtype, or a DSL data type or name (`hidet.int32`, 'f16').
 A symbolic tensor (`symbol`) has no data and may have string dimensions ('batch'); an operator on it records
 an `Operator` as the producer of its outputs, from which `trace_from` builds a graph.
 """
@@ -13,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from codegen.runtime import arrays
+from hidet_lang.ir.types import DTYPE_BY_NAME, DataType
 from stdlib_ops.dims import check_name
 
 if TYPE_CHECKING:
@@ -172,6 +176,9 @@ class Tensor:
     __hash__ = object.__hash__
 
 
+arrays.AnyTensor.register(Tensor)  # `hidet.Tensor` (`isinstance(x, hidet.Tensor)`) takes the operators' tensors too
+
+
 def _ops() -> Any:
     """The operators module (imported on first use: it imports this one)."""
     global _operators
@@ -190,7 +197,8 @@ def _check_dtype(dtype: Any) -> str:
         return _DTYPE_NAMES[dtype]
     except (KeyError, TypeError):  # not seen yet, or unhashable
         pass
-    name = np.dtype(dtype).name if not (isinstance(dtype, str) and dtype == "bfloat16") else "bfloat16"
+    dsl = DTYPE_BY_NAME.get(dtype) if isinstance(dtype, str) else dtype if isinstance(dtype, DataType) else None
+    name = dsl.numpy_name if dsl is not None else np.dtype(dtype).name  # a DSL type or name ('f32'), or numpy's
     if name not in DTYPES:
         raise TypeError(f"unsupported dtype {name!r}; supported: {', '.join(DTYPES)}")
     _DTYPE_NAMES[dtype] = name
@@ -217,6 +225,19 @@ def _numpy_dtype(dtype: Any) -> np.dtype:
 def wrap(array: Any, device: str) -> Tensor:
     """A concrete tensor around a runtime array (no copy)."""
     return Tensor(tuple(int(d) for d in array.shape), _check_dtype(array.dtype), device, array)
+
+
+def tensor_of_runtime_array(value: Any) -> Any:
+    """`value` as a tensor when it is one of the runtime's arrays (those `hidet.randn`, `hidet.empty` and the other
+    allocation functions make, a `HostArray` or a `DeviceArray`): the tensor holds the array itself (a C-contiguous
+    copy of a strided view); any other value is returned as it is."""
+    if isinstance(value, arrays.HostArray):
+        if not value.flags.c_contiguous:
+            value = np.ascontiguousarray(value).view(arrays.HostArray)
+        return wrap(value, "cpu")
+    if isinstance(value, arrays.DeviceArray):
+        return wrap(value, "cuda")
+    return value
 
 
 def asarray(data: Any, dtype: Any = None, device: str = "cpu") -> Tensor:

@@ -427,7 +427,8 @@ class CEmitter:
             threads = f" num_threads({s.factor})" if s.factor > 0 else ""
             self.line(self.parallel_pragma + self.collapse_clause(s) + threads + self.reduction_clauses(s))
         elif s.kind == S.LoopKind.UNROLL:
-            self.line(self.unroll_line(s.factor))
+            for text in self.unroll_line(s.factor).split("\n"):
+                self.line(text)
         self.line(f"for ({self.type_name(s.var.type)} {name} = {self.expr(s.start)}; {cond}; {incr}) {{")
         self.parallel_depth += parallel
         self.body(s.body)
@@ -435,10 +436,12 @@ class CEmitter:
         self.line("}")
 
     def unroll_line(self, factor: int) -> str:
-        """The pragma of a loop unrolled by `factor` (`ForStmt.factor`): GCC's (Clang takes it too); `unroll 64`
-        for the compiler's choice, its largest factor for `FULL_UNROLL`."""
-        count = {0: 64, S.FULL_UNROLL: 65534}.get(factor, factor)
-        return f"#pragma GCC unroll {count}"
+        """The pragma of a loop unrolled by `factor` (`ForStmt.factor`), in each compiler's own spelling (lines):
+        Clang's `#pragma unroll` (as CUDA and Hidet write it; alone, a complete unroll) and, for GCC, which ignores
+        that one, `#pragma GCC unroll`; 64 for the compiler's choice, and GCC's largest factor for `FULL_UNROLL`."""
+        clang = "#pragma unroll" if factor == S.FULL_UNROLL else f"#pragma unroll {factor or 64}"
+        gcc = f"#pragma GCC unroll {65534 if factor == S.FULL_UNROLL else factor or 64}"
+        return f"#if defined(__clang__)\n{clang}\n#else\n{gcc}\n#endif"
 
     def reduction_clauses(self, s: S.ForStmt) -> str:
         """` reduction(op:name)` for each scalar the parallel loop reduces into (see `ForStmt.reductions`)."""

@@ -21,6 +21,7 @@ import numpy as np
 from codegen.runtime import cuda_driver
 from codegen.runtime.aliasing import check_no_overlap, host_or_device_address, written_array_params
 from codegen.runtime.arrays import DeviceArray
+from codegen.runtime.heap_guards import check_guards
 from hidet_lang.errors import without_compiler_frames
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.evaluate import evaluate
@@ -196,6 +197,7 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
     pass_args: list[str] = []
     tensors: list[str] = []  # with `on_gpu`: the tensor arguments, staged together
     restricted: list[tuple[str, str, bool, str]] = []  # no-alias functions: (address, parameter, written, bytes)
+    guarded = False  # on the CPU: whether a tensor argument may be a guarded array, whose canary is checked
     # what the function may write: where a read-only array is refused, for the no-alias check, and on a GPU for
     # what comes back after the call
     if written is None:
@@ -241,7 +243,11 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
             written_flags.append(p in written)
             pass_args.append(a)
             continue
-        body.append(f"    if type({a}) is not _nd: {a} = _as_array({a}, _fn, {pname!r}, _d{i})")
+        # an argument that is not a plain numpy array (a runtime array, a tensor) is held as given, with the guarded
+        # buffer it may have (`heap_guards`); numpy's own arrays have none, and cost nothing more
+        body.append(f"    if type({a}) is not _nd: _held += (({pname!r}, {a}),); {a} = _as_array({a}, _fn, {pname!r}, "
+                    f"_d{i})")
+        guarded = True
         # ml_dtypes' bfloat16 has no buffer format: a bf16 array's address through its bits (an array of bf16 bits,
         # uint16, passes `_check` and is its own view)
         address_of = f"{a}.view(_bits)" if dtype.name == "bfloat16" else a
@@ -278,6 +284,10 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
         call.append("    _release(_staged, copy_back=True)")
     if after_call is not None:
         call.append("    _after()")
+    if guarded:  # the arrays `hidet.empty` and the others allocate have a canary after them (`heap_guards`)
+        env["_check_guards"] = check_guards
+        body.insert(0, "    _held = ()")
+        call.append("    if _held: _check_guards(_fn, _held)")
     call.append("    return _result")
     if on_gpu:
         body = ["    _ensure_current()", "    _staged = []", "    try:", *("    " + line for line in body + call),

@@ -1,6 +1,11 @@
-"""The runtime's arrays: `hidet.asarray(x, device=...)`, `hidet.empty`, `hidet.zeros`, `hidet.randn`, `.numpy()`.
+"""The runtime's arrays: `hidet.asarray(x, device=...)`, `hidet.empty`, `hidet.zeros`, `hidet.ones`, `hidet.full`,
+`hidet.randn`, `hidet.rand`, `.numpy()`.
 
-'cpu' arrays are numpy arrays (of a subclass that adds Hidet's `.numpy()`), passed to kernels without a copy.
+'cpu' arrays are numpy arrays (of a subclass that adds Hidet's `.numpy()`), passed to kernels without a copy. Those
+the allocation functions make have slack and a canary after them (`codegen.runtime.heap_guards`), checked after each
+call of a compiled function; `asarray` views the caller's memory where it can, which is not guarded. Every function
+takes a dtype as a DSL data type (`hidet.float32`, `hidet.i32`), a name numpy or the DSL knows ('float32', 'f32'),
+or a numpy dtype (`numpy_dtype_of`). The operators of `hidet.ops` take these arrays as they take their own tensors.
 
 On a GPU a `DeviceArray` owns a block of device memory from the caching allocator (`codegen.runtime.allocator`),
 allocated for the current stream (`codegen.runtime.streams`) and given back to the cache when the array is
@@ -12,6 +17,7 @@ version 3 of the interface asks.
 
 from __future__ import annotations
 
+import abc
 import math
 from typing import Any
 
@@ -20,6 +26,41 @@ import numpy as np
 from codegen.runtime import cuda_driver, dlpack, streams
 from codegen.runtime.allocator import device_allocator
 from codegen.runtime.cuda_backend import backend
+from codegen.runtime.heap_guards import guarded_empty
+from hidet_lang.ir.types import DTYPE_BY_NAME, DataType
+
+
+def numpy_dtype_of(dtype: Any) -> np.dtype:
+    """The numpy dtype of an array of `dtype`: a DSL data type (`hidet.float32`, `hidet.i32`), a name the DSL or numpy
+    knows ('f32', 'int32', 'bf16'), or anything `numpy.dtype` takes; bfloat16 is `ml_dtypes.bfloat16`. TypeError
+    for anything else."""
+    known = _NUMPY_DTYPES.get(dtype) if isinstance(dtype, (str, DataType)) else None
+    if known is not None:
+        return known
+    if isinstance(dtype, str) and dtype in DTYPE_BY_NAME:
+        dtype = DTYPE_BY_NAME[dtype]
+    if isinstance(dtype, DataType):
+        found = _bfloat16() if dtype.name == "bfloat16" else np.dtype(dtype.numpy_name)
+        _NUMPY_DTYPES[dtype] = found
+        return found
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        names = ", ".join(sorted(DTYPE_BY_NAME))
+        raise TypeError(f"{dtype!r} is not a data type; give a DSL data type (hidet.float32), a numpy dtype or one "
+                        f"of the names {names}") from None
+
+
+_NUMPY_DTYPES: dict[Any, np.dtype] = {}
+"""The DSL data types and names `numpy_dtype_of` has resolved (a dictionary look-up, not numpy's parsing)."""
+
+
+def _bfloat16() -> np.dtype:
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise TypeError("bfloat16 arrays need the ml_dtypes package (pip install ml_dtypes)") from None
+    return np.dtype(ml_dtypes.bfloat16)
 
 
 class DeviceArray:
@@ -178,6 +219,21 @@ class HostArray(np.ndarray):
         return torch.from_numpy(np.asarray(self))
 
 
+class AnyTensor(abc.ABC):
+    """Hidet's `hidet.Tensor`, as a type to test values against: the runtime's arrays (`HostArray`, `DeviceArray`,
+    which `hidet.empty`, `hidet.randn` and the other allocation functions make) and the operator library's tensors
+    (`stdlib_ops.Tensor`, which `hidet.ops` returns and which registers itself) are its instances. Every operator
+    takes either kind, and compiled functions take both."""
+
+    @abc.abstractmethod
+    def numpy(self) -> np.ndarray:
+        """The data as a numpy array (what every kind of tensor gives)."""
+
+
+AnyTensor.register(HostArray)
+AnyTensor.register(DeviceArray)
+
+
 def _check_device(device: str) -> str:
     if device not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
@@ -188,24 +244,52 @@ def asarray(x: Any, dtype: Any = None, device: str = "cpu") -> HostArray | Devic
     """`x` (array-like, or a 'cuda' array) as an array on `device` (a copy only where needed)."""
     if isinstance(x, DeviceArray):
         x = x.host if x.host is not None else x.numpy()
-    host = np.asarray(x, dtype=dtype, order="C")
+    host = np.asarray(x, dtype=None if dtype is None else numpy_dtype_of(dtype), order="C")
     if _check_device(device) == "cuda":
         return to_device(host)
     return host.view(HostArray)
 
 
+def _shape(shape: Any) -> tuple[int, ...]:
+    return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+
+
 def empty(shape: Any, dtype: Any = "float32", device: str = "cpu") -> HostArray | DeviceArray:
-    """An uninitialized array."""
+    """An uninitialized array (on 'cpu', with slack and a canary after it: `codegen.runtime.heap_guards`)."""
     if _check_device(device) == "cuda":
-        return empty_device(shape, dtype)
-    return np.empty(shape, dtype).view(HostArray)
+        return empty_device(shape, numpy_dtype_of(dtype))
+    return guarded_empty(_shape(shape), numpy_dtype_of(dtype), HostArray)
+
+
+def full(shape: Any, fill_value: Any, dtype: Any = "float32", device: str = "cpu") -> HostArray | DeviceArray:
+    """An array with every element `fill_value`."""
+    return _filled(np.full(_shape(shape), fill_value, numpy_dtype_of(dtype)), device)
 
 
 def zeros(shape: Any, dtype: Any = "float32", device: str = "cpu") -> HostArray | DeviceArray:
     """An array of zeros."""
-    return asarray(np.zeros(shape, dtype), device=device)
+    return full(shape, 0, dtype, device)
+
+
+def ones(shape: Any, dtype: Any = "float32", device: str = "cpu") -> HostArray | DeviceArray:
+    """An array of ones."""
+    return full(shape, 1, dtype, device)
 
 
 def randn(shape: Any, dtype: Any = "float32", device: str = "cpu") -> HostArray | DeviceArray:
     """Standard-normal random values."""
-    return asarray(np.random.standard_normal(shape).astype(dtype), device=device)
+    return _filled(np.random.standard_normal(_shape(shape)).astype(numpy_dtype_of(dtype)), device)
+
+
+def rand(shape: Any, dtype: Any = "float32", device: str = "cpu") -> HostArray | DeviceArray:
+    """Random values uniform in [0, 1)."""
+    return _filled(np.random.random_sample(_shape(shape)).astype(numpy_dtype_of(dtype)), device)
+
+
+def _filled(values: np.ndarray, device: str) -> HostArray | DeviceArray:
+    """An array of `device` holding `values` (on 'cpu', a guarded copy)."""
+    if _check_device(device) == "cuda":
+        return to_device(values)
+    out = guarded_empty(values.shape, values.dtype, HostArray)
+    out[...] = values
+    return out

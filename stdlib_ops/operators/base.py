@@ -15,7 +15,7 @@ from stdlib_ops.compute import ComputeTensor, as_dim, tensor_input
 from stdlib_ops.runtime import EAGER
 from stdlib_ops.runtime.dispatch import output_specs
 from stdlib_ops.task import InverseMap, Task
-from stdlib_ops.tensor import Tensor, asarray
+from stdlib_ops.tensor import Tensor, asarray, tensor_of_runtime_array
 
 
 class Operator:
@@ -88,9 +88,12 @@ def scalar_dtype(value: Any, other: str) -> str:
 
 
 def as_tensors(name: str, *values: Any) -> list[Tensor]:
-    """The operands as tensors; Python scalars become 0-d tensors of the dtype numpy would give them."""
+    """The operands as tensors: the runtime's arrays (`hidet.randn`, `hidet.empty`, ...) are the tensors holding them,
+    without a copy; Python scalars become 0-d tensors of the dtype numpy would give them; other array-likes are
+    copied into tensors (where one operand is a tensor)."""
     if all(type(v) is Tensor for v in values):
         return list(values)
+    values = tuple(tensor_of_runtime_array(v) for v in values)  # `hidet.randn` and the others' arrays are tensors
     like = next((v for v in values if isinstance(v, Tensor)), None)
     if like is None:
         raise TypeError(f"{name}: needs at least one tensor operand")
