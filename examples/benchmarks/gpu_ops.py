@@ -247,6 +247,55 @@ def memory_cases(quick: bool, rng: np.random.Generator) -> list[Case]:
     ]
 
 
+def elementwise_and_pool_cases(quick: bool, rng: np.random.Generator) -> list[Case]:
+    """Memory-bound element-wise rows with broadcasts, in f32 and f16 (a row vector, a column, a fused chain of
+    both), and ResNet-18's pools: rate in bytes moved (each input read once, the output written once)."""
+    rows, cols = (64, 256) if quick else (16384, 4096)
+    cases = []
+    for d in (("float32",) if quick else ("float32", "float16")):
+        x, row, column = rng_array(rng, (rows, cols), d), rng_array(rng, (cols,), d), rng_array(rng, (rows, 1), d)
+        size = float(np.dtype(d).itemsize * rows * cols)
+        short = "f32" if d == "float32" else "f16"
+        cases += [
+            Case(f"x + row [{rows},{cols}] {short}", d, [x, row], lambda a, b: a + b, lambda a, b: a + b,
+                 lambda a, b: a + b, RTOL[d], bytes=2 * size),
+            Case(f"x * column [{rows},{cols}] {short}", d, [x, column], lambda a, c: a * c, lambda a, c: a * c,
+                 lambda a, c: a * c, RTOL[d], bytes=2 * size),
+            Case(f"relu(x * column + row) [{rows},{cols}] {short}", d, [x, column, row],
+                 lambda a, c, b: ops.relu(a * c + b), lambda a, c, b: np.maximum(a * c + b, 0),
+                 lambda a, c, b: (a * c + b).relu(), RTOL[d], bytes=2 * size),
+        ]
+    stem = (2, 8, 16, 16) if quick else (64, 64, 112, 112)  # ResNet-18's stem pool input at batch 64
+    features = (2, 16, 7, 7) if quick else (64, 512, 7, 7)  # and its last feature map
+    images, maps = rng_array(rng, stem, "float32"), rng_array(rng, features, "float32")
+    pooled = math.prod(stem[:2]) * ((stem[2] - 1) // 2 + 1) * ((stem[3] - 1) // 2 + 1)
+
+    def max_pool_ref(x: np.ndarray) -> np.ndarray:
+        n, c, h, w = x.shape
+        padded = np.full((n, c, h + 2, w + 2), -np.inf, x.dtype)
+        padded[:, :, 1:-1, 1:-1] = x
+        oh, ow = (h - 1) // 2 + 1, (w - 1) // 2 + 1
+        return np.max([padded[:, :, dy:dy + 2 * oh:2, dx:dx + 2 * ow:2] for dy in range(3) for dx in range(3)], axis=0)
+
+    def torch_max_pool(x: Any) -> Any:
+        import torch.nn.functional as F
+
+        return F.max_pool2d(x, 3, 2, 1)
+
+    def torch_adaptive_avg_pool(x: Any) -> Any:
+        import torch.nn.functional as F
+
+        return F.adaptive_avg_pool2d(x, 1)
+
+    return cases + [
+        Case(f"max_pool2d 3x3/2 {list(stem)} f32", "float32", [images], lambda a: ops.max_pool2d(a, 3, 2, 1),
+             max_pool_ref, torch_max_pool, 0.0, bytes=4.0 * (images.size + pooled)),
+        Case(f"adaptive_avg_pool2d 1 {list(features)} f32", "float32", [maps],
+             lambda a: ops.adaptive_avg_pool2d(a, 1), lambda a: a.mean(axis=(2, 3), keepdims=True),
+             torch_adaptive_avg_pool, 1e-5, bytes=4.0 * (maps.size + math.prod(features[:2]))),
+    ]
+
+
 def attention_case(name: str, q_shape: tuple[int, ...], kv_shape: tuple[int, ...], causal: bool,
                    rng: np.random.Generator, decoding: bool = False) -> Case:
     """f16 scaled dot-product attention of q [B, H, Sq, D] against k and v [B, H_kv, Sk, D] (grouped-query where
@@ -303,7 +352,8 @@ def attention_cases(quick: bool, rng: np.random.Generator) -> list[Case]:
     return cases
 
 
-CASES = (matmul_cases, transformer_cases, batched_cases, gelu_cases, mlp_cases, memory_cases, attention_cases)
+CASES = (matmul_cases, transformer_cases, batched_cases, gelu_cases, mlp_cases, memory_cases,
+         elementwise_and_pool_cases, attention_cases)
 
 
 # ------------------------------------------------------------------------------------------------ the contenders
