@@ -205,6 +205,28 @@ def test_chained_indexing_reads_and_stores_elements(m: int, n: int, p: int, data
     np.testing.assert_array_equal(sums, running)
 
 
+with hidet.script_module() as run_time_rows_module:
+
+    @hidet.script
+    def mirror_rows(m: i32, n: i32, x: f32[64], out: f32[64]):
+        attrs.func_kind = "public"
+        source = as_tensor_pointer(x, f32, [m, n])  # extents known only at run time
+        target = as_tensor_pointer(out, f32, [m, n])
+        for i in range(m):
+            for j in range(n):
+                target[i][j] = source[i][n - 1 - j] * 2.0
+
+
+@settings(max_examples=example_count(4), deadline=None)
+@given(st.integers(1, 8), st.integers(1, 8), arrays("float32", (64,)))
+def test_chained_indexing_of_a_tensor_with_run_time_extents(m: int, n: int, x: np.ndarray) -> None:
+    out = np.zeros(64, np.float32)
+    run_time_rows_module.build(check=True)(m, n, x, out)  # the checking mode: every access within its tensor
+    rows = x[:m * n].reshape(m, n)
+    np.testing.assert_array_equal(out[:m * n].reshape(m, n), rows[:, ::-1] * np.float32(2))
+    assert (out[m * n:] == 0).all()
+
+
 with hidet.script_module() as chained_cuda_module:
 
     @hidet.script
