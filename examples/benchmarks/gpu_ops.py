@@ -28,9 +28,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +38,8 @@ import numpy as np
 QUICK = "--quick" in sys.argv
 if QUICK:
     os.environ.setdefault("HIDET_LANG_CUDA", "emulator")  # before the runtime loads
+
+from timing import synced_median_time  # noqa: E402 - examples/benchmarks/timing.py, beside this script
 
 import stdlib_ops as ops  # noqa: E402
 
@@ -431,24 +431,6 @@ def check(case: Case, who: str, value: Any, expected: np.ndarray) -> None:
         raise AssertionError(f"{case.name}: {who}'s result is off by {err:.3g} (allowed {case.rtol * scale:.3g})")
 
 
-def median_time(fn: Callable[[], Any], sync: Callable[[], None], quick: bool) -> float:
-    """Median seconds per call of `fn` over timed loops of about `LOOP_S` (one warm-up call first)."""
-    fn()
-    sync()
-    start = time.perf_counter()
-    fn()
-    sync()
-    number = 1 if quick else max(1, int(LOOP_S / max(time.perf_counter() - start, 1e-6)))
-    samples = []
-    for _ in range(2 if quick else RUNS):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        sync()
-        samples.append((time.perf_counter() - start) / number)
-    return statistics.median(samples)
-
-
 # ------------------------------------------------------------------------------------------------ the table
 def device_name(torch: Any) -> str:
     """The GPU's name (torch's report), or what runs our kernels without one."""
@@ -512,7 +494,7 @@ def run_case(case: Case, device: str, torch: Any, peers: dict[str, Callable[[Cas
         if name not in fns:
             cells.append(f"{'-':>22}")
             continue
-        seconds = median_time(fns[name], sync, quick)
+        seconds = synced_median_time(fns[name], sync, 2 if quick else RUNS, 0 if quick else LOOP_S)
         rate = work / seconds
         share = f"{100 * rate / peak:5.1f}%" if peak else "    ?"
         cells.append(f"{seconds * 1e3:9.3f} ms {rate / scale:7.1f} {share}")
