@@ -9,7 +9,15 @@ process with an empty cache: from `torch.compile` to the first result), the warm
 caches hold the kernels) and, for ours, loading a saved compiled graph (`CompiledGraph.save`, `stdlib_ops.load`)
 and running it in a fresh process.
 
-Run: python examples/benchmarks/models.py (`--quick`: small inputs and two layers, a smoke run of the script)
+On a GPU (`--gpu`): the same models at batch 1 and 32 in f16 (`--dtype float32` for f32) on CUDA, run by
+hidet-lang through both frontends (`torch.compile(model, backend="hidet_lang")` on CUDA tensors, and the model
+exported to ONNX, imported by `stdlib_ops.from_onnx` and built for 'cuda'), torch eager and Inductor. Each
+contender's outputs are checked first against the model run in float64 on the CPU; the table gives median times
+over synchronized loops and the ratio of each peer's time to ours. Without a GPU, `--gpu --quick` runs ours on the
+CUDA emulator and the peers on the CPU at tiny sizes: a smoke run of the script, not a measurement.
+
+Run: python examples/benchmarks/models.py (`--quick`: small inputs and two layers, a smoke run of the script;
+`--gpu [--dtype float32]`: on a GPU)
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ THREADS = 2
 prepare_process(THREADS, main=__name__ == "__main__")  # before numpy and the kernels load
 
 import argparse  # noqa: E402
+import copy  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
@@ -33,7 +42,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from timing import in_turns  # noqa: E402 - examples/benchmarks/timing.py, beside this script
+from timing import in_turns, synced_median_time  # noqa: E402 - examples/benchmarks/timing.py, beside this script
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # examples/, for the model builders
 from torch_models import bert, onnx_bytes, outputs_of, resnet18  # noqa: E402
@@ -153,7 +162,12 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small models and inputs (a smoke run)")
+    parser.add_argument("--gpu", action="store_true", help="on CUDA, against torch eager and Inductor on the GPU")
+    parser.add_argument("--dtype", default="float16", choices=sorted(GPU_TOLERANCE), help="with --gpu: the dtype")
     args = parser.parse_args()
+    if args.gpu:
+        gpu_main(args.quick, args.dtype)
+        return
     torch.set_num_threads(THREADS)
     print(f"{THREADS} threads each; torch {torch.__version__}")
     header = f"{'case':38} | {'ours ms':>9}" + "".join(f" | {name + ' ms':>15} | {'ratio':>5}" for name in
@@ -180,6 +194,105 @@ def main() -> None:
     print("\ncold: a fresh process with empty caches, from torch.compile to the first result; warm: the same with the "
           "caches the cold run left; load saved graph: stdlib_ops.load of the graph built through ONNX, and its first "
           "run")
+
+
+# ------------------------------------------------------------------------------------------------- on the GPU
+GPU_CONTENDERS = ("hidet-lang", "hidet-lang ONNX", "torch eager", "Inductor")
+GPU_BATCHES = (1, 32)
+GPU_RUNS = 7
+GPU_LOOP_S = 0.05
+GPU_TOLERANCE = {"float32": 1e-3, "float16": 3e-2}
+"""Allowed difference from the float64 run, relative to each output's largest magnitude: f32 leaves room for
+torch's TF32 convolutions (cuDNN's default: 10-bit mantissas, 2^-11 a product), f16 for its 2^-11 rounding of every
+layer's inputs and outputs through a dozen layers."""
+
+
+def gpu_cases(quick: bool) -> dict[str, Callable[[int], tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]]:
+    """The models by label on the GPU (tiny ones for a smoke run on the emulator)."""
+    if quick:
+        return {"ResNet-18 32x32": lambda b: resnet18(b, size=32),
+                "BERT 1 layer, width 64, seq 16": lambda b: bert(b, sequence=16, layers=1)}
+    return cases(False)
+
+
+def float64_outputs(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> list[np.ndarray]:
+    """The model's outputs computed in float64 on the CPU (the reference every contender is checked against)."""
+    reference = copy.deepcopy(model).to("cpu", torch.float64)
+    values = [t.to(torch.float64) if t.is_floating_point() else t for t in inputs]
+    return [t.numpy() for t in outputs_of(reference(*values))]
+
+
+def gpu_contenders(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> dict[str, Callable[[], object]]:
+    """A call of the model by each contender (ours through both frontends), on the inputs' device."""
+    import onnx
+
+    import stdlib_ops as ops
+
+    ours = torch.compile(model, backend="hidet_lang", options={"target": "cuda"})
+    exported = ops.from_onnx(onnx.load_from_string(onnx_bytes(model, inputs, dynamic_batch=False)))
+    from_onnx = ops.optimize(exported).build("cuda")
+    inductor = torch.compile(model)
+    return {"hidet-lang": lambda: ours(*inputs), "hidet-lang ONNX": lambda: from_onnx(*inputs),
+            "torch eager": lambda: model(*inputs), "Inductor": lambda: inductor(*inputs)}
+
+
+def host_arrays(result: object) -> list[np.ndarray]:
+    """A contender's outputs (torch tensors on any device, or our tensors) as float64 numpy arrays."""
+    import stdlib_ops as ops
+
+    items = result if isinstance(result, tuple) else (result,)
+    if all(isinstance(r, ops.Tensor) for r in items):
+        return [r.numpy().astype(np.float64) for r in items]
+    return [t.detach().cpu().to(torch.float64).numpy() for t in outputs_of(result)]
+
+
+def gpu_time_case(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], dtype: str,
+                  quick: bool) -> dict[str, float]:
+    """Each contender's median seconds per call on the GPU, after checking its outputs against float64."""
+    import hidet_lang.cuda
+
+    want = float64_outputs(model, inputs)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = model.to(device, getattr(torch, dtype))
+    inputs = tuple(t.to(device, getattr(torch, dtype)) if t.is_floating_point() else t.to(device) for t in inputs)
+    calls = gpu_contenders(model, inputs)
+    for name, call in calls.items():
+        got = host_arrays(call())
+        assert len(got) >= len(want), f"{name}: {len(got)} outputs, the model {len(want)}"
+        for k, (g, w) in enumerate(zip(got, want)):
+            error = float(np.abs(g - w).max())
+            allowed = GPU_TOLERANCE[dtype] * float(np.abs(w).max())
+            assert error <= allowed, f"{name} output {k} differs from float64 by {error:.3g} (allowed {allowed:.3g})"
+
+    def sync() -> None:
+        hidet_lang.cuda.synchronize()
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    runs, loop_s = (2, 0.0) if quick else (GPU_RUNS, GPU_LOOP_S)
+    return {name: synced_median_time(call, sync, runs, loop_s) for name, call in calls.items()}
+
+
+def gpu_main(quick: bool, dtype: str) -> None:
+    """The `--gpu` table: each model at each batch, our time and each peer's with its ratio to ours."""
+    where = torch.cuda.get_device_name() if torch.cuda.is_available() else \
+        "no GPU: ours on the CUDA emulator, the peers on the CPU (a smoke run, not a measurement)"
+    print(f"{where}; {dtype}; torch {torch.__version__}")
+    header = f"{'case':42} | {'ours ms':>9}" + "".join(f" | {name + ' ms':>18} | {'ratio':>5}"
+                                                        for name in GPU_CONTENDERS[1:])
+    print(header + "\n" + "-" * len(header))
+    with torch.no_grad():
+        for label, make in gpu_cases(quick).items():
+            for batch in (1, 2) if quick else GPU_BATCHES:
+                torch._dynamo.reset()
+                times = gpu_time_case(*make(batch), dtype, quick)
+                ours = times["hidet-lang"]
+                line = f"{label + f', batch {batch}':42} | {ours * 1e3:9.3f}"
+                line += "".join(f" | {times[name] * 1e3:18.3f} | {times[name] / ours:5.2f}"
+                                for name in GPU_CONTENDERS[1:])
+                print(line, flush=True)
+    print("\nratio: contender time / ours (above 1: hidet-lang is faster); every contender's outputs matched the "
+          "float64 run first")
 
 
 if __name__ == "__main__":

@@ -79,3 +79,23 @@ def in_turns(fns: dict[str, Callable[[], object]], runs: int) -> dict[str, list[
 def medians(samples: list[dict[str, float]]) -> dict[str, float]:
     """The median of each measurement over `samples` (one dict of measurements a run)."""
     return {k: statistics.median(s[k] for s in samples) for k in samples[0]}
+
+
+def synced_median_time(fn: Callable[[], object], sync: Callable[[], None], runs: int, loop_s: float) -> float:
+    """Median seconds per call of `fn` over `runs` timed loops of about `loop_s` each (one call when `loop_s` is
+    0), after a warm-up call; `sync` waits for the work the calls queued (a GPU's launches return before it is
+    done), at the end of each loop."""
+    fn()
+    sync()
+    start = time.perf_counter()
+    fn()
+    sync()
+    number = max(1, int(loop_s / max(time.perf_counter() - start, 1e-6)))
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        sync()
+        samples.append((time.perf_counter() - start) / number)
+    return statistics.median(samples)

@@ -4,8 +4,10 @@
 Dynamo hands the backend each FX graph it captures with example inputs; the backend converts it (`torch_fx`),
 optimizes it (`stdlib_ops.optimize`), builds it once and returns a callable that takes the graph's arguments (torch
 tensors, the lifted parameters and sizes included, as Dynamo passes them) and returns torch tensors in the graph's
-output structure. CPU tensors go in and come out without copies (DLPack); on the 'cuda' target the inputs are
-copied to the device (the CUDA emulator when there is no GPU) and the outputs back to the inputs' torch device.
+output structure. Tensors go in and come out without copies (DLPack) where torch's memory and the compiled
+graph's are the same kind: CPU tensors on the 'cpu' target, and CUDA tensors on the 'cuda' target on a GPU (each
+side's work ordered on the other's current stream); elsewhere (torch CPU tensors on the 'cuda' target, which runs
+on the CUDA emulator without a GPU) the inputs are copied to the graph's device and the outputs back.
 The compiled graph computes values only (inference): its outputs carry no autograd history. An input the graph
 writes in place (`x.add_(1)`) gets its new contents after the call, as in torch eager (`torch_fx`).
 
@@ -27,6 +29,7 @@ from torch import fx
 from torch.utils import _pytree as pytree
 
 import stdlib_ops as ops
+from codegen.runtime import cuda_backend
 from hidet_lang.target import Target
 from stdlib_ops.frontends.torch_fx import SOURCE, FxConversion, from_fx
 from stdlib_ops.graph.compiled import CompiledGraph
@@ -123,7 +126,8 @@ class CompiledFxGraph:
         conversion = self.conversion
         results: Any = ()
         if self.compiled is not None:
-            results = self.compiled(*[_runtime_input(args[p]) for p in conversion.input_positions])
+            on_gpu = self.compiled.device == "cuda" and cuda_backend.backend() == "gpu"
+            results = self.compiled(*[_runtime_input(args[p], on_gpu) for p in conversion.input_positions])
             results = results if isinstance(results, tuple) else (results,)
         leaves = [self._leaf(kind, what, args, results) for kind, what in conversion.outputs]
         contents = [(args[p], self._leaf(kind, what, args, results)) for p, (kind, what) in conversion.input_writes]
@@ -134,8 +138,7 @@ class CompiledFxGraph:
 
     def _leaf(self, kind: str, what: Any, args: Sequence[Any], results: Sequence[Any]) -> Any:
         if kind == "graph":
-            out = to_torch(results[what])
-            return out if self.device.type == "cpu" else out.to(self.device)
+            return to_torch(results[what], self.device)
         if kind == "arg":
             return args[what]
         if kind == "size":
@@ -144,18 +147,21 @@ class CompiledFxGraph:
         return what
 
 
-def to_torch(t: ops.Tensor) -> torch.Tensor:
-    """A compiled graph's output as a torch CPU tensor: a view of its memory where it is in host memory (the CPU,
-    the CUDA emulator), a copy from the device otherwise."""
-    if t.storage is not None and getattr(t.storage, "on_gpu", False):
-        return torch.from_numpy(t.numpy())
+def to_torch(t: ops.Tensor, device: torch.device | None = None) -> torch.Tensor:
+    """A compiled graph's output as a torch tensor on `device` (the CPU by default): a view of its memory where it
+    is memory of that kind (host memory for the CPU: the 'cpu' device and the CUDA emulator's; GPU memory for a
+    CUDA device), a copy otherwise."""
+    device = device or torch.device("cpu")
+    on_gpu = t.storage is not None and getattr(t.storage, "on_gpu", False)
+    if on_gpu != (device.type == "cuda"):
+        return torch.from_numpy(t.numpy()).to(device)
     return torch.from_dlpack(t)
 
 
-def _runtime_input(t: Any) -> Any:
-    """A torch tensor as the compiled graph takes it: itself on the CPU (read through DLPack, no copy), a CPU copy
-    of a tensor on another device; without autograd history."""
+def _runtime_input(t: Any, on_gpu: bool) -> Any:
+    """A torch tensor as the compiled graph takes it, without autograd history: itself (read through DLPack, no
+    copy) on the CPU, and on a CUDA device where the graph runs on a GPU (`on_gpu`); a CPU copy otherwise."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{SOURCE}: the compiled graph takes tensors for its inputs, got {type(t).__name__}")
     t = t.detach()
-    return t if t.device.type == "cpu" else t.cpu()
+    return t if t.device.type == "cpu" or (on_gpu and t.device.type == "cuda") else t.cpu()

@@ -176,3 +176,20 @@ def test_cpu_outputs_are_views_of_the_compiled_graphs_results_and_inputs_come_ba
     np.testing.assert_array_equal(doubled.numpy(), x.numpy() * 2)
     result = backend.last.compiled(x)
     assert to_torch(result).data_ptr() == result.storage.ctypes.data
+
+
+@pytest.mark.gpu
+def test_cuda_tensors_go_in_and_come_out_without_copies_on_a_gpu() -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("this torch has no CUDA: it cannot make the CUDA tensors the test passes")
+    backend = Counting()
+    model = torch.nn.Linear(16, 8).cuda()
+    fast = torch.compile(model, backend=backend)
+    x = torch.rand(5, 16, device="cuda")
+    with torch.no_grad():
+        y = fast(x)
+        want = model(x)
+    assert y.device.type == "cuda" and backend.last.compiled.target == "cuda"
+    torch.testing.assert_close(y, want, rtol=1e-5, atol=1e-5)
+    result = backend.last.compiled(x.detach())
+    assert to_torch(result, x.device).data_ptr() == result.storage.ptr
