@@ -1,0 +1,77 @@
+"""Every compilation stage of the modules and graphs a program defines, from the project's own views of them: the
+IR after each lowering step (`HIDET_LANG_DUMP_IR`), the generated source (`source()`), NVRTC's PTX, the module's
+`report()` (the vectorization report on the CPU; registers, shared memory and occupancy for CUDA), a graph's
+printout and `to_dot()` drawing."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any
+
+from hidet_lang.explorer.dot_svg import dot_to_svg
+from hidet_lang.explorer.program import PROGRAM_FILE, Workspace
+from hidet_lang.explorer.ptx import compile_ptx
+from hidet_lang.explorer.source_lines import dsl_lines
+
+
+def ir_stages(dumps: Path) -> list[dict[str, Any]]:
+    """The IR dumps under `dumps`, one entry per lowered module: its name and its steps in order, each with its
+    text and the unified diff from the step before (empty where the step changed nothing)."""
+    modules = []
+    for folder in sorted(p for p in dumps.iterdir() if p.is_dir()) if dumps.is_dir() else []:
+        steps, previous = [], None
+        for path in sorted(folder.glob("*.txt")):
+            text = path.read_text()
+            diff = "" if previous is None else "".join(difflib.unified_diff(
+                previous.splitlines(keepends=True), text.splitlines(keepends=True), "before", "after", n=2))
+            steps.append({"name": path.stem, "text": text, "diff": diff})
+            previous = text
+        modules.append({"module": folder.name, "steps": steps})
+    return modules
+
+
+def module_stages(name: str, built: Any) -> dict[str, Any]:
+    """A built module's generated sources (each with the DSL line of every line), its PTX (CUDA) and its report."""
+    cuda = built.target.startswith("cuda")
+    sources = []
+    for which in (("cuda", "host") if cuda else ("c",)):
+        text = built.source(which)
+        sources.append({"name": {"cuda": "CUDA C (device)", "host": "CUDA C (host)", "c": "C"}[which],
+                        "text": text, "lines": dsl_lines(text, PROGRAM_FILE)})
+    entry: dict[str, Any] = {"name": name, "target": built.target, "sources": sources, "ptx": "", "report": ""}
+    if cuda:
+        try:
+            entry["ptx"] = compile_ptx(built.source("cuda"), built.target.split(":")[1])
+        except Exception as error:  # the page shows why there is no PTX; the other stages stand
+            entry["ptx"] = f"no PTX: {error}"
+    try:
+        entry["report"] = str(built.report())
+    except Exception as error:  # the report needs the C compiler's remarks or NVRTC; say why it is missing
+        entry["report"] = f"no report: {error}"
+    return entry
+
+
+def graph_stages(name: str, graph: Any, compiled: Any) -> dict[str, Any]:
+    """A graph's fused groups (its printout), its DOT text drawn as SVG, and the kernels it compiled to."""
+    dot = graph.to_dot()
+    return {"name": name, "text": str(graph), "dot": dot, "svg": dot_to_svg(dot),
+            "kernels": list(compiled.kernels), "target": compiled.target}
+
+
+def build_options(built_target: str, arch: str, check: bool) -> dict[str, Any]:
+    """The `build()` options of a module whose functions imply `built_target` ('cpu' or 'cuda'): the chosen CUDA
+    architecture for a CUDA module, and checking mode when asked."""
+    options: dict[str, Any] = {"check": True} if check else {}
+    if built_target == "cuda" and arch:
+        options["target"] = f"cuda:{arch}"
+    return options
+
+
+def workspace_dumps(workspace: Workspace) -> list[dict[str, Any]]:
+    """The IR stages of everything built in `workspace`, paths shortened to the page's file names."""
+    stages = ir_stages(workspace.dumps)
+    for module in stages:
+        for step in module["steps"]:
+            step["text"], step["diff"] = workspace.shorten(step["text"]), workspace.shorten(step["diff"])
+    return stages
