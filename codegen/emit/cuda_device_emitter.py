@@ -107,13 +107,13 @@ class CudaDeviceEmitter(CEmitter):
 
     @staticmethod
     def cluster_dims(f: Function) -> str:
-        """`__cluster_dims__(x, y, z)` for a kernel with a thread block cluster (the compile-time shape, which a
-        plain launch honours)."""
+        """`HL_CLUSTER_DIMS(x, y, z)` (`__cluster_dims__` from sm_90: hopper_cluster.h) for a kernel with a thread
+        block cluster (the compile-time shape, which a plain launch honours)."""
         cuda = f.attrs.cuda
         if cuda is None or not cuda.cluster_dim:
             return ""
         dims = (*cuda.cluster_dim, 1, 1)[:3]
-        return f"__cluster_dims__({', '.join(map(str, dims))}) "
+        return f"HL_CLUSTER_DIMS({', '.join(map(str, dims))}) "
 
     def storage_prefix(self, s: S.DeclareStmt) -> str:
         if s.scope != S.DeclScope.SHARED:

@@ -13,7 +13,7 @@ between barriers), shared arrays are registered when declared, and there are no 
 
 from __future__ import annotations
 
-from codegen.emit.c_emitter import tensor_label
+from codegen.emit.c_emitter import c_string, tensor_label
 from codegen.emit.cuda_device_emitter import CudaDeviceEmitter, Dim3Text
 from codegen.emit.kernel_plan import ModulePlan
 from codegen.emit.pointer_origins import DYNAMIC_SHARED, pointer_origins
@@ -55,9 +55,16 @@ class EmulatorEmitter(CudaDeviceEmitter):
         return source
 
     def entry_trampoline(self, f: Function) -> str:
-        """The emulator's `<kernel>__entry(void **args)`, which unpacks the launch arguments."""
+        """The emulator's `<kernel>__entry(void **args)`, which unpacks the launch arguments; in checking mode a
+        cluster kernel's threads first register their block's dynamic shared memory, before another block's
+        copies and writes can reach it (emulator_cluster.h)."""
         args = ", ".join(f"*({self.type_name(p.type)} *)args[{i}]" for i, p in enumerate(f.params))
-        return f'extern "C" void {self.func_name(f.name)}__entry(void **args) {{ {self.func_name(f.name)}({args}); }}'
+        register = ""
+        if self.check and f.attrs.cuda is not None and f.attrs.cuda.cluster_dim:
+            place = f"{f.span.file}:{f.span.line}" if f.span is not None else f.name
+            register = f"hl_emu_dynamic_shared({c_string(place)}); "
+        return (f'extern "C" void {self.func_name(f.name)}__entry(void **args) {{ {register}'
+                f'{self.func_name(f.name)}({args}); }}')
 
     def emit_function(self, f: Function) -> None:
         self.spaces = {p: SPACE_GLOBAL for p in f.params} | {DYNAMIC_SHARED: SPACE_DYNAMIC}

@@ -259,9 +259,9 @@ def check_target_support(module: IRModule, target: Target) -> None:
     """What `target` cannot run: an intrinsic whose minimum architecture its CUDA architecture does not reach
     (where the target names one), on a GPU and on the emulator alike; inline PTX, which needs a GPU, on the CUDA
     emulator. DSLTypeErrors, as `check_kind_rules` raises for a CUDA intrinsic or inline PTX in a CPU function."""
+    _check_clusters(module, target)
     if target.arch is not None:
         _check_architecture(module, target)
-    _check_clusters(module, target)
     if not target.emulated:
         return
     for f in module.functions:

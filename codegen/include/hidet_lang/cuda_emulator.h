@@ -56,9 +56,9 @@
 // built-in variables), emulator_half.h (half precision types), emulator_math.h (vector types, math functions),
 // emulator_fiber.h (the context switch), emulator_block.h (launch, block and worker state, reports, running a
 // block's threads, barriers), emulator_warp.h (warp-collective operations), emulator_atomics.h,
-// emulator_checks.h (guarded and checked accesses), emulator_stack_guard.h (stack overflows as launch errors),
-// emulator_workers.h (a module's workers and their release), emulator_cluster.h (thread block clusters: their
-// blocks run together), emulator_launch.h (running a launch; the entry
+// emulator_cluster.h (thread block clusters: their blocks run together), emulator_checks.h (guarded and checked
+// accesses), emulator_stack_guard.h (stack overflows as launch errors),
+// emulator_workers.h (a module's workers and their release), emulator_launch.h (running a launch; the entry
 // points).
 #pragma once
 #ifndef HIDET_LANG_CUDA_EMULATOR_H
@@ -92,10 +92,10 @@
 #include "emulator_block.h"
 #include "emulator_warp.h"
 #include "emulator_atomics.h"
+#include "emulator_cluster.h"
 #include "emulator_checks.h"
 #include "emulator_stack_guard.h"
 #include "emulator_workers.h"
-#include "emulator_cluster.h"
 #include "emulator_launch.h"
 
 #endif  // HIDET_LANG_CUDA_EMULATOR_H

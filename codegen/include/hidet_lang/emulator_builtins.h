@@ -15,7 +15,6 @@
 #define __forceinline__ inline __attribute__((always_inline))
 #define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(...)
-#define __cluster_dims__(...)  // the launch passes the cluster's shape
 #define __align__(n) __attribute__((aligned(n)))
 #define __shared__ static thread_local
 #define __CUDA_EMULATOR__ 1

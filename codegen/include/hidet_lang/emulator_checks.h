@@ -200,6 +200,15 @@ static void shared_access(const char *p, size_t size, int flags, long long index
     Header *h = hdr();
     Block *b = h->st->block;
     SharedArray *a = find_shared(b, p);
+    if (!a && b->cluster && (flags & ACCESS_WRITE)) {  // another block's (emulator_cluster.h): marked written there
+        Block *owner = shared_owner(p);
+        SharedArray *o = owner == b ? nullptr : find_shared(owner, p);
+        for (size_t k = 0; o && k < size && p + k < o->base + o->bytes; ++k) {
+            Shadow &x = o->shadow[(size_t)(p - o->base) + k];
+            x.written = 1, x.write_epoch = 0, x.readers = 0;  // epoch 0: ordered before every access
+        }
+        return;
+    }
     if (!a || !(flags & (ACCESS_READ | ACCESS_WRITE))) return;
     int me = h->linear;
     size_t off = (size_t)(p - a->base);

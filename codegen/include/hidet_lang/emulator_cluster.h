@@ -15,10 +15,14 @@
 //   has not exited has arrived (an exited thread counts as arrived, as on the GPU); a wait returns once the phase
 //   of the thread's last arrival has completed. Arriving twice without a wait, or waiting without an arrival,
 //   fails the launch at the DSL line (checking mode) or the generated line.
+// - Checking mode: a cluster kernel's blocks register their dynamic shared memory as they start (the entry's
+//   first call), and a write into another block's shared memory marks its bytes written there, ordered before every
+//   access (as a TMA load's are: the cluster's barriers order them); accesses of another block's shared memory are
+//   not checked for races or uninitialized reads.
 // - When no fiber of any block of the cluster can run and some have not finished, the launch fails with a
 //   deadlock report naming, block by block, where each thread waits (a cluster barrier, an mbarrier, a
 //   __syncthreads), instead of hanging.
-// A part of cuda_emulator.h (after emulator_block.h; the mbarrier and TMA headers use shared_owner).
+// A part of cuda_emulator.h (after emulator_block.h; the checks and the mbarrier and TMA headers use shared_owner).
 #pragma once
 #ifndef HIDET_LANG_EMULATOR_CLUSTER_H
 #define HIDET_LANG_EMULATOR_CLUSTER_H
@@ -100,13 +104,15 @@ static void *cluster_map(const void *p, int rank, int line, const char *where, c
 // The threads of the cluster that are still to arrive in a phase.
 static inline int cluster_expected(const Cluster *c) { return c->size * c->blocks[0]->n - c->exited; }
 
-// Complete the barrier's phase once no thread is awaited: wake every thread of the cluster that waits at it.
+// Complete the barrier's phase once no thread is awaited: wake every thread of the cluster that waits at it. Like
+// a __syncthreads, it orders the accesses of each block's threads before it before those after it (checking mode).
 static void cluster_settle(Cluster *c) {
     if (c->waiting_for > 0) return;
     ++c->phase;
     c->waiting_for = cluster_expected(c);
     for (int r = 0; r < c->size; ++r) {
         Block *b = c->blocks[r];
+        ++b->epoch;
         for (int i = 0; i < b->n; ++i)
             if (b->fib[i].state == F_CLUSTER) push_ready(b, i);
     }

@@ -15,6 +15,8 @@
 //   cp.async.bulk.tensor.<R>d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster: the box
 //   at c0... (innermost first) into `dst`'s offset of every block whose rank bit `mask` (16 bits) sets, completing
 //   its bytes on each one's mbarrier at `bar`'s offset.
+//   HL_CLUSTER_DIMS(x, y, z): a kernel's compile-time cluster shape: __cluster_dims__ from sm_90 (below, where
+//   clusters do not exist, nothing: the cluster primitives trap there).
 // The emulator's checking-mode variants hl_emu_<name>(where, ...) name the DSL line in their reports: a rank
 // outside the cluster, a mask naming a block outside it, an address outside dynamic shared memory, a cluster
 // barrier misused or never completed (a deadlock report of the cluster's blocks).
@@ -25,6 +27,7 @@
 #ifdef HIDET_LANG_EMULATOR
 // ============================================================================================================
 // Emulator bodies: the call site's line identifies the operation in reports.
+#define HL_CLUSTER_DIMS(x, y, z)  // the launch passes the cluster's shape
 #define hl_cluster_rank() ::hl_emu::cluster_rank()
 #define hl_cluster_size() ::hl_emu::cluster_size()
 #define hl_cluster_arrive() ::hl_emu::cluster_arrive(__LINE__, nullptr)
@@ -77,8 +80,10 @@ HL_EMU_MULTICAST(5, int c0 HL_COMMA int c1 HL_COMMA int c2 HL_COMMA int c3 HL_CO
 #define HL_CL_DEVICE static __device__ __forceinline__
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 #define HL_CL_SM90 1
+#define HL_CLUSTER_DIMS(x, y, z) __cluster_dims__(x, y, z)
 #else
 #define HL_CL_SM90 0
+#define HL_CLUSTER_DIMS(x, y, z)
 #endif
 #define HL_CL_SMEM(p) ((unsigned)__cvta_generic_to_shared(p))
 
