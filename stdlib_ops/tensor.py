@@ -75,7 +75,9 @@ class Tensor:
         if getattr(self.storage, "on_gpu", False):
             return self.storage.reshape(self.shape).__dlpack__(stream=stream)
         host = self.storage.host if isinstance(self.storage, arrays.DeviceArray) else self.storage.view(np.ndarray)
-        return host.reshape(self.shape).__dlpack__(**({"stream": stream} if stream is not None else {}))
+        # the consumer's `max_version` passes on: a versioned capsule says the data is writeable (an old one does not,
+        # and numpy views it read-only), so that a compiled function can write a tensor it is given
+        return host.reshape(self.shape).__dlpack__(**kwargs, **({"stream": stream} if stream is not None else {}))
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return (2, 0) if getattr(self.storage, "on_gpu", False) else (1, 0)

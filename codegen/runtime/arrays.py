@@ -45,7 +45,7 @@ def numpy_dtype_of(dtype: Any) -> np.dtype:
         return found
     try:
         return np.dtype(dtype)
-    except TypeError:
+    except (TypeError, ValueError):  # ValueError: an object with a `.dtype` that is none (a DSL tensor type)
         names = ", ".join(sorted(DTYPE_BY_NAME))
         raise TypeError(f"{dtype!r} is not a data type; give a DSL data type (hidet.float32), a numpy dtype or one "
                         f"of the names {names}") from None

@@ -92,9 +92,13 @@ class StmtBuilder:
         names = _LOOP_NAMES[:len(shape)] if len(shape) <= len(_LOOP_NAMES) else [f"i{k}" for k in range(len(shape))]
         return self._loops([Var(n, int32) for n in names], list(shape), attr or "." * len(shape), as_list=True)
 
-    @contextmanager
     def _loops(self, loop_vars: list[Var], extents: list[Any], attr: str, as_list: bool = False) -> Iterator[Any]:
-        attrs = parse_loop_attrs(attr, len(loop_vars), "StmtBuilder loop")
+        attrs = parse_loop_attrs(attr, len(loop_vars), "StmtBuilder loop")  # at the call: a bad string fails there
+        return self._loop_scope(loop_vars, extents, attrs, as_list)
+
+    @contextmanager
+    def _loop_scope(self, loop_vars: list[Var], extents: list[Any], attrs: Sequence[Any],
+                    as_list: bool) -> Iterator[Any]:
         with self._scope(lambda body: _nest(body, loop_vars, extents, attrs)):
             yield loop_vars if as_list else loop_vars[0]
 
