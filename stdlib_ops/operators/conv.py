@@ -1,6 +1,10 @@
-"""Convolutions over NCHW tensors with torch.nn.functional's names and semantics: `conv2d` and
-`conv_transpose2d` (stride, padding, dilation, groups, optional bias), each one task; half-precision inputs
-accumulate in f32."""
+"""Convolutions with torch.nn.functional's names and semantics: `conv2d` and `conv_transpose2d` (stride, padding,
+dilation, groups, optional bias), each one task; half-precision inputs accumulate in f32.
+
+The tensors are NCHW, torch's. `conv2d(..., layout='NHWC')` takes channels-last tensors instead: x
+`[N, H, W, C]`, weight `[O, KH, KW, C / groups]` and out `[N, OH, OW, O]` (the order in which torch's
+`channels_last` tensors lie in memory: `x.permute(0, 2, 3, 1)` of such a tensor and of its weight are these
+arrays), as the task `conv2d_nhwc`, whose GEMM gathers read channels that lie next to each other."""
 
 from __future__ import annotations
 
@@ -57,23 +61,25 @@ def in_range(index: Expr, size: int) -> list[Expr]:
 
 
 def _check_operands(name: str, x: Tensor, w: Tensor, bias: Tensor | None, groups: int, in_axis: int,
-                    out_channels: int) -> None:
+                    out_channels: int, layout: str = "NCHW") -> None:
     """torch's checks of a convolution's input, weight and bias shapes (`in_axis`: the weight's input-channel
-    axis, whose size times `groups` must be the input's channels; `out_channels`: the output's)."""
+    axis, whose size times `groups` must be the input's channels; `out_channels`: the output's; `layout`: where
+    the channels are, axis 1 of NCHW tensors, the last of NHWC ones)."""
     if x.ndim != 4:
-        raise ValueError(f"{name}: expected a 4-D input (N, C, H, W), got shape {shape_str(x.shape)}")
+        raise ValueError(f"{name}: expected a 4-D input ({', '.join(layout)}), got shape {shape_str(x.shape)}")
     if w.ndim != 4:
         raise ValueError(f"{name}: expected a 4-D weight, got shape {shape_str(w.shape)}")
     require_static(name, x, range(1, 4))
     if groups < 1:
         raise ValueError(f"{name}: groups must be positive, got {groups}")
-    in_channels = w.shape[0] if in_axis == 0 else w.shape[1] * groups
-    if x.shape[1] != in_channels or w.shape[0] % groups:
+    in_channels = w.shape[0] if in_axis == 0 else w.shape[in_axis] * groups
+    channels = x.shape[layout.index("C")]
+    if channels != in_channels or w.shape[0] % groups:
         raise ValueError(f"{name}: given groups={groups}, weight of shape {shape_str(w.shape)} expects an input "
                          f"with {in_channels} channels divisible into the groups, got input of shape "
                          f"{shape_str(x.shape)}")
-    if x.shape[1] % groups:
-        raise ValueError(f"{name}: {x.shape[1]} input channels do not split into {groups} groups "
+    if channels % groups:
+        raise ValueError(f"{name}: {channels} input channels do not split into {groups} groups "
                          f"(input shape {shape_str(x.shape)})")
     if bias is not None and tuple(bias.shape) != (out_channels,):
         raise ValueError(f"{name}: bias of shape {shape_str(bias.shape)} does not match the {out_channels} output "
@@ -97,20 +103,25 @@ def _padding(name: str, padding: Any, kernel: tuple[int, int], dilation: tuple[i
 
 
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
-           dilation: Any = 1, groups: int = 1) -> Tensor:
+           dilation: Any = 1, groups: int = 1, layout: str = "NCHW") -> Tensor:
     """2-D convolution (cross-correlation, as torch): x [N, C, H, W], weight [O, C / groups, KH, KW], bias [O];
-    out [N, O, OH, OW] with OH = (H + 2 * padding - dilation * (KH - 1) - 1) // stride + 1."""
+    out [N, O, OH, OW] with OH = (H + 2 * padding - dilation * (KH - 1) - 1) // stride + 1. With
+    `layout='NHWC'`: x [N, H, W, C], weight [O, KH, KW, C / groups], out [N, OH, OW, O] (the task `conv2d_nhwc`)."""
     name = "conv2d"
+    if layout not in ("NCHW", "NHWC"):
+        raise ValueError(f"{name}: layout must be 'NCHW' or 'NHWC', got {layout!r}")
+    nhwc = layout == "NHWC"
     given = [t for t in (x, weight, bias) if t is not None]
     inputs = as_tensors(name, *given)
     x, weight = inputs[0], inputs[1]
     bias = inputs[2] if bias is not None else None
-    _check_operands(name, x, weight, bias, groups, 1, weight.shape[0] if weight.ndim == 4 else 0)
+    _check_operands(name, x, weight, bias, groups, 3 if nhwc else 1, weight.shape[0] if weight.ndim == 4 else 0,
+                    layout)
     out_dtype, acc = float_dtypes(name, inputs)
     sh, sw = pair(name, "stride", stride, 1)
     dh, dw = pair(name, "dilation", dilation, 1)
-    n, c, h, w = x.shape
-    o, cg, kh, kw = weight.shape
+    n, c, h, w = (x.shape[0], x.shape[3], x.shape[1], x.shape[2]) if nhwc else x.shape
+    o, cg, kh, kw = (weight.shape[0], weight.shape[3], weight.shape[1], weight.shape[2]) if nhwc else weight.shape
     ph, pw = _padding(name, padding, (kh, kw), (dh, dw), (sh, sw))
     if h + 2 * ph < dh * (kh - 1) + 1 or w + 2 * pw < dw * (kw - 1) + 1:
         raise ValueError(f"{name}: padded input size per channel ({h + 2 * ph} x {w + 2 * pw}) is smaller than "
@@ -125,20 +136,22 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 
                 iy = y * sh + ky * dh - ph
                 ix = xx * sw + kx * dw - pw
                 channel = (oc / og) * cg + ci
-                read = cast_to(xv[b, channel, iy, ix], acc)
+                read = cast_to(xv[b, iy, ix, channel] if nhwc else xv[b, channel, iy, ix], acc)
                 inside = all_of([*in_range(iy, h), *in_range(ix, w)])
                 value = read if (ph, pw) == (0, 0) else IfThenElse(inside, read, Constant(0.0, as_dtype(acc)))
-                return value * cast_to(wv[oc, ci, ky, kx], acc)
+                return value * cast_to(wv[oc, ky, kx, ci] if nhwc else wv[oc, ci, ky, kx], acc)
 
             total = reduce([cg, kh, kw], term, "sum", acc)
             if bv:
                 total = total + cast_to(bv[0][oc], acc)
             return cast_to(total, out_dtype)
 
+        if nhwc:
+            return compute("out", [n, oh, ow, o], lambda b, y, xx, oc: at(b, oc, y, xx))
         return compute("out", [n, o, oh, ow], at)
 
     attrs = {"stride": (sh, sw), "padding": (ph, pw), "dilation": (dh, dw), "groups": groups}
-    return apply(name, attrs, inputs, define)[0]
+    return apply("conv2d_nhwc" if nhwc else name, attrs, inputs, define)[0]
 
 
 def conv_transpose2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,

@@ -39,6 +39,11 @@ Importing this package imports every one of them, so every one is registered.
   where the machine has vector FMA: depthwise convolutions (at most 2 input channels a group) to
   `conv2d_direct_cpu`, the others to the implicit GEMM `conv2d_gemm_cpu` (`conv2d_cpu.conv2d_schedule`, the rule
   measured in that module); only the batch may be symbolic.
+- `conv2d` (NCHW) and `conv2d_nhwc` (`ops.conv2d(..., layout='NHWC')`: channels-last input and output, weight
+  `[O, KH, KW, C / groups]`) on CUDA, f32, f16 and bf16 (`conv2d_cuda`): depthwise convolutions (at most 2 input
+  channels a group) to the direct kernel `conv2d_cuda_direct`, the others to implicit GEMMs, on the tensor cores
+  for f16 and bf16 (`conv2d_cuda_mma`: `cp_async` gathers, `ldmatrix`, `mma`) and on the CUDA cores for f32
+  (`conv2d_cuda_gemm`); their geometry is `conv2d_geometry`'s; only the batch may be symbolic.
 
 The operands must share one dtype the template supports, and every size known at build time must be positive.
 `block_reduce` and `row_reduce_cpu` are building blocks the templates share (block and row reductions).
@@ -51,6 +56,7 @@ from stdlib_ops.templates.kernels import (
     attention_cuda,
     attention_decode_cuda,
     conv2d_cpu,
+    conv2d_cuda,
     matmul_cpu,
     matmul_cuda,
     matmul_cuda_f16_mma,
@@ -63,6 +69,6 @@ from stdlib_ops.templates.kernels import (
     softmax_columns_cuda,
 )
 
-__all__ = ["attention_cpu", "attention_cuda", "attention_decode_cuda", "conv2d_cpu", "matmul_cpu", "matmul_cuda",
-           "matmul_cuda_f16_mma", "matmul_cuda_sm90", "matmul_cuda_tf32", "normalization_cpu", "normalization_cuda",
-           "reduction_cpu", "reduction_cuda", "softmax_columns_cuda"]
+__all__ = ["attention_cpu", "attention_cuda", "attention_decode_cuda", "conv2d_cpu", "conv2d_cuda", "matmul_cpu",
+           "matmul_cuda", "matmul_cuda_f16_mma", "matmul_cuda_sm90", "matmul_cuda_tf32", "normalization_cpu",
+           "normalization_cuda", "reduction_cpu", "reduction_cuda", "softmax_columns_cuda"]

@@ -180,6 +180,10 @@ def conv2d_cuda_gemm(batch: Size, channels: int, height: int, width: int, out_ch
                         for i in meta.range(thread_m):
                             for j in meta.range(thread_n):
                                 acc[i, j] += ra[i] * rb[j]
+            for p in meta.range(groups_n):  # the bias of the thread's output channels, in the place of its row of w
+                for c in meta.range(CHUNK):
+                    j = n0 + p * group_stride + tx * CHUNK + c
+                    rb[p * CHUNK + c] = (bias[g * og + j] if j < og else 0.0) if has_bias else 0.0
             for i in meta.range(thread_m):
                 pixel = m0 + ty * thread_m + i
                 bi = pixel // pixels
@@ -190,7 +194,7 @@ def conv2d_cuda_gemm(batch: Size, channels: int, height: int, width: int, out_ch
                         j = n0 + p * group_stride + tx * CHUNK + c
                         if pixel < m and j < og:
                             o = g * og + j
-                            value = acc[i, p * CHUNK + c] + (bias[o] if has_bias else 0.0)
+                            value = acc[i, p * CHUNK + c] + rb[p * CHUNK + c]
                             if nhwc:
                                 out[bi, oy, ox, o] = value
                             else:

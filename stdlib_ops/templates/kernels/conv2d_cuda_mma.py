@@ -54,6 +54,10 @@ from stdlib_ops.templates.kernels.matmul_cuda_f16_mma import (
 from stdlib_ops.templates.params import Size, require, tile_for_blocks
 from stdlib_ops.templates.sizes import bind_sizes, drop_params
 
+UNROLL = 4
+"""Element gathers of the input a thread issues back to back (more keep more loads in flight, and more registers
+live)."""
+
 TILES = ((128, 128, 64, 32), (128, 64, 64, 32), (64, 64, 32, 32))
 """The tiles (block_m, block_n, warp_m, warp_n) `mma_tiles` chooses from, largest first: `matmul_cuda_f16_mma`'s,
 and a 128 x 64 one for convolutions of 64 output channels a group (common in image networks)."""
@@ -102,8 +106,12 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
     ci_step, ky_step, kx_step = (1, kw * cg, cg) if nhwc else (kh * kw, kw, 1)
     vector_a = nhwc and cg % CHUNK == 0  # 8 consecutive k: 8 channels of one tap, 16 aligned bytes
     vector_w = taps % CHUNK == 0
-    a_unit = CHUNK if vector_a else 1
-    loads_a = block_m * BLOCK_K // a_unit
+    # the pixels a thread gathers: for 16-byte copies (consecutive threads along k) `rows_a` of them, for element
+    # gathers (consecutive threads along the pixels) one, `elements_a` taps of it a step, UNROLL at a time
+    rows_a = block_m * row_chunks // threads if vector_a else 1
+    elements_a = block_m * BLOCK_K // threads
+    require(threads <= block_m * row_chunks and elements_a % UNROLL == 0, name,
+            f"a block's threads must be at most {row_chunks} * block_m")
     loads_w = block_n * row_chunks
     pixels = oh * ow
     tiles_n = -(-og // block_n)
@@ -143,6 +151,14 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
             lane = threadIdx.x % 32
             wm = threadIdx.x // 32 // warps_n * warp_m
             wn = threadIdx.x // 32 % warps_n * warp_n
+            a_image = register_tensor(i32, [rows_a])  # per gathered pixel: its image, and the input's row and
+            a_y = register_tensor(i32, [rows_a])  # column under its kernel's first tap (a row above every tap's
+            a_x = register_tensor(i32, [rows_a])  # past the last pixel)
+            for r in meta.range(rows_a):
+                pixel = m0 + ((threadIdx.x + r * threads) // row_chunks if vector_a else threadIdx.x % block_m)
+                a_image[r] = pixel // pixels
+                a_y[r] = pixel % pixels // ow * sh - ph if pixel < m else -1 - (kh - 1) * dh
+                a_x[r] = pixel % ow * sw - pw
             steps = (taps + BLOCK_K - 1) // BLOCK_K
             for step in range(steps + stages - 1):  # gather step `step`, multiply step `step - stages + 1`
                 cp_async_wait_group(stages - 2)  # the copy of the step multiplied now is in place
@@ -150,32 +166,34 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
                 if step < steps:
                     fill = step % stages
                     k0 = step * BLOCK_K
-                    for t in meta.range(-(-loads_a // threads)):
-                        q = threadIdx.x + t * threads
-                        if loads_a % threads == 0 or q < loads_a:
-                            row = q // (BLOCK_K // a_unit) if nhwc else q % block_m  # consecutive threads: along
-                            col = q % (BLOCK_K // a_unit) * a_unit if nhwc else q // block_m  # k in NHWC, else m
-                            pixel = m0 + row
-                            bi = pixel // pixels
-                            oy = pixel % pixels // ow
-                            ox = pixel % ow
+                    if vector_a:
+                        for r in meta.range(rows_a):
+                            row = (threadIdx.x + r * threads) // row_chunks
+                            col = threadIdx.x % row_chunks * CHUNK
                             kk = k0 + col
-                            ci = kk // ci_step % cg
-                            iy = oy * sh + kk // ky_step % kh * dh - ph
-                            ix = ox * sw + kk // kx_step % kw * dw - pw
-                            inside = pixel < m and kk < taps and iy >= 0 and iy < h and ix >= 0 and ix < w
-                            at = swizzle(row, col // CHUNK) * CHUNK + col % CHUNK
-                            if vector_a:
-                                if inside:
-                                    cp_async(~smem_a[fill, row, at], ~x[bi, iy, ix, g * cg + ci], 16)
-                                else:
-                                    for e in meta.range(CHUNK):
-                                        smem_a[fill, row, at + e] = dt(0.0)
+                            iy = a_y[r] + kk // ky_step % kh * dh
+                            ix = a_x[r] + kk // kx_step % kw * dw
+                            at = swizzle(row, col // CHUNK) * CHUNK
+                            if kk < taps and iy >= 0 and iy < h and ix >= 0 and ix < w:
+                                cp_async(~smem_a[fill, row, at], ~x[a_image[r], iy, ix, g * cg + kk % cg], 16)
                             else:
+                                for e in meta.range(CHUNK):
+                                    smem_a[fill, row, at + e] = dt(0.0)
+                    else:
+                        row = threadIdx.x % block_m
+                        for t0 in range(elements_a // UNROLL):
+                            for t1 in meta.range(UNROLL):
+                                col = threadIdx.x // block_m + (t0 * UNROLL + t1) * (threads // block_m)
+                                kk = k0 + col
+                                channel = g * cg + kk // ci_step % cg
+                                iy = a_y[0] + kk // ky_step % kh * dh
+                                ix = a_x[0] + kk // kx_step % kw * dw
+                                inside = kk < taps and iy >= 0 and iy < h and ix >= 0 and ix < w
+                                at = swizzle(row, col // CHUNK) * CHUNK + col % CHUNK
                                 if nhwc:
-                                    smem_a[fill, row, at] = x[bi, iy, ix, g * cg + ci] if inside else dt(0.0)
+                                    smem_a[fill, row, at] = x[a_image[0], iy, ix, channel] if inside else dt(0.0)
                                 else:
-                                    smem_a[fill, row, at] = x[bi, g * cg + ci, iy, ix] if inside else dt(0.0)
+                                    smem_a[fill, row, at] = x[a_image[0], channel, iy, ix] if inside else dt(0.0)
                     for t in meta.range(-(-loads_w // threads)):
                         q = threadIdx.x + t * threads
                         if loads_w % threads == 0 or q < loads_w:
@@ -217,6 +235,11 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
                         for mi in meta.range(mma_m):
                             for ni in meta.range(mma_n):
                                 mma(~ra[mi, 0], ~rb[ni, 0], ~acc[mi, ni, 0])
+            shift = register_tensor(f32, [mma_n, 2])  # the bias of the thread's output channels
+            for ni in meta.range(mma_n):
+                for e in meta.range(2):
+                    j = n0 + wn + ni * MMA_N + 2 * (lane % 4) + e
+                    shift[ni, e] = (f32(bias[g * og + j]) if j < og else 0.0) if has_bias else 0.0
             for mi in meta.range(mma_m):
                 for e2 in meta.range(2):
                     pixel = m0 + wm + mi * MMA_M + lane // 4 + 8 * e2
@@ -228,7 +251,7 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
                             j = n0 + wn + ni * MMA_N + 2 * (lane % 4) + e
                             if pixel < m and j < og:
                                 o = g * og + j
-                                value = acc[mi, ni, 2 * e2 + e] + (f32(bias[o]) if has_bias else 0.0)
+                                value = acc[mi, ni, 2 * e2 + e] + shift[ni, e]
                                 if nhwc:
                                     out[bi, oy, ox, o] = dt(value)
                                 else:
