@@ -395,6 +395,11 @@ __all__ += [
     "mbarrier_arrive_cluster", "tma_load_multicast",
 ]
 
+# vector accesses of global memory
+from hidet_lang.cuda.vector_access import address_aligned, copy_vector  # noqa: E402
+
+__all__ += ["address_aligned", "copy_vector"]
+
 # the GPU's runtime: streams and device memory (not DSL functions; called from Python around kernels)
 from hidet_lang.cuda.device import (  # noqa: E402
     DeviceOutOfMemoryError,
