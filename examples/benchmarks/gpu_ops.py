@@ -352,8 +352,64 @@ def attention_cases(quick: bool, rng: np.random.Generator) -> list[Case]:
     return cases
 
 
+# ------------------------------------------------------------------------------------------------ convolutions
+RESNET18_CONVS = ((3, 64, 224, 7, 2, 3), (64, 64, 56, 3, 1, 1), (64, 128, 56, 3, 2, 1), (128, 128, 28, 3, 1, 1),
+                  (64, 128, 56, 1, 2, 0), (128, 256, 28, 3, 2, 1), (256, 256, 14, 3, 1, 1), (128, 256, 28, 1, 2, 0),
+                  (256, 512, 14, 3, 2, 1), (512, 512, 7, 3, 1, 1), (256, 512, 14, 1, 2, 0))
+"""ResNet-18's distinct convolutions: (in channels, out channels, input size, kernel, stride, padding)."""
+
+
+def conv_case(batch: int, channels: int, out_channels: int, size: int, kernel: int, stride: int, padding: int,
+              dtype: str, layout: str, rng: np.random.Generator) -> Case:
+    """`conv2d` of a square input without bias, in `layout`: NCHW (weight OIHW), or NHWC (weight OHWI; torch runs
+    it on channels-last tensors, cuDNN's NHWC kernels)."""
+    nhwc = layout == "NHWC"
+    x_shape = (batch, size, size, channels) if nhwc else (batch, channels, size, size)
+    w_shape = (out_channels, kernel, kernel, channels) if nhwc else (out_channels, channels, kernel, kernel)
+    x, w = rng_array(rng, x_shape, dtype), rng_array(rng, w_shape, dtype)
+    out = (size + 2 * padding - kernel) // stride + 1
+    flops = 2.0 * batch * out_channels * out * out * channels * kernel * kernel
+
+    def reference(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        if nhwc:
+            x, w = x.transpose(0, 3, 1, 2), w.transpose(0, 3, 1, 2)
+        xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+        result = np.zeros((batch, out_channels, out, out))
+        for ky in range(kernel):
+            for kx in range(kernel):
+                window = xp[:, :, ky:ky + stride * (out - 1) + 1:stride, kx:kx + stride * (out - 1) + 1:stride]
+                result += np.einsum("nchw,oc->nohw", window, w[:, :, ky, kx])
+        return result.transpose(0, 2, 3, 1) if nhwc else result
+
+    def torch_fn(x: Any, w: Any) -> Any:
+        import torch
+        import torch.nn.functional as F
+
+        if not nhwc:
+            return F.conv2d(x, w, stride=stride, padding=padding)
+        channels_last = torch.channels_last
+        y = F.conv2d(x.permute(0, 3, 1, 2).contiguous(memory_format=channels_last),
+                     w.permute(0, 3, 1, 2).contiguous(memory_format=channels_last), stride=stride, padding=padding)
+        return y.permute(0, 2, 3, 1)
+
+    name = f"conv2d {layout} [{batch},{channels},{size},{size}] {out_channels}x{kernel}x{kernel}/{stride} " \
+           f"{'f16' if dtype == 'float16' else 'f32'}"
+    return Case(name, dtype, [x, w], lambda x, w: ops.conv2d(x, w, stride=stride, padding=padding, layout=layout),
+                reference, torch_fn, RTOL[dtype], flops=flops)
+
+
+def conv_cases(quick: bool, rng: np.random.Generator) -> list[Case]:
+    """ResNet-18's convolutions at batch 32 in f16, NCHW and NHWC, and a 3x3 convolution of 64 channels at 56 x 56,
+    batch 8, in f32 (checked against float64: torch's default TF32 convolution is no reference)."""
+    if quick:
+        return [conv_case(2, 8, 16, 9, 3, 1, 1, "float16", layout, rng) for layout in ("NCHW", "NHWC")] + \
+            [conv_case(2, 5, 6, 9, 3, 2, 1, "float32", "NCHW", rng)]
+    return [conv_case(32, *shape, "float16", layout, rng) for layout in ("NCHW", "NHWC")
+            for shape in RESNET18_CONVS] + [conv_case(8, 64, 64, 56, 3, 1, 1, "float32", "NCHW", rng)]
+
+
 CASES = (matmul_cases, transformer_cases, batched_cases, gelu_cases, mlp_cases, memory_cases,
-         elementwise_and_pool_cases, attention_cases)
+         elementwise_and_pool_cases, attention_cases, conv_cases)
 
 
 # ------------------------------------------------------------------------------------------------ the contenders
