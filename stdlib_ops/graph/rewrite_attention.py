@@ -5,6 +5,8 @@ The pattern (what ONNX exports of BERT-style models and FX traces of hand-writte
 
     scores = matmul(q, kt)                  q [..., Sq, D], kt [..., D, Sk] (k transposed, by any transpose)
     scores = scores * c  |  scores / c      optional: c a constant with one element
+    scores = where(allowed, scores, fill)   optional: a boolean condition (or where(hidden, fill, scores)), fill
+                                            a constant of one element at most -1e4 (-inf, finfo.min)
     scores = scores + mask                  optional: a float mask that broadcasts to the scores' shape
     weights = softmax(scores, axis=-1)      over the keys
     out = matmul(weights, v)                v [..., Sk, Dv]
@@ -14,6 +16,14 @@ becomes `attention(q, transpose(kt), v, attn_mask=mask, scale=c or 1 / c or 1)`.
 constant (sqrt(scale) each: the factors multiply into the scale), and the weights guarded as
 `where(weights != weights, 0, weights)` (zeros for a row whose every key is masked, where softmax gives NaN; the
 attention operator gives those zeros itself; for NaN inputs it gives NaN where the guard would give 0).
+
+The `where` is GPT-2's causal mask (a constant lower-triangular boolean buffer, sliced to
+`[:, :, Sk - Sq : Sk, :Sk]`, and the fill torch.finfo(dtype).min) and any other exporter's boolean mask: where
+the condition is a constant whose values are the lower triangle `j <= i` of the scores' last two axes (GPT-2's
+slice when Sq = Sk), the operator is causal; otherwise the condition joins the mask (keys hidden by it get -inf).
+A fill is taken as -inf, which is the same function wherever a row's largest visible score exceeds the fill by
+more than 104 (exp of anything below -104 is 0 in f32): a row whose every visible key the additive mask pushes
+down to the fill (HF's padding rows, whose outputs nothing reads) may differ.
 
 It is rewritten only where that is the same function: each intermediate result is used by the next operator alone
 (not by another operator nor as a graph output), the mask broadcasts to the scores without widening them, the head
@@ -25,6 +35,7 @@ divides 0 by 0 and gives NaN.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass
 
@@ -32,11 +43,12 @@ import numpy as np
 
 from stdlib_ops.graph.flow_graph import FlowGraph
 from stdlib_ops.graph.rewrite import replay
-from stdlib_ops.operators import attention, transpose
+from stdlib_ops.operators import attention, cast, transpose, where
 from stdlib_ops.operators.base import Operator
 from stdlib_ops.tensor import Tensor
 
 SCALES = ("mul", "div")
+HIDDEN_FILL = -1.0e4  # a `where`'s fill at most this hides the key (taken as -inf; see the module docstring)
 
 
 @dataclass(frozen=True)
@@ -48,6 +60,9 @@ class AttentionMatch:
     v: Tensor
     mask: Tensor | None
     scale: float
+    condition: Tensor | None = None  # a boolean condition of a `where` the scores went through (None: none)
+    keep_when_true: bool = True  # whether the condition selects the scores (else the fill)
+    causal: bool = False  # whether the condition is the causal lower triangle (then it is not read)
 
 
 def fuse_attention(graph: FlowGraph) -> FlowGraph:
@@ -68,7 +83,9 @@ def fuse_attention(graph: FlowGraph) -> FlowGraph:
         mask = None if m.mask is None else current.get(id(m.mask), m.mask)
         swap = (*range(kt.ndim - 2), kt.ndim - 1, kt.ndim - 2)
         try:
-            out = attention(q, transpose(kt, swap), v, attn_mask=mask, scale=m.scale)
+            if m.condition is not None and not m.causal:
+                mask = _condition_as_mask(current.get(id(m.condition), m.condition), m.keep_when_true, mask)
+            out = attention(q, transpose(kt, swap), v, m.causal, attn_mask=mask, scale=m.scale)
         except (ValueError, TypeError):
             return None
         original = op.outputs[0]
@@ -99,6 +116,14 @@ def match_attention(op: Operator, uses: Counter) -> AttentionMatch | None:
         if found is None:
             return None
         scores, mask = found
+    condition, keep, causal = None, True, False
+    guard = _single_producer(scores, uses, "where")
+    if guard is not None:
+        found_guard = _split_where(guard, uses)
+        if found_guard is None:
+            return None
+        scores, condition, keep = found_guard
+        causal = keep and _is_lower_triangle(condition, scores)
     scale = 1.0
     scaling = _single_producer(scores, uses, *SCALES)
     if scaling is not None:
@@ -114,7 +139,7 @@ def match_attention(op: Operator, uses: Counter) -> AttentionMatch | None:
     kt, k_scale = _unscaled(kt, uses)
     if q.ndim < 2 or kt.ndim < 2 or not isinstance(q.shape[-1], int) or kt.shape[-1] != v.shape[-2]:
         return None
-    return AttentionMatch(q, kt, v, mask, scale * q_scale * k_scale)
+    return AttentionMatch(q, kt, v, mask, scale * q_scale * k_scale, condition, keep, causal)
 
 
 def _unguarded(weights: Tensor, uses: Counter) -> Tensor:
@@ -153,13 +178,55 @@ def _split_mask(add: Operator, uses: Counter) -> tuple[Tensor, Tensor] | None:
     floating-point mask that does not widen it."""
     out = add.outputs[0]
     for scores, mask in (add.inputs, add.inputs[::-1]):
-        producer = _single_producer(scores, uses, "matmul", *SCALES)
+        producer = _single_producer(scores, uses, "matmul", "where", *SCALES)
         if producer is None or tuple(scores.shape) != tuple(out.shape) or mask.ndim > out.ndim:
             continue
         if not str(mask.dtype).startswith(("float", "bfloat")):
             continue
         return scores, mask
     return None
+
+
+def _split_where(guard: Operator, uses: Counter) -> tuple[Tensor, Tensor, bool] | None:
+    """(scores, condition, keep_when_true) of `where(condition, scores, fill)` (keep_when_true) or `where(condition,
+    fill, scores)`: a boolean condition that does not widen the scores, a constant fill of one element at most
+    `HIDDEN_FILL`, the scores made by a single-use matmul or scaling."""
+    if len(guard.inputs) != 3:
+        return None
+    condition, chosen, other = guard.inputs
+    out = guard.outputs[0]
+    if str(condition.dtype) != "bool" or condition.ndim > out.ndim:
+        return None
+    for scores, fill, keep in ((chosen, other, True), (other, chosen, False)):
+        value = _constant_scalar(fill)
+        if value is None or value > HIDDEN_FILL or tuple(scores.shape) != tuple(out.shape):
+            continue
+        if _single_producer(scores, uses, "matmul", *SCALES) is not None:
+            return scores, condition, keep
+    return None
+
+
+def _is_lower_triangle(condition: Tensor, scores: Tensor) -> bool:
+    """Whether `condition` is a constant that, broadcast to `scores`' shape, is True exactly where key j <= query
+    i (the attention operator's causal mask) in every [Sq, Sk] plane."""
+    sq, sk = scores.shape[-2:]
+    if condition.is_symbolic or not isinstance(sq, int) or not isinstance(sk, int):
+        return False
+    values = np.asarray(condition.numpy(), dtype=bool)
+    values = values.reshape((1,) * max(0, 2 - values.ndim) + values.shape)
+    lower = np.arange(sk)[None, :] <= np.arange(sq)[:, None]
+    return bool((np.broadcast_to(values, (*values.shape[:-2], sq, sk)) == lower).all())
+
+
+def _condition_as_mask(condition: Tensor, keep_when_true: bool, mask: Tensor | None) -> Tensor:
+    """The additive mask that hides the keys `condition` hides (-inf there), added to `mask` where there is one;
+    the boolean condition itself where it keeps the scores and there is no other mask (the operator turns it into
+    an additive one)."""
+    if mask is None and keep_when_true:
+        return condition
+    base = mask if mask is not None else 0.0
+    chosen = where(condition, base, -math.inf) if keep_when_true else where(condition, -math.inf, base)
+    return chosen if mask is not None else cast(chosen, "float32")
 
 
 def _split_scale(scaling: Operator, uses: Counter) -> tuple[Tensor, float] | None:

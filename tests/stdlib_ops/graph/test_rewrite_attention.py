@@ -26,6 +26,7 @@ from torch import fx  # noqa: E402
 
 import stdlib_ops as ops  # noqa: E402
 from hidet_lang.testing import example_count  # noqa: E402
+from stdlib_ops.frontends.torch_backend import hidet_lang_backend  # noqa: E402
 from stdlib_ops.frontends.torch_fx import from_fx  # noqa: E402
 from stdlib_ops.graph.flow_graph import FlowGraph  # noqa: E402
 
@@ -192,3 +193,145 @@ def test_exported_attention_blocks_compile_to_one_attention_operator(block: type
     got = (out[0] if isinstance(out, (list, tuple)) else out).numpy()
     with torch.no_grad():
         np.testing.assert_allclose(got, model(x, padding).numpy(), **TOLERANCE)
+
+
+class Gpt2Attention(torch.nn.Module):
+    """GPT-2's attention as HF writes it: a constant lower-triangular boolean buffer sliced to
+    `[:, :, Sk - Sq : Sk, :Sk]`, the scores divided by a 0-d constant, `where(causal, scores, finfo.min)`, the
+    padding mask added. `forward(x, mask, past)`: queries of the `x` positions against keys and values of `past`
+    and `x` (a cache: Sq < Sk, the buffer's slice then aligned at the bottom right, not the operator's causal)."""
+
+    def __init__(self, hidden: int = 16, heads: int = 2, positions: int = 16) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.heads, self.head_dim = heads, hidden // heads
+        lower = torch.tril(torch.ones((positions, positions), dtype=torch.bool))
+        self.register_buffer("bias", lower.view(1, 1, positions, positions), persistent=False)
+        self.c_attn = torch.nn.Linear(hidden, 3 * hidden)
+        self.c_proj = torch.nn.Linear(hidden, hidden)
+
+    def heads_of(self, t: torch.Tensor) -> torch.Tensor:
+        return t.view(t.shape[0], t.shape[1], self.heads, self.head_dim).permute(0, 2, 1, 3)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, past: torch.Tensor) -> torch.Tensor:
+        b, s, h = x.shape
+        q, k, v = self.c_attn(x).split(h, dim=2)
+        if past.shape[1]:
+            _, k_past, v_past = self.c_attn(past).split(h, dim=2)
+            k, v = torch.cat([k_past, k], dim=1), torch.cat([v_past, v], dim=1)
+        q, k, v = self.heads_of(q), self.heads_of(k), self.heads_of(v)
+        w = torch.matmul(q, k.transpose(-1, -2))
+        w = w / torch.full([], v.size(-1) ** 0.5, dtype=w.dtype, device=w.device)
+        query_length, key_length = q.size(-2), k.size(-2)
+        causal = self.bias[:, :, key_length - query_length: key_length, :key_length]
+        fill = torch.full([], torch.finfo(w.dtype).min, dtype=w.dtype, device=w.device)
+        w = torch.where(causal, w.to(w.dtype), fill)
+        w = torch.softmax(w + mask, dim=-1).type(v.dtype)
+        out = torch.matmul(w, v).permute(0, 2, 1, 3).contiguous().view(b, s, h)
+        return self.c_proj(out)
+
+
+def gpt2_inputs(batch: int, new: int, cached: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """x [batch, new, 16], HF's additive padding mask [batch, 1, 1, cached + new] (finfo.min on the last two keys
+    of the last sequence: right padding, every query keeps key 0) and the cached positions [batch, cached, 16]."""
+    gen = torch.Generator().manual_seed(batch * 31 + new + cached)
+    x, past = torch.randn(batch, new, 16, generator=gen), torch.randn(batch, cached, 16, generator=gen)
+    mask = torch.zeros(batch, 1, 1, cached + new)
+    if cached + new > 2:
+        mask[-1, ..., -2:] = torch.finfo(torch.float32).min
+    return x, mask, past
+
+
+class Counting:
+    """The torch.compile backend, counting the graphs it compiles and keeping the last compiled callable."""
+
+    def __init__(self) -> None:
+        self.graphs = 0
+        self.last: Any = None
+
+    def __call__(self, gm: Any, example_inputs: Any, **kwargs: Any) -> Any:
+        self.graphs += 1
+        self.last = hidet_lang_backend(gm, example_inputs, **kwargs)
+        return self.last
+
+
+@pytest.mark.parametrize("batch, new, cached", [(2, 7, 0), (1, 4, 9)])
+def test_gpt2_attention_through_torch_compile_is_one_attention_kernel(batch: int, new: int, cached: int) -> None:
+    torch._dynamo.reset()
+    backend = Counting()
+    model = Gpt2Attention().eval()
+    inputs = gpt2_inputs(batch, new, cached)
+    with torch.no_grad():
+        got = torch.compile(model, backend=backend)(*inputs)
+        want = model(*inputs)
+    assert backend.graphs == 1
+    kernels = backend.last.kernels
+    assert sum("attention*" in k for k in kernels) == 1 and not any("softmax" in k for k in kernels), kernels
+    np.testing.assert_allclose(got.numpy(), want.numpy(), **TOLERANCE)
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("batch, new, cached", [(2, 7, 0), (2, 3, 5)])
+def test_gpt2_attention_exported_to_onnx_is_one_attention_operator(batch: int, new: int, cached: int) -> None:
+    """Without a cache the sliced buffer is the lower triangle: a causal operator with the padding mask alone;
+    with one (Sq < Sk) it is not the operator's causal mask and joins the padding mask."""
+    model = Gpt2Attention().eval()
+    inputs = gpt2_inputs(batch, new, cached)
+    graph = ops.optimize(ops.from_onnx(onnx.load_from_string(exported(model, inputs, False))))
+    names = operators(graph)
+    assert names["attention"] == 1 and not names["softmax"], names
+    (op,) = [op for op in graph.nodes if op.name == "attention"]
+    assert op.task.attrs["causal"] is (cached == 0) and len(op.inputs) == 4
+    assert names["where"] == (1 if cached else 0)  # the condition, where not causal, hides keys in the mask
+    out = graph.build("cpu")(*[t.numpy() for t in inputs[:3 if cached else 2]])  # an empty cache is not an input
+    got = (out[0] if isinstance(out, (list, tuple)) else out).numpy()
+    with torch.no_grad():
+        np.testing.assert_allclose(got, model(*inputs).numpy(), **TOLERANCE)
+
+
+def where_masked(fill: float, keep: bool, lower: bool) -> Callable[..., torch.Tensor]:
+    """Attention with scores hidden by a constant boolean condition through `where`: the lower triangle, or a
+    random pattern that hides every key of query 3; `keep`: `where(allowed, scores, fill)`, else
+    `where(hidden, fill, scores)`."""
+    allowed = torch.rand(5, 13, generator=torch.Generator().manual_seed(2)) < 0.7
+    allowed[3] = False
+    allowed = torch.tril(torch.ones(5, 13, dtype=torch.bool)) if lower else allowed
+
+    def fn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        scores = torch.matmul(q, k.transpose(-1, -2)) * SCALE
+        scores = torch.where(allowed, scores, fill) if keep else torch.where(~allowed, fill, scores)
+        return torch.matmul(torch.softmax(scores, dim=-1), v)
+
+    return fn
+
+
+@pytest.mark.parametrize("fill, keep, lower", [(-math.inf, True, True), (-math.inf, True, False),
+                                               (torch.finfo(torch.float32).min, False, False)])
+def test_where_of_a_constant_condition_becomes_causal_or_a_mask(fill: float, keep: bool, lower: bool) -> None:
+    """The lower triangle: a causal operator without a mask; another pattern: a mask. A row hidden whole gives
+    zeros, as SDPA does (softmax alone: NaN for a fill of -inf, the mean of v for finfo.min)."""
+    args = shapes()
+    fn = where_masked(fill, keep, lower)
+    graph, got = compiled_fx(fn, args)
+    names = operators(graph)
+    assert names["attention"] == 1 and not names["softmax"] and not names["where"], names
+    (op,) = [op for op in graph.nodes if op.name == "attention"]
+    assert op.task.attrs["causal"] is lower and len(op.inputs) == (3 if lower else 4)
+    want = fn(*args).numpy()
+    if not lower:
+        assert (got[:, :, 3] == 0).all()
+        want[:, :, 3] = 0.0
+    np.testing.assert_allclose(got, want, **TOLERANCE)
+
+
+def test_where_with_a_fill_that_does_not_hide_is_left_alone() -> None:
+    args = shapes()
+
+    def fn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        lower = torch.tril(torch.ones(5, 13, dtype=torch.bool))
+        scores = torch.where(lower, torch.matmul(q, k.transpose(-1, -2)), -5.0)
+        return torch.matmul(torch.softmax(scores, dim=-1), v)
+
+    graph, got = compiled_fx(fn, args)
+    assert not operators(graph)["attention"]
+    np.testing.assert_allclose(got, fn(*args).numpy(), **TOLERANCE)
