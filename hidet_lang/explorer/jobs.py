@@ -123,7 +123,7 @@ def kernel_arguments(function: Any, sizes: dict[str, int], rng: np.random.Genera
         elif isinstance(kind, DataType):
             value = True if kind.is_bool else float(rng.standard_normal())
         elif isinstance(kind, TensorType):
-            shape = tuple(int(evaluate(e, env)) for e in kind.shape)
+            shape = tuple(e if isinstance(e, int) else int(evaluate(e, env)) for e in kind.shape)
             value = random_array(shape, numpy_dtype(kind.dtype), rng)
         else:
             raise TypeError(f"the explorer runs functions whose parameters are integers, floats and tensors; "

@@ -1,0 +1,35 @@
+"""The explorer's tests: a test client of the server whose jobs run in child processes under short limits, in an
+environment without the suite's IR verification and extra cubins (the explorer's stages are what is tested here,
+and the child inherits the environment)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+pytest.importorskip("starlette", reason="the explorer's tests need the 'explorer' extra (starlette)")
+pytest.importorskip("httpx", reason="Starlette's test client needs httpx (the 'explorer' extra)")
+
+from starlette.testclient import TestClient  # noqa: E402
+
+from hidet_lang.explorer.runner import Limits  # noqa: E402
+from hidet_lang.explorer.server import create_app  # noqa: E402
+
+SUITE_ONLY = ("HIDET_LANG_VERIFY_IR", "HIDET_LANG_VERIFY_CUBINS")
+
+
+@pytest.fixture(scope="session")
+def child_environment() -> Iterator[None]:
+    """The suite's verification switches off while the explorer's children run."""
+    saved = {name: os.environ.pop(name) for name in SUITE_ONLY if name in os.environ}
+    yield
+    os.environ.update(saved)
+
+
+@pytest.fixture(scope="session")
+def client(child_environment: None) -> Iterator[TestClient]:
+    """A test client of the explorer, its jobs limited to 8 seconds (a hang is stopped at that) and 8 GB."""
+    with TestClient(create_app(Limits(seconds=8, memory_mb=8192))) as test_client:
+        yield test_client

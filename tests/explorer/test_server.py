@@ -1,0 +1,132 @@
+"""Every endpoint of the explorer's server through Starlette's test client; bad programs (a syntax error, a type
+error, a program that never finishes, a kernel that faults) answered with the error at their line, and the server
+serving on after each."""
+
+from __future__ import annotations
+
+import pytest
+from starlette.testclient import TestClient
+
+from hidet_lang.explorer.examples import EXAMPLES
+
+KERNEL = '''import hidet_lang as hidet
+from hidet_lang import attrs, f32, grid, i32
+
+with hidet.script_module() as module:
+
+    @hidet.script
+    def scale(n: i32, a: f32[n, 2], b: f32[n, 2]):  # noqa: F821
+        attrs.func_kind = "public"
+        for i, j in grid(n, 2):
+            b[i, j] = a[i, j] * 3.0
+'''
+REFERENCE = "def reference(n, a, b):\n    b[:] = a * 3.0\n"
+
+
+def still_serving(client: TestClient) -> None:
+    assert client.get("/api/info").status_code == 200
+
+
+def test_page_and_assets(client: TestClient) -> None:
+    page = client.get("/")
+    assert page.status_code == 200 and '<script src="/static/app.js">' in page.text
+    for asset in ("app.js", "style.css"):
+        assert client.get(f"/static/{asset}").status_code == 200
+    assert client.get("/static/missing.js").status_code == 404
+
+
+def test_info_states_the_limits_and_the_loopback(client: TestClient) -> None:
+    info = client.get("/api/info").json()
+    assert info["limits"] == {"seconds": 8, "memory_mb": 8192}
+    assert "loopback" in info["safety"] and "child process" in info["safety"]
+    assert [e["key"] for e in info["examples"]] == [e.key for e in EXAMPLES]
+
+
+def test_examples(client: TestClient) -> None:
+    for e in EXAMPLES:
+        body = client.get(f"/api/examples/{e.key}").json()
+        assert body["program"] and "def reference" in body["reference"] and body["sizes"] == e.sizes
+    missing = client.get("/api/examples/nothing")
+    assert missing.status_code == 404 and "tiled_matmul" in missing.json()["error"]
+
+
+@pytest.mark.parametrize("body", [b"not json", b"[1]", b'{"program": 3}',
+                                  b'{"program": "", "target": "tpu"}', b'{"program": "", "sizes": 5}'])
+def test_bad_requests_are_refused(client: TestClient, body: bytes) -> None:
+    response = client.post("/api/compile", content=body)
+    assert response.status_code == 400 and response.json()["error"]
+
+
+def test_compile_shows_every_stage(client: TestClient) -> None:
+    result = client.post("/api/compile", json={"program": KERNEL}).json()
+    assert result["ok"], result
+    (ir,) = result["ir"]
+    names = [step["name"] for step in ir["steps"]]
+    assert names[0] == "00_parsed" and names[-1].endswith("simplify")
+    assert "b[i, j] = a[i, j] * 3.0" in ir["steps"][0]["text"] and ir["steps"][0]["diff"] == ""
+    for before, after in zip(ir["steps"], ir["steps"][1:]):  # a diff exactly where a step changed the IR
+        assert (after["diff"] == "") == (before["text"] == after["text"])
+        assert after["diff"] == "" or after["diff"].startswith("--- before")
+    assert any(step["diff"] for step in ir["steps"])
+    (module,) = result["modules"]
+    (c,) = module["sources"]
+    assert module["target"] == "cpu" and c["name"] == "C"
+    store = next(k for k, line in enumerate(c["text"].splitlines()) if "* 3.0" in line)
+    assert c["lines"][store] == 10  # the C of the store is linked to the DSL line of the store
+    assert "program.py:9" in module["report"]  # the vectorization report names the loop's line
+
+
+def test_run_checks_against_the_reference_and_times_both(client: TestClient) -> None:
+    result = client.post("/api/run", json={"program": KERNEL, "reference": REFERENCE, "sizes": "n=37"}).json()
+    assert result["ok"], result
+    assert result["check"] == "matches the reference" and result["kernel_ms"] > 0 and result["numpy_ms"] > 0
+    assert result["inputs"][0] == {"name": "n", "value": 37} and result["inputs"][1]["shape"] == [37, 2]
+
+
+def test_a_wrong_reference_is_a_mismatch(client: TestClient) -> None:
+    wrong = REFERENCE.replace("3.0", "2.0")
+    result = client.post("/api/run", json={"program": KERNEL, "reference": wrong, "sizes": "n=5"}).json()
+    assert not result["ok"] and "('b') differs from the reference" in result["error"]["message"]
+
+
+def test_a_missing_size_is_named(client: TestClient) -> None:
+    result = client.post("/api/run", json={"program": KERNEL, "reference": REFERENCE, "sizes": ""}).json()
+    assert not result["ok"] and "'n'" in result["error"]["message"]
+
+
+def test_syntax_error_at_its_line(client: TestClient) -> None:
+    result = client.post("/api/compile", json={"program": "x = 1\ny = (2\n"}).json()
+    assert not result["ok"] and result["error"]["box"] == "program" and result["error"]["line"] == 2
+    still_serving(client)
+
+
+def test_type_error_at_its_line(client: TestClient) -> None:
+    program = KERNEL.replace("b[i, j] = a[i, j] * 3.0", "b[i, j] = a * 3.0")
+    result = client.post("/api/compile", json={"program": program}).json()
+    assert not result["ok"], result
+    assert (result["error"]["box"], result["error"]["line"]) == ("program", 10)
+    assert "program.py:10" in result["error"]["message"]
+    still_serving(client)
+
+
+def test_error_in_the_reference_at_its_line(client: TestClient) -> None:
+    reference = "def reference(n, a, b):\n    b[:] = a * 3.0\n    missing_name()\n"
+    result = client.post("/api/run", json={"program": KERNEL, "reference": reference, "sizes": "n=4"}).json()
+    assert not result["ok"] and (result["error"]["box"], result["error"]["line"]) == ("reference", 3)
+
+
+def test_a_program_that_never_finishes_is_stopped_at_its_line(client: TestClient) -> None:
+    program = "import time\n\nwhile True:\n    time.sleep(0.01)\n"
+    result = client.post("/api/compile", json={"program": program}).json()
+    assert not result["ok"] and "time limit" in result["error"]["message"]
+    assert result["error"]["line"] in (3, 4)
+    still_serving(client)
+
+
+def test_a_kernel_that_faults_is_found_by_checking_mode(client: TestClient) -> None:
+    program = KERNEL.replace("b[i, j] = a[i, j] * 3.0", "b[i * 100000000, j] = a[i, j]")
+    result = client.post("/api/run", json={"program": program, "reference": REFERENCE, "sizes": "n=64"}).json()
+    assert not result["ok"], result
+    assert (result["error"]["box"], result["error"]["line"]) == ("program", 10)
+    assert "died" in result["error"]["message"] and "checking mode" in result["error"]["message"]
+    still_serving(client)
