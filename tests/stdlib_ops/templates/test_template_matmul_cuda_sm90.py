@@ -3,16 +3,20 @@
 out-of-bounds access, no uninitialized shared-memory read, no wgmma register touched in flight): odd m, k and n
 that are not multiples of the tiles, batches, both consumer counts and every tile width, a persistent grid with
 fewer blocks than tiles (the ring's phases run on across tiles), a fused bias and gelu epilogue in its stores, a
-prologue refused (it cannot ride TMA), the parameters it refuses; the matmul adapter's choice (this template on
-sm_90a where TMA can read the task's tensors, the sm_80 tensor-core template elsewhere and where a prologue is
-fused), a graph's bias and gelu fused on both; and its machine code: NVRTC's sm_90a
-cubin issues HGMMA and UTMALDG and has no local memory."""
+prologue refused (it cannot ride TMA), the parameters it refuses; clusters of two blocks sharing b's tiles through
+multicast on odd sizes (a unit of two tile rows past m, one cluster walking every unit); the matmul adapter's choice
+(this template on sm_90a where TMA can read the task's tensors, the sm_80 tensor-core template elsewhere and where a
+prologue is fused), a graph's bias and gelu fused on both; and its machine code: NVRTC's sm_90a
+cubin issues HGMMA and UTMALDG and has no local memory, and the cluster build's b loads are multicast UTMALDGs."""
 
 from __future__ import annotations
 
 import importlib.util
 import math
+import re
+import subprocess
 from functools import cache
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -23,6 +27,7 @@ from template_checks import F16_HALF_SUBNORMAL_STEP, assert_sum_close
 
 import stdlib_ops as ops
 from codegen.build import build_module
+from codegen.toolchain.sass import find_tool
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.functor import collect
 from hidet_lang.ir.types import TensorType, float32, int32
@@ -92,7 +97,11 @@ def test_symbolic_sizes_match_numpy(draw: st.DataObject, case: tuple[str, str, i
     ((2, 45, 72, 136), dict(consumers=2, block_n=256, stages=3, blocks=1)),  # one block walks both batch entries
     ((1, 200, 136, 40), None),  # symbolic sizes, SCHEDULES[1]: 12 tiles over 5 blocks, each walking two or three
     ((3, 17, 8, 8), dict(consumers=2, block_n=192, stages=2, blocks=2)),  # one k step, a sliver of every tile
-], ids=["256-wide-one-block", "persistent", "tiny"])
+    # clusters of two: one cluster walks every unit (45 rows: the second block of each unit is past m), ...
+    ((2, 45, 72, 136), dict(cluster=2, consumers=2, block_n=256, stages=3, blocks=2)),
+    # ... and 3 clusters over 2 units of 2 x 64 rows (200 rows: the last tile row ragged) and 3 tile columns
+    ((1, 200, 136, 40), dict(cluster=2, consumers=1, block_n=64, stages=2, blocks=7)),
+], ids=["256-wide-one-block", "persistent", "tiny", "cluster-one-walks-all", "cluster-persistent"])
 def test_every_accumulator_lands_in_its_place(sizes: tuple[int, ...], params: dict[str, int] | None) -> None:
     # small integers: every product and sum (at most 1200) is exact in f32 and f16, so a misplaced accumulator, a
     # swizzle read wrongly or a stage read in the wrong phase is an exact mismatch
@@ -160,6 +169,10 @@ def test_schedule_parameters_and_sizes_it_cannot_honour_are_refused() -> None:
         matmul_cuda_sm90(1, 8, 8, 8, block_n=256, stages=5)
     with pytest.raises(ScheduleError, match="dtype float32 is not supported"):
         matmul_cuda_sm90(1, 8, 8, 8, dtype="float32")
+    with pytest.raises(ScheduleError, match="cluster must be 1 or 2"):
+        matmul_cuda_sm90(1, 8, 8, 8, cluster=4)
+    with pytest.raises(ScheduleError, match="blocks must be at least the cluster's 2"):
+        matmul_cuda_sm90(1, 8, 8, 8, cluster=2, blocks=1)
 
 
 def test_an_unaligned_runtime_size_is_refused_at_the_launch() -> None:
@@ -250,3 +263,33 @@ def test_the_sm90a_cubin_issues_hgmma_and_utmaldg_without_local_memory(dtype: st
     assert kernel.opcodes["UTMALDG"] >= 1 + b_tiles  # a stage's a tile and b tiles
     assert kernel.opcodes["USETMAXREG"] == 2  # the producer's and the consumers' register budgets
     assert not any(op.startswith(("LDL", "STL")) for op in kernel.opcodes)
+
+
+@settings(max_examples=example_count(3), deadline=None)
+@given(st.integers(1, 2), st.integers(1, 200), multiple_of_8(160), multiple_of_8(160), st.integers(0, 2**32 - 1))
+def test_a_cluster_of_two_blocks_sharing_b_matches_numpy_on_symbolic_sizes(batch: int, m: int, n: int, k: int,
+                                                                            seed: int) -> None:
+    a, b = operands(seed, batch, m, n, k, "bfloat16")
+    c = np.full((batch, m, n), np.nan, np.float32)
+    built(SYMBOLIC, "float32", dtype="bfloat16", cluster=2, consumers=1, block_n=64, stages=3, blocks=4)(
+        batch, m, k, n, a, b, c)
+    check(c, a, b, "float32")
+
+
+CUOBJDUMP = find_tool("cuobjdump")
+
+
+@pytest.mark.skipif(CUOBJDUMP is None, reason="cuobjdump (pip nvidia-cuda-cuobjdump) is not installed")
+@pytest.mark.skipif(importlib.util.find_spec("cuda") is None, reason="NVRTC (pip cuda-python) is not installed")
+def test_the_cluster_build_multicasts_its_b_loads_and_spills_nothing(tmp_path: Path) -> None:
+    module = matmul_cuda_sm90(*SYMBOLIC, "float16", block_n=256, stages=3, cluster=2).build(target=TARGET)
+    kernel = module.report().kernel("matmul")
+    assert kernel.local_bytes == 0 and kernel.spill_store_bytes == 0 and kernel.spill_load_bytes == 0
+    cubin = tmp_path / "matmul.cubin"
+    cubin.write_bytes(module.cubin)
+    sass = subprocess.run([CUOBJDUMP, "-sass", str(cubin)], check=True, capture_output=True, text=True).stdout
+    loads = re.findall(r"UTMALDG\.\w+(\.MULTICAST)?", sass)
+    assert loads.count(".MULTICAST") == 256 // 64  # a stage's b tiles, half of each from either block
+    assert loads.count("") == 1  # its a tile, this block's own
+    assert "UCGABAR_ARV" in sass and "UCGABAR_WAIT" in sass  # the cluster barrier at the start and the end
+    assert not re.search(r"\b(LDL|STL)\b", sass)
