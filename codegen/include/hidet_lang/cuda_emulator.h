@@ -3,7 +3,8 @@
 //
 // Model
 // - One OS thread runs one block at a time; the blocks of a launch are spread over OpenMP threads (dynamic
-//   schedule; OMP_NUM_THREADS). HIDET_LANG_EMU_BLOCK_ORDER=random runs them in a shuffled order (seed:
+//   schedule; OMP_NUM_THREADS). A launch with thread block clusters spreads its clusters instead, and one OS
+//   thread runs the blocks of a cluster together, their fibers interleaved (emulator_cluster.h). HIDET_LANG_EMU_BLOCK_ORDER=random runs them in a shuffled order (seed:
 //   HIDET_LANG_EMU_SEED, else the clock), =reverse in reverse order; unset or "linear": in index order.
 // - Every kernel thread runs on a stack of the emulator: the top of a 1 MiB-aligned region, whose last 64 bytes
 //   hold the thread's index and a pointer to its block's state, found from the stack pointer (threadIdx is a

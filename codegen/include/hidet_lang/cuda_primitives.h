@@ -62,6 +62,8 @@
 //   void hl_tma_store_<R>d(const void *map, const void *src_shared, int c0, ...): cp.async.bulk.tensor
 //   .global.shared::cta.tile.bulk_group; hl_tma_store_commit_group(); hl_tma_store_wait_group<N>()
 //   (cp.async.bulk.wait_group.read N). `map`: the address of a tensor-map kernel parameter (tensor_map.h).
+// Hopper: thread block clusters (ranks, the cluster barrier, mapa, remote mbarrier arrivals, TMA multicast):
+// hopper_cluster.h, included at the end with both bodies.
 // Emulator builds only (see cuda_emulator.h): hl_emu_store_guard, hl_emu_checked (and their _in variants for
 // views, checked against the memory viewed), hl_emu_shared_declared, hl_emu_dynamic_shared and
 // hl_emu_division_by_zero for guarded and checked accesses (emulator_checks.h), and the launch API

@@ -9,7 +9,9 @@
 // arrivals are reset to the expected count, and every thread waiting on the barrier becomes runnable.
 // A wait on the parity of the current phase blocks the thread (a fiber) until that phase completes; when no other
 // thread of the block can run (or the kernel runs without fibers), nothing can complete the phase: the launch
-// fails with a deadlock report naming each thread's wait instead of hanging. try_wait waits the same way (the GPU
+// fails with a deadlock report naming each thread's wait instead of hanging. In a cluster another block may
+// complete it (a remote arrival, a multicast copy): there the cluster's scheduler reports the deadlock of them all
+// (emulator_cluster.h), and a completed phase wakes the waiting threads of the block that holds the barrier. try_wait waits the same way (the GPU
 // may return false after a time limit, the emulator only when the phase cannot complete, which it reports).
 // Misuse (a barrier used before init, a count outside [1, 2^20), more arrivals than expected, transaction counts
 // beyond the hardware's range, more transaction bytes completed than expected when the phase's last arrival comes)

@@ -15,6 +15,8 @@
 // - The destination or source must be 128-byte aligned (1024 for the 128-byte swizzle); the launch fails otherwise,
 //   naming the DSL line in checking mode. In checking mode a load marks its shared bytes written, ordered by the
 //   mbarrier (not checked for races against the threads' accesses).
+// - A multicast load (clusters) makes the same load into every block its mask names, at the destination's and the
+//   mbarrier's offsets in each one's dynamic shared memory; a mask naming a block outside the cluster fails.
 // The bulk-group commit and wait of stores are no-ops: the copies are synchronous.
 // A part of the primitives header's emulator branch (after emulator_mbarrier.h).
 #pragma once
