@@ -1,0 +1,102 @@
+"""The explorer in a real browser: headless Chromium (the system's, driven by Playwright) loads the page, picks the
+tiled matmul, compiles it, sees its C and its mapping picture, runs it and reads the timing, then types an error
+and sees it at its line. A screenshot of each step is saved in pytest's temporary folder (`explorer_screenshots*`
+under its base temp; kept after a pass as well)."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="the browser tests need Playwright (the 'explorer' extra)")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+if CHROMIUM is None:
+    pytest.skip("the browser tests need Chromium (Debian's `chromium` package; .ci/run installs it)",
+                allow_module_level=True)
+
+import uvicorn  # noqa: E402
+
+from hidet_lang.explorer.runner import Limits  # noqa: E402
+from hidet_lang.explorer.server import create_app  # noqa: E402
+
+JOB_TIMEOUT_MS = 60_000
+
+
+@pytest.fixture(scope="module")
+def server_url(child_environment: None) -> Iterator[str]:
+    """The explorer served by uvicorn on a free loopback port, in a thread of the test process."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(Limits(seconds=30)), host="127.0.0.1", port=port,
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.started, "uvicorn did not start"
+    yield f"http://127.0.0.1:{port}/"
+    server.should_exit = True
+    thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def page(server_url: str) -> Iterator[object]:
+    """A page of headless Chromium on the explorer."""
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        tab = browser.new_page(viewport={"width": 1500, "height": 950})
+        tab.goto(server_url)
+        yield tab
+        browser.close()
+
+
+def test_compile_and_run_the_tiled_matmul_then_an_error(page: object, tmp_path_factory: pytest.TempPathFactory
+                                                        ) -> None:
+    expect = sync_api.expect
+    shots = tmp_path_factory.mktemp("explorer_screenshots")
+    expect(page.locator("#status")).to_have_text("ready", timeout=20_000)
+    expect(page.locator("#safety")).to_contain_text("child process")
+    page.screenshot(path=shots / "1_loaded.png")
+
+    page.select_option("#example", "tiled_matmul")
+    page.wait_for_function("document.getElementById('program').value.includes('tile = repeat(TILE, TILE)')")
+    page.screenshot(path=shots / "2_tiled_matmul.png")
+
+    page.click("#compile")
+    expect(page.locator("#status")).to_have_text("compiled", timeout=JOB_TIMEOUT_MS)
+    page.click("#stages button:text-is('C')")
+    expect(page.locator("#view")).to_contain_text("void matmul(")
+    page.screenshot(path=shots / "3_c_source.png")
+
+    page.click("#stages button:text-is('Pictures')")
+    expect(page.locator("#view .picture.mapping svg")).to_have_count(1)
+    expect(page.locator("#view")).to_contain_text("repeat(16, 16)")
+    page.screenshot(path=shots / "4_mapping.png")
+
+    page.click("#run")
+    expect(page.locator("#status")).to_have_text("ran", timeout=JOB_TIMEOUT_MS)
+    expect(page.locator("#run-check")).to_have_text("matches the reference")
+    kernel_ms = float(page.locator("#run-kernel").inner_text().split()[0])
+    numpy_ms = float(page.locator("#run-numpy").inner_text().split()[0])
+    assert kernel_ms > 0 and numpy_ms > 0
+    page.screenshot(path=shots / "5_run.png")
+
+    program = page.locator("#program").input_value()
+    lines = program.splitlines()
+    line = next(k for k, text in enumerate(lines, start=1) if "acc[i, j] += " in text)
+    lines[line - 1] = lines[line - 1].replace("a[ti * TILE + i, kk]", "a")
+    page.fill("#program", "\n".join(lines) + "\n")
+    page.click("#compile")
+    expect(page.locator("#status")).to_have_text("compile failed", timeout=JOB_TIMEOUT_MS)
+    expect(page.locator("#error")).to_contain_text(f"program.py line {line}")
+    expect(page.locator(f"#program-editor .gutter span[data-line='{line}']")).to_have_class("error")
+    page.screenshot(path=shots / "6_error.png")
