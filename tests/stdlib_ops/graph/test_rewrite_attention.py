@@ -335,3 +335,37 @@ def test_where_with_a_fill_that_does_not_hide_is_left_alone() -> None:
     graph, got = compiled_fx(fn, args)
     assert not operators(graph)["attention"]
     np.testing.assert_allclose(got, fn(*args).numpy(), **TOLERANCE)
+
+
+@pytest.mark.parametrize("boolean", [True, False])
+def test_fully_masked_rows_are_zeros_as_sdpa_gives_on_every_path(boolean: bool) -> None:
+    """A query whose every key is masked (a boolean mask False, or a float mask -inf, across the row): torch's SDPA
+    gives zeros, and so do the CPU template (f32), split-k decoding on the tensor cores (f16, a long cache; the
+    tensor-core template's own fully masked rows are its tests'), the rule-based CUDA kernel (f32, which no CUDA
+    template takes with a mask) and the rewrite of the spelled-out attention; the other rows agree with SDPA."""
+    gen = torch.Generator().manual_seed(4)
+    q = torch.randn(1, 2, 3, 32, generator=gen).half().float()
+    k, v = (torch.randn(1, 2, 600, 32, generator=gen).half().float() for _ in range(2))
+    allowed = torch.rand(1, 2, 3, 600, generator=gen) < 0.6
+    allowed[:, :, 1] = False
+    mask = allowed if boolean else torch.where(allowed, 0.0, -math.inf)
+    for keys, device, dtype in ((600, "cpu", "float32"), (600, "cuda", "float16"), (40, "cuda", "float32")):
+        kk, vv, mm = k[:, :, :keys], v[:, :, :keys], mask[..., :keys]
+        want = F.scaled_dot_product_attention(q, kk, vv, attn_mask=mm).numpy()
+        assert not want[:, :, 1].any()
+        args = [ops.asarray(t.numpy().astype(dtype), device=device) for t in (q, kk, vv)]
+        got = ops.attention(*args, attn_mask=ops.asarray(mm.numpy(), device=device)).numpy().astype(np.float32)
+        assert not got[:, :, 1].any(), (keys, device, dtype)
+        # f16 rounds the probabilities and the output (2^-11 each, of outputs below 1)
+        np.testing.assert_allclose(got, want, **(TOLERANCE if dtype == "float32" else {"atol": 2e-3}))
+
+    def spelled_out(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        scores = torch.matmul(q, k.transpose(-1, -2)) * SCALE
+        scores = torch.where(mask, scores, -math.inf) if boolean else scores + mask
+        return torch.matmul(torch.softmax(scores, dim=-1), v)
+
+    small = [q[..., :D], k[:, :, :40, :D], v[:, :, :40], mask[..., :40]]
+    graph, got = compiled_fx(spelled_out, small)
+    assert operators(graph)["attention"] == 1 and not got[:, :, 1].any()
+    np.testing.assert_allclose(got, F.scaled_dot_product_attention(*small[:3], attn_mask=small[3], scale=SCALE),
+                               **TOLERANCE)
