@@ -11,8 +11,8 @@
 Statements go into the innermost open scope; a scope (`for_range`, `for_loop`, `for_grid`, `if_then`, `else_if`,
 `otherwise`, `while_loop`) becomes one statement when its `with` block ends. The IR's statements are immutable, so a
 scope builds its statement from its body at the end instead of filling in an object made at its start, as Hidet's
-builder does. A Python helper that a kernel calls while it is parsed may return `finish()`'s statement for the
-kernel to insert.
+builder does. `finish()`'s statement is the body of a function made by hand (`Function(name, params, void, body,
+attrs)`, compiled through `hidet_lang.ir.module.IRModule`).
 """
 
 from __future__ import annotations
