@@ -21,10 +21,11 @@ from hidet_lang.ir.func import Function, IRModule
 from hidet_lang.ir.functor import IRRewriter, substitute
 from hidet_lang.ir.intrinsics import ADDRESS_ALIGNED, CP_ASYNC_COPIES, VECTOR_COPIES
 from hidet_lang.ir.node import at
-from hidet_lang.ir.types import DataType, TensorType, element_type
+from hidet_lang.ir.types import DataType, TensorType, element_type, int32
 from stdlib_ops.fusion.contract import check_fusion_contract, the_kernel
 from stdlib_ops.fusion.signature import FusedSignature, fused_signature
 from stdlib_ops.fusion.spec import Epilogue, Prologue
+from stdlib_ops.schedule.cuda_vectors import aligned_test, contiguous_reads, lane_value, vector_copy
 
 
 def fuse(anchor: IRModule, prologues: Mapping[str, Prologue] | None = None,
@@ -63,7 +64,8 @@ def _tensor_param(params: Mapping[str, E.Var], key: str, kernel: Function, what:
 
 
 class _Injector(IRRewriter):
-    """Replaces reads of anchor inputs, stores to anchor outputs and cp_async copies from anchor inputs."""
+    """Replaces reads of anchor inputs, stores to anchor outputs, cp_async copies from anchor inputs and vector
+    accesses of both."""
 
     def __init__(self, prologues: dict[E.Var, Prologue], epilogues: dict[E.Var, Epilogue],
                  signature: FusedSignature) -> None:
@@ -71,6 +73,8 @@ class _Injector(IRRewriter):
         self.prologues, self.epilogues = prologues, epilogues
         self.renames = signature.renames
         self.temporaries = count()
+        # (anchor input, lanes) -> its prologue's value over placeholder indices and the reads that load as vectors
+        self.vector_reads: dict[tuple[E.Var, int], tuple[tuple[E.Var, ...], E.Expr, tuple[E.TensorElement, ...]]] = {}
 
     def bind(self, e: E.Expr) -> E.Expr:
         """`e`, made by a description, with its variables renamed to the fused kernel's parameters."""
@@ -112,6 +116,8 @@ class _Injector(IRRewriter):
         copied = CP_ASYNC_COPIES.get(e.name) or VECTOR_COPIES.get(e.name) if isinstance(e, E.Intrinsic) else None
         if not (copied and self.copies_from_prologue(e)):
             return self.rebuild(s)
+        if e.name in VECTOR_COPIES:
+            return self.vector_load(s, e)
         dst = self.visit(e.args[0])
         src = e.args[1].expr
         indices = self.visit(src.indices)
@@ -126,8 +132,44 @@ class _Injector(IRRewriter):
             return S.seq(copies)
 
     # ---- vector accesses (see `hidet_lang.ir.intrinsics.VECTOR_COPIES`): a vector load from an input with a
-    # prologue is element copies (above, as a cp_async), a vector store to an output with an epilogue element
-    # stores, and the alignment test of either 1 (its tensor is accessed element by element now)
+    # prologue loads the prologue's inputs read along the innermost index as vectors of the same lanes (where
+    # their rows are whole vectors) and computes the lanes from them, its other reads element by element; a vector
+    # store to an output with an epilogue is element stores. The alignment test of an input with a prologue tests
+    # the inputs loaded as vectors in its place (1 where there are none), that of an output with an epilogue is 1.
+
+    def prologue_vectors(self, tensor: E.Var, lanes: int) -> tuple[tuple[E.Var, ...], E.Expr,
+                                                                  tuple[E.TensorElement, ...]]:
+        """The prologue's value of anchor input `tensor` at placeholder indices, and its reads that load as vectors
+        of `lanes` along the innermost one (none unless the anchor input's own rows are whole vectors, which keeps
+        the innermost index of an aligned vector copy from it at a multiple of `lanes`)."""
+        key = (tensor, lanes)
+        if key not in self.vector_reads:
+            shape = tensor.type.shape
+            places = tuple(E.Var(f"{tensor.name}_at{k}", int32) for k in range(len(shape)))
+            value = self.input_value(tensor, places)
+            whole = isinstance(shape[-1], int) and shape[-1] % lanes == 0
+            self.vector_reads[key] = (places, value, contiguous_reads(value, places[-1], lanes) if whole else ())
+        return self.vector_reads[key]
+
+    def vector_load(self, s: S.EvaluateStmt, e: E.Intrinsic) -> S.Stmt:
+        """The vector load `e` from an anchor input with a prologue: the prologue's lanes, from vector loads of
+        its inputs where they are read along the innermost index."""
+        dst, src = self.visit(e.args[0]), e.args[1].expr
+        indices = self.visit(src.indices)
+        lanes = VECTOR_COPIES[e.name] // element_type(src.base.type).nbytes
+        places, value, reads = self.prologue_vectors(src.base, lanes)
+        with at(s.span):
+            registers = {r: E.Var(f"{r.base.name}_vector{next(self.temporaries)}",
+                                  TensorType(element_type(r.base.type), (lanes,))) for r in reads}
+            loads: list[S.Stmt] = []
+            for r, reg in registers.items():
+                loads += [S.DeclareStmt(reg),
+                          vector_copy(E.Address(E.TensorElement(reg, (E.convert(0),))),
+                                      E.Address(substitute(r, dict(zip(places, indices)))),
+                                      lanes * element_type(reg.type).nbytes)]
+            lane_values = [S.BufferStoreStmt(dst, (E.convert(k),), lane_value(value, places, indices, registers, k))
+                           for k in range(lanes)]
+            return S.seq(loads + lane_values)
 
     def fused_element(self, e: E.Expr, fused: dict) -> bool:
         """Whether `e` is `~t[...]` of a tensor `t` in `fused` (the prologues or the epilogues)."""
@@ -144,10 +186,23 @@ class _Injector(IRRewriter):
         return S.seq([self.visit_BufferStoreStmt(store) for store in stores])
 
     def visit_Intrinsic(self, e: E.Intrinsic) -> E.Expr:
-        if e.name == ADDRESS_ALIGNED and (self.fused_element(e.args[0], self.prologues)
-                                          or self.fused_element(e.args[0], self.epilogues)):
+        if e.name == ADDRESS_ALIGNED and self.fused_element(e.args[0], self.epilogues):
             return E.Constant(1, e.type)
-        return self.rebuild(e)
+        if not (e.name == ADDRESS_ALIGNED and self.fused_element(e.args[0], self.prologues)):
+            return self.rebuild(e)
+        tensor, width = e.args[0].expr.base, e.args[1]
+        nbytes = element_type(tensor.type).nbytes
+        if not (isinstance(width, E.Constant) and width.value % nbytes == 0):
+            return E.Constant(1, e.type)
+        lanes = width.value // nbytes
+        tested = dict.fromkeys(r.base for r in self.prologue_vectors(tensor, lanes)[2])
+        aligned: E.Expr | None = None
+        for base in tested:
+            test = aligned_test(base, lanes * element_type(base.type).nbytes)
+            aligned = test if aligned is None else E.BinaryOp("&&", aligned, test)
+        if aligned is None:
+            return E.Constant(1, e.type)
+        return E.IfThenElse(aligned, E.Constant(1, e.type), E.Constant(0, e.type))
 
     def copies_from_prologue(self, e: E.Intrinsic) -> bool:
         src = e.args[1]

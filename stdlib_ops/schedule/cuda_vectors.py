@@ -53,14 +53,34 @@ def vector_plan(out: ComputeTensor, param: Var, axes: tuple[Var, ...], value: Ex
     if not axes or collect(value, (ReduceExpr, ArgReduceExpr)):
         return None
     last, extent = axes[-1], out.shape[-1]
-    candidates = tuple(dict.fromkeys(r for r in collect(value, TensorElement) if _along(r, last)))
+    candidates = [r for r in collect(value, TensorElement) if _along(r, last)]
     widest = max((_dtype(r.base).nbytes for r in candidates), default=0)
     lanes = LANES_BYTES // max(out.dtype.nbytes, widest)
     if lanes < 2 or not _whole_vectors(extent, lanes) or lanes * out.dtype.nbytes not in VECTOR_COPY_BYTES:
         return None
-    contiguous = tuple(r for r in candidates if lanes * _dtype(r.base).nbytes in VECTOR_COPY_BYTES
-                       and _whole_vectors(r.base.type.shape[-1], lanes))
+    contiguous = contiguous_reads(value, last, lanes)
     return VectorPlan(lanes, contiguous, (param, *dict.fromkeys(r.base for r in contiguous)))
+
+
+def contiguous_reads(value: Expr, last: Var, lanes: int) -> tuple[TensorElement, ...]:
+    """The element reads of `value` that load as vectors of `lanes` along `last` (the innermost axis, at a
+    multiple of `lanes`): `x[..., last]` with no other index depending on `last`, of a tensor whose rows are whole
+    vectors of a width a vector copy has. Each one once, in order."""
+    return tuple(r for r in dict.fromkeys(collect(value, TensorElement))
+                 if _along(r, last) and lanes * _dtype(r.base).nbytes in VECTOR_COPY_BYTES
+                 and _whole_vectors(r.base.type.shape[-1], lanes))
+
+
+def vector_copy(dst: Expr, src: Expr, nbytes: int) -> Stmt:
+    """`copy_vector_<nbytes>(dst, src)` as a statement."""
+    return EvaluateStmt(intrinsic(copy_vector_name(nbytes), dst, src))
+
+
+def aligned_test(tensor: Var, width: int) -> Expr:
+    """Whether the first element of `tensor` is at a multiple of `width` bytes (an i32 condition)."""
+    zero = tuple(Constant(0, int32) for _ in tensor.type.shape)
+    return BinaryOp("!=", intrinsic(ADDRESS_ALIGNED, Address(TensorElement(tensor, zero)), Constant(width, int32)),
+                    Constant(0, int32))
 
 
 def vector_kernel(plan: VectorPlan, out: ComputeTensor, param: Var, axes: tuple[Var, ...], value: Expr,
@@ -80,26 +100,23 @@ def vector_kernel(plan: VectorPlan, out: ComputeTensor, param: Var, axes: tuple[
         in_range = BinaryOp("<", index, vectors)
         registers = {r: Var(f"{r.base.name}_vector{next(names)}", TensorType(_dtype(r.base), (lanes,)))
                      for r in plan.contiguous}
-        copies = [_copy(Address(TensorElement(reg, (Constant(0, int32),))),
-                        Address(substitute(r, dict(zip(axes, at)))), lanes * reg.type.dtype.nbytes)
+        copies = [vector_copy(Address(TensorElement(reg, (Constant(0, int32),))),
+                              Address(substitute(r, dict(zip(axes, at)))), lanes * reg.type.dtype.nbytes)
                   for r, reg in registers.items()]
         loads += [DeclareStmt(index, BinaryOp("+", start, Constant(u * block, int32))),
                   *unflatten(BinaryOp("*", index, Constant(lanes, int32)), at, tuple(out.shape)),
                   *(DeclareStmt(reg) for reg in registers.values()),
                   IfStmt(in_range, seq(copies)) if copies else seq([])]
         result = Var(f"{param.name}_vector{next(names)}", TensorType(out.dtype, (lanes,)))
-        lane_values = [BufferStoreStmt(result, (Constant(c, int32),), _lane_value(value, axes, at, registers, c))
+        lane_values = [BufferStoreStmt(result, (Constant(c, int32),), lane_value(value, axes, at, registers, c))
                        for c in range(lanes)]
-        store = _copy(Address(TensorElement(param, at)), Address(TensorElement(result, (Constant(0, int32),))),
-                      lanes * out.dtype.nbytes)
+        store = vector_copy(Address(TensorElement(param, at)), Address(TensorElement(result, (Constant(0, int32),))),
+                            lanes * out.dtype.nbytes)
         stores.append(IfStmt(in_range, seq([DeclareStmt(result), *lane_values, store])))
     vector_loop = ForStmt(start, first, vectors, stride, seq([*loads, *stores]))
     aligned: Expr | None = None
     for tensor in plan.aligned:
-        zero = tuple(Constant(0, int32) for _ in tensor.type.shape)
-        width = lanes * _dtype(tensor).nbytes
-        test = BinaryOp("!=", intrinsic(ADDRESS_ALIGNED, Address(TensorElement(tensor, zero)),
-                                        Constant(width, int32)), Constant(0, int32))
+        test = aligned_test(tensor, lanes * _dtype(tensor).nbytes)
         aligned = test if aligned is None else BinaryOp("&&", aligned, test)
     assert aligned is not None  # the output's parameter is always tested
     blocks = _ceil_div(vectors, block * VECTORS)
@@ -124,10 +141,6 @@ def _dtype(tensor: Expr) -> DataType:
     return t.dtype
 
 
-def _copy(dst: Expr, src: Expr, nbytes: int) -> Stmt:
-    return EvaluateStmt(intrinsic(copy_vector_name(nbytes), dst, src))
-
-
 def _ceil_div(a: Expr, b: int) -> Expr:
     return BinaryOp("/", BinaryOp("+", a, Constant(b - 1, int32)), Constant(b, int32))
 
@@ -146,13 +159,15 @@ class _LaneReads(IRRewriter):
         return self.rebuild(e)
 
 
-def _lane_value(value: Expr, axes: tuple[Var, ...], at: tuple[Var, ...], registers: dict[TensorElement, Var],
-                lane: int) -> Expr:
-    """`value` at lane `lane` of the vector whose first element is at `at`."""
+def lane_value(value: Expr, axes: tuple[Var, ...], at: tuple[Expr, ...], registers: dict[TensorElement, Var],
+               lane: int) -> Expr:
+    """`value` (over `axes`) at lane `lane` of the vector whose first element is at `at`, the reads in `registers`
+    (of `contiguous_reads`) taken from the registers they were loaded to."""
     inner = _LaneReads(registers, lane).visit(value)
     coords: list[Expr] = list(at)
     coords[-1] = BinaryOp("+", at[-1], Constant(lane, int32)) if lane else at[-1]
     return substitute(inner, dict(zip(axes, coords)))
 
 
-__all__ = ["LANES_BYTES", "VECTORS", "VectorPlan", "vector_kernel", "vector_plan"]
+__all__ = ["LANES_BYTES", "VECTORS", "VectorPlan", "aligned_test", "contiguous_reads", "lane_value", "vector_copy",
+           "vector_kernel", "vector_plan"]

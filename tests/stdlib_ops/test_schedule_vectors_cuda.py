@@ -133,34 +133,71 @@ def test_mixed_widths_and_reads_that_are_not_contiguous() -> None:
     np.testing.assert_array_equal(result, xv[:, ::-1].astype(np.float16) + yv)
 
 
-def test_a_prologue_keeps_one_kernel_and_its_vector_store() -> None:
-    """`gelu`-like anchor with an `a + b` prologue: the anchor's vector load becomes element copies of the
-    prologue's values, its vector store stays."""
+@functools.cache
+def fused_square() -> IRModule:
+    """`x * x` with the prologue `x = a + b[j]`: the anchor's vector load of x becomes vector loads of a and b."""
     x = tensor_input("x", "float32", ["rows", 8])
     out = compute("out", ["rows", 8], lambda r, c: x[r, c] * x[r, c])
     anchor = auto_schedule(Task("square", (x,), (out,)), Target.of("cuda"))
     a = tensor_input("a", "float32", ["rows", 8])
     b = tensor_input("b", "float32", [8])
-    fused = fuse(anchor, {"x": Prologue((a, b), lambda idx: a[idx] + b[idx[-1]])})
-    assert vector_copies(fused) == ["copy_vector_16"] * 2  # the stores of the two vectors a thread and round
+    return fuse(anchor, {"x": Prologue((a, b), lambda idx: a[idx] + b[idx[-1]])})
+
+
+@pytest.mark.parametrize("shift", [False, True], ids=["aligned", "misaligned"])
+def test_a_prologue_keeps_one_kernel_loading_its_inputs_as_vectors(shift: bool) -> None:
+    # a and b loaded, the output stored, in vectors; two vectors a thread and round
+    assert vector_copies(fused_square()) == ["copy_vector_16"] * 3 * 2
     rng = np.random.default_rng(1)
     av, bv = rng.integers(-9, 9, (6, 8)).astype(np.float32), rng.integers(-9, 9, 8).astype(np.float32)
     result = np.zeros((6, 8), np.float32)
-    build_module(fused, "cuda", check=True)(6, av, bv, result)
+    build_module(fused_square(), "cuda", check=True)(6, misaligned(av) if shift else av, bv, result)
     np.testing.assert_array_equal(result, (av + bv) ** 2)
 
 
-@pytest.mark.skipif(CUOBJDUMP is None, reason="cuobjdump is not installed: the machine code cannot be read")
-@pytest.mark.parametrize("dtype", ["float32", "float16"])
-def test_the_machine_code_loads_and_stores_128_bits(dtype: str) -> None:
-    cubin = build_module(auto_schedule(broadcast_task(dtype, 4096), Target.of("cuda:sm_90")), "cuda:sm_90").cubin
-    path = Path(f"/tmp/hl_vectors_{dtype}_{id(cubin)}.cubin")
+def test_a_prologue_read_across_rows_is_read_element_by_element() -> None:
+    """A prologue reading its input transposed (`x = a[j, i]`) loads nothing as vectors; the result is right."""
+    x = tensor_input("x", "float32", [4, 8])
+    out = compute("out", [4, 8], lambda r, c: x[r, c] + 1.0)
+    anchor = auto_schedule(Task("plus_one", (x,), (out,)), Target.of("cuda"))
+    a = tensor_input("a", "float32", [8, 4])
+    fused = fuse(anchor, {"x": Prologue((a,), lambda idx: a[idx[1], idx[0]])})
+    assert vector_copies(fused) == ["copy_vector_16"] * 2  # the output's stores only
+    av = np.random.default_rng(2).integers(-9, 9, (8, 4)).astype(np.float32)
+    result = np.zeros((4, 8), np.float32)
+    build_module(fused, "cuda", check=True)(av, result)
+    np.testing.assert_array_equal(result, av.T + np.float32(1))
+
+
+def sass_opcodes(module: IRModule) -> list[str]:
+    """The SASS instructions (with their modifiers) of `module` built for sm_90."""
+    cubin = build_module(module, "cuda:sm_90").cubin
+    path = Path(f"/tmp/hl_vectors_{id(cubin)}.cubin")
     path.write_bytes(cubin)
     try:
         sass = subprocess.run([CUOBJDUMP, "-sass", str(path)], check=True, capture_output=True, text=True).stdout
     finally:
         path.unlink()
-    ops = re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", sass)
-    loads = [op for op in ops if op.startswith("LDG.E.128")]
-    stores = [op for op in ops if op.startswith("STG.E.128")]
-    assert len(loads) == 2 * 2 and len(stores) == 2, (loads, stores)  # x and the row, two vectors; the output
+    return re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", sass)
+
+
+def count(ops: list[str], prefix: str) -> int:
+    return sum(op == prefix or op.startswith(prefix + ".") for op in ops)
+
+
+@pytest.mark.skipif(CUOBJDUMP is None, reason="cuobjdump is not installed: the machine code cannot be read")
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_the_machine_code_loads_and_stores_128_bits(dtype: str) -> None:
+    ops = sass_opcodes(auto_schedule(broadcast_task(dtype, 4096), Target.of("cuda:sm_90")))
+    # x and the row, two vectors a thread; the output's two vectors; the registers never spill to local memory
+    assert count(ops, "LDG.E.128") == 2 * 2 and count(ops, "STG.E.128") == 2, ops
+    assert count(ops, "LDL") == 0 and count(ops, "STL") == 0
+
+
+@pytest.mark.skipif(CUOBJDUMP is None, reason="cuobjdump is not installed: the machine code cannot be read")
+def test_the_fused_machine_code_loads_the_prologue_inputs_128_bits_at_a_time() -> None:
+    ops = sass_opcodes(fused_square())
+    # a vector of a and one of b a vector stored (the compiler may unroll the loop over the rows' vectors)
+    stores = count(ops, "STG.E.128")
+    assert stores >= 2 and count(ops, "LDG.E.128") == 2 * stores, ops
+    assert count(ops, "LDL") == 0 and count(ops, "STL") == 0
