@@ -6,7 +6,7 @@ truncates toward zero, and `%` to C's remainder, whose sign follows the dividend
 `-7 % 2 == -1` in a kernel). On floats both follow Python: `%` is the floor modulo, whose sign is the divisor's
 (`-6.5 % 2.0 == 1.5`), and `//` the floored quotient that goes with it (`-6.5 // 2.0 == -4.0`), so that
 `a == (a // b) * b + a % b` up to rounding. Expressions made only of host values are evaluated by Python with
-its own rules.
+its own rules, except that a list and a tuple concatenate into a list, as in Hidet Script.
 """
 
 from __future__ import annotations
@@ -55,6 +55,8 @@ class OperatorParser(ParserCore):
             fn = _HOST_BINOPS.get(type(op))
             if fn is None:
                 raise self.unsupported(op)
+            if isinstance(op, ast.Add) and _list_and_tuple(a, b):
+                return [*a, *b]
             return self.host_call(node, fn, a, b)
         if isinstance(op, ast.Pow):
             return self.power(node, a, b)
@@ -167,3 +169,9 @@ def _is_float_value(*values: Any) -> bool:
         if isinstance(v, E.Expr) and isinstance(v.type, DataType) and v.type.is_float:
             return True
     return False
+
+
+def _list_and_tuple(a: Any, b: Any) -> bool:
+    """Whether one of `a`, `b` is a list and the other a tuple: Hidet Script concatenates them into a list
+    (`indices[:axis] + (k,)`, where a loop binds `indices` to a list), where Python refuses."""
+    return {type(a), type(b)} == {list, tuple}

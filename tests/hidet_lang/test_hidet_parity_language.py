@@ -90,6 +90,33 @@ def test_slices_of_the_indices_a_loop_binds_index_tensors(m: int, n: int, p: int
     np.testing.assert_array_equal(total, expected)
 
 
+def max_over_axis_module(shape: list[int], axis: int):
+    """The max of `x` over `axis`, with the indices of `x` made as Hidet's softmax makes them: the list a loop
+    binds, sliced, around a tuple (`indices[:axis] + (k,) + indices[axis:]`)."""
+    kept = shape[:axis] + shape[axis + 1:]
+    with hidet.script_module() as module:
+
+        @hidet.script
+        def max_over_axis(x: f32[shape], out: f32[kept]):
+            attrs.func_kind = "public"
+            for indices in grid(kept):
+                out[indices] = -1e30
+                for k in range(shape[axis]):
+                    out[indices] = max(out[indices], x[indices[:axis] + (k,) + indices[axis:]])
+
+    return module
+
+
+@settings(max_examples=example_count(4), deadline=None)
+@given(st.lists(st.integers(1, 4), min_size=2, max_size=3), st.data())
+def test_a_list_and_a_tuple_of_indices_concatenate_as_in_hidet(shape: list[int], data: st.DataObject) -> None:
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    x = data.draw(arrays("float32", tuple(shape)))
+    out = np.zeros(shape[:axis] + shape[axis + 1:], np.float32)
+    max_over_axis_module(shape, axis).build()(x, out)
+    np.testing.assert_array_equal(out, x.max(axis=axis))
+
+
 def test_a_slice_with_kernel_bounds_is_refused_at_its_line() -> None:
     shape = [4, 5, 6]
     with pytest.raises(DSLSyntaxError, match=r"bounds of a slice of a Python list or tuple must be Python values") \
