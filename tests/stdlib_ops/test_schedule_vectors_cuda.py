@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import stdlib_ops as ops
 from codegen.build import build_module
 from codegen.runtime.arrays import uses_gpu
 from codegen.toolchain.sass import find_tool
@@ -167,6 +168,20 @@ def test_a_prologue_read_across_rows_is_read_element_by_element() -> None:
     result = np.zeros((4, 8), np.float32)
     build_module(fused, "cuda", check=True)(av, result)
     np.testing.assert_array_equal(result, av.T + np.float32(1))
+
+
+def test_a_graph_chain_with_broadcasts_is_one_kernel_loading_in_vectors() -> None:
+    """relu(x * column + row) from a graph: one kernel whose loads of x and of the row are vectors (the column read
+    once per vector), equal to numpy."""
+    xs, cs, rs = (ops.symbol(shape, dtype="float32") for shape in ([6, 16], [6, 1], [16]))
+    graph = ops.optimize(ops.trace_from(ops.relu(xs * cs + rs), inputs=[xs, cs, rs]))
+    compiled = graph.build(target="cuda")
+    assert compiled.kernels == ["mul + add + relu*"]
+    (module,) = compiled.ir_modules
+    assert vector_copies(module) == ["copy_vector_16"] * 3 * 2  # x, the row, the output; two vectors a round
+    rng = np.random.default_rng(4)
+    x, c, r = (rng.integers(-9, 9, shape).astype(np.float32) for shape in ((6, 16), (6, 1), (16,)))
+    np.testing.assert_array_equal(compiled(x, c, r).numpy(), np.maximum(x * c + r, 0))
 
 
 def sass_opcodes(module: IRModule) -> list[str]:
