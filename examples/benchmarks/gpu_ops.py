@@ -332,10 +332,12 @@ def attention_case(name: str, q_shape: tuple[int, ...], kv_shape: tuple[int, ...
 
 def attention_cases(quick: bool, rng: np.random.Generator) -> list[Case]:
     """Attention: prefill ([8,16,2048,64] and [1,32,8192,128], causal and not), grouped-query (32 query heads, 8
-    key/value heads), and decoding (one query a sequence against caches of 1k to 32k keys)."""
+    key/value heads), and decoding (one query a sequence against caches of 1k to 32k keys): a batch of 8 (256
+    (batch, head) pairs fill the GPU, one block each) and of 1 (32 pairs: the keys split over blocks, split-k)."""
     if quick:
         return [attention_case("attention causal gqa [1,4,33,64]/2 f16", (1, 4, 33, 64), (1, 2, 33, 64), True, rng),
-                attention_case("decode [2,4,1,64] cache 100 f16", (2, 4, 1, 64), (2, 4, 100, 64), False, rng, True)]
+                attention_case("decode [2,4,1,64] cache 600 f16 (split-k)", (2, 4, 1, 64), (2, 4, 600, 64), False, rng,
+                               True)]
     cases = []
     for b, h, s, d in ((8, 16, 2048, 64), (1, 32, 8192, 128)):
         for causal in (False, True):
@@ -344,11 +346,12 @@ def attention_cases(quick: bool, rng: np.random.Generator) -> list[Case]:
     for causal in (False, True):
         cases.append(attention_case(f"attention{' causal' if causal else ''} gqa [4,32,2048,128]/8 f16",
                                     (4, 32, 2048, 128), (4, 8, 2048, 128), causal, rng))
-    for cache in (1024, 4096, 16384, 32768):
-        cases.append(attention_case(f"decode [8,32,1,128] cache {cache} f16", (8, 32, 1, 128), (8, 32, cache, 128),
-                                    False, rng, True))
-        cases.append(attention_case(f"decode gqa [8,32,1,128]/8 cache {cache} f16", (8, 32, 1, 128),
-                                    (8, 8, cache, 128), False, rng, True))
+    for batch in (8, 1):
+        for cache in (1024, 4096, 16384, 32768):
+            cases.append(attention_case(f"decode [{batch},32,1,128] cache {cache} f16", (batch, 32, 1, 128),
+                                        (batch, 32, cache, 128), False, rng, True))
+            cases.append(attention_case(f"decode gqa [{batch},32,1,128]/8 cache {cache} f16", (batch, 32, 1, 128),
+                                        (batch, 8, cache, 128), False, rng, True))
     return cases
 
 
