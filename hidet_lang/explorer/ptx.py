@@ -1,10 +1,18 @@
 """NVRTC's PTX of a CUDA module's device source: the same source, headers and options as its cubin, compiled for
-the virtual architecture of the cubin's real one (sm_90a -> compute_90a)."""
+the virtual architecture of the cubin's real one (sm_90a -> compute_90a), with line information, so that each PTX
+line is linked to the DSL line its CUDA C came from."""
 
 from __future__ import annotations
 
+import re
+
 from codegen.toolchain import nvrtc
 from codegen.toolchain.headers import INCLUDE_DIR
+
+LINE_INFO = "--generate-line-info"  # `.loc` directives: the line of the source each instruction came from
+SOURCE_NAME = "module.cu"
+_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"', re.MULTILINE)
+_LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)")
 
 
 def compile_ptx(source: str, arch: str) -> str:
@@ -13,10 +21,10 @@ def compile_ptx(source: str, arch: str) -> str:
     Raises what `nvrtc.compile_cubin` raises for a source that does not compile."""
     real = nvrtc.normalize_arch(arch)
     options = [option.replace(f"={real}", f"={real.replace('sm_', 'compute_')}")
-               for option in nvrtc.compile_options(real, [str(INCLUDE_DIR)])]
+               for option in nvrtc.compile_options(real, [str(INCLUDE_DIR)], [LINE_INFO])]
     encoded = [option.encode() for option in options]
     bindings = nvrtc._nvrtc()
-    program = nvrtc._check(bindings, bindings.nvrtcCreateProgram(source.encode(), b"module.cu", 0, [], []),
+    program = nvrtc._check(bindings, bindings.nvrtcCreateProgram(source.encode(), SOURCE_NAME.encode(), 0, [], []),
                            "nvrtcCreateProgram")
     try:
         (result,) = bindings.nvrtcCompileProgram(program, len(encoded), encoded)
@@ -28,3 +36,19 @@ def compile_ptx(source: str, arch: str) -> str:
         return bytes(buffer).rstrip(b"\0").decode("utf-8", "replace")
     finally:
         bindings.nvrtcDestroyProgram(program)
+
+
+def ptx_dsl_lines(ptx: str, source_lines: list[int | None]) -> list[int | None]:
+    """For each line of `ptx`, the DSL line of the CUDA C its last `.loc` names (`source_lines`: the DSL line of
+    each line of the CUDA C); code inlined from a header keeps the line that called it; None outside functions."""
+    own = {int(m[1]) for m in _FILE.finditer(ptx) if m[2].endswith(SOURCE_NAME)}
+    lines: list[int | None] = []
+    current: int | None = None
+    for text in ptx.splitlines():
+        loc = _LOC.match(text)
+        if loc and int(loc[1]) in own and 0 < int(loc[2]) <= len(source_lines):
+            current = source_lines[int(loc[2]) - 1] or current
+        lines.append(current)
+        if text.startswith("}"):
+            current = None
+    return lines

@@ -11,7 +11,7 @@ from typing import Any
 
 from hidet_lang.explorer.dot_svg import dot_to_svg
 from hidet_lang.explorer.program import PROGRAM_FILE, Workspace
-from hidet_lang.explorer.ptx import compile_ptx
+from hidet_lang.explorer.ptx import compile_ptx, ptx_dsl_lines
 from hidet_lang.explorer.source_lines import dsl_lines
 
 
@@ -39,10 +39,12 @@ def module_stages(name: str, built: Any) -> dict[str, Any]:
         text = built.source(which)
         sources.append({"name": {"cuda": "CUDA C (device)", "host": "CUDA C (host)", "c": "C"}[which],
                         "text": text, "lines": dsl_lines(text, PROGRAM_FILE)})
-    entry: dict[str, Any] = {"name": name, "target": built.target, "sources": sources, "ptx": "", "report": ""}
+    entry: dict[str, Any] = {"name": name, "target": built.target, "sources": sources, "ptx": "", "ptx_lines": [],
+                             "report": ""}
     if cuda:
         try:
             entry["ptx"] = compile_ptx(built.source("cuda"), built.target.split(":")[1])
+            entry["ptx_lines"] = ptx_dsl_lines(entry["ptx"], sources[0]["lines"])
         except Exception as error:  # the page shows why there is no PTX; the other stages stand
             entry["ptx"] = f"no PTX: {error}"
     try:

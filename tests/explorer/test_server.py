@@ -115,12 +115,28 @@ def test_error_in_the_reference_at_its_line(client: TestClient) -> None:
     assert not result["ok"] and (result["error"]["box"], result["error"]["line"]) == ("reference", 3)
 
 
-def test_a_program_that_never_finishes_is_stopped_at_its_line(client: TestClient) -> None:
+def test_a_program_that_never_finishes_is_stopped_at_its_line(strict_client: TestClient) -> None:
     program = "import time\n\nwhile True:\n    time.sleep(0.01)\n"
-    result = client.post("/api/compile", json={"program": program}).json()
+    result = strict_client.post("/api/compile", json={"program": program}).json()
     assert not result["ok"] and "time limit" in result["error"]["message"]
     assert result["error"]["line"] in (3, 4)
-    still_serving(client)
+    still_serving(strict_client)
+
+
+def test_a_kernel_that_never_finishes_is_stopped_at_its_function(strict_client: TestClient) -> None:
+    program = KERNEL.replace("        for i, j in grid(n, 2):\n            b[i, j] = a[i, j] * 3.0",
+                             "        i = 0\n        while i < n:\n            b[i, 0] = a[i, 0]")
+    result = strict_client.post("/api/run", json={"program": program, "reference": REFERENCE, "sizes": "n=3"}).json()
+    assert not result["ok"] and "time limit" in result["error"]["message"], result
+    assert "running scale" in result["error"]["message"] and result["error"]["line"] == 7
+    still_serving(strict_client)
+
+
+def test_a_program_past_the_memory_limit_fails_at_its_line(strict_client: TestClient) -> None:
+    program = "import numpy as np\n\nbig = np.ones(2**28)\n"  # 2 GiB: more than the 2 GB of address space
+    result = strict_client.post("/api/compile", json={"program": program}).json()
+    assert not result["ok"] and "MemoryError" in result["error"]["message"] and result["error"]["line"] == 3
+    still_serving(strict_client)
 
 
 def test_a_kernel_that_faults_is_found_by_checking_mode(client: TestClient) -> None:
@@ -130,3 +146,32 @@ def test_a_kernel_that_faults_is_found_by_checking_mode(client: TestClient) -> N
     assert (result["error"]["box"], result["error"]["line"]) == ("program", 10)
     assert "died" in result["error"]["message"] and "checking mode" in result["error"]["message"]
     still_serving(client)
+
+
+def test_a_cuda_kernel_shows_its_cuda_ptx_and_occupancy(client: TestClient) -> None:
+    program = client.get("/api/examples/shared_memory").json()["program"]
+    result = client.post("/api/compile", json={"program": program, "arch": "sm_90"}).json()
+    assert result["ok"], result
+    (module,) = result["modules"]
+    assert module["target"] == "cuda:sm_90"
+    device, host = module["sources"]
+    assert "__global__" in device["text"] and "__shared__" in device["text"] and host["name"] == "CUDA C (host)"
+    line = next(k for k, text in enumerate(program.splitlines(), start=1) if "acc += sa[i, kk]" in text)
+    assert line in device["lines"] and line in module["ptx_lines"]
+    assert ".entry matmul" in module["ptx"] and ".target sm_90" in module["ptx"]
+    assert len(module["ptx_lines"]) == len(module["ptx"].splitlines())
+    fma = [k for k, text in enumerate(module["ptx"].splitlines()) if "fma.rn.f32" in text or "mul.f32" in text]
+    assert fma and all(module["ptx_lines"][k] == line for k in fma)  # the PTX of the product is at its DSL line
+    assert "regs" in module["report"] and "occupancy" in module["report"] and "smem static B" in module["report"]
+    assert any(p["title"].startswith("threads = spatial(16, 16): 256 workers") for p in result["pictures"])
+
+
+def test_a_graph_shows_its_fused_groups_drawn(client: TestClient) -> None:
+    program = client.get("/api/examples/mlp_graph").json()["program"]
+    result = client.post("/api/compile", json={"program": program, "target": "cpu"}).json()
+    assert result["ok"], result
+    (graph,) = result["graphs"]
+    assert graph["name"] == "graph" and graph["target"] == "cpu" and len(graph["kernels"]) >= 2
+    assert "kernel 0:" in graph["text"] and graph["dot"].startswith("digraph")
+    assert graph["svg"].startswith("<svg") and graph["svg"].count('class="cluster"') == len(graph["kernels"])
+    assert len(result["ir"]) == len(graph["kernels"])  # the IR stages of every fused kernel

@@ -129,7 +129,7 @@ function stageList() {
     for (const m of c.ir || []) list.push({ key: "ir:" + m.module, label: "IR: " + m.module, render: () => renderIR(m) });
     for (const m of c.modules || []) {
       for (const s of m.sources) list.push({ key: `src:${m.name}:${s.name}`, label: `${s.name}`, render: () => renderCode(s.text, s.lines, `${m.name} (${m.target})`) });
-      if (m.ptx) list.push({ key: `ptx:${m.name}`, label: "PTX", render: () => renderCode(m.ptx, null, `NVRTC's PTX of ${m.name}`) });
+      if (m.ptx) list.push({ key: `ptx:${m.name}`, label: "PTX", render: () => renderCode(m.ptx, m.ptx_lines, `NVRTC's PTX of ${m.name}`) });
       if (m.report) list.push({ key: `report:${m.name}`, label: m.target.startsWith("cuda") ? "Registers, smem, occupancy" : "Vectorization report", render: () => renderReport(m.report) });
     }
     if ((c.pictures || []).length) list.push({ key: "pictures", label: "Pictures", render: renderPictures });
