@@ -62,6 +62,13 @@ class Tensor:
             raise ValueError(f"a symbolic tensor (shape {list(self.shape)}) holds no data; build its graph and run it")
         return np.array(self.storage.numpy(), copy=False).reshape(self.shape)
 
+    def record_stream(self, stream: Any) -> None:
+        """Say that work issued to `stream` uses this 'cuda' tensor's memory: once freed, the memory is reused only
+        after that work has completed (`hidet_lang.cuda.record_stream`, as torch's `Tensor.record_stream`)."""
+        from hidet_lang.cuda.device import record_stream  # the GPU runtime, loaded when a stream is named
+
+        record_stream(self, stream)
+
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         out = self.numpy()
         return out if dtype is None else out.astype(dtype)

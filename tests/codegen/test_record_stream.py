@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import hidet_lang as hidet
+import stdlib_ops as ops
 from codegen.runtime.allocator import CachingAllocator, StreamEvents
 from codegen.runtime.arrays import uses_gpu
 from hidet_lang.cuda.device import record_stream
@@ -146,10 +147,10 @@ def fake_driver() -> Iterator[ctypes.CDLL]:
 
 def test_a_freed_array_used_on_another_stream_is_reused_after_its_work(fake_driver: ctypes.CDLL) -> None:
     side = hidet.cuda.Stream()
-    a = hidet.zeros([1000], device="cuda")
-    address = a.ptr
+    a = ops.asarray(np.ones(1000, np.float32), device="cuda")
+    address = a.storage.ptr
     fake_driver.fake_cuda_hold_stream(int(side), 1)
-    record_stream(a, side)
+    a.record_stream(side)
     del a
     gc.collect()
     b = hidet.zeros([1000], device="cuda")
@@ -158,3 +159,14 @@ def test_a_freed_array_used_on_another_stream_is_reused_after_its_work(fake_driv
     c = hidet.zeros([1000], device="cuda")
     assert c.ptr == address
     del b, c
+
+
+def test_record_stream_of_a_view_records_the_memory_it_views(fake_driver: ctypes.CDLL) -> None:
+    side = hidet.cuda.Stream()
+    a = hidet.zeros([1000], device="cuda")
+    address = a.ptr
+    fake_driver.fake_cuda_hold_stream(int(side), 1)
+    record_stream(a.reshape((10, 100)), side)
+    del a
+    gc.collect()
+    assert hidet.zeros([1000], device="cuda").ptr != address
