@@ -8,8 +8,11 @@ the kernel's line with the original error chained, a view larger than its tensor
 import inspect
 import os
 import re
+import subprocess
 import sys
+import textwrap
 import traceback
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -414,3 +417,29 @@ def test_hidet_lang_is_the_package_itself() -> None:
     out = np.zeros(3, np.float32)
     module.build()(out)
     np.testing.assert_array_equal(out, 7.0)
+
+
+def double(x: hidet.Tensor) -> hidet.Tensor:  # annotations evaluated when this file is imported (no lazy annotations)
+    """A host function of a Hidet program, annotated with Hidet's tensor type."""
+    return x
+
+
+def test_hidet_tensor_annotations_evaluate_when_a_program_is_imported(tmp_path: Path) -> None:
+    assert double.__annotations__["x"] is hidet.Tensor
+    assert isinstance(hidet.zeros([2], "float32"), hidet.Tensor)
+    program = tmp_path / "program.py"
+    program.write_text(textwrap.dedent("""
+        import hidet_lang as hidet
+
+        def host(x: hidet.Tensor, scale: float) -> hidet.Tensor:
+            return x
+
+        assert isinstance(hidet.asarray([1.0, 2.0]), host.__annotations__["x"])
+        print(hidet.lang.f32)
+    """))
+    root = str(Path(hidet.__file__).resolve().parent.parent)
+    path = os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])
+    done = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": path})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "f32"
