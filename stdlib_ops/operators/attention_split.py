@@ -16,8 +16,9 @@ The partial results are the first task's outputs: the runtime allocates them as 
 `attention_partials` is the tensor-core attention kernel with its keys split over blocks
 (`attention_cuda_mma(key_splits=S)`); the merge is a small reduction over S.
 
-`decode_key_splits` chooses S from what is known when the operator is made: the (batch, head) pairs and the cache
-length, so that the blocks fill the GPU about twice over with at least `MIN_SPLIT_KEYS` keys a split.
+`decode_key_splits` chooses S from what is known when the operator is made: the blocks a split takes (the (batch,
+head) pairs, or the key/value heads' where a block takes a group of query heads) and the cache length, so that the
+blocks fill the GPU about twice over with at least `MIN_SPLIT_KEYS` keys a split.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from stdlib_ops.compute import as_dim, as_dtype, cast_to, compute, reduce
 from stdlib_ops.dims import Dim
 from stdlib_ops.operators.base import apply, broadcast_index
 from stdlib_ops.templates.kernels.attention_cuda_mma import HEAD_DIMS, MASK_DTYPES, MMA_DTYPES
+from stdlib_ops.templates.kernels.attention_decode_cuda import packs_query_heads
 from stdlib_ops.tensor import Tensor
 
 TARGET_BLOCKS = 264  # blocks that fill a GPU of 132 SMs (an H100 / H200) twice
@@ -64,7 +66,10 @@ def split_attention(inputs: Sequence[Tensor], batch: tuple[Dim, ...], attributes
         return None
     if not isinstance(sq, int) or sq > MAX_DECODE_QUERIES or (mask and mask[0].dtype not in MASK_DTYPES):
         return None
-    splits = decode_key_splits(math.prod(n for n in batch if isinstance(n, int)), sk)
+    pairs = math.prod(n for n in batch if isinstance(n, int))  # the blocks a split, those known
+    if packs_query_heads(group, sq, attributes["causal"]):
+        pairs //= group  # a block takes the query heads that share a key/value head
+    splits = decode_key_splits(pairs, sk)
     if splits < 2:
         return None
     part_o, part_lse = attention_partials(inputs, batch, attributes, group, splits)

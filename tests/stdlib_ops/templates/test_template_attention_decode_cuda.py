@@ -122,8 +122,9 @@ def reference_gqa(q: np.ndarray, k: np.ndarray, v: np.ndarray, allowed: np.ndarr
 
 
 def test_ops_attention_splits_a_long_cache_for_grouped_heads_and_a_boolean_mask() -> None:
-    """Two queries of 4 heads over 2 key/value heads against 1100 keys: 4 splits (partials and merge on the
-    emulator), equal to float64 numpy, zeros on the row that allows no key."""
+    """Two queries of 4 heads over 2 key/value heads against 1100 keys: a block takes the two query heads of a
+    key/value head (4 rows: keys and values read once), 4 splits (partials and merge on the emulator), equal to
+    float64 numpy, zeros on the row that allows no key."""
     rng = np.random.default_rng(11)
     q = rng.uniform(-2, 2, (1, 4, 2, HEAD_DIM)).astype(np.float16)
     k, v = (rng.uniform(-2, 2, (1, 2, 1100, HEAD_DIM)).astype(np.float16) for _ in range(2))
@@ -138,7 +139,24 @@ def test_ops_attention_splits_a_long_cache_for_grouped_heads_and_a_boolean_mask(
     partials = out.producer.inputs[0].producer
     assert out.producer.name == "attention_merge" and partials.name == "attention_partials"
     assert partials.task.attrs["key_splits"] == 1100 // MIN_SPLIT_KEYS
-    assert binding_of(partials.task, "cuda").name == "attention_partials_cuda_mma"
+    binding = binding_of(partials.task, "cuda")
+    assert binding.name == "attention_partials_cuda_mma"
+    assert binding.sizes["batch_heads"] == 2 and binding.sizes["seq_q"] == 4
+
+
+def test_causal_grouped_heads_read_their_key_value_head_each() -> None:
+    """Causal (aligned at the top left: query i sees keys 0 ... i), 4 query heads over 2 key/value heads, 3
+    queries against 520 keys: each query head a block of its own, 2 splits, the second seeing no key."""
+    rng = np.random.default_rng(12)
+    q = rng.uniform(-2, 2, (1, 4, 3, HEAD_DIM)).astype(np.float16)
+    k, v = (rng.uniform(-2, 2, (1, 2, 520, HEAD_DIM)).astype(np.float16) for _ in range(2))
+    args = [ops.asarray(x, device="cuda") for x in (q, k, v)]
+    got = ops.attention(*args, True, enable_gqa=True).numpy()
+    reference_gqa(q, k, v, np.tril(np.ones((4, 3, 520), bool)), got)
+    symbols = [ops.symbol(list(x.shape), dtype=str(x.dtype), device="cuda") for x in (q, k, v)]
+    partials = ops.attention(*symbols, True, enable_gqa=True).producer.inputs[0].producer
+    binding = binding_of(partials.task, "cuda")
+    assert binding.sizes["batch_heads"] == 4 and binding.options["key_splits"] == 2
 
 
 def test_compiled_graph_with_a_symbolic_cache_length() -> None:
