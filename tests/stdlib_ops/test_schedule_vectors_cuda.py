@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import stdlib_ops as ops
@@ -72,8 +72,9 @@ def expected(x: np.ndarray, row: np.ndarray, column: np.ndarray, scalar: np.ndar
 
 
 @settings(max_examples=example_count(10), deadline=None)
-@given(dtype=st.sampled_from(sorted(LANES)), rows=st.integers(1, 9), vectors=st.integers(1, 2), odd=st.booleans(),
+@given(dtype=st.sampled_from(sorted(LANES)), rows=st.integers(0, 9), vectors=st.integers(1, 2), odd=st.booleans(),
        seed=st.integers(0, 2**32 - 1))
+@example(dtype="float32", rows=0, vectors=1, odd=False, seed=0)  # an empty output: no address of its elements
 def test_broadcasts_equal_numpy_vectorized_or_not(dtype: str, rows: int, vectors: int, odd: bool, seed: int) -> None:
     cols = LANES[dtype] * vectors + (1 if odd else 0)
     copies = vector_copies(auto_schedule(broadcast_task(dtype, cols), Target.of("cuda")))
