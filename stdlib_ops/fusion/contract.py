@@ -1,8 +1,10 @@
 """The fusion contract of a scheduled kernel, and the error that names where a kernel breaks it.
 
 A tensor parameter that receives a prologue (an *anchor input*) may be used by the kernel only through element
-reads with a full index, `x[i, j]`, or as the source of `cp_async(dst, ~x[i, j], nbytes)`; one that receives an
-epilogue (an *anchor output*) only through element stores with a full index, `y[i, j] = v`. Any other use (passing
+reads with a full index, `x[i, j]`, or as the source of `cp_async(dst, ~x[i, j], nbytes)` or of a vector copy
+(`copy_vector_16(~regs[0], ~x[i, j])`); one that receives an epilogue (an *anchor output*) only through element
+stores with a full index, `y[i, j] = v`, or as the destination of a vector copy; either one also in the alignment
+test of an element's address (`address_aligned(~x[0, 0], 16)`). Any other use (passing
 it to a function, viewing or casting it, taking an address, aliasing it, storing to an input, reading an output,
 a partial index) is reported with the statement's source position, because a rewrite could not preserve it.
 """
