@@ -10,9 +10,10 @@ from typing import Any
 
 import numpy as np
 
+from hidet_lang.explorer.ir_lines import step_lines
 from hidet_lang.explorer.pictures import pictures_of
-from hidet_lang.explorer.program import Workspace
-from hidet_lang.explorer.stages import build_options, graph_stages, module_stages, workspace_dumps
+from hidet_lang.explorer.program import PROGRAM_FILE, Workspace
+from hidet_lang.explorer.stages import build_options, dump_folder, graph_stages, module_stages, workspace_dumps
 
 TIMING_BUDGET_S = 0.5  # per timed function: calls until this much time has passed (at least 3, at most 100)
 
@@ -65,20 +66,22 @@ def compile_job(workspace: Workspace, job: dict[str, Any]) -> dict[str, Any]:
     progress("running the program")
     namespace = workspace.execute(job["program"], workspace.program)
     modules, graphs = program_values(namespace)
-    built_modules, built_graphs = [], []
+    built_modules, built_graphs, line_maps = [], [], {}
     values = dict(namespace)
     for name, module in modules.items():
         progress(f"building {name}")
         values.update(_mappings_in(module))
         built = module.build(**build_options(_built_target(module), job.get("arch", ""), job.get("check", False)))
         built_modules.append(module_stages(name, built))
+        ir = module.ir_module()
+        line_maps[dump_folder(ir)] = step_lines(ir, built.ir.target, PROGRAM_FILE)
     for name, graph in graphs.items():
         progress(f"building the graph {name}")
         built_graphs.append(graph_stages(name, graph, graph.build(target=job.get("target", "cpu"))))
     if not modules and not graphs:
         raise ValueError("the program defines no script module (`with hidet.script_module() as module:`) and no "
                          "graph (`graph = ops.optimize(ops.trace_from(...))`) to compile")
-    return {"ir": workspace_dumps(workspace), "modules": built_modules, "graphs": built_graphs,
+    return {"ir": workspace_dumps(workspace, line_maps), "modules": built_modules, "graphs": built_graphs,
             "pictures": [p.as_json() for p in pictures_of(values)]}
 
 

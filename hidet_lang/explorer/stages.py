@@ -15,9 +15,10 @@ from hidet_lang.explorer.ptx import compile_ptx, ptx_dsl_lines
 from hidet_lang.explorer.source_lines import dsl_lines
 
 
-def ir_stages(dumps: Path) -> list[dict[str, Any]]:
+def ir_stages(dumps: Path, line_maps: dict[str, dict[str, list[int | None]]]) -> list[dict[str, Any]]:
     """The IR dumps under `dumps`, one entry per lowered module: its name and its steps in order, each with its
-    text and the unified diff from the step before (empty where the step changed nothing)."""
+    text, the unified diff from the step before (empty where the step changed nothing) and, where `line_maps` has
+    the module's folder, the DSL line of each line of the text."""
     modules = []
     for folder in sorted(p for p in dumps.iterdir() if p.is_dir()) if dumps.is_dir() else []:
         steps, previous = [], None
@@ -25,10 +26,17 @@ def ir_stages(dumps: Path) -> list[dict[str, Any]]:
             text = path.read_text()
             diff = "" if previous is None else "".join(difflib.unified_diff(
                 previous.splitlines(keepends=True), text.splitlines(keepends=True), "before", "after", n=2))
-            steps.append({"name": path.stem, "text": text, "diff": diff})
+            lines = line_maps.get(folder.name, {}).get(path.stem)
+            steps.append({"name": path.stem, "text": text, "diff": diff,
+                          "lines": lines if lines is not None and len(lines) == len(text.splitlines()) else None})
             previous = text
         modules.append({"module": folder.name, "steps": steps})
     return modules
+
+
+def dump_folder(module: Any) -> str:
+    """The folder name `HIDET_LANG_DUMP_IR` gives a module (`hidet_lang.passes.pipeline`): its functions' names."""
+    return "_".join(f.name for f in module.functions)[:80]
 
 
 def module_stages(name: str, built: Any) -> dict[str, Any]:
@@ -70,9 +78,11 @@ def build_options(built_target: str, arch: str, check: bool) -> dict[str, Any]:
     return options
 
 
-def workspace_dumps(workspace: Workspace) -> list[dict[str, Any]]:
-    """The IR stages of everything built in `workspace`, paths shortened to the page's file names."""
-    stages = ir_stages(workspace.dumps)
+def workspace_dumps(workspace: Workspace, line_maps: dict[str, dict[str, list[int | None]]] | None = None
+                    ) -> list[dict[str, Any]]:
+    """The IR stages of everything built in `workspace` (with `line_maps`, by dump folder and step, the DSL line of
+    each line of the IR), paths shortened to the page's file names."""
+    stages = ir_stages(workspace.dumps, line_maps or {})
     for module in stages:
         for step in module["steps"]:
             step["text"], step["diff"] = workspace.shorten(step["text"]), workspace.shorten(step["diff"])

@@ -68,6 +68,9 @@ def test_compile_shows_every_stage(client: TestClient) -> None:
         assert (after["diff"] == "") == (before["text"] == after["text"])
         assert after["diff"] == "" or after["diff"].startswith("--- before")
     assert any(step["diff"] for step in ir["steps"])
+    for step in (ir["steps"][0], ir["steps"][-1]):  # the IR's store is linked to the DSL line of the store
+        store = next(k for k, line in enumerate(step["text"].splitlines()) if "* 3.0" in line)
+        assert step["lines"][store] == 10 and step["lines"][0] == 7  # and the function to its def
     (module,) = result["modules"]
     (c,) = module["sources"]
     assert module["target"] == "cpu" and c["name"] == "C"

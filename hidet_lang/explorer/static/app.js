@@ -193,7 +193,10 @@ function renderIR(m) {
     const step = m.steps[Number($("ir-step").value)];
     const diff = $("ir-diff").checked;
     const marks = (l) => (l.startsWith("+") ? "add" : l.startsWith("-") ? "del" : "");
-    $("ir-text").innerHTML = codeHtml(diff ? step.diff || "(this step changed nothing)" : step.text, null, diff ? marks : null);
+    $("ir-text").innerHTML = codeHtml(diff ? step.diff || "(this step changed nothing)" : step.text, diff ? null : step.lines, diff ? marks : null);
+    for (const row of $("ir-text").querySelectorAll("[data-dsl]")) {
+      row.addEventListener("click", () => linkToSource(Number(row.dataset.dsl)));
+    }
   };
   $("ir-step").value = String(m.steps.length - 1);
   $("ir-step").onchange = draw;
