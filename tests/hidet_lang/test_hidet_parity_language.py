@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hidet_lang as hidet
-from hidet_lang import as_tensor_pointer, attrs, f32, grid, i32, meta, spatial, view
+from hidet_lang import as_tensor_pointer, attrs, column_major, f32, grid, i32, meta, register_tensor, spatial, view
 from hidet_lang.cuda import blockIdx, threadIdx
 from hidet_lang.errors import DSLError, DSLSyntaxError, DSLTypeError, DSLValueError
 from hidet_lang.testing import arrays, example_count
@@ -284,6 +284,20 @@ def test_a_row_used_as_a_number_says_to_index_every_dimension() -> None:
             out[0] = a[1] * 2.0  # MARK: row as a number
 
     assert info.value.span.line == line_of("row as a number")
+
+
+def test_a_tensor_with_a_layout_is_indexed_in_all_its_dimensions_at_once() -> None:
+    with pytest.raises(DSLSyntaxError, match=r"a tensor with a layout \(.*\) cannot be sliced or partly indexed; "
+                                             r"index all its 2 dimensions at once") as info:
+
+        @hidet.script
+        def bad(out: f32[4, 4]):
+            attrs.func_kind = "public"
+            tiles = register_tensor(f32, layout=column_major(4, 4))
+            tiles[0][1] = 1.0  # MARK: partial index of a layout tensor
+            out[0, 0] = tiles[0, 1]
+
+    assert info.value.span.line == line_of("partial index of a layout tensor")
 
 
 # ------------------------------------------------------------------------------------------------ errors of host code
