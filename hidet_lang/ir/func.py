@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
+from hidet_lang.builder import installed_builder
 from hidet_lang.ir.expr import Expr, Var
 from hidet_lang.ir.node import Node
 from hidet_lang.ir.span import Span
@@ -108,3 +110,9 @@ class IRModule(Node):
             if f.name == name:
                 return f
         raise KeyError(f"no function {name!r} in the module; it has {', '.join(f.name for f in self.functions)}")
+
+    def build(self, target: str | None = None, **options: Any) -> Any:
+        """Compile the module (Hidet's `ir_module.build()`) with the installed builder, as `script_module().build()`
+        does: for `target` ('cpu', 'cuda', 'cuda:sm_XY'; inferred from the function kinds when omitted), with the
+        same options (`check=True`, ...)."""
+        return installed_builder()(self, target, **options)

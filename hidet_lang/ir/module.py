@@ -5,8 +5,8 @@
     compiled = ir_module.build()
 
 The functions are kept by name in the order they were added (a script function's callees before it). The IR itself
-is immutable: `ir()` gives the `hidet_lang.ir.func.IRModule` node these functions make, which is what `build()`
-compiles (as `script_module().build()` does) and what `str()` prints.
+is immutable: `ir()` gives the `hidet_lang.ir.func.IRModule` node these functions make (what `script_module()`'s
+`ir_module()` gives too), which is what `build()` compiles and what `str()` prints.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from hidet_lang.builder import installed_builder
 from hidet_lang.ir import func as F
 
 
@@ -53,7 +52,7 @@ class IRModule:
     def build(self, target: str | None = None, **options: Any) -> Any:
         """Compile the module, as `script_module().build()` does: for `target` ('cpu', 'cuda', 'cuda:sm_XY';
         inferred from the function kinds when omitted), with the same options (`check=True`, ...)."""
-        return installed_builder()(self.ir(), target, **options)
+        return self.ir().build(target, **options)
 
     def __str__(self) -> str:
         return str(self.ir())

@@ -148,9 +148,10 @@ def test_add_function_brings_a_script_functions_callees_and_takes_ir_functions()
     module.add_function("count_from_one", count_from_one)
     assert list(module.functions) == ["add_one", "count_from_one"]
     again = IRModule(module.ir().functions)  # IR functions, as an iterable
-    a = hidet.zeros([4], hidet.i32)
-    again.build()(a)
-    np.testing.assert_array_equal(a, np.arange(1, 5))
+    for built in (again.build(), module.ir().build("cpu")):  # the IR node builds too, as Hidet's modules do
+        a = hidet.zeros([4], hidet.i32)
+        built(a)
+        np.testing.assert_array_equal(a, np.arange(1, 5))
 
 
 def test_add_function_refuses_a_second_function_of_a_name_a_wrong_name_and_non_functions() -> None:
