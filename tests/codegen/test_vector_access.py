@@ -1,6 +1,8 @@
 """The DSL's vector accesses (`copy_vector`, `address_aligned`): a kernel moving rows of four f32 with one 16-byte
 load and store each equals numpy in the emulator's checking mode, takes its element path for a misaligned
-argument, and without that test has the misaligned copy reported at its DSL line; bad widths are refused."""
+argument, and without that test has the misaligned copy reported at its DSL line; bad widths are refused. Fused
+with a prologue and an epilogue it loads the prologue's input as vectors and stores through the epilogue; a copy
+straight from a fused input to a fused output breaks the fusion contract."""
 
 from __future__ import annotations
 
@@ -10,9 +12,14 @@ import numpy as np
 import pytest
 
 import hidet_lang as hidet
+from codegen.build import build_module
 from codegen.runtime.arrays import uses_gpu
 from hidet_lang import attrs, f32, i32
 from hidet_lang.cuda import address_aligned, blockIdx, copy_vector, register_tensor, threadIdx
+from hidet_lang.ir import expr as E
+from hidet_lang.ir.functor import collect
+from hidet_lang.ir.types import TensorType, float32
+from stdlib_ops.fusion import Epilogue, FusionContractError, Prologue, Store, fuse
 
 
 def scale_module(guarded: bool) -> hidet.ScriptModule:
@@ -70,3 +77,44 @@ def test_bad_widths_are_refused() -> None:
         copy_vector(None, None, 32)
     with pytest.raises(ValueError, match="address_aligned takes a power of two"):
         address_aligned(None, 12)
+
+
+def copies_input_to_output(n: i32, x: f32[n, 4], y: f32[n, 4]):  # noqa: F821 (parameters)
+    attrs.func_kind = "cuda_kernel"
+    attrs.cuda.grid_dim = 1
+    attrs.cuda.block_dim = 32
+    if threadIdx.x < n:
+        copy_vector(~y[threadIdx.x, 0], ~x[threadIdx.x, 0], 16)  # VIOLATION
+
+
+def test_fusion_computes_the_vectors_from_a_prologue_and_stores_them_through_an_epilogue() -> None:
+    """A prologue on x (x = a - 1, a's rows loaded as vectors) and an epilogue on y (z = y + 0.5, one element
+    store a lane), aligned and misaligned, equal numpy in the checking mode."""
+    module = scale_module(True).ir_module()
+    kernel = module.functions[0]
+    n = kernel.params[0]
+    a = E.Var("a", TensorType(float32, (n, 4)))
+    z = E.Var("z", TensorType(float32, (n, 4)))
+    fused = fuse(module, {"x": Prologue((a,), lambda idx: E.binary("-", E.TensorElement(a, idx), 1.0))},
+                 {"y": Epilogue((z,), lambda idx, v: [Store(z, idx, E.binary("+", v, 0.5))])})
+    names = [i.name for i in collect(fused.functions[0].body, E.Intrinsic) if i.name.startswith("copy_vector")]
+    assert names == ["copy_vector_16"]  # a's load; y's store is element stores through the epilogue
+    built = build_module(fused, "cuda", check=True)
+    av = np.random.default_rng(5).integers(-9, 9, (9, 4)).astype(np.float32)
+    for arg in (av, misaligned(av)):
+        zv = np.zeros((9, 4), np.float32)
+        built(9, arg, zv)
+        np.testing.assert_array_equal(zv, (av - 1) * 2 + np.float32(0.5))
+
+
+def test_a_vector_copy_between_fused_tensors_breaks_the_contract() -> None:
+    with hidet.script_module() as m:
+        hidet.script(copies_input_to_output)
+    lines, first = inspect.getsourcelines(copies_input_to_output)
+    line = first + next(k for k, text in enumerate(lines) if "# VIOLATION" in text)
+    module = m.ir_module()
+    x = module.functions[0].params[1]
+    a, z = E.Var("a", x.type), E.Var("z", x.type)
+    with pytest.raises(FusionContractError, match=rf":{line}:"):
+        fuse(module, {"x": Prologue((a,), lambda idx: E.TensorElement(a, idx))},
+             {"y": Epilogue((z,), lambda idx, v: [Store(z, idx, v)])})
