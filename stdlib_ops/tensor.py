@@ -292,9 +292,9 @@ def full(shape: Any, fill_value: Any, dtype: Any = "float32", device: str = "cpu
     return wrap(arrays.asarray(np.full(_shape(shape), fill_value, _numpy_dtype(dtype)), device=device), device)
 
 
-def randn(shape: Any, dtype: Any = "float32", device: str = "cpu") -> Tensor:
-    """Standard-normal random values."""
-    return wrap(arrays.randn(_shape(shape), _numpy_dtype(dtype), device), device)
+def randn(shape: Any, dtype: Any = "float32", mean: float = 0.0, stddev: float = 1.0, device: str = "cpu") -> Tensor:
+    """Normally distributed random values (Hidet's parameters, in Hidet's order)."""
+    return wrap(arrays.randn(_shape(shape), _numpy_dtype(dtype), mean, stddev, device=device), device)
 
 
 def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None, device: str = "cpu") -> Tensor:

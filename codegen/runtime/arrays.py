@@ -276,9 +276,10 @@ def ones(shape: Any, dtype: Any = "float32", device: str = "cpu") -> HostArray |
     return full(shape, 1, dtype, device)
 
 
-def randn(shape: Any, dtype: Any = "float32", device: str = "cpu") -> HostArray | DeviceArray:
-    """Standard-normal random values."""
-    return _filled(np.random.standard_normal(_shape(shape)).astype(numpy_dtype_of(dtype)), device)
+def randn(shape: Any, dtype: Any = "float32", mean: float = 0.0, stddev: float = 1.0,
+          device: str = "cpu") -> HostArray | DeviceArray:
+    """Normally distributed random values (Hidet's parameters, in Hidet's order)."""
+    return _filled(np.random.normal(mean, stddev, _shape(shape)).astype(numpy_dtype_of(dtype)), device)
 
 
 def rand(shape: Any, dtype: Any = "float32", device: str = "cpu") -> HostArray | DeviceArray:

@@ -59,9 +59,11 @@ def test_bfloat16_by_its_dsl_type_and_names() -> None:
         assert hidet.ones([2], dtype).dtype == np.dtype(ml_dtypes.bfloat16)
 
 
-def test_rand_is_uniform_in_the_unit_interval() -> None:
+def test_rand_is_uniform_in_the_unit_interval_and_randn_takes_hidets_mean_and_stddev() -> None:
     values = hidet.rand([4096], hidet.float64)
-    assert values.min() >= 0.0 and values.max() < 1.0 and 0.45 < values.mean() < 0.55
+    assert values.min() >= 0.0 and values.max() < 1.0 and 0.45 < values.mean() < 0.55  # 11 standard errors apart
+    for normal in (hidet.randn([4096], "f64", 5.0, 0.5), np.asarray(ops.randn([4096], "f64", mean=5.0, stddev=0.5))):
+        assert 4.95 < normal.mean() < 5.05 and 0.45 < normal.std() < 0.55  # six standard errors or more apart
 
 
 @pytest.mark.parametrize("bad", ["f33", "tensor", object(), hidet.f32[4]])
