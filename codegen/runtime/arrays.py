@@ -263,7 +263,11 @@ def empty(shape: Any, dtype: Any = "float32", device: str = "cpu") -> HostArray 
 
 def full(shape: Any, fill_value: Any, dtype: Any = "float32", device: str = "cpu") -> HostArray | DeviceArray:
     """An array with every element `fill_value`."""
-    return _filled(np.full(_shape(shape), fill_value, numpy_dtype_of(dtype)), device)
+    if _check_device(device) == "cuda":
+        return to_device(np.full(_shape(shape), fill_value, numpy_dtype_of(dtype)))
+    out = guarded_empty(_shape(shape), numpy_dtype_of(dtype), HostArray)
+    out.fill(fill_value)  # in place: no array of the full size besides
+    return out
 
 
 def zeros(shape: Any, dtype: Any = "float32", device: str = "cpu") -> HostArray | DeviceArray:
