@@ -1,4 +1,4 @@
-"""The pictures drawn without Graphviz: task mappings, layouts, DOT graphs; and the DSL lines of generated code."""
+"""The pictures drawn without Graphviz: task mappings, layouts, DOT graphs; and the DSL lines of generated C and PTX."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from hidet_lang.explorer.dot_svg import dot_to_svg, parse_dot
 from hidet_lang.explorer.pictures import layout_picture, mapping_picture, pictures_of
+from hidet_lang.explorer.ptx import ptx_dsl_lines
 from hidet_lang.explorer.source_lines import dsl_lines
 from hidet_lang.ir.layout import column_major, row_major
 from hidet_lang.ir.mapping import repeat, spatial
@@ -87,3 +88,12 @@ def test_dot_drawing_puts_each_node_below_its_inputs() -> None:
 def test_generated_lines_know_the_dsl_line_they_came_from() -> None:
     source = "#include <x.h>\n\n// /tmp/a/program.py:6\nvoid f() {\n    // program.py:7\n    x = 1;\n}\nint y;"
     assert dsl_lines(source, "program.py") == [None, None, 6, 6, 7, 7, 7, None]
+
+
+def test_ptx_lines_follow_loc_directives_and_inlining() -> None:
+    ptx = "\n".join([
+        '.file 1 "/somewhere/module.cu"', '.file 2 "/include/header.h"',
+        ".visible .entry k(", "{", ".loc 1 3 5", "add.s32 %r1, %r2, 1;", ".loc 2 40 1", "mul.f32 %f1, %f2, %f3;",
+        ".loc 1 9 2, function_name $L__info_string0, inlined_at 1 4 7", "sub.f32 %f1, %f2, %f3;", "}", "ret;"])
+    source_lines = [None, None, 12, 13, None, None, None, None, 20]  # the DSL line of each line of the CUDA C
+    assert ptx_dsl_lines(ptx, source_lines) == [None, None, None, None, 12, 12, 12, 12, 13, 13, 13, None]
