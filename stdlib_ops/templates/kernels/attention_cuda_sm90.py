@@ -25,9 +25,13 @@ tensors themselves).
 - **O += P V** with P, rounded to the input dtype, taken from the registers as wgmma's A fragment: register
   `8 kk + e` of S is element e of the A fragment of the kk-th 16 keys, so no shuffle is needed. V's tile is
   MN-major (keys are the reduction, rows of V): `transposed` descriptors, one m64n64k16 a 64 columns of O.
-- **Overlap.** A consumer issues the next tile's `S = Q K^T` before it computes the current tile's softmax, so the
-  tensor cores multiply while the threads exponentiate (two S accumulators, the loop unrolled by two so that each
-  has a register tensor of its own); a stage is released once its `P V` is done.
+- **Overlap.** Step t of a consumer issues tile t's `S = Q K^T`, then tile t - 1's `P V`, waits for S only
+  (`wgmma_wait_group(1)`) and computes tile t's softmax while that `P V` runs; then it waits for `P V`, releases
+  the stage, rescales O and rounds the new P into the A fragments. Step 0 multiplies a P of zeros by tile 0's V, so
+  that every step commits the same two groups (the compiler, which follows the groups along every path, then sees
+  S complete after the wait). The softmax only reads S, writing the scaled, masked scores and their exponentials
+  to registers of their own: writing a wgmma's accumulators while another wgmma runs would make the compiler
+  serialize them.
 - **Every size.** TMA fills the parts of a box outside the tensor with zeros; keys past `seq_k` (and, causally,
   past the query: queries see keys j <= i, as torch's `is_causal`) score -inf, causal blocks stop at the tile of
   their last query's diagonal, and rows past `seq_q` are stored nowhere. The additive mask is read element by
@@ -92,13 +96,13 @@ MASK_DTYPES = ("float32", "float16", "bfloat16", "float64")
 DECODING_QUERIES = 16  # queries the tensor-core template's decoding schedule takes (its warps split the keys)
 MAX_SMEM_BYTES = 227 * 1024  # the most dynamic shared memory a block of an sm_90 GPU may have
 PRODUCER_REGISTERS = 40  # the producer's register budget a thread (it only issues copies)
-CONSUMER_REGISTERS = {1: 256, 2: 232}  # a consumer's, by consumers: two S tiles, P, O and the softmax around them
+CONSUMER_REGISTERS = {1: 256, 2: 232}  # a consumer's, by consumers: S, its exponentials, P, O and the softmax
 
 
 def default_schedule(head_dim: int) -> dict[str, int]:
     """The schedule for `head_dim` (64 or 128): two consumers (128 queries a block) and tiles of 64 keys in a ring
     of three stages. With three warpgroups a thread has 168 registers (65536 / 384, as the compiler allots them):
-    two S tiles of 128 keys, P and O would not fit."""
+    S and its exponentials for 128 keys, P and O would not fit."""
     return {"consumers": 2, "block_k": 64, "stages": 3}
 
 
@@ -134,7 +138,7 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
     require(consumers in (1, 2), name, "consumers must be 1 or 2")
     require(block_k in BLOCK_KS, name, f"block_k must be one of {BLOCK_KS}")
     require(block_k == 64 or (consumers == 1 and head_dim == 64), name, "tiles of 128 keys fit a thread's registers "
-            "(two S tiles, P and O) only with one consumer at head dimension 64")
+            "(S, its exponentials, P and O) only with one consumer at head dimension 64")
     require(2 <= stages <= 8, name, "stages must be 2 to 8")
     block_q = ROWS * consumers
     chunks = head_dim // ROWS  # 64-column tiles of the head dimension
@@ -210,94 +214,94 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
                 setmaxnreg_inc(CONSUMER_REGISTERS[consumers])
                 t = threadIdx.x % WARPGROUP
                 rows = (role - 1) * ROWS  # this warpgroup's queries in the block
-                acc_s0 = register_tensor(f32, [s_regs])  # the S tiles of even and of odd steps
-                acc_s1 = register_tensor(f32, [s_regs])
+                acc_s = register_tensor(f32, [s_regs])  # S
+                prob = register_tensor(f32, [s_regs])  # the scaled and masked scores, then their exponentials
                 acc_o = register_tensor(f32, [chunks, ROWS // 2])  # a 64x64 accumulator a 64 columns of O
                 pa = register_tensor(dt, [k_slices, 8])  # P's A fragments, one a 16 keys
                 row_max = register_tensor(f32, [2])
                 row_sum = register_tensor(f32, [2])
+                correction = register_tensor(f32, [2])  # the factor O is rescaled by before the next P V
                 for hh in meta.range(2):
                     row_max[hh] = -math.inf
                     row_sum[hh] = 0.0
+                    correction[hh] = 1.0
+                for r in meta.range(s_regs):
+                    pa[r // 8, r % 8] = dt(0.0)
                 for j in meta.range(chunks):
                     for r in meta.range(ROWS // 2):
                         acc_o[j, r] = 0.0
                 mbarrier_wait(~q_full[0], 0)
-                # step `it` issues S of tile `it`, then does the softmax and P V of tile `it - 1` while that S is
-                # multiplied; unrolled by two, so that the tile of an even step is in acc_s0, of an odd in acc_s1
-                for pair in range((tiles + 2) // 2):
-                    for half in meta.range(2):
-                        it = 2 * pair + half
-                        acc_next = acc_s0 if half == 0 else acc_s1
-                        acc_s = acc_s1 if half == 0 else acc_s0
-                        if it <= tiles:
-                            wgmma_wait_group(0, acc_s)  # S of tile it - 1 and P V of tile it - 2 are done
-                            wgmma_wait_group(0, acc_o)
-                            if it >= 2:
-                                mbarrier_arrive(~empty[(it - 2) % stages])
-                            if it < tiles:
-                                sn = it % stages
-                                mbarrier_wait(~full[sn], it // stages % 2)
-                                wgmma_fence()  # acc_next was read by the softmax of tile it - 2
-                                for dc in meta.range(chunks):
-                                    for kk in meta.range(ROWS // WGMMA_K):
-                                        tile_q = view(dynamic_shared_memory(((role - 1) * chunks + dc) * tile_bytes,
-                                                                            dt), q_tile)
-                                        tile_k = view(dynamic_shared_memory(q_bytes + sn * stage_bytes
-                                                                            + dc * kv_tile_bytes, dt), kv_tile)
-                                        wgmma_mma_async(acc_next, wgmma_descriptor(tile_q, k=kk * WGMMA_K),
-                                                        wgmma_descriptor(tile_k, k=kk * WGMMA_K), dtype=dt,
-                                                        scale_d=0 if dc == 0 and kk == 0 else 1)
-                                wgmma_commit_group()
-                            if it >= 1:
-                                s = (it - 1) % stages
-                                k0 = (it - 1) * block_k
-                                for r in meta.range(s_regs):
-                                    acc_s[r] = acc_s[r] * scale
-                                if k0 + block_k > seq_k or has_mask or (causal and k0 + block_k - 1 > q0 + rows):
-                                    for r in meta.range(s_regs):
-                                        i = q0 + rows + wgmma_accumulator_row(t, r)
-                                        jk = k0 + wgmma_accumulator_col(t, r)
-                                        if jk >= seq_k or (causal and jk > i):
-                                            acc_s[r] = -math.inf
-                                        elif has_mask:
-                                            if i < seq_q:
-                                                if batched:
-                                                    acc_s[r] = acc_s[r] + f32(rest[0][b, h, i, jk])
-                                                else:
-                                                    acc_s[r] = acc_s[r] + f32(rest[0][h, i, jk])
-                                for hh in meta.range(2):
-                                    tile_max: f32 = -math.inf
-                                    for n in meta.range(block_k // 8):
-                                        tile_max = max(tile_max, max(acc_s[4 * n + 2 * hh], acc_s[4 * n + 2 * hh + 1]))
-                                    tile_max = max(tile_max, shfl_xor_sync(FULL_MASK, tile_max, 1))
-                                    tile_max = max(tile_max, shfl_xor_sync(FULL_MASK, tile_max, 2))
-                                    new_max = max(row_max[hh], tile_max)
-                                    shift = 0.0 if new_max == -math.inf else new_max
-                                    correction = math.exp(row_max[hh] - shift)
-                                    row_max[hh] = new_max
-                                    total: f32 = 0.0
-                                    for n in meta.range(block_k // 8):
-                                        for e in meta.range(2):
-                                            p = math.exp(acc_s[4 * n + 2 * hh + e] - shift)
-                                            pa[n // 2, n % 2 * 4 + 2 * hh + e] = dt(p)
-                                            total += p
-                                    row_sum[hh] = row_sum[hh] * correction + total
-                                    for j in meta.range(chunks):
-                                        for n in meta.range(ROWS // 8):
-                                            for e in meta.range(2):
-                                                acc_o[j, 4 * n + 2 * hh + e] = acc_o[j, 4 * n + 2 * hh + e] * correction
-                                wgmma_fence()  # P and the rescaled O were written
-                                for kk in meta.range(k_slices):
-                                    for j in meta.range(chunks):
-                                        tile_v = view(dynamic_shared_memory(q_bytes + s * stage_bytes + (chunks + j)
-                                                                            * kv_tile_bytes, dt), kv_tile)
-                                        wgmma_mma_async(~acc_o[j, 0], ~pa[kk, 0],
-                                                        wgmma_descriptor(tile_v, k=kk * WGMMA_K, transposed=True),
-                                                        dtype=dt, trans_b=True, n=ROWS)
-                                wgmma_commit_group()
-                wgmma_wait_group(0, acc_o)  # the last tile's P V is done: release its stage
-                mbarrier_arrive(~empty[(tiles - 1) % stages])
+                # step `it` issues S of tile `it`, then P V of tile `it - 1` (its P in registers), and computes the
+                # softmax of tile `it` while that P V runs. Step 0 multiplies a P of zeros by tile 0's V: every step
+                # then commits the same groups, so that the compiler sees S done after `wgmma_wait_group(1)`
+                for it in range(tiles + 1):
+                    if it < tiles:
+                        s = it % stages
+                        mbarrier_wait(~full[s], it // stages % 2)
+                        wgmma_fence()  # S was read into P by the last step
+                        for dc in meta.range(chunks):
+                            for kk in meta.range(ROWS // WGMMA_K):
+                                tile_q = view(dynamic_shared_memory(((role - 1) * chunks + dc) * tile_bytes, dt),
+                                              q_tile)
+                                tile_k = view(dynamic_shared_memory(q_bytes + s * stage_bytes + dc * kv_tile_bytes,
+                                                                    dt), kv_tile)
+                                wgmma_mma_async(acc_s, wgmma_descriptor(tile_q, k=kk * WGMMA_K),
+                                                wgmma_descriptor(tile_k, k=kk * WGMMA_K), dtype=dt,
+                                                scale_d=0 if dc == 0 and kk == 0 else 1)
+                        wgmma_commit_group()
+                    sv = max(it - 1, 0) % stages
+                    wgmma_fence()  # P and the rescaled O were written
+                    for kk in meta.range(k_slices):
+                        for j in meta.range(chunks):
+                            tile_v = view(dynamic_shared_memory(q_bytes + sv * stage_bytes + (chunks + j)
+                                                                * kv_tile_bytes, dt), kv_tile)
+                            wgmma_mma_async(~acc_o[j, 0], ~pa[kk, 0],
+                                            wgmma_descriptor(tile_v, k=kk * WGMMA_K, transposed=True),
+                                            dtype=dt, trans_b=True, n=ROWS)
+                    wgmma_commit_group()
+                    wgmma_wait_group(1, acc_s)  # S is done, P V may still run
+                    if it < tiles:
+                        k0 = it * block_k
+                        for r in meta.range(s_regs):  # S is only read: writing a wgmma's accumulators while
+                            prob[r] = acc_s[r] * scale  # another runs would serialize them on the GPU
+                        if k0 + block_k > seq_k or has_mask or (causal and k0 + block_k - 1 > q0 + rows):
+                            for r in meta.range(s_regs):
+                                i = q0 + rows + wgmma_accumulator_row(t, r)
+                                jk = k0 + wgmma_accumulator_col(t, r)
+                                if jk >= seq_k or (causal and jk > i):
+                                    prob[r] = -math.inf
+                                elif has_mask:
+                                    if i < seq_q:
+                                        if batched:
+                                            prob[r] = prob[r] + f32(rest[0][b, h, i, jk])
+                                        else:
+                                            prob[r] = prob[r] + f32(rest[0][h, i, jk])
+                        for hh in meta.range(2):
+                            tile_max: f32 = -math.inf
+                            for n in meta.range(block_k // 8):
+                                tile_max = max(tile_max, max(prob[4 * n + 2 * hh], prob[4 * n + 2 * hh + 1]))
+                            tile_max = max(tile_max, shfl_xor_sync(FULL_MASK, tile_max, 1))
+                            tile_max = max(tile_max, shfl_xor_sync(FULL_MASK, tile_max, 2))
+                            new_max = max(row_max[hh], tile_max)
+                            shift = 0.0 if new_max == -math.inf else new_max
+                            correction[hh] = math.exp(row_max[hh] - shift)
+                            row_max[hh] = new_max
+                            total: f32 = 0.0
+                            for n in meta.range(block_k // 8):
+                                for e in meta.range(2):
+                                    p = math.exp(prob[4 * n + 2 * hh + e] - shift)
+                                    prob[4 * n + 2 * hh + e] = p
+                                    total += p
+                            row_sum[hh] = row_sum[hh] * correction[hh] + total
+                    wgmma_wait_group(0, acc_o)  # P V is done: its stage is free, its P registers too
+                    if it > 0:
+                        mbarrier_arrive(~empty[(it - 1) % stages])
+                    if it < tiles:
+                        for j in meta.range(chunks):
+                            for r in meta.range(ROWS // 2):
+                                acc_o[j, r] = acc_o[j, r] * correction[r // 2 % 2]
+                        for r in meta.range(s_regs):
+                            pa[r // 8, r % 8] = dt(prob[r])
                 for hh in meta.range(2):  # the row's sum over its four threads, then its reciprocal (0 for 0)
                     row_sum[hh] += shfl_xor_sync(FULL_MASK, row_sum[hh], 1)
                     row_sum[hh] += shfl_xor_sync(FULL_MASK, row_sum[hh], 2)
