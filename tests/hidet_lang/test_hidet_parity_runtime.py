@@ -156,6 +156,13 @@ def test_add_function_brings_a_script_functions_callees_and_takes_ir_functions()
         np.testing.assert_array_equal(a, np.arange(1, 5))
 
 
+def test_the_ir_modules_are_attributes_as_in_hidet() -> None:
+    assert hidet.ir.module.IRModule is IRModule and hidet.ir.builders.StmtBuilder is StmtBuilder
+    assert hidet.ir.func.Function is Function
+    with pytest.raises(AttributeError, match="has no attribute 'Task'"):
+        hidet.ir.Task  # noqa: B018 - the operator library's tasks are stdlib_ops.Task
+
+
 def test_add_function_refuses_a_second_function_of_a_name_a_wrong_name_and_non_functions() -> None:
     module = IRModule({"count_up": count_up})
     with pytest.raises(ValueError, match="has a function named 'count_up' already"):
