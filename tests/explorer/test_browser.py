@@ -100,3 +100,18 @@ def test_compile_and_run_the_tiled_matmul_then_an_error(page: object, tmp_path_f
     expect(page.locator("#error")).to_contain_text(f"program.py line {line}")
     expect(page.locator(f"#program-editor .gutter span[data-line='{line}']")).to_have_class("error")
     page.screenshot(path=shots / "6_error.png")
+
+
+def test_the_address_carries_the_page_state(page: object, server_url: str) -> None:
+    expect = sync_api.expect
+    page.fill("#program", "x = 1  # shared\n")
+    page.fill("#sizes", "n=7")
+    page.check("#check")
+    page.click("#share")
+    shared = page.url
+    assert "#state=" in shared
+    page.goto("about:blank")
+    page.goto(shared)  # a fresh load of the shared address
+    expect(page.locator("#status")).to_have_text("ready", timeout=20_000)
+    assert page.locator("#program").input_value() == "x = 1  # shared\n"
+    assert page.locator("#sizes").input_value() == "n=7" and page.locator("#check").is_checked()
