@@ -34,6 +34,7 @@ from hidet_lang.cuda import (
     cluster_rank,
     cluster_size,
     cluster_sync,
+    cluster_wait,
     dynamic_shared_memory,
     fence_mbarrier_init,
     gridDim,
@@ -323,7 +324,7 @@ def test_a_cluster_barrier_a_block_never_reaches_is_a_deadlock_report_not_a_hang
 
 
 @emulator_reports
-def test_arriving_twice_at_the_cluster_barrier_is_reported_at_its_line() -> None:
+def test_arriving_twice_or_waiting_without_arriving_at_the_cluster_barrier_is_reported_at_its_line() -> None:
     with hidet.script_module() as module:
 
         @hidet.script
@@ -336,9 +337,22 @@ def test_arriving_twice_at_the_cluster_barrier_is_reported_at_its_line() -> None
             cluster_arrive()  # the second arrival
             out[blockIdx.x] = 1
 
-    line = dsl_line("# the second arrival")
-    with pytest.raises(RuntimeError, match=rf"cluster_arrive twice .*{Path(__file__).name}:{line}"):
-        module.build(target="cuda:sm_90", check=True)["twice"](np.zeros(2, np.int32))
+        @hidet.script
+        def unannounced(out: i32[2]):
+            attrs.func_kind = "cuda_kernel"
+            attrs.cuda.grid_dim = 2
+            attrs.cuda.block_dim = 32
+            attrs.cuda.cluster_dim = 2
+            cluster_wait()  # the wait without an arrival
+            out[blockIdx.x] = 1
+
+    built = module.build(target="cuda:sm_90", check=True)
+    name = Path(__file__).name
+    with pytest.raises(RuntimeError, match=rf"cluster_arrive twice .*{name}:{dsl_line('# the second arrival')}"):
+        built["twice"](np.zeros(2, np.int32))
+    with pytest.raises(RuntimeError, match=rf"cluster_wait without a cluster_arrive before it, at .*{name}:"
+                                           rf"{dsl_line('# the wait without an arrival')}"):
+        built["unannounced"](np.zeros(2, np.int32))
 
 
 def cluster_kernel(grid: object, cluster: object, static_shared: bool = False):

@@ -131,6 +131,13 @@ static void hl_launch(int kernel, const hl_kernel_info *info, const char *const 
         return;
     }
 #ifdef HIDET_LANG_EMULATOR
+    /* the emulator runs a cluster's blocks on one OS thread, which holds static shared memory (the build refuses
+       it for an emulator target; a module built for a GPU may reach here too) */
+    if (info->cluster[0] * info->cluster[1] * info->cluster[2] > 1 && hl_static_smem[kernel] > 0) {
+        hl_launch_error(-1, info->name, where[3], "the CUDA emulator cannot run a cluster kernel with static "
+                        "shared memory (its blocks would share it): declare it with dynamic_shared_memory");
+        return;
+    }
     if (hl_emu_launch_clusters(info->entry, info->block, info->name, info->needs_fibers, (unsigned)gx,
                                (unsigned)gy, (unsigned)gz, (unsigned)bx, (unsigned)by, (unsigned)bz, (size_t)smem,
                                args, (size_t)hl_local_bytes[kernel], info->cluster[0], info->cluster[1],
