@@ -11,7 +11,8 @@ The pattern (what ONNX exports of BERT-style models and FX traces of hand-writte
     weights = softmax(scores, axis=-1)      over the keys
     out = matmul(weights, v)                v [..., Sk, Dv]
 
-becomes `attention(q, transpose(kt), v, attn_mask=mask, scale=c or 1 / c or 1)`. Two variants are what
+becomes `attention(q, transpose(kt), v, causal, attn_mask=mask, scale=c or 1 / c or 1)` (causal and the mask from
+the `where`, below). Two variants are what
 `torch.onnx.export` (its Dynamo exporter) writes for `scaled_dot_product_attention`: q and kt each multiplied by a
 constant (sqrt(scale) each: the factors multiply into the scale), and the weights guarded as
 `where(weights != weights, 0, weights)` (zeros for a row whose every key is masked, where softmax gives NaN; the

@@ -43,9 +43,10 @@ MAX_DECODE_QUERIES = 16  # the queries of one tensor-core tile: the decoding sch
 
 
 def decode_key_splits(pairs: int, seq_k: Dim) -> int:
-    """How many blocks share the keys of one (batch, head) pair's queries, for `pairs` such pairs (those known)
-    and `seq_k` keys (an int, or symbolic): enough to fill `TARGET_BLOCKS`, at most `MAX_SPLITS`, with at least
-    `MIN_SPLIT_KEYS` keys each where `seq_k` is known; 1 means no split."""
+    """How many blocks share the keys of one block's queries, for `pairs` such blocks a split (a (batch, head) pair
+    each, or a (batch, key/value head) pair; the known part of their number) and `seq_k` keys (an int, or symbolic):
+    enough to fill `TARGET_BLOCKS`, at most `MAX_SPLITS`, with at least `MIN_SPLIT_KEYS` keys each where `seq_k` is
+    known; 1 means no split."""
     splits = min(MAX_SPLITS, TARGET_BLOCKS // max(pairs, 1))
     if isinstance(seq_k, int):
         splits = min(splits, seq_k // MIN_SPLIT_KEYS)
