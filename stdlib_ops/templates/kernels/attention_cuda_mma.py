@@ -27,6 +27,9 @@ head dimension that is a multiple of 16 (32 to 256), with f32 scores, softmax an
 - **Causal** blocks stop at the tile holding their last query's diagonal (keys after it are never read).
 - **Output.** O times the reciprocal of the row's sum (0 where the sum is 0), rounded to the dtype, stored
   element by element.
+- **Split-k** (`key_splits` = S > 1, for decoding: `attention_decode_cuda`). S blocks share a query tile, block s
+  walking keys `s * ceil(seq_k / S)` on (a ragged last split, an empty one past the keys); each stores its
+  normalized partial output and its log-sum-exp in f32 in place of the output, for a merge to combine.
 
 The kernel follows the kernel contract: q, k, v are read as `cp_async` sources, the mask by element reads, o only
 stored element by element. The 16-byte copies assume 16-byte aligned tensors with rows of a multiple of 8 elements
