@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-open", action="store_true", help="do not open the page in a browser")
     parser.add_argument("--time-limit", type=float, default=Limits.seconds, help="seconds a compile or run may take")
     parser.add_argument("--memory-limit", type=int, default=Limits.memory_mb,
-                        help="megabytes of address space a compile or run may map")
+                        help="megabytes of memory a compile or run may allocate")
     args = parser.parse_args(argv)
     try:
         import uvicorn

@@ -15,7 +15,7 @@ from hidet_lang.explorer.pictures import pictures_of
 from hidet_lang.explorer.program import PROGRAM_FILE, Workspace
 from hidet_lang.explorer.stages import build_options, dump_folder, graph_stages, module_stages, workspace_dumps
 
-TIMING_BUDGET_S = 0.5  # per timed function: calls until this much time has passed (at least 3, at most 100)
+TIMING_BUDGET_S = 0.25  # per timed function: calls until this much time has passed (at least 3, at most 100)
 
 
 def progress(message: str) -> None:

@@ -1,5 +1,6 @@
 """The server's side of a job: each compile or run happens in a child process of its own, under a wall-clock limit
-and a memory limit (the address space it may map), so that a program that never finishes, runs out of memory or
+and a memory limit (the data it may allocate: `RLIMIT_DATA`, which leaves alone the address space a CUDA driver
+reserves without using), so that a program that never finishes, runs out of memory or
 crashes (a kernel that faults) ends that child and never the server. The child's result comes back as JSON; a
 child that had to be stopped, or that died, is reported at the line it was running."""
 
@@ -25,7 +26,7 @@ PROGRESS = "explorer-progress: "
 
 @dataclass(frozen=True)
 class Limits:
-    """What one job may use: seconds of wall-clock time, and megabytes of address space."""
+    """What one job may use: seconds of wall-clock time, and megabytes of allocated data (heap and mappings)."""
 
     seconds: float = 60.0
     memory_mb: int = 8192
@@ -37,7 +38,7 @@ class Limits:
 
 def _limit_memory(megabytes: int) -> None:
     size = megabytes * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (size, size))
+    resource.setrlimit(resource.RLIMIT_DATA, (size, size))
 
 
 def _child_environment() -> dict[str, str]:
@@ -118,7 +119,7 @@ def _death(returncode: int) -> str:
         return f"{name}: " + {"SIGSEGV": "an invalid memory access", "SIGBUS": "an invalid memory access",
                               "SIGKILL": "killed, perhaps past the memory limit",
                               "SIGABRT": "aborted"}.get(name, "a signal")
-    return f"exit status {returncode}, perhaps past the memory limit of its address space"
+    return f"exit status {returncode}, perhaps past the memory limit"
 
 
 def run_with_diagnosis(job: dict[str, Any], limits: Limits) -> dict[str, Any]:

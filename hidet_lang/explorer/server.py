@@ -4,6 +4,7 @@ which runs the user's program in a child process under the server's limits (`run
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ def safety_note(limits: Limits, host: str) -> str:
     where = "only this machine (loopback)" if host in ("127.0.0.1", "localhost", "::1") else f"the network ({host})"
     return (f"This server runs the code you write, reachable from {where}. Each compile and each run happens in a "
             f"child process of its own, stopped after {limits.seconds:g} s and limited to {limits.memory_mb} MB of "
-            "address space: a program that hangs, runs out of memory or crashes ends that child, never the server.")
+            "memory: a program that hangs, runs out of memory or crashes ends that child, never the server.")
 
 
 class BadRequest(ValueError):
@@ -53,10 +54,15 @@ def _job(body: Any, action: str) -> dict[str, Any]:
     return job
 
 
-def create_app(limits: Limits | None = None, host: str = "127.0.0.1") -> Starlette:
-    """The explorer's ASGI application; each job runs under `limits`; `host` is the interface it is served on
-    (for the page's safety note)."""
+def create_app(limits: Limits | None = None, host: str = "127.0.0.1", max_jobs: int = 2) -> Starlette:
+    """The explorer's ASGI application; each job runs under `limits`, at most `max_jobs` at a time (the others
+    wait their turn); `host` is the interface it is served on (for the page's safety note)."""
     limits = limits or Limits()
+    turns = threading.BoundedSemaphore(max_jobs)
+
+    def take_turn(runner: Any, job: dict[str, Any]) -> dict[str, Any]:
+        with turns:
+            return runner(job, limits)
 
     async def index(request: Request) -> FileResponse:
         return FileResponse(STATIC / "index.html")
@@ -79,7 +85,7 @@ def create_app(limits: Limits | None = None, host: str = "127.0.0.1") -> Starlet
                 job = _job(json.loads(await request.body() or b"null"), action)
             except (json.JSONDecodeError, UnicodeDecodeError, BadRequest) as error:
                 return JSONResponse({"error": str(error)}, status_code=400)
-            return JSONResponse(await run_in_threadpool(runner, job, limits))
+            return JSONResponse(await run_in_threadpool(take_turn, runner, job))
 
         return handle
 

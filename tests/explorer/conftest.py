@@ -37,6 +37,6 @@ def client(child_environment: None) -> Iterator[TestClient]:
 
 @pytest.fixture(scope="session")
 def strict_client(child_environment: None) -> Iterator[TestClient]:
-    """A test client whose jobs may take 3 seconds and 2 GB of address space: for programs that pass either."""
+    """A test client whose jobs may take 3 seconds and 2 GB of memory: for programs that pass either."""
     with TestClient(create_app(Limits(seconds=3, memory_mb=2048))) as test_client:
         yield test_client

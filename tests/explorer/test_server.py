@@ -136,7 +136,7 @@ def test_a_kernel_that_never_finishes_is_stopped_at_its_function(strict_client: 
 
 
 def test_a_program_past_the_memory_limit_fails_at_its_line(strict_client: TestClient) -> None:
-    program = "import numpy as np\n\nbig = np.ones(2**28)\n"  # 2 GiB: more than the 2 GB of address space
+    program = "import numpy as np\n\nbig = np.ones(2**28)\n"  # 2 GiB: more than the 2 GB it may allocate
     result = strict_client.post("/api/compile", json={"program": program}).json()
     assert not result["ok"] and "MemoryError" in result["error"]["message"] and result["error"]["line"] == 3
     still_serving(strict_client)
