@@ -20,8 +20,10 @@ tensors themselves).
 - **S = Q K^T** by wgmma, both operands K-major in shared memory (the head dimension is the reduction), into an
   accumulator of 64 x `block_k` f32 a consumer.
 - **Online softmax** on the accumulator registers: a thread holds two rows of its warp's 16 (`wgmma_accumulator_row`),
-  whose maxima and sums are combined over the four threads sharing a row (`shfl_xor_sync`). A row that has seen
-  only -inf keeps a shift of 0, so that a fully masked row ends with sum 0 and an output of 0 (as torch's SDPA).
+  whose maxima and sums are combined over the four threads sharing a row (`shfl_xor_sync`). Scores are kept in
+  powers of 2 (scaled by `scale * log2(e)`, the mask by `log2(e)`), so that each weight is one `exp2`. A row that
+  has seen only -inf keeps a shift of 0, so that a fully masked row ends with sum 0 and an output of 0 (as torch's
+  SDPA).
 - **O += P V** with P, rounded to the input dtype, taken from the registers as wgmma's A fragment: register
   `8 kk + e` of S is element e of the A fragment of the kk-th 16 keys, so no shuffle is needed. V's tile is
   MN-major (keys are the reduction, rows of V): `transposed` descriptors, one m64n64k16 a 64 columns of O.
@@ -32,10 +34,11 @@ tensors themselves).
   S complete after the wait). The softmax only reads S, writing the scaled, masked scores and their exponentials
   to registers of their own: writing a wgmma's accumulators while another wgmma runs would make the compiler
   serialize them.
+- **Causal** blocks stop at the tile holding their last query's diagonal, and the blocks of a head take its query
+  tiles from the last: the longest walks start first, the short ones fill the tail of the grid.
 - **Every size.** TMA fills the parts of a box outside the tensor with zeros; keys past `seq_k` (and, causally,
-  past the query: queries see keys j <= i, as torch's `is_causal`) score -inf, causal blocks stop at the tile of
-  their last query's diagonal, and rows past `seq_q` are stored nowhere. The additive mask is read element by
-  element, only on the rows inside `seq_q`.
+  past the query: queries see keys j <= i, as torch's `is_causal`) score -inf, and rows past `seq_q` are stored
+  nowhere. The additive mask is read element by element, only on the rows inside `seq_q`.
 
 The kernel reads q, k and v only through TMA (no prologue fuses into them; their rows of head_dim 16-bit elements
 are multiples of 16 bytes), the mask by element reads, and stores o element by element. Shared memory is all
@@ -87,6 +90,7 @@ from stdlib_ops.templates.sizes import bind_sizes
 from stdlib_ops.templates.views import Dim, View, broadcast_batch
 
 WARPGROUP = 128  # threads of a warpgroup
+LOG2E = math.log2(math.e)
 ROWS = 64  # queries of a consumer (wgmma's M), and head-dimension columns of a tile (one 128-byte swizzle row)
 WGMMA_K = 16
 HEAD_DIMS = (64, 128)
@@ -150,6 +154,7 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
     smem_bytes = bars_at + (1 + 2 * stages) * 8
     require(smem_bytes <= MAX_SMEM_BYTES, name, f"{smem_bytes} bytes of shared memory (at most 227 KB)")
     scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
+    scale_log2 = scale * LOG2E  # the softmax runs in powers of 2: exp(x) = exp2(x log2(e))
     threads = WARPGROUP * (1 + consumers)
     has_mask = mdt is not None
     s_regs = block_k // 2  # a thread's registers of a 64 x block_k S tile
@@ -188,7 +193,8 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
             bh = blockIdx.x // tiles_q
             b = bh // heads
             h = bh % heads
-            q0 = blockIdx.x % tiles_q * block_q
+            # causal blocks walk keys up to their diagonal: the longest walks go first, the short ones fill the tail
+            q0 = (tiles_q - 1 - blockIdx.x % tiles_q if causal else blockIdx.x % tiles_q) * block_q
             kv_end = min(seq_k, q0 + block_q) if causal else seq_k
             tiles = (kv_end + block_k - 1) // block_k
             role = threadIdx.x // WARPGROUP  # 0: the producer; 1 to consumers: a consumer
@@ -263,7 +269,7 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
                     if it < tiles:
                         k0 = it * block_k
                         for r in meta.range(s_regs):  # S is only read: writing a wgmma's accumulators while
-                            prob[r] = acc_s[r] * scale  # another runs would serialize them on the GPU
+                            prob[r] = acc_s[r] * scale_log2  # another runs would serialize them on the GPU
                         if k0 + block_k > seq_k or has_mask or (causal and k0 + block_k - 1 > q0 + rows):
                             for r in meta.range(s_regs):
                                 i = q0 + rows + wgmma_accumulator_row(t, r)
@@ -273,9 +279,9 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
                                 elif has_mask:
                                     if i < seq_q:
                                         if batched:
-                                            prob[r] = prob[r] + f32(rest[0][b, h, i, jk])
+                                            prob[r] = prob[r] + f32(rest[0][b, h, i, jk]) * LOG2E
                                         else:
-                                            prob[r] = prob[r] + f32(rest[0][h, i, jk])
+                                            prob[r] = prob[r] + f32(rest[0][h, i, jk]) * LOG2E
                         for hh in meta.range(2):
                             tile_max: f32 = -math.inf
                             for n in meta.range(block_k // 8):
@@ -284,12 +290,12 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
                             tile_max = max(tile_max, shfl_xor_sync(FULL_MASK, tile_max, 2))
                             new_max = max(row_max[hh], tile_max)
                             shift = 0.0 if new_max == -math.inf else new_max
-                            correction[hh] = math.exp(row_max[hh] - shift)
+                            correction[hh] = math.exp2(row_max[hh] - shift)
                             row_max[hh] = new_max
                             total: f32 = 0.0
                             for n in meta.range(block_k // 8):
                                 for e in meta.range(2):
-                                    p = math.exp(prob[4 * n + 2 * hh + e] - shift)
+                                    p = math.exp2(prob[4 * n + 2 * hh + e] - shift)
                                     prob[4 * n + 2 * hh + e] = p
                                     total += p
                             row_sum[hh] = row_sum[hh] * correction[hh] + total
