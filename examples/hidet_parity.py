@@ -32,8 +32,7 @@ EXPLAINED_FAILURES: tuple[tuple[str, str, str, str], ...] = (
     ("", "inline PTX (asm) is not supported on this target", "skipped",
      "runs inline PTX, which needs a GPU, and there is none"),
     ("", "cannot import name 'Task' from 'hidet_lang.ir'", "not offered",
-     "implements a hidet.ir.Task by hand and runs a pass of Hidet's compiler on it, both compiler internals "
-     "(the operator library's tasks are stdlib_ops.Task, implemented by registered templates)"),
+     "implements a hidet.ir.Task by hand and runs a pass of Hidet's compiler on it (compiler internals)"),
 )
 """Failures that are not a fault of hidet_lang, each with the status it is counted under and why: programs that
 need a real GPU without one, and programs that use Hidet's compiler internals (each difference is explained in the
