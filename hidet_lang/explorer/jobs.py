@@ -6,6 +6,8 @@ from __future__ import annotations
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -155,10 +157,61 @@ def _reference(workspace: Workspace, job: dict[str, Any], namespace: dict[str, A
     return names["reference"]
 
 
+@dataclass(frozen=True)
+class Checked:
+    """A graph or module that ran and matched the reference: what ran, on which target, its arguments (as given,
+    and as the page describes them) and a call of it for timing."""
+
+    ran: str
+    target: str
+    arguments: list[Any]
+    described: list[dict[str, Any]]
+    call: Callable[[], Any]
+
+
+def _check_graph(name: str, graph: Any, job: dict[str, Any], sizes: dict[str, int], reference: Any,
+                 rng: np.random.Generator) -> Checked:
+    from hidet_lang.testing.check import default_tolerances
+
+    progress(f"building the graph {name}")
+    compiled = graph.build(target=job.get("target", "cpu"))
+    inputs = []
+    for t in graph.inputs:
+        missing = [d for d in t.shape if isinstance(d, str) and d not in sizes]
+        if missing:
+            raise ValueError(f"type a value for the graph's dimension {missing[0]!r} in the sizes box")
+        shape = tuple(sizes[d] if isinstance(d, str) else int(d) for d in t.shape)
+        inputs.append(random_array(shape, np.dtype(str(t.dtype)), rng))
+    progress(f"running the graph {name}")
+    got, want = compiled(*inputs), reference(*[x.copy() for x in inputs])
+    got = got if isinstance(got, list | tuple) else [got]
+    want = want if isinstance(want, list | tuple) else [want]
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
+        g = np.asarray(g)
+        rtol, atol = default_tolerances(g.dtype)
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=f"output {k} of the graph")
+    described = [{"name": f"input {k}", "shape": list(x.shape), "dtype": str(x.dtype)} for k, x in enumerate(inputs)]
+    return Checked(f"graph {name}", compiled.target, inputs, described, lambda: compiled(*inputs))
+
+
+def _check_module(name: str, module: Any, job: dict[str, Any], sizes: dict[str, int], reference: Any,
+                  rng: np.random.Generator) -> Checked:
+    from hidet_lang.testing.check import check_kernel
+
+    progress(f"building {name}")
+    built = module.build(**build_options(_built_target(module), job.get("arch", ""), job.get("check", False)))
+    signature = built.interface.signatures[0]
+    args = kernel_arguments(signature, sizes, rng)
+    function = _NamedFunction(built[signature.name], tuple(p.name for p in signature.params))
+    progress(f"running {signature.name} (line {_line_of(signature)})")
+    check_kernel(function, reference, *args)
+    described = [{"name": p.name, "shape": list(a.shape), "dtype": str(a.dtype)} if isinstance(a, np.ndarray)
+                 else {"name": p.name, "value": a} for p, a in zip(signature.params, args)]
+    return Checked(signature.name, built.target, args, described, lambda: function(*args))
+
+
 def run_job(workspace: Workspace, job: dict[str, Any]) -> dict[str, Any]:
     """Run the program's first graph, else its first script module, on random inputs; check and time it."""
-    from hidet_lang.testing.check import check_kernel, default_tolerances
-
     progress("running the program")
     namespace = workspace.execute(job["program"], workspace.program)
     modules, graphs = program_values(namespace)
@@ -166,50 +219,18 @@ def run_job(workspace: Workspace, job: dict[str, Any]) -> dict[str, Any]:
     rng = np.random.default_rng(job.get("seed", 0))
     reference = _reference(workspace, job, namespace)
     if graphs:
-        name, graph = next(iter(graphs.items()))
-        progress(f"building the graph {name}")
-        compiled = graph.build(target=job.get("target", "cpu"))
-        inputs = []
-        for t in graph.inputs:
-            missing = [d for d in t.shape if isinstance(d, str) and d not in sizes]
-            if missing:
-                raise ValueError(f"type a value for the graph's dimension {missing[0]!r} in the sizes box")
-            shape = tuple(sizes[d] if isinstance(d, str) else int(d) for d in t.shape)
-            inputs.append(random_array(shape, np.dtype(str(t.dtype)), rng))
-        progress(f"running the graph {name}")
-        got = compiled(*inputs)
-        want = reference(*[x.copy() for x in inputs])
-        got = got if isinstance(got, list | tuple) else [got]
-        want = want if isinstance(want, list | tuple) else [want]
-        for k, (g, w) in enumerate(zip(got, want, strict=True)):
-            g = np.asarray(g)
-            rtol, atol = default_tolerances(g.dtype)
-            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=f"output {k} of the graph")
-        kernel_s = median_seconds(lambda: compiled(*inputs))
-        described = [{"name": f"input {k}", "shape": list(x.shape), "dtype": str(x.dtype)}
-                     for k, x in enumerate(inputs)]
-        ran, target = f"graph {name}", compiled.target
+        checked = _check_graph(*next(iter(graphs.items())), job, sizes, reference, rng)
+    elif modules:
+        checked = _check_module(*next(iter(modules.items())), job, sizes, reference, rng)
     else:
-        if not modules:
-            raise ValueError("the program defines no script module and no graph to run")
-        name, module = next(iter(modules.items()))
-        progress(f"building {name}")
-        built = module.build(**build_options(_built_target(module), job.get("arch", ""), job.get("check", False)))
-        signature = built.interface.signatures[0]
-        args = kernel_arguments(signature, sizes, rng)
-        function = _NamedFunction(built[signature.name], tuple(p.name for p in signature.params))
-        progress(f"running {signature.name} (line {_line_of(signature)})")
-        check_kernel(function, reference, *args)
-        kernel_s = median_seconds(lambda: function(*args))
-        described = [{"name": p.name, "shape": list(a.shape), "dtype": str(a.dtype)} if isinstance(a, np.ndarray)
-                     else {"name": p.name, "value": a} for p, a in zip(signature.params, args)]
-        ran, target = signature.name, built.target
-        inputs = args
+        raise ValueError("the program defines no script module and no graph to run")
+    kernel_s = median_seconds(checked.call)
     progress("timing the reference")
-    reference_args = [np.copy(a) if isinstance(a, np.ndarray) else a for a in inputs]
+    reference_args = [np.copy(a) if isinstance(a, np.ndarray) else a for a in checked.arguments]
     numpy_s = median_seconds(lambda: reference(*reference_args))
-    return {"ran": ran, "target": target, "inputs": described, "check": "matches the reference",
-            "kernel_ms": kernel_s * 1e3, "numpy_ms": numpy_s * 1e3, "speedup": numpy_s / kernel_s}
+    return {"ran": checked.ran, "target": checked.target, "inputs": checked.described,
+            "check": "matches the reference", "kernel_ms": kernel_s * 1e3, "numpy_ms": numpy_s * 1e3,
+            "speedup": numpy_s / kernel_s}
 
 
 def _line_of(function: Any) -> int:
