@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import hidet_lang
 from hidet_lang.explorer.program import PROGRAM_FILE
 
 PROGRESS = "explorer-progress: "
@@ -45,7 +44,7 @@ def _child_environment() -> dict[str, str]:
     """The server's environment, with the folder holding `hidet_lang` first on the path (the child starts in the
     job's folder) and the emulator's notice silenced when no choice was made."""
     env = dict(os.environ)
-    root = str(Path(hidet_lang.__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])  # the folder holding the hidet_lang package
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH", "")]))
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
