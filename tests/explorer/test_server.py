@@ -161,7 +161,9 @@ def test_a_cuda_kernel_shows_its_cuda_ptx_and_occupancy(client: TestClient) -> N
     fma = [k for k, text in enumerate(module["ptx"].splitlines()) if "fma.rn.f32" in text or "mul.f32" in text]
     assert fma and all(module["ptx_lines"][k] == line for k in fma)  # the PTX of the product is at its DSL line
     assert "regs" in module["report"] and "occupancy" in module["report"] and "smem static B" in module["report"]
-    assert any(p["title"].startswith("threads = spatial(16, 16): 256 workers") for p in result["pictures"])
+    kinds = {p["title"].split(":")[0]: p["kind"] for p in result["pictures"]}
+    assert kinds["threads = spatial(16, 16)"] == "mapping"
+    assert kinds["padded = strided_layout([16, 16], strides=[17, 1])"] == "layout"
 
 
 def test_a_graph_shows_its_fused_groups_drawn(client: TestClient) -> None:

@@ -1,9 +1,10 @@
 import hidet_lang as hidet
-from hidet_lang import attrs, f32, i32, shared_tensor, spatial
+from hidet_lang import attrs, f32, i32, shared_tensor, spatial, strided_layout
 from hidet_lang.cuda import blockIdx, syncthreads, threadIdx
 
 T = 16
 threads = spatial(T, T)  # thread t owns the cell (t // 16, t % 16) of the block's tile
+padded = strided_layout([T, T], strides=[T + 1, 1])  # a's tile with each row padded by one element
 
 with hidet.script_module() as module:
 
@@ -11,7 +12,7 @@ with hidet.script_module() as module:
     def matmul(m: i32, n: i32, k: i32, a: f32[m, k], b: f32[k, n], c: f32[m, n]):  # noqa: F821 (parameters)
         attrs.cuda.block_dim = T * T
         attrs.cuda.grid_dim = ((n + T - 1) // T, (m + T - 1) // T)
-        sa = shared_tensor(f32, [T, T])
+        sa = shared_tensor(f32, layout=padded)
         sb = shared_tensor(f32, [T, T])
         for i, j in threads.on(threadIdx.x):
             row = blockIdx.y * T + i
