@@ -5,6 +5,7 @@ under its base temp; kept after a pass as well)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import threading
@@ -100,6 +101,21 @@ def test_compile_and_run_the_tiled_matmul_then_an_error(page: object, tmp_path_f
     expect(page.locator("#error")).to_contain_text(f"program.py line {line}")
     expect(page.locator(f"#program-editor .gutter span[data-line='{line}']")).to_have_class("error")
     page.screenshot(path=shots / "6_error.png")
+
+
+def test_a_saved_file_carries_the_page_state(page: object, tmp_path_factory: pytest.TempPathFactory) -> None:
+    page.fill("#program", "y = 2  # saved\n")
+    page.fill("#sizes", "m=3")
+    with page.expect_download() as download:
+        page.click("#save")
+    saved = tmp_path_factory.mktemp("explorer_state") / "state.json"
+    download.value.save_as(saved)
+    assert json.loads(saved.read_text())["program"] == "y = 2  # saved\n"
+    page.fill("#program", "")
+    page.fill("#sizes", "")
+    page.set_input_files("#load", str(saved))
+    page.wait_for_function("document.getElementById('program').value === 'y = 2  # saved\\n'")
+    assert page.locator("#sizes").input_value() == "m=3"
 
 
 def test_the_address_carries_the_page_state(page: object, server_url: str) -> None:
