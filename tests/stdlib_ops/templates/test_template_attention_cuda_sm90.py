@@ -65,29 +65,30 @@ def test_causal_masked_grouped_f16_with_odd_lengths_matches_numpy(draw: st.DataO
 
 @settings(max_examples=example_count(3), deadline=None)
 @given(st.data())
-def test_bf16_head_dim_128_matches_numpy(draw: st.DataObject) -> None:
-    """One consumer, head dimension 128 (two 64-column tiles of q, k, v and O), bf16, no mask, three-dimensional
+def test_causal_bf16_head_dim_128_matches_numpy(draw: st.DataObject) -> None:
+    """One consumer, head dimension 128 (two 64-column tiles of q, k, v and O), bf16, causal, three-dimensional
     tensors with a symbolic head count, a ring of 3 stages."""
-    heads, seq_q, seq_k = draw.draw(st.integers(1, 2)), draw.draw(sizes(100)), draw.draw(sizes(260))
+    heads, seq_q, seq_k = draw.draw(st.integers(1, 2)), draw.draw(sizes(150)), draw.draw(sizes(260))
     q = as_dtype(data(draw.draw, (heads, seq_q, 128), scale=2.0), "bfloat16")
     k, v = (as_dtype(data(draw.draw, (heads, seq_k, 128), scale=2.0), "bfloat16") for _ in range(2))
     o = as_dtype(np.full(q.shape, np.nan, np.float32), "bfloat16")
-    built(1, "h", "h", 128, False, "bfloat16", None, consumers=1, block_k=64, stages=3)(heads, seq_q, seq_k, q, k, v,
-                                                                                        o)
-    check_heads(o, q, k, v, False, None, "bfloat16")
+    built(1, "h", "h", 128, True, "bfloat16", None, consumers=1, block_k=64, stages=3)(heads, seq_q, seq_k, q, k, v,
+                                                                                       o)
+    check_heads(o, q, k, v, True, None, "bfloat16")
 
 
 @settings(max_examples=example_count(2), deadline=None)
 @given(st.data())
-def test_causal_tiles_of_128_keys_match_numpy(draw: st.DataObject) -> None:
-    """One consumer over tiles of 128 keys (S of 64 registers a thread), causal, with more keys than queries and
-    fewer."""
+def test_masked_tiles_of_128_keys_match_numpy(draw: st.DataObject) -> None:
+    """One consumer over tiles of 128 keys (S of 64 registers a thread), an additive f16 mask with a fully masked
+    row on three-dimensional tensors, more keys than queries and fewer."""
     seq_q, seq_k = draw.draw(sizes(150)), draw.draw(sizes(300))
     q = as_dtype(data(draw.draw, (1, seq_q, 64), scale=2.0), "float16")
     k, v = (as_dtype(data(draw.draw, (1, seq_k, 64), scale=2.0), "float16") for _ in range(2))
+    mask = draw_mask(draw.draw, 1, seq_q, seq_k).astype(np.float16)
     o = np.full_like(q, np.nan)
-    built(1, 1, 1, 64, True, "float16", None, consumers=1, block_k=128, stages=2)(seq_q, seq_k, q, k, v, o)
-    check_heads(o, q, k, v, True, None, "float16")
+    built(1, 1, 1, 64, False, "float16", "float16", consumers=1, block_k=128, stages=2)(seq_q, seq_k, q, k, v, mask, o)
+    check_heads(o, q, k, v, False, mask, "float16")
 
 
 def test_schedule_parameters_it_cannot_honour_are_refused() -> None:
