@@ -4,7 +4,9 @@ The anchor is an IR module that follows the kernel contract (one kernel; size pa
 rewrite replaces every element read of an input that has a prologue by the prologue's value at that index, every
 element store to an output that has an epilogue by the epilogue's stores, and every `cp_async` from an input with
 a prologue by synchronous element copies of the prologue's values (the commit/wait calls around it stay, and
-are harmless); the kernel's parameters become the fused ones. The fused kernel computes what the prologues, the
+are harmless); a vector copy from such an input loads the prologue's own inputs as vectors where it can, and one
+to an output with an epilogue becomes element stores (see `_Injector.vector_load`); the kernel's parameters become
+the fused ones. The fused kernel computes what the prologues, the
 anchor and the epilogues compute one after another. A kernel that breaks the fusion contract for a tensor that
 receives a prologue or an epilogue raises `FusionContractError`; fusing nothing returns the anchor itself.
 """

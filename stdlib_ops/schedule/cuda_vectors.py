@@ -13,6 +13,10 @@ A vector access needs its address aligned to its width. The offsets the kernel a
 tensors' base addresses (every row of a tensor read or stored in vectors is a whole number of vectors), so the
 kernel tests those (`address_aligned`) and takes the element-wise schedule it is given instead when one is not
 (an offset view from DLPack, a numpy slice on the emulator): a misaligned vector access never happens.
+
+Fused into a graph's kernel, the vector load of an input that a prologue computes loads the prologue's own inputs
+as vectors where they are read along the innermost axis (`stdlib_ops.fusion.rewrite`), with the alignment test of
+that input made of theirs; `contiguous_reads`, `lane_value`, `vector_copy` and `aligned_test` serve both.
 """
 
 from __future__ import annotations
