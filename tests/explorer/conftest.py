@@ -30,13 +30,13 @@ def child_environment() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def client(child_environment: None) -> Iterator[TestClient]:
-    """A test client of the explorer, its jobs limited to 8 seconds (a hang is stopped at that) and 8 GB."""
-    with TestClient(create_app(Limits(seconds=8, memory_mb=8192))) as test_client:
+    """A test client of the explorer, its jobs limited to 60 seconds (a cold build on a busy machine) and 8 GB."""
+    with TestClient(create_app(Limits(seconds=60, memory_mb=8192))) as test_client:
         yield test_client
 
 
 @pytest.fixture(scope="session")
 def strict_client(child_environment: None) -> Iterator[TestClient]:
-    """A test client whose jobs may take 3 seconds and 2 GB of memory: for programs that pass either."""
-    with TestClient(create_app(Limits(seconds=3, memory_mb=2048))) as test_client:
+    """A test client whose jobs may take 4 seconds and 2 GB of memory: for programs that pass either."""
+    with TestClient(create_app(Limits(seconds=4, memory_mb=2048))) as test_client:
         yield test_client
