@@ -27,12 +27,13 @@ class StatementParser(ParserCore):
         """`pass`: nothing."""
 
     def visit_Expr(self, node: ast.Expr) -> None:
-        """An expression statement: a call, an intrinsic or an `asm` block (other values are dropped)."""
+        """An expression statement: a call, an intrinsic, or a statement a host function returned (an `asm` block,
+        one that `StmtBuilder` built), which is inserted here; other values are dropped."""
         self.statement_call = node.value
         value = self.visit_expr(node.value)
         if isinstance(value, (E.Call, E.Intrinsic)):
             self.emit(S.EvaluateStmt(value))
-        elif isinstance(value, S.AsmStmt):
+        elif isinstance(value, S.Stmt):
             self.emit(value)
 
     def visit_If(self, node: ast.If) -> None:

@@ -338,3 +338,26 @@ def test_plain_numpy_arrays_run_as_before() -> None:
     a, b, c = (np.ones(3, np.float32) for _ in range(3))
     vector_add_module.build()(a, b, c, 3)
     np.testing.assert_array_equal(c, 2 * np.ones(3))
+
+
+def fill_with_multiples(out: Var, n: int, factor: int) -> object:
+    """Statements, built by a host helper, storing `factor * i` into `out[i]` for i < n."""
+    sb = StmtBuilder()
+    with sb.for_loop("i", n) as i:
+        sb.buffer_store(out, [i], i * factor)
+    return sb.finish()
+
+
+@settings(max_examples=5, deadline=None)
+@given(n=st.integers(1, 9), factor=st.integers(-5, 5))
+def test_a_statement_a_host_helper_returns_is_inserted_where_it_is_called(n: int, factor: int) -> None:
+    with hidet.script_module() as module:
+
+        @hidet.script
+        def fill(out: i32[n]):
+            attrs.func_kind = "public"
+            fill_with_multiples(out, n, factor)
+
+    got = hidet.zeros([n], hidet.int32)
+    module.build()["fill"](got)
+    np.testing.assert_array_equal(got, np.arange(n) * factor)
