@@ -20,14 +20,14 @@ Tensors, layouts and the implicit GEMM's extents are `conv2d_geometry`'s (NCHW, 
   f32, skipping those in the padding.
 
 Choosing (`conv2d_on_cuda`): the direct kernel where a group has at most `DIRECT_CHANNELS` input channels, else the
-tensor-core template for f16 and bf16 and the f32 implicit GEMM for f32 (whatever `hidet.option.allow_tf32`: no
-TF32 template is written for convolutions yet). Both kernels follow the kernel contract: `x`, `weight` and `bias`
+tensor-core template for f16 and bf16 (and in TF32 for f32 where `hidet.option.allow_tf32(True)` allows it), and
+the f32 implicit GEMM for the other f32 convolutions. Both kernels follow the kernel contract: `x`, `weight` and `bias`
 are only read element by element, `out` only stored element by element.
 """
 
 from __future__ import annotations
 
-from hidet_lang import attrs, f32, i32, meta, register_tensor, script, script_module
+from hidet_lang import attrs, f32, i32, meta, option, register_tensor, script, script_module
 from hidet_lang.cuda import blockIdx, shared_tensor, syncthreads, threadIdx
 from hidet_lang.frontend.script import ScriptModule
 from stdlib_ops.schedule.signature import kernel_signature
@@ -263,10 +263,11 @@ def conv2d_cuda_direct(batch: Size, channels: int, height: int, width: int, out_
 
 def conv2d_cuda_schedule(channels: int, groups: int, dtype: str) -> str:
     """The template `conv2d_on_cuda` binds a convolution to: `'direct'` where a group has at most
-    `DIRECT_CHANNELS` input channels, else `'mma'` (the tensor cores) for f16 and bf16, `'gemm'` for f32."""
+    `DIRECT_CHANNELS` input channels, else `'mma'` (the tensor cores) for f16 and bf16, and for f32 where
+    `hidet.option.allow_tf32(True)` allows TF32, `'gemm'` for the other f32 ones."""
     if channels // groups <= DIRECT_CHANNELS:
         return "direct"
-    return "gemm" if dtype == "float32" else "mma"
+    return "gemm" if dtype == "float32" and not option.allow_tf32() else "mma"
 
 
 SCHEDULES = {"direct": conv2d_cuda_direct, "gemm": conv2d_cuda_gemm, "mma": conv2d_cuda_mma}

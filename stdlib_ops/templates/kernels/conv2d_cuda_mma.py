@@ -1,6 +1,6 @@
-"""The half-precision conv2d template on the tensor cores (sm_80 and later): an implicit GEMM whose operand tiles
-are gathered from the input and the weight into swizzled shared memory, multiplied with `ldmatrix` fragments and
-`mma.m16n8k16`, f32 accumulators, and the bias and the output stored element by element.
+"""The conv2d template on the tensor cores (sm_80 and later): an implicit GEMM whose operand tiles are gathered from
+the input and the weight into swizzled shared memory, multiplied with `ldmatrix` fragments and `mma.m16n8k16` (f16,
+bf16) or `mma.m16n8k8` (f32 read as TF32), f32 accumulators, and the bias and the output stored element by element.
 
 Per group, `out[pixel, o] = sum_k A[pixel, k] * W[o, k]` (`conv2d_geometry`: M pixels, N output channels of the
 group, K taps in the layout's order). The block tiles (`mma_tiles`), the warp tiles, the swizzle, the `cp_async`
@@ -15,6 +15,11 @@ sizes and `BLOCK_K`), with these differences:
 - **The weight tile.** The weight is row-major `[O, K]` in both layouts, so its tile is stored like the A tile,
   `block_n x 32` with k along a row (16-byte `cp_async` copies where K is a multiple of 8), and the B fragments
   are read with the plain (untransposed) `ldmatrix_x4`: two 8-column mma tiles' fragments at once.
+- **TF32.** f32 tensors (which `conv2d_on_cuda` gives this template only where `hidet.option.allow_tf32(True)`
+  allows it) fill the same 64-byte rows with 16 taps a step, two `mma.m16n8k8` k steps of 8 (the `ldmatrix`
+  fragments of 32-bit elements are exactly TF32's A and B fragments); every element is gathered on its own and
+  rounded to TF32 (`cvt_rna_tf32_f32`: nearest, ties away from zero) as it is stored into shared memory, so the
+  tensor cores multiply exactly the rounded operands.
 - **Output.** Blocks go over the group's tiles in `GROUP_M` tile rows, groups outermost; each accumulator inside
   the output is stored with the bias added at `out[b, o, oy, ox]` (or `out[b, oy, ox, o]`), which is where a fused
   epilogue lands.
@@ -31,8 +36,10 @@ from hidet_lang.cuda import (
     cp_async,
     cp_async_commit_group,
     cp_async_wait_group,
+    cvt_rna_tf32_f32,
     dynamic_shared_memory,
     ldmatrix_x4,
+    mma_m16n8k8_tf32_f32,
     mma_m16n8k16_bf16_f32,
     mma_m16n8k16_f16_f32,
     syncthreads,
@@ -46,13 +53,16 @@ from stdlib_ops.templates.kernels.matmul_cuda_f16_mma import (
     ENOUGH_BLOCKS,
     GROUP_M,
     INPUT_DTYPES,
-    MMA_K,
     MMA_M,
     MMA_N,
     swizzled_chunk,
 )
 from stdlib_ops.templates.params import Size, require, tile_for_blocks
 from stdlib_ops.templates.sizes import bind_sizes, drop_params
+
+ROW_CHUNKS = BLOCK_K // CHUNK
+"""16-byte chunks a row of a shared tile holds (64 bytes, `matmul_cuda_f16_mma`'s): 32 taps of f16 or bf16, 16 of
+f32."""
 
 UNROLL = 4
 """Element gathers of the input a thread issues back to back (more keep more loads in flight, and more registers
@@ -74,14 +84,15 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
                     bias: bool = False, dtype: str = "float16", layout: str = "NCHW", *, stages: int = 4,
                     tiles: tuple[int, int, int, int] | None = None) -> ScriptModule:
     """A module with one kernel `conv2d(<batch if symbolic>, x, weight[, bias], out)`: the convolution as an
-    implicit GEMM on the tensor cores (see the module's docstring), f16 or bf16 tensors, f32 accumulation.
+    implicit GEMM on the tensor cores (see the module's docstring), f16, bf16 or f32 (TF32) tensors, f32
+    accumulation.
 
     Shapes as `conv2d_geometry` gives them for `layout`; `bias: dtype[out_channels]` when `bias`; `batch` is an int
     or a symbolic name. `tiles` is `(block_m, block_n, warp_m, warp_n)` (None: `mma_tiles`),
     whose block's threads are a multiple of `block_m`; `stages` (2 to 8) shared buffers pipeline the copies."""
     name = "conv2d_cuda_mma"
     geo, dt = conv_geometry(name, batch, channels, height, width, out_channels, kernel, stride, padding, dilation,
-                            groups, layout, dtype, INPUT_DTYPES)
+                            groups, layout, dtype, (*INPUT_DTYPES, "float32"))
     oh, ow = geo.out_size
     cg, og, taps = geo.group_channels, geo.group_out_channels, geo.taps
     block_m, block_n, warp_m, warp_n = tiles or mma_tiles(
@@ -92,24 +103,30 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
             name, "warp tiles (multiples of 16) must divide the block tile")
     require(threads <= 1024 and threads % block_m == 0, name, "a block's threads must be a multiple of block_m")
     require(2 <= stages <= 8, name, "stages must be 2 to 8")
-    mma = mma_m16n8k16_bf16_f32 if dt.name == "bfloat16" else mma_m16n8k16_f16_f32
+    tf32 = dt.name == "float32"
+    mma = {"bfloat16": mma_m16n8k16_bf16_f32, "float16": mma_m16n8k16_f16_f32, "float32": mma_m16n8k8_tf32_f32}[dt.name]
+    per_chunk = 16 // dt.nbytes  # elements of a 16-byte chunk, of an ldmatrix row
+    block_k = ROW_CHUNKS * per_chunk  # k a step: 32 of f16 or bf16, 16 of f32
+    mma_k = 2 * per_chunk  # k an mma: 16, or 8 of TF32
     mma_m, mma_n = warp_m // MMA_M, warp_n // MMA_N
-    swizzle = swizzled_chunk(BLOCK_K // CHUNK)
-    row_chunks = BLOCK_K // CHUNK
-    smem_bytes = stages * (block_m + block_n) * BLOCK_K * 2
-    a_bytes = stages * block_m * BLOCK_K * 2
+    swizzle = swizzled_chunk(ROW_CHUNKS)
+    row_chunks = ROW_CHUNKS
+    smem_bytes = stages * (block_m + block_n) * ROW_CHUNKS * 16
+    a_bytes = stages * block_m * ROW_CHUNKS * 16
     min_blocks = 2 if threads <= 256 and warp_m * warp_n <= 64 * 32 else 1
     nhwc = geo.nhwc
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geo.kernel, geo.stride, geo.padding, geo.dilation
     h, w = geo.height, geo.width
     # k = ci * ci_step + ky * ky_step + kx * kx_step: (ci, ky, kx) in NCHW's order, (ky, kx, ci) in NHWC's
     ci_step, ky_step, kx_step = (1, kw * cg, cg) if nhwc else (kh * kw, kw, 1)
-    vector_a = nhwc and cg % CHUNK == 0  # 8 consecutive k: 8 channels of one tap, 16 aligned bytes
-    vector_w = taps % CHUNK == 0
+    # 16-byte copies (not for TF32, whose operands are rounded as they are gathered): in NHWC, 8 consecutive k are
+    # 8 channels of one tap
+    vector_a = nhwc and cg % per_chunk == 0 and not tf32
+    vector_w = taps % per_chunk == 0 and not tf32
     # the pixels a thread gathers: for 16-byte copies (consecutive threads along k) `rows_a` of them, for element
     # gathers (consecutive threads along the pixels) one, `elements_a` taps of it a step, UNROLL at a time
     rows_a = block_m * row_chunks // threads if vector_a else 1
-    elements_a = block_m * BLOCK_K // threads
+    elements_a = block_m * block_k // threads
     require(threads <= block_m * row_chunks and elements_a % UNROLL == 0, name,
             f"a block's threads must be at most {row_chunks} * block_m")
     loads_w = block_n * row_chunks
@@ -130,8 +147,8 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
             attrs.cuda.grid_dim = (batch * pixels + block_m - 1) // block_m * tiles_n * groups
             attrs.cuda.dynamic_smem_bytes = smem_bytes
             attrs.cuda.min_blocks = min_blocks
-            smem_a = tensor_pointer(dt, [stages, block_m, BLOCK_K], init=dynamic_shared_memory(0, dt))
-            smem_w = tensor_pointer(dt, [stages, block_n, BLOCK_K], init=dynamic_shared_memory(a_bytes, dt))
+            smem_a = tensor_pointer(dt, [stages, block_m, block_k], init=dynamic_shared_memory(0, dt))
+            smem_w = tensor_pointer(dt, [stages, block_n, block_k], init=dynamic_shared_memory(a_bytes, dt))
             ra = register_tensor(u32, [mma_m, 4])
             rb = register_tensor(u32, [mma_n, 2])
             acc = register_tensor(f32, [mma_m, mma_n, 4])
@@ -159,25 +176,25 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
                 a_image[r] = pixel // pixels
                 a_y[r] = pixel % pixels // ow * sh - ph if pixel < m else -1 - (kh - 1) * dh
                 a_x[r] = pixel % ow * sw - pw
-            steps = (taps + BLOCK_K - 1) // BLOCK_K
+            steps = (taps + block_k - 1) // block_k
             for step in range(steps + stages - 1):  # gather step `step`, multiply step `step - stages + 1`
                 cp_async_wait_group(stages - 2)  # the copy of the step multiplied now is in place
                 syncthreads()  # ... for every thread, and every thread is done with the buffer refilled now
                 if step < steps:
                     fill = step % stages
-                    k0 = step * BLOCK_K
+                    k0 = step * block_k
                     if vector_a:
                         for r in meta.range(rows_a):
                             row = (threadIdx.x + r * threads) // row_chunks
-                            col = threadIdx.x % row_chunks * CHUNK
+                            col = threadIdx.x % row_chunks * per_chunk
                             kk = k0 + col
                             iy = a_y[r] + kk // ky_step % kh * dh
                             ix = a_x[r] + kk // kx_step % kw * dw
-                            at = swizzle(row, col // CHUNK) * CHUNK
+                            at = swizzle(row, col // per_chunk) * per_chunk
                             if kk < taps and iy >= 0 and iy < h and ix >= 0 and ix < w:
                                 cp_async(~smem_a[fill, row, at], ~x[a_image[r], iy, ix, g * cg + kk % cg], 16)
                             else:
-                                for e in meta.range(CHUNK):
+                                for e in meta.range(per_chunk):
                                     smem_a[fill, row, at + e] = dt(0.0)
                     else:
                         row = threadIdx.x % block_m
@@ -189,20 +206,19 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
                                 iy = a_y[0] + kk // ky_step % kh * dh
                                 ix = a_x[0] + kk // kx_step % kw * dw
                                 inside = kk < taps and iy >= 0 and iy < h and ix >= 0 and ix < w
-                                at = swizzle(row, col // CHUNK) * CHUNK + col % CHUNK
-                                if nhwc:
-                                    smem_a[fill, row, at] = x[a_image[0], iy, ix, channel] if inside else dt(0.0)
-                                else:
-                                    smem_a[fill, row, at] = x[a_image[0], channel, iy, ix] if inside else dt(0.0)
+                                at = swizzle(row, col // per_chunk) * per_chunk + col % per_chunk
+                                value = (x[a_image[0], iy, ix, channel] if nhwc else x[a_image[0], channel, iy, ix]) \
+                                    if inside else dt(0.0)
+                                smem_a[fill, row, at] = cvt_rna_tf32_f32(value) if tf32 else value
                     for t in meta.range(-(-loads_w // threads)):
                         q = threadIdx.x + t * threads
                         if loads_w % threads == 0 or q < loads_w:
                             row = q // row_chunks
-                            kc = q % row_chunks * CHUNK
-                            at = swizzle(row, q % row_chunks) * CHUNK
+                            kc = q % row_chunks * per_chunk
+                            at = swizzle(row, q % row_chunks) * per_chunk
                             o = g * og + n0 + row
                             live = n0 + row < og
-                            for e in meta.range(1 if vector_w else CHUNK):
+                            for e in meta.range(1 if vector_w else per_chunk):
                                 kk = k0 + kc + e
                                 ci = kk // ci_step % cg
                                 ky = kk // ky_step % kh
@@ -212,26 +228,25 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
                                         src = ~weight[o, ky, kx, ci] if nhwc else ~weight[o, ci, ky, kx]
                                         cp_async(~smem_w[fill, row, at], src, 16)
                                     else:
-                                        for z in meta.range(CHUNK):
+                                        for z in meta.range(per_chunk):
                                             smem_w[fill, row, at + z] = dt(0.0)
                                 else:
                                     inside = live and kk < taps
-                                    if nhwc:
-                                        smem_w[fill, row, at + e] = weight[o, ky, kx, ci] if inside else dt(0.0)
-                                    else:
-                                        smem_w[fill, row, at + e] = weight[o, ci, ky, kx] if inside else dt(0.0)
+                                    value = (weight[o, ky, kx, ci] if nhwc else weight[o, ci, ky, kx]) if inside \
+                                        else dt(0.0)
+                                    smem_w[fill, row, at + e] = cvt_rna_tf32_f32(value) if tf32 else value
                 cp_async_commit_group()
                 if step >= stages - 1:
                     buf = (step - stages + 1) % stages
-                    for ks in meta.range(BLOCK_K // MMA_K):
+                    for ks in meta.range(block_k // mma_k):
                         for mi in meta.range(mma_m):
                             row = wm + mi * MMA_M + lane % 16
-                            ldmatrix_x4(~ra[mi, 0], ~smem_a[buf, row, swizzle(row, 2 * ks + lane // 16) * CHUNK])
+                            ldmatrix_x4(~ra[mi, 0], ~smem_a[buf, row, swizzle(row, 2 * ks + lane // 16) * per_chunk])
                         for pair in meta.range(mma_n // 2):
                             # lanes 0-7, 8-15: the first 8 columns' k halves; lanes 16-31: the next 8 columns'
                             row = wn + pair * 2 * MMA_N + lane // 16 * MMA_N + lane % 8
                             chunk = 2 * ks + lane // 8 % 2
-                            ldmatrix_x4(~rb[2 * pair, 0], ~smem_w[buf, row, swizzle(row, chunk) * CHUNK])
+                            ldmatrix_x4(~rb[2 * pair, 0], ~smem_w[buf, row, swizzle(row, chunk) * per_chunk])
                         for mi in meta.range(mma_m):
                             for ni in meta.range(mma_n):
                                 mma(~ra[mi, 0], ~rb[ni, 0], ~acc[mi, ni, 0])
