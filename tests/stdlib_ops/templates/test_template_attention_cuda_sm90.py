@@ -3,9 +3,9 @@ against a float64 numpy reference, on the emulator's checking mode (no race, no 
 uninitialized shared-memory read, no wgmma register touched in flight): symbolic sequence lengths with odd tails,
 causal and not, additive masks with fully masked rows, grouped-query heads read in place, f16 and bf16, head
 dimensions 64 and 128, both tile widths and consumer counts, rings that wrap; the attention adapter's choice (this
-template on sm_90a where TMA reads q, k and v as they are, the sm_80 tensor-core template elsewhere); the
-parameters it refuses; and its machine code: NVRTC's sm_90a cubin issues HGMMA and UTMALDG and has no local
-memory."""
+template on sm_90a where TMA reads q, k and v as they are, the sm_80 tensor-core template elsewhere and where a
+prologue is fused into the mask); the parameters it refuses; and its machine code: NVRTC's sm_90a cubin issues
+HGMMA and UTMALDG, serializes no wgmma and has no local memory."""
 
 from __future__ import annotations
 
@@ -134,6 +134,16 @@ def test_the_adapter_takes_the_hopper_template_where_tma_reads_the_tensors(q_sha
     assert chosen_kernel(y, TARGET) == ("attention_cuda_sm90" if on_sm90a else "attention_cuda_mma")
     for target in ("cuda:sm_80", "cuda:sm_90", "cuda"):  # no sm_90a (sm_90 lacks wgmma; 'cuda': not known)
         assert chosen_kernel(y, target) == "attention_cuda_mma"
+
+
+def test_a_prologue_on_the_mask_takes_the_tensor_core_template() -> None:
+    # a boolean mask becomes an additive one in an injective operator that a graph fuses into the attention's mask
+    # input: a kernel reading q, k and v by TMA takes no prologue, so the chooser takes the binding's fallback
+    q, k, v = (ops.symbol([2, 4, "s", 64], "float16") for _ in range(3))
+    allowed = ops.symbol(["s", "s"], "bool")
+    task = ops.attention(q, k, v, attn_mask=allowed).producer.task
+    assert the_kernel(choose_schedule(task, TARGET).module).name == "attention_cuda_sm90"
+    assert the_kernel(choose_schedule(task, TARGET, prologue=True).module).name == "attention_cuda_mma"
 
 
 def test_a_graph_runs_grouped_heads_with_a_mask_and_scale_on_the_hopper_kernel() -> None:
