@@ -42,8 +42,9 @@ Importing this package imports every one of them, so every one is registered.
 - `conv2d` (NCHW) and `conv2d_nhwc` (`ops.conv2d(..., layout='NHWC')`: channels-last input and output, weight
   `[O, KH, KW, C / groups]`) on CUDA, f32, f16 and bf16 (`conv2d_cuda`): depthwise convolutions (at most 2 input
   channels a group) to the direct kernel `conv2d_cuda_direct`, the others to implicit GEMMs, on the tensor cores
-  for f16 and bf16 (`conv2d_cuda_mma`: `cp_async` gathers, `ldmatrix`, `mma`) and on the CUDA cores for f32
-  (`conv2d_cuda_gemm`); their geometry is `conv2d_geometry`'s; only the batch may be symbolic.
+  for f16 and bf16 (`conv2d_cuda_mma`: `cp_async` gathers, `ldmatrix`, `mma`; f32 too, in TF32, where
+  `hidet.option.allow_tf32(True)` allows it) and on the CUDA cores for f32 (`conv2d_cuda_gemm`); their geometry is
+  `conv2d_geometry`'s; only the batch may be symbolic.
 
 The operands must share one dtype the template supports, and every size known at build time must be positive.
 `block_reduce` and `row_reduce_cpu` are building blocks the templates share (block and row reductions).
