@@ -122,9 +122,8 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
     mask_dtype[batch, heads, seq_q, seq_k]`; without the batch dimension (`[heads, ...]`, `[kv_heads, ...]`) unless
     `batched` (default: where batch is not 1). Query head h reads key/value head `h / group` (`heads = group *
     kv_heads`, checked where both are ints). Sizes are ints or symbolic names; `head_dim` is 64 or 128; `scale`
-    defaults to 1 / sqrt(head_dim). The schedule
-    (`consumers`: 1 or 2 warpgroups of 64 queries; `block_k`: 64 or 128 keys a tile; `stages`: 2 to 8 ring
-    buffers) defaults to `default_schedule`'s."""
+    defaults to 1 / sqrt(head_dim). The schedule (`consumers`: 1 or 2 warpgroups of 64 queries; `block_k`: 64 or 128
+    keys a tile; `stages`: 2 to 8 ring buffers) defaults to `default_schedule`'s."""
     name = "attention_cuda_sm90"
     check_sizes(name, {"batch": batch, "heads": heads, "kv_heads": kv_heads, "seq_q": seq_q, "seq_k": seq_k})
     require(head_dim in HEAD_DIMS, name, f"head_dim must be one of {HEAD_DIMS}, got {head_dim!r}")
