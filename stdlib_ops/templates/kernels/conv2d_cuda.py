@@ -95,6 +95,9 @@ def conv2d_cuda_gemm(batch: Size, channels: int, height: int, width: int, out_ch
     h, w = geo.height, geo.width
     ci_step, ky_step, kx_step = (1, kw * cg, cg) if nhwc else (kh * kw, kw, 1)
     loads_a = block_m * block_k
+    require(loads_a % threads == 0 and threads % block_m == 0 and threads % block_k == 0, name,
+            "a block's threads must be a multiple of block_m and of block_k, and divide block_m * block_k")
+    rows_a = loads_a // threads if nhwc else 1  # the pixels a thread gathers
     loads_w = block_n * block_k
     pixels = oh * ow
     tiles_n = -(-og // block_n)
@@ -131,30 +134,33 @@ def conv2d_cuda_gemm(batch: Size, channels: int, height: int, width: int, out_ch
             n0 = tile % (GROUP_M * tiles_n) // group_m * block_n
             ty = threadIdx.x // threads_n
             tx = threadIdx.x % threads_n
+            a_image = register_tensor(i32, [rows_a])  # per gathered pixel: its image, and the input's row and
+            a_y = register_tensor(i32, [rows_a])  # column under its kernel's first tap (a row above every tap's
+            a_x = register_tensor(i32, [rows_a])  # past the last pixel)
+            for r in meta.range(rows_a):
+                pixel = m0 + ((threadIdx.x + r * threads) // block_k if nhwc else threadIdx.x % block_m)
+                a_image[r] = pixel // pixels
+                a_y[r] = pixel % pixels // ow * sh - ph if pixel < m else -1 - (kh - 1) * dh
+                a_x[r] = pixel % ow * sw - pw
             steps = (taps + block_k - 1) // block_k
             for step in range(steps + stages - 1):  # gather step `step`, multiply step `step - stages + 1`
                 syncthreads()  # the step multiplied now is in place, and every thread is done with the one refilled
                 if step < steps:
                     fill = step % stages
                     k0 = step * block_k
-                    for t in meta.range(-(-loads_a // threads)):
-                        q = threadIdx.x + t * threads
-                        if loads_a % threads == 0 or q < loads_a:
-                            row = q // block_k if nhwc else q % block_m  # consecutive threads: along k in NHWC,
-                            col = q % block_k if nhwc else q // block_m  # along the pixels in NCHW
-                            pixel = m0 + row
-                            bi = pixel // pixels
-                            oy = pixel % pixels // ow
-                            ox = pixel % ow
-                            kk = k0 + col
-                            ci = kk // ci_step % cg
-                            iy = oy * sh + kk // ky_step % kh * dh - ph
-                            ix = ox * sw + kk // kx_step % kw * dw - pw
-                            inside = pixel < m and kk < taps and iy >= 0 and iy < h and ix >= 0 and ix < w
-                            if nhwc:
-                                smem_a[fill, col, row] = x[bi, iy, ix, g * cg + ci] if inside else 0.0
-                            else:
-                                smem_a[fill, col, row] = x[bi, g * cg + ci, iy, ix] if inside else 0.0
+                    for t in meta.range(loads_a // threads):
+                        # consecutive threads along k in NHWC (a thread's k fixed, its pixels `rows_a`), along the
+                        # pixels in NCHW (a thread's pixel fixed)
+                        row = (threadIdx.x + t * threads) // block_k if nhwc else threadIdx.x % block_m
+                        col = threadIdx.x % block_k if nhwc else threadIdx.x // block_m + t * (threads // block_m)
+                        kk = k0 + col
+                        channel = g * cg + kk // ci_step % cg
+                        iy = a_y[t if nhwc else 0] + kk // ky_step % kh * dh
+                        ix = a_x[t if nhwc else 0] + kk // kx_step % kw * dw
+                        inside = kk < taps and iy >= 0 and iy < h and ix >= 0 and ix < w
+                        image = a_image[t if nhwc else 0]
+                        smem_a[fill, col, row] = (x[image, iy, ix, channel] if nhwc else x[image, channel, iy, ix]) \
+                            if inside else 0.0
                     for t in meta.range(-(-loads_w // threads)):
                         q = threadIdx.x + t * threads
                         if loads_w % threads == 0 or q < loads_w:

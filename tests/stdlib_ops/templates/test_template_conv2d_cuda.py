@@ -1,14 +1,17 @@
-"""The CUDA conv2d templates (the tensor-core implicit GEMM for f16 and bf16, the f32 implicit GEMM on the CUDA
-cores, the direct kernel of depthwise convolutions), NCHW and NHWC, against a float64 numpy reference on the
+"""The CUDA conv2d templates (the tensor-core implicit GEMM for f16, bf16 and TF32, the f32 implicit GEMM on the
+CUDA cores, the direct kernel of depthwise convolutions), NCHW and NHWC, against a float64 numpy reference on the
 emulator's checking mode (every element access bounds-checked, no race, no uninitialized shared-memory read); the
-registry's choice among them; `ops.conv2d(..., layout='NHWC')` and a fused epilogue through the operator; refusals;
-and the tensor-core template's machine code for sm_90.
+registry's choice among them (TF32 only where `hidet.option.allow_tf32(True)` allows it); `ops.conv2d(...,
+layout='NHWC')` and a fused epilogue through the operator; refusals; and the tensor-core template's machine code
+for sm_90.
 
 Error bound, from the arithmetic: an output is a sum of K = (channels / groups) * kh * kw products plus the bias,
 accumulated in f32 in an order the schedule decides (the products of f16 or bf16 values are exact in f32). Any
 order is within (K + 1) * u of the sum of the absolute values of the terms (u = 2^-24), which `assert_sum_close`
 checks with one term more for the second-order term; an f16 or bf16 result adds one rounding to its type (2^-11 or
-2^-8 of the magnitude) and, for f16 below its normal range, half its spacing there. Padding contributes exact zeros.
+2^-8 of the magnitude) and, for f16 below its normal range, half its spacing there; f32 operands multiplied in TF32
+are each rounded to 10 mantissa bits (2^-11), a product of two by at most 2^-10 + 2^-22 of its size. Padding
+contributes exact zeros.
 
 Shapes are drawn by hypothesis with odd sizes among them (channels, groups, kernel, stride, padding, dilation,
 bias or not, layout, dtype), each build with a symbolic batch serving two drawn batches; fixed cases of small
@@ -30,6 +33,7 @@ from hypothesis import strategies as st
 from template_checks import F16_HALF_SUBNORMAL_STEP, U, assert_sum_close
 from test_template_conv2d_cpu import reference
 
+import hidet_lang as hidet
 import stdlib_ops as ops
 from codegen.toolchain.sass import find_tool
 from hidet_lang.testing import example_count
@@ -41,6 +45,9 @@ from stdlib_ops.templates.registry import choose_schedule
 
 ROUNDING = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 0.0}
 """The relative rounding of a result stored in each dtype (beyond the f32 sum's)."""
+TF32_PRODUCT = 2.0**-10 + 2.0**-22
+"""The relative error of a product of two f32 values each rounded to TF32 (2^-11 each; the product of the rounded
+values is exact in f32)."""
 NUMPY = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}
 SMALL = st.sampled_from([1, 3, 17]) | st.integers(1, 9)
 """Spatial sizes: the odd edge sizes drawn often."""
@@ -71,14 +78,17 @@ def run(module: object, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, layo
     return out if layout == "NCHW" else out.transpose(0, 3, 1, 2)
 
 
-def check(out: np.ndarray, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, **conv: object) -> None:
-    """`out` within the error bound of the module docstring of the exact convolution."""
+def check(out: np.ndarray, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, tf32: bool = False,
+          **conv: object) -> None:
+    """`out` within the error bound of the module docstring of the exact convolution (`tf32`: of the convolution
+    of the f32 operands multiplied in TF32)."""
     exact = reference(x, w, b, **conv)
     magnitude = reference(np.abs(x), np.abs(w), None if b is None else np.abs(b), **conv)
     terms = int(np.prod(w.shape[1:])) + 1
     dtype = np.dtype(out.dtype).name
     absolute = F16_HALF_SUBNORMAL_STEP if dtype == "float16" else 0.0
-    assert_sum_close(out, exact, magnitude, terms, U + ROUNDING[dtype] / (terms + 1), absolute)
+    rounding = TF32_PRODUCT if tf32 else ROUNDING[dtype]
+    assert_sum_close(out, exact, magnitude, terms, U + rounding / (terms + 1), absolute)
 
 
 @st.composite
@@ -99,7 +109,8 @@ def convolutions(draw: st.DrawFn, schedule: str) -> dict:
     padding = (draw(st.integers(0, 2)), draw(st.integers(0, 2)))
     dilation = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
     assume(all(s + 2 * p >= d * (k - 1) + 1 for s, p, d, k in zip((height, width), padding, dilation, kernel)))
-    dtypes = {"direct": ["float32", "float16", "bfloat16"], "gemm": ["float32"], "mma": ["float16", "bfloat16"]}
+    dtypes = {"direct": ["float32", "float16", "bfloat16"], "gemm": ["float32"],
+              "mma": ["float16", "bfloat16", "float32"]}  # f32 on the tensor cores: TF32
     return {"channels": groups * per_group, "height": height, "width": width, "out_channels": groups * out_per_group,
             "kernel": kernel, "stride": stride, "padding": padding, "dilation": dilation, "groups": groups,
             "bias": draw(st.booleans()), "dtype": draw(st.sampled_from(dtypes[schedule])),
@@ -119,7 +130,8 @@ def check_drawn(draw: st.DataObject, schedule: str) -> None:
         w = rng.uniform(-1, 1, (params["out_channels"], params["channels"] // params["groups"],
                                 *params["kernel"])).astype(dtype)
         b = rng.uniform(-1, 1, params["out_channels"]).astype(dtype) if params["bias"] else None
-        check(run(module, x, w, b, params["layout"], **conv), x, w, b, **conv)
+        tf32 = schedule == "mma" and params["dtype"] == "float32"
+        check(run(module, x, w, b, params["layout"], **conv), x, w, b, tf32, **conv)
 
 
 # ------------------------------------------------------------------------------------------------ the schedules
@@ -173,6 +185,17 @@ def test_the_registry_chooses_the_schedule_per_shape() -> None:
         "conv2d"
 
 
+def test_f32_takes_the_tensor_cores_only_where_tf32_is_allowed() -> None:
+    conv = ops.conv2d(ops.symbol(["n", 12, 9, 9]), ops.symbol([16, 12, 3, 3]), padding=1)
+    assert kernel_name(conv) == "conv2d_cuda_gemm"
+    try:
+        hidet.option.allow_tf32(True)
+        assert kernel_name(conv) == "conv2d_cuda_mma"
+    finally:
+        hidet.option.allow_tf32(False)
+    assert kernel_name(conv) == "conv2d_cuda_gemm"
+
+
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_nhwc_convolution_through_the_operator(device: str) -> None:
     """`layout='NHWC'` takes channels-last tensors and an `[O, KH, KW, C / groups]` weight (the CPU runs the
@@ -213,8 +236,8 @@ def test_bad_input_is_refused_with_a_clear_error() -> None:
     shape = {"channels": 4, "height": 5, "width": 5, "out_channels": 4, "kernel": (3, 3)}
     with pytest.raises(ScheduleError, match="dtype float64 is not supported"):
         conv2d_cuda_gemm(1, **shape, dtype="float64")
-    with pytest.raises(ScheduleError, match="dtype float32 is not supported"):
-        conv2d_cuda_mma(1, **shape, dtype="float32")
+    with pytest.raises(ScheduleError, match="dtype float64 is not supported"):
+        conv2d_cuda_mma(1, **shape, dtype="float64")
     with pytest.raises(ScheduleError, match="do not split into 3 groups"):
         conv2d_cuda_direct(1, **shape, groups=3)
     with pytest.raises(ScheduleError, match="layout must be one of"):
