@@ -113,6 +113,17 @@ class CpuBackend(Backend):
                               after_call=[bounds_checks(lib)] if check else [])
 
 
+def with_device_arch(target: Target) -> Target:
+    """`target` with the GPU's architecture (`nvrtc.default_arch`: 'sm_90a' on an H200) where it is CUDA, names no
+    architecture and CUDA modules run on a GPU, which is what a build for it compiles for; `target` itself
+    otherwise. Choosing a kernel for the resolved target takes the templates the GPU runs fastest (an sm_90a one on
+    a Hopper GPU); on the emulator a target without an architecture keeps none, so that its choices stay the
+    portable ones."""
+    if target.kind != TargetKind.CUDA or target.arch is not None or backend() != "gpu":
+        return target
+    return dataclasses.replace(target, arch=default_arch())
+
+
 class CudaBackend(Backend):
     """CUDA C compiled by NVRTC and launched on a GPU, or compiled by the C++ compiler for the CUDA emulator."""
 

@@ -77,8 +77,8 @@ _default: str | None = None
 
 
 def default_arch() -> str:
-    """Return the architecture of GPU 0 (e.g. "sm_90") when a CUDA driver and a device are present, else
-    `FALLBACK_ARCH` ("sm_80"). Memoized; never raises."""
+    """Return the architecture of GPU 0 (`device_arch`: "sm_90a" on an H100 or H200) when a CUDA driver and a
+    device are present, else `FALLBACK_ARCH` ("sm_80"). Memoized; never raises."""
     global _default
     if _default is None:
         _default = _gpu_arch() or FALLBACK_ARCH
@@ -107,7 +107,14 @@ def _gpu_arch() -> str | None:
             capability.append(int(value))
     except Exception:  # any failure of the driver stack means "no GPU"
         return None
-    return f"sm_{capability[0]}{capability[1]}"
+    return device_arch(*capability)
+
+
+def device_arch(major: int, minor: int) -> str:
+    """The architecture a build for a device of compute capability `major.minor` targets: the one with its
+    architecture-specific features (`sm_90a` for 9.0: Hopper's wgmma and TMA; the `a` variants from 9.0 on), which
+    runs on that device, and the plain one before 9.0, which has no such variant."""
+    return f"sm_{major}{minor}{'a' if major >= 9 else ''}"
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from codegen.backends import with_device_arch
 from hidet_lang.ir.func import IRModule
 from hidet_lang.passes.kind_rules import intrinsic_lacking
 from hidet_lang.target import Target
@@ -135,8 +136,9 @@ def choose_schedule(task: Task, target: Target | str, *, prologue: bool = False)
     none, or it declines the task, or a library template's kernel needs a CUDA architecture newer than the target's.
 
     This is the only place a task's schedule is chosen; it is looked up again on every call (a new record or
-    template is taken), and each distinct schedule is instantiated once per process."""
-    target = Target.of(target)
+    template is taken), and each distinct schedule is instantiated once per process. A 'cuda' target without an
+    architecture chooses for the GPU's where it runs on one (`with_device_arch`)."""
+    target = with_device_arch(Target.of(target))
     template = TEMPLATES.lookup(task, target)
     if template in _LIBRARY:
         binding = template(task)
@@ -155,7 +157,7 @@ def prologue_alternatives(task: Task, target: Target | str) -> tuple[TemplateBin
     """The library bindings `choose_schedule` takes for `task` on `target` without a prologue and with one to fuse,
     where they differ (the first reads an input whole, as a tensor map, which no prologue can ride); None where a
     prologue changes nothing (the same binding, a user's template, the rule-based scheduler)."""
-    target = Target.of(target)
+    target = with_device_arch(Target.of(target))
     template = TEMPLATES.lookup(task, target)
     binding = template(task) if template in _LIBRARY else None
     if binding is None:

@@ -287,7 +287,7 @@ def fake_driver(init_result: int, capability: tuple[int, int] = (9, 0)) -> types
     return driver
 
 
-@pytest.mark.parametrize(("init_result", "expected"), [(0, "sm_90"), (100, "sm_80")])
+@pytest.mark.parametrize(("init_result", "expected"), [(0, "sm_90a"), (100, "sm_80")])
 def test_default_arch_from_the_driver(monkeypatch: pytest.MonkeyPatch, init_result: int, expected: str) -> None:
     monkeypatch.setattr(nvrtc, "_default", None)
     monkeypatch.setitem(sys.modules, "cuda.bindings.driver", fake_driver(init_result))
@@ -432,3 +432,11 @@ def test_build_cubin_rejects_bad_arch_and_missing_include_dir(tmp_path: Path) ->
         cache.build_cubin(ADD_KERNEL, arch="ampere", version=VERSION)
     with pytest.raises(FileNotFoundError, match="no_such_dir"):
         cache.build_cubin(ADD_KERNEL, arch="sm_80", version=VERSION, include_dirs=[str(tmp_path / "no_such_dir")])
+
+
+@pytest.mark.parametrize(("capability", "arch"), [((8, 0), "sm_80"), ((8, 9), "sm_89"), ((9, 0), "sm_90a"),
+                                                  ((10, 0), "sm_100a"), ((12, 0), "sm_120a")])
+def test_a_device_builds_for_its_architecture_specific_variant_from_hopper_on(capability: tuple[int, int],
+                                                                               arch: str) -> None:
+    assert nvrtc.device_arch(*capability) == arch
+    assert nvrtc.normalize_arch(arch) == arch
