@@ -10,8 +10,11 @@ sizes and `BLOCK_K`), with these differences:
 - **The A tile (the gather).** Element `(pixel, k)` of a `block_m x 32` tile is the input at
   `(iy, ix) = (oy * sh + ky * dh - ph, ox * sw + kx * dw - pw)`, zero outside the input (the padding) and past M
   or K. In NHWC, where a group's channels are a multiple of 8, a run of 8 consecutive k is 8 consecutive channels of
-  one pixel and one tap: one 16-byte `cp_async`, or zeros. Otherwise every element is read on its own: in NCHW by
-  consecutive threads along the pixels (consecutive `ox`: coalesced reads), in NHWC along k (consecutive channels).
+  one pixel and one tap: one 16-byte `cp_async`, or zeros (consecutive threads along k). Otherwise every element is
+  read on its own, by consecutive threads along the pixels (in NCHW consecutive `ox`: coalesced reads; in NHWC
+  reads `C` elements apart, dense for the few channels of a network's first layer), `UNROLL` at a time. The
+  pixels a thread gathers are the same at every step: their image and the input row and column of their first tap
+  are computed once, into registers.
 - **The weight tile.** The weight is row-major `[O, K]` in both layouts, so its tile is stored like the A tile,
   `block_n x 32` with k along a row (16-byte `cp_async` copies where K is a multiple of 8), and the B fragments
   are read with the plain (untransposed) `ldmatrix_x4`: two 8-column mma tiles' fragments at once.
