@@ -12,8 +12,9 @@ Tensors, layouts and the implicit GEMM's extents are `conv2d_geometry`'s (NCHW, 
   k-major (`[block_k, block_m]`, `[block_k, block_n]`) so that a thread's 4 pixels or 4 channels of one tap are one
   16-byte shared read. The gather reads an element of the input at `(oy * sh + ky * dh - ph, ox * sw + kx * dw -
   pw)`, zero outside it (the padding), in NCHW by consecutive threads along the pixels (coalesced along `ox`), in
-  NHWC along k (consecutive channels). The accumulators are stored with the bias where they fall inside the
-  output, which is where a fused epilogue lands.
+  NHWC along k (consecutive channels); the pixels a thread gathers are the same at every step, their image and the
+  input row and column of their first tap computed once, into registers. The accumulators are stored with the
+  bias where they fall inside the output, which is where a fused epilogue lands.
 - **Direct** (`conv2d_cuda_direct`), for depthwise convolutions and others of few input channels a group: a thread
   per output element in the output's memory order (consecutive threads: consecutive `ox` in NCHW, consecutive
   output channels in NHWC, so that both the reads and the stores are coalesced) sums its `cg * KH * KW` taps in
@@ -58,8 +59,7 @@ ENOUGH_BLOCKS = 132
 def gemm_tiles(groups: int, m: Size, n: int) -> tuple[int, int, int, int]:
     """The f32 GEMM's tile for `groups` products of `m` pixels by `n` channels: of the tiles no wider than the
     channels need (at least 32), the largest that gives `ENOUGH_BLOCKS` blocks (the smallest when none does)."""
-    fitting = [t for t in TILES if t[1] <= max(32, n) or t[1] == TILES[-1][1]]
-    return tile_for_blocks(fitting, groups, m, n, ENOUGH_BLOCKS)
+    return tile_for_blocks([t for t in TILES if t[1] <= max(32, n)], groups, m, n, ENOUGH_BLOCKS)
 
 
 def conv2d_cuda_gemm(batch: Size, channels: int, height: int, width: int, out_channels: int, kernel: Pair,
