@@ -1,5 +1,5 @@
 """Global options: `hidet.option.cache_dir(path)` chooses where compiled binaries are cached;
-`hidet.option.allow_tf32(True)` lets f32 matmuls on CUDA run on the tensor cores in TF32."""
+`hidet.option.allow_tf32(True)` lets f32 matmuls and convolutions on CUDA run on the tensor cores in TF32."""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ _allow_tf32 = False
 
 
 def allow_tf32(allow: bool | None = None) -> bool:
-    """Allow (True) or forbid (False) TF32 tensor-core arithmetic for f32 matmuls on CUDA, when `allow` is given;
-    return whether it is allowed. Off by default (as torch's `allow_tf32` for matmuls): f32 matmuls then run in
-    f32 on the CUDA cores. TF32 rounds each input to 10 mantissa bits (a relative error of 2^-11) and accumulates
+    """Allow (True) or forbid (False) TF32 tensor-core arithmetic for f32 matmuls and convolutions on CUDA, when
+    `allow` is given; return whether it is allowed. Off by default (as torch's `allow_tf32` for matmuls): f32
+    matmuls and convolutions then run in f32 on the CUDA cores. TF32 rounds each input to 10 mantissa bits (a relative error of 2^-11) and accumulates
     in f32. The choice is read when a schedule is chosen: eager calls made after a change use the new choice;
     graphs built before it keep theirs."""
     global _allow_tf32
