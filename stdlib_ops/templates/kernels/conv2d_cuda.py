@@ -36,6 +36,7 @@ from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import TemplateBinding, common_dtype, shape_of
 from stdlib_ops.templates.kernels.conv2d_cuda_mma import conv2d_cuda_mma
 from stdlib_ops.templates.kernels.conv2d_geometry import Pair, conv_geometry
+from stdlib_ops.templates.kernels.tile_order import grouped_tile
 from stdlib_ops.templates.params import Size, require, tile_for_blocks
 from stdlib_ops.templates.registry import library_template
 from stdlib_ops.templates.sizes import bind_sizes, drop_params
@@ -43,7 +44,6 @@ from stdlib_ops.templates.views import View
 
 CONV2D_CUDA_DTYPES = ("float32", "float16", "bfloat16")
 CHUNK = 4  # f32 elements of a 16-byte shared read
-GROUP_M = 8  # tile rows a group of consecutive blocks covers
 DIRECT_CHANNELS = 2
 """The most input channels a group that `conv2d_on_cuda` gives to the direct kernel (depthwise convolutions have
 one): a GEMM of K = cg * KH * KW that small wastes most of a block's tile."""
@@ -128,10 +128,11 @@ def conv2d_cuda_gemm(batch: Size, channels: int, height: int, width: int, out_ch
             per_group = tiles_m * tiles_n
             g = blockIdx.x // per_group
             tile = blockIdx.x % per_group
-            first_m = tile // (GROUP_M * tiles_n) * GROUP_M  # groups of GROUP_M tile rows, column by column
-            group_m = min(tiles_m - first_m, GROUP_M)
-            m0 = (first_m + tile % (GROUP_M * tiles_n) % group_m) * block_m
-            n0 = tile % (GROUP_M * tiles_n) // group_m * block_n
+            tile_row: i32 = 0  # the block's tile: GROUP_M tile rows at a time, column by column (`tile_order`)
+            tile_col: i32 = 0
+            grouped_tile(tile, tiles_m, tiles_n, ~tile_row, ~tile_col)
+            m0 = tile_row * block_m
+            n0 = tile_col * block_n
             ty = threadIdx.x // threads_n
             tx = threadIdx.x % threads_n
             a_image = register_tensor(i32, [rows_a])  # per gathered pixel: its image, and the input's row and

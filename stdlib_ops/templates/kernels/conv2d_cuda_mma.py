@@ -23,9 +23,9 @@ sizes and `BLOCK_K`), with these differences:
   fragments of 32-bit elements are exactly TF32's A and B fragments); every element is gathered on its own and
   rounded to TF32 (`cvt_rna_tf32_f32`: nearest, ties away from zero) as it is stored into shared memory, so the
   tensor cores multiply exactly the rounded operands.
-- **Output.** Blocks go over the group's tiles in `GROUP_M` tile rows, groups outermost; each accumulator inside
-  the output is stored with the bias added at `out[b, o, oy, ox]` (or `out[b, oy, ox, o]`), which is where a fused
-  epilogue lands.
+- **Output.** Blocks go over the group's tiles in groups of `GROUP_M` tile rows (`tile_order`), groups outermost;
+  each accumulator inside the output is stored with the bias added at `out[b, o, oy, ox]` (or `out[b, oy, ox, o]`),
+  which is where a fused epilogue lands.
 
 The kernel follows the kernel contract: `x`, `weight` and `bias` are only read element by element or as the
 source of a `cp_async`, `out` is only stored element by element. The 16-byte copies assume that the tensors' data
@@ -54,12 +54,12 @@ from stdlib_ops.templates.kernels.matmul_cuda_f16_mma import (
     BLOCK_K,
     CHUNK,
     ENOUGH_BLOCKS,
-    GROUP_M,
     INPUT_DTYPES,
     MMA_M,
     MMA_N,
     swizzled_chunk,
 )
+from stdlib_ops.templates.kernels.tile_order import grouped_tile
 from stdlib_ops.templates.params import Size, require, tile_for_blocks
 from stdlib_ops.templates.sizes import bind_sizes, drop_params
 
@@ -164,10 +164,11 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
             per_group = tiles_m * tiles_n
             g = blockIdx.x // per_group
             tile = blockIdx.x % per_group
-            first_m = tile // (GROUP_M * tiles_n) * GROUP_M  # groups of GROUP_M tile rows, column by column
-            group_m = min(tiles_m - first_m, GROUP_M)
-            m0 = (first_m + tile % (GROUP_M * tiles_n) % group_m) * block_m
-            n0 = tile % (GROUP_M * tiles_n) // group_m * block_n
+            tile_row: i32 = 0  # the block's tile: GROUP_M tile rows at a time, column by column (`tile_order`)
+            tile_col: i32 = 0
+            grouped_tile(tile, tiles_m, tiles_n, ~tile_row, ~tile_col)
+            m0 = tile_row * block_m
+            n0 = tile_col * block_n
             lane = threadIdx.x % 32
             wm = threadIdx.x // 32 // warps_n * warp_m
             wn = threadIdx.x // 32 % warps_n * warp_n

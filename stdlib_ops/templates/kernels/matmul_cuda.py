@@ -5,7 +5,7 @@ pipeline of shared buffers, and a register tile a thread indexed only by constan
 
 - **Block tiles.** A block computes a `block_m x block_n` tile of one batch entry; its threads form a
   `(block_m / thread_m) x (block_n / thread_n)` grid. Blocks go over the tiles in groups of `GROUP_M` tile rows
-  (a group's blocks share their rows of `a` and columns of `b` in L2), batch entries outermost.
+  (`tile_order`: a group's blocks share their rows of `a` and columns of `b` in L2), batch entries outermost.
 - **Copies.** Along k, steps of `block_k`: the tiles of `a` (`block_m x block_k`, rows as they are in memory) and
   `b` (`block_k x block_n`) are copied into one of `stages` shared buffers in chunks of 4 elements. A chunk wholly
   inside the matrix, whose row length is a multiple of 4 (so that its address is 16-byte aligned), is one 16-byte
@@ -48,6 +48,7 @@ from stdlib_ops.templates.kernels.matmul_cuda_f16_mma import matmul_cuda_f16_mma
 from stdlib_ops.templates.kernels.matmul_cuda_sm90 import hopper_binding
 from stdlib_ops.templates.kernels.matmul_cuda_tf32 import matmul_cuda_tf32
 from stdlib_ops.templates.kernels.matmul_views import matmul_views
+from stdlib_ops.templates.kernels.tile_order import grouped_tile
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype, tile_for_blocks
 from stdlib_ops.templates.registry import library_template
 from stdlib_ops.templates.sizes import bind_sizes
@@ -55,7 +56,6 @@ from stdlib_ops.templates.space import Point, TuningSpace, declare_space
 
 MATMUL_CUDA_DTYPES = ("float32", "float16", "bfloat16")
 CHUNK = 4  # elements of a copy chunk and of a shared read: 16 bytes of f32
-GROUP_M = 8  # tile rows a group of consecutive blocks covers
 MAX_SMEM_BYTES = 48 * 1024  # static shared memory a block may declare
 
 TILES = ((128, 128, 8, 8), (64, 64, 4, 4), (32, 32, 4, 4))
@@ -150,10 +150,11 @@ def matmul_cuda(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", 
             per_batch = tiles_m * tiles_n
             bi = blockIdx.x // per_batch
             tile = blockIdx.x % per_batch
-            first_m = tile // (GROUP_M * tiles_n) * GROUP_M  # groups of GROUP_M tile rows, column by column
-            group_m = min(tiles_m - first_m, GROUP_M)
-            m0 = (first_m + tile % (GROUP_M * tiles_n) % group_m) * block_m
-            n0 = tile % (GROUP_M * tiles_n) // group_m * block_n
+            tile_row: i32 = 0  # the block's tile: GROUP_M tile rows at a time, column by column (`tile_order`)
+            tile_col: i32 = 0
+            grouped_tile(tile, tiles_m, tiles_n, ~tile_row, ~tile_col)
+            m0 = tile_row * block_m
+            n0 = tile_col * block_n
             ty = threadIdx.x // threads_n
             tx = threadIdx.x % threads_n
             steps = (k + block_k - 1) // block_k

@@ -7,11 +7,11 @@ output; `a` is row-major `[m, k]` and `b` row-major `[k, n]`, as the matmul task
 - **Block tiles.** A block computes a `block_m x block_n` tile of one batch entry with `(block_m / warp_m) x
   (block_n / warp_n)` warps; a warp owns a `warp_m x warp_n` tile of `(warp_m / 16) x (warp_n / 8)` mma tiles,
   whose f32 accumulators are register tensors indexed only by constants (`meta.range`). Blocks go over the tiles
-  in groups of `GROUP_M` tile rows (a group's blocks share rows of `a` and columns of `b` in L2), batch entries
-  outermost. `default_tiles` chooses 128 x 128 tiles of 8 warps (64 x 32 each), or 64 x 64 tiles of 4 warps
-  where those give a GPU too few blocks. Blocks of up to 256 threads whose warp tiles are at most 64 x 32 ask for
-  two blocks an SM (launch bounds), which holds a thread to 128 registers at 256 threads (the 128 x 128 tile needs
-  128 without spilling; a 64 x 64 warp tile's 128 accumulators would spill).
+  in groups of `GROUP_M` tile rows (`tile_order`: a group's blocks share rows of `a` and columns of `b` in L2),
+  batch entries outermost. `default_tiles` chooses 128 x 128 tiles of 8 warps (64 x 32 each), or 64 x 64 tiles of
+  4 warps where those give a GPU too few blocks. Blocks of up to 256 threads whose warp tiles are at most 64 x 32
+  ask for two blocks an SM (launch bounds), which holds a thread to 128 registers at 256 threads (the 128 x 128
+  tile needs 128 without spilling; a 64 x 64 warp tile's 128 accumulators would spill).
 - **Copies.** Along k, steps of `BLOCK_K` = 32: the tiles of `a` (`block_m x 32`) and `b` (`32 x block_n`) are
   copied into one of `stages` buffers of dynamic shared memory in chunks of 8 elements (16 bytes). A chunk inside
   the matrix whose rows are a multiple of 8 elements long (so that its address is 16-byte aligned) is one
@@ -52,6 +52,7 @@ from hidet_lang.cuda import (
     threadIdx,
 )
 from hidet_lang.frontend.script import ScriptFunction, ScriptModule
+from stdlib_ops.templates.kernels.tile_order import grouped_tile
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype, tile_for_blocks
 from stdlib_ops.templates.sizes import bind_sizes
 from stdlib_ops.templates.space import Point, TuningSpace, declare_space
@@ -59,7 +60,6 @@ from stdlib_ops.templates.space import Point, TuningSpace, declare_space
 MMA_M, MMA_N, MMA_K = 16, 8, 16
 BLOCK_K = 32  # k a step: two mma k steps, a 64-byte row of the a tile
 CHUNK = 8  # elements of a copy chunk and of an ldmatrix row: 16 bytes of f16 or bf16
-GROUP_M = 8  # tile rows a group of consecutive blocks covers
 INPUT_DTYPES = ("float16", "bfloat16")
 OUTPUT_DTYPES = ("float16", "bfloat16", "float32")
 MAX_SMEM_BYTES = 227 * 1024  # the most dynamic shared memory a block of an sm_90 GPU may have (sm_80: 163 KB)
@@ -168,10 +168,11 @@ def matmul_cuda_f16_mma(batch: Size, m: Size, n: Size, k: Size, out_dtype: str =
             per_batch = tiles_m * tiles_n
             bi = blockIdx.x // per_batch
             tile = blockIdx.x % per_batch
-            first_m = tile // (GROUP_M * tiles_n) * GROUP_M  # groups of GROUP_M tile rows, column by column
-            group_m = min(tiles_m - first_m, GROUP_M)
-            m0 = (first_m + tile % (GROUP_M * tiles_n) % group_m) * block_m
-            n0 = tile % (GROUP_M * tiles_n) // group_m * block_n
+            tile_row: i32 = 0  # the block's tile: GROUP_M tile rows at a time, column by column (`tile_order`)
+            tile_col: i32 = 0
+            grouped_tile(tile, tiles_m, tiles_n, ~tile_row, ~tile_col)
+            m0 = tile_row * block_m
+            n0 = tile_col * block_n
             lane = threadIdx.x % 32
             wm = threadIdx.x // 32 // warps_n * warp_m
             wn = threadIdx.x // 32 % warps_n * warp_n

@@ -20,9 +20,9 @@ parameters: the caller passes the tensors themselves).
   flight while the next is issued (`wgmma_wait_group(1)`); a stage is released once its group is done.
 - **Persistent grid.** At most `blocks` blocks (`NUM_SMS` by default); each cluster of `cluster` blocks walks the
   units of `cluster` vertically neighbouring tiles `c, c + clusters, ...` (c: the cluster's index), the block of
-  rank r taking the unit's r-th tile row, in groups of `GROUP_M` unit rows (a group's blocks share rows of `a` and
-  columns of `b` in L2), batch entries outermost. The ring's stage and phase run on across tiles, so the producer
-  loads the next tile's first stages while the consumers store the last one.
+  rank r taking the unit's r-th tile row, in groups of `GROUP_M` unit rows (`tile_order`: a group's blocks share
+  rows of `a` and columns of `b` in L2), batch entries outermost. The ring's stage and phase run on across tiles, so
+  the producer loads the next tile's first stages while the consumers store the last one.
 - **Clusters.** With `cluster = 2` the two blocks of a cluster (sm_90's thread block clusters) compute tiles of
   the same columns, so they need the same `b` tile each step: each producer loads half of its 64 k rows
   (`tma_load_multicast`) into both blocks' shared memory, completing the bytes on both blocks' full barriers, which
@@ -85,6 +85,7 @@ from hidet_lang.ir.types import DataType, TensorType
 from stdlib_ops.schedule.signature import KernelSignature
 from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import TemplateBinding, shape_of
+from stdlib_ops.templates.kernels.tile_order import grouped_tile
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.sizes import bind_sizes
 from stdlib_ops.templates.space import TuningSpace, declare_space
@@ -95,7 +96,6 @@ BLOCK_K = 64  # k a step: 128 bytes of f16 or bf16, one row of the 128-byte swiz
 ATOM = 64  # rows of a consumer's share of the tile (wgmma's M) and columns of a b tile (one MN-major atom row)
 WGMMA_K = 16
 TILE_BYTES = ATOM * BLOCK_K * 2  # a 64x64 tile of 16-bit elements
-GROUP_M = 8  # tile rows a group of consecutive tiles covers
 NUM_SMS = 132  # an H100 SXM's and an H200's SMs: the persistent grid's most blocks
 INPUT_DTYPES = ("float16", "bfloat16")
 OUTPUT_DTYPES = ("float16", "bfloat16", "float32")
@@ -208,6 +208,8 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
             tiles_n = (n + block_n - 1) // block_n
             per_batch = units_m * tiles_n
             rank = blockIdx.x % cluster  # the block's rank in its cluster: its tile row of a unit
+            unit_row: i32 = 0  # the row and the column of the unit at hand (`tile_order`)
+            tile_col: i32 = 0
             steps = (k + BLOCK_K - 1) // BLOCK_K
             role = threadIdx.x // WARPGROUP  # 0: the producer; 1 to consumers: a consumer
             if role == 0:
@@ -217,10 +219,9 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
                     for unit in range(blockIdx.x // cluster, batch * per_batch, gridDim.x // cluster):
                         bi = unit // per_batch
                         at = unit % per_batch
-                        first_m = at // (GROUP_M * tiles_n) * GROUP_M
-                        group_m = min(units_m - first_m, GROUP_M)
-                        m0 = ((first_m + at % (GROUP_M * tiles_n) % group_m) * cluster + rank) * block_m
-                        n0 = at % (GROUP_M * tiles_n) // group_m * block_n
+                        grouped_tile(at, units_m, tiles_n, ~unit_row, ~tile_col)
+                        m0 = (unit_row * cluster + rank) * block_m
+                        n0 = tile_col * block_n
                         for step in range(steps):
                             s = it % stages
                             mbarrier_wait(~empty[s], (it // stages + 1) % 2)  # round 0 passes: nothing to free
@@ -244,10 +245,9 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
                 for unit in range(blockIdx.x // cluster, batch * per_batch, gridDim.x // cluster):
                     bi = unit // per_batch
                     at = unit % per_batch
-                    first_m = at // (GROUP_M * tiles_n) * GROUP_M
-                    group_m = min(units_m - first_m, GROUP_M)
-                    m0 = ((first_m + at % (GROUP_M * tiles_n) % group_m) * cluster + rank) * block_m
-                    n0 = at % (GROUP_M * tiles_n) // group_m * block_n
+                    grouped_tile(at, units_m, tiles_n, ~unit_row, ~tile_col)
+                    m0 = (unit_row * cluster + rank) * block_m
+                    n0 = tile_col * block_n
                     for j in meta.range(b_tiles):
                         for r in meta.range(ATOM // 2):
                             acc[j, r] = 0.0

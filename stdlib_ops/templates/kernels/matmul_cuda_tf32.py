@@ -11,9 +11,9 @@ differs from the f32 product by the inputs' rounding (a relative 2^-11 of each) 
   one batch entry with `(block_m / warp_m) x (block_n / warp_n)` warps, 128 x 128 with 8 warps of 64 x 32 (or
   64 x 64 with 4 warps of 32 x 32 where those give a GPU too few blocks); a warp owns `(warp_m / 16) x
   (warp_n / 8)` mma tiles whose accumulators are register tensors indexed by constants. Blocks go over the tiles
-  in groups of `GROUP_M` tile rows, batch entries outermost. No register cap: the 128 x 128 tile takes about 160
-  registers a thread and spills none, one block an SM (the 96 KB of shared memory of 3 stages fit once on an A100
-  anyway); capped at 128 for two blocks an SM, NVRTC spills on sm_80.
+  in groups of `GROUP_M` tile rows (`tile_order`), batch entries outermost. No register cap: the 128 x 128 tile
+  takes about 160 registers a thread and spills none, one block an SM (the 96 KB of shared memory of 3 stages fit
+  once on an A100 anyway); capped at 128 for two blocks an SM, NVRTC spills on sm_80.
 - **Copies.** Along k, steps of `BLOCK_K` = 32: the tiles of `a` (`block_m x 32`) and `b` (`32 x block_n`) are
   copied into one of `stages` buffers of dynamic shared memory in chunks of 4 elements (16 bytes): one `cp_async`
   where the rows are a multiple of 4 elements long and the chunk lies inside the matrix, zeros where it lies
@@ -59,11 +59,11 @@ from hidet_lang.cuda import (
 )
 from hidet_lang.frontend.script import ScriptFunction, ScriptModule
 from stdlib_ops.templates.kernels.matmul_cuda_f16_mma import (
-    GROUP_M,
     MATMUL_CUDA_F16_MMA_SPACE,
     default_tiles,
     swizzled_chunk,
 )
+from stdlib_ops.templates.kernels.tile_order import grouped_tile
 from stdlib_ops.templates.params import Size, check_sizes, require
 from stdlib_ops.templates.sizes import bind_sizes
 from stdlib_ops.templates.space import TuningSpace, declare_space
@@ -146,10 +146,11 @@ def matmul_cuda_tf32(batch: Size, m: Size, n: Size, k: Size, *, block_m: int | N
             per_batch = tiles_m * tiles_n
             bi = blockIdx.x // per_batch
             tile = blockIdx.x % per_batch
-            first_m = tile // (GROUP_M * tiles_n) * GROUP_M  # groups of GROUP_M tile rows, column by column
-            group_m = min(tiles_m - first_m, GROUP_M)
-            m0 = (first_m + tile % (GROUP_M * tiles_n) % group_m) * block_m
-            n0 = tile % (GROUP_M * tiles_n) // group_m * block_n
+            tile_row: i32 = 0  # the block's tile: GROUP_M tile rows at a time, column by column (`tile_order`)
+            tile_col: i32 = 0
+            grouped_tile(tile, tiles_m, tiles_n, ~tile_row, ~tile_col)
+            m0 = tile_row * block_m
+            n0 = tile_col * block_n
             lane = threadIdx.x % 32
             g = lane // 4
             t = lane % 4
