@@ -20,6 +20,8 @@ from template_checks import data, sizes
 from test_template_attention_cuda_mma import as_dtype, assert_attention_close, draw_mask
 
 import stdlib_ops as ops
+from codegen.backends import with_device_arch
+from hidet_lang.target import Target
 from hidet_lang.testing import example_count
 from stdlib_ops.fusion.contract import the_kernel
 from stdlib_ops.templates.kernels.attention_cuda_sm90 import attention_cuda_sm90
@@ -132,8 +134,12 @@ def test_the_adapter_takes_the_hopper_template_where_tma_reads_the_tensors(q_sha
     q, k, v = ops.symbol(q_shape, dtype), ops.symbol(kv_shape, dtype), ops.symbol(kv_shape, dtype)
     y = ops.attention(q, k, v, True, enable_gqa=gqa)
     assert chosen_kernel(y, TARGET) == ("attention_cuda_sm90" if on_sm90a else "attention_cuda_mma")
-    for target in ("cuda:sm_80", "cuda:sm_90", "cuda"):  # no sm_90a (sm_90 lacks wgmma; 'cuda': not known)
+    for target in ("cuda:sm_80", "cuda:sm_90"):  # no sm_90a: sm_90 lacks wgmma
         assert chosen_kernel(y, target) == "attention_cuda_mma"
+    # 'cuda' chooses for the GPU's architecture where it runs on one (sm_90a on the simulated H200), and keeps the
+    # portable choice on the emulator
+    hopper = with_device_arch(Target.of("cuda")).has_arch("sm_90a")
+    assert chosen_kernel(y, "cuda") == ("attention_cuda_sm90" if on_sm90a and hopper else "attention_cuda_mma")
 
 
 def test_a_prologue_on_the_mask_takes_the_tensor_core_template() -> None:

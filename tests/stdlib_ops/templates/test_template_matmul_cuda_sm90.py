@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from template_checks import F16_HALF_SUBNORMAL_STEP, assert_sum_close
 
 import stdlib_ops as ops
+from codegen.backends import with_device_arch
 from codegen.build import build_module
 from codegen.emit.cuda_emitter import emit_cuda
 from codegen.emit.kernel_plan import plan_module
@@ -210,8 +211,12 @@ def test_the_adapter_takes_the_hopper_template_where_tma_reads_the_tensors(x_sha
                                                                            on_sm90a: bool) -> None:
     y = ops.matmul(ops.symbol(x_shape, dtype), ops.symbol(y_shape, dtype))
     assert chosen_kernel(y, "cuda:sm_90a") == ("matmul_cuda_sm90" if on_sm90a else "matmul_cuda_f16_mma")
-    for target in ("cuda:sm_80", "cuda:sm_90", "cuda"):  # no sm_90a (sm_90 lacks wgmma; 'cuda': not known)
+    for target in ("cuda:sm_80", "cuda:sm_90"):  # no sm_90a: sm_90 lacks wgmma
         assert chosen_kernel(y, target) == "matmul_cuda_f16_mma"
+    # 'cuda' chooses for the GPU's architecture where it runs on one (sm_90a on the simulated H200), and keeps the
+    # portable choice on the emulator
+    hopper = with_device_arch(Target.of("cuda")).has_arch("sm_90a")
+    assert chosen_kernel(y, "cuda") == ("matmul_cuda_sm90" if on_sm90a and hopper else "matmul_cuda_f16_mma")
 
 
 def intrinsics_of(compiled) -> set[str]:
