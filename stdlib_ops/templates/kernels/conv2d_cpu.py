@@ -55,20 +55,17 @@ import math
 
 from hidet_lang import attrs, f32, grid, i32, i64, register_tensor, script, script_module
 from hidet_lang.frontend.script import ScriptModule
-from hidet_lang.ir.types import DataType
 from stdlib_ops.schedule.signature import kernel_signature
 from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import TemplateBinding, common_dtype, shape_of
 from stdlib_ops.templates.cpu_lanes import machine_lanes, template_lanes
+from stdlib_ops.templates.kernels.conv2d_geometry import Pair, bind_conv2d, conv_geometry
 from stdlib_ops.templates.kernels.matmul_cpu import DEFAULT_BLOCKS, MAX_LOCAL_BYTES, tile_kernel
-from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
+from stdlib_ops.templates.params import Size, require
 from stdlib_ops.templates.registry import library_template
-from stdlib_ops.templates.sizes import bind_sizes, drop_params
 from stdlib_ops.templates.views import View
 
 CONV2D_CPU_DTYPES = ("float32", "float16")
-
-Pair = tuple[int, int]
 
 IM2COL_PANEL = 128
 """The width of the packed panels of `b` in the implicit GEMM, where `nc` is a multiple of it (else the widest that
@@ -81,35 +78,6 @@ def conv2d_schedule(channels: int, groups: int) -> str:
     when a group has at most 2 input channels (depthwise convolutions among them), `'gemm'` (the implicit GEMM)
     otherwise."""
     return "direct" if channels // groups <= 2 else "gemm"
-
-
-def output_size(size: int, kernel: int, stride: int, padding: int, dilation: int) -> int:
-    """The output length of one spatial axis."""
-    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
-
-
-def _check(template: str, batch: Size, channels: int, height: int, width: int, out_channels: int, kernel: Pair,
-           stride: Pair, padding: Pair, dilation: Pair, groups: int, dtype: str) -> tuple[DataType, Pair]:
-    """The storage dtype and the output size `(oh, ow)`, after checking the sizes."""
-    check_sizes(template, {"batch": batch})
-    fixed = {"channels": channels, "height": height, "width": width, "out_channels": out_channels,
-             "groups": groups, "kernel_h": kernel[0], "kernel_w": kernel[1], "stride_h": stride[0],
-             "stride_w": stride[1], "dilation_h": dilation[0], "dilation_w": dilation[1]}
-    for name, value in fixed.items():
-        require(isinstance(value, int) and value >= 1, template, f"{name} must be a positive int, got {value!r}")
-    require(min(padding) >= 0, template, f"padding must not be negative, got {padding}")
-    require(channels % groups == 0 and out_channels % groups == 0, template,
-            f"{channels} channels and {out_channels} output channels do not split into {groups} groups")
-    oh, ow = (output_size(s, k, st, p, d) for s, k, st, p, d in zip((height, width), kernel, stride, padding,
-                                                                     dilation))
-    require(oh >= 1 and ow >= 1, template, "the dilated kernel is larger than the padded input")
-    return template_dtype(template, dtype, CONV2D_CPU_DTYPES), (oh, ow)
-
-
-def _bound(module: ScriptModule, batch: Size, bias: bool) -> ScriptModule:
-    """The kernel `conv2d` of `module` with its batch size bound, without its `bias` parameter when there is none."""
-    module = bind_sizes(module, "conv2d", {"batch": batch})
-    return module if bias else drop_params(module, "conv2d", ["bias"])
 
 
 def _tiles(units: int, m: int, n: int, mr: int, nr: int, mc: int, nc: int, min_tiles: int) -> tuple[int, int]:
@@ -150,8 +118,9 @@ def conv2d_gemm_cpu(batch: Size, channels: int, height: int, width: int, out_cha
     `mc`, `nc`, `kc` (None: `DEFAULT_BLOCKS`' for the width) and `min_tiles` (the least number of macro tiles,
     and what their count is a multiple of where the size allows)."""
     name = "conv2d_gemm_cpu"
-    dt, (oh, ow) = _check(name, batch, channels, height, width, out_channels, kernel, stride, padding, dilation,
-                          groups, dtype)
+    geo, dt = conv_geometry(name, batch, channels, height, width, out_channels, kernel, stride, padding, dilation,
+                            groups, "NCHW", dtype, CONV2D_CPU_DTYPES)
+    oh, ow = geo.out_size
     lanes = template_lanes(name, lanes)
     require(lanes in DEFAULT_BLOCKS, name, f"lanes must be one of {', '.join(map(str, DEFAULT_BLOCKS))}")
     blocks = DEFAULT_BLOCKS[lanes]
@@ -264,7 +233,7 @@ def conv2d_gemm_cpu(batch: Size, channels: int, height: int, width: int, out_cha
                         y += 1
                         x0 = 0
 
-    return _bound(module, batch, has_bias)
+    return bind_conv2d(module, batch, has_bias)
 
 
 def conv2d_direct_cpu(batch: Size, channels: int, height: int, width: int, out_channels: int, kernel: Pair,
@@ -276,8 +245,9 @@ def conv2d_direct_cpu(batch: Size, channels: int, height: int, width: int, out_c
 
     Tensors and sizes as for `conv2d_gemm_cpu`."""
     name = "conv2d_direct_cpu"
-    dt, (oh, ow) = _check(name, batch, channels, height, width, out_channels, kernel, stride, padding, dilation,
-                          groups, dtype)
+    geo, dt = conv_geometry(name, batch, channels, height, width, out_channels, kernel, stride, padding, dilation,
+                            groups, "NCHW", dtype, CONV2D_CPU_DTYPES)
+    oh, ow = geo.out_size
     h, w, kh, kw = height, width, kernel[0], kernel[1]
     (sh, sw), (ph, pl), (dh, dw) = stride, padding, dilation
     cg, og = channels // groups, out_channels // groups
@@ -311,7 +281,7 @@ def conv2d_direct_cpu(batch: Size, channels: int, height: int, width: int, out_c
                     for u in range(i64(ow)):
                         out[bi, oc, y, u] = dt(row[u])
 
-    return _bound(module, batch, has_bias)
+    return bind_conv2d(module, batch, has_bias)
 
 
 @library_template("conv2d", "cpu")

@@ -35,11 +35,10 @@ from stdlib_ops.schedule.signature import kernel_signature
 from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import TemplateBinding, common_dtype, shape_of
 from stdlib_ops.templates.kernels.conv2d_cuda_mma import conv2d_cuda_mma
-from stdlib_ops.templates.kernels.conv2d_geometry import Pair, conv_geometry
+from stdlib_ops.templates.kernels.conv2d_geometry import Pair, bind_conv2d, conv_geometry
 from stdlib_ops.templates.kernels.tile_order import grouped_tile
 from stdlib_ops.templates.params import Size, require, tile_for_blocks
 from stdlib_ops.templates.registry import library_template
-from stdlib_ops.templates.sizes import bind_sizes, drop_params
 from stdlib_ops.templates.views import View
 
 CONV2D_CUDA_DTYPES = ("float32", "float16", "bfloat16")
@@ -93,7 +92,7 @@ def conv2d_cuda_gemm(batch: Size, channels: int, height: int, width: int, out_ch
     nhwc = geo.nhwc
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geo.kernel, geo.stride, geo.padding, geo.dilation
     h, w = geo.height, geo.width
-    ci_step, ky_step, kx_step = (1, kw * cg, cg) if nhwc else (kh * kw, kw, 1)
+    ci_step, ky_step, kx_step = geo.tap_steps
     loads_a = block_m * block_k
     require(loads_a % threads == 0 and threads % block_m == 0 and threads % block_k == 0, name,
             "a block's threads must be a multiple of block_m and of block_k, and divide block_m * block_k")
@@ -101,16 +100,13 @@ def conv2d_cuda_gemm(batch: Size, channels: int, height: int, width: int, out_ch
     loads_w = block_n * block_k
     pixels = oh * ow
     tiles_n = -(-og // block_n)
-    x1, x2, x3 = geo.x_dims()
-    w0, w1, w2, w3 = geo.weight_dims()
-    o1, o2, o3 = geo.out_dims()
     has_bias = bias
 
     with script_module() as module:
 
         @script
-        def conv2d(batch: i32, x: dt[batch, x1, x2, x3], weight: dt[w0, w1, w2, w3], bias: dt[out_channels],
-                   out: dt[batch, o1, o2, o3]):
+        def conv2d(batch: i32, x: geo.x_type(dt, batch), weight: geo.weight_type(dt), bias: dt[out_channels],
+                   out: geo.out_type(dt, batch)):
             attrs.func_kind = "cuda_kernel"
             attrs.cuda.block_dim = threads
             attrs.cuda.min_blocks = 2  # at most 128 registers for 256 threads: two blocks an SM hide each other's waits
@@ -160,8 +156,7 @@ def conv2d_cuda_gemm(batch: Size, channels: int, height: int, width: int, out_ch
                         ix = a_x[t if nhwc else 0] + kk // kx_step % kw * dw
                         inside = kk < taps and iy >= 0 and iy < h and ix >= 0 and ix < w
                         image = a_image[t if nhwc else 0]
-                        smem_a[fill, col, row] = (x[image, iy, ix, channel] if nhwc else x[image, channel, iy, ix]) \
-                            if inside else 0.0
+                        smem_a[fill, col, row] = x[geo.x_index(image, channel, iy, ix)] if inside else 0.0
                     for t in meta.range(-(-loads_w // threads)):
                         q = threadIdx.x + t * threads
                         if loads_w % threads == 0 or q < loads_w:
@@ -172,10 +167,7 @@ def conv2d_cuda_gemm(batch: Size, channels: int, height: int, width: int, out_ch
                             kx = kk // kx_step % kw
                             o = g * og + n0 + row
                             inside = n0 + row < og and kk < taps
-                            if nhwc:
-                                smem_w[fill, q % block_k, row] = weight[o, ky, kx, ci] if inside else 0.0
-                            else:
-                                smem_w[fill, q % block_k, row] = weight[o, ci, ky, kx] if inside else 0.0
+                            smem_w[fill, q % block_k, row] = weight[geo.weight_index(o, ci, ky, kx)] if inside else 0.0
                 if step >= stages - 1:
                     buf = (step - stages + 1) % stages
                     for kk in meta.range(block_k):
@@ -201,14 +193,9 @@ def conv2d_cuda_gemm(batch: Size, channels: int, height: int, width: int, out_ch
                         j = n0 + p * group_stride + tx * CHUNK + c
                         if pixel < m and j < og:
                             o = g * og + j
-                            value = acc[i, p * CHUNK + c] + rb[p * CHUNK + c]
-                            if nhwc:
-                                out[bi, oy, ox, o] = value
-                            else:
-                                out[bi, o, oy, ox] = value
+                            out[geo.out_index(bi, o, oy, ox)] = acc[i, p * CHUNK + c] + rb[p * CHUNK + c]
 
-    module = bind_sizes(module, "conv2d", {"batch": batch})
-    return module if has_bias else drop_params(module, "conv2d", ["bias"])
+    return bind_conv2d(module, batch, has_bias)
 
 
 def conv2d_cuda_direct(batch: Size, channels: int, height: int, width: int, out_channels: int, kernel: Pair,
@@ -228,16 +215,13 @@ def conv2d_cuda_direct(batch: Size, channels: int, height: int, width: int, out_
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geo.kernel, geo.stride, geo.padding, geo.dilation
     h, w = geo.height, geo.width
     per_image = out_channels * oh * ow
-    x1, x2, x3 = geo.x_dims()
-    w0, w1, w2, w3 = geo.weight_dims()
-    o1, o2, o3 = geo.out_dims()
     has_bias = bias
 
     with script_module() as module:
 
         @script
-        def conv2d(batch: i32, x: dt[batch, x1, x2, x3], weight: dt[w0, w1, w2, w3], bias: dt[out_channels],
-                   out: dt[batch, o1, o2, o3]):
+        def conv2d(batch: i32, x: geo.x_type(dt, batch), weight: geo.weight_type(dt), bias: dt[out_channels],
+                   out: geo.out_type(dt, batch)):
             attrs.func_kind = "cuda_kernel"
             attrs.cuda.block_dim = DIRECT_THREADS
             attrs.cuda.grid_dim = (batch * per_image + DIRECT_THREADS - 1) // DIRECT_THREADS
@@ -255,17 +239,11 @@ def conv2d_cuda_direct(batch: Size, channels: int, height: int, width: int, out_
                         for kx in meta.range(kw):
                             ix = ox * sw + kx * dw - pw
                             if iy >= 0 and iy < h and ix >= 0 and ix < w:
-                                if nhwc:
-                                    total += f32(x[bi, iy, ix, c0 + ci]) * f32(weight[o, ky, kx, ci])
-                                else:
-                                    total += f32(x[bi, c0 + ci, iy, ix]) * f32(weight[o, ci, ky, kx])
-                if nhwc:
-                    out[bi, oy, ox, o] = dt(total)
-                else:
-                    out[bi, o, oy, ox] = dt(total)
+                                total += f32(x[geo.x_index(bi, c0 + ci, iy, ix)]) * \
+                                    f32(weight[geo.weight_index(o, ci, ky, kx)])
+                out[geo.out_index(bi, o, oy, ox)] = dt(total)
 
-    module = bind_sizes(module, "conv2d", {"batch": batch})
-    return module if has_bias else drop_params(module, "conv2d", ["bias"])
+    return bind_conv2d(module, batch, has_bias)
 
 
 def conv2d_cuda_schedule(channels: int, groups: int, dtype: str) -> str:

@@ -49,7 +49,7 @@ from hidet_lang.cuda import (
     threadIdx,
 )
 from hidet_lang.frontend.script import ScriptModule
-from stdlib_ops.templates.kernels.conv2d_geometry import Pair, conv_geometry
+from stdlib_ops.templates.kernels.conv2d_geometry import Pair, bind_conv2d, conv_geometry
 from stdlib_ops.templates.kernels.matmul_cuda_f16_mma import (
     BLOCK_K,
     CHUNK,
@@ -61,7 +61,6 @@ from stdlib_ops.templates.kernels.matmul_cuda_f16_mma import (
 )
 from stdlib_ops.templates.kernels.tile_order import grouped_tile
 from stdlib_ops.templates.params import Size, require, tile_for_blocks
-from stdlib_ops.templates.sizes import bind_sizes, drop_params
 
 ROW_CHUNKS = BLOCK_K // CHUNK
 """16-byte chunks a row of a shared tile holds (64 bytes, `matmul_cuda_f16_mma`'s): 32 taps of f16 or bf16, 16 of
@@ -120,8 +119,7 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
     nhwc = geo.nhwc
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geo.kernel, geo.stride, geo.padding, geo.dilation
     h, w = geo.height, geo.width
-    # k = ci * ci_step + ky * ky_step + kx * kx_step: (ci, ky, kx) in NCHW's order, (ky, kx, ci) in NHWC's
-    ci_step, ky_step, kx_step = (1, kw * cg, cg) if nhwc else (kh * kw, kw, 1)
+    ci_step, ky_step, kx_step = geo.tap_steps
     # 16-byte copies (not for TF32, whose operands are rounded as they are gathered): in NHWC, 8 consecutive k are
     # 8 channels of one tap
     vector_a = nhwc and cg % per_chunk == 0 and not tf32
@@ -135,16 +133,13 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
     loads_w = block_n * row_chunks
     pixels = oh * ow
     tiles_n = -(-og // block_n)
-    x1, x2, x3 = geo.x_dims()
-    w0, w1, w2, w3 = geo.weight_dims()
-    o1, o2, o3 = geo.out_dims()
     has_bias = bias
 
     with script_module() as module:
 
         @script
-        def conv2d(batch: i32, x: dt[batch, x1, x2, x3], weight: dt[w0, w1, w2, w3], bias: dt[out_channels],
-                   out: dt[batch, o1, o2, o3]):
+        def conv2d(batch: i32, x: geo.x_type(dt, batch), weight: geo.weight_type(dt), bias: dt[out_channels],
+                   out: geo.out_type(dt, batch)):
             attrs.func_kind = "cuda_kernel"
             attrs.cuda.block_dim = threads
             attrs.cuda.grid_dim = (batch * pixels + block_m - 1) // block_m * tiles_n * groups
@@ -211,8 +206,7 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
                                 ix = a_x[0] + kk // kx_step % kw * dw
                                 inside = kk < taps and iy >= 0 and iy < h and ix >= 0 and ix < w
                                 at = swizzle(row, col // per_chunk) * per_chunk + col % per_chunk
-                                value = (x[a_image[0], iy, ix, channel] if nhwc else x[a_image[0], channel, iy, ix]) \
-                                    if inside else dt(0.0)
+                                value = x[geo.x_index(a_image[0], channel, iy, ix)] if inside else dt(0.0)
                                 smem_a[fill, row, at] = cvt_rna_tf32_f32(value) if tf32 else value
                     for t in meta.range(-(-loads_w // threads)):
                         q = threadIdx.x + t * threads
@@ -229,15 +223,13 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
                                 kx = kk // kx_step % kw
                                 if vector_w:
                                     if live and kk < taps:
-                                        src = ~weight[o, ky, kx, ci] if nhwc else ~weight[o, ci, ky, kx]
-                                        cp_async(~smem_w[fill, row, at], src, 16)
+                                        cp_async(~smem_w[fill, row, at], ~weight[geo.weight_index(o, ci, ky, kx)], 16)
                                     else:
                                         for z in meta.range(per_chunk):
                                             smem_w[fill, row, at + z] = dt(0.0)
                                 else:
                                     inside = live and kk < taps
-                                    value = (weight[o, ky, kx, ci] if nhwc else weight[o, ci, ky, kx]) if inside \
-                                        else dt(0.0)
+                                    value = weight[geo.weight_index(o, ci, ky, kx)] if inside else dt(0.0)
                                     smem_w[fill, row, at + e] = cvt_rna_tf32_f32(value) if tf32 else value
                 cp_async_commit_group()
                 if step >= stages - 1:
@@ -270,11 +262,6 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
                             j = n0 + wn + ni * MMA_N + 2 * (lane % 4) + e
                             if pixel < m and j < og:
                                 o = g * og + j
-                                value = acc[mi, ni, 2 * e2 + e] + shift[ni, e]
-                                if nhwc:
-                                    out[bi, oy, ox, o] = dt(value)
-                                else:
-                                    out[bi, o, oy, ox] = dt(value)
+                                out[geo.out_index(bi, o, oy, ox)] = dt(acc[mi, ni, 2 * e2 + e] + shift[ni, e])
 
-    module = bind_sizes(module, "conv2d", {"batch": batch})
-    return module if has_bias else drop_params(module, "conv2d", ["bias"])
+    return bind_conv2d(module, batch, has_bias)

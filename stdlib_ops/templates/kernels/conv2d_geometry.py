@@ -1,5 +1,5 @@
-"""The geometry of a 2-D convolution as the CUDA conv2d templates see it: sizes, layout, and the implicit GEMM's
-extents and tensor shapes.
+"""The geometry of a 2-D convolution as the conv2d templates see it (the CUDA ones in either layout, the CPU ones in
+NCHW): sizes, layout, and the implicit GEMM's extents and tensor shapes.
 
 Two layouts (`LAYOUTS`): `NCHW` (x `[batch, C, H, W]`, weight `[O, C / groups, KH, KW]`, out `[batch, O, OH, OW]`,
 `ops.conv2d`'s) and `NHWC` (x `[batch, H, W, C]`, weight `[O, KH, KW, C / groups]`, out `[batch, OH, OW, O]`,
@@ -11,9 +11,12 @@ runs of channels, which lie next to each other in memory."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from hidet_lang.ir.types import DataType
+from hidet_lang.frontend.script import ScriptModule
+from hidet_lang.ir.types import DataType, TensorType
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
+from stdlib_ops.templates.sizes import bind_sizes, drop_params
 
 LAYOUTS = ("NCHW", "NHWC")
 
@@ -66,20 +69,40 @@ class ConvGeometry:
         """Whether the tensors are channels-last."""
         return self.layout == "NHWC"
 
-    def x_dims(self) -> tuple[int, int, int]:
-        """The input's dimensions after the batch."""
-        c, h, w = self.channels, self.height, self.width
-        return (h, w, c) if self.nhwc else (c, h, w)
-
-    def weight_dims(self) -> tuple[int, int, int, int]:
-        """The weight's shape."""
+    @property
+    def tap_steps(self) -> tuple[int, int, int]:
+        """`(ci_step, ky_step, kx_step)`: tap `k = ci * ci_step + ky * ky_step + kx * kx_step` of a row of the
+        weight, `(ci, ky, kx)` in NCHW's order, `(ky, kx, ci)` in NHWC's."""
         (kh, kw), cg = self.kernel, self.group_channels
-        return (self.out_channels, kh, kw, cg) if self.nhwc else (self.out_channels, cg, kh, kw)
+        return (1, kw * cg, cg) if self.nhwc else (kh * kw, kw, 1)
 
-    def out_dims(self) -> tuple[int, int, int]:
-        """The output's dimensions after the batch."""
-        oh, ow = self.out_size
-        return (oh, ow, self.out_channels) if self.nhwc else (self.out_channels, oh, ow)
+    def x_index(self, image: Any, channel: Any, iy: Any, ix: Any) -> tuple[Any, ...]:
+        """The indices of the input's element `(image, channel, iy, ix)` in the layout (`x[geo.x_index(...)]` in a
+        kernel)."""
+        return (image, iy, ix, channel) if self.nhwc else (image, channel, iy, ix)
+
+    def weight_index(self, o: Any, ci: Any, ky: Any, kx: Any) -> tuple[Any, ...]:
+        """The indices of the weight's element `(o, ci, ky, kx)` in the layout."""
+        return (o, ky, kx, ci) if self.nhwc else (o, ci, ky, kx)
+
+    def out_index(self, image: Any, o: Any, oy: Any, ox: Any) -> tuple[Any, ...]:
+        """The indices of the output's element `(image, o, oy, ox)` in the layout."""
+        return (image, oy, ox, o) if self.nhwc else (image, o, oy, ox)
+
+    def x_type(self, dtype: DataType, batch: Any) -> TensorType:
+        """The input's type, `batch` images (a kernel's parameter, or an int)."""
+        c, h, w = self.channels, self.height, self.width
+        return dtype[(batch, h, w, c) if self.nhwc else (batch, c, h, w)]
+
+    def weight_type(self, dtype: DataType) -> TensorType:
+        """The weight's type."""
+        (kh, kw), cg = self.kernel, self.group_channels
+        return dtype[(self.out_channels, kh, kw, cg) if self.nhwc else (self.out_channels, cg, kh, kw)]
+
+    def out_type(self, dtype: DataType, batch: Any) -> TensorType:
+        """The output's type, `batch` images (a kernel's parameter, or an int)."""
+        (oh, ow), o = self.out_size, self.out_channels
+        return dtype[(batch, oh, ow, o) if self.nhwc else (batch, o, oh, ow)]
 
 
 def conv_geometry(template: str, batch: Size, channels: int, height: int, width: int, out_channels: int,
@@ -101,3 +124,11 @@ def conv_geometry(template: str, batch: Size, channels: int, height: int, width:
                             tuple(dilation), groups, layout)  # type: ignore[arg-type]
     require(min(geometry.out_size) >= 1, template, "the dilated kernel is larger than the padded input")
     return geometry, template_dtype(template, dtype, dtypes)
+
+
+def bind_conv2d(module: ScriptModule, batch: Size, bias: bool) -> ScriptModule:
+    """The kernel `conv2d(batch, x, weight, bias, out)` of a conv2d template's `module` with its batch size bound
+    (`bind_sizes`: an int as a constant, a name as the symbolic size), without its `bias` parameter when the
+    convolution has none."""
+    module = bind_sizes(module, "conv2d", {"batch": batch})
+    return module if bias else drop_params(module, "conv2d", ["bias"])
