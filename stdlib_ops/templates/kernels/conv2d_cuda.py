@@ -123,10 +123,9 @@ def conv2d_cuda_gemm(batch: Size, channels: int, height: int, width: int, out_ch
             tiles_m = (m + block_m - 1) // block_m
             per_group = tiles_m * tiles_n
             g = blockIdx.x // per_group
-            tile = blockIdx.x % per_group
             tile_row: i32 = 0  # the block's tile: GROUP_M tile rows at a time, column by column (`tile_order`)
             tile_col: i32 = 0
-            grouped_tile(tile, tiles_m, tiles_n, ~tile_row, ~tile_col)
+            grouped_tile(blockIdx.x % per_group, tiles_m, tiles_n, ~tile_row, ~tile_col)
             m0 = tile_row * block_m
             n0 = tile_col * block_n
             ty = threadIdx.x // threads_n

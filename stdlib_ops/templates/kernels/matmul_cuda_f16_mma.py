@@ -167,10 +167,9 @@ def matmul_cuda_f16_mma(batch: Size, m: Size, n: Size, k: Size, out_dtype: str =
             tiles_m = (m + block_m - 1) // block_m
             per_batch = tiles_m * tiles_n
             bi = blockIdx.x // per_batch
-            tile = blockIdx.x % per_batch
             tile_row: i32 = 0  # the block's tile: GROUP_M tile rows at a time, column by column (`tile_order`)
             tile_col: i32 = 0
-            grouped_tile(tile, tiles_m, tiles_n, ~tile_row, ~tile_col)
+            grouped_tile(blockIdx.x % per_batch, tiles_m, tiles_n, ~tile_row, ~tile_col)
             m0 = tile_row * block_m
             n0 = tile_col * block_n
             lane = threadIdx.x % 32

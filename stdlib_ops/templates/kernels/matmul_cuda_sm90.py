@@ -218,8 +218,7 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
                     it = 0  # the ring's position: stage it % stages, in its (it / stages)-th round
                     for unit in range(blockIdx.x // cluster, batch * per_batch, gridDim.x // cluster):
                         bi = unit // per_batch
-                        at = unit % per_batch
-                        grouped_tile(at, units_m, tiles_n, ~unit_row, ~tile_col)
+                        grouped_tile(unit % per_batch, units_m, tiles_n, ~unit_row, ~tile_col)
                         m0 = (unit_row * cluster + rank) * block_m
                         n0 = tile_col * block_n
                         for step in range(steps):
@@ -244,8 +243,7 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
                 it = 0
                 for unit in range(blockIdx.x // cluster, batch * per_batch, gridDim.x // cluster):
                     bi = unit // per_batch
-                    at = unit % per_batch
-                    grouped_tile(at, units_m, tiles_n, ~unit_row, ~tile_col)
+                    grouped_tile(unit % per_batch, units_m, tiles_n, ~unit_row, ~tile_col)
                     m0 = (unit_row * cluster + rank) * block_m
                     n0 = tile_col * block_n
                     for j in meta.range(b_tiles):
