@@ -93,7 +93,8 @@ def test_kind_errors_are_found_by_the_pipeline_not_while_parsing() -> None:
 def test_the_pipeline_names_its_checks_before_its_passes() -> None:
     names = [name for name, _, _ in STEPS]
     checks = ["check_entry_points", "resolve_inferred_kinds", "check_kind_rules", "check_module_rules",
-              "check_target_support", "check_vector_support", "check_returns", "resolve_parallel_reductions"]
+              "check_target_support", "check_vector_support", "check_returns", "check_view_bounds",
+              "resolve_parallel_reductions"]
     assert names[:len(checks)] == checks
     assert names[len(checks):] == ["lower_task_mappings", "flatten_tensor_access", "simplify"]
 
