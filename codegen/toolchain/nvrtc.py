@@ -31,8 +31,10 @@ __all__ = [
     "NVRTCCompilationError",
     "compile_cubin",
     "compile_options",
+    "compile_ptx",
     "cuda_include_dir",
     "default_arch",
+    "device_arch",
     "normalize_arch",
     "nvrtc_version",
     "supported_archs",
@@ -259,31 +261,53 @@ def compile_cubin(
     errors mapped to DSL lines) and `CudaToolkitMissingError` (the CUDA packages are missing).
     """
     arch = normalize_arch(arch)
+    return _compile(source, arch, name, compile_options(arch, include_dirs, options), "CUBIN")
+
+
+def compile_ptx(
+    source: str,
+    arch: str = FALLBACK_ARCH,
+    *,
+    name: str = "module.cu",
+    include_dirs: Sequence[str] = (),
+    options: Sequence[str] = (),
+) -> str:
+    """Compile the CUDA C `source` with NVRTC to PTX for the virtual architecture of `arch` (`compute_90a` for
+    "sm_90a"), with the options `compile_cubin` takes for `arch` (so the PTX is the cubin's); raises as it does."""
+    arch = normalize_arch(arch)
+    real, *rest = compile_options(arch, include_dirs, options)
+    virtual = real.replace("=sm_", "=compute_")
+    return _compile(source, arch, name, (virtual, *rest), "PTX").rstrip(b"\0").decode("utf-8", "replace")
+
+
+def _compile(source: str, arch: str, name: str, options: tuple[str, ...], output: str) -> bytes:
+    """NVRTC's `output` ('CUBIN' or 'PTX') of `source` compiled for `arch` with `options`."""
     nvrtc = _nvrtc()
     _require_supported(arch)
-    all_options = compile_options(arch, include_dirs, options)
     program = _check(
         nvrtc, nvrtc.nvrtcCreateProgram(source.encode("utf-8"), name.encode("utf-8"), 0, [], []), "nvrtcCreateProgram"
     )
     try:
-        cubin = _compile_program(nvrtc, program, source, name, all_options)
+        result = _compile_program(nvrtc, program, source, name, options, output)
     except BaseException:
         nvrtc.nvrtcDestroyProgram(program)  # best effort: the error in flight is the one to report
         raise
     _check(nvrtc, nvrtc.nvrtcDestroyProgram(program), "nvrtcDestroyProgram")
-    return cubin
+    return result
 
 
-def _compile_program(nvrtc: Any, program: Any, source: str, name: str, options: tuple[str, ...]) -> bytes:
-    """Compile the created `program` and return its cubin; raise `NVRTCCompilationError` with the mapped log."""
+def _compile_program(nvrtc: Any, program: Any, source: str, name: str, options: tuple[str, ...],
+                     output: str = "CUBIN") -> bytes:
+    """Compile the created `program` and return its `output` ('CUBIN' or 'PTX'); raise `NVRTCCompilationError`
+    with the mapped log."""
     encoded = [option.encode("utf-8") for option in options]
     (result,) = nvrtc.nvrtcCompileProgram(program, len(encoded), encoded)
     if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         log = _program_log(nvrtc, program)
         raise _compilation_error(source, name, options, log, _result_name(result))
-    size = _check(nvrtc, nvrtc.nvrtcGetCUBINSize(program), "nvrtcGetCUBINSize")
+    size = _check(nvrtc, getattr(nvrtc, f"nvrtcGet{output}Size")(program), f"nvrtcGet{output}Size")
     buffer = bytearray(size)
-    _check(nvrtc, nvrtc.nvrtcGetCUBIN(program, buffer), "nvrtcGetCUBIN")
+    _check(nvrtc, getattr(nvrtc, f"nvrtcGet{output}")(program, buffer), f"nvrtcGet{output}")
     return bytes(buffer)
 
 

@@ -16,26 +16,9 @@ _LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)(?:.*inlined_at\s+(\d+)\s+(\d+))?")
 
 
 def compile_ptx(source: str, arch: str) -> str:
-    """The PTX NVRTC makes of the CUDA C `source` for `arch` ('sm_XY', its virtual 'compute_XY' twin).
-
-    Raises what `nvrtc.compile_cubin` raises for a source that does not compile."""
-    real = nvrtc.normalize_arch(arch)
-    options = [option.replace(f"={real}", f"={real.replace('sm_', 'compute_')}")
-               for option in nvrtc.compile_options(real, [str(INCLUDE_DIR)], [LINE_INFO])]
-    encoded = [option.encode() for option in options]
-    bindings = nvrtc._nvrtc()
-    program = nvrtc._check(bindings, bindings.nvrtcCreateProgram(source.encode(), SOURCE_NAME.encode(), 0, [], []),
-                           "nvrtcCreateProgram")
-    try:
-        (result,) = bindings.nvrtcCompileProgram(program, len(encoded), encoded)
-        if result != bindings.nvrtcResult.NVRTC_SUCCESS:
-            raise RuntimeError(f"NVRTC could not compile the module to PTX:\n{nvrtc._program_log(bindings, program)}")
-        size = nvrtc._check(bindings, bindings.nvrtcGetPTXSize(program), "nvrtcGetPTXSize")
-        buffer = bytearray(size)
-        nvrtc._check(bindings, bindings.nvrtcGetPTX(program, buffer), "nvrtcGetPTX")
-        return bytes(buffer).rstrip(b"\0").decode("utf-8", "replace")
-    finally:
-        bindings.nvrtcDestroyProgram(program)
+    """The PTX NVRTC makes of a module's CUDA C `source` for `arch` ('sm_XY', its virtual 'compute_XY' twin), with
+    the module's headers and line information; raises what `nvrtc.compile_ptx` raises."""
+    return nvrtc.compile_ptx(source, arch, name=SOURCE_NAME, include_dirs=[str(INCLUDE_DIR)], options=[LINE_INFO])
 
 
 def ptx_dsl_lines(ptx: str, source_lines: list[int | None]) -> list[int | None]:

@@ -84,6 +84,15 @@ def test_kernel_compiles_to_cubin(source: str, kernel: str, arch: str) -> None:
     assert_cubin_with(nvrtc.compile_cubin(source, arch), kernel)
 
 
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_kernel_compiles_to_ptx_for_the_virtual_twin_of_its_architecture(arch: str) -> None:
+    ptx = nvrtc.compile_ptx(ADD_KERNEL, arch, options=["--generate-line-info"])
+    assert f".target {arch}" in ptx and ".visible .entry add(" in ptx and "add.f32" in ptx
+    assert ".loc" in ptx  # the extra options reach NVRTC
+    with pytest.raises(NVRTCCompilationError, match="undefined"):
+        nvrtc.compile_ptx(ADD_KERNEL.replace("a[i] + b[i]", "a[i] + undefined_name"), arch)
+
+
 def test_arch_variants_and_numbers() -> None:
     assert_cubin_with(nvrtc.compile_cubin(ADD_KERNEL, "sm_90a"), "add")
     assert nvrtc.compile_cubin(ADD_KERNEL, "80") == nvrtc.compile_cubin(ADD_KERNEL, "sm_80")
