@@ -26,9 +26,9 @@ _allow_tf32 = False
 def allow_tf32(allow: bool | None = None) -> bool:
     """Allow (True) or forbid (False) TF32 tensor-core arithmetic for f32 matmuls and convolutions on CUDA, when
     `allow` is given; return whether it is allowed. Off by default (as torch's `allow_tf32` for matmuls): f32
-    matmuls and convolutions then run in f32 on the CUDA cores. TF32 rounds each input to 10 mantissa bits (a relative error of 2^-11) and accumulates
-    in f32. The choice is read when a schedule is chosen: eager calls made after a change use the new choice;
-    graphs built before it keep theirs."""
+    matmuls and convolutions then run in f32 on the CUDA cores. TF32 rounds each input to 10 mantissa bits (a
+    relative error of 2^-11) and accumulates in f32. The choice is read when a schedule is chosen: eager calls made
+    after a change use the new choice; graphs built before it keep theirs."""
     global _allow_tf32
     if allow is not None:
         if not isinstance(allow, bool):
