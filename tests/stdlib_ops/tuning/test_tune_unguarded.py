@@ -85,5 +85,8 @@ def test_a_process_pool_in_a_script_without_the_guard_is_named(records: Path, tm
             ops.tune(matmul_graph(), executor=pool)
         """)
     assert done.returncode == 1
-    assert done.stderr.rstrip().splitlines()[-1] == f"RuntimeError: {BROKEN_POOL}"
+    # the error ends the traceback; multiprocessing's resource tracker may warn about the dead workers' semaphores
+    # after it, as the interpreter exits
+    lines = [line for line in done.stderr.rstrip().splitlines() if "resource_tracker" not in line]
+    assert lines[-1] == f"RuntimeError: {BROKEN_POOL}", done.stderr
     assert not records.exists()
