@@ -27,8 +27,8 @@ def still_serving(client: TestClient) -> None:
     assert client.get("/api/info").status_code == 200
 
 
-def test_page_and_assets(client: TestClient) -> None:
-    page = client.get("/")
+def test_page_and_assets(client: TestClient, launch_token: str) -> None:
+    page = client.get("/", params={"token": launch_token})
     assert page.status_code == 200 and '<script src="/static/app.js">' in page.text
     for asset in ("app.js", "style.css"):
         assert client.get(f"/static/{asset}").status_code == 200
@@ -37,7 +37,7 @@ def test_page_and_assets(client: TestClient) -> None:
 
 def test_info_states_the_limits_and_the_loopback(client: TestClient) -> None:
     info = client.get("/api/info").json()
-    assert info["limits"] == {"seconds": 60, "memory_mb": 8192}
+    assert info["limits"]["seconds"] == 60 and info["limits"]["memory_mb"] == 8192
     assert "loopback" in info["safety"] and "child process" in info["safety"]
     assert [e["key"] for e in info["examples"]] == [e.key for e in EXAMPLES]
 
@@ -53,7 +53,7 @@ def test_examples(client: TestClient) -> None:
 @pytest.mark.parametrize("body", [b"not json", b"[1]", b'{"program": 3}',
                                   b'{"program": "", "target": "tpu"}', b'{"program": "", "sizes": 5}'])
 def test_bad_requests_are_refused(client: TestClient, body: bytes) -> None:
-    response = client.post("/api/compile", content=body)
+    response = client.post("/api/compile", content=body, headers={"content-type": "application/json"})
     assert response.status_code == 400 and response.json()["error"]
 
 
