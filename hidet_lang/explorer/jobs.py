@@ -16,6 +16,8 @@ from hidet_lang.explorer.ir_lines import step_lines
 from hidet_lang.explorer.pictures import pictures_of
 from hidet_lang.explorer.program import PROGRAM_FILE, Workspace
 from hidet_lang.explorer.stages import build_options, dump_folder, graph_stages, module_stages, workspace_dumps
+from hidet_lang.explorer.tolerance import Tolerance, chosen_tolerance, graph_terms, kernel_terms
+from hidet_lang.explorer.verdict import Compared, Verdict, judge
 
 TIMING_BUDGET_S = 0.25  # per timed function: calls until this much time has passed (at least 3, at most 100)
 
@@ -74,7 +76,7 @@ def compile_job(workspace: Workspace, job: dict[str, Any]) -> dict[str, Any]:
         progress(f"building {name}")
         values.update(_mappings_in(module))
         built = module.build(**build_options(_built_target(module), job.get("arch", ""), job.get("check", False)))
-        built_modules.append(module_stages(name, built))
+        built_modules.append(module_stages(name, built, workspace))
         ir = module.ir_module()
         line_maps[dump_folder(ir)] = step_lines(ir, built.ir.target, PROGRAM_FILE)
     for name, graph in graphs.items():
@@ -138,16 +140,6 @@ def kernel_arguments(function: Any, sizes: dict[str, int], rng: np.random.Genera
     return args
 
 
-class _NamedFunction:
-    """A module's function with its parameter names, as `check_kernel` names a mismatching argument."""
-
-    def __init__(self, fn: Any, names: tuple[str, ...]) -> None:
-        self.fn, self.param_names = fn, names
-
-    def __call__(self, *args: Any) -> Any:
-        return self.fn(*args)
-
-
 def _reference(workspace: Workspace, job: dict[str, Any], namespace: dict[str, Any]) -> Any:
     progress("running the reference")
     names = workspace.execute(job.get("reference", ""), workspace.reference,
@@ -159,20 +151,33 @@ def _reference(workspace: Workspace, job: dict[str, Any], namespace: dict[str, A
 
 @dataclass(frozen=True)
 class Checked:
-    """A graph or module that ran and matched the reference: what ran, on which target, its arguments (as given,
-    and as the page describes them) and a call of it for timing."""
+    """A graph or module that ran and matched the reference: what ran, on which target (and whether on the CUDA
+    emulator), its arguments (as given, and as the page describes them), the verdict, and a call of it for
+    timing."""
 
     ran: str
     target: str
+    emulated: bool
     arguments: list[Any]
     described: list[dict[str, Any]]
+    verdict: Verdict
     call: Callable[[], Any]
+
+
+def _tolerances(job: dict[str, Any], terms: int) -> Callable[[np.dtype], Tolerance]:
+    return lambda dtype: chosen_tolerance(dtype, terms, job.get("rtol"), job.get("atol"))
+
+
+def _verdict(compared: list[Compared], job: dict[str, Any], terms: int) -> Verdict:
+    """The verdict on `compared`; an AssertionError saying it when they differ."""
+    verdict = judge(compared, _tolerances(job, terms))
+    if not verdict.ok:
+        raise AssertionError(verdict.text)
+    return verdict
 
 
 def _check_graph(name: str, graph: Any, job: dict[str, Any], sizes: dict[str, int], reference: Any,
                  rng: np.random.Generator) -> Checked:
-    from hidet_lang.testing.check import default_tolerances
-
     progress(f"building the graph {name}")
     compiled = graph.build(target=job.get("target", "cpu"))
     inputs = []
@@ -186,28 +191,36 @@ def _check_graph(name: str, graph: Any, job: dict[str, Any], sizes: dict[str, in
     got, want = compiled(*inputs), reference(*[x.copy() for x in inputs])
     got = got if isinstance(got, list | tuple) else [got]
     want = want if isinstance(want, list | tuple) else [want]
-    for k, (g, w) in enumerate(zip(got, want, strict=True)):
-        g = np.asarray(g)
-        rtol, atol = default_tolerances(g.dtype)
-        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=f"output {k} of the graph")
+    if len(got) != len(want):
+        raise AssertionError(f"the graph has {len(got)} output(s), the reference returned {len(want)}")
+    compared = [Compared(f"output{k}", np.asarray(g), np.asarray(w)) for k, (g, w) in enumerate(zip(got, want))]
+    verdict = _verdict(compared, job, graph_terms(graph, sizes))
     described = [{"name": f"input {k}", "shape": list(x.shape), "dtype": str(x.dtype)} for k, x in enumerate(inputs)]
-    return Checked(f"graph {name}", compiled.target, inputs, described, lambda: compiled(*inputs))
+    emulated = compiled.target.startswith("cuda") and not any(getattr(m, "on_gpu", False) for m in compiled.modules)
+    return Checked(f"graph {name}", compiled.target, emulated, inputs, described, verdict,
+                   lambda: compiled(*inputs))
 
 
 def _check_module(name: str, module: Any, job: dict[str, Any], sizes: dict[str, int], reference: Any,
                   rng: np.random.Generator) -> Checked:
-    from hidet_lang.testing.check import check_kernel
-
     progress(f"building {name}")
     built = module.build(**build_options(_built_target(module), job.get("arch", ""), job.get("check", False)))
     signature = built.interface.signatures[0]
     args = kernel_arguments(signature, sizes, rng)
-    function = _NamedFunction(built[signature.name], tuple(p.name for p in signature.params))
+    function = built[signature.name]
     progress(f"running {signature.name} (line {_line_of(signature)})")
-    check_kernel(function, reference, *args)
+    mine = [np.copy(a) if isinstance(a, np.ndarray) else a for a in args]
+    theirs = [np.copy(a) if isinstance(a, np.ndarray) else a for a in args]
+    function(*mine)
+    progress("running the reference")
+    reference(*theirs)
+    compared = [Compared(p.name, np.asarray(g), np.asarray(w))
+                for p, a, g, w in zip(signature.params, args, mine, theirs) if isinstance(a, np.ndarray)]
+    verdict = _verdict(compared, job, kernel_terms(module.ir_module().functions, sizes))
     described = [{"name": p.name, "shape": list(a.shape), "dtype": str(a.dtype)} if isinstance(a, np.ndarray)
                  else {"name": p.name, "value": a} for p, a in zip(signature.params, args)]
-    return Checked(signature.name, built.target, args, described, lambda: function(*args))
+    emulated = built.target.startswith("cuda") and not built.on_gpu
+    return Checked(signature.name, built.target, emulated, args, described, verdict, lambda: function(*args))
 
 
 def run_job(workspace: Workspace, job: dict[str, Any]) -> dict[str, Any]:
@@ -224,13 +237,14 @@ def run_job(workspace: Workspace, job: dict[str, Any]) -> dict[str, Any]:
         checked = _check_module(*next(iter(modules.items())), job, sizes, reference, rng)
     else:
         raise ValueError("the program defines no script module and no graph to run")
+    progress(f"timing {checked.ran}")
     kernel_s = median_seconds(checked.call)
     progress("timing the reference")
     reference_args = [np.copy(a) if isinstance(a, np.ndarray) else a for a in checked.arguments]
     numpy_s = median_seconds(lambda: reference(*reference_args))
-    return {"ran": checked.ran, "target": checked.target, "inputs": checked.described,
-            "check": "matches the reference", "kernel_ms": kernel_s * 1e3, "numpy_ms": numpy_s * 1e3,
-            "speedup": numpy_s / kernel_s}
+    return {"ran": checked.ran, "target": checked.target, "emulated": checked.emulated, "inputs": checked.described,
+            "check": checked.verdict.text, "verdict": checked.verdict.as_json(), "kernel_ms": kernel_s * 1e3,
+            "numpy_ms": numpy_s * 1e3, "speedup": numpy_s / kernel_s}
 
 
 def _line_of(function: Any) -> int:

@@ -39,12 +39,14 @@ def dump_folder(module: Any) -> str:
     return "_".join(f.name for f in module.functions)[:80]
 
 
-def module_stages(name: str, built: Any) -> dict[str, Any]:
-    """A built module's generated sources (each with the DSL line of every line), its PTX (CUDA) and its report."""
+def module_stages(name: str, built: Any, workspace: Workspace) -> dict[str, Any]:
+    """A built module's generated sources (each with the DSL line of every line), its PTX (CUDA) and its report,
+    the workspace's paths in them (the `// file:line` markers, the report's lines) written as the page's file
+    names."""
     cuda = built.target.startswith("cuda")
     sources = []
     for which in (("cuda", "host") if cuda else ("c",)):
-        text = built.source(which)
+        text = workspace.shorten(built.source(which))
         sources.append({"name": {"cuda": "CUDA C (device)", "host": "CUDA C (host)", "c": "C"}[which],
                         "text": text, "lines": dsl_lines(text, PROGRAM_FILE)})
     entry: dict[str, Any] = {"name": name, "target": built.target, "sources": sources, "ptx": "", "ptx_lines": [],
@@ -56,7 +58,7 @@ def module_stages(name: str, built: Any) -> dict[str, Any]:
         except Exception as error:  # the page shows why there is no PTX; the other stages stand
             entry["ptx"] = f"no PTX: {error}"
     try:
-        entry["report"] = str(built.report())
+        entry["report"] = workspace.shorten(str(built.report()))
     except Exception as error:  # the report needs the C compiler's remarks or NVRTC; say why it is missing
         entry["report"] = f"no report: {error}"
     return entry

@@ -54,3 +54,4 @@ def strict_client(child_environment: None) -> Iterator[TestClient]:
     """A test client whose jobs may take 4 seconds and 2 GB of memory: for programs that pass either."""
     with page_client(create_app(Limits(seconds=4, memory_mb=2048), token=TOKEN)) as test_client:
         yield test_client
+

@@ -82,14 +82,17 @@ def test_compile_shows_every_stage(client: TestClient) -> None:
 def test_run_checks_against_the_reference_and_times_both(client: TestClient) -> None:
     result = client.post("/api/run", json={"program": KERNEL, "reference": REFERENCE, "sizes": "n=37"}).json()
     assert result["ok"], result
-    assert result["check"] == "matches the reference" and result["kernel_ms"] > 0 and result["numpy_ms"] > 0
+    assert result["check"].startswith("matches the reference") and result["kernel_ms"] > 0 and result["numpy_ms"] > 0
+    worst = result["verdict"]["worst"]  # the output, exact here (one product a term), and the tolerance used
+    assert worst["array"] == "b" and worst["difference"] == 0 and worst["allowed"] > 0
+    assert "eps(float32)" in result["verdict"]["tolerance"] and not result["emulated"]
     assert result["inputs"][0] == {"name": "n", "value": 37} and result["inputs"][1]["shape"] == [37, 2]
 
 
 def test_a_wrong_reference_is_a_mismatch(client: TestClient) -> None:
     wrong = REFERENCE.replace("3.0", "2.0")
     result = client.post("/api/run", json={"program": KERNEL, "reference": wrong, "sizes": "n=5"}).json()
-    assert not result["ok"] and "('b') differs from the reference" in result["error"]["message"]
+    assert not result["ok"] and "b differs from the reference" in result["error"]["message"]
 
 
 def test_syntax_error_at_its_line(client: TestClient) -> None:

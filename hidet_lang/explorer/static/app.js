@@ -1,8 +1,10 @@
 // The explorer's page: two editors with line numbers, the stages of the last compile, the last run's result.
+// Every call to the server carries the launch's token (from the page's address) in a header of its own.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { compiled: null, ran: null, stage: null };
+const TOKEN = new URLSearchParams(location.search).get("token") || "";
+const state = { compiled: null, ran: null, stage: null, compiledFor: null, ranFor: null, job: null };
 
 function esc(text) {
   return String(text).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]));
@@ -12,13 +14,15 @@ function esc(text) {
 function setupEditor(box) {
   const area = $(box), gutter = $(box + "-editor").querySelector(".gutter");
   const render = () => {
-    const count = area.value.split("\n").length;
-    if (gutter.children.length !== count) {
-      gutter.innerHTML = Array.from({ length: count }, (_, i) => `<span data-line="${i + 1}">${i + 1}</span>`).join("");
+    const lines = area.value.split("\n");
+    if (gutter.children.length !== lines.length) {
+      gutter.innerHTML = lines.map((_, i) => `<span data-line="${i + 1}">${i + 1}</span>`).join("");
     }
+    fitGutter(area, gutter, lines);
     gutter.scrollTop = area.scrollTop;
   };
-  area.addEventListener("input", () => { clearMarks(box); render(); });
+  area.addEventListener("input", () => { clearMarks(box); render(); markStale(); });
+  new ResizeObserver(render).observe(area);
   area.addEventListener("scroll", () => { gutter.scrollTop = area.scrollTop; });
   area.addEventListener("keydown", (e) => {
     if (e.key === "Tab") {
@@ -34,6 +38,15 @@ function setupEditor(box) {
   }
   return render;
 }
+// long lines wrap in the editors: each number of the gutter is as tall as its line, measured in a hidden copy
+function fitGutter(area, gutter, lines) {
+  const measure = $("measure"), style = getComputedStyle(area);
+  measure.style.width = `${area.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight)}px`;
+  measure.innerHTML = lines.map((line) => `<div>${esc(line) || "&#8203;"}</div>`).join("");
+  const rows = measure.children, spans = gutter.children;
+  for (let i = 0; i < spans.length && i < rows.length; i++) spans[i].style.height = `${rows[i].offsetHeight}px`;
+}
+
 const renderers = { program: setupEditor("program"), reference: setupEditor("reference") };
 
 function clearMarks(box, cls) {
@@ -60,30 +73,51 @@ function markLine(box, line, cls, select) {
 // ---- the page's state: in the address (#state=...) and in files
 function pageState() {
   return { program: $("program").value, reference: $("reference").value, sizes: $("sizes").value,
-           target: $("target").value, arch: $("arch").value, check: $("check").checked, example: $("example").value };
+           target: $("target").value, arch: $("arch").value, check: $("check").checked, example: $("example").value,
+           rtol: $("rtol").value, atol: $("atol").value };
+}
+
+// what a job is sent: the page's state, the tolerances as numbers (null: from the arithmetic), the job's name
+function jobBody(s) {
+  const tolerance = (text) => (text.trim() === "" ? null : Number(text));
+  return { ...s, rtol: tolerance(s.rtol), atol: tolerance(s.atol), job: state.job };
 }
 
 function applyState(s) {
-  for (const key of ["program", "reference", "sizes"]) if (typeof s[key] === "string") $(key).value = s[key];
+  for (const key of ["program", "reference", "sizes", "rtol", "atol"]) if (typeof s[key] === "string") $(key).value = s[key];
   for (const key of ["target", "arch", "example"]) if (s[key]) $(key).value = s[key];
   $("check").checked = !!s.check;
   renderers.program(); renderers.reference();
+  markStale();
 }
 
 function encodeState(s) { return btoa(unescape(encodeURIComponent(JSON.stringify(s)))); }
 function decodeState(text) { return JSON.parse(decodeURIComponent(escape(atob(text)))); }
 
 // ---- talking to the server
-async function post(path, body) {
-  const response = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+async function call(path, body) {
+  const headers = { "X-Explorer-Token": TOKEN };
+  const options = body === undefined ? { headers } : {
+    method: "POST", headers: { ...headers, "Content-Type": "application/json" }, body: JSON.stringify(body) };
+  const response = await fetch(path, options);
   const data = await response.json();
   if (!response.ok) throw new Error(data.error || response.statusText);
   return data;
 }
 
+function newJobName() {
+  return Array.from(crypto.getRandomValues(new Uint8Array(12)), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
 function busy(text) {
   $("status").textContent = text;
-  for (const id of ["compile", "run"]) $(id).disabled = !!text.endsWith("...");
+  const working = !!text.endsWith("...");
+  for (const id of ["compile", "run"]) $(id).disabled = working;
+  $("cancel").disabled = !working;
+}
+
+async function cancel() {
+  if (state.job) await call("/api/cancel", { job: state.job }).catch(() => {});
 }
 
 function showError(error) {
@@ -99,26 +133,46 @@ function showError(error) {
 async function compile() {
   busy("compiling...");
   showError(null);
+  state.job = newJobName();
+  const sent = pageState();
   try {
-    const result = await post("/api/compile", pageState());
+    const result = await call("/api/compile", jobBody(sent));
     state.compiled = result;
-    showError(result.ok ? null : result.error);
+    state.compiledFor = JSON.stringify(sent);
+    if (!result.ok) { state.ran = null; state.ranFor = null; }  // a failed compile: the last run is gone too
+    showError(result.ok || result.cancelled ? null : result.error);
     buildStages();
-    busy(result.ok ? "compiled" : "compile failed");
+    busy(result.cancelled ? "cancelled" : result.ok ? "compiled" : "compile failed");
   } catch (e) { busy("error: " + e.message); }
 }
 
 async function run() {
   busy("running...");
   showError(null);
+  state.job = newJobName();
+  const sent = pageState();
   try {
-    const result = await post("/api/run", pageState());
+    const result = await call("/api/run", jobBody(sent));
     state.ran = result;
-    showError(result.ok ? null : result.error);
+    state.ranFor = JSON.stringify(sent);
+    showError(result.ok || result.cancelled ? null : result.error);
     buildStages();
     show("run");
-    busy(result.ok ? "ran" : "run failed");
+    busy(result.cancelled ? "cancelled" : result.ok ? "ran" : "run failed");
   } catch (e) { busy("error: " + e.message); }
+}
+
+// ---- views made from another state of the page than the one it shows now are marked stale
+function stageSource(key) {
+  return key === "run" || (key === "output" && state.ran) ? state.ranFor : state.compiledFor;
+}
+
+function markStale() {
+  const made = state.stage ? stageSource(state.stage) : null;
+  const stale = made !== null && made !== undefined && made !== JSON.stringify(pageState());
+  $("stale").hidden = !stale;
+  $("stale").textContent = stale ? `stale: the page changed since this was ${state.stage === "run" ? "run" : "compiled"}; ${state.stage === "run" ? "Run" : "Compile"} again to update it` : "";
+  $("view").classList.toggle("stale", stale);
 }
 
 // ---- stages
@@ -157,6 +211,7 @@ function show(key) {
   for (const b of $("stages").querySelectorAll("button")) b.classList.toggle("active", b.dataset.key === key);
   $("stage-title").textContent = stage.label;
   stage.render();
+  markStale();
 }
 
 function codeHtml(text, lines, classes) {
@@ -186,7 +241,8 @@ function linkToSource(line) {
 }
 
 function renderIR(m) {
-  const options = m.steps.map((s, i) => `<option value="${i}">${esc(s.name)}</option>`).join("");
+  const unchanged = (s, i) => i > 0 && s.diff === "";  // steps that changed nothing are greyed
+  const options = m.steps.map((s, i) => `<option value="${i}"${unchanged(s, i) ? ' class="unchanged"' : ""}>${esc(s.name)}${unchanged(s, i) ? " (unchanged)" : ""}</option>`).join("");
   $("view").innerHTML = `<div class="picture"><label>Step <select id="ir-step">${options}</select></label>
     <label><input type="checkbox" id="ir-diff"> diff from the step before</label></div><div id="ir-text"></div>`;
   const draw = () => {
@@ -218,12 +274,14 @@ function renderGraph(g) {
 
 function renderRun() {
   const r = state.ran;
-  if (!r.ok) { $("view").innerHTML = `<div class="picture">The run failed: ${esc(r.error.message)}</div>`; return; }
+  if (!r.ok) { $("view").innerHTML = `<div class="picture" id="run-failed">The run ${r.cancelled ? "was cancelled" : "failed"}: ${esc(r.error.message)}</div>`; return; }
   const inputs = r.inputs.map((i) => (i.shape ? `${i.name}: ${i.dtype}[${i.shape.join(", ")}]` : `${i.name} = ${i.value}`)).join("; ");
+  const emulated = r.emulated ? `<tr class="emulated"><td>where</td><td id="run-emulated">on the CUDA emulator: times are the CPU's, not a GPU's</td></tr>` : "";
   $("view").innerHTML = `<table class="result picture" id="run-result">
-    <tr><td>ran</td><td>${esc(r.ran)} on ${esc(r.target)}</td></tr>
+    <tr><td>ran</td><td>${esc(r.ran)} on ${esc(r.target)}${r.emulated ? " (the CUDA emulator)" : ""}</td></tr>${emulated}
     <tr><td>inputs</td><td>${esc(inputs)}</td></tr>
     <tr><td>check</td><td id="run-check">${esc(r.check)}</td></tr>
+    <tr><td>tolerance</td><td id="run-tolerance">${esc(r.verdict.tolerance)}</td></tr>
     <tr><td>kernel</td><td id="run-kernel">${r.kernel_ms.toFixed(4)} ms</td></tr>
     <tr><td>numpy reference</td><td id="run-numpy">${r.numpy_ms.toFixed(4)} ms</td></tr>
     <tr><td>numpy time / kernel time</td><td>${r.speedup.toFixed(3)}</td></tr></table>`;
@@ -231,16 +289,15 @@ function renderRun() {
 
 // ---- set up
 async function loadExample(key) {
-  const response = await fetch("/api/examples/" + encodeURIComponent(key));
-  const e = await response.json();
+  const e = await call("/api/examples/" + encodeURIComponent(key));
   applyState({ program: e.program, reference: e.reference, sizes: e.sizes, target: e.target, example: e.key });
-  state.compiled = state.ran = null;
+  state.compiled = state.ran = state.compiledFor = state.ranFor = null;
   showError(null);
   buildStages();
 }
 
 async function start() {
-  const info = await (await fetch("/api/info")).json();
+  const info = await call("/api/info");
   $("safety").textContent = info.safety;
   $("example").innerHTML = info.examples.map((e) => `<option value="${esc(e.key)}">${esc(e.title)}</option>`).join("");
   $("target").innerHTML = info.targets.map((t) => `<option>${t}</option>`).join("");
@@ -248,9 +305,13 @@ async function start() {
   $("example").addEventListener("change", () => loadExample($("example").value));
   $("compile").addEventListener("click", compile);
   $("run").addEventListener("click", run);
+  $("cancel").addEventListener("click", cancel);
+  for (const id of ["sizes", "rtol", "atol"]) $(id).addEventListener("input", markStale);
+  for (const id of ["target", "arch", "check"]) $(id).addEventListener("change", markStale);
   $("share").addEventListener("click", () => {
     location.hash = "state=" + encodeState(pageState());
-    if (navigator.clipboard) navigator.clipboard.writeText(location.href).catch(() => {});
+    // the copied link leaves out the launch's token: whoever opens it adds their own explorer's ?token=
+    if (navigator.clipboard) navigator.clipboard.writeText(location.origin + location.pathname + location.hash).catch(() => {});
     busy("the address now holds the page's state");
   });
   $("save").addEventListener("click", () => {
