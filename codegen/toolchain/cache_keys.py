@@ -1,10 +1,11 @@
 """The keys of the compilation cache: a sha256 over everything that decides what a build produces.
 
 A library's key covers the source, the compiler identity, the flags, the language, the contents of the include
-directories and the package version (and the host CPU when a flag says `native`); a cubin's key covers the
-source, the architecture, the NVRTC options, the toolkit identity, the contents of the include directories and
-the package version; a module's record (`codegen.module_records`) is keyed by its IR, its target and build options,
-the machine and the project's code. Each part is length-prefixed, so that no two different lists of parts collide.
+directories and the package version (and the host CPU when a flag says `native`); a precompiled header's, the same
+with the header's name in place of the source; a cubin's key covers the source, the architecture, the NVRTC
+options, the toolkit identity, the contents of the include directories and the package version; a module's record
+(`codegen.module_records`) is keyed by its IR, its target and build options, the machine and the project's code.
+Each part is length-prefixed, so that no two different lists of parts collide.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 _KEY_SCHEMA = "hidet_lang-cache-v2"
 _CUBIN_KEY_SCHEMA = "hidet_lang-cubin-v1"
 _RECORD_KEY_SCHEMA = "hidet_lang-record-v1"
+_PRECOMPILED_HEADER_KEY_SCHEMA = "hidet_lang-pch-v1"
 _STABLE_CPUINFO_FIELDS = frozenset(
     ["vendor_id", "model name", "flags", "Features", "CPU implementer", "CPU architecture", "CPU part"]
 )
@@ -40,6 +42,17 @@ def cubin_cache_key(
     """Return the hex sha256 that names the cache entry of the cubin of `source` for `arch`, built with these
     NVRTC options by this toolkit, with include directories whose contents hash to `include_hash`."""
     parts = [_CUBIN_KEY_SCHEMA, source, arch, "\x1f".join(options), toolkit_identity, include_hash, version]
+    return _digest(parts)
+
+
+def precompiled_header_key(
+    header: str, *, compiler_identity: str, flags: Sequence[str], include_hash: str, version: str
+) -> str:
+    """Return the hex sha256 that names the cache entry of `header` precompiled by this compiler with these flags,
+    with include directories whose contents hash to `include_hash` (and the host CPU when a flag says `native`)."""
+    parts = [_PRECOMPILED_HEADER_KEY_SCHEMA, header, compiler_identity, "\x1f".join(flags), include_hash, version]
+    if _uses_native(flags):
+        parts.append(host_cpu())
     return _digest(parts)
 
 

@@ -103,7 +103,9 @@ NOT_RERUN = ("tests/hidet_lang/test_fuzz_programs.py", "tests/hidet_lang/test_fu
              "tests/explorer",
              # the fuzzers' findings are about the targets' arithmetic (as the fuzz tests); the attention rewrite is
              # a graph transformation whose kernels the attention and graph tests launch there
-             "tests/codegen/test_fuzz_findings.py", "tests/stdlib_ops/graph/test_rewrite_attention.py")
+             "tests/codegen/test_fuzz_findings.py", "tests/stdlib_ops/graph/test_rewrite_attention.py",
+             # the emulator's precompiled header is the C++ compiler's business, the same on either path
+             "tests/codegen/test_precompiled_headers.py")
 # the benchmarks of the CPU operators, the users' CPU kernels and the emulator against C loops never take the GPU path
 NOT_RERUN_TESTS = (*(f"tests/examples/test_examples.py::test_example_runs[benchmarks/{name}.py --quick]"
                      for name in ("cpu_ops", "user_kernels", "emulator")),
