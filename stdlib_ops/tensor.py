@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from codegen.runtime import arrays
+from codegen.runtime.tensor_methods import TensorMethods
 from hidet_lang.ir.types import DTYPE_BY_NAME, DataType
 from stdlib_ops.dims import check_name
 
@@ -26,8 +27,12 @@ Dim = int | str
 DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64", "bfloat16")
 
 
-class Tensor:
-    """A tensor: `shape` (ints, or strings for symbolic dimensions), `dtype` (a numpy name), `device`."""
+class Tensor(TensorMethods):
+    """A tensor: `shape` (ints, or strings for symbolic dimensions), `dtype` (a numpy name), `device`.
+
+    torch's conversion methods (`.to(...)`, `.cuda()`, `.cpu()`, `.float()`, `.half()`, `.item()`, `.tolist()`,
+    ...) come from `codegen.runtime.tensor_methods`, which the runtime's arrays share; `//` and `%` are torch's
+    (`floor_divide`, `remainder`: floored, the remainder with the divisor's sign)."""
 
     __slots__ = ("shape", "dtype", "device", "storage", "producer", "output_index", "address", "__weakref__")
 
@@ -105,6 +110,24 @@ class Tensor:
         """The tensor converted to `dtype`."""
         return _ops().cast(self, dtype)
 
+    def converted(self, device: str, dtype: np.dtype) -> Tensor:
+        """The tensor with elements of `dtype` (the `cast` operator, symbolic tensors included; numpy's conversion
+        for a concrete 'cpu' tensor to or from bfloat16, which the CPU target does not compute), copied to `device`
+        (concrete tensors only: a symbolic one lives on its graph's target)."""
+        name = _check_dtype(dtype)
+        if name == self.dtype:
+            out = self
+        elif "bfloat16" in (name, self.dtype) and self.device == "cpu" and self.storage is not None:
+            out = wrap(self.storage.to(dtype=dtype), "cpu")
+        else:
+            out = _ops().cast(self, name)
+        if out is not self and device == self.device:
+            return out
+        if out.storage is None:
+            raise ValueError(f"a symbolic tensor has no data to copy and stays on its device ({self.device!r}); "
+                             f"build its graph for target {device!r} instead")
+        return wrap(out.storage.to(device=device, copy=True), device)
+
     def reshape(self, *shape: Any) -> Tensor:
         """The tensor with a new shape (one entry may be -1)."""
         return _ops().reshape(self, shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape)
@@ -145,6 +168,18 @@ class Tensor:
 
     def __rtruediv__(self, other: Any) -> Tensor:
         return _ops().div(other, self)
+
+    def __floordiv__(self, other: Any) -> Tensor:
+        return _ops().floor_divide(self, other)
+
+    def __rfloordiv__(self, other: Any) -> Tensor:
+        return _ops().floor_divide(other, self)
+
+    def __mod__(self, other: Any) -> Tensor:
+        return _ops().remainder(self, other)
+
+    def __rmod__(self, other: Any) -> Tensor:
+        return _ops().remainder(other, self)
 
     def __pow__(self, other: Any) -> Tensor:
         return _ops().pow(self, other)

@@ -27,6 +27,7 @@ from codegen.runtime import cuda_driver, dlpack, streams
 from codegen.runtime.allocator import device_allocator
 from codegen.runtime.cuda_backend import backend
 from codegen.runtime.heap_guards import guarded_empty
+from codegen.runtime.tensor_methods import TensorMethods
 from hidet_lang.ir.types import DTYPE_BY_NAME, DataType
 
 
@@ -63,8 +64,9 @@ def _bfloat16() -> np.dtype:
     return np.dtype(ml_dtypes.bfloat16)
 
 
-class DeviceArray:
-    """A C-contiguous array in CUDA device memory (or in host memory on the emulator)."""
+class DeviceArray(TensorMethods):
+    """A C-contiguous array in CUDA device memory (or in host memory on the emulator), with torch's conversion
+    methods (`.to(...)`, `.cpu()`, `.float()`, `.item()`, ...: `codegen.runtime.tensor_methods`)."""
 
     __slots__ = ("shape", "dtype", "ptr", "host", "base", "owner", "__weakref__")
 
@@ -108,13 +110,11 @@ class DeviceArray:
         cuda_driver.copy_to_host(out, self.ptr)
         return out
 
-    def cpu(self) -> HostArray:
-        """A copy in host memory (Hidet's `tensor.cpu()`)."""
-        return self.numpy().view(HostArray)
-
-    def cuda(self) -> DeviceArray:
-        """The array itself (it is on the 'cuda' device)."""
-        return self
+    def converted(self, device: str, dtype: np.dtype) -> HostArray | DeviceArray:
+        """A copy on `device` ('cpu': in host memory, Hidet's `tensor.cpu()`) with elements of `dtype`; a GPU's
+        data is converted on the host."""
+        values = self.numpy().astype(dtype, copy=False)  # `numpy()` copies already
+        return values.view(HostArray) if device == "cpu" else to_device(values)
 
     def torch(self) -> Any:
         """A torch tensor sharing the data (Hidet's `tensor.torch()`): a CUDA tensor on a GPU; on the emulator,
@@ -192,8 +192,10 @@ def from_dlpack_device(x: Any) -> DeviceArray:
     return DeviceArray(shape, dtype, ptr, owner=owner)
 
 
-class HostArray(np.ndarray):
-    """A numpy array with Hidet's tensor method `.numpy()`; kernels take it like any numpy array."""
+class HostArray(np.ndarray, TensorMethods):
+    """A numpy array with Hidet's tensor method `.numpy()` and torch's conversion methods (`.to(...)`, `.cuda()`,
+    `.float()`, ...: `codegen.runtime.tensor_methods`); kernels take it like any numpy array, and its operators,
+    `.item()` and `.tolist()` are numpy's."""
 
     @property
     def device(self) -> str:
@@ -204,13 +206,10 @@ class HostArray(np.ndarray):
         """A plain numpy copy."""
         return np.array(self)
 
-    def cpu(self) -> HostArray:
-        """The array itself (it is on the 'cpu' device; Hidet's `tensor.cpu()`)."""
-        return self
-
-    def cuda(self) -> DeviceArray:
-        """A copy on the 'cuda' device (a GPU, or the emulator)."""
-        return to_device(np.asarray(self))
+    def converted(self, device: str, dtype: np.dtype) -> HostArray | DeviceArray:
+        """A copy on `device` ('cuda': a GPU, or the emulator) with elements of `dtype`."""
+        values = np.asarray(self).astype(dtype, copy=device == "cpu")  # `to_device` copies
+        return values.view(HostArray) if device == "cpu" else to_device(values)
 
     def torch(self) -> Any:
         """A torch CPU tensor sharing the data (Hidet's `tensor.torch()`)."""

@@ -18,6 +18,7 @@ from stdlib_ops.operators.elementwise import (
     erf,
     exp,
     floor,
+    floor_divide,
     gelu,
     greater,
     greater_equal,
@@ -31,6 +32,7 @@ from stdlib_ops.operators.elementwise import (
     not_equal,
     pow,
     relu,
+    remainder,
     round,
     rsqrt,
     sigmoid,
@@ -66,9 +68,9 @@ from stdlib_ops.operators.transform import (
 __all__ = [
     "Operator", "abs", "adaptive_avg_pool2d", "add", "apply", "argmax", "argmin", "attention", "avg_pool2d",
     "batch_norm", "broadcast_to", "cast", "ceil", "clip", "concat", "conv2d", "conv_transpose2d", "cos", "div", "equal",
-    "erf", "exp", "expand_dims", "flatten", "floor", "gather", "gelu", "getitem", "greater", "greater_equal",
-    "group_norm", "layer_norm", "less", "less_equal", "linear", "log", "log_softmax", "matmul", "max", "max_pool2d",
-    "maximum", "mean", "min", "minimum", "mul", "neg", "not_equal", "pad", "permute", "pow", "prod", "relu", "reshape",
-    "rms_norm", "round", "rsqrt", "sigmoid", "silu", "sin", "softmax", "split", "sqrt", "squeeze", "stack", "std",
-    "strided_slice", "sub", "sum", "take", "tanh", "transpose", "var", "where"
+    "erf", "exp", "expand_dims", "flatten", "floor", "floor_divide", "gather", "gelu", "getitem", "greater",
+    "greater_equal", "group_norm", "layer_norm", "less", "less_equal", "linear", "log", "log_softmax", "matmul", "max",
+    "max_pool2d", "maximum", "mean", "min", "minimum", "mul", "neg", "not_equal", "pad", "permute", "pow", "prod",
+    "relu", "remainder", "reshape", "rms_norm", "round", "rsqrt", "sigmoid", "silu", "sin", "softmax", "split", "sqrt",
+    "squeeze", "stack", "std", "strided_slice", "sub", "sum", "take", "tanh", "transpose", "var", "where"
 ]

@@ -173,6 +173,61 @@ maximum = _binary("maximum", None)
 minimum = _binary("minimum", None)
 
 
+def _floored(name: str, a: Any, b: Any) -> tuple[list[Tensor], str, DataType]:
+    """The operands, result dtype and compute type of `floor_divide` or `remainder`; ZeroDivisionError for a
+    concrete integer divisor with a zero (torch raises too; the data of a symbolic one is not known)."""
+    x, y = as_tensors(name, a, b)
+    out = result_dtype(x.dtype, y.dtype)
+    if out == "bool":
+        raise TypeError(f"{name}: not defined for bool tensors (convert them to an integer dtype first)")
+    ct = _compute_type(out)
+    if not ct.is_float and y.storage is not None and not np.all(y.numpy()):
+        raise ZeroDivisionError(f"{name}: integer division by zero")
+    return [x, y], out, ct
+
+
+def _truncation_is_off(p: Expr, q: Expr, r: Expr) -> Expr:
+    """Whether C's truncated quotient of signed `p / q` (remainder `r`) is one above the floored one: `r` is not
+    zero and its sign is not the divisor's."""
+    zero = _const(0, p.type)
+    return BinaryOp("&&", BinaryOp("!=", r, zero), BinaryOp("!=", BinaryOp("<", r, zero), BinaryOp("<", q, zero)))
+
+
+def floor_divide(a: Any, b: Any) -> Tensor:
+    """`a // b`, broadcast, as torch and Python: the quotient rounded toward minus infinity (`-7 // 2 == -4`;
+    floats by Python's algorithm, `1.0 // 0.1 == 9.0`, and `x // 0.0` is `x / 0.0`). An integer divisor with a
+    zero raises ZeroDivisionError. (The DSL's own integer `//` truncates, as C does.)"""
+    operands, out, ct = _floored("floor_divide", a, b)
+
+    def fn(p: Expr, q: Expr) -> Expr:
+        p, q = cast_to(p, ct), cast_to(q, ct)
+        if ct.is_float:
+            return Intrinsic("floordiv", (p, q), ct)
+        quotient = BinaryOp("/", p, q)
+        if ct.kind == "uint":
+            return quotient
+        off = _truncation_is_off(p, q, BinaryOp("%", p, q))
+        return IfThenElse(off, BinaryOp("-", quotient, _const(1, ct)), quotient)
+
+    return _map("floor_divide", operands, out, fn)
+
+
+def remainder(a: Any, b: Any) -> Tensor:
+    """`a % b`, broadcast, as torch and Python: `a - (a // b) * b`, with the divisor's sign (`-7 % 2 == 1`,
+    `-6.5 % 2.0 == 1.5`; a float `x % 0.0` is NaN). An integer divisor with a zero raises ZeroDivisionError. (The
+    DSL's own integer `%` has the dividend's sign, as C.)"""
+    operands, out, ct = _floored("remainder", a, b)
+
+    def fn(p: Expr, q: Expr) -> Expr:
+        p, q = cast_to(p, ct), cast_to(q, ct)
+        r = BinaryOp("%", p, q)  # floats: the IR's `%` is floored already
+        if ct.is_float or ct.kind == "uint":
+            return r
+        return IfThenElse(_truncation_is_off(p, q, r), BinaryOp("+", r, q), r)
+
+    return _map("remainder", operands, out, fn)
+
+
 def pow(a: Any, b: Any) -> Tensor:  # noqa: A001 - numpy's name
     """`a ** b`, broadcast (integer powers of integers stay integers)."""
     x, y = as_tensors("pow", a, b)
