@@ -61,6 +61,12 @@ class DSLAttributeError(DSLError, AttributeError):
     """An unknown attribute, e.g. a misspelt `attrs.func_kind`."""
 
 
+class ConversionWarning(RuntimeWarning):
+    """Checking mode: a float was converted to an integer type that cannot hold it (out of its range, infinite or
+    NaN), at the DSL line the message names. The result is the defined one (saturated; NaN gives 0); the warning
+    says the program relied on it. `warnings.simplefilter("error", ConversionWarning)` makes it an error."""
+
+
 def without_compiler_frames(error: BaseException) -> BaseException:
     """`error` with the traceback cut, so that users see their own line, not the compiler's frames."""
     if debug_enabled():

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 
+from codegen.emit.float_to_int import float_to_int_call, is_float_to_int, known_to_fit
 from codegen.emit.int_division import guarded_division, needs_guard
 from codegen.emit.pointer_origins import pointer_origins
 from codegen.toolchain.vector_math import alias_declaration, alias_name
@@ -105,8 +106,10 @@ class CEmitter:
     pointer made from a tensor, e.g. a `view`, against the bytes of that tensor: `codegen.emit.pointer_origins`): an
     index outside the tensor records the first failure (reported to Python as an IndexError after the call) and
     the access goes to a scratch buffer instead of memory outside the tensor; an integer division or modulo by
-    zero is recorded too (a ZeroDivisionError). Integer `/` and `%` by a divisor that may be 0 or -1 go through
-    the guarded helpers of `codegen.emit.int_division` on every target.
+    zero is recorded too (a ZeroDivisionError), and a float converted to an integer type that cannot hold it (a
+    `ConversionWarning`). Integer `/` and `%` by a divisor that may be 0 or -1 go through the guarded helpers of
+    `codegen.emit.int_division` on every target, and a float converted to an integer type through those of
+    `codegen.emit.float_to_int`.
     """
 
     parallel_pragma = "#pragma omp parallel for schedule(static)"
@@ -114,6 +117,7 @@ class CEmitter:
     restrict_qualifier = "__restrict"  # of a no-alias function's tensor parameters
     helper_prefix = "hl_"  # of their names
     division_fail = "hl_division_by_zero"  # checking mode: what a zero integer divisor calls (int_division.h)
+    conversion_warn = "hl_conversion_warning"  # checking mode: what a float an integer cannot hold calls
 
     def __init__(self, check: bool = False, vector_math: frozenset[str] = frozenset()) -> None:
         self.check = check
@@ -575,7 +579,12 @@ class CEmitter:
         return text
 
     def expr_Cast(self, e: E.Cast) -> str:
-        return self.converted(self.expr(e.expr), e.expr.type, e.dtype)
+        text, source = self.expr(e.expr), e.expr.type
+        if is_float_to_int(source, e.dtype) and not known_to_fit(e.expr, e.dtype):
+            assert isinstance(source, DataType)
+            checked = (self.where(), self.conversion_warn) if self.check else ()
+            return float_to_int_call(source, e.dtype, text, *checked)
+        return self.converted(text, source, e.dtype)
 
     def converted(self, text: str, source: Type, target: DataType) -> str:
         """`text`, a value of type `source`, converted to `target`: through float for an integer converted to f16,

@@ -38,6 +38,7 @@ class EmulatorEmitter(CudaDeviceEmitter):
     the checking mode (whose plan has no fast paths: `ModulePlan.without_fast_paths`)."""
 
     division_fail = "hl_emu_division_by_zero"
+    conversion_warn = "hl_emu_conversion_warning"
 
     def __init__(self, plan: ModulePlan, check: bool = False) -> None:
         super().__init__(plan)

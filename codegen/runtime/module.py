@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ctypes
+import os
+import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from types import CodeType
@@ -17,7 +19,7 @@ from codegen.toolchain.cache_entries import CUBIN
 from codegen.toolchain.headers import INCLUDE_DIR
 from codegen.toolchain.vectorization_report import VectorizationReport, vectorization_report
 from hidet_lang.builder import installed_builder
-from hidet_lang.errors import without_compiler_frames
+from hidet_lang.errors import ConversionWarning, without_compiler_frames
 from hidet_lang.ir.func import FuncKind, IRModule
 from hidet_lang.ir.types import DataType, VoidType
 from hidet_lang.target import Target
@@ -227,19 +229,42 @@ _CHECK_ERRORS: dict[int, type[Exception]] = {1: IndexError, 2: ZeroDivisionError
 
 
 def bounds_checks(lib: ctypes.CDLL) -> AfterCall:
-    """After a call of a module built in checking mode: raise its first failure, an out-of-bounds access as
-    IndexError, an integer division or modulo by zero as ZeroDivisionError (each naming the DSL line)."""
+    """After a call of a module built in checking mode: warn of the floats it converted to an integer type that
+    cannot hold them (a `ConversionWarning` naming the first one's DSL line and how many there were), then raise
+    its first failure, an out-of-bounds access as IndexError, an integer division or modulo by zero as
+    ZeroDivisionError (each naming the DSL line)."""
     status = lib.hidet_lang_bounds_status
     status.argtypes = [ctypes.POINTER(ctypes.c_char_p)]
     status.restype = ctypes.c_int
+    conversions = lib.hidet_lang_conversion_status  # float_to_int.h
+    conversions.argtypes = [ctypes.POINTER(ctypes.c_char_p)]
+    conversions.restype = ctypes.c_int
 
     def after() -> None:
         message = ctypes.c_char_p()
+        count = conversions(ctypes.byref(message))
+        if count:
+            more = f" (and {count - 1} more conversions out of range in this call)" if count > 1 else ""
+            warnings.warn((message.value or b"a conversion out of range").decode() + more, ConversionWarning,
+                          stacklevel=_caller_level())
         kind = status(ctypes.byref(message))
         if kind:
             raise _CHECK_ERRORS.get(kind, RuntimeError)((message.value or b"checking mode failure").decode())
 
     return after
+
+
+def _caller_level() -> int:
+    """The `stacklevel` of a warning issued in an after-call hook that names the line calling the module: the first
+    frame outside the runtime and the generated callers."""
+    frame, level = sys._getframe(2), 2
+    while frame is not None and (frame.f_code.co_filename.startswith("<hidet_lang caller")
+                                 or frame.f_code.co_filename.startswith(_RUNTIME_DIR)):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+_RUNTIME_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 def _chain(hooks: list[AfterCall]) -> AfterCall | None:

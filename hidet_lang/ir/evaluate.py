@@ -159,21 +159,43 @@ def evaluate(e: E.Expr, env: dict[E.Var, Any]) -> Any:
 
 
 def convert_value(v: Any, dtype: DataType) -> Any:
-    """A Python value converted to `dtype` as a C cast would (floats truncate toward zero). A float that no value
-    of integer type `dtype` holds (NaN, infinity, out of range) raises ValueError/OverflowError: C leaves that
-    conversion undefined."""
+    """A Python value converted to `dtype` as every target converts it: an integer wraps to an integer type, a float
+    converts to an integer type as `float_to_int` says (rounded toward zero, saturating, NaN to 0), to a float type
+    it rounds (`round_float`), and anything to bool is whether it is nonzero (NaN is)."""
     if dtype.is_bool:
         return bool(v)
     if dtype.is_float:
         return round_float(float(v), dtype)
     if isinstance(v, float):
-        bits = 8 * dtype.nbytes
-        lo, hi = (-(1 << (bits - 1)), 1 << (bits - 1)) if dtype.kind == "int" else (0, 1 << bits)
-        truncated = int(v)  # ValueError for NaN, OverflowError for infinity
-        if not lo <= truncated < hi:
-            raise OverflowError(f"{v} does not fit in {dtype.name} (undefined in C)")
-        return truncated
+        return float_to_int(v, dtype)
     return wrap(int(v), dtype)
+
+
+def int_range(dtype: DataType) -> tuple[int, int]:
+    """The least and the greatest value of integer type `dtype`."""
+    bits = 8 * dtype.nbytes
+    return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if dtype.kind == "int" else (0, (1 << bits) - 1)
+
+
+def float_fits(v: float, dtype: DataType) -> bool:
+    """Whether integer type `dtype` holds the float `v` rounded toward zero (never for NaN or an infinity): where it
+    does not, C leaves the conversion undefined, and checking mode reports it."""
+    if not math.isfinite(v):
+        return False
+    lo, hi = int_range(dtype)
+    return lo <= int(v) <= hi
+
+
+def float_to_int(v: float, dtype: DataType) -> int:
+    """The float `v` converted to integer type `dtype` as the GPU's `cvt.rzi.sat` does and every target does
+    (`hidet_lang/float_to_int.h`): rounded toward zero, below the type's range its least value, above it its
+    greatest, NaN 0."""
+    if math.isnan(v):
+        return 0
+    lo, hi = int_range(dtype)
+    if math.isinf(v):
+        return hi if v > 0 else lo
+    return min(max(int(v), lo), hi)
 
 
 _PACK_FORMATS = {"float32": "f", "float16": "e"}

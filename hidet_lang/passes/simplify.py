@@ -165,8 +165,9 @@ def _same_int_type_pure(m: Match) -> bool:
 
 
 def _fold(e: E.Expr) -> E.Constant | None:
-    """`e` (an operation on constants) folded, or None where it is left for run time (a division by zero, a float
-    cast to an integer that cannot hold it: `evaluate` raises)."""
+    """`e` (an operation on constants) folded, or None where it is left for run time (a division by zero, an
+    operation the type does not have: `evaluate` raises). A float cast to an integer type folds to what every
+    target computes (`evaluate.float_to_int`: saturated, NaN 0)."""
     dtype = e.type
     assert isinstance(dtype, DataType)
     try:

@@ -19,6 +19,8 @@
 //   char *hl_dynamic_smem(): the block's dynamic shared memory (16-byte aligned);
 //   T hl_div_<t>(T a, T b), hl_mod_<t>: integer `/` and `%` with defined results for a zero divisor and MIN / -1
 //   (int_division.h; the same on every target);
+//   T hl_cvt_<f>_<i>(F x): a float converted to an integer type, rounded toward zero, saturating, NaN -> 0
+//   (float_to_int.h: cvt.rzi on the GPU, the same results on every target);
 //   void hl_assert_fail(int line): records the first failed assertion's line in `hl_assert_line` (a __device__
 //   int on the GPU; the emulator's hl_emu_take_assert_line() returns and clears it); the caller then returns.
 // Tensor-core and asynchronous-copy primitives (GPU: inline PTX, sm_80 and later; on an older architecture the
@@ -80,6 +82,7 @@
 // deadlock and divergence reports.
 #include "cuda_emulator.h"
 #include "int_division.h"
+#include "float_to_int.h"
 
 #define hl_shfl_sync(...) ::hl_emu::shfl(__LINE__, ::hl_emu::W_IDX, __VA_ARGS__)
 #define hl_shfl_up_sync(...) ::hl_emu::shfl(__LINE__, ::hl_emu::W_UP, __VA_ARGS__)
@@ -214,6 +217,7 @@ typedef uint64_t uintptr_t;
 #include <stdint.h>
 #endif
 #include "int_division.h"
+#include "float_to_int.h"
 
 #define HL_DEVICE static __device__ __forceinline__
 

@@ -12,6 +12,8 @@
 // hl_emu_dynamic_smem_bytes(), hl_emu_dynamic_shared(where): the bounds of the dynamic shared memory, which
 //   stores through pointers into it are guarded by (checked in checking mode, where the first access registers it).
 // hl_emu_division_by_zero(where): checking mode's `fail` of a zero integer divisor (int_division.h).
+// hl_emu_conversion_warning(where, from, to, value): checking mode's `warn` of a float converted to an integer type
+//   that cannot hold it (float_to_int.h): recorded with the block and thread for a warning; the thread goes on.
 // hl_emu_shared_declared(array, bytes, name, where): at a shared array's declaration; the first thread of a
 //   block to get there fills it with 0xff bytes (NaN for floats) and clears its shadow.
 // A part of cuda_emulator.h, which includes the parts in order (each relies on those before it).
@@ -334,6 +336,25 @@ static void hl_emu_division_by_zero(const char *where) {
     t.add(": integer division or modulo by zero at %s", where);
     ::hl_emu::record_error(b->launch, "%s", buf);
     ::hl_emu::abort_block(b);
+}
+
+// float_to_int.h, included after this part (it needs the half types), keeps the record of conversions.
+static void hl_conversion_record(const char *message);
+static void hl_conversion_describe(char *buf, size_t size, const char *where, const char *from, const char *to,
+                                   double value);
+
+// Checking mode: a float converted to an integer type that cannot hold it is recorded (float_to_int.h's `warn`).
+static void hl_emu_conversion_warning(const char *where, const char *from, const char *to, double value) {
+    ::hl_emu::Header *h = ::hl_emu::hdr();
+    ::hl_emu::Block *b = h->st->block;
+    char buf[512];
+    ::hl_emu::Text t{buf, sizeof buf, 0};
+    ::hl_emu::where_prefix(t, b);
+    ::hl_emu::describe_thread(t, b, h->linear);
+    char what[384];
+    hl_conversion_describe(what, sizeof what, where, from, to, value);
+    t.add(": %s", what);
+    hl_conversion_record(buf);
 }
 
 static inline void hl_emu_shared_declared(const void *array, size_t bytes, const char *name, const char *where) {

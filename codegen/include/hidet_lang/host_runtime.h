@@ -1,9 +1,10 @@
 // hidet_lang host runtime: what every generated host source (C for the CPU, the host half of a CUDA module)
 // relies on, included first: the standard headers, HL_EXPORT for the functions Python calls, HL_NOINLINE for
 // functions compiled on their own (attrs.noinline), HL_FAST_MATH (attrs.fast_math), the channel of
-// failed host assertions (hidet_lang_assert_status), the guarded integer division (int_division.h), the checking
-// mode's bounds checks and zero divisors (HL_CHECKED, HL_CHECKED_IN for views, hl_division_by_zero,
-// hidet_lang_bounds_status) and hidet_lang_flush. C, and C++ when a CUDA module runs on the emulator.
+// failed host assertions (hidet_lang_assert_status), the guarded integer division (int_division.h), the defined
+// float -> integer conversions (float_to_int.h), the checking mode's bounds checks, zero divisors and conversions
+// out of range (HL_CHECKED, HL_CHECKED_IN for views, hl_division_by_zero, hidet_lang_bounds_status,
+// hl_conversion_warning) and hidet_lang_flush. C, and C++ when a CUDA module runs on the emulator.
 #pragma once
 #ifndef HIDET_LANG_HOST_RUNTIME_H
 #define HIDET_LANG_HOST_RUNTIME_H
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #include "int_division.h"
+#include "float_to_int.h"
 
 #ifdef __cplusplus
 #define HL_EXPORT extern "C"
@@ -82,6 +84,14 @@ static void hl_division_by_zero(const char *where) {
     if (__atomic_exchange_n(&hl_bounds_failed, HL_CHECK_DIVISION, __ATOMIC_SEQ_CST) == 0) {
         snprintf(hl_bounds_message, sizeof hl_bounds_message, "%s: integer division or modulo by zero", where);
     }
+}
+
+/* A float converted to an integer type that cannot hold it, in checking mode: recorded for a warning (float_to_int.h's
+   `warn`; the result is the saturated one). */
+static void hl_conversion_warning(const char *where, const char *from, const char *to, double value) {
+    char buf[512];
+    hl_conversion_describe(buf, sizeof buf, where, from, to, value);
+    hl_conversion_record(buf);
 }
 
 /* The first index of an access starting at `index` (and running past the end) outside a tensor of `extent`. */
