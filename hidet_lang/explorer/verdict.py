@@ -37,15 +37,15 @@ class Verdict:
 
 
 def _excess(got: np.ndarray, want: np.ndarray, tolerance: Tolerance) -> np.ndarray:
-    """For each element, its difference over the difference allowed (above 1: a mismatch; NaN only matches
-    NaN)."""
+    """For each element, its difference over the difference allowed: 0 where the two are equal (infinities of
+    one sign, NaN and NaN), infinite where one is NaN or infinite and the other not; above 1, a mismatch."""
+    g, w = got.astype(np.float64), want.astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+        diff = np.abs(g - w)
         allowed = tolerance.allowed(want)
         ratio = np.where(allowed > 0, diff / np.where(allowed > 0, allowed, 1), np.where(diff > 0, np.inf, 0.0))
-    both_nan = np.isnan(got.astype(np.float64)) & np.isnan(want.astype(np.float64))
-    ratio = np.where(both_nan, 0.0, ratio)
-    return np.where(np.isnan(ratio), np.inf, ratio)
+    ratio = np.where(np.isnan(ratio) | np.isnan(diff) | np.isnan(allowed), np.inf, ratio)
+    return np.where((g == w) | (np.isnan(g) & np.isnan(w)), 0.0, ratio)
 
 
 def _worst(item: Compared, tolerance: Tolerance) -> tuple[float, dict[str, Any]]:
