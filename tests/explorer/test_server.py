@@ -184,3 +184,29 @@ def test_a_graph_shows_its_fused_groups_drawn(client: TestClient) -> None:
     ran = client.post("/api/run", json={"program": program, "reference": reference, "sizes": "batch=5"}).json()
     assert ran["ok"], ran
     assert ran["ran"] == "graph graph" and ran["inputs"] == [{"name": "input 0", "shape": [5, 64], "dtype": "float32"}]
+
+
+def test_the_generated_source_names_the_program_file_only(client: TestClient) -> None:
+    result = client.post("/api/compile", json={"program": KERNEL}).json()
+    (c,) = result["modules"][0]["sources"]
+    markers = [line.strip() for line in c["text"].splitlines() if line.strip().startswith("// ")]
+    assert "// program.py:10" in markers  # the store's line, as the page's file names it
+    assert "hidet_lang_explorer_" not in c["text"] + result["modules"][0]["report"]
+
+
+def test_typed_tolerances_are_the_ones_used(client: TestClient) -> None:
+    body = {"program": KERNEL, "reference": REFERENCE, "sizes": "n=3", "rtol": 0.5, "atol": 0}
+    result = client.post("/api/run", json=body).json()
+    assert result["ok"] and result["verdict"]["tolerance"].startswith("rtol = 0.5, atol = 0 (typed in the page")
+    wrong = REFERENCE.replace("3.0", "2.5")  # off by a sixth: within rtol 0.5
+    assert client.post("/api/run", json={**body, "reference": wrong}).json()["ok"]
+
+
+def test_a_run_on_the_cuda_emulator_says_so(client: TestClient) -> None:
+    from codegen.runtime.cuda_backend import backend
+
+    example = client.get("/api/examples/softmax_mappings").json()
+    result = client.post("/api/run", json={k: example[k] for k in ("program", "reference", "sizes")}).json()
+    assert result["ok"], result
+    assert result["emulated"] is (backend() == "emulator") and result["target"] == "cuda:sm_80"
+    assert "(12 summed terms + 8)" in result["verdict"]["tolerance"]
