@@ -46,7 +46,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
 """Modules the facade names otherwise than `hidet_lang.<name>`: the modules to import, the last one's package
 being the value."""
 
-__all__ = sorted(["__version__", "option", "script", "script_module", *_HOMES])
+__all__ = sorted(["__version__", "jit", "option", "script", "script_module", *_HOMES])
 
 
 def script_module() -> Any:
@@ -68,10 +68,13 @@ def __getattr__(name: str) -> Any:
     """The facade's names, loaded on first use (see the module docstring). `hidet.script` and `from hidet_lang
     import script` give the decorator through this hook on every lookup, so that parameter names used by later
     parameters' annotations (`x: f32[n]`) resolve outside a `script_module` block too (see
-    `hidet_lang.frontend.annotation_names`); `hidet.ops` is the operator library (`stdlib_ops`); `hidet.cuda`,
+    `hidet_lang.frontend.annotation_names`), and `hidet.jit` likewise (the one-decorator path,
+    `hidet_lang.frontend.jit`); `hidet.ops` is the operator library (`stdlib_ops`); `hidet.cuda`,
     `hidet.cpu` and the other subpackages load when named."""
     if name == "script":
         return importlib.import_module("hidet_lang.frontend.script").script_for_caller(sys._getframe(1))
+    if name == "jit":  # `@hidet.jit`: the one-decorator path (hidet_lang.frontend.jit), its names bound as script's
+        return importlib.import_module("hidet_lang.frontend.jit").jit_for_caller(sys._getframe(1))
     if name in _MODULES:
         for module in _MODULES[name]:
             importlib.import_module(module)

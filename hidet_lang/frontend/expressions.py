@@ -42,8 +42,10 @@ class ExpressionParser(ParserCore):
         return [self.visit_expr(e) for e in node.elts]
 
     def expr_Attribute(self, node: ast.Attribute) -> Any:
-        """`owner.name` on a host value (`attrs` fields can be set, not read)."""
+        """`owner.name` on a host value (`attrs` fields can be set, not read), and a tensor's `.shape`."""
         owner = self.visit_expr(node.value)
+        if node.attr == "shape" and isinstance(owner, E.Expr) and isinstance(owner.type, TensorType):
+            return tuple(owner.type.shape)  # a tensor's sizes (ints, or the parameters of `f32[n]`), as a host tuple
         if isinstance(owner, E.Expr):
             raise self.error(node, f"{semantics.describe(owner)} has no attribute '{node.attr}'", DSLAttributeError)
         if owner is B.attrs and node.attr == "cuda":

@@ -185,7 +185,10 @@ def _defining_locals(py_func: Callable[..., Any]) -> dict[str, Any]:
         del frame
 
 
-def _parse(py_func: Callable[..., Any], defining_locals: dict[str, Any] | None = None) -> ScriptFunction:
+def _parse(py_func: Callable[..., Any], defining_locals: dict[str, Any] | None = None,
+           param_types: dict[str, Any] | None = None) -> ScriptFunction:
+    """The script function of `py_func`; `param_types` gives the types of parameters written without an
+    annotation (`hidet_lang.frontend.jit`: those of a call's arguments)."""
     if not inspect.isfunction(py_func):
         raise TypeError(f"@hidet.script decorates a Python function, not {py_func!r}")
     try:
@@ -203,9 +206,29 @@ def _parse(py_func: Callable[..., Any], defining_locals: dict[str, Any] | None =
     fdef = tree.body[0]
     if not isinstance(fdef, ast.FunctionDef):
         raise DSLSyntaxError("@hidet.script decorates a `def` function")
-    parser = Parser(file, first_line - 1, indent, _host_scope(py_func, defining_locals or {}))
+    lookup = _host_scope(py_func, defining_locals or {})
+    if param_types:
+        lookup = _annotate(fdef, param_types, lookup)
+    parser = Parser(file, first_line - 1, indent, lookup)
     ir, ctx = parser.parse_function(fdef)
     return ScriptFunction(py_func, ir, ctx.callees)
+
+
+def _annotate(fdef: ast.FunctionDef, param_types: dict[str, Any],
+              lookup: Callable[[str], tuple[bool, Any]]) -> Callable[[str], tuple[bool, Any]]:
+    """Give each parameter of `fdef` without an annotation the type `param_types` has for it (as a name at the
+    parameter's position, so that errors point there); the lookup that also finds those names."""
+    names: dict[str, Any] = {}
+    for a in fdef.args.args:
+        if a.annotation is None and a.arg in param_types:
+            name = f"__type_of_{a.arg}"
+            names[name] = param_types[a.arg]
+            a.annotation = ast.copy_location(ast.Name(id=name, ctx=ast.Load()), a)
+
+    def annotated(name: str) -> tuple[bool, Any]:
+        return (True, names[name]) if name in names else lookup(name)
+
+    return annotated
 
 
 def _host_scope(py_func: Callable[..., Any], defining_locals: dict[str, Any]) -> Callable[[str], tuple[bool, Any]]:

@@ -1,6 +1,7 @@
 """Testing helpers for kernels and operators: hypothesis strategies and ``check_kernel``.
 
-This package is a test extra: it imports hypothesis, and ``import hidet_lang`` never imports it.
+This package is a test extra: it imports hypothesis, and ``import hidet_lang`` never imports it. Without
+hypothesis, importing it raises a ModuleNotFoundError that names the extra (``pip install '.[test]'``).
 
 - ``shapes``, ``dtypes``, ``arrays`` (finite values in a modest range), ``with_edge_values`` (elements mixed
   with NaN, +-inf and -0.0, ``EDGE_FLOATS``), ``task_mappings``: hypothesis strategies
@@ -32,6 +33,15 @@ Example (``relu_module`` is a built module whose kernel ``relu(n: i32, x: f32[n]
     def test_relu(x):
         check_kernel(relu_module, relu_reference, x.size, x, np.empty_like(x))
 """
+
+try:
+    import hypothesis  # noqa: F401 - the strategies' library, from the `test` extra
+except ModuleNotFoundError as missing:
+    if missing.name != "hypothesis":
+        raise
+    raise ModuleNotFoundError(
+        "hidet_lang.testing needs hypothesis, which the package's `test` extra installs: pip install '.[test]' "
+        "(from the repository's directory, as the README installs it)", name="hypothesis") from None
 
 from hidet_lang.testing.check import check_kernel, default_tolerances
 from hidet_lang.testing.differential import draw_examples, program_inputs, run_batch
