@@ -1,13 +1,19 @@
 """The explorer in a real browser: headless Chromium (the system's, driven by Playwright) loads the page, picks the
-tiled matmul, compiles it, sees its C and its mapping picture, runs it and reads the timing, then types an error
-and sees it at its line. A screenshot of each step is saved in pytest's temporary folder (`explorer_screenshots*`
-under its base temp; kept after a pass as well)."""
+tiled matmul, compiles it, sees its C and its mapping picture, runs it and reads the timing and the verdict, then
+types an error and sees it at its line; views go stale, a failed compile clears the run, a job is cancelled, long
+lines wrap, a run on the CUDA emulator says so; and a page of another site (another local port) that posts a form,
+sends `no-cors` and JSON fetches and frames the explorer runs nothing. A screenshot of each step of the first test
+is saved in pytest's temporary folder (`explorer_screenshots*` under its base temp; kept after a pass as well)."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import shutil
+import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -118,3 +124,129 @@ def test_the_address_carries_the_page_state(page: object, server_url: str) -> No
     expect(page.locator("#status")).to_have_text("ready", timeout=20_000)
     assert page.locator("#program").input_value() == "x = 1  # shared\n"
     assert page.locator("#sizes").input_value() == "n=7" and page.locator("#check").is_checked()
+
+
+def test_views_go_stale_and_a_failed_compile_clears_the_run(page: object) -> None:
+    expect = sync_api.expect
+    page.select_option("#example", "tiled_matmul")
+    page.wait_for_function("document.getElementById('program').value.includes('tile = repeat(TILE, TILE)')")
+    page.click("#compile")
+    expect(page.locator("#status")).to_have_text("compiled", timeout=JOB_TIMEOUT_MS)
+    page.click("#stages button:text-is('IR: matmul')")
+    expect(page.locator("#ir-step option.unchanged").first).to_contain_text("(unchanged)")  # greyed steps
+    assert page.locator("#ir-step option.unchanged").count() < page.locator("#ir-step option").count() - 1
+    page.click("#run")
+    expect(page.locator("#status")).to_have_text("ran", timeout=JOB_TIMEOUT_MS)
+    expect(page.locator("#stale")).to_be_hidden()
+    page.locator("#program").press("End")
+    page.locator("#program").type("# edited")
+    expect(page.locator("#stale")).to_be_visible()
+    expect(page.locator("#stale")).to_contain_text("stale")
+    page.fill("#program", "x = (\n")
+    page.click("#compile")
+    expect(page.locator("#status")).to_have_text("compile failed", timeout=JOB_TIMEOUT_MS)
+    expect(page.locator("#stages button:text-is('Run')")).to_have_count(0)  # the last run's result is gone
+
+
+def test_cancel_stops_the_job(page: object) -> None:
+    expect = sync_api.expect
+    page.fill("#program", "import time\n\ntime.sleep(60)\n")
+    page.click("#run")
+    expect(page.locator("#cancel")).to_be_enabled()
+    time.sleep(1)
+    page.click("#cancel")
+    expect(page.locator("#status")).to_have_text("cancelled", timeout=15_000)
+    expect(page.locator("#run-failed")).to_contain_text("was cancelled")
+
+
+def test_long_lines_wrap(page: object) -> None:
+    expect = sync_api.expect
+    long_line = "print('" + "wrap me " * 60 + "')"
+    page.fill("#program", long_line + "\nx = 1\n")
+    first, second = (page.locator(f"#program-editor .gutter span[data-line='{n}']") for n in (1, 2))
+    assert first.bounding_box()["height"] > 2 * second.bounding_box()["height"]  # its number as tall as its line
+    page.click("#compile")
+    expect(page.locator("#status")).to_have_text("compile failed", timeout=JOB_TIMEOUT_MS)
+    page.click("#stages button:text-is('Output')")
+    expect(page.locator("#view")).to_contain_text("wrap me wrap me")
+    assert page.evaluate("(v => v.scrollWidth <= v.clientWidth + 1)(document.getElementById('view'))")
+
+
+def test_a_run_on_the_cuda_emulator_says_so(page: object) -> None:
+    from codegen.runtime.cuda_backend import backend
+
+    if backend() != "emulator":
+        pytest.skip("CUDA modules run on a GPU here, not on the emulator")
+    expect = sync_api.expect
+    page.select_option("#example", "softmax_mappings")
+    page.wait_for_function("document.getElementById('program').value.includes('shfl_xor_sync')")
+    page.click("#run")
+    expect(page.locator("#status")).to_have_text("ran", timeout=JOB_TIMEOUT_MS)
+    expect(page.locator("#run-emulated")).to_have_text("on the CUDA emulator: times are the CPU's, not a GPU's")
+
+
+FRAME = '<!doctype html><html><body><iframe id="framed" src="{page}" width="900" height="600"></iframe></body></html>'
+ATTACK = """<!doctype html><html><body>
+<form id="form" method="POST" action="{api}/run" enctype="text/plain">
+<input name='{{"program": "open(\\"{marker}\\", \\"w\\").write(\\"form\\")", "x": "' value='"}}'></form>
+<script>
+const body = JSON.stringify({{program: 'open("{marker}", "w").write("fetch")'}});
+fetch("{api}/run", {{method: "POST", mode: "no-cors", headers: {{"Content-Type": "text/plain"}}, body}})
+  .catch(() => {{}});
+fetch("{api}/compile", {{method: "POST", headers: {{"Content-Type": "application/json", "X-Explorer-Token": "{token}"}},
+                        body}}).then(() => {{ document.title = "answered"; }}, () => {{ document.title = "refused"; }});
+setTimeout(() => document.getElementById("form").submit(), 500);
+</script></body></html>"""
+
+
+@pytest.fixture
+def attacker_url(server_url: str, launch_token: str, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A site on another local port whose page (`/`) attacks the explorer (knowing even its token) and whose
+    `/frame` frames it; and the file the attack's programs would write."""
+    marker = tmp_path / "attacked.txt"
+    pages = {"/": ATTACK.format(api=server_url + "api", marker=marker, token=launch_token).encode(),
+             "/frame": FRAME.format(page=f"{server_url}?token={launch_token}").encode()}
+
+    class Attacker(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(pages.get(self.path, b""))
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Attacker)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/", marker
+    server.shutdown()
+
+
+def test_another_site_runs_nothing(page: object, attacker_url: tuple[str, Path]) -> None:
+    url, marker = attacker_url
+    tab = page.context.browser.new_page()
+    try:
+        tab.goto(url)
+        tab.wait_for_url("**/api/run", timeout=10_000)  # the form was posted (after both fetches were sent) ...
+        time.sleep(2)
+        assert not marker.exists(), marker.read_text()  # ... and nothing ran
+        assert "calls from another site" in tab.content()  # the form's answer: refused
+        tab.go_back()
+        tab.wait_for_function("document.title === 'refused'", timeout=10_000)  # the token-bearing JSON fetch too
+    finally:
+        tab.close()
+
+
+def test_the_page_cannot_be_framed(page: object, attacker_url: tuple[str, Path]) -> None:
+    url, _ = attacker_url
+    tab = page.context.browser.new_page()
+    try:
+        tab.goto(url + "frame")
+        tab.wait_for_load_state("load")
+        time.sleep(1)
+        frame = tab.frame_locator("#framed")
+        assert frame.locator("#program").count() == 0  # the explorer never loaded inside another site's page
+    finally:
+        tab.close()
