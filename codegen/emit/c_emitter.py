@@ -135,6 +135,7 @@ class CEmitter:
         self.float_params: dict[E.Var, str] = {}
         self.origins: dict[E.Var, E.Var] = {}  # the tensor each pointer points into (`origins_of`)
         self.uses_vectors = False  # whether the module has a vector type (it then includes cpu_vectors.h)
+        self.uses_parallel = False  # whether it has a parallel loop (it then includes cpu_threads.h)
 
     # ---------------------------------------------------------------------------------------------- types
     def scalar(self, t: DataType) -> str:
@@ -204,10 +205,12 @@ class CEmitter:
         return {f.name: c_function_name(f) for f in module.functions}
 
     def prelude(self) -> str:
-        """What the generated code starts with: the project's host runtime (headers, the assertion channel), and
-        the vector types' header where the module uses them (`emit_module` asks after printing the functions)."""
+        """What the generated code starts with: the project's host runtime (headers, the assertion channel), the
+        vector types' header where the module uses them, and the parallel loops' thread count where it has one
+        (`emit_module` asks after printing the functions)."""
         vectors = '#include "hidet_lang/cpu_vectors.h"\n' if self.uses_vectors else ""
-        return '#include "hidet_lang/host_runtime.h"\n' + vectors
+        threads = '#include "hidet_lang/cpu_threads.h"\n' if self.uses_parallel else ""
+        return '#include "hidet_lang/host_runtime.h"\n' + vectors + threads
 
     def helper(self, name: str, t: DataType) -> str:
         """The name of the typed helper `hl_<name>_<type>` (min, max, abs; for floats, mod and floordiv: the
@@ -428,7 +431,9 @@ class CEmitter:
         incr = f"{name}++" if isinstance(step, E.Constant) and step.value == 1 else f"{name} += {self.expr(step)}"
         parallel = s.kind == S.LoopKind.PARALLEL and self.parallel_depth == 0
         if parallel:
-            threads = f" num_threads({s.factor})" if s.factor > 0 else ""
+            # a count the loop names ('p4'), else as many as the cores other processes leave free (cpu_threads.h)
+            threads = f" num_threads({s.factor})" if s.factor > 0 else " num_threads(hl_cpu_threads())"
+            self.uses_parallel = True
             self.line(self.parallel_pragma + self.collapse_clause(s) + threads + self.reduction_clauses(s))
         elif s.kind == S.LoopKind.UNROLL:
             for text in self.unroll_line(s.factor).split("\n"):

@@ -136,6 +136,17 @@ class CompiledModule:
         except KeyError:
             raise KeyError(f"no host-callable function {name!r}; the module has: {', '.join(self.functions)}") from None
 
+    def threads_used(self) -> int | None:
+        """The threads the module's last parallel loop ran on (the cores other processes leave free, at most
+        OpenMP's count: `hidet_lang/cpu_threads.h`); 0 before one has run, None for a module without parallel
+        loops."""
+        try:
+            used = self._lib.hidet_lang_threads_used
+        except AttributeError:
+            return None
+        used.restype = ctypes.c_int
+        return used()
+
     def direct_function(self, name: str | None = None) -> Callable[..., None] | None:
         """The C function of the host-callable function `name` (the default one when None), for a caller that
         guarantees its arguments itself: it takes the address of each array's data (`array_address`) and checks

@@ -47,6 +47,7 @@ from .compiler import (
     workaround_flags,
 )
 from .headers import INCLUDE_DIR
+from .openmp import passive_waiting
 from .precompiled_headers import header_to_precompile, precompiled_include_dir
 
 if TYPE_CHECKING:
@@ -297,13 +298,15 @@ class CompilationCache:
 
     # ------------------------------------------------------------------------------------------------ loading
     def load_library(self, path: Path) -> ctypes.CDLL:
-        """Load the shared library at `path` with ctypes (memoized per path). Raises OSError if dlopen fails."""
+        """Load the shared library at `path` with ctypes (memoized per path); the OpenMP runtime it may bring waits
+        passively (`codegen.toolchain.openmp`). Raises OSError if dlopen fails."""
         key = os.fspath(path)
         lib = self._loaded.get(key)
         if lib is None:
             import ctypes
 
-            lib = self._loaded[key] = ctypes.CDLL(key)
+            with passive_waiting():
+                lib = self._loaded[key] = ctypes.CDLL(key)
         return lib
 
     def build_and_load(self, source: str, **options: Any) -> ctypes.CDLL:

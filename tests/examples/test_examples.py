@@ -32,6 +32,7 @@ EXPECTED = {
     "benchmarks/user_kernels.py --quick": "every result matched numpy first",
     "benchmarks/gpu_ops.py --quick": "every result matched its reference first",
     "benchmarks/launch_overhead.py --quick": "every result matched numpy first",
+    "benchmarks/parallel_loops.py --quick": "every result matched numpy first",
 }
 
 

@@ -1,0 +1,97 @@
+"""Parallel loops on a shared machine, the mechanism (never wall time): the generated C asks `hl_cpu_threads()`
+(cpu_threads.h) for a loop's thread count unless the loop names one, the count leaves out the cores other
+processes hold and OMP_NUM_THREADS overrides it, and the OpenMP runtime the compiled libraries load waits
+passively unless the user chose a policy, the process environment left as it was."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+
+import hidet_lang as hidet
+from hidet_lang import attrs, f32, grid
+
+N = 4096
+
+
+def _module(loop: str):
+    with hidet.script_module() as module:
+        @hidet.script
+        def add_one(a: f32[N], c: f32[N]):
+            attrs.func_kind = "public"
+            for i in grid(N, attrs=loop):
+                c[i] = a[i] + 1.0
+    return module.build()
+
+
+def _call(built) -> None:
+    a = np.arange(N, dtype=np.float32)
+    c = np.empty_like(a)
+    built(a, c)
+    np.testing.assert_array_equal(c, a + 1)
+
+
+def test_a_parallel_loop_asks_for_its_thread_count_unless_it_names_one() -> None:
+    chosen, named, serial = _module("p"), _module("p2"), _module(".")
+    assert "num_threads(hl_cpu_threads())" in chosen.source() and "cpu_threads.h" in chosen.source()
+    assert "num_threads(2)" in named.source()
+    assert "cpu_threads.h" not in serial.source() and "omp parallel" not in serial.source()
+    assert chosen.threads_used() == 0  # before its first parallel loop
+    _call(chosen)
+    assert 1 <= chosen.threads_used() <= len(os.sched_getaffinity(0))
+    _call(serial)
+    assert serial.threads_used() is None
+
+
+def test_cores_other_processes_hold_are_left_to_them() -> None:
+    built = _module("p")
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                for _ in range(len(os.sched_getaffinity(0)))]
+    try:
+        time.sleep(0.3)  # every spinner is running: no core is free
+        _call(built)
+        time.sleep(0.02)  # past the count's 10 ms period
+        _call(built)
+        assert built.threads_used() == 1
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+
+
+def _child(code: str, **env: str) -> str:
+    """The output of `code` run in a fresh process with `env` added (none of the OpenMP settings inherited)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_"))}
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env={**base, **env}, capture_output=True,
+                          text=True, timeout=300, cwd=os.path.dirname(__file__))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout + done.stderr
+
+
+PROGRAM = """
+    import ctypes, os, sys
+    sys.path.insert(0, '.')
+    from test_parallel_threads import _call, _module
+    built = _module('p')
+    _call(built)
+    print('environment:', os.environ.get('OMP_WAIT_POLICY'))
+    print('threads used:', built.threads_used())
+    ctypes.CDLL('libgomp.so.1').omp_display_env(0)
+"""
+
+
+def test_the_openmp_runtime_waits_passively_and_the_environment_is_restored() -> None:
+    out = _child(PROGRAM)
+    assert "OMP_WAIT_POLICY = 'PASSIVE'" in out
+    assert "environment: None" in out
+
+
+def test_the_users_settings_win() -> None:
+    out = _child(PROGRAM, OMP_WAIT_POLICY="active", OMP_NUM_THREADS="3")
+    assert "OMP_WAIT_POLICY = 'ACTIVE'" in out
+    assert "threads used: 3" in out  # OpenMP's count, as the user set it
