@@ -4,6 +4,8 @@ Integers wrap around at their type's width; `/` truncates toward zero and `%` ta
 Shifts are numpy's (`shift`): a count that is negative or not below the width of the left operand's type gives 0
 for `<<`, and for `>>` 0, or -1 for a negative signed value (the sign fills every bit).
 On floats `%` is the floor modulo, as Python's: the sign of the divisor (`floor_mod`).
+A float converted to an integer type rounds toward zero and saturates to the type's range, NaN giving 0
+(`float_to_int`: the GPU's `cvt.rzi.sat`, which the generated code computes on every target).
 Floating-point values are rounded to their type after every operation, as the compiled code computes them
 (an operation on two float32 values computed in double precision and rounded once gives the float32 result).
 Vector values (`f32x8`) are not evaluated here: asking raises a TypeError (no IR constant is a vector, so `simplify`

@@ -12,20 +12,23 @@ reads its inputs from ``xi``/``xf`` and writes its results into ``oi`` (integers
 ``of`` (floats, converted to ``f64``). The body runs once per worker ``w`` in ``range(W)``: as a loop on the CPU,
 as the threads of one block in a CUDA kernel; worker ``w`` writes ``oi[w * N_OUT:...]`` and ``of[...]`` only.
 
-Undefined behaviour in C is avoided by construction: the integer range of every expression is tracked, and
-``+ - * <<`` on ``i32``/``i64`` whose result may leave the type go through the unsigned type
-(``i32(u32(a) + u32(b))``, which wraps as the DSL defines); divisors are guarded (``b if b != 0 else 1``, and
-``-1`` too where the dividend may be the type's minimum); shift amounts are masked to the width; floats are
-clamped before a conversion to an integer type. Operands of different types are drawn (``u16 | i8``,
-``f16 * u8``), so are the float ``//`` and ``%`` (floored, as Python's). IEEE's corner cases are drawn often:
-float constants include signed zeros, infinities and NaN, one float operation in four has such an operand, and
-each program ends with two probes, declarations that combine such a value with one of the program's values (an
-integer one converted: ``f32(0.0) - v`` is +0.0, not -0.0, for ``v = 0``), before its outputs. The math functions of
-``f32``/``f16`` are limited to correctly rounded ones (``sqrt``, ``floor``, ``ceil``, ``abs``) so that every
-target computes the same bits; ``f64`` also gets ``exp``, ``log``, ``sin``, ``cos`` and ``tanh``, whose results
-agree within an ulp (``Program.uses_libm``: the C library computes them at run time, but the C compiler evaluates
-a call on constants while compiling, correctly rounded). ``module_source`` puts many programs into one script module;
-``load_module`` imports such a source from a temporary file.
+Undefined behaviour in C is avoided by construction: the integer range of every expression is tracked, and ``+ - *
+<<`` on ``i32``/``i64`` whose result may leave the type go through the unsigned type (``i32(u32(a) + u32(b))``,
+which wraps as the DSL defines); divisors are guarded (``b if b != 0 else 1``, and ``-1`` too where the dividend may
+be the type's minimum); shift amounts are masked to the width. A float converted to an integer type is clamped into
+range only one time in three: otherwise the value is the program's own, scaled past the type's range, or a signed
+zero, an infinity, NaN or ±3e9 (alone, which the frontend folds, or added to the value), since every target defines
+that conversion (saturating, NaN to 0). Operands of different types are drawn (``u16 | i8``, ``f16 * u8``), so are
+the float ``//`` and ``%`` (floored, as Python's). IEEE's corner cases are drawn often: float constants include
+signed zeros, infinities and NaN, one float operation in four has such an operand, and each program ends with three
+probes, two declarations that combine such a value with one of the program's values (an integer one converted:
+``f32(0.0) - v`` is +0.0, not -0.0, for ``v = 0``), and one that converts a float value to an integer type
+unclamped, before its outputs. The math functions of ``f32``/``f16`` are limited to correctly rounded ones
+(``sqrt``, ``floor``, ``ceil``, ``abs``) so that every target computes the same bits; ``f64`` also gets ``exp``,
+``log``, ``sin``, ``cos`` and ``tanh``, whose results agree within an ulp (``Program.uses_libm``: the C library
+computes them at run time, but the C compiler evaluates a call on constants while compiling, correctly rounded).
+``module_source`` puts many programs into one script module; ``load_module`` imports such a source from a temporary
+file.
 """
 
 from __future__ import annotations
@@ -59,6 +62,11 @@ _SPECIAL_OPERANDS = (0.0, 0.0, -0.0, -0.0, math.inf, -math.inf, math.nan)
 """Where IEEE arithmetic has its corner cases (`0.0 - x` is not `-x`: it is +0.0 for x = +0.0); a zero in four of
 seven."""
 _FLOAT_OPS = ("+", "-", "*", "/", "//", "%")
+_CONVERSIONS = ("clamped", "plain", "scaled", "special", "special_sum")
+"""How a float is converted to an integer type (`_Generator.convert`); "clamped" into range once in three."""
+_CONVERSION_SCALES = (1e3, -1e5, 1e10, -1e10, 1e20, 1e300)
+"""Factors that take a value past an integer type's range (past f16's and f32's, to an infinity)."""
+_CONVERSION_SPECIALS = (*_SPECIAL_OPERANDS, 3e9, -3e9)
 
 
 def _bits(t: str) -> int:
@@ -355,14 +363,35 @@ class _Generator:
 
     def convert(self, inner: str, iv: Interval, src: str, dst: str) -> tuple[str, Interval]:
         if src[0] == "f" and dst[0] != "f":
-            lo, hi = (0, 200) if dst[0] == "u" else (-100, 100)
-            if dst in ("i8",):
-                lo, hi = -100, 100
-            return f"{dst}(min(max({inner}, {src}({float(lo)})), {src}({float(hi)})))", (lo, hi)
+            how = self.choice(("clamped", *_CONVERSIONS))
+            if how == "clamped":
+                lo, hi = (0, 200) if dst[0] == "u" else (-100, 100)
+                return f"{dst}(min(max({inner}, {src}({float(lo)})), {src}({float(hi)})))", (lo, hi)
+            return self.unclamped(inner, src, dst, how), _range(dst)
         if dst[0] == "f":
             return f"{dst}({inner})", None
         assert iv is not None
         return f"{dst}({inner})", _fit(iv, dst)
+
+    def unclamped(self, inner: str, src: str, dst: str, how: str) -> str:
+        """The float `inner` of type `src` converted to integer type `dst` as `how` (one of `_CONVERSIONS` but
+        "clamped") says: as it is, scaled, or replaced by or added to a special value."""
+        if how == "scaled":
+            inner = f"({inner} * {src}({self.choice(_CONVERSION_SCALES)!r}))"
+        elif how.startswith("special"):
+            special = f"{src}({_float_literal(self.choice(_CONVERSION_SPECIALS))})"
+            inner = special if how == "special" else f"({special} + {inner})"
+        return f"{dst}({inner})"
+
+    def conversion_probe(self, scope: _Scope) -> list[str]:
+        """A declaration converting one of the program's float values (or an input) to an integer type, not clamped
+        into range: where the conversion saturates or meets NaN, it reaches an output."""
+        floats = [(name, t) for name, t, _ in scope.scalars if t[0] == "f"]
+        src = self.choice(_FLOAT_TYPES)
+        value, src = self.choice(floats) if floats and self.draw(st.booleans()) else (self.leaf(src, scope)[0], src)
+        dst, name = self.choice(_INT_TYPES), self.fresh("v")
+        scope.scalars.append((name, dst, _range(dst)))
+        return [f"{name}: {dst} = {self.unclamped(value, src, dst, self.choice(_CONVERSIONS[1:]))}"]
 
     def condition(self, scope: _Scope, depth: int) -> str:
         t = self.choice(_INT_TYPES + _FLOAT_TYPES)
@@ -514,6 +543,7 @@ def _programs(draw: st.DrawFn, max_depth: int, max_stmts: int, max_helpers: int)
     body = gen.block(scope, 2, max_stmts)
     for _ in range(2):
         body += gen.probe(scope)
+    body += gen.conversion_probe(scope)
     body += gen.outputs(scope)
     return Program(body=tuple(body), helpers=tuple(gen.helpers), workers=workers)
 

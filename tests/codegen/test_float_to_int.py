@@ -171,6 +171,36 @@ def test_the_emitters_call_the_helper_unless_the_value_is_known_to_fit() -> None
     assert "hl_cvt_f16_i8(" in source and "hl_cvt_f64_u64(" in source
 
 
+VECTOR_LOOPS = """\
+import hidet_lang as hidet
+from hidet_lang import attrs, f32, f64, i8, i32, u16
+
+with hidet.script_module() as module:
+    @hidet.script
+    def loops(n: i32, x: "f32[n]", y: "f64[n]", a: "i32[n]", b: "i8[n]", c: "u16[n]", d: "i32[n]"):
+        attrs.func_kind = 'public'
+        attrs.no_alias = True
+        for i in range(n):
+            a[i] = i32(x[i])
+        for i in range(n):
+            b[i] = i8(x[i])
+        for i in range(n):
+            c[i] = u16(x[i])
+        for i in range(n):
+            d[i] = i32(y[i])
+"""
+
+
+def test_a_loop_of_conversions_vectorizes_as_a_loop_of_c_casts_would() -> None:
+    """The CPU's helpers are straight-line code: the C compiler vectorizes a loop of float -> i32, i8, u16 and
+    f64 -> i32 conversions (its vectorization report, with the workarounds' flags: loop if-conversion is off on GCC
+    12 and 13)."""
+    report = load_module(VECTOR_LOOPS).build().report()
+    assert len(report) == 4
+    for loop in report:
+        assert loop.vectorized, (loop.source, loop.reason)
+
+
 CHECKED = """\
 import hidet_lang as hidet
 from hidet_lang import attrs, f32, i32, u8

@@ -101,9 +101,11 @@ NOT_RERUN = ("tests/hidet_lang/test_fuzz_programs.py", "tests/hidet_lang/test_fu
              "tests/stdlib_ops/templates/test_template_attention_cuda_sm90.py",
              # the explorer's pages: its child processes build and run through the paths the tests above take
              "tests/explorer",
-             # the fuzzers' findings are about the targets' arithmetic (as the fuzz tests); the attention rewrite is
-             # a graph transformation whose kernels the attention and graph tests launch there
-             "tests/codegen/test_fuzz_findings.py", "tests/stdlib_ops/graph/test_rewrite_attention.py",
+             # the fuzzers' findings and the float-to-integer conversions are about the targets' arithmetic (as the
+             # fuzz tests); the attention rewrite is a graph transformation whose kernels the attention and graph
+             # tests launch there
+             "tests/codegen/test_fuzz_findings.py", "tests/codegen/test_float_to_int.py",
+             "tests/stdlib_ops/graph/test_rewrite_attention.py",
              # the emulator's precompiled header is the C++ compiler's business, the same on either path
              "tests/codegen/test_precompiled_headers.py")
 # the benchmarks of the CPU operators, the users' CPU kernels and the emulator against C loops never take the GPU path

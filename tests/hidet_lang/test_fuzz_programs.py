@@ -45,6 +45,23 @@ def test_programs_meet_signed_zeros_infinities_and_nan() -> None:
         assert all(re.search(rf"\b{line.split(':')[0]}\b", outputs) for line in probes), p.body
 
 
+def test_programs_convert_floats_out_of_range_infinite_and_nan_to_integers() -> None:
+    """The generator draws float -> integer conversions that are not clamped into range: of values scaled past the
+    type's range (to an infinity too), of NaN, the infinities and ±3e9, alone and added to a value; every program
+    ends with one (its conversion probe), which reaches an output."""
+    drawn = draw_examples(programs(), BATCH, 5)
+    text = "\n".join(line for p in drawn for line in p.body)
+    conversion = r"\b[iu]\d+\("
+    for pattern in (r"f\d\d\(math\.nan\)\)", r"f\d\d\(-?math\.inf\)\)", r"f\d\d\(-?3000000000\.0\)\)",
+                    r"\(f\d\d\((math\.nan|-?math\.inf|-?0\.0|-?3000000000\.0)\) \+ ",
+                    r"\(.* \* f\d\d\((1e\+20|1e\+300|-?10000000000\.0)\)\)"):
+        assert re.search(conversion + pattern, text), pattern
+    for p in drawn:
+        probe = [line for line in p.body if re.match(r"v_\d+: [iu]\d+ = [iu]\d+\(", line)][-1]
+        outputs = "\n".join(line for line in p.body if line.startswith("oi["))
+        assert re.search(rf"\b{probe.split(':')[0]}\b", outputs), p.body
+
+
 def test_agreement_rule_counts_ulps_within_one_sign() -> None:
     z = np.zeros(1, np.int64)
 
