@@ -3,4 +3,6 @@ lines (the IR after each lowering step, the generated C or CUDA C, PTX, the comp
 mappings, layouts and fused graph), and run it on random inputs against a numpy reference.
 
 Run `python -m hidet_lang.explorer` (needs the `explorer` extra: Starlette and uvicorn). `server.create_app` is
-the ASGI application; `runner` runs each job in a child process under time and memory limits."""
+the ASGI application, behind `guard` (the launch's token, Host and Origin checks, no framing); `runner` runs each
+job in a child process confined by `sandbox` (memory, processes, everything it started killed with it), queued by
+`job_queue`; `tolerance` and `verdict` judge a run against its numpy reference."""

@@ -22,7 +22,7 @@ from hidet_lang.explorer.guard import AccessGuard, is_loopback, new_token
 from hidet_lang.explorer.job_queue import Busy, JobControl, JobQueue
 from hidet_lang.explorer.job_request import ARCHS, TARGETS, BadRequest, parse_job, parse_job_id, parse_json, read_body
 from hidet_lang.explorer.runner import Limits, run_in_child, run_with_diagnosis
-from hidet_lang.explorer.sandbox import process_limit_enforced
+from hidet_lang.explorer.sandbox import cuda_driver_installed, process_limit_enforced
 
 STATIC = Path(__file__).parent / "static"
 DISCONNECT_POLL_S = 0.5
@@ -32,13 +32,13 @@ def safety_note(limits: Limits, host: str) -> str:
     """What the page says about who can reach the server and what the code it runs can do."""
     where = ("only this machine (loopback)" if is_loopback(host)
              else f"the network ({host}, served with --allow-remote)")
-    processes = (f"at most {limits.processes} processes and threads"
-                 if process_limit_enforced()
+    processes = (f"at most {limits.processes} processes and threads" if process_limit_enforced()
                  else "no process limit (root without a cgroup)")
+    memory = "of data (a CUDA driver is installed)" if cuda_driver_installed() else "of address space"
     return (f"This server runs the code you write, as you: it can read and write your files and use the network. "
             f"It is reachable from {where}, and answers only this page (the launch's token, its own address, no "
             f"framing). Each compile and each run happens in a child process of its own, stopped after "
-            f"{limits.seconds:g} s, limited to {limits.memory_mb} MB of address space and {processes}, its output "
+            f"{limits.seconds:g} s, limited to {limits.memory_mb} MB {memory} and {processes}, its output "
             f"cut at {limits.output_bytes} bytes; everything it started is killed when it ends.")
 
 

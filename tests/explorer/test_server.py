@@ -39,6 +39,7 @@ def test_info_states_the_limits_and_the_loopback(client: TestClient) -> None:
     info = client.get("/api/info").json()
     assert info["limits"]["seconds"] == 60 and info["limits"]["memory_mb"] == 8192
     assert "loopback" in info["safety"] and "child process" in info["safety"]
+    assert "as you" in info["safety"] and "files" in info["safety"] and "network" in info["safety"]
     assert [e["key"] for e in info["examples"]] == [e.key for e in EXAMPLES]
 
 
