@@ -22,6 +22,7 @@ import os
 import resource
 import secrets
 import signal
+import time
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
@@ -29,6 +30,7 @@ from pathlib import Path
 MARK_VARIABLE = "HIDET_LANG_EXPLORER_JOB"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 KILL_ROUNDS = 50
+REMOVE_TRIES, REMOVE_PAUSE_S = 100, 0.02
 
 
 @functools.cache
@@ -111,11 +113,18 @@ class JobCgroup:
         return pids
 
     def remove(self) -> None:
-        """Kill every member, then remove the cgroups."""
+        """Kill every member, then remove the cgroups (again for a moment while the killed are still leaving:
+        the kernel refuses to remove a cgroup until they have)."""
         _kill_until_gone(self.members)
         for folder in set(self.folders.values()):
-            with suppress(OSError):
-                folder.rmdir()
+            for _ in range(REMOVE_TRIES):
+                try:
+                    folder.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(REMOVE_PAUSE_S)
 
 
 def _marked(mark: bytes) -> set[int]:

@@ -6,7 +6,10 @@ gone once the job is over."""
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -18,7 +21,7 @@ from starlette.testclient import TestClient
 
 from hidet_lang.explorer.guard import TOKEN_HEADER
 from hidet_lang.explorer.runner import Limits
-from hidet_lang.explorer.sandbox import process_limit_enforced
+from hidet_lang.explorer.sandbox import Confinement, process_limit_enforced
 from hidet_lang.explorer.server import create_app
 from tests.explorer.serving import serving
 
@@ -206,3 +209,16 @@ def test_50_waiting_jobs_leave_the_page_answering(child_environment: None, marke
         for caller in callers:
             caller.join(20)
         assert app.state.queue.waiting == 0
+
+
+def test_a_job_leaves_no_cgroup_behind() -> None:
+    confinement = Confinement(256, 8)
+    if confinement.cgroup is None:
+        pytest.skip("no cgroup can be made here")
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True,
+                             env=confinement.environment(dict(os.environ)), preexec_fn=confinement.enter)
+    folders = set(confinement.cgroup.folders.values())
+    assert all(child.pid in {int(p) for p in (f / "cgroup.procs").read_text().split()} for f in folders)
+    confinement.end(child.pid)
+    child.wait(10)
+    assert not any(folder.exists() for folder in folders)
