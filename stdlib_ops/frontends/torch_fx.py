@@ -88,10 +88,17 @@ def from_fx(gm: fx.GraphModule, example_inputs: Sequence[Any], device: str = "cp
 
 def check_supported(gm: fx.GraphModule) -> None:
     """Raise one UnsupportedOperationsError for all the nodes of `gm` whose target the table lacks."""
+    missing = unsupported_operations(gm)
+    if missing:
+        raise UnsupportedOperationsError(SOURCE, missing, hint=FALLBACK_HINT)
+
+
+def unsupported_operations(gm: fx.GraphModule) -> dict[str, list[str]]:
+    """The operations of `gm` the table lacks, each with the names of the nodes that call it, in order of first use
+    (empty when every node converts); sizes Dynamo computed already need no conversion."""
     uses = [(target_name(gm, n), n.name) for n in gm.graph.nodes if _converter(gm, n) is None and
             n.op in ("call_function", "call_method", "call_module") and _python_meta(n) is None]
-    if uses:
-        raise UnsupportedOperationsError(SOURCE, collect_unsupported(uses), hint=FALLBACK_HINT)
+    return collect_unsupported(uses)
 
 
 def target_name(gm: fx.GraphModule, node: fx.Node) -> str:

@@ -297,6 +297,17 @@ def where(condition: Any, input: Any = None, other: Any = None) -> Tensor:  # no
     return ops.where(condition, *promoted(input, other))
 
 
+@converts(torch.masked_fill, "masked_fill", "masked_fill_")
+def masked_fill(input: Tensor, mask: Tensor, value: Any) -> Tensor:  # noqa: A002 - torch's name
+    """`value` (a Python scalar or a 0-d tensor) where the bool `mask`, broadcast to the input's shape, holds, else
+    `input`; in the input's dtype (`att.masked_fill(causal == 0, float('-inf'))`)."""
+    if mask.dtype != "bool":
+        raise ValueError(f"masked_fill: the mask must be a bool tensor, got {mask.dtype}")
+    fill = _cast(value, input.dtype) if isinstance(value, Tensor) else ops.asarray(np.asarray(value, input.dtype),
+                                                                                   device=input.device)
+    return ops.where(mask, fill, input)
+
+
 def _compare(fn: Callable[[Any, Any], Tensor]) -> Converter:
     def convert(input: Any, other: Any) -> Tensor:  # noqa: A002 - torch's name
         return fn(input, other)
@@ -464,6 +475,29 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
     if isinstance(padding, str):
         padding = _padding_of(padding, weight.shape[-2:], dilation, stride)
     return ops.conv2d(input, weight, bias, stride=stride, padding=padding, dilation=dilation, groups=groups)
+
+
+@converts(torch.conv1d, F.conv1d)
+def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,  # noqa: A002
+           padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
+    """1-D convolution of (N, C, L) or unbatched (C, L) input, as a 2-D one over a height of 1."""
+    batched = input.ndim == 3
+    x = ops.expand_dims(input if batched else ops.expand_dims(input, 0), 2)
+    pad = padding if isinstance(padding, str) else (0, _single(padding))
+    y = conv2d(x, _with_unit_height(weight), bias, (1, _single(stride)), pad, (1, _single(dilation)), groups)
+    return ops.squeeze(y, (2,) if batched else (0, 2))
+
+
+def _single(value: Any) -> int:
+    """A 1-D convolution's stride, padding or dilation: an int, or a sequence of one."""
+    return value if isinstance(value, int) else int(value[0])
+
+
+def _with_unit_height(w: Tensor) -> Tensor:
+    """A 1-D convolution's weight (O, C, K) as a 2-D one (O, C, 1, K): a constant reshaped here, once."""
+    if w.is_symbolic:
+        return ops.expand_dims(w, 2)
+    return ops.asarray(np.expand_dims(w.numpy(), 2), device=w.device)
 
 
 def _padding_of(mode: str, kernel: Sequence[int], dilation: Any, stride: Any) -> tuple[int, int]:
@@ -822,6 +856,14 @@ def conv2d_module(m: nn.Conv2d, constant: Callable[[Any], Any], x: Tensor) -> Te
     return conv2d(x, constant(m.weight), constant(m.bias), m.stride, m.padding, m.dilation, m.groups)
 
 
+@converts_module(nn.Conv1d)
+def conv1d_module(m: nn.Conv1d, constant: Callable[[Any], Any], x: Tensor) -> Tensor:
+    """nn.Conv1d (zero padding only)."""
+    if m.padding_mode != "zeros":
+        raise ValueError(f"nn.Conv1d with padding_mode={m.padding_mode!r} is not supported")
+    return conv1d(x, constant(m.weight), constant(m.bias), m.stride, m.padding, m.dilation, m.groups)
+
+
 @converts_module(nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
 def batch_norm_module(m: nn.modules.batchnorm._BatchNorm, constant: Callable[[Any], Any], x: Tensor) -> Tensor:
     """nn.BatchNorm in eval mode (its running statistics)."""
@@ -918,6 +960,13 @@ def _leaves(values: Any) -> list[Any]:
     for v in values:
         out.extend(_leaves(v) if isinstance(v, (list, tuple)) else [v])
     return out
+
+
+@converts(torch._C._log_api_usage_once)
+def log_api_usage_once(event: str) -> None:
+    """torch's usage log (an `nn.Module` made inside `forward`, as `self.layers[:n]` makes one, writes to it):
+    nothing to compute."""
+    return None
 
 
 def fill_like(value: float, shape_from_args: bool) -> Converter:

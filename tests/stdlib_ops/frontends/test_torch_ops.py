@@ -151,6 +151,11 @@ BINARY: dict[str, Case] = {
     "operator.invert": (lambda a, b: (~(a > b)).float(), two(), EXACT),
     "type_as": (lambda a, b: (a * 4).int().type_as(b), two(), EXACT),
     "torch.clamp(tensors)": (lambda a, b: torch.clamp(a, min=b), two(), EXACT),
+    "Tensor.masked_fill(-inf)": (lambda a, b: a.masked_fill(b > 0, float("-inf")), two(), EXACT),
+    "torch.masked_fill": (lambda a, b: torch.masked_fill(a, b > 1, 2), two(), EXACT),
+    "Tensor.masked_fill(0-d tensor)": (lambda a, b: a.masked_fill(b < 0, a.sum() * 0 + b.max()), two(), EXACT),
+    "Tensor.masked_fill_": (lambda a, b: (a * 1).masked_fill_(b == 0, 0.5) + 1, two(), EXACT),
+    "Tensor.masked_fill(ints)": (lambda a, b: (a * 4).long().masked_fill(b > 0, -7), two(), EXACT),
 }
 
 
@@ -277,12 +282,23 @@ def image(d: st.DataObject, c: int | None = None) -> np.ndarray:
     return floats(d, (n, ch, h + 2, w + 2))
 
 
+def signal(d: st.DataObject, c: int) -> np.ndarray:
+    """A batch of 1-D signals (N, c, L) with L of at least 5."""
+    return floats(d, (1 + d.draw(st.integers(0, 1)), c, 4 + d.draw(st.integers(1, 9))))
+
+
 NETWORK: dict[str, tuple[Callable[[], Callable[..., Any]], Callable[[st.DataObject], list[np.ndarray]],
                          Callable[[list[np.ndarray]], tuple[float, float]]]] = {
     "torch.conv2d": (lambda: lambda x, w: torch.conv2d(x, w, w[:, 0, 0, 0], 2, 1),
                      lambda d: [image(d, 4), floats(d, (3, 4, 3, 3))], lambda a: reduction(36)),
     "F.conv2d(groups)": (lambda: lambda x, w: F.conv2d(x, w, None, 1, "same", 1, 2),
                          lambda d: [image(d, 4), floats(d, (6, 2, 3, 3))], lambda a: reduction(18)),
+    "torch.conv1d": (lambda: lambda x, w: torch.conv1d(x, w, w[:, 0, 0], 2, 1),
+                     lambda d: [signal(d, 4), floats(d, (3, 4, 3))], lambda a: reduction(12)),
+    "F.conv1d(same, groups, dilation)": (lambda: lambda x, w: F.conv1d(x, w, None, 1, "same", 2, 2),
+                                         lambda d: [signal(d, 4), floats(d, (6, 2, 3))], lambda a: reduction(6)),
+    "F.conv1d(unbatched)": (lambda: lambda x, w: F.conv1d(x[0], w, padding=(2,)),
+                            lambda d: [signal(d, 3), floats(d, (2, 3, 4))], lambda a: reduction(12)),
     "F.batch_norm": (lambda: BatchNorm(3), lambda d: [image(d, 3)], lambda a: TRANSCENDENTAL),
     "F.batch_norm(symbolic)": (lambda: lambda x, m, v: F.batch_norm(x, m, v.abs() + 0.5, v, m),
                                lambda d: [image(d, 3), floats(d, (3,)), floats(d, (3,))], lambda a: TRANSCENDENTAL),
@@ -332,6 +348,7 @@ def modules(c: int) -> dict[str, nn.Module]:
     bn.running_mean.uniform_(-0.5, 0.5)
     bn.running_var.uniform_(0.5, 1.5)
     return {"nn.Linear": nn.Linear(c, 5), "nn.Conv2d": nn.Conv2d(c, 4, 3, stride=2, padding=1, bias=False),
+            "nn.Conv1d": nn.Conv1d(c, 3, 3, stride=2, padding=1),
             "nn.BatchNorm2d": bn, "nn.ReLU": nn.ReLU(inplace=True), "nn.MaxPool2d": nn.MaxPool2d(3, 2, 1),
             "nn.AdaptiveAvgPool2d": nn.AdaptiveAvgPool2d(1), "nn.LayerNorm": nn.LayerNorm(c),
             "nn.Dropout": nn.Dropout(0.5).eval(), "nn.GELU": nn.GELU(), "nn.GELU(tanh)": nn.GELU("tanh"),
@@ -339,8 +356,8 @@ def modules(c: int) -> dict[str, nn.Module]:
             "nn.Sigmoid": nn.Sigmoid(), "nn.Softmax": nn.Softmax(dim=1)}
 
 
-MODULE_TOLERANCE = {"nn.Linear": reduction(64), "nn.Conv2d": reduction(64 * 9), "nn.BatchNorm2d": TRANSCENDENTAL,
-                    "nn.LayerNorm": reduction(64 * 8), "nn.Softmax": reduction(64),
+MODULE_TOLERANCE = {"nn.Linear": reduction(64), "nn.Conv2d": reduction(64 * 9), "nn.Conv1d": reduction(64 * 3),
+                    "nn.BatchNorm2d": TRANSCENDENTAL, "nn.LayerNorm": reduction(64 * 8), "nn.Softmax": reduction(64),
                     "nn.GELU(tanh)": TRANSCENDENTAL, "nn.AdaptiveAvgPool2d": reduction(100)}
 
 
@@ -354,6 +371,8 @@ def test_module(case: str, draw: st.DataObject) -> None:
         x = np.asarray(draw.draw(st.lists(st.integers(0, 6), min_size=1, max_size=9)), np.int64)
     elif case in ("nn.Linear", "nn.LayerNorm"):
         x = floats(draw, (*shape(draw, 2), c))
+    elif case == "nn.Conv1d":
+        x = signal(draw, c)
     else:
         x = image(draw, c)
     tol = MODULE_TOLERANCE.get(case, EXACT if case not in ("nn.GELU", "nn.Sigmoid") else ELEMENTWISE)
