@@ -35,10 +35,6 @@ class JobControl:
         """Whether the job was cancelled."""
         return self._cancelled.is_set()
 
-    def wait(self, seconds: float) -> bool:
-        """Wait up to `seconds` for a cancellation; whether there was one."""
-        return self._cancelled.wait(seconds)
-
 
 class JobQueue:
     """Jobs run by `workers` threads of their own, with at most `max_waiting` more waiting."""

@@ -56,11 +56,11 @@ def module_stages(name: str, built: Any, workspace: Workspace) -> dict[str, Any]
             entry["ptx"] = compile_ptx(built.source("cuda"), built.target.split(":")[1])
             entry["ptx_lines"] = ptx_dsl_lines(entry["ptx"], sources[0]["lines"])
         except Exception as error:  # the page shows why there is no PTX; the other stages stand
-            entry["ptx"] = f"no PTX: {error}"
+            entry["ptx"] = workspace.shorten(f"no PTX: {error}")
     try:
         entry["report"] = workspace.shorten(str(built.report()))
     except Exception as error:  # the report needs the C compiler's remarks or NVRTC; say why it is missing
-        entry["report"] = f"no report: {error}"
+        entry["report"] = workspace.shorten(f"no report: {error}")
     return entry
 
 
