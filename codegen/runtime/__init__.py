@@ -1,9 +1,10 @@
 """Runtime: what runs a built module. `module` is the `CompiledModule` a build returns; `arguments` checks and
 converts a call's arguments (`aliasing`: which arrays a function writes, and that they do not overlap); `arrays`
-are the 'cpu' and 'cuda' arrays; `cuda_backend` chooses between a GPU and the CUDA emulator, `cuda_driver` talks
-to the GPU through the driver API, `allocator` caches its device memory, `streams` holds each thread's current
-stream, `dlpack` exchanges GPU tensors with other libraries, `device_staging` copies numpy arguments to and from
-the device around a call, and `emulator_memory` follows the emulator's memory across modules."""
+are the 'cpu' and 'cuda' arrays (with torch's conversion methods, `tensor_methods`, which the operators' tensors
+share); `cuda_backend` chooses between a GPU and the CUDA emulator, `cuda_driver` talks to the GPU through the
+driver API, `allocator` caches its device memory, `streams` holds each thread's current stream, `dlpack` exchanges
+GPU tensors with other libraries, `device_staging` copies numpy arguments to and from the device around a call,
+and `emulator_memory` follows the emulator's memory across modules."""
 
 from hidet_lang.lazy import homes_of, lazy_attributes
 

@@ -4,7 +4,8 @@ they made on disk, keyed by the source, the compiler and the flags, and in memor
 headers; `cpu_features` and `vector_math` ask the C compiler what the machine offers; `vectorization_report` reads
 its remarks; `elf` reads the symbols and sections of a binary; `cubin_report` reports what a cubin's kernels use
 (`cubin_info` reads the cubin, `ptxas_log` ptxas' account of spills, `occupancy` the theoretical occupancy, `sass`
-the disassembled opcodes); `errors` are the toolchain's exceptions."""
+the disassembled opcodes); `openmp` makes the OpenMP runtime the libraries load wait passively; `errors` are the
+toolchain's exceptions."""
 
 from hidet_lang.lazy import homes_of, lazy_attributes
 
