@@ -24,6 +24,7 @@ import math
 
 from codegen.emit.float_to_int import float_to_int_call, is_float_to_int, known_to_fit
 from codegen.emit.int_division import guarded_division, needs_guard
+from codegen.emit.parallel_work import enough_work
 from codegen.emit.pointer_origins import pointer_origins
 from codegen.toolchain.vector_math import alias_declaration, alias_name
 from hidet_lang.ir import expr as E
@@ -431,9 +432,10 @@ class CEmitter:
         incr = f"{name}++" if isinstance(step, E.Constant) and step.value == 1 else f"{name} += {self.expr(step)}"
         parallel = s.kind == S.LoopKind.PARALLEL and self.parallel_depth == 0
         if parallel:
-            # a count the loop names ('p4'), else as many as the cores other processes leave free (cpu_threads.h)
-            threads = f" num_threads({s.factor})" if s.factor > 0 else " num_threads(hl_cpu_threads())"
-            self.uses_parallel = True
+            # a count the loop names ('p4'), else, given the work for several, the cores other processes leave free
+            threads = f" num_threads({s.factor})" if s.factor > 0 else \
+                f" num_threads(hl_cpu_threads({enough_work(s, self.expr)}))"
+            self.uses_parallel = self.uses_parallel or s.factor == 0
             self.line(self.parallel_pragma + self.collapse_clause(s) + threads + self.reduction_clauses(s))
         elif s.kind == S.LoopKind.UNROLL:
             for text in self.unroll_line(s.factor).split("\n"):

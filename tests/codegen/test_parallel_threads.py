@@ -1,7 +1,7 @@
-"""Parallel loops on a shared machine, the mechanism (never wall time): the generated C asks `hl_cpu_threads()`
-(cpu_threads.h) for a loop's thread count unless the loop names one, the count leaves out the cores other
-processes hold and OMP_NUM_THREADS overrides it, and the OpenMP runtime the compiled libraries load waits
-passively unless the user chose a policy, the process environment left as it was."""
+"""Parallel loops on a shared machine, the mechanism (never wall time): the generated C asks `hl_cpu_threads`
+(cpu_threads.h) for a loop's thread count unless the loop names one, a loop with little work runs on one thread,
+the count leaves out the cores other processes hold and OMP_NUM_THREADS overrides it, and the OpenMP runtime the
+compiled libraries load waits passively unless the user chose a policy, the process environment left as it was."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ import time
 import numpy as np
 
 import hidet_lang as hidet
-from hidet_lang import attrs, f32, grid
+from codegen.emit.parallel_work import MIN_PARALLEL_WORK
+from hidet_lang import attrs, f32, grid, i32
 
-N = 4096
+N = 1 << 18  # enough work for several threads (codegen.emit.parallel_work)
 
 
 def _module(loop: str):
@@ -38,7 +39,7 @@ def _call(built) -> None:
 
 def test_a_parallel_loop_asks_for_its_thread_count_unless_it_names_one() -> None:
     chosen, named, serial = _module("p"), _module("p2"), _module(".")
-    assert "num_threads(hl_cpu_threads())" in chosen.source() and "cpu_threads.h" in chosen.source()
+    assert "num_threads(hl_cpu_threads(1))" in chosen.source() and "cpu_threads.h" in chosen.source()
     assert "num_threads(2)" in named.source()
     assert "cpu_threads.h" not in serial.source() and "omp parallel" not in serial.source()
     assert chosen.threads_used() == 0  # before its first parallel loop
@@ -46,6 +47,33 @@ def test_a_parallel_loop_asks_for_its_thread_count_unless_it_names_one() -> None
     assert 1 <= chosen.threads_used() <= len(os.sched_getaffinity(0))
     _call(serial)
     assert serial.threads_used() is None
+
+
+def test_a_loop_with_little_work_runs_on_one_thread() -> None:
+    with hidet.script_module() as module:
+        @hidet.script
+        def add_one(n: i32, a: f32[n], c: f32[n]):  # noqa: F821 (parameters)
+            attrs.func_kind = "public"
+            for i in grid(n, attrs="p"):
+                c[i] = a[i] + 1.0
+
+        @hidet.script
+        def small(a: f32[1000], c: f32[1000]):
+            attrs.func_kind = "public"
+            for i in grid(1000, attrs="p"):
+                c[i] = a[i] + 1.0
+
+    built = module.build()
+    assert f"hl_cpu_threads(((long long)(n) - (long long)(0)) * 1LL >= {MIN_PARALLEL_WORK}LL)" in built.source()
+    assert "hl_cpu_threads(0)" in built.source()
+    built["small"](np.zeros(1000, np.float32), np.zeros(1000, np.float32))
+    assert built.threads_used() == 1
+    for n, most in [(MIN_PARALLEL_WORK, len(os.sched_getaffinity(0))), (MIN_PARALLEL_WORK - 1, 1)]:
+        a = np.ones(n, np.float32)
+        c = np.empty_like(a)
+        built["add_one"](n, a, c)
+        assert 1 <= built.threads_used() <= most
+        np.testing.assert_array_equal(c, a + 1)
 
 
 def test_cores_other_processes_hold_are_left_to_them() -> None:

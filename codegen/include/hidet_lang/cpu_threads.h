@@ -1,6 +1,7 @@
-// The thread count of the generated C's parallel loops (`#pragma omp parallel for ... num_threads(hl_cpu_threads())`,
-// codegen/emit/c_emitter.py, for a loop whose 'p' attribute names no count): the CPUs this process may run on (its
-// affinity: omp_get_num_procs), less the threads of other processes running now, and at least 1. On a shared
+// The thread count of the generated C's parallel loops (`#pragma omp parallel for ... num_threads(hl_cpu_threads(
+// enough_work))`, codegen/emit/c_emitter.py, for a loop whose 'p' attribute names no count): 1 for a loop with too
+// little work to wake other threads (codegen/emit/parallel_work.py), else the CPUs this process may run on (its
+// affinity: omp_get_num_procs) less the threads of other processes running now, and at least 1. On a shared
 // machine a parallel loop thus never waits for a core another process holds: OpenMP's static schedule gives each
 // thread an equal share, and the loop ends when the slowest thread, the one queued behind the other process, has
 // run its share. "Running now" is the kernel's count of runnable threads (/proc/loadavg's fourth field, the calling
@@ -20,8 +21,9 @@
 
 #define HL_THREADS_PERIOD_NS 10000000LL  // 10 ms
 
-static int hl_threads_chosen = 0;     // the count chosen last (0: none yet)
+static int hl_threads_chosen = 0;     // the count chosen last for the cores free (0: none yet)
 static long long hl_threads_when = 0;  // when, in CLOCK_MONOTONIC nanoseconds
+static int hl_threads_used = 0;       // what the last parallel loop ran on
 
 // The threads of other processes running now (0 if unknown).
 static inline int hl_other_running_threads(void) {
@@ -34,8 +36,8 @@ static inline int hl_other_running_threads(void) {
     return read == 5 && running > 1 ? running - 1 : 0;  // less the calling thread
 }
 
-// The OpenMP threads of a parallel loop (see the header's comment).
-static inline int hl_cpu_threads(void) {
+// The threads the cores free allow (see the header's comment).
+static inline int hl_cpu_threads_free(void) {
 #ifdef _OPENMP
     int most = omp_get_max_threads();
 #else
@@ -67,12 +69,19 @@ static inline int hl_cpu_threads(void) {
 #endif
 }
 
+// The OpenMP threads of a parallel loop: 1 without `enough_work`, else what the cores free allow.
+static inline int hl_cpu_threads(int enough_work) {
+    int threads = enough_work ? hl_cpu_threads_free() : 1;
+    __atomic_store_n(&hl_threads_used, threads, __ATOMIC_RELAXED);
+    return threads;
+}
+
 // The threads the library's last parallel loop ran on (0 before its first), for Python.
 #ifdef __cplusplus
 extern "C"
 #endif
 __attribute__((visibility("default"))) int hidet_lang_threads_used(void) {
-    return __atomic_load_n(&hl_threads_chosen, __ATOMIC_RELAXED);
+    return __atomic_load_n(&hl_threads_used, __ATOMIC_RELAXED);
 }
 
 #endif
