@@ -39,7 +39,7 @@ def safety_note(limits: Limits, host: str) -> str:
             f"It is reachable from {where}, and answers only this page (the launch's token, its own address, no "
             f"framing). Each compile and each run happens in a child process of its own, stopped after "
             f"{limits.seconds:g} s, limited to {limits.memory_mb} MB {memory} and {processes}, its output "
-            f"cut at {limits.output_bytes} bytes; everything it started is killed when it ends.")
+            f"cut at {limits.output_bytes / 2**20:g} MB; everything it started is killed when it ends.")
 
 
 def _error(reason: str, status: int) -> JSONResponse:

@@ -63,7 +63,7 @@ job_like = st.fixed_dictionaries({}, optional={k: json_values for k in ("program
                                                                        "arch", "check", "rtol", "atol", "job")})
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.one_of(st.binary(max_size=60), json_values.map(lambda v: json.dumps(v).encode()),
                  job_like.map(lambda v: json.dumps(v).encode())))
 def test_any_body_is_a_job_or_a_refusal(raw: bytes) -> None:
