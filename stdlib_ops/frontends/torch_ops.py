@@ -233,13 +233,13 @@ def relu(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002 - torch'
     return ops.relu(input)
 
 
-@converts(F.silu, "silu")
+@converts(F.silu)
 def silu(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002 - torch's name
     """x * sigmoid(x)."""
     return ops.silu(input)
 
 
-@converts(F.gelu, torch._C._nn.gelu, "gelu")
+@converts(F.gelu, torch._C._nn.gelu)
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:  # noqa: A002 - torch's name
     """GELU with the exact erf form ('none') or torch's tanh approximation ('tanh')."""
     if approximate == "none":
@@ -250,13 +250,13 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:  # noqa: A002 - to
     return ops.mul(ops.mul(input, 0.5), ops.add(ops.tanh(inner), 1.0))
 
 
-@converts(F.leaky_relu, "leaky_relu")
+@converts(F.leaky_relu)
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:  # noqa: A002
     """x where x > 0, else negative_slope * x."""
     return ops.where(ops.greater(input, 0), input, ops.mul(input, negative_slope))
 
 
-@converts(F.hardtanh, F.relu6, "hardtanh")
+@converts(F.hardtanh, F.relu6)
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:  # noqa: A002
     """x limited to [min_val, max_val] (relu6: [0, 6])."""
     return ops.clip(input, min_val, max_val)
@@ -550,7 +550,7 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
     return ops.group_norm(input, num_groups, weight, bias, eps=eps)
 
 
-@converts(F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout, torch.dropout, "dropout")
+@converts(F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout, torch.dropout)
 def dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False) -> Tensor:  # noqa: A002
     """The identity at inference; dropout while training (random) is not supported."""
     if training and p > 0:
