@@ -1,7 +1,8 @@
 """Emit: IR to source text. `c_emitter` prints C for the CPU; for CUDA, `kernel_plan` reads a module once (kernels,
 launch configurations, fast paths), `cuda_emitter` prints its device source (`cuda_device_emitter`, or
-`emulator_emitter` for the CUDA emulator) and host source (`cuda_host_emitter`). `pointer_origins` and
-`int_division` serve the emitters. The C and CUDA they include lives in `codegen/include/hidet_lang/`."""
+`emulator_emitter` for the CUDA emulator) and host source (`cuda_host_emitter`). `pointer_origins`,
+`int_division` and `float_to_int` serve the emitters. The C and CUDA they include lives in
+`codegen/include/hidet_lang/`."""
 
 from hidet_lang.lazy import homes_of, lazy_attributes
 

@@ -67,8 +67,9 @@
 // Hopper: thread block clusters (ranks, the cluster barrier, mapa, remote mbarrier arrivals, TMA multicast):
 // hopper_cluster.h, included at the end with both bodies.
 // Emulator builds only (see cuda_emulator.h): hl_emu_store_guard, hl_emu_checked (and their _in variants for
-// views, checked against the memory viewed), hl_emu_shared_declared, hl_emu_dynamic_shared and
-// hl_emu_division_by_zero for guarded and checked accesses (emulator_checks.h), and the launch API
+// views, checked against the memory viewed), hl_emu_shared_declared, hl_emu_dynamic_shared,
+// hl_emu_division_by_zero and hl_emu_conversion_warning for guarded and checked accesses and operations
+// (emulator_checks.h), and the launch API
 // (emulator_launch.h) hl_emu_launch / hl_emu_launch_blocks (with a block function: the fast path of a barrier-free
 // kernel; and the kernel's local-array bytes, for its threads' stacks) / hl_emu_error_message /
 // hl_emu_take_assert_line.
