@@ -5,8 +5,9 @@ parameter written without an annotation takes its type from the call's argument 
 and shape (4, 8) gives `f32[4, 8]`, a Python int `i32` (`i64` beyond its range), a float `f32`, a bool `bool`, a
 numpy scalar its dtype); annotated parameters keep their annotations (`n: i32, x: f32[n]`). The body reads a
 tensor's sizes as `x.shape`. A function that does not set `attrs.func_kind` is 'public' (called from Python on
-the CPU). Each distinct signature (dtypes, shapes and devices of the arguments) is parsed and built once, then
-reused; `builds` counts the builds, and `specializations` holds the compiled module of each signature.
+the CPU). Each distinct signature (the dtypes and shapes of the arguments; the target is the build's, from the
+function's kind or `target=`, whichever device the arrays are on) is parsed and built once, then reused; `builds`
+counts the builds, and `specializations` holds the compiled module of each signature.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ Signature = tuple[tuple[Any, ...], ...]
 
 
 def argument_signature(name: str, value: Any) -> tuple[Any, ...]:
-    """What a specialization depends on in argument `name`: (dtype name, shape, device) of an array or tensor
+    """What a specialization depends on in argument `name`: (dtype name, shape) of an array or tensor
     (anything with `dtype` and `shape`: numpy's, the project's, torch's), or the Python type of a number.
     TypeError naming the parameter for anything else."""
     if isinstance(value, (bool, int, float)):
@@ -41,7 +42,7 @@ def argument_signature(name: str, value: Any) -> tuple[Any, ...]:
     if dtype_name not in DTYPE_BY_NAME:
         raise TypeError(f"argument '{name}' has dtype {dtype_name}, which kernels do not take; supported: "
                         f"{', '.join(sorted(n for n in DTYPE_BY_NAME if len(n) > 3))}")
-    return (dtype_name, tuple(int(d) for d in shape), str(getattr(value, "device", "cpu")))
+    return (dtype_name, tuple(int(d) for d in shape))
 
 
 def parameter_type(signature: tuple[Any, ...]) -> Type:

@@ -121,3 +121,25 @@ def test_a_body_wrong_for_the_arguments_is_a_dsl_error_at_its_line() -> None:
     assert _raised_at(info.value)[0] == __file__
     first_row_sum(np.zeros(2, np.float32), out := np.zeros(1, np.float32))  # a 1-D x is fine
     assert out[0] == 1.0
+
+
+def test_a_cuda_kernel_builds_once_for_host_and_device_arrays() -> None:
+    from hidet_lang.cuda import blockIdx, threadIdx
+
+    @hidet.jit
+    def vector_add(a, b, c):
+        attrs.func_kind = "cuda_kernel"
+        attrs.cuda.block_dim = 128
+        attrs.cuda.grid_dim = (a.shape[0] + 127) // 128
+        i = blockIdx.x * 128 + threadIdx.x
+        if i < a.shape[0]:
+            c[i] = a[i] + b[i]
+
+    a, b = np.random.default_rng(0).random((2, 300), dtype=np.float32)
+    c = np.empty_like(a)
+    vector_add(a, b, c)  # numpy arrays, copied to and from the device (or the emulator's memory)
+    np.testing.assert_array_equal(c, a + b)
+    on_device = [hidet.asarray(x, device="cuda") for x in (a, b, c)]
+    vector_add(*on_device)
+    np.testing.assert_array_equal(on_device[2].numpy(), a + b)
+    assert vector_add.builds == 1  # the target is the kernel's, whichever device the arrays are on
