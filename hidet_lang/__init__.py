@@ -1,7 +1,8 @@
 """hidet-lang: an embedded Python DSL for tensor programs with first-class task mappings.
 
 Write kernels as `@hidet.script` functions inside `with hidet.script_module() as module:`, then
-`module.build()` and call the result with numpy arrays. See README.md and the examples folder.
+`module.build()` and call the result with numpy arrays; or decorate one with `@hidet.jit` and call it (it builds
+for the arguments' types and shapes on first call). See README.md and the examples folder.
 
 This module is the facade the user's program is written against, and it loads what a name needs when the name
 is first used (`from hidet_lang import f32` loads the frontend; `hidet.ops` the operator library; `hidet.asarray`
