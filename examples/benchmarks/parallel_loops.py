@@ -6,7 +6,8 @@ degree-16 Horner evaluation per element) at 1M, each built twice, its loop paral
 serial. Each runs while the machine is as it is ("idle": no load of ours besides) and while a process spinning
 `while True: pass` holds a core ("busy"), which is killed afterwards. The parallel build is also run in a child
 process with OpenMP's defaults (`OMP_WAIT_POLICY=active`, all cores: how parallel loops ran before their thread
-count and wait policy were chosen for shared machines), to show what those choices save.
+count and wait policy were chosen for shared machines; a loop below the work threshold, vector_add 64K, still runs
+on one thread there), to show what those choices save.
 
 Columns: median microseconds per call of several timed runs (parallel, serial, numpy), the threads the parallel
 loop ran on (`hidet_lang_threads_used`, cpu_threads.h), the parallel time over the serial and over numpy, and the
