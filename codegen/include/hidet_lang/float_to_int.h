@@ -80,24 +80,33 @@ HL_CVT_GPU(double, f64, __double2int_rz, __double2uint_rz, __double2ll_rz, __dou
         F f;                                                                                                   \
         memcpy(&f, &r, sizeof f);                                                                              \
         return f;                                                                                              \
+    }                                                                                                          \
+    HL_CVT_FN F hl_cvt_keep_##FS(int take, F a) {                                                              \
+        U ua;                                                                                                  \
+        memcpy(&ua, &a, sizeof ua);                                                                            \
+        ua &= (U)0 - (U)take;                                                                                  \
+        F f;                                                                                                   \
+        memcpy(&f, &ua, sizeof f);                                                                             \
+        return f;                                                                                              \
     }
 HL_CVT_SELECT(float, uint32_t, f32)
 HL_CVT_SELECT(double, uint64_t, f64)
 #undef HL_CVT_SELECT
-// Where F holds the type's greatest value MAX: x clamped to [LO, MAX], NaN to 0, cast.
+// Where F holds the type's greatest value MAX: x clamped to [LO, MAX], NaN to 0 (keep: x where `take`, else +0),
+// cast.
 #define HL_CVT_CLAMPED(F, FS, T, S, LO, HI, MAX)                                                                 \
     HL_CVT_FN T hl_cvt_##FS##_##S(F x) {                                                                       \
         F c = hl_cvt_select_##FS(x < (F)(LO), (F)(LO), x);                                                     \
         c = hl_cvt_select_##FS(c > (F)(MAX), (F)(MAX), c);                                                     \
-        return (T)hl_cvt_select_##FS(c == c, c, (F)0);                                                         \
+        return (T)hl_cvt_keep_##FS(c == c, c);                                                                 \
     }
 // Where it does not (64-bit types; 32-bit ones in float): x where LO < x < HI, else 0 (NaN too), cast; then the
-// values past either end, MAX at HI and above, LO at LO and below.
+// values past either end, MAX at HI and above, LO at LO and below (where the cast gave 0).
 #define HL_CVT_MASKED(F, FS, T, S, LO, HI, MAX)                                                                  \
     HL_CVT_FN T hl_cvt_##FS##_##S(F x) {                                                                       \
-        const T inside = (T)hl_cvt_select_##FS((x > (F)(LO)) & (x < (F)(HI)), x, (F)0);                        \
+        const T inside = (T)hl_cvt_keep_##FS((x > (F)(LO)) & (x < (F)(HI)), x);                                \
         const T high = (T)0 - (T)(x >= (F)(HI)), low = (T)0 - (T)(x <= (F)(LO));                               \
-        return (T)((inside & (T)~(high | low)) | ((T)(MAX) & high) | ((T)(LO) & low));                         \
+        return (T)(inside | ((T)(MAX) & high) | ((T)(LO) & low));                                              \
     }
 HL_CVT_CLAMPED(float, f32, int8_t, i8, -0x1p7, 0x1p7, 127)
 HL_CVT_CLAMPED(float, f32, int16_t, i16, -0x1p15, 0x1p15, 32767)
