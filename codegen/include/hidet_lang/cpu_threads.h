@@ -1,12 +1,13 @@
 // The thread count of the generated C's parallel loops (`#pragma omp parallel for ... num_threads(hl_cpu_threads(
 // enough_work))`, codegen/emit/c_emitter.py, for a loop whose 'p' attribute names no count): 1 for a loop with too
 // little work to wake other threads (codegen/emit/parallel_work.py), else the CPUs this process may run on (its
-// affinity: omp_get_num_procs) less the threads of other processes running now, and at least 1. On a shared
-// machine a parallel loop thus never waits for a core another process holds: OpenMP's static schedule gives each
-// thread an equal share, and the loop ends when the slowest thread, the one queued behind the other process, has
-// run its share. "Running now" is the kernel's count of runnable threads (/proc/loadavg's fourth field, the calling
-// thread included), read at most every HL_THREADS_PERIOD_NS per library; the count stays OpenMP's where the user set
-// OMP_NUM_THREADS, and off Linux. hidet_lang_threads_used() tells Python what the last parallel loop ran on.
+// affinity: omp_get_num_procs) less the threads of other processes running now that the machine's other CPUs
+// (sysconf) cannot take, and at least 1. On a shared machine a parallel loop thus never waits for a core another
+// process holds: OpenMP's static schedule gives each thread an equal share, and the loop ends when the slowest
+// thread, the one queued behind the other process, has run its share. "Running now" is the kernel's count of
+// runnable threads (/proc/loadavg's fourth field, the calling thread included), read at most every
+// HL_THREADS_PERIOD_NS per library; the count stays OpenMP's where the user set OMP_NUM_THREADS, and off Linux.
+// hidet_lang_threads_used() tells Python what the last parallel loop ran on.
 // Included by the generated C where it has a parallel loop (C, and C++ for the host half of a CUDA module).
 #pragma once
 #ifndef HIDET_LANG_CPU_THREADS_H
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -58,7 +60,11 @@ static inline int hl_cpu_threads_free(void) {
 #else
         int cpus = 1;
 #endif
-        int free_cpus = cpus - hl_other_running_threads();
+        // the count of running threads is the whole system's (a container's too), so it is taken from the
+        // system's CPUs: on a large host other processes leave this process's own CPUs free
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        int free_cpus = (int)((online > cpus ? online : cpus) - hl_other_running_threads());
+        if (free_cpus > cpus) free_cpus = cpus;
         chosen = free_cpus < 1 ? 1 : free_cpus < most ? free_cpus : most;
     }
     __atomic_store_n(&hl_threads_chosen, chosen, __ATOMIC_RELAXED);
