@@ -308,6 +308,35 @@ def masked_fill(input: Tensor, mask: Tensor, value: Any) -> Tensor:  # noqa: A00
     return ops.where(mask, fill, input)
 
 
+@converts(torch.tril, "tril", "tril_")
+def tril(input: Tensor, diagonal: int = 0) -> Tensor:  # noqa: A002 - torch's name
+    """The elements of each matrix (the last two axes) on and below its `diagonal`-th diagonal (column - row <=
+    diagonal), zeros above: a causal mask's triangle."""
+    rows, columns = _matrix_sides(input, "tril")
+    return _keep(input, np.tri(rows, columns, diagonal, dtype=bool))
+
+
+@converts(torch.triu, "triu", "triu_")
+def triu(input: Tensor, diagonal: int = 0) -> Tensor:  # noqa: A002 - torch's name
+    """The elements of each matrix (the last two axes) on and above its `diagonal`-th diagonal (column - row >=
+    diagonal), zeros below."""
+    rows, columns = _matrix_sides(input, "triu")
+    return _keep(input, ~np.tri(rows, columns, diagonal - 1, dtype=bool))
+
+
+def _matrix_sides(x: Tensor, name: str) -> tuple[int, int]:
+    """The sizes of the last two axes, which must be known."""
+    if x.ndim < 2 or not all(isinstance(d, int) for d in x.shape[-2:]):
+        raise ValueError(f"{name}: the input needs two trailing axes of known sizes, got shape {x.shape}")
+    return x.shape[-2], x.shape[-1]
+
+
+def _keep(x: Tensor, keep: np.ndarray) -> Tensor:
+    """`x` where the constant `keep` (broadcast over the leading axes) holds, zero elsewhere."""
+    zero = ops.asarray(np.zeros((), x.dtype), device=x.device)
+    return ops.where(ops.asarray(keep, device=x.device), x, zero)
+
+
 def _compare(fn: Callable[[Any, Any], Tensor]) -> Converter:
     def convert(input: Any, other: Any) -> Tensor:  # noqa: A002 - torch's name
         return fn(input, other)

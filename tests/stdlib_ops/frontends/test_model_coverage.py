@@ -7,7 +7,9 @@ rounding of float32 arithmetic. Nothing is downloaded: the models come from conf
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -16,6 +18,8 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"  # transformers must not reach the network: configs only, no weights to fetch
 torch = pytest.importorskip("torch", reason="the coverage test needs torch (the `frontends` extra)")
 pytest.importorskip("transformers", reason="the coverage test needs transformers (the `frontends` extra)")
+
+from torch.nn import functional as F  # noqa: E402, N812
 
 from stdlib_ops.frontends.torch_backend import CompiledFxGraph, hidet_lang_backend  # noqa: E402
 from stdlib_ops.frontends.torch_fx import unsupported_operations  # noqa: E402
@@ -111,3 +115,45 @@ def test_the_listing_names_each_missing_operation_and_still_runs_the_model() -> 
     assert backend.missing == {"torch.cumsum": ["cumsum"], "Tensor.flip": ["flip"]}
     assert backend.compiled == []
     torch.testing.assert_close(got, uses_cumsum(x))
+
+
+def mask_by_lower_triangle(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """The causal mask built inline from `torch.tril(torch.ones(...))` and applied with `masked_fill(~mask, -inf)`."""
+    n = q.size(-2)
+    keep = torch.tril(torch.ones(n, n, device=q.device, dtype=torch.bool))
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.size(-1))
+    return F.softmax(scores.masked_fill(~keep, float("-inf")), dim=-1) @ v
+
+
+def mask_by_additive_triangle(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """The causal mask as an additive -inf upper triangle (`torch.full(...).triu(1)`)."""
+    n = q.shape[2]
+    hidden = torch.full((n, n), float("-inf"), device=q.device).triu(1)
+    return (q @ k.transpose(-2, -1) * q.size(-1) ** -0.5 + hidden).softmax(-1) @ v
+
+
+def mask_in_place(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """The causal mask by `torch.triu(..., diagonal=1)` written in place with a large negative fill."""
+    n = q.shape[2]
+    hidden = torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1)
+    scores = (q @ k.mT) * 0.25
+    scores.masked_fill_(hidden, -1e9)
+    return torch.softmax(scores, dim=-1) @ v
+
+
+@pytest.mark.parametrize("attention", [mask_by_lower_triangle, mask_by_additive_triangle, mask_in_place],
+                         ids=lambda f: f.__name__)
+def test_causal_masks_as_tutorials_write_them_become_one_attention(attention: Callable[..., torch.Tensor]) -> None:
+    torch._dynamo.reset()
+    backend = Listing()
+    generator = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(2, 2, 6, 16, generator=generator) for _ in range(3))
+    got = torch.compile(attention, backend=backend)(q, k, v)
+    assert not backend.missing, backend.report()
+    assert [kernel for graph in backend.compiled for kernel in graph.kernels] == ["attention"]
+    # The scores are sums of 16 products, the softmax sums 6 terms and the output 6 products, each within n ulps
+    # of its scale in any order; the softmax's exponent turns a score's absolute error into a relative error of the
+    # weights, and the scores (unit-normal dot products over 16 scaled by 1/4) stay below 4 in magnitude.
+    want = attention(q, k, v)
+    bound = 4 * (16 + 6 + 6) * EPS * float(want.abs().max())
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=0, atol=bound)
