@@ -15,6 +15,7 @@ never folds one).
 from __future__ import annotations
 
 import math
+import numbers
 import operator
 import struct
 from collections.abc import Callable
@@ -168,9 +169,9 @@ def convert_value(v: Any, dtype: DataType) -> Any:
         return bool(v)
     if dtype.is_float:
         return round_float(float(v), dtype)
-    if isinstance(v, float):
-        return float_to_int(v, dtype)
-    return wrap(int(v), dtype)
+    if isinstance(v, numbers.Integral):  # Python's and numpy's integers (bools too)
+        return wrap(int(v), dtype)
+    return float_to_int(float(v), dtype)
 
 
 def int_range(dtype: DataType) -> tuple[int, int]:

@@ -151,7 +151,7 @@ static void hl_conversion_record(const char *message) {
     __atomic_fetch_add(&hl_conversion_count, 1, __ATOMIC_SEQ_CST);
 }
 
-// The text of a conversion out of range: `where: <value> (<from>) converted to <to> ...`.
+// The text of a conversion out of range: `where: <value> (<from>) is outside the range of <to>: ...`, or of NaN.
 static void hl_conversion_describe(char *buf, size_t size, const char *where, const char *from, const char *to,
                                    double value) {
     if (value != value) {
