@@ -131,7 +131,7 @@ HL_CVT_MASKED(double, f64, uint64_t, u64, 0.0, 0x1p64, 18446744073709551615ULL)
 #if defined(__CUDACC__) || defined(HIDET_LANG_EMULATOR)
 HL_FOR_EACH_INT(HL_CVT_THROUGH_FLOAT, half, f16)
 HL_FOR_EACH_INT(HL_CVT_THROUGH_FLOAT, __nv_bfloat16, bf16)
-#else
+#elif defined(__FLT16_MAX__)  // a C compiler with _Float16 (the f16 of C code)
 HL_FOR_EACH_INT(HL_CVT_THROUGH_FLOAT, _Float16, f16)
 #endif
 
@@ -186,7 +186,7 @@ HL_FOR_EACH_INT(HL_CVT_CHECKED, double, f64, double)
 #if defined(HIDET_LANG_EMULATOR)
 HL_FOR_EACH_INT(HL_CVT_CHECKED, half, f16, float)
 HL_FOR_EACH_INT(HL_CVT_CHECKED, __nv_bfloat16, bf16, float)
-#else
+#elif defined(__FLT16_MAX__)
 HL_FOR_EACH_INT(HL_CVT_CHECKED, _Float16, f16, float)
 #endif
 #undef HL_CVT_CHECKED
