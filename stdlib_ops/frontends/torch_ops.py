@@ -460,6 +460,27 @@ def _softmax_input(x: Tensor, dim: Any, dtype: Any) -> Tensor:
     return x if dtype is None else ops.cast(x, dtype_name(dtype))
 
 
+@converts(torch.cumsum, "cumsum", "cumsum_")
+def cumsum(input: Tensor, dim: int, *, dtype: Any = None) -> Tensor:  # noqa: A002 - torch's name
+    """Running sums along `dim` (element i sums elements 0..i; integers and bools as int64, as torch sums them): one
+    sum over the last axis of the input repeated n times and masked by a constant lower triangle, which is exact for
+    integers (RoBERTa's and OPT's position ids) and adds a float's terms in another order than torch's sequential
+    scan (within n ulps of the sum of their magnitudes)."""
+    x = input if dtype is None else _cast(input, dtype_name(dtype))
+    x = x if dtype is not None or _is_float(x) else _cast(x, "int64")
+    axis = dim % max(x.ndim, 1)
+    n = x.shape[axis] if x.ndim else 1
+    if not isinstance(n, int):
+        raise ValueError(f"cumsum: the summed axis must have a known size, got shape {x.shape}")
+    order = list(range(x.ndim))
+    order[axis], order[-1] = order[-1], order[axis]
+    last = x if axis == x.ndim - 1 else ops.transpose(x, order)
+    zero = ops.asarray(np.zeros((), x.dtype), device=x.device)
+    prefix = ops.asarray(np.tri(n, n, dtype=bool), device=x.device)  # [i, j]: j <= i
+    sums = ops.sum(ops.where(prefix, ops.expand_dims(last, -2), zero), axis=-1)
+    return sums if axis == x.ndim - 1 else ops.transpose(sums, order)
+
+
 # ---------------------------------------------------------------- linear algebra
 
 
@@ -475,6 +496,12 @@ def addmm(input: Any, mat1: Tensor, mat2: Tensor, *, beta: Any = 1, alpha: Any =
     product = ops.matmul(mat1, mat2)
     product = product if alpha == 1 else ops.mul(product, alpha)
     return ops.add(product, input if beta == 1 else ops.mul(input, beta)) if beta != 0 else product
+
+
+@converts(torch.baddbmm, "baddbmm")
+def baddbmm(input: Any, batch1: Tensor, batch2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:  # noqa: A002
+    """beta * input + alpha * (batch1 @ batch2), batch by batch (BLOOM's ALiBi scores)."""
+    return addmm(input, batch1, batch2, beta=beta, alpha=alpha)
 
 
 @converts(F.linear, torch._C._nn.linear)
@@ -588,6 +615,22 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace: bool
     return input
 
 
+@converts(F.pad, torch._C._nn.pad)
+def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float | None = None) -> Tensor:  # noqa
+    """Constant padding: `pad` holds (before, after) amounts from the last axis backwards; negative ones crop."""
+    if mode != "constant":
+        raise ValueError(f"pad: mode={mode!r} is not supported (only 'constant')")
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise ValueError(f"pad: {len(pad)} amounts for a tensor of {input.ndim} axes")
+    widths = [(0, 0)] * input.ndim
+    for k in range(len(pad) // 2):
+        widths[input.ndim - 1 - k] = (int(pad[2 * k]), int(pad[2 * k + 1]))
+    if any(b < 0 or a < 0 for b, a in widths):
+        input = ops.getitem(input, tuple(slice(max(-b, 0), a if a < 0 else None) for b, a in widths))
+    grow = [(max(b, 0), max(a, 0)) for b, a in widths]
+    return input if not any(b or a for b, a in grow) else ops.pad(input, grow, value or 0)
+
+
 @converts(F.embedding)
 def embedding(input: Tensor, weight: Tensor, padding_idx: Any = None, max_norm: Any = None,  # noqa: A002
               norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
@@ -620,6 +663,21 @@ def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
 def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:  # noqa: A002 - torch's name
     """Average pooling into `output_size` bins."""
     return ops.adaptive_avg_pool2d(input, output_size)
+
+
+@converts(F.adaptive_avg_pool1d, torch.adaptive_avg_pool1d)
+def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:  # noqa: A002 - torch's name
+    """Average pooling of (N, C, L) into `output_size` bins, as the 2-D pooling over a height of 1."""
+    pooled = ops.adaptive_avg_pool2d(ops.expand_dims(input, 2), (1, _single(output_size)))
+    return ops.squeeze(pooled, (2,))
+
+
+@converts(torch._weight_norm)
+def weight_norm(v: Tensor, g: Tensor, dim: int = 0) -> Tensor:
+    """`nn.utils.weight_norm`'s weight: v * (g / the 2-norm of v over every axis but `dim`; over all for -1)."""
+    axes = None if dim == -1 else tuple(a for a in range(v.ndim) if a != dim % v.ndim)
+    norm = ops.sqrt(ops.sum(ops.mul(v, v), axis=axes, keepdims=True))
+    return ops.mul(v, ops.div(g, norm))
 
 
 @converts(F.scaled_dot_product_attention, torch._C._nn.scaled_dot_product_attention)
@@ -929,6 +987,12 @@ def avg_pool2d_module(m: nn.AvgPool2d, constant: Callable[[Any], Any], x: Tensor
 def adaptive_avg_pool2d_module(m: nn.AdaptiveAvgPool2d, constant: Callable[[Any], Any], x: Tensor) -> Tensor:
     """nn.AdaptiveAvgPool2d."""
     return ops.adaptive_avg_pool2d(x, m.output_size)
+
+
+@converts_module(nn.AdaptiveAvgPool1d)
+def adaptive_avg_pool1d_module(m: nn.AdaptiveAvgPool1d, constant: Callable[[Any], Any], x: Tensor) -> Tensor:
+    """nn.AdaptiveAvgPool1d."""
+    return adaptive_avg_pool1d(x, m.output_size)
 
 
 @converts_module(nn.Flatten)

@@ -126,6 +126,10 @@ UNARY: dict[str, Case] = {
     "torch.rsub": (lambda x: torch.rsub(x, 2.0), one(), EXACT),
     "torch.div(trunc)": (lambda x: torch.div(x, 0.75, rounding_mode="trunc"), one(), EXACT),
     "operator.floordiv": (lambda x: x // 0.75, one(), EXACT),
+    "F.pad": (lambda x: F.pad(x, (1, 2, 0, 1), value=0.5), one(), EXACT),
+    "F.pad(all axes)": (lambda x: F.pad(x, (0, 1, 2, 0, 1, 1)), one(), EXACT),
+    "Tensor.cumsum(bool)": (lambda x: (x > 0).cumsum(-1), one(), EXACT),
+    "torch.cumsum(int, dim 0)": (lambda x: torch.cumsum((x * 4).int(), 0), one(), EXACT),
     "torch.tril": (torch.tril, one(), EXACT), "Tensor.triu(1)": (lambda x: x.triu(1), one(), EXACT),
     "Tensor.tril_(-1)": (lambda x: (x * 1).tril_(-1), one(), EXACT),
     "torch.triu(bool, -2)": (lambda x: torch.triu(x > 0, diagonal=-2).float(), one(), EXACT),
@@ -179,7 +183,9 @@ REDUCTIONS: dict[str, tuple[Callable[..., Any], bool]] = {  # fn(x, dim), exact?
     "Tensor.max(dim)[0]": (lambda x, d: x.max(dim=d, keepdim=True)[0], True),
     "torch.min(dim)": (lambda x, d: torch.min(x, d), True), "torch.argmax": (lambda x, d: torch.argmax(x, d), True),
     "torch.var": (lambda x, d: torch.var(x, d), False), "Tensor.std": (lambda x, d: x.std(d, unbiased=False), False),
-    "torch.softmax": (lambda x, d: torch.softmax(x, d), False), "F.softmax": (lambda x, d: F.softmax(x, dim=d), False),
+    "torch.softmax": (lambda x, d: torch.softmax(x, d), False),
+    "torch.cumsum": (lambda x, d: torch.cumsum(x, d), False), "Tensor.cumsum": (lambda x, d: x.cumsum(dim=d), False),
+    "F.softmax": (lambda x, d: F.softmax(x, dim=d), False),
     "Tensor.softmax": (lambda x, d: x.softmax(d), False),
     "F.log_softmax": (lambda x, d: F.log_softmax(x, dim=d), False),
 }
@@ -213,6 +219,8 @@ MATMULS: dict[str, tuple[Callable[..., Any], Callable[[st.DataObject], list[np.n
     "Tensor.mm": (lambda a, b: a.mm(b), matmul_inputs("mk", "kn")),
     "torch.addmm": (lambda a, b: torch.addmm(b[0], a, b, beta=0.5, alpha=2.0), matmul_inputs("mk", "kn")),
     "F.linear": (lambda a, w: F.linear(a, w, w[:, 0]), matmul_inputs("bmk", "nk")),
+    "torch.baddbmm": (lambda a, b: torch.baddbmm(a[:, :, :1], a, b, beta=0.5, alpha=2.0), matmul_inputs("bmk", "bkn")),
+    "Tensor.baddbmm(keywords)": (lambda a, b: a[:, :, :1].baddbmm(batch1=a, batch2=b), matmul_inputs("bmk", "bkn")),
     "F.linear(no bias)": (F.linear, matmul_inputs("mk", "nk")),
     "Tensor.t": (lambda a, b: a @ b.t(), matmul_inputs("mk", "nk")),
 }
@@ -248,6 +256,7 @@ MOVES: dict[str, Callable[..., Any]] = {
     "getitem None/Ellipsis": lambda x: x[None, ..., 1:][..., None],
     "getitem tensor": lambda x: x[torch.tensor([[0, 0], [-1, 0]])],
     "torch.gather": lambda x: torch.gather(x, 1, (x[:, :2] > 0).long()),
+    "F.pad(crop)": lambda x: F.pad(x, (-1, 1, 1, -2)),
     "Tensor.size/dim": lambda x: x.new_zeros(x.size()).add(x.dim()) + x,
     "torch.arange (constant)": lambda x: x + torch.arange(x.shape[-1]),
     "torch.zeros_like": lambda x: torch.zeros_like(x) + x, "Tensor.new_ones": lambda x: x.new_ones(x.shape[-1]) * x,
@@ -262,7 +271,7 @@ def test_data_movement(case: str, draw: st.DataObject) -> None:
     x = floats(draw, (draw.draw(st.integers(1, 5)),) + shape(draw, 2))
     # tensors whose use needs a few elements on an axis: at least 2 along each
     check(MOVES[case], [x if case not in {"getitem slices", "Tensor.split(sizes)", "getitem tensor",
-                                          "torch.gather"} else np.pad(x, 1)], EXACT)
+                                          "torch.gather", "F.pad(crop)"} else np.pad(x, 1)], EXACT)
 
 
 class BatchNorm(nn.Module):
@@ -302,6 +311,12 @@ NETWORK: dict[str, tuple[Callable[[], Callable[..., Any]], Callable[[st.DataObje
                                          lambda d: [signal(d, 4), floats(d, (6, 2, 3))], lambda a: reduction(6)),
     "F.conv1d(unbatched)": (lambda: lambda x, w: F.conv1d(x[0], w, padding=(2,)),
                             lambda d: [signal(d, 3), floats(d, (2, 3, 4))], lambda a: reduction(12)),
+    "F.adaptive_avg_pool1d": (lambda: lambda x: F.adaptive_avg_pool1d(x, 3), lambda d: [signal(d, 2)],
+                              lambda a: reduction(a[0].shape[-1])),
+    "torch._weight_norm": (lambda: lambda v, g: torch._weight_norm(v, g[:, :1, :1], 0),
+                           lambda d: [floats(d, (4, 3, 5)), floats(d, (4, 3, 5))], lambda a: reduction(15)),
+    "torch._weight_norm(all)": (lambda: lambda v, g: torch._weight_norm(v, g[0, 0, 0], -1),
+                                lambda d: [floats(d, (4, 3, 5)), floats(d, (4, 3, 5))], lambda a: reduction(60)),
     "F.batch_norm": (lambda: BatchNorm(3), lambda d: [image(d, 3)], lambda a: TRANSCENDENTAL),
     "F.batch_norm(symbolic)": (lambda: lambda x, m, v: F.batch_norm(x, m, v.abs() + 0.5, v, m),
                                lambda d: [image(d, 3), floats(d, (3,)), floats(d, (3,))], lambda a: TRANSCENDENTAL),
@@ -351,7 +366,7 @@ def modules(c: int) -> dict[str, nn.Module]:
     bn.running_mean.uniform_(-0.5, 0.5)
     bn.running_var.uniform_(0.5, 1.5)
     return {"nn.Linear": nn.Linear(c, 5), "nn.Conv2d": nn.Conv2d(c, 4, 3, stride=2, padding=1, bias=False),
-            "nn.Conv1d": nn.Conv1d(c, 3, 3, stride=2, padding=1),
+            "nn.Conv1d": nn.Conv1d(c, 3, 3, stride=2, padding=1), "nn.AdaptiveAvgPool1d": nn.AdaptiveAvgPool1d(2),
             "nn.BatchNorm2d": bn, "nn.ReLU": nn.ReLU(inplace=True), "nn.MaxPool2d": nn.MaxPool2d(3, 2, 1),
             "nn.AdaptiveAvgPool2d": nn.AdaptiveAvgPool2d(1), "nn.LayerNorm": nn.LayerNorm(c),
             "nn.Dropout": nn.Dropout(0.5).eval(), "nn.GELU": nn.GELU(), "nn.GELU(tanh)": nn.GELU("tanh"),
@@ -360,6 +375,7 @@ def modules(c: int) -> dict[str, nn.Module]:
 
 
 MODULE_TOLERANCE = {"nn.Linear": reduction(64), "nn.Conv2d": reduction(64 * 9), "nn.Conv1d": reduction(64 * 3),
+                    "nn.AdaptiveAvgPool1d": reduction(13),
                     "nn.BatchNorm2d": TRANSCENDENTAL, "nn.LayerNorm": reduction(64 * 8), "nn.Softmax": reduction(64),
                     "nn.GELU(tanh)": TRANSCENDENTAL, "nn.AdaptiveAvgPool2d": reduction(100)}
 
@@ -374,7 +390,7 @@ def test_module(case: str, draw: st.DataObject) -> None:
         x = np.asarray(draw.draw(st.lists(st.integers(0, 6), min_size=1, max_size=9)), np.int64)
     elif case in ("nn.Linear", "nn.LayerNorm"):
         x = floats(draw, (*shape(draw, 2), c))
-    elif case == "nn.Conv1d":
+    elif case in ("nn.Conv1d", "nn.AdaptiveAvgPool1d"):
         x = signal(draw, c)
     else:
         x = image(draw, c)
