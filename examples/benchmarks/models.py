@@ -1,5 +1,6 @@
 """Whole models on the CPU: ResNet-18 (224x224 images) and a BERT-base encoder stack (sequence 128), batch 1 and 8,
-with random weights, run by hidet-lang (`torch.compile(model, backend="hidet_lang")`), torch eager, `torch.compile`
+with random weights, run by hidet-lang (`torch.compile(model, backend=hidet_lang_backend)`, the backend function
+itself, so that a source checkout without the installed entry point runs too), torch eager, `torch.compile`
 with its default backend (Inductor) and ONNX Runtime (the model exported by `torch.onnx.export`), two threads each.
 
 Every contender's outputs are checked against torch eager first. The contenders then take turns (`timing.in_turns`:
@@ -10,14 +11,15 @@ caches hold the kernels) and, for ours, loading a saved compiled graph (`Compile
 and running it in a fresh process.
 
 On a GPU (`--gpu`): the same models at batch 1 and 32 in f16 (`--dtype float32` for f32) on CUDA, run by
-hidet-lang through both frontends (`torch.compile(model, backend="hidet_lang")` on CUDA tensors, and the model
+hidet-lang through both frontends (`torch.compile` with our backend on CUDA tensors, and the model
 exported to ONNX, imported by `stdlib_ops.from_onnx` and built for 'cuda'), torch eager and Inductor. Each
 contender's outputs are checked first against the model run in float64 on the CPU; the table gives median times
-over synchronized loops and the ratio of each peer's time to ours. Without a GPU, `--gpu --quick` runs ours on the
+over synchronized loops and the ratio of each peer's time to ours (`--batch N`, repeatable, picks the batch
+sizes; a case that fails is a row saying why, and the others still run). Without a GPU, `--gpu --quick` runs ours on the
 CUDA emulator and the peers on the CPU at tiny sizes: a smoke run of the script, not a measurement.
 
 Run: python examples/benchmarks/models.py (`--quick`: small inputs and two layers, a smoke run of the script;
-`--gpu [--dtype float32]`: on a GPU)
+`--gpu [--dtype float32] [--batch N]`: on a GPU)
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ from timing import in_turns, synced_median_time  # noqa: E402 - examples/benchma
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # examples/, for the model builders
 from torch_models import bert, onnx_bytes, outputs_of, resnet18  # noqa: E402
+
+# the backend itself, not its entry point's name: a source checkout run with PYTHONPATH has no installed entry points
+from stdlib_ops.frontends.torch_backend import hidet_lang_backend  # noqa: E402
 
 RUNS = 6
 """Timed runs of each contender per case (in three passes); the median is reported."""
@@ -76,7 +81,7 @@ def onnx_runtime(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> Ca
 
 def contenders(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> dict[str, Callable[[], object]]:
     """A call of the model by each contender (compiled on the first call)."""
-    ours = torch.compile(model, backend="hidet_lang")
+    ours = torch.compile(model, backend=hidet_lang_backend)
     inductor = torch.compile(model)
     return {"hidet-lang": lambda: ours(*inputs), "torch eager": lambda: model(*inputs),
             "Inductor": lambda: inductor(*inputs), "ONNX Runtime": onnx_runtime(model, inputs)}
@@ -145,7 +150,7 @@ def child(args: list[str]) -> None:
     start = time.perf_counter()
     with torch.no_grad():
         if what == "compile":
-            torch.compile(model, backend=backend)(*inputs)
+            torch.compile(model, backend=hidet_lang_backend if backend == "hidet_lang" else backend)(*inputs)
         elif what == "save":
             import onnx
 
@@ -164,9 +169,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small models and inputs (a smoke run)")
     parser.add_argument("--gpu", action="store_true", help="on CUDA, against torch eager and Inductor on the GPU")
     parser.add_argument("--dtype", default="float16", choices=sorted(GPU_TOLERANCE), help="with --gpu: the dtype")
+    parser.add_argument("--batch", type=int, action="append", help="with --gpu: a batch size (repeatable; default "
+                        f"{' and '.join(map(str, GPU_BATCHES))})")
     args = parser.parse_args()
     if args.gpu:
-        gpu_main(args.quick, args.dtype)
+        gpu_main(args.quick, args.dtype, tuple(args.batch or ((1, 2) if args.quick else GPU_BATCHES)))
         return
     torch.set_num_threads(THREADS)
     print(f"{THREADS} threads each; torch {torch.__version__}")
@@ -228,7 +235,7 @@ def gpu_contenders(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> 
 
     import stdlib_ops as ops
 
-    ours = torch.compile(model, backend="hidet_lang", options={"target": "cuda"})
+    ours = torch.compile(model, backend=hidet_lang_backend, options={"target": "cuda"})
     exported = ops.from_onnx(onnx.load_from_string(onnx_bytes(model, inputs, dynamic_batch=False)))
     from_onnx = ops.optimize(exported).build("cuda")
     inductor = torch.compile(model)
@@ -273,8 +280,9 @@ def gpu_time_case(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], dtyp
     return {name: synced_median_time(call, sync, runs, loop_s) for name, call in calls.items()}
 
 
-def gpu_main(quick: bool, dtype: str) -> None:
-    """The `--gpu` table: each model at each batch, our time and each peer's with its ratio to ours."""
+def gpu_main(quick: bool, dtype: str, batches: tuple[int, ...]) -> None:
+    """The `--gpu` table: each model at each of `batches`, our time and each peer's with its ratio to ours (a case
+    that fails: a row saying why)."""
     where = torch.cuda.get_device_name() if torch.cuda.is_available() else \
         "no GPU: ours on the CUDA emulator, the peers on the CPU (a smoke run, not a measurement)"
     print(f"{where}; {dtype}; torch {torch.__version__}")
@@ -283,9 +291,13 @@ def gpu_main(quick: bool, dtype: str) -> None:
     print(header + "\n" + "-" * len(header))
     with torch.no_grad():
         for label, make in gpu_cases(quick).items():
-            for batch in (1, 2) if quick else GPU_BATCHES:
+            for batch in batches:
                 torch._dynamo.reset()
-                times = gpu_time_case(*make(batch), dtype, quick)
+                try:
+                    times = gpu_time_case(*make(batch), dtype, quick)
+                except Exception as exc:  # noqa: BLE001 - a failing model is a row, the others still run
+                    print(f"{label + f', batch {batch}':42} | FAILED: {type(exc).__name__}: {exc}", flush=True)
+                    continue
                 ours = times["hidet-lang"]
                 line = f"{label + f', batch {batch}':42} | {ours * 1e3:9.3f}"
                 line += "".join(f" | {times[name] * 1e3:18.3f} | {times[name] / ours:5.2f}"
