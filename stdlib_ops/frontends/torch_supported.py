@@ -2,8 +2,9 @@
 rendered as the README lists them: `python -m stdlib_ops.frontends.torch_supported` prints the list.
 
 Each callable of the table is named where a user calls it (its public names in `NAMESPACES`: `F.gelu` is
-`torch.nn.functional.gelu`, not `torch._C._nn.gelu`); callables whose only names are private (torch's usage log)
-are not user operations and are left out. Tensor methods are listed under `Tensor`, modules under their module."""
+`torch.nn.functional.gelu`, not `torch._C._nn.gelu`); callables whose only names are private are left out (torch's usage
+log, which is no user operation, and `torch._weight_norm`, which `nn.utils.weight_norm` calls). Tensor methods are
+listed under `Tensor`, modules under their module."""
 
 from __future__ import annotations
 
@@ -27,10 +28,11 @@ def supported_operations() -> dict[str, list[str]]:
     """The operations the table converts, by namespace (those of `NAMESPACES` with any, then `Tensor` for the
     methods, then `torch.nn` for the modules), each namespace's names sorted. A callable is listed under every
     namespace that holds it under a public name (`torch.conv2d` is `F.conv2d`)."""
+    converted = {id(target) for target in torch_ops.FUNCTIONS}
     found: dict[str, list[str]] = {}
     for prefix, namespace in NAMESPACES:
-        public = {id(value): name for name, value in vars(namespace).items() if not name.startswith("_")}
-        found[prefix] = [public[id(target)] for target in torch_ops.FUNCTIONS if id(target) in public]
+        found[prefix] = [name for name, value in vars(namespace).items()
+                         if not name.startswith("_") and id(value) in converted]
     found["Tensor"] = list(torch_ops.METHODS)
     found["torch.nn"] = [t.__name__ for t in torch_ops.MODULES]
     return {prefix: sorted(set(names), key=_order) for prefix, names in found.items() if names}
