@@ -7,7 +7,8 @@ run: it compiles one candidate, which fills the compilation cache of the worker'
 the second: on one machine, it builds the candidates of one task (cache hits where the first phase ran there),
 runs each on the same random inputs, checks each one's arrays after the call against the first candidate's (the
 default point: a candidate that computes anything else is rejected, never timed), and times the others one after
-the other, each by the median of repeated samples after a warm-up call.
+the other, each by the median of repeated samples after a warm-up call. `cubin_of_candidate` compiles a CUDA
+candidate for a tuning bundle (`stdlib_ops.tuning.bundle`) and returns its cubin.
 """
 
 from __future__ import annotations
@@ -78,6 +79,16 @@ def compile_candidate(candidate: Candidate) -> str | None:
     except Exception as exc:  # noqa: BLE001 - a candidate that cannot be built is reported, not raised
         return f"{type(exc).__name__}: {exc}"
     return None
+
+
+def cubin_of_candidate(candidate: Candidate) -> tuple[str, bytes] | str:
+    """Compile the CUDA `candidate` for its target's architecture, on any machine (NVRTC needs no GPU), for a tuning
+    bundle: its kernels' CUDA source and cubin, or why it could not be built, as text."""
+    try:
+        built = build_module(candidate_module(candidate), candidate.target)
+        return built.source("cuda"), built.cubin
+    except Exception as exc:  # noqa: BLE001 - a candidate that cannot be built is reported, not raised
+        return f"{type(exc).__name__}: {exc}"
 
 
 def time_candidates(job: TimingJob) -> TimingOutcome:

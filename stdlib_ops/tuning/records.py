@@ -23,6 +23,12 @@ kind, or delete. Writes are rare (once per tuned task), so the lock costs nothin
 Reading is forgiving: a file that cannot be read, is not JSON, or has another `version` is ignored with a
 `warnings.warn` naming it (it is replaced on the next write), and so is an entry that is malformed or whose
 `params` are not a point of the template's current space. The parsed file is kept in memory until it changes.
+
+Records the project measured ship inside the package (`SHIPPED_DIR`: `stdlib_ops/tuning/shipped/*.json`, one
+records file a GPU model, e.g. `NVIDIA_H100.json`, in the format above, keyed by `machine_id()`: the GPU's name and
+architecture), as TVM's TopHub logs are: a build on a machine of that identity uses them when the user's own file
+has no record of the shape class (a user's record overrides a shipped one). The package ships the files measured
+so far; a GPU without one uses each template's default point until tuned.
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ from stdlib_ops.tuning.shapes import shape_class
 
 RECORDS_FILE = "tuning_records.json"
 RECORDS_VERSION = 1
+SHIPPED_DIR = Path(__file__).resolve().parent / "shipped"
+"""The records the project measured, shipped with the package: one records file a GPU model."""
 
 Records = dict[str, dict[str, dict[str, Any]]]  # machine id -> shape class -> entry
 
@@ -127,21 +135,44 @@ def write_record(path: Path, machine: str, key: str, entry: dict[str, Any]) -> N
     choices_changed()
 
 
+def shipped_records(machine: str) -> tuple[Path, dict[str, dict[str, Any]]] | None:
+    """The shipped records of `machine` (a `machine_id()`) and the file they are in, or None where the package
+    ships none for it (see the module docstring)."""
+    for path in sorted(SHIPPED_DIR.glob("*.json")):
+        entries = read_records(path).get(machine)
+        if entries:
+            return path, entries
+    return None
+
+
 def recorded_entry(binding: TemplateBinding, target: Target | str = "cpu") -> dict[str, Any] | None:
     """The record of this machine (for `target`: its CPU or its GPU) for `binding`'s shape class, whatever its
-    parameters, or None."""
-    return read_records(records_path()).get(machine_id(target), {}).get(shape_class(binding))
+    parameters, or None: the user's own record, else the one shipped for this machine."""
+    found = _recorded(binding, target)
+    return None if found is None else found[1]
+
+
+def _recorded(binding: TemplateBinding, target: Target | str) -> tuple[Path, dict[str, Any]] | None:
+    """The record `recorded_entry` finds and the file it is in."""
+    machine, key = machine_id(target), shape_class(binding)
+    entry = read_records(records_path()).get(machine, {}).get(key)
+    if entry is not None:
+        return records_path(), entry
+    shipped = shipped_records(machine)
+    if shipped is not None and key in shipped[1]:
+        return shipped[0], shipped[1][key]
+    return None
 
 
 def recorded_winner(binding: TemplateBinding, space: TuningSpace, target: Target | str = "cpu") -> Point | None:
     """The recorded winner for `binding` on this machine, when there is one and it is a point of `space` (a record
     whose parameters are not is ignored with a warning)."""
-    entry = recorded_entry(binding, target)
-    if entry is None:
+    found = _recorded(binding, target)
+    if found is None:
         return None
+    path, entry = found
     params = entry["params"]
     if not space.contains(params):
-        path = records_path()
         _warn_once((str(path), shape_class(binding), json.dumps(params, sort_keys=True)),
                    f"ignoring the tuning record {shape_class(binding)} in {path}: its parameters {params} are not a "
                    f"point of the template's tuning space {space.choices}")

@@ -41,6 +41,7 @@ from hidet_lang.target import Target
 from stdlib_ops.graph.flow_graph import FlowGraph
 from stdlib_ops.task import Task
 from stdlib_ops.templates import registry
+from stdlib_ops.templates.binding import TemplateBinding
 from stdlib_ops.templates.space import Point, TuningSpace
 from stdlib_ops.tensor import Tensor
 from stdlib_ops.tuning.jobs import Candidate, TimingJob, compile_candidate, time_candidates
@@ -70,57 +71,91 @@ class TuningResult:
 
 
 @dataclass
-class _Pending:
-    """A task to tune: its template's space and its candidates (the default point first)."""
+class Pending:
+    """A task to time: its template's default point and its candidates (the default point first)."""
 
-    space: TuningSpace
+    default: Point
     candidates: list[Candidate]
 
 
 def tune(subject: FlowGraph | Tensor | Task, target: Target | str = "cpu", *, sizes: Mapping[str, int] | None = None,
-         executor: Executor | None = None, repeat: int = 5, retune: bool = False) -> list[TuningResult]:
+         executor: Executor | None = None, repeat: int = 5, retune: bool = False,
+         bundle: str | os.PathLike[str] | None = None) -> list[TuningResult]:
     """Tune the tasks of `subject` (a graph, a symbolic tensor's operators, or a task) for `target`, and record
     the winners (see the module docstring); one result per distinct shape class, in the order of the tasks.
 
     `sizes` gives symbolic dimensions (by name) the values to time at (default `shapes.REPRESENTATIVE_SIZE`);
     `executor` runs the jobs (default: a local thread pool); each candidate is timed by the median of `repeat`
-    samples; `retune` times again the shape classes that already have a record."""
+    samples; `retune` times again the shape classes that already have a record.
+
+    With `bundle` (a directory), nothing is timed: every candidate of every tunable task is compiled for `target`
+    (a CUDA target, on any machine: no GPU is needed) and saved there with its cubin, for `time_bundle` on the GPU
+    (`stdlib_ops.tuning.bundle`); each result's source is 'bundled' and its rejected points those that failed to
+    build."""
     target = Target.of(target)
     if repeat < 1:
         raise ValueError(f"tune: repeat must be at least 1, got {repeat}")
+    if bundle is not None:
+        from stdlib_ops.tuning.bundle import build_bundle  # the bundle module builds on this one
+
+        return build_bundle(subject, target, bundle, sizes=sizes, executor=executor)
     order: list[str] = []
     results: dict[str, TuningResult] = {}
-    pending: dict[str, _Pending] = {}
-    for task in _tasks_of(subject):
-        binding = registry.binding_of(task, target)
-        space = None if binding is None else binding.space
-        if binding is None or space is None:
-            continue
-        key = shape_class(binding)
-        if key in order:
-            continue
+    pending: dict[str, Pending] = {}
+    for key, binding, space in tunable_tasks(subject, target):
         order.append(key)
         if target.is_cuda and backend() != "gpu":
             raise RuntimeError(f"tune: timing CUDA kernels needs a GPU (template {binding.template_ref} declares a "
                                "tuning space); here CUDA modules run on the CUDA emulator, whose times say nothing "
-                               "of a GPU's, so its default point is used")
+                               "of a GPU's, so its default point is used (tune(..., bundle=DIR) builds the "
+                               "candidates here for timing on a GPU)")
         winner = None if retune else recorded_winner(binding, space, target)
         if winner is not None:
             results[key] = TuningResult(key, winner, "recorded")
             continue
-        concrete = tuple(concrete_sizes(binding, sizes or {}).items())
-        options = tuple(sorted(binding.options.items()))
-        pending[key] = _Pending(space, [Candidate(binding.template_ref, concrete, options, tuple(point.items()),
-                                                  str(target)) for point in space.points()])
-    if pending:
-        try:
-            with _executor(executor, sum(len(p.candidates) for p in pending.values())) as pool:
-                failures = _compile_all(pool, pending)
-                for key, job in _progress(pending.items(), "tuning: timing", "task"):
-                    results[key] = _time_and_record(pool, key, job, failures, repeat)
-        except BrokenProcessPool:
-            raise RuntimeError(BROKEN_POOL) from None
+        pending[key] = Pending(dict(space.default), candidates_of(binding, space, target, sizes))
+    results.update(time_and_record(pending, executor, repeat))
     return [results[key] for key in order]
+
+
+def tunable_tasks(subject: FlowGraph | Tensor | Task, target: Target) -> list[tuple[str, TemplateBinding,
+                                                                                 TuningSpace]]:
+    """The tasks of `subject` whose library template declares a tuning space on `target`, one a shape class, in
+    order: (shape class, binding, space)."""
+    found: dict[str, tuple[str, TemplateBinding, TuningSpace]] = {}
+    for task in _tasks_of(subject):
+        binding = registry.binding_of(task, target)
+        space = None if binding is None else binding.space
+        if binding is not None and space is not None:
+            found.setdefault(shape_class(binding), (shape_class(binding), binding, space))
+    return list(found.values())
+
+
+def candidates_of(binding: TemplateBinding, space: TuningSpace, target: Target,
+                  sizes: Mapping[str, int] | None) -> list[Candidate]:
+    """Every point of `space` as a candidate of `binding` for `target` at its concrete sizes (the symbolic ones at
+    `sizes`), the default point first."""
+    concrete = tuple(concrete_sizes(binding, sizes or {}).items())
+    options = tuple(sorted(binding.options.items()))
+    return [Candidate(binding.template_ref, concrete, options, tuple(point.items()), str(target))
+            for point in space.points()]
+
+
+def time_and_record(pending: Mapping[str, Pending], executor: Executor | None,
+                    repeat: int) -> dict[str, TuningResult]:
+    """Both phases for the `pending` tasks (compile every candidate in parallel, then time one task at a time) on
+    `executor` (default: a local thread pool), recording each winner; the results by shape class."""
+    if not pending:
+        return {}
+    results: dict[str, TuningResult] = {}
+    try:
+        with executor_or_pool(executor, sum(len(p.candidates) for p in pending.values())) as pool:
+            failures = _compile_all(pool, pending)
+            for key, job in progress(pending.items(), "tuning: timing", "task"):
+                results[key] = _time_and_record(pool, key, job, failures, repeat)
+    except BrokenProcessPool:
+        raise RuntimeError(BROKEN_POOL) from None
+    return results
 
 
 def _tasks_of(subject: FlowGraph | Tensor | Task) -> list[Task]:
@@ -144,7 +179,7 @@ def _tasks_of(subject: FlowGraph | Tensor | Task) -> list[Task]:
 
 
 @contextmanager
-def _executor(given: Executor | None, jobs: int) -> Iterator[Executor]:
+def executor_or_pool(given: Executor | None, jobs: int) -> Iterator[Executor]:
     """`given`, or a local thread pool of up to one worker per core, shut down afterwards."""
     if given is not None:
         yield given
@@ -154,27 +189,27 @@ def _executor(given: Executor | None, jobs: int) -> Iterator[Executor]:
         yield pool
 
 
-def _progress(items: object, desc: str, unit: str, total: int | None = None) -> tqdm:
+def progress(items: object, desc: str, unit: str, total: int | None = None) -> tqdm:
     """A progress bar over `items`, shown on a terminal only."""
     return tqdm(items, desc=desc, unit=unit, total=total, disable=not sys.stderr.isatty(), leave=False)
 
 
-def _compile_all(pool: Executor, pending: Mapping[str, _Pending]) -> dict[Candidate, str]:
+def _compile_all(pool: Executor, pending: Mapping[str, Pending]) -> dict[Candidate, str]:
     """First phase: compile every candidate in parallel; why each one that failed did."""
     futures: dict[Future[str | None], Candidate] = {
         pool.submit(compile_candidate, c): c for job in pending.values() for c in job.candidates}
     failures: dict[Candidate, str] = {}
-    for future in _progress(as_completed(futures), "tuning: compiling", "candidate", total=len(futures)):
+    for future in progress(as_completed(futures), "tuning: compiling", "candidate", total=len(futures)):
         problem = future.result()
         if problem is not None:
             failures[futures[future]] = problem
     return failures
 
 
-def _time_and_record(pool: Executor, key: str, job: _Pending, failures: Mapping[Candidate, str],
+def _time_and_record(pool: Executor, key: str, job: Pending, failures: Mapping[Candidate, str],
                      repeat: int) -> TuningResult:
     """Second phase for one task: time its candidates that compiled (one job, waited for), record the winner."""
-    default = dict(job.space.default)
+    default = dict(job.default)
     rejected = [(dict(c.params), f"failed to build: {failures[c]}") for c in job.candidates if c in failures]
     if job.candidates[0] in failures:
         warnings.warn(f"tune: the default schedule of {key} failed to build ({failures[job.candidates[0]]}); "
