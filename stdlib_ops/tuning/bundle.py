@@ -55,14 +55,16 @@ BUNDLE_VERSION = 1
 
 
 def build_bundle(subject: FlowGraph | Tensor | Task, target: Target | str, path: str | os.PathLike[str], *,
-                 sizes: Mapping[str, int] | None = None, executor: Executor | None = None) -> list[TuningResult]:
+                 sizes: Mapping[str, int] | None = None, executor: Executor | None = None,
+                 limit: int | None = None) -> list[TuningResult]:
     """Compile every candidate of `subject`'s tunable tasks for the CUDA `target` through `executor` (default: a
     local thread pool) and save them as a bundle in the directory `path` (see the module docstring); one result a
-    task, its source 'bundled', its default point as params and the candidates that failed to build rejected."""
+    task, its source 'bundled', its default point as params and the candidates that failed to build rejected.
+    `limit` keeps the first points of each space only (the default first): a smoke run's bundle."""
     target = Target.of(target)
     if not target.is_cuda or target.arch is None:
         raise ValueError(f"tune: a bundle is built for a CUDA architecture, e.g. 'cuda:sm_90a', not '{target}'")
-    tasks = [(key, Pending(dict(space.default), candidates_of(binding, space, target, sizes)))
+    tasks = [(key, Pending(dict(space.default), candidates_of(binding, space, target, sizes)[:limit]))
              for key, binding, space in tunable_tasks(subject, target)]
     everything = [c for _, job in tasks for c in job.candidates]
     with executor_or_pool(executor, len(everything)) as pool:
