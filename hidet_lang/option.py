@@ -1,26 +1,27 @@
 """Global options: `hidet.option.cache_dir(path)` chooses where compiled binaries are cached;
-`hidet.option.allow_tf32(True)` lets f32 matmuls and convolutions on CUDA run on the tensor cores in TF32."""
+`hidet.option.allow_tf32(True)` lets f32 matmuls and convolutions on CUDA run on the tensor cores in TF32.
+
+`cache_dir` is the compilation cache's (`codegen.toolchain.cache.use_cache_dir`), given on first use: the language
+imports no code generator. The operator library hears of a change of `allow_tf32` through `when_choices_change`."""
 
 from __future__ import annotations
 
-import os
+from collections.abc import Callable
 
+from hidet_lang.lazy import lazy_attributes
 
-def cache_dir(path: str | os.PathLike[str] | None = None) -> str:
-    """Set the compilation cache directory (when `path` is given) and return the one in use.
-
-    A missing directory is created private (mode 0700). One that cannot be used or is not trusted (owned by
-    another user, or writable by its group or all users: the libraries in it are loaded) is refused with a
-    `RuntimeWarning`, and a private temporary directory, removed at exit, is used instead; it is the one returned.
-    """
-    from codegen.toolchain import cache  # the language reaches the code generator on use only (its layer rule)
-
-    if path is not None:
-        cache.set_cache_dir(path)
-    return os.fspath(cache.cache_dir())
-
+_HOMES = {"cache_dir": ("codegen.toolchain.cache", "use_cache_dir")}
+__all__ = sorted(["allow_tf32", "when_choices_change", *_HOMES])
+__getattr__, __dir__ = lazy_attributes(__name__, _HOMES)
 
 _allow_tf32 = False
+_choice_listeners: list[Callable[[], None]] = []
+
+
+def when_choices_change(listener: Callable[[], None]) -> None:
+    """Call `listener` whenever an option that decides how operators are implemented changes (the operator library
+    forgets the choices it made under the old value)."""
+    _choice_listeners.append(listener)
 
 
 def allow_tf32(allow: bool | None = None) -> bool:
@@ -35,7 +36,6 @@ def allow_tf32(allow: bool | None = None) -> bool:
             raise TypeError(f"allow_tf32 takes True or False, got {allow!r}")
         if allow != _allow_tf32:
             _allow_tf32 = allow
-            from stdlib_ops.templates.registry import choices_changed  # the operators are reached on use only
-
-            choices_changed()
+            for listener in _choice_listeners:
+                listener()
     return _allow_tf32

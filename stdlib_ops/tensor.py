@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from codegen.runtime import arrays
-from codegen.runtime.tensor_methods import TensorMethods
+import codegen.runtime as runtime
+from codegen.runtime import TensorMethods
 from hidet_lang.ir.types import DTYPE_BY_NAME, DataType
 from stdlib_ops.dims import check_name
 
@@ -70,9 +70,7 @@ class Tensor(TensorMethods):
     def record_stream(self, stream: Any) -> None:
         """Say that work issued to `stream` uses this 'cuda' tensor's memory: once freed, the memory is reused only
         after that work has completed (`hidet_lang.cuda.record_stream`, as torch's `Tensor.record_stream`)."""
-        from hidet_lang.cuda.device import record_stream  # the GPU runtime, loaded when a stream is named
-
-        record_stream(self, stream)
+        runtime.record_stream(self, stream)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         out = self.numpy()
@@ -86,7 +84,7 @@ class Tensor(TensorMethods):
             raise BufferError("a symbolic tensor holds no data; build its graph and run it")
         if getattr(self.storage, "on_gpu", False):
             return self.storage.reshape(self.shape).__dlpack__(stream=stream)
-        host = self.storage.host if isinstance(self.storage, arrays.DeviceArray) else self.storage.view(np.ndarray)
+        host = self.storage.host if isinstance(self.storage, runtime.DeviceArray) else self.storage.view(np.ndarray)
         # the consumer's `max_version` passes on: a versioned capsule says the data is writeable (an old one does not,
         # and numpy views it read-only), so that a compiled function can write a tensor it is given
         return host.reshape(self.shape).__dlpack__(**kwargs, **({"stream": stream} if stream is not None else {}))
@@ -220,7 +218,7 @@ class Tensor(TensorMethods):
     __hash__ = object.__hash__
 
 
-arrays.AnyTensor.register(Tensor)  # `hidet.Tensor` (`isinstance(x, hidet.Tensor)`) takes the operators' tensors too
+runtime.AnyTensor.register(Tensor)  # `hidet.Tensor` (`isinstance(x, hidet.Tensor)`) takes the operators' tensors too
 
 
 def _ops() -> Any:
@@ -275,11 +273,11 @@ def tensor_of_runtime_array(value: Any) -> Any:
     """`value` as a tensor when it is one of the runtime's arrays (those `hidet.randn`, `hidet.empty` and the other
     allocation functions make, a `HostArray` or a `DeviceArray`): the tensor holds the array itself (a C-contiguous
     copy of a strided view); any other value is returned as it is."""
-    if isinstance(value, arrays.HostArray):
+    if isinstance(value, runtime.HostArray):
         if not value.flags.c_contiguous:
-            value = np.ascontiguousarray(value).view(arrays.HostArray)
+            value = np.ascontiguousarray(value).view(runtime.HostArray)
         return wrap(value, "cpu")
-    if isinstance(value, arrays.DeviceArray):
+    if isinstance(value, runtime.DeviceArray):
         return wrap(value, "cuda")
     return value
 
@@ -294,7 +292,7 @@ def asarray(data: Any, dtype: Any = None, device: str = "cpu") -> Tensor:
     if array.dtype == np.float64 and dtype is None and not isinstance(data, np.ndarray):
         array = array.astype(np.float32)  # Python floats make float32 tensors, as in the deep-learning libraries
     _check_dtype(array.dtype)
-    return wrap(arrays.asarray(np.array(array, copy=True), device=device), device)
+    return wrap(runtime.asarray(np.array(array, copy=True), device=device), device)
 
 
 def from_dlpack(obj: Any, device: str = "cpu") -> Tensor:
@@ -302,14 +300,14 @@ def from_dlpack(obj: Any, device: str = "cpu") -> Tensor:
     tensor taken on device 'cuda', which shares its memory (asked for on the current stream)."""
     dlpack_device = getattr(obj, "__dlpack_device__", None)
     if dlpack_device is not None and dlpack_device()[0] in (2, 13):  # kDLCUDA, kDLCUDAManaged
-        shared = arrays.from_dlpack_device(obj)
+        shared = runtime.from_dlpack_device(obj)
         return wrap(shared, "cuda") if device == "cuda" else asarray(shared.numpy(), device=device)
     return asarray(np.from_dlpack(obj), device=device)
 
 
 def empty(shape: Any, dtype: Any = "float32", device: str = "cpu") -> Tensor:
     """An uninitialized tensor."""
-    return wrap(arrays.empty(_shape(shape), _numpy_dtype(dtype), device), device)
+    return wrap(runtime.empty(_shape(shape), _numpy_dtype(dtype), device), device)
 
 
 def zeros(shape: Any, dtype: Any = "float32", device: str = "cpu") -> Tensor:
@@ -324,12 +322,12 @@ def ones(shape: Any, dtype: Any = "float32", device: str = "cpu") -> Tensor:
 
 def full(shape: Any, fill_value: Any, dtype: Any = "float32", device: str = "cpu") -> Tensor:
     """A tensor with every element `fill_value`."""
-    return wrap(arrays.asarray(np.full(_shape(shape), fill_value, _numpy_dtype(dtype)), device=device), device)
+    return wrap(runtime.asarray(np.full(_shape(shape), fill_value, _numpy_dtype(dtype)), device=device), device)
 
 
 def randn(shape: Any, dtype: Any = "float32", mean: float = 0.0, stddev: float = 1.0, device: str = "cpu") -> Tensor:
     """Normally distributed random values (Hidet's parameters, in Hidet's order)."""
-    return wrap(arrays.randn(_shape(shape), _numpy_dtype(dtype), mean, stddev, device=device), device)
+    return wrap(runtime.randn(_shape(shape), _numpy_dtype(dtype), mean, stddev, device=device), device)
 
 
 def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None, device: str = "cpu") -> Tensor:
@@ -339,7 +337,7 @@ def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None, devic
         values = values.astype(dtype)
     elif values.dtype == np.float64:
         values = values.astype(np.float32)
-    return wrap(arrays.asarray(values, device=device), device)
+    return wrap(runtime.asarray(values, device=device), device)
 
 
 def symbol(shape: Any, dtype: Any = "float32", device: str = "cpu") -> Tensor:

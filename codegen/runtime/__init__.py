@@ -10,9 +10,14 @@ from hidet_lang.lazy import homes_of, lazy_attributes
 
 _HOMES = {
     **homes_of("codegen.runtime.module", "CompiledModule"),
-    **homes_of("codegen.runtime.arrays", "DeviceArray", "HostArray", "asarray", "empty", "randn", "zeros"),
+    **homes_of("codegen.runtime.arrays", "AnyTensor", "DeviceArray", "HostArray", "asarray", "empty",
+               "from_dlpack_device", "randn", "to_device", "uses_gpu", "zeros"),
+    **homes_of("codegen.runtime.tensor_methods", "TensorMethods"),
     **homes_of("codegen.runtime.cuda_backend", "backend"),
-    **homes_of("codegen.runtime.cuda_driver", "gpu_available"),
+    **homes_of("codegen.runtime.cuda_driver", "copy_device_to_device", "copy_to_device_async", "device_name",
+               "gpu_available", "stream_wait"),
+    **homes_of("codegen.runtime.cuda_graphs", "CaptureFailedError", "CudaGraph", "capture_supported"),
+    **homes_of("codegen.runtime.streams", "current_stream_handle", "record_stream", "synchronize"),
     **homes_of("codegen.runtime.arguments", "array_address"),
 }
 __all__ = sorted(_HOMES)

@@ -1,4 +1,4 @@
-"""CUDA streams and the current stream: `Stream`, `current_stream()`, `with stream(s):`.
+"""CUDA streams and the current stream: `Stream`, `current_stream()`, `with stream(s):`, and `record_stream`.
 
 Every kernel launch of a CUDA module (eager operators, compiled graphs, user kernels) goes to the calling thread's
 current stream, and new device buffers are allocated for it (`codegen.runtime.allocator`). The current stream is
@@ -199,3 +199,18 @@ def synchronize() -> None:
     """Wait until all work issued to the GPU (every stream) has completed; nothing on the emulator."""
     if backend() == "gpu":
         cuda_driver.synchronize()
+
+
+def record_stream(tensor: Any, on: Any) -> None:
+    """Say that work issued to stream `on` (a `Stream`, or a CUstream handle) uses `tensor`'s device memory (a
+    'cuda' array or tensor, or a view of one): when the memory is freed, the caching allocator reuses it only once
+    the work issued to `on` by then has completed, as torch's `Tensor.record_stream` does. Nothing to do on the
+    emulator, for memory another library owns, or for the stream the memory was allocated on."""
+    array = getattr(tensor, "storage", tensor)  # a tensor holds its runtime array
+    if getattr(array, "device", None) != "cuda" or not hasattr(array, "on_gpu"):
+        raise TypeError(f"record_stream takes a 'cuda' array or tensor, not {type(tensor).__name__}")
+    root = array.base or array
+    if not root.on_gpu or root.owner is not None:
+        return
+    device_allocator().record_stream(root.ptr, int(as_stream(on)))
+

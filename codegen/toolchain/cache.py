@@ -61,6 +61,7 @@ __all__ = [
     "default_cache",
     "cache_dir",
     "set_cache_dir",
+    "use_cache_dir",
     "build_library",
     "build_cubin",
     "load_library",
@@ -501,3 +502,15 @@ build_and_load = default_cache.build_and_load
 recorded_library = default_cache.recorded_library
 export_entry = default_cache.export_entry
 install_entry = default_cache.install_entry
+
+
+def use_cache_dir(path: str | os.PathLike[str] | None = None) -> str:
+    """Set the compilation cache directory (when `path` is given) and return the one in use (`hidet.option.cache_dir`).
+
+    A missing directory is created private (mode 0700). One that cannot be used or is not trusted (owned by
+    another user, or writable by its group or all users: the libraries in it are loaded) is refused with a
+    `RuntimeWarning`, and a private temporary directory, removed at exit, is used instead; it is the one returned.
+    """
+    if path is not None:
+        set_cache_dir(path)
+    return os.fspath(cache_dir())

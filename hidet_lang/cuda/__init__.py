@@ -19,6 +19,7 @@ from hidet_lang.ir.intrinsics import CP_ASYNC_BYTES, CUDA_INTRINSICS, cp_async_n
 from hidet_lang.ir.layout import Layout
 from hidet_lang.ir.stmt import DeclScope
 from hidet_lang.ir.types import DataType, PointerType, float32, int32, uint32
+from hidet_lang.lazy import homes_of, lazy_attributes
 
 FULL_MASK = 0xFFFFFFFF
 # Element types of the tensor-core fragment registers: 32-bit words, or the 16-bit halves two of them hold.
@@ -400,21 +401,17 @@ from hidet_lang.cuda.vector_access import address_aligned, copy_vector  # noqa: 
 
 __all__ += ["address_aligned", "copy_vector"]
 
-# the GPU's runtime: streams and device memory (not DSL functions; called from Python around kernels)
-from hidet_lang.cuda.device import (  # noqa: E402
-    DeviceOutOfMemoryError,
-    Stream,
-    current_stream,
-    default_stream,
-    empty_cache,
-    memory_stats,
-    record_stream,
-    reset_peak_memory_stats,
-    stream,
-    synchronize,
-)
-
-__all__ += [
-    "DeviceOutOfMemoryError", "Stream", "current_stream", "default_stream", "empty_cache", "memory_stats",
-    "record_stream", "reset_peak_memory_stats", "stream", "synchronize",
-]
+# The GPU's runtime, given on first use (the language imports no code generator): streams (`Stream`,
+# `current_stream`, `with stream(s):`, `synchronize`), the caching allocator's memory (`memory_stats`,
+# `empty_cache`, `reset_peak_memory_stats`) and `record_stream`, which keeps a buffer used on another stream from
+# being reused before that stream's work is done. Not DSL functions: they are called from Python around kernels.
+# Kernel launches go to the calling thread's current stream; device arrays come from the caching allocator. On the
+# CUDA emulator streams are names only and the statistics stay zero ('cuda' arrays live in host memory there).
+_RUNTIME_HOMES = {
+    **homes_of("codegen.runtime.allocator", "DeviceOutOfMemoryError", "empty_cache", "memory_stats",
+               "reset_peak_memory_stats"),
+    **homes_of("codegen.runtime.streams", "Stream", "current_stream", "default_stream", "record_stream", "stream",
+               "synchronize"),
+}
+__all__ += sorted(_RUNTIME_HOMES)
+__getattr__, __dir__ = lazy_attributes(__name__, _RUNTIME_HOMES)

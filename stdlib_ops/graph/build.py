@@ -22,8 +22,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from codegen.build import build_module
-from codegen.runtime import arrays
+from codegen import asarray, build_module
 from hidet_lang.target import Target
 from stdlib_ops.dims import names_of
 from stdlib_ops.graph.compiled import CompiledGraph, Launch, Plan, Ref, TensorSpec
@@ -178,7 +177,7 @@ def _plan(graph: FlowGraph, groups: Sequence[FusionGroup], launches: Sequence[tu
     plan = Plan(tuple(TensorSpec(t.shape, t.dtype) for t in graph.inputs),
                 tuple(f"%{name}" for name in graph.input_names), buffers, memory.slots, tuple(plan_launches),
                 tuple(outputs))
-    moved = [c.storage if c.device == device else arrays.asarray(c.numpy(), device=device) for c in constants]
+    moved = [c.storage if c.device == device else asarray(c.numpy(), device=device) for c in constants]
     return plan, moved
 
 

@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from codegen.runtime import arrays
-from codegen.runtime.cuda_graphs import CaptureFailedError, CudaGraph, capture_supported
-from codegen.toolchain.cubin_report import CubinReport
+import codegen.runtime as runtime
+from codegen.runtime import CaptureFailedError, CudaGraph, capture_supported
+from codegen.toolchain import CubinReport
 from hidet_lang.ir.func import DEVICE_KINDS, IRModule
 from hidet_lang.ir.functor import collect
 from hidet_lang.ir.stmt import AssertStmt
@@ -114,7 +114,7 @@ class CompiledGraph:
             with self._lock:
                 outs = self._call_cuda(hosts, sizes)
         else:
-            slots = [arrays.empty((kind.elements(sizes),), kind.dtype, self.device) for kind in plan.slots]
+            slots = [runtime.empty((kind.elements(sizes),), kind.dtype, self.device) for kind in plan.slots]
             values = self._values(hosts, sizes, self._buffer_views(slots, sizes))
             self._launch(values, sizes)
             outs = tuple(self._output(values[ref], spec, sizes, ref) for ref, spec in plan.outputs)
@@ -126,7 +126,7 @@ class CompiledGraph:
         key = tuple(sorted(sizes.items()))
         workspace = self._workspaces.get(key)
         if workspace is None:
-            slots = [arrays.empty((kind.elements(sizes),), kind.dtype, self.device) for kind in self.plan.slots]
+            slots = [runtime.empty((kind.elements(sizes),), kind.dtype, self.device) for kind in self.plan.slots]
             workspace = Workspace(self._buffer_views(slots, sizes))
             self._workspaces.add(key, workspace)
         workspace.order_after_last_use()
@@ -151,9 +151,9 @@ class CompiledGraph:
         captured, note it in the workspace (its calls then launch plainly)."""
         plan = self.plan
         used = {a for launch in plan.launches for a in launch.args}
-        inputs = {k: arrays.empty(spec.resolve(sizes), spec.dtype, self.device)
+        inputs = {k: runtime.empty(spec.resolve(sizes), spec.dtype, self.device)
                   for k, spec in enumerate(plan.inputs) if ("input", k) in used}
-        outputs = {ref: arrays.empty(spec.resolve(sizes), spec.dtype, self.device)
+        outputs = {ref: runtime.empty(spec.resolve(sizes), spec.dtype, self.device)
                    for ref, spec in plan.outputs if ref[0] == "output"}
         values: dict[Ref, Any] = {("const", k): c for k, c in enumerate(self.constants)}
         values.update({("input", k): a for k, a in inputs.items()})
@@ -184,8 +184,8 @@ class CompiledGraph:
         """The graph inputs (as arrays on the graph's device) and constants, by their refs."""
         values: dict[Ref, Any] = {}
         for k, a in enumerate(hosts):
-            values[("input", k)] = a if isinstance(a, (arrays.DeviceArray, arrays.HostArray)) else \
-                arrays.asarray(a, device=self.device)
+            values[("input", k)] = a if isinstance(a, (runtime.DeviceArray, runtime.HostArray)) else \
+                runtime.asarray(a, device=self.device)
         for k, c in enumerate(self.constants):
             values[("const", k)] = c
         return values
@@ -195,7 +195,7 @@ class CompiledGraph:
         values = {**self._passed_through(hosts), **buffers}
         for ref, spec in self.plan.outputs:
             if ref[0] == "output" and ref not in values:
-                values[ref] = arrays.empty(spec.resolve(sizes), spec.dtype, self.device)
+                values[ref] = runtime.empty(spec.resolve(sizes), spec.dtype, self.device)
         return values
 
     def _launch(self, values: dict[Ref, Any], sizes: dict[str, int]) -> None:
@@ -207,7 +207,7 @@ class CompiledGraph:
     def _output(self, value: Any, spec: TensorSpec, sizes: dict[str, int], ref: Ref) -> Tensor:
         shape = spec.resolve(sizes)
         if ref[0] != "output":  # a graph input or constant returned as it is: a copy, never the caller's memory
-            value = arrays.asarray(np.array(value.numpy()), device=self.device)
+            value = runtime.asarray(np.array(value.numpy()), device=self.device)
         return Tensor(shape, spec.dtype, self.device, value.reshape(shape))
 
     def _accept(self, k: int, value: Any) -> Any:
@@ -219,7 +219,7 @@ class CompiledGraph:
             array = value.storage if value.device == self.device else value.numpy()
             dtype, shape = value.dtype, value.shape
         elif self.device == "cuda" and _in_gpu_memory(value):  # a GPU tensor of this or another library: no copy
-            array = value if isinstance(value, arrays.DeviceArray) else arrays.from_dlpack_device(value)
+            array = value if isinstance(value, runtime.DeviceArray) else runtime.from_dlpack_device(value)
             dtype, shape = array.dtype.name, array.shape
         else:
             if hasattr(value, "__dlpack__") and not isinstance(value, np.ndarray):
@@ -299,7 +299,7 @@ def _has_device_assertions(module: IRModule) -> bool:
 
 def _in_gpu_memory(value: Any) -> bool:
     """Whether `value` is a 'cuda' array in GPU memory or a DLPack object whose data is on a CUDA device."""
-    if isinstance(value, arrays.DeviceArray):
+    if isinstance(value, runtime.DeviceArray):
         return value.on_gpu
     device = getattr(value, "__dlpack_device__", None)
     return device is not None and not isinstance(value, np.ndarray) and device()[0] in DLPACK_CUDA_DEVICES

@@ -23,8 +23,16 @@ from typing import Any
 
 import numpy as np
 
-from codegen.runtime import arrays, cuda_driver, streams
-from codegen.runtime.cuda_graphs import CudaGraph
+from codegen.runtime import (
+    CudaGraph,
+    DeviceArray,
+    copy_device_to_device,
+    copy_to_device_async,
+    current_stream_handle,
+    empty,
+    stream_wait,
+    uses_gpu,
+)
 
 MAX_WORKSPACES = 8
 """The sets of symbolic sizes whose buffers (and captured graph) a compiled graph keeps at once."""
@@ -41,32 +49,32 @@ class Workspace:
     outputs: dict[Any, Any] = field(default_factory=dict)
     graph: CudaGraph | None = None
     capture_failed: bool = False
-    home_stream: int = field(default_factory=streams.current_stream_handle)  # where its blocks were allocated
+    home_stream: int = field(default_factory=current_stream_handle)  # where its blocks were allocated
     last_stream: int | None = None
 
     def order_after_last_use(self) -> None:
         """Order the current stream's work after the work of the last call that used these buffers (on another
         stream), and note the current stream as their user."""
-        stream = streams.current_stream_handle()
-        if self.last_stream is not None and self.last_stream != stream and arrays.uses_gpu():
-            cuda_driver.stream_wait(stream, self.last_stream)
+        stream = current_stream_handle()
+        if self.last_stream is not None and self.last_stream != stream and uses_gpu():
+            stream_wait(stream, self.last_stream)
         self.last_stream = stream
 
     def fill_inputs(self, hosts: list[Any]) -> None:
         """Copy each graph input (a 'cuda' array or a numpy array) into its fixed buffer."""
-        stream = streams.current_stream_handle()
+        stream = current_stream_handle()
         for k, target in self.inputs.items():
             value = hosts[k]
-            if isinstance(value, arrays.DeviceArray) and value.on_gpu:
-                cuda_driver.copy_device_to_device(target.ptr, value.ptr, target.nbytes, stream)
+            if isinstance(value, DeviceArray) and value.on_gpu:
+                copy_device_to_device(target.ptr, value.ptr, target.nbytes, stream)
             else:
-                cuda_driver.copy_to_device_async(target.ptr, np.ascontiguousarray(value), stream)
+                copy_to_device_async(target.ptr, np.ascontiguousarray(value), stream)
 
     def take_output(self, ref: Any, device: str) -> Any:
         """A new array holding the fixed output buffer `ref`'s contents (copied on the current stream)."""
         source = self.outputs[ref]
-        result = arrays.empty(source.shape, source.dtype, device)
-        cuda_driver.copy_device_to_device(result.ptr, source.ptr, source.nbytes, streams.current_stream_handle())
+        result = empty(source.shape, source.dtype, device)
+        copy_device_to_device(result.ptr, source.ptr, source.nbytes, current_stream_handle())
         return result
 
 
@@ -92,5 +100,5 @@ class Workspaces:
         while len(self._by_sizes) > MAX_WORKSPACES:
             _, dropped = self._by_sizes.popitem(last=False)
             last = dropped.last_stream
-            if last is not None and last != dropped.home_stream and arrays.uses_gpu():
-                cuda_driver.stream_wait(dropped.home_stream, last)  # its blocks are reused on their home stream
+            if last is not None and last != dropped.home_stream and uses_gpu():
+                stream_wait(dropped.home_stream, last)  # its blocks are reused on their home stream

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from codegen.runtime import array_address, arrays
+from codegen.runtime import array_address, empty
 from hidet_lang.target import Target
 from stdlib_ops.compute import shape_entry
 from stdlib_ops.runtime.kernels import KERNELS, KernelCache
@@ -92,7 +92,7 @@ class EagerDispatcher:
             call = self._calls[call_key] = self._prepare(make_task(), device)
         if call.symbolic:
             return None
-        outs = [Tensor(shape, dtype, device, arrays.empty(shape, dtype, device)) for shape, dtype in call.outputs]
+        outs = [Tensor(shape, dtype, device, empty(shape, dtype, device)) for shape, dtype in call.outputs]
         call.launch(inputs, outs)
         return outs
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from codegen.build import build_module
+from codegen import build_module
 from hidet_lang.target import Target
 from stdlib_ops.task import Task
 from stdlib_ops.templates.registry import choose_schedule

@@ -8,7 +8,7 @@ enables (`codegen.toolchain.cpu_features`).
 
 from __future__ import annotations
 
-from codegen.toolchain import cpu_features
+import codegen.toolchain as toolchain
 from stdlib_ops.templates.params import require
 
 VECTOR_LANES = (16, 8, 4)
@@ -20,7 +20,7 @@ LANE_FEATURES = {16: {"avx512f"}, 8: {"avx", "fma"}, 4: {"sse", "fma"}}
 
 def machine_has_lanes(lanes: int) -> bool:
     """Whether this machine's C compiler enables the `lanes`-wide vector type with its fused multiply-add."""
-    return LANE_FEATURES[lanes] <= cpu_features.machine_cpu_features()  # looked up per call: tests replace it
+    return LANE_FEATURES[lanes] <= toolchain.machine_cpu_features()  # looked up per call: tests replace it
 
 
 def machine_lanes() -> int | None:

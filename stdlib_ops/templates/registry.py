@@ -19,7 +19,8 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from codegen.backends import with_device_arch
+from codegen import with_device_arch
+from hidet_lang import option
 from hidet_lang.ir.func import IRModule
 from hidet_lang.passes.kind_rules import intrinsic_lacking
 from hidet_lang.target import Target
@@ -213,3 +214,6 @@ def choices_changed() -> None:
     """Say that a schedule choice may have changed (a template registered, a tuning record written)."""
     global _generation
     _generation += 1
+
+
+option.when_choices_change(choices_changed)  # allow_tf32 decides between templates

@@ -16,7 +16,7 @@ import hidet_lang as hidet
 import stdlib_ops as ops
 from codegen.runtime.allocator import CachingAllocator, StreamEvents
 from codegen.runtime.arrays import uses_gpu
-from hidet_lang.cuda.device import record_stream
+from hidet_lang.cuda import record_stream
 
 SIDE = 7  # a stream handle other than the default stream's (0)
 
