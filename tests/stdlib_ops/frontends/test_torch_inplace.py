@@ -94,7 +94,8 @@ class Form:
 
 POSITIVE = {"Tensor.log_", "Tensor.sqrt_", "Tensor.rsqrt_", "Tensor.pow_", "operator.ipow"}
 BOOLEAN = {"operator.iand", "operator.ior"}
-ARGUMENTS = {"Tensor.clamp_": (-1.0, 2.0), "Tensor.clip_": (-0.5, 1.5)}  # forms whose bounds have no default
+ARGUMENTS = {"Tensor.clamp_": (-1.0, 2.0), "Tensor.clip_": (-0.5, 1.5), "Tensor.cumsum_": (1,)}  # no defaults
+MASKED = {"Tensor.masked_fill_": lambda h, y: h.masked_fill_(y > 0, -1.5)}  # forms whose operand is y's mask
 
 
 def operands(converter: Callable[..., Any]) -> int:
@@ -106,6 +107,8 @@ def operands(converter: Callable[..., Any]) -> int:
 
 def in_place_call(name: str, call: Callable[..., Any], converter: Callable[..., Any]) -> Callable[[Any, Any], Any]:
     """`call(h, ...)` with the form's fixed arguments, or with y for each operand its converter requires."""
+    if name in MASKED:
+        return MASKED[name]
     if name in ARGUMENTS:
         return lambda h, y: call(h, *ARGUMENTS[name])
     count = operands(converter)
