@@ -132,8 +132,8 @@ def test_a_dynamic_batch_runs_batches_1_and_4_through_one_graph(model: nn.Module
 
 class Unsupported(nn.Module):
     def forward(self, x: Any) -> Any:
-        y = torch.cumsum(x, 1) + torch.cumsum(x, 0)
-        return torch.fft.fft(y).real + torch.cumsum(y, 0).relu() + x.unfold(0, 1, 1).sum(-1)
+        y = torch.cumprod(x, 1) + torch.cumprod(x, 0)
+        return torch.fft.fft(y).real + torch.cumprod(y, 0).relu() + x.unfold(0, 1, 1).sum(-1)
 
 
 def test_unsupported_operations_are_listed_together_with_counts_and_nodes() -> None:
@@ -142,10 +142,10 @@ def test_unsupported_operations_are_listed_together_with_counts_and_nodes() -> N
         fast(torch.rand(3, 4))
     error = info.value.inner_exception
     assert isinstance(error, UnsupportedOperationsError)
-    assert error.missing == {"torch.cumsum": ["cumsum", "cumsum_1", "cumsum_2"], "torch._C._fft.fft_fft": ["fft_fft"],
-                             "Tensor.unfold": ["unfold"]}
+    assert error.missing == {"torch.cumprod": ["cumprod", "cumprod_1", "cumprod_2"],
+                             "torch._C._fft.fft_fft": ["fft_fft"], "Tensor.unfold": ["unfold"]}
     text = str(error)
-    assert "3 unsupported operations" in text and "torch.cumsum x3 (at cumsum, cumsum_1, cumsum_2)" in text
+    assert "3 unsupported operations" in text and "torch.cumprod x3 (at cumprod, cumprod_1, cumprod_2)" in text
     assert "torch._dynamo.config.suppress_errors = True" in text
 
 
