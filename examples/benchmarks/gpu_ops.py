@@ -268,6 +268,7 @@ def main() -> int:
     device = device_name(torch)
     machine = describe_machine(torch)
     report: dict[str, Any] = {"machine": machine, "target": target, "command": sys.argv[1:], "builds": [], "rows": []}
+    write_json(args.json, report)
     print("\n".join(header_lines(machine)))
     print(f"building {len(cases)} cases for {target} in {args.jobs} processes"
           f"{' (no GPU: NVRTC cubins and host code, beside the emulator build)' if cross else ''}", flush=True)
