@@ -107,14 +107,14 @@ def test_the_listing_names_each_missing_operation_and_still_runs_the_model() -> 
     torch._dynamo.reset()
     backend = Listing()
 
-    def uses_cumsum(x: torch.Tensor) -> torch.Tensor:
-        return torch.cumsum(x.relu(), dim=0).flip(0) * 2
+    def uses_cumprod(x: torch.Tensor) -> torch.Tensor:
+        return torch.cumprod(x.relu(), dim=0).flip(0) * 2
 
     x = torch.randn(5, 3)
-    got = torch.compile(uses_cumsum, backend=backend)(x)
-    assert backend.missing == {"torch.cumsum": ["cumsum"], "Tensor.flip": ["flip"]}
+    got = torch.compile(uses_cumprod, backend=backend)(x)
+    assert backend.missing == {"torch.cumprod": ["cumprod"], "Tensor.flip": ["flip"]}
     assert backend.compiled == []
-    torch.testing.assert_close(got, uses_cumsum(x))
+    torch.testing.assert_close(got, uses_cumprod(x))
 
 
 def mask_by_lower_triangle(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
