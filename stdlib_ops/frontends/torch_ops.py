@@ -468,8 +468,10 @@ def cumsum(input: Tensor, dim: int, *, dtype: Any = None) -> Tensor:  # noqa: A0
     scan (within n ulps of the sum of their magnitudes)."""
     x = input if dtype is None else _cast(input, dtype_name(dtype))
     x = x if dtype is not None or _is_float(x) else _cast(x, "int64")
-    axis = dim % max(x.ndim, 1)
-    n = x.shape[axis] if x.ndim else 1
+    if x.ndim == 0:
+        return x
+    axis = dim % x.ndim
+    n = x.shape[axis]
     if not isinstance(n, int):
         raise ValueError(f"cumsum: the summed axis must have a known size, got shape {x.shape}")
     order = list(range(x.ndim))
@@ -668,6 +670,8 @@ def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:  # noqa: A00
 @converts(F.adaptive_avg_pool1d, torch.adaptive_avg_pool1d)
 def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:  # noqa: A002 - torch's name
     """Average pooling of (N, C, L) into `output_size` bins, as the 2-D pooling over a height of 1."""
+    if input.ndim != 3:
+        raise ValueError(f"adaptive_avg_pool1d: the input must be (N, C, L), got shape {input.shape}")
     pooled = ops.adaptive_avg_pool2d(ops.expand_dims(input, 2), (1, _single(output_size)))
     return ops.squeeze(pooled, (2,))
 

@@ -130,6 +130,7 @@ UNARY: dict[str, Case] = {
     "F.pad(all axes)": (lambda x: F.pad(x, (0, 1, 2, 0, 1, 1)), one(), EXACT),
     "Tensor.cumsum(bool)": (lambda x: (x > 0).cumsum(-1), one(), EXACT),
     "torch.cumsum(int, dim 0)": (lambda x: torch.cumsum((x * 4).int(), 0), one(), EXACT),
+    "torch.cumsum(0-d)": (lambda x: torch.cumsum(x[0, 0, 0], 0) + x, one(), EXACT),
     "torch.tril": (torch.tril, one(), EXACT), "Tensor.triu(1)": (lambda x: x.triu(1), one(), EXACT),
     "Tensor.tril_(-1)": (lambda x: (x * 1).tril_(-1), one(), EXACT),
     "torch.triu(bool, -2)": (lambda x: torch.triu(x > 0, diagonal=-2).float(), one(), EXACT),
