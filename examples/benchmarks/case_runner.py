@@ -1,7 +1,7 @@
 """Running benchmark cases so that no case can end the run: each case runs in a worker process, which is stopped
 when the case outlasts its timeout and replaced when it dies; the case's error, crash or timeout becomes its row and
 the run goes on. A `Budget` bounds the whole run: once it is spent no case starts (each becomes a 'skipped' row),
-and a running case is stopped when it runs out.
+and a running case is stopped when it runs out (a 'stopped' row: not judged, unlike a 'timeout').
 
 A worker is a module-level function `target(connection, *args)` that calls `serve(connection, run_one)`: it
 receives case names and sends back each case's row (a dict). Workers start by 'spawn' (a fresh interpreter, no
@@ -38,7 +38,8 @@ class Budget:
 
 
 def error_row(name: str, status: str, message: str) -> Row:
-    """The row of a case that did not produce its own: `status` 'error', 'timeout' or 'skipped', and why."""
+    """The row of a case that did not produce its own: `status` 'error', 'timeout', 'stopped' or 'skipped', and
+    why."""
     return {"case": name, "status": status, "error": message}
 
 
@@ -135,7 +136,8 @@ def run_guarded(names: Sequence[str], target: Callable[..., None], args: Sequenc
                 else:
                     row = worker.run(name, min(timeout, left))
                     if row["status"] == "timeout" and left < timeout:
-                        row["error"] = f"the time budget ran out after {left:.0f} s; its process was stopped"
+                        row = error_row(name, "stopped", f"the time budget ran out after {left:.0f} s; its process "
+                                                         "was stopped")
                 with lock:
                     rows[name] = row
                     on_row(row)

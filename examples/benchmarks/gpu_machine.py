@@ -17,7 +17,7 @@ SMI_FIELDS = ("driver_version", "clocks.sm", "clocks.max.sm", "clocks.mem", "clo
 
 def describe_machine(torch: Any) -> dict[str, Any]:
     """The machine and the software, as a flat dict of text and numbers (see the module docstring); `torch` None
-    where no GPU runs the cases (the emulator)."""
+    where torch does not run the cases (a smoke run)."""
     info: dict[str, Any] = {"python": platform.python_version(), "host": platform.node()}
     for package in ("hidet-lang", "torch", "triton", "cuda-bindings", "numpy"):
         try:
@@ -25,8 +25,12 @@ def describe_machine(torch: Any) -> dict[str, Any]:
         except importlib.metadata.PackageNotFoundError:
             pass
     info.update(_cublas_version())
-    if torch is None:
-        info["gpu"] = "none: CUDA modules run on the emulator"
+    if torch is None:  # a smoke run: our kernels only, on the emulator or on a GPU the driver reports
+        from codegen.runtime import cuda_driver
+        from codegen.runtime.cuda_backend import backend
+
+        on_gpu = backend() == "gpu"
+        info["gpu"] = cuda_driver.device_name() if on_gpu else "none: CUDA modules run on the emulator"
         return info
     props = torch.cuda.get_device_properties(0)
     info.update({"gpu": props.name, "capability": f"{props.major}.{props.minor}", "sms": props.multi_processor_count,

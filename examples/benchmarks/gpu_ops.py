@@ -282,7 +282,7 @@ def main() -> int:
 
     builds = run_guarded(list(cases), build_worker, (args.quick, target, cross), workers=args.jobs,
                          timeout=args.case_timeout, budget=budget, on_row=built)
-    failed = [row for row in builds if row["status"] in ("error", "timeout")]
+    failed = [row for row in builds if row["status"] in ("error", "timeout")]  # not those the budget stopped
     if args.build_only:
         print(f"{sum(row['status'] == 'built' for row in builds)} of {len(builds)} cases built for {target}")
         return report_skipped(builds) or (1 if failed else 0)
@@ -321,7 +321,7 @@ def main() -> int:
 
 
 def report_skipped(rows: list[Row]) -> int:
-    """Print the cases the budget skipped; how many there were."""
+    """Print the cases the budget skipped (those it stopped have their rows); how many there were."""
     skipped = [row["case"] for row in rows if row["status"] == "skipped"]
     if skipped:
         print(f"the budget was spent: {len(skipped)} case(s) skipped: {'; '.join(skipped)}")

@@ -1,7 +1,7 @@
 """examples/benchmarks/gpu_ops.py made for a short GPU window, on a machine without a GPU: `--build-only --arch
 sm_90a` builds full-size cases (the group_norm and conv rows among them) for a Hopper GPU; a case that fails, or
 whose process dies, is a row saying so and the other cases keep theirs; a case that hangs is stopped when the
-budget runs out, and the cases the budget leaves out are skipped and listed."""
+budget runs out (a row saying so, not a failure), and the cases the budget leaves out are skipped and listed."""
 
 from __future__ import annotations
 
@@ -56,11 +56,11 @@ def planted_script(tmp_path: Path) -> Path:
 
 def test_build_only_builds_full_size_cases_for_sm_90a_without_a_gpu(tmp_path: Path) -> None:
     done, report = run(["--build-only", "--arch", "sm_90a", "--only", "group_norm",
-                        "--only", "conv2d NHWC [32,64,56,56] 64x3x3/1 f16"], tmp_path)
+                        "--only", "conv2d NCHW [32,512,7,7] 512x3x3/1 f16"], tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "2 of 2 cases built for cuda:sm_90a" in done.stdout, done.stdout
     assert {row["case"]: row["status"] for row in report["builds"]} == {
-        "group_norm 32 groups [64, 256, 64, 64] f32": "built", "conv2d NHWC [32,64,56,56] 64x3x3/1 f16": "built"}
+        "group_norm 32 groups [64, 256, 64, 64] f32": "built", "conv2d NCHW [32,512,7,7] 512x3x3/1 f16": "built"}
     assert report["target"] == "cuda:sm_90a" and report["rows"] == []
 
 
@@ -80,9 +80,9 @@ def test_a_failing_or_crashing_case_is_a_row_and_the_others_keep_theirs(tmp_path
 def test_the_budget_stops_a_hanging_case_and_skips_the_rest_saying_so(tmp_path: Path) -> None:
     done, report = run(["--quick", "--only", "planted hang", "--only", "planted after", "--budget", "12"], tmp_path,
                        planted_script(tmp_path))
-    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]  # a case the budget stopped is not judged
     rows = {row["case"]: row for row in report["rows"]}
-    assert rows["planted hang"]["status"] == "timeout", rows
+    assert rows["planted hang"]["status"] == "stopped", rows
     assert rows["planted hang"]["error"].startswith("the time budget ran out after")
     assert rows["planted after"]["status"] == "skipped"
     assert "the budget was spent: 1 case(s) skipped: planted after" in done.stdout
