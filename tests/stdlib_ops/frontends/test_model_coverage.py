@@ -23,7 +23,7 @@ from torch.nn import functional as F  # noqa: E402, N812
 
 from stdlib_ops.frontends.torch_backend import CompiledFxGraph, hidet_lang_backend  # noqa: E402
 from stdlib_ops.frontends.torch_fx import unsupported_operations  # noqa: E402
-from tests.stdlib_ops.frontends.coverage_models import MODELS, built, outputs  # noqa: E402
+from tests.stdlib_ops.frontends.coverage_models import MODELS, CoverageModel, built, outputs  # noqa: E402
 
 EPS = float(np.finfo(np.float32).eps)
 STAGES = 8
@@ -57,18 +57,18 @@ class Listing:
                          for name, places in self.missing.items())
 
 
-def compiled_run(name: str) -> tuple[Listing, list[torch.Tensor], list[torch.Tensor]]:
-    """Model `name` through the listing backend: the backend, the compiled outputs and torch eager's."""
+def compiled_run(name: str) -> tuple[Listing, list[torch.Tensor], list[torch.Tensor], CoverageModel]:
+    """Model `name` through the listing backend: the backend, the compiled outputs, torch eager's, and the model."""
     torch._dynamo.reset()
     case = built(name)
     backend = Listing()
     with torch.no_grad():
         want = outputs(case.model(**case.inputs))
         got = outputs(torch.compile(case.model, backend=backend, dynamic=False)(**case.inputs))
-    return backend, got, want
+    return backend, got, want, case
 
 
-def tolerance(name: str) -> float:
+def tolerance(case: CoverageModel) -> float:
     """The largest difference from torch eager allowed, in units of an output's scale (its largest magnitude).
 
     Both sides compute the same float32 sums in different orders (blocked matmul templates against torch's
@@ -78,17 +78,16 @@ def tolerance(name: str) -> float:
     multiplying the earlier ones: at most (layers + 1) x STAGES x widest x eps of the output's scale, the one more
     for the embeddings and the head. The errors seen
     are a few ulps of it, far inside this worst case, which holds for any summation order."""
-    case = built(name)
     return (case.layers + 1) * STAGES * case.widest * EPS
 
 
 @pytest.mark.parametrize("name", MODELS)
 def test_forward_pass_converts_every_operation_and_matches_eager(name: str) -> None:
-    backend, got, want = compiled_run(name)
+    backend, got, want, case = compiled_run(name)
     assert not backend.missing, f"{name}: torch operations the conversion table lacks:\n{backend.report()}"
     assert backend.graphs == len(backend.compiled) >= 1
     assert len(got) == len(want), f"{name}: {len(got)} outputs, torch eager gives {len(want)}"
-    bound = tolerance(name)
+    bound = tolerance(case)
     for k, (g, w) in enumerate(zip(got, want)):
         assert g.dtype == w.dtype and g.shape == w.shape, (name, k, g.dtype, w.dtype, g.shape, w.shape)
         scale = float(w.abs().max()) if w.is_floating_point() else 0.0
@@ -96,8 +95,8 @@ def test_forward_pass_converts_every_operation_and_matches_eager(name: str) -> N
 
 
 def test_nanogpt_masked_fill_attention_becomes_one_attention_kernel() -> None:
-    masked, _, _ = compiled_run("nanogpt-block")
-    flash, _, _ = compiled_run("nanogpt-block-flash")
+    masked = compiled_run("nanogpt-block")[0]
+    flash = compiled_run("nanogpt-block-flash")[0]
     kernels = [kernel for graph in masked.compiled for kernel in graph.kernels]
     assert len(kernels) == sum(len(graph.kernels) for graph in flash.compiled)
     assert sum("attention" in kernel for kernel in kernels) == 1, kernels  # the mask is a causal attention's
