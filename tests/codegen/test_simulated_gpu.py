@@ -107,7 +107,10 @@ NOT_RERUN = ("tests/hidet_lang/test_fuzz_programs.py", "tests/hidet_lang/test_fu
              "tests/codegen/test_fuzz_findings.py", "tests/codegen/test_float_to_int.py",
              "tests/stdlib_ops/graph/test_rewrite_attention.py",
              # the emulator's precompiled header is the C++ compiler's business, the same on either path
-             "tests/codegen/test_precompiled_headers.py")
+             "tests/codegen/test_precompiled_headers.py",
+             # gpu_ops.py's guards and builds run with the emulator forced, and the GPU window's rehearsal sets up a
+             # simulated GPU of its own: a second run would repeat them
+             "tests/examples/test_gpu_ops.py", "tests/examples/test_gpu_window.py")
 # the benchmarks of the CPU operators, the users' CPU kernels and the emulator against C loops never take the GPU path
 NOT_RERUN_TESTS = (*(f"tests/examples/test_examples.py::test_example_runs[benchmarks/{name}.py --quick]"
                      for name in ("cpu_ops", "user_kernels", "emulator")),
