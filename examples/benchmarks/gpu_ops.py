@@ -25,7 +25,7 @@ that is stopped leaves the rows it had).
 peers: a smoke run of the script, not a measurement.
 
 Run: python examples/benchmarks/gpu_ops.py [--quick] [--list] [--only PATTERN ...] [--budget SECONDS]
-     [--json PATH] [--build-only --arch sm_90a]
+     [--json PATH] [--peers torch,triton] [--build-only --arch sm_90a]
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ if QUICK:
 from case_runner import Budget, Row, run_guarded, serve  # noqa: E402 - examples/benchmarks/, beside this script
 from gpu_cases import Case, all_cases  # noqa: E402
 from gpu_machine import describe_machine, header_lines  # noqa: E402
-from gpu_peers import peers_of  # noqa: E402
+from gpu_peers import PEERS, peers_of  # noqa: E402
 from timing import synced_median_time  # noqa: E402
 
 import stdlib_ops as ops  # noqa: E402
@@ -112,7 +112,7 @@ def peak_of(device: str, key: str) -> float | None:
     return None
 
 
-def run_case(case: Case, target: str, torch: Any, quick: bool) -> Row:
+def run_case(case: Case, target: str, torch: Any, quick: bool, peers: list[str]) -> Row:
     """Check, then time, every contender of `case` (see the module docstring); its row: seconds and rate per
     contender, and the peers that failed with why."""
     from codegen.runtime import cuda_driver
@@ -137,7 +137,7 @@ def run_case(case: Case, target: str, torch: Any, quick: bool) -> Row:
     for name, fn in fns.items():
         check(case, name, fn(), expected)
     failed: dict[str, str] = {}
-    for name, make in peers_of(torch).items():
+    for name, make in peers_of(torch, peers).items():
         try:
             fn = make(case)
             if fn is not None:
@@ -175,11 +175,11 @@ def build_worker(connection: Connection, quick: bool, target: str, cross: bool) 
     serve(connection, build)
 
 
-def case_worker(connection: Connection, quick: bool, target: str) -> None:
-    """The process that checks and times the cases it is sent, one at a time."""
+def case_worker(connection: Connection, quick: bool, target: str, peers: list[str]) -> None:
+    """The process that checks and times the cases it is sent, one at a time, beside the `peers` named."""
     torch = gpu_torch(quick)
     cases = selected_cases(quick, None)
-    serve(connection, lambda name: run_case(cases[name], target, torch, quick))
+    serve(connection, lambda name: run_case(cases[name], target, torch, quick, peers))
 
 
 def gpu_torch(quick: bool) -> Any:
@@ -238,6 +238,8 @@ def parse_arguments() -> argparse.Namespace:
                         help=f"stop a case after this many seconds (default {CASE_TIMEOUT_S})")
     parser.add_argument("--build-only", action="store_true", help="build the cases' kernels and stop (no GPU needed)")
     parser.add_argument("--arch", help="build for this architecture, e.g. sm_90a (default: the device's)")
+    parser.add_argument("--peers", type=lambda text: text.split(","), default=list(PEERS),
+                        help=f"the peers to time, comma-separated (default {','.join(PEERS)}, those installed)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="build processes (default: one a core)")
     parser.add_argument("--json", type=Path, metavar="PATH",
                         help="write every row there (default gpu_ops.json, none in --quick mode)")
@@ -290,7 +292,7 @@ def main() -> int:
     print(f"device: {device}; peaks: " + ", ".join(
         f"{key} {'?' if v is None else (f'{v / 1e12:.0f} TFLOP/s' if key != 'bytes' else f'{v / 1e9:.0f} GB/s')}"
         for key, v in peaks.items()))
-    columns = [*OURS, *peers_of(torch)]
+    columns = [*OURS, *peers_of(torch, args.peers)]
     print("each cell: median time, rate (TFLOP/s, or GB/s for memory-bound rows), % of the device's peak; "
           "ours: plain launches of the compiled graph, ours graph: replayed as a CUDA graph")
     print(f"{'case':<40}  " + "  ".join(f"{name:>22}" for name in columns), flush=True)
@@ -302,7 +304,7 @@ def main() -> int:
         write_json(args.json, report)
 
     broken = {row["case"]: row for row in failed}
-    rows = run_guarded([name for name in cases if name not in broken], case_worker, (args.quick, target),
+    rows = run_guarded([name for name in cases if name not in broken], case_worker, (args.quick, target, args.peers),
                        workers=1, timeout=args.case_timeout, budget=budget, on_row=ran)
     for row in broken.values():
         ran({**row, "error": f"failed to build: {row['error']}"})

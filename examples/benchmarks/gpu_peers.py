@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+PEERS = ("torch", "torch.compile", "triton")
+"""Their names, in the table's order."""
 
-def peers_of(torch: Any) -> dict[str, Callable[[Any], Callable[..., Any] | None]]:
-    """The peers that are installed (none without torch): each gives a case's function of torch tensors (None where
-    it has none)."""
+
+def peers_of(torch: Any, wanted: Sequence[str] | None = None) -> dict[str, Callable[[Any], Callable[..., Any] | None]]:
+    """The peers that are installed (none without torch), those named in `wanted` if given: each gives a case's
+    function of torch tensors (None where it has none)."""
     if torch is None:
         return {}
     peers: dict[str, Callable[[Any], Callable[..., Any] | None]] = {
@@ -22,7 +25,7 @@ def peers_of(torch: Any) -> dict[str, Callable[[Any], Callable[..., Any] | None]
         peers["triton"] = lambda case: case.triton
     except ImportError:
         pass
-    return peers
+    return {name: peer for name, peer in peers.items() if wanted is None or name in wanted}
 
 
 def triton_matmul(a: Any, b: Any) -> Any:
