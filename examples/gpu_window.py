@@ -3,7 +3,7 @@ machine running the project from its checkout, run
 
 1. `build`: gpu_ops.py's headline cases built for the device (`--build-only`, in parallel processes), in the
    background from the start, so that the kernels compile while the tests run;
-2. `tests`: the GPU-marked tests (`pytest -m gpu`);
+2. `tests`: the GPU-marked tests (`pytest -m gpu` over the files that have them);
 3. `ops`: gpu_ops.py's headline rows (`HEADLINE`: matmul f16/bf16 4096^3 and 8192^3 and the transformer's shapes,
    fused gelu, attention d64/d128 causal and not, decoding, add / softmax / layer_norm, the MLP graph, conv2d), each
    checked against torch in float64 first, with its JSON;
@@ -76,12 +76,19 @@ def steps(args: argparse.Namespace, out: Path) -> dict[str, Step]:
         "build": Step("build", [python, str(BENCHMARKS / "gpu_ops.py"), *quick, "--build-only", *patterns,
                                 "--json", str(out / "gpu_ops_build.json")]),
         "tests": Step("tests", [python, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider", "-m", "gpu",
-                                "tests"]),
+                                *gpu_test_files()]),
         "ops": Step("ops", [python, str(BENCHMARKS / "gpu_ops.py"), *quick, *patterns, "--json",
                             str(out / "gpu_ops.json")]),
         "tuning": Step("tuning", [python, "-m", "stdlib_ops.tuning", "time", str(args.bundle)] if args.bundle else []),
         "models": Step("models", [python, str(BENCHMARKS / "models.py"), "--gpu", "--batch", "1", *quick]),
     }
+
+
+def gpu_test_files() -> list[str]:
+    """The test files with GPU-marked tests (collecting only them starts the tests in seconds, not the whole
+    suite's collection)."""
+    return [str(path.relative_to(ROOT)) for path in sorted((ROOT / "tests").rglob("test_*.py"))
+            if "mark.gpu" in path.read_text(errors="replace")]
 
 
 def environment() -> dict[str, str]:
