@@ -10,7 +10,7 @@ toolchain's exceptions."""
 from hidet_lang.lazy import homes_of, lazy_attributes
 
 _HOMES = {
-    **homes_of("codegen.toolchain.cache", "CompilationCache", "PortableEntry", "cache_dir"),
+    **homes_of("codegen.toolchain.cache", "CompilationCache", "PortableEntry", "cache_dir", "install_entry"),
     **homes_of("codegen.toolchain.compiler", "CompilerInfo", "find_c_compiler"),
     **homes_of("codegen.toolchain.cpu_features", "machine_cpu_features"),
     **homes_of("codegen.toolchain.nvrtc", "compile_cubin", "default_arch", "supported_archs"),

@@ -32,8 +32,7 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
-from codegen.toolchain import PortableEntry
-from codegen.toolchain.cache import install_entry
+from codegen.toolchain import PortableEntry, install_entry
 from hidet_lang.target import Target
 from hidet_lang.version import __version__
 from stdlib_ops.graph.flow_graph import FlowGraph

@@ -21,9 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from codegen.build import build_module
-from codegen.runtime.arrays import DeviceArray, to_device
-from codegen.runtime.streams import synchronize
+from codegen import build_module
+from codegen.runtime import DeviceArray, synchronize, to_device
 from hidet_lang.ir.func import IRModule
 from hidet_lang.ir.types import TensorType
 from stdlib_ops.fusion.contract import the_kernel

@@ -14,9 +14,8 @@ import platform
 import re
 from pathlib import Path
 
-from codegen.runtime import cuda_driver
-from codegen.runtime.cuda_backend import backend
-from codegen.toolchain.nvrtc import default_arch
+from codegen.runtime import backend, device_name
+from codegen.toolchain import default_arch
 from hidet_lang.target import Target
 
 CPUINFO = Path("/proc/cpuinfo")
@@ -41,7 +40,7 @@ def _cpu_id() -> str:
 def _gpu_id() -> str:
     if backend() != "gpu":
         return "CUDA emulator"
-    return f"{cuda_driver.device_name()} {default_arch()}"
+    return f"{device_name()} {default_arch()}"
 
 
 def _cpu_model_and_flags() -> tuple[str, set[str]]:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
-from codegen.runtime.cuda_backend import backend
+from codegen.runtime import backend
 from hidet_lang.target import Target
 from stdlib_ops.graph.flow_graph import FlowGraph
 from stdlib_ops.task import Task

@@ -174,9 +174,9 @@ def test_unsupported_parameters_are_refused() -> None:
 
 
 def test_a_machine_without_vector_fma_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    import codegen.toolchain.cpu_features
+    import codegen.toolchain
 
-    monkeypatch.setattr(codegen.toolchain.cpu_features, "machine_cpu_features", lambda: frozenset({"sse", "avx"}))
+    monkeypatch.setattr(codegen.toolchain, "machine_cpu_features", lambda: frozenset({"sse", "avx"}))
     assert machine_lanes() is None
     with pytest.raises(ScheduleError, match="enables no vector fused multiply-add"):
         matmul_cpu(1, 8, 8, 8)
