@@ -1,7 +1,7 @@
 """Suite-wide settings: every module a test lowers has its IR verified after every pipeline step; every CUDA
 module built by a test is also compiled to cubin for sm_80 and sm_90 and checked; tests marked `gpu` are skipped
-where no CUDA GPU is usable; the hypothesis profile is `$HYPOTHESIS_PROFILE` (`default`, `thorough`, `rerun` or
-`mutation`)."""
+where no CUDA GPU is usable; the longest test files come first; the hypothesis profile is `$HYPOTHESIS_PROFILE`
+(`default`, `thorough`, `rerun` or `mutation`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,16 @@ os.environ.setdefault("HIDET_LANG_VERIFY_CUBINS", "sm_80,sm_90")
 load_profile()  # HYPOTHESIS_PROFILE=thorough: ten times the examples (tests count them with example_count)
 
 
+# The test files that take longest, run first: spread over several workers (`-n auto`, a file to a worker), the
+# suite then ends with short files on every worker rather than one long file on one of them.
+LONGEST_FIRST = ("tests/codegen/test_simulated_gpu.py", "tests/stdlib_ops/frontends/test_models.py",
+                 "tests/examples/test_examples.py", "tests/stdlib_ops/operators/test_ops_drawn_shapes.py",
+                 "tests/stdlib_ops/operators/test_ops_nn.py", "tests/stdlib_ops/test_template_dispatch.py")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {path: index for index, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: the rest keep their order
     gpu_tests = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_tests:
         return
