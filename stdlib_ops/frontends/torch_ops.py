@@ -30,7 +30,6 @@ import torch.nn.functional as F  # noqa: N812 - torch's own alias
 from torch import nn
 
 import stdlib_ops as ops
-from stdlib_ops.operators.base import result_dtype
 from stdlib_ops.tensor import DTYPES, Tensor
 
 Converter = Callable[..., Any]
@@ -160,15 +159,23 @@ METHODS["__rmul__"] = lambda input, other: ops.mul(other, input)
 @converts(torch.div, torch.divide, torch.true_divide, operator.truediv, operator.itruediv, "div", "div_",
           "divide", "true_divide", "__truediv__", "__rtruediv__", operator.floordiv, "__floordiv__")
 def div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Tensor:  # noqa: A002 - torch's name
-    """True division, or rounded toward zero ('trunc') or down ('floor', which `//` is)."""
-    q = ops.div(*promoted(input, other))
+    """True division, or rounded toward zero ('trunc') or down ('floor', which `//` is). Integers are divided
+    exactly (`ops.floor_divide`, whatever their size), never through a float quotient."""
+    a, b = promoted(input, other)
     if rounding_mode is None:
-        return q
+        return ops.div(a, b)
     if rounding_mode == "floor":
-        return ops.floor(q)
-    if rounding_mode == "trunc":
+        return ops.floor_divide(a, b)
+    if rounding_mode != "trunc":
+        raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+    if any(isinstance(v, float) or isinstance(v, Tensor) and _is_float(v) for v in (a, b)):
+        q = ops.div(a, b)
         return ops.where(ops.less(q, 0), ops.ceil(q), ops.floor(q))
-    raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+    # the floored quotient, one more where a remainder is left and the exact quotient is negative (the remainder,
+    # which takes the divisor's sign, then has another sign than the dividend)
+    q, r = ops.floor_divide(a, b), ops.remainder(a, b)
+    rounded_down = ops.not_equal(ops.less(r, 0), ops.less(a, 0))
+    return ops.where(ops.not_equal(r, 0), ops.where(rounded_down, ops.add(q, 1), q), q)
 
 
 FUNCTIONS[operator.floordiv] = FUNCTIONS[operator.ifloordiv] = lambda a, b: div(a, b, rounding_mode="floor")
@@ -179,11 +186,7 @@ METHODS["__rtruediv__"] = lambda input, other: ops.div(other, input)
 @converts(torch.remainder, operator.mod, "remainder", "__mod__")
 def remainder(input: Any, other: Any) -> Tensor:  # noqa: A002 - torch's name
     """input - floor(input / other) * other (the sign of `other`, as Python's %), in the operands' dtype."""
-    like = input if isinstance(input, Tensor) else other
-    a, b = promoted(input, other)
-    out = ops.sub(a, ops.mul(div(a, b, rounding_mode="floor"), b))
-    dtype = result_dtype(*[_as_tensor(v, like).dtype for v in (a, b)])
-    return _cast(out, dtype)
+    return ops.remainder(*promoted(input, other))
 
 
 @converts(torch.pow, operator.pow, operator.ipow, "pow", "pow_", "__pow__", "__rpow__")

@@ -437,3 +437,24 @@ def test_gelu_tanh_matches_torch_formula() -> None:
     got = convert_and_run(lambda t: F.gelu(t, approximate="tanh"), x)
     want = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x.astype(np.float64) ** 3)))
     np.testing.assert_allclose(got.numpy(), want, rtol=TRANSCENDENTAL[0], atol=TRANSCENDENTAL[1])
+
+
+INTEGER_DIVISIONS: dict[str, Callable[..., Any]] = {
+    "operator.floordiv": lambda a, b: a // b, "operator.mod": lambda a, b: a % b,
+    "torch.div(floor)": lambda a, b: torch.div(a, b, rounding_mode="floor"),
+    "torch.div(trunc)": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+    "torch.remainder(scalar)": lambda a, b: torch.remainder(a, 7), "Tensor.__floordiv__(scalar)": lambda a, b: a // -3,
+}
+
+
+@pytest.mark.parametrize("case", INTEGER_DIVISIONS)
+@SETTINGS
+@given(draw=st.data())
+def test_integer_division_is_exact_at_any_size(case: str, draw: st.DataObject) -> None:
+    """int64 operands of any size (past 2^53 too, where a float quotient would round) and sign: torch's results."""
+    n = draw.draw(st.integers(1, 9))
+    big = st.integers(-(2 ** 63) + 1, 2 ** 63 - 1)
+    a = np.array(draw.draw(st.lists(big, min_size=n, max_size=n)), np.int64)
+    b = np.array(draw.draw(st.lists(big.filter(lambda v: v != 0) | st.sampled_from([-3, -1, 1, 2, 7]),
+                                    min_size=n, max_size=n)), np.int64)
+    check(INTEGER_DIVISIONS[case], [a, b], EXACT)
