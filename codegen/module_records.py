@@ -19,6 +19,7 @@ from codegen.toolchain import cache_entries
 from codegen.toolchain.cache import cache_dir
 from codegen.toolchain.cache_entries import Artifact
 from codegen.toolchain.cache_keys import record_key
+from codegen.toolchain.code_identity import project_code_identity
 from hidet_lang.ir.func import IRModule
 from hidet_lang.target import Target
 from hidet_lang.version import __version__
@@ -34,7 +35,8 @@ def module_record_key(module: IRModule, target: Target, options: tuple[str, ...]
         ir = pickle.dumps(module, protocol=pickle.HIGHEST_PROTOCOL)
     except (pickle.PicklingError, TypeError, AttributeError):
         return None
-    return record_key(ir, target=str(target), options=options, machine=machine, version=__version__)
+    return record_key(ir, target_text=str(target), options=options, machine=machine, version=__version__,
+                      code=project_code_identity())
 
 
 def find_record(key: str) -> dict[str, Any] | None:

@@ -33,7 +33,7 @@ def cache_key(
     parts = [_KEY_SCHEMA, source, compiler_identity, "\x1f".join(flags), language, include_hash, version]
     if _uses_native(flags):
         parts.append(host_cpu())
-    return _digest(parts)
+    return digest_parts(parts)
 
 
 def cubin_cache_key(
@@ -42,7 +42,7 @@ def cubin_cache_key(
     """Return the hex sha256 that names the cache entry of the cubin of `source` for `arch`, built with these
     NVRTC options by this toolkit, with include directories whose contents hash to `include_hash`."""
     parts = [_CUBIN_KEY_SCHEMA, source, arch, "\x1f".join(options), toolkit_identity, include_hash, version]
-    return _digest(parts)
+    return digest_parts(parts)
 
 
 def precompiled_header_key(
@@ -53,46 +53,17 @@ def precompiled_header_key(
     parts = [_PRECOMPILED_HEADER_KEY_SCHEMA, header, compiler_identity, "\x1f".join(flags), include_hash, version]
     if _uses_native(flags):
         parts.append(host_cpu())
-    return _digest(parts)
+    return digest_parts(parts)
 
 
-def record_key(module_ir: bytes, *, target: str, options: Sequence[str], machine: str, version: str) -> str:
-    """Return the hex sha256 that names the record of a module whose IR pickles to `module_ir`, built for `target`
-    with `options` on `machine` (what the target's backend says decides its output besides the IR), by this
-    version of the project's code (`project_code_identity`)."""
-    parts = [_RECORD_KEY_SCHEMA, hashlib.sha256(module_ir).hexdigest(), target, "\x1f".join(options), machine,
-             version, project_code_identity()]
-    return _digest(parts)
-
-
-@functools.cache
-def project_code_identity() -> str:
-    """A fingerprint of the code that turns IR into binaries: the path, size and modification time of every Python
-    module and header of the language (`hidet_lang`) and the code generator (`codegen`), read once per process.
-
-    A build remembered by its IR (`codegen.module_records`) is reused only while this is unchanged, so that an edit
-    of a pass, an emitter or a header is never answered by a library the old code made. An installed release (in a
-    `site-packages` directory) is named by its version, part of every key, and its files are not read."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    if os.path.basename(root) in ("site-packages", "dist-packages"):
-        return ""
-    found: list[str] = []
-    for package in ("hidet_lang", "codegen"):
-        _code_files(os.path.join(root, package), found)
-    found.sort()
-    return hashlib.sha256("\n".join(found).encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _code_files(directory: str, found: list[str]) -> None:
-    """Append `path:size:mtime` of every Python module and header below `directory` to `found`."""
-    with os.scandir(directory) as scan:
-        for entry in scan:
-            if entry.is_dir(follow_symlinks=False):
-                if entry.name != "__pycache__":
-                    _code_files(entry.path, found)
-            elif entry.name.endswith((".py", ".h")):
-                status = entry.stat()
-                found.append(f"{entry.path}:{status.st_size}:{status.st_mtime_ns}")
+def record_key(module_ir: bytes, *, target_text: str, options: Sequence[str], machine: str, version: str,
+               code: str) -> str:
+    """Return the hex sha256 that names the record of a module whose IR pickles to `module_ir`, built for the target
+    spelled `target_text` with `options` on `machine` (what the target's backend says decides its output besides the
+    IR), by this version of the project's code (`code`: `code_identity.project_code_identity`)."""
+    parts = [_RECORD_KEY_SCHEMA, hashlib.sha256(module_ir).hexdigest(), target_text, "\x1f".join(options), machine,
+             version, code]
+    return digest_parts(parts)
 
 
 def hash_include_dirs(include_dirs: Sequence[str]) -> str:
@@ -117,7 +88,7 @@ def file_sha256(path: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def _digest(parts: Sequence[str]) -> str:
+def digest_parts(parts: Sequence[str]) -> str:
     """The hex sha256 of `parts`, each length-prefixed so that no two different lists collide."""
     digest = hashlib.sha256()
     for part in parts:

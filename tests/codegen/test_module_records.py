@@ -18,10 +18,11 @@ from hypothesis import strategies as st
 
 import codegen.backends
 import codegen.build
+import codegen.module_records
 import hidet_lang as hidet
 from codegen.build import build_module
 from codegen.module_records import RECORD
-from codegen.toolchain import cache, cache_keys
+from codegen.toolchain import cache
 from hidet_lang.ir.func import IRModule
 from hidet_lang.passes.pipeline import DUMP_ENV_VAR, VERIFY_ENV_VAR
 from hidet_lang.types import f32, i32
@@ -137,7 +138,7 @@ def test_what_could_change_the_build_builds_again(change: str, cache_root: Path,
     built = _built_then_forgotten(_ir(scale_rows))
     options = {}
     if change == "project code":
-        monkeypatch.setattr(cache_keys, "project_code_identity", lambda: "an edited pass")
+        monkeypatch.setattr(codegen.module_records, "project_code_identity", lambda: "an edited pass")
     elif change == "machine":
         backend = type(codegen.build.backend_for(hidet.target.Target.of("cpu")))
         monkeypatch.setattr(backend, "machine", lambda self, target: "another compiler")
@@ -170,6 +171,7 @@ import hidet_lang as hidet
 from hidet_lang.types import f32
 import codegen.backends
 import codegen.build
+import codegen.module_records
 
 if sys.argv[1] == "forbid":
     def refuse(*args, **kwargs):
