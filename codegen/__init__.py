@@ -13,7 +13,7 @@ from hidet_lang.lazy import homes_of, lazy_attributes
 
 _HOMES = {
     **homes_of("codegen.build", "build_module"),
-    **homes_of("codegen.backends", "Backend", "backend_for", "with_device_arch"),
+    **homes_of("codegen.backends", "Backend", "backend_for", "resolve_target", "with_device_arch"),
     **homes_of("codegen.runtime.module", "CompiledModule"),
     **homes_of("codegen.toolchain.cache", "PortableEntry"),
     **homes_of("codegen.runtime.arrays", "asarray", "empty", "randn", "zeros"),

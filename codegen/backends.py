@@ -1,9 +1,10 @@
 """One backend per kind of target: how a module is prepared for it and built into a `CompiledModule`.
 
 `build_module` parses the target, asks `backend_for(target)` to complete it with what only the machine knows (the
-CPU's instruction-set extensions for a module with vector types; whether CUDA code runs on a GPU or the emulator),
-lowers the module for it, and hands the lowered module to the backend's `build`. A new kind of target is a new
-`Backend` registered in `BACKENDS`; the lowering and the callers stay as they are.
+CPU's instruction-set extensions for a module with vector types; whether CUDA code runs on a GPU or the emulator:
+`resolve_target`), lowers the module for it, and hands the lowered module, with the completed target, to the
+backend's `build`; the compiled module keeps that target. A new kind of target is a new `Backend` registered in
+`BACKENDS`; the lowering and the callers stay as they are.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ class CpuBackend(Backend):
         flags = (*DEFAULT_C_FLAGS, *(vector_math.LINK_FLAGS if emitter.vector_math_used else ()))
         lib = build_and_load(source, language="c", flags=flags, version=__version__)
         interface = ModuleInterface.of(lowered, emitter.function_names)
-        return CompiledModule(interface, lib, str(target), lowered=lambda: lowered, sources={"c": source},
+        return CompiledModule(interface, lib, target, lowered=lambda: lowered, sources={"c": source},
                               after_call=[bounds_checks(lib)] if check else [])
 
     def machine(self, target: Target) -> str | None:
@@ -97,7 +98,8 @@ class CpuBackend(Backend):
                 "callers": {source: marshal.dumps(code) for source, code in built.callers.items()}}
 
     def load(self, record: dict[str, Any], module: IRModule, target: Target, *, check: bool) -> CompiledModule | None:
-        """The recorded library, loaded; its `ir` lowers `module` again on first use."""
+        """The recorded library, loaded, for `target` completed as a build completes it; its `ir` lowers `module`
+        again on first use."""
         try:
             found = recorded_library(record["library"])
             if found is None:
@@ -108,9 +110,19 @@ class CpuBackend(Backend):
             interface = record["interface"]
         except (OSError, ValueError, KeyError, TypeError, EOFError):
             return None
-        return CompiledModule(interface, lib, str(target), sources={"c": source}, callers=callers,
-                              lowered=lambda: lower(module, self.resolve(target, module), verify_ir=check),
+        resolved = self.resolve(target, module)
+        return CompiledModule(interface, lib, resolved, sources={"c": source}, callers=callers,
+                              lowered=lambda: lower(module, resolved, verify_ir=check),
                               after_call=[bounds_checks(lib)] if check else [])
+
+
+def resolve_target(target: Target) -> Target:
+    """`target` completed with where its code runs in this process: a CUDA target with the GPU's architecture
+    (else `nvrtc.FALLBACK_ARCH`) where it names none, and marked `emulated` where CUDA modules run on the emulator
+    (`runtime.cuda_backend`); any other target as it is. What a compiled module or graph keeps as its target."""
+    if not target.is_cuda:
+        return target
+    return dataclasses.replace(target, arch=target.arch or default_arch(), emulated=backend() == "emulator")
 
 
 def with_device_arch(target: Target) -> Target:
@@ -119,24 +131,24 @@ def with_device_arch(target: Target) -> Target:
     otherwise. Choosing a kernel for the resolved target takes the templates the GPU runs fastest (an sm_90a one on
     a Hopper GPU); on the emulator a target without an architecture keeps none, so that its choices stay the
     portable ones."""
-    if target.kind != TargetKind.CUDA or target.arch is not None or backend() != "gpu":
+    if target.arch is not None:
         return target
-    return dataclasses.replace(target, arch=default_arch())
+    resolved = resolve_target(target)
+    return target if resolved.emulated else resolved
 
 
 class CudaBackend(Backend):
     """CUDA C compiled by NVRTC and launched on a GPU, or compiled by the C++ compiler for the CUDA emulator."""
 
     def resolve(self, target: Target, module: IRModule) -> Target:
-        """The target marked `emulated` where CUDA modules run on the emulator (`runtime.cuda_backend`), with the
-        GPU's architecture (else `nvrtc.FALLBACK_ARCH`) where it names none, so that the lowering checks the
-        intrinsics against the architecture the module is built for."""
-        return dataclasses.replace(target, arch=target.arch or default_arch(), emulated=backend() == "emulator")
+        """`resolve_target(target)`: marked `emulated` where CUDA modules run on the emulator, with an architecture,
+        so that the lowering checks the intrinsics against the architecture the module is built for."""
+        return resolve_target(target)
 
     def build(self, lowered: IRModule, target: Target, *, check: bool, fast_math: bool) -> CompiledModule:
         from codegen.cuda_build import build_cuda_module  # the CUDA code generator loads with the first CUDA build
 
-        return build_cuda_module(lowered, target.arch, check=check, fast_math=fast_math)
+        return build_cuda_module(lowered, target, check=check, fast_math=fast_math)
 
 
 BACKENDS: dict[TargetKind, Backend] = {TargetKind.CPU: CpuBackend(), TargetKind.CUDA: CudaBackend()}

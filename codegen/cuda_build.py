@@ -19,18 +19,17 @@ import re
 from codegen.emit.cuda_emitter import emit_cuda
 from codegen.emit.kernel_plan import ModulePlan, plan_module
 from codegen.runtime import cuda_driver, emulator_memory, streams
-from codegen.runtime.cuda_backend import backend
 from codegen.runtime.interface import ModuleInterface
 from codegen.runtime.module import AfterCall, CompiledModule, bounds_checks
 from codegen.toolchain.cache import build_and_load, build_cubin, build_library
 from codegen.toolchain.compiler import DEFAULT_C_FLAGS, SEMANTICS_FLAGS, map_c_line_to_dsl
 from codegen.toolchain.elf import STT_FUNC, read_symbols
 from codegen.toolchain.headers import INCLUDE_DIR, cuda_limit_flags
-from codegen.toolchain.nvrtc import default_arch, normalize_arch
+from codegen.toolchain.nvrtc import normalize_arch
 from hidet_lang.ir.func import DEVICE_KINDS, IRModule
 from hidet_lang.ir.functor import collect
 from hidet_lang.ir.stmt import AssertStmt
-from hidet_lang.passes.cuda_limits import shared_memory_per_block
+from hidet_lang.target import Target
 from hidet_lang.version import __version__
 
 CHECK_ENV_VAR = "HIDET_LANG_EMU_CHECK"
@@ -52,12 +51,15 @@ FAST_MATH_OPTIONS = ("--use_fast_math",)
 fused multiply-adds, and single-precision denormals flushed to zero."""
 
 
-def build_cuda_module(module: IRModule, arch: str | None, check: bool = False,
+def build_cuda_module(module: IRModule, target: Target, check: bool = False,
                       fast_math: bool = False) -> CompiledModule:
-    """Compile a lowered CUDA module for `arch` ('sm_XY'; the GPU's, else sm_80, when None); `check` (or
+    """Compile a CUDA module lowered for `target` (completed by `backends.resolve_target`: it names the
+    architecture, and `target.emulated` says whether the module runs on the emulator or a GPU); `check` (or
     `HIDET_LANG_EMU_CHECK=1`) builds the emulator's checking mode; `fast_math` compiles the kernels with
     `FAST_MATH_OPTIONS` for a GPU (the emulator computes as it would without)."""
-    arch = normalize_arch(arch) if arch else default_arch()
+    if not target.is_cuda or target.arch is None:
+        raise ValueError(f"build_cuda_module: a CUDA target with an architecture is needed, got '{target}'")
+    arch = target.arch
     plan = plan_module(module)
     device_source, host_source = emit_cuda(plan)
     options = FAST_MATH_OPTIONS if fast_math else ()
@@ -69,27 +71,27 @@ def build_cuda_module(module: IRModule, arch: str | None, check: bool = False,
     sources = {"cuda": device_source, "host": host_source}
     interface = ModuleInterface.of(module, dict(plan.host_names))
     verify_cubins(plan, device_source, host_source, os.environ.get(VERIFY_ENV_VAR, ""))
-    if backend() == "gpu":
+    if not target.emulated:
         # the host library is bound to the kernels it launches: one library for each device source
         kernels_flag = f"-DHIDET_LANG_KERNELS={hashlib.sha256(device_source.encode()).hexdigest()[:16]}"
         lib = build_and_load(host_source, language="c", flags=(*HOST_FLAGS, kernels_flag), version=__version__)
         cu_module = _bind_gpu(plan, lib, cubin())
         checks = [_launch_checks(lib, host_source), _gpu_assert_checks(module, cu_module)]
-        return CompiledModule(interface, lib, f"cuda:{arch}", lowered=lambda: module, sources=sources, on_gpu=True,
-                              cubin=cubin, after_call=[c for c in checks if c is not None])
+        return CompiledModule(interface, lib, target, lowered=lambda: module, sources=sources, cubin=cubin,
+                              after_call=[c for c in checks if c is not None])
     check = check or os.environ.get(CHECK_ENV_VAR, "") not in ("", "0")
-    lib, combined = build_emulator(plan, check, arch)
+    lib, combined = build_emulator(plan, check, target)
     checks = [functools.partial(emulator_memory.launched, lib), _launch_checks(lib, combined),
               _emulator_assert_checks(module, lib), bounds_checks(lib) if check else None]
-    return CompiledModule(interface, lib, f"cuda:{arch}", lowered=lambda: module, sources=sources, cubin=cubin,
+    return CompiledModule(interface, lib, target, lowered=lambda: module, sources=sources, cubin=cubin,
                           after_call=[c for c in checks if c is not None])
 
 
-def build_emulator(plan: ModulePlan, check: bool, arch: str) -> tuple[ctypes.CDLL, str]:
+def build_emulator(plan: ModulePlan, check: bool, target: Target) -> tuple[ctypes.CDLL, str]:
     """The emulator's library for a planned CUDA module (in checking mode when `check`; launches limited to
-    what architecture `arch` allows), and its C++ source: the kernels, the host functions and one exported
-    `launch_<kernel>` per kernel."""
-    emu_device, emu_host = emit_cuda(plan, emulator=True, check=check, smem_limit=shared_memory_per_block(arch))
+    what the architecture of `target` allows), and its C++ source: the kernels, the host functions and one
+    exported `launch_<kernel>` per kernel."""
+    emu_device, emu_host = emit_cuda(plan, emulator=True, check=check, smem_limit=target.shared_memory_per_block)
     combined = emu_device + "\n" + emu_host
     return build_and_load(combined, language="c++", flags=EMULATOR_FLAGS, version=__version__), combined
 

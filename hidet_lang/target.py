@@ -1,8 +1,9 @@
 """What code is built for: a `Target` names the kind of machine (the CPU, or CUDA on a GPU or the CUDA emulator),
 the CUDA architecture (`sm_80`, `sm_90a`, ...) and the features that follow from it.
 
-Targets are spelled `'cpu'`, `'cuda'` and `'cuda:<arch>'`; `Target.of` reads a spelling (or passes a `Target`
-through), and `str(target)` gives it back, so every layer takes either and keys caches by the text. An
+Targets are spelled `'cpu'`, `'cuda'` and `'cuda:<arch>'`; the public entry points (`build_module`, a graph's
+`build`, `tune`, ...) read a spelling once with `Target.of` (which passes a `Target` through), and every layer past
+them takes a `Target`; `str(target)` gives the spelling back, which keys caches and goes into files. An
 architecture with the `a` suffix (`sm_90a`) enables the features specific to that architecture (Hopper's
 warpgroup MMA and tensor memory accelerator), which run on that architecture only; `f` (`sm_100f`) a family's.
 """
@@ -94,6 +95,16 @@ class Target:
     def is_cuda(self) -> bool:
         """Whether the target is CUDA (a GPU or the emulator)."""
         return self.kind == TargetKind.CUDA
+
+    @property
+    def shared_memory_per_block(self) -> int:
+        """The shared memory a block may have on this CUDA target's architecture, in bytes
+        (`hidet_lang.passes.cuda_limits`); ValueError for a target without an architecture."""
+        if not self.is_cuda or self.arch is None:
+            raise ValueError(f"target '{self}' has no CUDA architecture to limit shared memory by")
+        from hidet_lang.passes.cuda_limits import shared_memory_per_block  # it reads `arch_number` from here
+
+        return shared_memory_per_block(self.arch)
 
     def has_arch(self, minimum: str) -> bool:
         """Whether code needing CUDA architecture `minimum` runs on this target: its compute capability is at

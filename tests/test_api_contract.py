@@ -29,7 +29,7 @@ def test_section_1_a_cpu_function() -> None:
     m["launch"](a, b, c)
     np.testing.assert_array_equal(c, a + b)
     assert "void launch(float * a, float * b, float * c)" in m.source()
-    assert m.target == "cpu"
+    assert m.target == hidet.target.Target.of("cpu")
 
 
 def test_section_1_runtime_sizes_through_pointers() -> None:

@@ -35,21 +35,21 @@ class CompiledModule:
     """A built module. `m(*args)` calls its only public function (of several, the one named `launch`, as in Hidet);
     `m['name'](*args)` any host-callable one.
 
-    `interface` says how its host-callable functions are called (`runtime.interface`); `lowered` gives the module as
-    lowered for `target` (called on the first use of `ir`). `sources` maps a name to generated source: 'c' for a
-    CPU module; 'cuda' (what NVRTC compiles) and 'host' (the launchers and host functions) for a CUDA module.
+    `interface` says how its host-callable functions are called (`runtime.interface`); `target` is the `Target` it
+    was built for, as the build completed it (`codegen.backends.resolve_target`: a CUDA module's names its
+    architecture, and `emulated` says whether it runs on the CUDA emulator or a GPU); `lowered` gives the module
+    as lowered for `target` (called on the first use of `ir`). `sources` maps a name to generated source: 'c' for
+    a CPU module; 'cuda' (what NVRTC compiles) and 'host' (the launchers and host functions) for a CUDA module.
     `source()` returns the first. `callers` is the code of the Python callers of its functions by their source
     (`arguments.make_caller`), given for a module loaded from its record and kept for recording one.
     """
 
-    def __init__(self, interface: ModuleInterface, lib: ctypes.CDLL, target: str, *,
-                 lowered: Callable[[], IRModule], sources: Mapping[str, str],
-                 after_call: Sequence[AfterCall] = (), on_gpu: bool = False,
+    def __init__(self, interface: ModuleInterface, lib: ctypes.CDLL, target: Target, *,
+                 lowered: Callable[[], IRModule], sources: Mapping[str, str], after_call: Sequence[AfterCall] = (),
                  cubin: Callable[[], bytes] | None = None, callers: dict[str, CodeType] | None = None) -> None:
         self.interface = interface
         self.callers: dict[str, CodeType] = {} if callers is None else callers
         self.target = target
-        self.on_gpu = on_gpu
         self._lowered = lowered
         self._ir: IRModule | None = None
         self._sources = sources
@@ -64,15 +64,20 @@ class CompiledModule:
             c_function = getattr(lib, interface.c_names[f.name])
             c_function.argtypes = [ctype_of(p.type) for p in f.params]
             c_function.restype = None if isinstance(f.ret_type, VoidType) else ctype_of(f.ret_type)
-            self.functions[f.name] = make_caller(f, c_function, after, on_gpu=on_gpu, written=interface.written[f.name],
-                                                   compiled=self.callers)
-            if target == "cpu" and after is None and all(not isinstance(p.type, DataType) for p in f.params):
+            self.functions[f.name] = make_caller(f, c_function, after, on_gpu=self.on_gpu,
+                                                 written=interface.written[f.name], compiled=self.callers)
+            if not target.is_cuda and after is None and all(not isinstance(p.type, DataType) for p in f.params):
                 self._direct[f.name] = c_function
         public = [f.name for f in interface.signatures if f.attrs.kind == FuncKind.PUBLIC]
         candidates = public or list(self.functions)
         # one public function, or (as in Hidet) the one named `launch`
         self._default = candidates[0] if len(candidates) == 1 else ("launch" if "launch" in candidates else None)
         self._param_names = {f.name: tuple(p.name for p in f.params) for f in interface.signatures}
+
+    @property
+    def on_gpu(self) -> bool:
+        """Whether the module runs on a GPU (a CUDA module not `emulated`)."""
+        return self.target.is_cuda and not self.target.emulated
 
     @property
     def ir(self) -> IRModule:
@@ -88,13 +93,13 @@ class CompiledModule:
         entry is no longer intact in the cache (a build of the module publishes it again)."""
         entries = [export_entry(self.library_path)]
         if self.on_gpu:
-            meta = {"arch": Target.of(self.target).arch, "package_version": __version__}
+            meta = {"arch": self.target.arch, "package_version": __version__}
             entries.append(PortableEntry(CUBIN.file, self.source("cuda"), meta, self.cubin))
             entries.append(export_entry(streams.current_stream_library_path()))
         return entries
 
     @staticmethod
-    def load(ir: IRModule, target: str, entries: Sequence[PortableEntry], *, source: str) -> CompiledModule:
+    def load(ir: IRModule, target: Target, entries: Sequence[PortableEntry], *, source: str) -> CompiledModule:
         """`ir` (a module before lowering) built for `target` once `entries` (from `export`) are installed in the
         compilation cache, so that the build compiles nothing. An entry that does not apply here (of another
         package version, or a library made for another machine) is left out with a RuntimeWarning that names
@@ -177,13 +182,13 @@ class CompiledModule:
         shared memory, the most threads a block may have, the theoretical occupancy and what limits it, then
         each kernel's SASS opcodes, counted (`codegen.toolchain.cubin_report`)."""
         if self._report is None:
-            if self.target.startswith("cuda"):
+            if self.target.is_cuda:
                 # the cubin's tools (ptxas, the disassemblers, their subprocesses) load with the first CUDA report
                 from codegen.runtime.kernel_launches import kernel_launches
                 from codegen.toolchain.cubin_report import cuda_module_report
 
                 self._report = cuda_module_report(self.source("cuda"), lambda: self.cubin,
-                                                  Target.of(self.target).arch, kernel_launches(self.ir),
+                                                  self.target.arch, kernel_launches(self.ir),
                                                   include_dirs=[str(INCLUDE_DIR)])
             else:
                 self._report = vectorization_report(self._sources["c"])

@@ -15,9 +15,10 @@ import numpy as np
 from hidet_lang.explorer.ir_lines import step_lines
 from hidet_lang.explorer.pictures import pictures_of
 from hidet_lang.explorer.program import PROGRAM_FILE, Workspace
-from hidet_lang.explorer.stages import build_options, dump_folder, graph_stages, module_stages, workspace_dumps
+from hidet_lang.explorer.stages import dump_folder, graph_stages, module_stages, module_target, workspace_dumps
 from hidet_lang.explorer.tolerance import Tolerance, chosen_tolerance, graph_terms, kernel_terms
 from hidet_lang.explorer.verdict import Compared, Verdict, judge
+from hidet_lang.target import Target
 
 TIMING_BUDGET_S = 0.25  # per timed function: calls until this much time has passed (at least 3, at most 100)
 
@@ -48,12 +49,6 @@ def program_values(namespace: dict[str, Any]) -> tuple[dict[str, Any], dict[str,
     return modules, graphs
 
 
-def _built_target(module: Any) -> str:
-    from hidet_lang.target import implied_target_kind
-
-    return str(implied_target_kind(module.ir_module()).value)
-
-
 def _mappings_in(module: Any) -> dict[str, Any]:
     from hidet_lang.ir.functor import collect
     from hidet_lang.ir.stmt import ForMappingStmt
@@ -75,13 +70,13 @@ def compile_job(workspace: Workspace, job: dict[str, Any]) -> dict[str, Any]:
     for name, module in modules.items():
         progress(f"building {name}")
         values.update(_mappings_in(module))
-        built = module.build(**build_options(_built_target(module), job.get("arch", ""), job.get("check", False)))
+        built = module.build(module_target(module, job.get("arch", "")), check=job.get("check", False))
         built_modules.append(module_stages(name, built, workspace))
         ir = module.ir_module()
         line_maps[dump_folder(ir)] = step_lines(ir, built.ir.target, PROGRAM_FILE)
     for name, graph in graphs.items():
         progress(f"building the graph {name}")
-        built_graphs.append(graph_stages(name, graph, graph.build(target=job.get("target", "cpu"))))
+        built_graphs.append(graph_stages(name, graph, graph.build(Target.of(job.get("target", "cpu")))))
     if not modules and not graphs:
         raise ValueError("the program defines no script module (`with hidet.script_module() as module:`) and no "
                          "graph (`graph = ops.optimize(ops.trace_from(...))`) to compile")
@@ -152,12 +147,11 @@ def _reference(workspace: Workspace, job: dict[str, Any], namespace: dict[str, A
 @dataclass(frozen=True)
 class Checked:
     """A graph or module that ran and matched the reference: what ran, on which target (and whether on the CUDA
-    emulator), its arguments (as given, and as the page describes them), the verdict, and a call of it for
-    timing."""
+    emulator: `target.emulated`), its arguments (as given, and as the page describes them), the verdict, and a
+    call of it for timing."""
 
     ran: str
-    target: str
-    emulated: bool
+    target: Target
     arguments: list[Any]
     described: list[dict[str, Any]]
     verdict: Verdict
@@ -179,7 +173,7 @@ def _verdict(compared: list[Compared], job: dict[str, Any], terms: int) -> Verdi
 def _check_graph(name: str, graph: Any, job: dict[str, Any], sizes: dict[str, int], reference: Any,
                  rng: np.random.Generator) -> Checked:
     progress(f"building the graph {name}")
-    compiled = graph.build(target=job.get("target", "cpu"))
+    compiled = graph.build(Target.of(job.get("target", "cpu")))
     inputs = []
     for t in graph.inputs:
         missing = [d for d in t.shape if isinstance(d, str) and d not in sizes]
@@ -196,15 +190,13 @@ def _check_graph(name: str, graph: Any, job: dict[str, Any], sizes: dict[str, in
     compared = [Compared(f"output{k}", np.asarray(g), np.asarray(w)) for k, (g, w) in enumerate(zip(got, want))]
     verdict = _verdict(compared, job, graph_terms(graph, sizes))
     described = [{"name": f"input {k}", "shape": list(x.shape), "dtype": str(x.dtype)} for k, x in enumerate(inputs)]
-    emulated = compiled.target.startswith("cuda") and not any(getattr(m, "on_gpu", False) for m in compiled.modules)
-    return Checked(f"graph {name}", compiled.target, emulated, inputs, described, verdict,
-                   lambda: compiled(*inputs))
+    return Checked(f"graph {name}", compiled.target, inputs, described, verdict, lambda: compiled(*inputs))
 
 
 def _check_module(name: str, module: Any, job: dict[str, Any], sizes: dict[str, int], reference: Any,
                   rng: np.random.Generator) -> Checked:
     progress(f"building {name}")
-    built = module.build(**build_options(_built_target(module), job.get("arch", ""), job.get("check", False)))
+    built = module.build(module_target(module, job.get("arch", "")), check=job.get("check", False))
     signature = built.interface.signatures[0]
     args = kernel_arguments(signature, sizes, rng)
     function = built[signature.name]
@@ -219,8 +211,7 @@ def _check_module(name: str, module: Any, job: dict[str, Any], sizes: dict[str, 
     verdict = _verdict(compared, job, kernel_terms(module.ir_module().functions, sizes))
     described = [{"name": p.name, "shape": list(a.shape), "dtype": str(a.dtype)} if isinstance(a, np.ndarray)
                  else {"name": p.name, "value": a} for p, a in zip(signature.params, args)]
-    emulated = built.target.startswith("cuda") and not built.on_gpu
-    return Checked(signature.name, built.target, emulated, args, described, verdict, lambda: function(*args))
+    return Checked(signature.name, built.target, args, described, verdict, lambda: function(*args))
 
 
 def run_job(workspace: Workspace, job: dict[str, Any]) -> dict[str, Any]:
@@ -242,9 +233,9 @@ def run_job(workspace: Workspace, job: dict[str, Any]) -> dict[str, Any]:
     progress("timing the reference")
     reference_args = [np.copy(a) if isinstance(a, np.ndarray) else a for a in checked.arguments]
     numpy_s = median_seconds(lambda: reference(*reference_args))
-    return {"ran": checked.ran, "target": checked.target, "emulated": checked.emulated, "inputs": checked.described,
-            "check": checked.verdict.text, "verdict": checked.verdict.as_json(), "kernel_ms": kernel_s * 1e3,
-            "numpy_ms": numpy_s * 1e3, "speedup": numpy_s / kernel_s}
+    return {"ran": checked.ran, "target": str(checked.target), "emulated": checked.target.emulated,
+            "inputs": checked.described, "check": checked.verdict.text, "verdict": checked.verdict.as_json(),
+            "kernel_ms": kernel_s * 1e3, "numpy_ms": numpy_s * 1e3, "speedup": numpy_s / kernel_s}
 
 
 def _line_of(function: Any) -> int:

@@ -13,6 +13,7 @@ from hidet_lang.explorer.dot_svg import dot_to_svg
 from hidet_lang.explorer.program import PROGRAM_FILE, Workspace
 from hidet_lang.explorer.ptx import compile_ptx, ptx_dsl_lines
 from hidet_lang.explorer.source_lines import dsl_lines
+from hidet_lang.target import Target, TargetKind, implied_target_kind, normalize_arch
 
 
 def ir_stages(dumps: Path, line_maps: dict[str, dict[str, list[int | None]]]) -> list[dict[str, Any]]:
@@ -43,17 +44,17 @@ def module_stages(name: str, built: Any, workspace: Workspace) -> dict[str, Any]
     """A built module's generated sources (each with the DSL line of every line), its PTX (CUDA) and its report,
     the workspace's paths in them (the `// file:line` markers, the report's lines) written as the page's file
     names."""
-    cuda = built.target.startswith("cuda")
+    cuda = built.target.is_cuda
     sources = []
     for which in (("cuda", "host") if cuda else ("c",)):
         text = workspace.shorten(built.source(which))
         sources.append({"name": {"cuda": "CUDA C (device)", "host": "CUDA C (host)", "c": "C"}[which],
                         "text": text, "lines": dsl_lines(text, PROGRAM_FILE)})
-    entry: dict[str, Any] = {"name": name, "target": built.target, "sources": sources, "ptx": "", "ptx_lines": [],
+    entry: dict[str, Any] = {"name": name, "target": str(built.target), "sources": sources, "ptx": "", "ptx_lines": [],
                              "report": ""}
     if cuda:
         try:
-            entry["ptx"] = compile_ptx(built.source("cuda"), built.target.split(":")[1])
+            entry["ptx"] = compile_ptx(built.source("cuda"), built.target.arch)
             entry["ptx_lines"] = ptx_dsl_lines(entry["ptx"], sources[0]["lines"])
         except Exception as error:  # the page shows why there is no PTX; the other stages stand
             entry["ptx"] = workspace.shorten(f"no PTX: {error}")
@@ -68,16 +69,14 @@ def graph_stages(name: str, graph: Any, compiled: Any) -> dict[str, Any]:
     """A graph's fused groups (its printout), its DOT text drawn as SVG, and the kernels it compiled to."""
     dot = graph.to_dot()
     return {"name": name, "text": str(graph), "dot": dot, "svg": dot_to_svg(dot),
-            "kernels": list(compiled.kernels), "target": compiled.target}
+            "kernels": list(compiled.kernels), "target": str(compiled.target)}
 
 
-def build_options(built_target: str, arch: str, check: bool) -> dict[str, Any]:
-    """The `build()` options of a module whose functions imply `built_target` ('cpu' or 'cuda'): the chosen CUDA
-    architecture for a CUDA module, and checking mode when asked."""
-    options: dict[str, Any] = {"check": True} if check else {}
-    if built_target == "cuda" and arch:
-        options["target"] = f"cuda:{arch}"
-    return options
+def module_target(module: Any, arch: str) -> Target:
+    """The target a script module is built for: the kind its functions imply, for a CUDA module the architecture
+    `arch` the page chose ('' for the default)."""
+    kind = implied_target_kind(module.ir_module())
+    return Target(kind, normalize_arch(arch) if kind == TargetKind.CUDA and arch else None)
 
 
 def workspace_dumps(workspace: Workspace, line_maps: dict[str, dict[str, list[int | None]]] | None = None

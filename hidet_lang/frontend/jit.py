@@ -23,6 +23,7 @@ from hidet_lang.errors import without_compiler_frames
 from hidet_lang.frontend.script import ScriptFunction, ScriptModule, _defining_locals, _parse, script_for_caller
 from hidet_lang.ir.func import FuncKind
 from hidet_lang.ir.types import DTYPE_BY_NAME, DataType, Type, boolean, float32, int32, int64
+from hidet_lang.target import Target
 
 Signature = tuple[tuple[Any, ...], ...]
 
@@ -62,7 +63,7 @@ def parameter_type(signature: tuple[Any, ...]) -> Type:
 class JitFunction:
     """A `@hidet.jit` kernel (see the module docstring): call it with arguments; `builds` counts its builds."""
 
-    def __init__(self, py_func: Callable[..., Any], defining_locals: dict[str, Any], target: str | None,
+    def __init__(self, py_func: Callable[..., Any], defining_locals: dict[str, Any], target: Target | None,
                  options: dict[str, Any]) -> None:
         self.py_func = py_func
         self.target = target
@@ -118,10 +119,11 @@ class JitFunction:
         return module.build(self.target, **self.options)
 
 
-def jit(py_func: Callable[..., Any] | None = None, *, target: str | None = None,
+def jit(py_func: Callable[..., Any] | None = None, *, target: Target | str | None = None,
         **options: Any) -> Any:
     """`@hidet.jit` or `@hidet.jit(target='cpu', check=True)`: a `JitFunction`, built on each first call with new
     argument types or shapes (see the module docstring); `options` are those of `module.build()`."""
+    target = None if target is None else Target.of(target)
     if py_func is None:
         return lambda f: JitFunction(f, _defining_locals(f), target, options)
     return JitFunction(py_func, _defining_locals(py_func), target, options)

@@ -26,6 +26,7 @@ from hidet_lang.frontend.annotation_names import bind_placeholders, unbind_place
 from hidet_lang.frontend.parser import Parser
 from hidet_lang.frontend.python_ast import parse_python
 from hidet_lang.ir.func import Function, IRModule
+from hidet_lang.target import Target
 
 
 class _ModuleStack(threading.local):
@@ -59,8 +60,8 @@ class ScriptFunction:
     def __repr__(self) -> str:
         return f"<script function {self.ir.name} ({self.ir.attrs.kind})>"
 
-    def build(self, target: str | None = None, **options: Any) -> Any:
-        """Build a module holding this function (and its callees)."""
+    def build(self, target: Target | str | None = None, **options: Any) -> Any:
+        """Build a module holding this function (and its callees) for `target`, as `ScriptModule.build` does."""
         if self._single_module is None:
             self._single_module = ScriptModule()
             self._single_module.add(self)
@@ -104,9 +105,10 @@ class ScriptModule:
         """The module's IR, callees before callers."""
         return IRModule(tuple(f.ir for f in self.functions))
 
-    def build(self, target: str | None = None, **options: Any) -> Any:
-        """Compile the module for `target` ('cpu', 'cuda' or 'cuda:sm_XY'; inferred from the function kinds when
-        omitted); `check=True` builds the checking mode."""
+    def build(self, target: Target | str | None = None, **options: Any) -> Any:
+        """Compile the module for `target` (a `Target`, or 'cpu', 'cuda' or 'cuda:sm_XY'; inferred from the function
+        kinds when omitted); `check=True` builds the checking mode."""
+        target = None if target is None else Target.of(target)
         key = (target, tuple(sorted(options.items())))
         built = self._built.get(key)
         if built is None:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hidet_lang.builder import installed_builder
 from hidet_lang.ir.expr import Expr, Var
 from hidet_lang.ir.node import Node
 from hidet_lang.ir.span import Span
+
+if TYPE_CHECKING:
+    from hidet_lang.target import Target  # which imports this module
 from hidet_lang.ir.stmt import Stmt
 from hidet_lang.ir.str_enum import StrEnum
 from hidet_lang.ir.types import DataType, Type
@@ -111,8 +114,8 @@ class IRModule(Node):
                 return f
         raise KeyError(f"no function {name!r} in the module; it has {', '.join(f.name for f in self.functions)}")
 
-    def build(self, target: str | None = None, **options: Any) -> Any:
+    def build(self, target: Target | str | None = None, **options: Any) -> Any:
         """Compile the module (Hidet's `ir_module.build()`) with the installed builder, as `script_module().build()`
-        does: for `target` ('cpu', 'cuda', 'cuda:sm_XY'; inferred from the function kinds when omitted), with the
-        same options (`check=True`, ...)."""
+        does: for `target` (a `Target`, or 'cpu', 'cuda', 'cuda:sm_XY'; inferred from the function kinds when
+        omitted), with the same options (`check=True`, ...)."""
         return installed_builder()(self, target, **options)

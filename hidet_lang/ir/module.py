@@ -12,9 +12,12 @@ is immutable: `ir()` gives the `hidet_lang.ir.func.IRModule` node these function
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hidet_lang.ir import func as F
+
+if TYPE_CHECKING:
+    from hidet_lang.target import Target
 
 
 class IRModule:
@@ -49,8 +52,9 @@ class IRModule:
         """The IR module of the functions, in the order they were added."""
         return F.IRModule(tuple(self.functions.values()))
 
-    def build(self, target: str | None = None, **options: Any) -> Any:
-        """Compile the module, as `script_module().build()` does: for `target` ('cpu', 'cuda', 'cuda:sm_XY';
+    def build(self, target: Target | str | None = None, **options: Any) -> Any:
+        """Compile the module, as `script_module().build()` does: for `target` (a `Target`, or 'cpu', 'cuda',
+        'cuda:sm_XY';
         inferred from the function kinds when omitted), with the same options (`check=True`, ...)."""
         return self.ir().build(target, **options)
 

@@ -110,8 +110,8 @@ class _Scope:
 class Program:
     """One generated kernel: its body (one worker's work), helper functions and worker count.
 
-    ``function_source(name, target)`` is the text of the kernel (and its helpers) for ``target`` 'cpu' or
-    'cuda', ready to stand inside a ``with hidet.script_module()`` block.
+    ``function_source(name, kind)`` is the text of the kernel (and its helpers) for the target kind ``kind``
+    'cpu' or 'cuda', ready to stand inside a ``with hidet.script_module()`` block.
     """
 
     body: tuple[str, ...]
@@ -124,18 +124,19 @@ class Program:
         lines = [*self.body, *(line for helper in self.helpers for line in helper)]
         return any(f"math.{fn}(" in line for fn in _F64_MATH for line in lines)
 
-    def function_source(self, name: str, target: str) -> str:
-        """The helpers and the kernel called ``name`` for ``target`` ('cpu' or 'cuda'), at indentation 4."""
-        kind = "cpu_internal" if target == "cpu" else "cuda_internal"
+    def function_source(self, name: str, kind: str) -> str:
+        """The helpers and the kernel called ``name`` for the target kind ``kind`` ('cpu' or 'cuda'), at
+        indentation 4."""
+        helper_kind = "cpu_internal" if kind == "cpu" else "cuda_internal"
         out: list[str] = []
         for helper in self.helpers:
             out += ["    @hidet.script"]
-            out += ["    " + line.replace("HELPER", f"{name}_h").replace("KIND", kind) for line in helper]
+            out += ["    " + line.replace("HELPER", f"{name}_h").replace("KIND", helper_kind) for line in helper]
         body = [line.replace("HELPER", f"{name}_h") for line in self.body]  # HELPER<i> -> <name>_h<i>
         out += ["    @hidet.script",
                 f"    def {name}(xi: i64[{N_INPUTS}], xf: f64[{N_INPUTS}], oi: i64[{self.workers * N_OUT}], "
                 f"of: f64[{self.workers * N_OUT}]):"]
-        if target == "cpu":
+        if kind == "cpu":
             out += ["        attrs.func_kind = 'public'", f"        for w in range({self.workers}):"]
             out += ["            " + line for line in body]
         else:
@@ -156,10 +157,10 @@ with hidet.script_module() as module:
 """
 
 
-def module_source(programs: list[Program], target: str, prefix: str = "p") -> str:
+def module_source(programs: list[Program], kind: str, prefix: str = "p") -> str:
     """The source of a Python module defining ``module``, a script module with ``programs`` as the kernels
-    ``<prefix>0``, ``<prefix>1``, ... for ``target`` ('cpu' or 'cuda')."""
-    return _HEADER + "".join(p.function_source(f"{prefix}{i}", target) for i, p in enumerate(programs))
+    ``<prefix>0``, ``<prefix>1``, ... for the target kind ``kind`` ('cpu' or 'cuda')."""
+    return _HEADER + "".join(p.function_source(f"{prefix}{i}", kind) for i, p in enumerate(programs))
 
 
 def load_module(source: str, directory: str | None = None) -> Any:

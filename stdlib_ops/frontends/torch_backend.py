@@ -29,7 +29,6 @@ from torch import fx
 from torch.utils import _pytree as pytree
 
 import stdlib_ops as ops
-from codegen.runtime import backend as cuda_runs_on  # 'gpu' or 'emulator'
 from hidet_lang.target import Target
 from stdlib_ops.frontends.torch_fx import SOURCE, FxConversion, from_fx
 from stdlib_ops.graph.compiled import CompiledGraph
@@ -126,7 +125,7 @@ class CompiledFxGraph:
         conversion = self.conversion
         results: Any = ()
         if self.compiled is not None:
-            on_gpu = self.compiled.device == "cuda" and cuda_runs_on() == "gpu"
+            on_gpu = self.compiled.target.is_cuda and not self.compiled.target.emulated
             results = self.compiled(*[_runtime_input(args[p], on_gpu) for p in conversion.input_positions])
             results = results if isinstance(results, tuple) else (results,)
         leaves = [self._leaf(kind, what, args, results) for kind, what in conversion.outputs]

@@ -460,10 +460,10 @@ class _Converter:
         index = ops.asarray(np.where(hit, sources, 0), device=self.device)
         return ops.where(ops.asarray(hit, device=self.device), ops.take(ops.reshape(new, [-1]), index, axis=0), old)
 
-    def attribute(self, target: str) -> Any:
-        """The object at a dotted attribute path of the graph module."""
+    def attribute(self, path: str) -> Any:
+        """The object at the dotted attribute `path` of the graph module."""
         value: Any = self.gm
-        for part in target.split("."):
+        for part in path.split("."):
             value = getattr(value, part)
         return value
 

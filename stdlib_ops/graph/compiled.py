@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 import codegen.runtime as runtime
+from codegen import resolve_target
 from codegen.runtime import CaptureFailedError, CudaGraph, capture_supported
 from codegen.toolchain import CubinReport
 from hidet_lang.ir.func import DEVICE_KINDS, IRModule
@@ -70,16 +71,18 @@ class Plan:
 
 class CompiledGraph:
     """A graph compiled for one target. `compiled(*inputs)` takes numpy arrays, Tensors or DLPack objects (one
-    per graph input) and returns a Tensor (one output) or a tuple of them; `kernels` names the kernels launched
-    per call and `schedules` their tunable templates' parameters; `save(path)` writes it to one file that
-    `stdlib_ops.load` reads back. `cuda_graphs` (True by default) lets calls on a GPU replay their launches as a
-    captured CUDA graph; set it to False to launch every kernel on every call."""
+    per graph input) and returns a Tensor (one output) or a tuple of them; `target` is the `Target` its kernels
+    run on here (`codegen.resolve_target`: for CUDA, the architecture and whether the CUDA emulator runs them,
+    `target.emulated`), and `device` where its arrays live; `kernels` names the kernels launched per call and
+    `schedules` their tunable templates' parameters; `save(path)` writes it to one file that `stdlib_ops.load` reads
+    back. `cuda_graphs` (True by default) lets calls on a GPU replay their launches as a captured CUDA graph; set it
+    to False to launch every kernel on every call."""
 
-    def __init__(self, target: str, plan: Plan, kernels: Sequence[Any], titles: Sequence[str],
+    def __init__(self, target: Target, plan: Plan, kernels: Sequence[Any], titles: Sequence[str],
                  constants: Sequence[Any], description: str = "", ir_modules: Sequence[IRModule] = (),
                  kernel_schedules: Sequence[dict[str, Any] | None] = ()) -> None:
-        self.target = target
-        self.device = Target.of(target).device
+        self.target = resolve_target(Target.of(target))  # `build_graph` passes the target's spelling
+        self.device = self.target.device
         self.plan = plan
         self.modules = list(kernels)
         self.titles = list(titles)
@@ -271,8 +274,7 @@ class CompiledGraph:
         if self.device != "cuda":
             raise TypeError(f"the kernel report covers CUDA graphs; this graph is built for '{self.target}' (each "
                             "kernel's vectorization report is compiled.modules[i].report())")
-        arch = Target.of(self.modules[0].target).arch if self.modules else Target.of(self.target).arch
-        return CubinReport.combine(arch or "", [(t, m.report()) for t, m in zip(self.titles, self.modules)])
+        return CubinReport.combine(self.target.arch or "", [(t, m.report()) for t, m in zip(self.titles, self.modules)])
 
     def save(self, path: str) -> None:
         """Write the compiled graph to one file (a zip) that `stdlib_ops.load(path)` runs without compiling."""

@@ -15,6 +15,7 @@ from stdlib_ops.operators.base import Operator, shape_str
 from stdlib_ops.tensor import Tensor, asarray
 
 if TYPE_CHECKING:
+    from hidet_lang.target import Target
     from stdlib_ops.graph.compiled import CompiledGraph
     from stdlib_ops.graph.partition import FusionGroup
 
@@ -70,10 +71,10 @@ class FlowGraph:
             constants[id(t)] = constant
         return replay(self, constants, keep_inputs=[t for t in self.inputs if id(t) not in constants], fold=False)
 
-    def build(self, target: str = "cpu", *, tune: bool = False) -> CompiledGraph:
-        """The graph compiled for `target` ('cpu' or 'cuda'); see `stdlib_ops.graph.build`. With `tune`, its
-        tunable tasks without a record for this machine are tuned first (`stdlib_ops.tune` with its defaults;
-        call it directly for an executor or the sizes of symbolic dimensions)."""
+    def build(self, target: Target | str = "cpu", *, tune: bool = False) -> CompiledGraph:
+        """The graph compiled for `target` ('cpu', 'cuda' or 'cuda:<arch>', or a `Target`); see
+        `stdlib_ops.graph.build`. With `tune`, its tunable tasks without a record for this machine are tuned first
+        (`stdlib_ops.tune` with its defaults; call it directly for an executor or the sizes of symbolic dimensions)."""
         from stdlib_ops.graph.build import build_graph  # cycle: build imports this module
 
         if tune:

@@ -2,26 +2,28 @@
 
 The file is a zip archive:
 
-- `graph.json`: the format and package version, the target and where its kernels ran when saved ('cpu', or
-  'gpu'/'emulator' for CUDA), the printout, the kernels' titles and schedule parameters, and the run plan (graph
-  inputs and outputs with their symbolic dimensions, buffers and their slots, launches) as plain data;
+- `graph.json`: the format and package version, the graph's target as its kernels ran when saved (its spelling,
+  `emulated`, the CPU features: `Target`), the printout, the kernels' titles and schedule parameters, and the run
+  plan (graph inputs and outputs with their symbolic dimensions, buffers and their slots, launches) as plain data;
 - `kernel<k>.ir.json`: kernel k's IR module before lowering (`hidet_lang.ir.serialize`), with its resolved target;
 - `kernel<k>.entry<j>.src` / `.bin` (+ what built it, in `graph.json`): the compilation-cache entries kernel k
   loads: its shared library on the CPU and on the emulator, the host library and the cubin on a GPU;
 - `const<k>.npy`: the constants (read with `allow_pickle=False`).
 
-`load(path)` checks the format and the package version (a file of another version is refused with an error
-naming both), and loads each kernel with `CompiledModule.load`: its cache entries go into the compilation cache
-under the key that a build of the kernel's IR looks up here (the cache's trust rules hold, the library is loaded
-from the private cache directory), then the kernel is built from its IR, which finds its entries and invokes no
-compiler. Where the saved entries do not apply here (CUDA saved on a GPU and loaded where the emulator runs it
-or the reverse, or a library compiled for another CPU), a warning says so and the kernels are built from their IR
-again, which needs the compilers. Nothing is unpickled or evaluated: the archive holds data only. It does hold
-machine code, which `load` runs: load only files you trust, as you would a shared library.
+`load(path)` checks the format and the package version (a file of another version is refused with an error naming
+both; a file of format 2, which wrote each target as its spelling and where CUDA ran beside it, is read), and loads
+each kernel with `CompiledModule.load`: its cache entries go into the compilation cache under the key that a build
+of the kernel's IR looks up here (the cache's trust rules hold, the library is loaded from the private cache
+directory), then the kernel is built from its IR, which finds its entries and invokes no compiler. Where the saved
+entries do not apply here (CUDA saved on a GPU and loaded where the emulator runs it or the reverse, or a library
+compiled for another CPU), a warning says so and the kernels are built from their IR again, which needs the
+compilers. Nothing is unpickled or evaluated: the archive holds data only. It does hold machine code, which `load`
+runs: load only files you trust, as you would a shared library.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import warnings
@@ -32,8 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from codegen import CompiledModule, PortableEntry, asarray, build_module
-from codegen.runtime import backend
+from codegen import CompiledModule, PortableEntry, asarray, build_module, resolve_target
 from hidet_lang.ir.serialize import SerializationError, from_json, to_json
 from hidet_lang.target import Target
 from hidet_lang.version import __version__
@@ -41,7 +42,9 @@ from stdlib_ops.graph.compiled import CompiledGraph, Launch, Plan, Ref, TensorSp
 from stdlib_ops.graph.memory_plan import SlotKind
 
 FORMAT = "hidet_lang-compiled-graph"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+READABLE_FORMAT_VERSIONS = (2, FORMAT_VERSION)
+"""The formats `load` reads: this one, and format 2 (targets as their spellings, and where CUDA ran)."""
 GRAPH_FILE = "graph.json"
 
 
@@ -53,7 +56,6 @@ def save_compiled(compiled: CompiledGraph, path: str | Path) -> None:
     """Write `compiled` to the file `path` (a zip archive; see the module docstring)."""
     if len(compiled.ir_modules) != len(compiled.modules):
         raise ValueError("save: this compiled graph does not hold its kernels' IR (it was not made by build)")
-    backend = _backend(compiled.target)
     kernels = []
     files: dict[str, bytes] = {}
     for k, (ir, module) in enumerate(zip(compiled.ir_modules, compiled.modules)):
@@ -67,13 +69,13 @@ def save_compiled(compiled: CompiledGraph, path: str | Path) -> None:
             files[f"kernel{k}.entry{j}.src"] = entry.source.encode()
             files[f"kernel{k}.entry{j}.bin"] = entry.data
             entries.append({"artifact": entry.artifact, "meta": entry.meta})
-        kernels.append({"target": module.target, "entries": entries})
+        kernels.append({"target": _target_data(module.target), "entries": entries})
     for k, constant in enumerate(compiled.constants):
         buffer = io.BytesIO()
         np.save(buffer, np.asarray(constant.numpy(), order="C"), allow_pickle=False)
         files[f"const{k}.npy"] = buffer.getvalue()
     header = {"format": FORMAT, "format_version": FORMAT_VERSION, "package_version": __version__,
-              "target": compiled.target, "backend": backend, "description": compiled.description,
+              "target": _target_data(compiled.target), "description": compiled.description,
               "titles": compiled.titles, "schedules": compiled.kernel_schedules, "kernels": kernels,
               "constants": len(compiled.constants),
               "plan": _plan_data(compiled.plan)}
@@ -103,38 +105,57 @@ def _load(archive: zipfile.ZipFile, path: str) -> CompiledGraph:
     header = json.loads(archive.read(GRAPH_FILE))
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise SavedGraphError(f"{path} is not a saved compiled graph (no '{FORMAT}' header)")
-    if header["format_version"] != FORMAT_VERSION or header["package_version"] != __version__:
+    if header["format_version"] not in READABLE_FORMAT_VERSIONS or header["package_version"] != __version__:
         raise SavedGraphError(f"{path} was saved by version {header['package_version']} of the package (format "
                               f"{header['format_version']}); this is version {__version__} (format "
                               f"{FORMAT_VERSION}): save it again with this version")
-    target = header["target"]
-    backend = _backend(target)
-    if header["backend"] != backend:
-        warnings.warn(f"{path} was saved where CUDA kernels ran on the {header['backend']}; here they run on the "
-                      f"{backend}: its kernels are built again from their IR", RuntimeWarning, stacklevel=3)
+    emulated = header.get("backend") == "emulator"  # format 2 wrote where CUDA ran beside the targets
+    saved = _target_of(header["target"], emulated)
+    here = resolve_target(saved)
+    same = here.emulated == saved.emulated
+    if not same:
+        warnings.warn(f"{path} was saved where CUDA kernels ran on the {_runs_on(saved)}; here they run on the "
+                      f"{_runs_on(here)}: its kernels are built again from their IR", RuntimeWarning, stacklevel=3)
     modules, irs = [], []
     for k, kernel in enumerate(header["kernels"]):
         ir = from_json(archive.read(f"kernel{k}.ir.json"))
-        if header["backend"] == backend:
+        target = _target_of(kernel["target"], emulated)
+        if same:
             entries = [PortableEntry(entry["artifact"], archive.read(f"kernel{k}.entry{j}.src").decode(),
                                      dict(entry["meta"]), archive.read(f"kernel{k}.entry{j}.bin"))
                        for j, entry in enumerate(kernel["entries"])]
-            modules.append(CompiledModule.load(ir, kernel["target"], entries, source=f"{path}: kernel {k}"))
+            modules.append(CompiledModule.load(ir, target, entries, source=f"{path}: kernel {k}"))
         else:
-            modules.append(build_module(ir, kernel["target"]))
+            modules.append(build_module(ir, target))
         irs.append(ir)
-    device = Target.of(target).device
     constants = [asarray(np.load(io.BytesIO(archive.read(f"const{k}.npy")), allow_pickle=False),
-                                device=device) for k in range(header["constants"])]
-    return CompiledGraph(target, _plan_of(header["plan"]), modules, header["titles"], constants,
+                         device=here.device) for k in range(header["constants"])]
+    return CompiledGraph(here, _plan_of(header["plan"]), modules, header["titles"], constants,
                          header["description"], irs, header["schedules"])
 
 
-def _backend(target: str) -> str:
-    """Where kernels for `target` run in this process: 'cpu', 'gpu' or 'emulator'."""
-    if not Target.of(target).is_cuda:
-        return "cpu"
-    return backend()
+def _target_data(target: Target) -> dict[str, Any]:
+    """`target` as JSON data: its spelling, whether it is emulated, and its CPU features (sorted; None: unknown)."""
+    features = None if target.cpu_features is None else sorted(target.cpu_features)
+    return {"target": str(target), "emulated": target.emulated, "cpu_features": features}
+
+
+def _target_of(data: Any, emulated: bool) -> Target:
+    """The target `_target_data` wrote, each field checked; or, from a file of format 2, the target `data` spells,
+    `emulated` (where CUDA ran when it was saved) if it is CUDA."""
+    if isinstance(data, str):
+        target = Target.of(data)
+        return dataclasses.replace(target, emulated=emulated and target.is_cuda)
+    emulated, features = data["emulated"], _checked(data["cpu_features"], list | type(None))
+    if not isinstance(emulated, bool):
+        raise TypeError(f"expected a boolean 'emulated', got {emulated!r}")
+    return dataclasses.replace(Target.of(_checked(data["target"], str)), emulated=emulated,
+                               cpu_features=None if features is None else frozenset(_checked(f, str) for f in features))
+
+
+def _runs_on(target: Target) -> str:
+    """Where a CUDA target's kernels run, as a message says it: 'GPU' or 'CUDA emulator'."""
+    return "CUDA emulator" if target.emulated else "GPU"
 
 
 def _plan_data(plan: Plan) -> dict[str, Any]:

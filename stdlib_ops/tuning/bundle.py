@@ -79,7 +79,7 @@ def build_bundle(subject: FlowGraph | Tensor | Task, target: Target | str, path:
         for candidate in job.candidates:
             entry: dict[str, Any] = {"template": candidate.template, "sizes": candidate.sizes,
                                      "options": candidate.options, "params": candidate.params,
-                                     "target": candidate.target, "cubin": None, "problem": None}
+                                     "target": str(candidate.target), "cubin": None, "problem": None}
             outcome = built[candidate]
             if isinstance(outcome, str):
                 entry["problem"] = outcome
@@ -109,7 +109,7 @@ def time_bundle(path: str | os.PathLike[str], *, executor: Executor | None = Non
         candidates = []
         for entry in task["candidates"]:
             candidate = Candidate(entry["template"], _pairs(entry["sizes"]), _pairs(entry["options"]),
-                                  _pairs(entry["params"]), entry["target"])
+                                  _pairs(entry["params"]), Target.of(entry["target"]))
             if entry["problem"]:
                 unbuilt.setdefault(task["shape_class"], []).append((dict(candidate.params), entry["problem"]))
                 continue

@@ -25,6 +25,7 @@ from codegen import build_module
 from codegen.runtime import DeviceArray, synchronize, to_device
 from hidet_lang.ir.func import IRModule
 from hidet_lang.ir.types import TensorType
+from hidet_lang.target import Target
 from stdlib_ops.fusion.contract import the_kernel
 from stdlib_ops.templates.space import resolve_template
 from stdlib_ops.tuning.machine import machine_id
@@ -41,7 +42,7 @@ class Candidate:
     sizes: tuple[tuple[str, int], ...]
     options: tuple[tuple[str, Any], ...]
     params: tuple[tuple[str, Any], ...]
-    target: str
+    target: Target
 
 
 @dataclass(frozen=True)
@@ -129,8 +130,8 @@ def time_candidates(job: TimingJob) -> TimingOutcome:
             seconds.append(None)
             continue
         seconds.append(_median_seconds(kernel, inputs, job.repeat))
-    return TimingOutcome(machine_id(job.candidates[0].target if job.candidates else "cpu"), tuple(seconds),
-                         tuple(problems))
+    machine = machine_id(job.candidates[0].target) if job.candidates else machine_id()
+    return TimingOutcome(machine, tuple(seconds), tuple(problems))
 
 
 def _random_arguments(module: IRModule, seed: int) -> list[np.ndarray]:

@@ -14,7 +14,8 @@ import platform
 import re
 from pathlib import Path
 
-from codegen.runtime import backend, device_name
+from codegen import resolve_target
+from codegen.runtime import device_name
 from codegen.toolchain import default_arch
 from hidet_lang.target import Target
 
@@ -27,7 +28,8 @@ def machine_id(target: Target | str = "cpu") -> str:
     """The identity, for tuning records, of what runs kernels for `target` here: the CPU for 'cpu' (e.g. `x86_64
     AMD EPYC 7B13 [avx,avx2,fma,...] 16 cores`), the GPU for CUDA (e.g. `NVIDIA H200 sm_90`; `CUDA emulator`
     where CUDA modules run on the emulator)."""
-    return _gpu_id() if Target.of(target).is_cuda else _cpu_id()
+    resolved = resolve_target(Target.of(target))
+    return _gpu_id(resolved.emulated) if resolved.is_cuda else _cpu_id()
 
 
 @functools.cache
@@ -37,8 +39,8 @@ def _cpu_id() -> str:
 
 
 @functools.cache
-def _gpu_id() -> str:
-    if backend() != "gpu":
+def _gpu_id(emulated: bool) -> str:
+    if emulated:
         return "CUDA emulator"
     return f"{device_name()} {default_arch()}"
 

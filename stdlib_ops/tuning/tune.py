@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
-from codegen.runtime import backend
+from codegen import resolve_target
 from hidet_lang.target import Target
 from stdlib_ops.graph.flow_graph import FlowGraph
 from stdlib_ops.task import Task
@@ -102,9 +102,10 @@ def tune(subject: FlowGraph | Tensor | Task, target: Target | str = "cpu", *, si
     order: list[str] = []
     results: dict[str, TuningResult] = {}
     pending: dict[str, Pending] = {}
+    emulated = resolve_target(target).emulated
     for key, binding, space in tunable_tasks(subject, target):
         order.append(key)
-        if target.is_cuda and backend() != "gpu":
+        if emulated:
             raise RuntimeError(f"tune: timing CUDA kernels needs a GPU (template {binding.template_ref} declares a "
                                "tuning space); here CUDA modules run on the CUDA emulator, whose times say nothing "
                                "of a GPU's, so its default point is used (tune(..., bundle=DIR) builds the "
@@ -137,7 +138,7 @@ def candidates_of(binding: TemplateBinding, space: TuningSpace, target: Target,
     `sizes`), the default point first."""
     concrete = tuple(concrete_sizes(binding, sizes or {}).items())
     options = tuple(sorted(binding.options.items()))
-    return [Candidate(binding.template_ref, concrete, options, tuple(point.items()), str(target))
+    return [Candidate(binding.template_ref, concrete, options, tuple(point.items()), target)
             for point in space.points()]
 
 

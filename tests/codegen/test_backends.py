@@ -58,14 +58,14 @@ def test_a_build_goes_through_the_backend_of_its_target(monkeypatch: pytest.Monk
     np.testing.assert_array_equal(b, a * 2)
     assert recording.calls == [("resolve", Target(TargetKind.CPU)),
                                ("build", (Target(TargetKind.CPU), True, False, ["double"]))]
-    assert module.target == "cpu"
+    assert module.target == Target(TargetKind.CPU)
 
 
 @pytest.mark.parametrize("target", ["cuda:sm_80", "cuda:sm_90a", Target.of("cuda:sm_90a")])
 def test_an_architecture_specific_build_runs(target: str | Target) -> None:
     """On the emulator where there is no GPU (and on a GPU of that architecture where there is one)."""
     module = build_module(CUDA_MODULE.ir_module(), target)
-    assert module.target == str(Target.of(target))
+    assert str(module.target) == str(Target.of(target)) and module.target.emulated is not module.on_gpu
     a = np.full(64, np.nan, np.float32)
     module(a)
     np.testing.assert_array_equal(a, np.tile(np.arange(32, dtype=np.float32), 2))

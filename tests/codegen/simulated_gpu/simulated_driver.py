@@ -53,6 +53,7 @@ def install() -> None:
     """Run every kernel launch of this process on the emulator: each CUDA module bound to the (fake) GPU gets
     an emulator build of the same IR, and the driver's launch hook runs the launched kernel there."""
     from codegen import cuda_build
+    from hidet_lang.target import Target
 
     emulated: dict[int, tuple[ctypes.CDLL, object]] = {}
     bind_gpu = cuda_build._bind_gpu
@@ -60,7 +61,8 @@ def install() -> None:
     def bind_and_emulate(plan, lib, cubin):
         cu_module = bind_gpu(plan, lib, cubin)
         # the launchers bound to the device refuse what it cannot run; the emulator's own limit is the largest
-        emulated[int(cu_module)] = (cuda_build.build_emulator(plan, check=True, arch="sm_90")[0], plan)
+        emulator = cuda_build.build_emulator(plan, check=True, target=Target.of("cuda:sm_90"))[0]
+        emulated[int(cu_module)] = (emulator, plan)
         return cu_module
 
     def hook(cu_module, name, gx, gy, gz, bx, by, bz, smem, params) -> int:

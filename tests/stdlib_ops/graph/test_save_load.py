@@ -152,11 +152,15 @@ def test_a_library_for_another_machine_is_rebuilt_from_the_ir(tmp_path: Path) ->
 
 
 def test_cuda_saved_for_the_other_backend_is_rebuilt_from_the_ir(tmp_path: Path) -> None:
-    from codegen.runtime.cuda_backend import backend
+    emulated = compiled("cuda").target.emulated
 
-    other_backend = "emulator" if backend() == "gpu" else "gpu"
-    other = rewritten(saved(tmp_path, "cuda"), lambda header: header.update(backend=other_backend))
-    with pytest.warns(RuntimeWarning, match=f"ran on the {other_backend}; here they run on the {backend()}"):
+    def elsewhere(header: dict) -> None:
+        for target in [header["target"], *(kernel["target"] for kernel in header["kernels"])]:
+            target["emulated"] = not emulated
+
+    other = rewritten(saved(tmp_path, "cuda"), elsewhere)
+    saved_on, here = ("GPU", "CUDA emulator") if emulated else ("CUDA emulator", "GPU")
+    with pytest.warns(RuntimeWarning, match=f"ran on the {saved_on}; here they run on the {here}"):
         graph = ops.load(str(other))
     x = np.ones((2, 33), np.float32)
     np.testing.assert_array_equal(graph(x)[1].numpy(), compiled("cuda")(x)[1].numpy())
