@@ -72,9 +72,7 @@ def build_cuda_module(module: IRModule, target: Target, check: bool = False,
     interface = ModuleInterface.of(module, dict(plan.host_names))
     verify_cubins(plan, device_source, host_source, os.environ.get(VERIFY_ENV_VAR, ""))
     if not target.emulated:
-        # the host library is bound to the kernels it launches: one library for each device source
-        kernels_flag = f"-DHIDET_LANG_KERNELS={hashlib.sha256(device_source.encode()).hexdigest()[:16]}"
-        lib = build_and_load(host_source, language="c", flags=(*HOST_FLAGS, kernels_flag), version=__version__)
+        lib = build_and_load(host_source, language="c", flags=host_library_flags(device_source), version=__version__)
         cu_module = _bind_gpu(plan, lib, cubin())
         checks = [_launch_checks(lib, host_source), _gpu_assert_checks(module, cu_module)]
         return CompiledModule(interface, lib, target, lowered=lambda: module, sources=sources, cubin=cubin,
@@ -85,6 +83,13 @@ def build_cuda_module(module: IRModule, target: Target, check: bool = False,
               _emulator_assert_checks(module, lib), bounds_checks(lib) if check else None]
     return CompiledModule(interface, lib, target, lowered=lambda: module, sources=sources, cubin=cubin,
                           after_call=[c for c in checks if c is not None])
+
+
+def host_library_flags(device_source: str) -> tuple[str, ...]:
+    """The flags of the GPU host library that launches the kernels of `device_source`: the library is bound to the
+    kernels it launches (`_bind_gpu`), so each device source has a library of its own. The check of
+    `verify_cubins` builds the same library, which a later GPU build of the module then finds in the cache."""
+    return (*HOST_FLAGS, f"-DHIDET_LANG_KERNELS={hashlib.sha256(device_source.encode()).hexdigest()[:16]}")
 
 
 def build_emulator(plan: ModulePlan, check: bool, target: Target) -> tuple[ctypes.CDLL, str]:
@@ -102,7 +107,7 @@ def verify_cubins(plan: ModulePlan, device_source: str, host_source: str, archs:
     GPU host code too, so that both halves of the GPU build are known to compile where no GPU runs them."""
     if not archs.strip():
         return
-    build_library(host_source, language="c", flags=HOST_FLAGS, version=__version__)
+    build_library(host_source, language="c", flags=host_library_flags(device_source), version=__version__)
     kernels = set(plan.kernel_symbols)
     for arch in filter(None, (a.strip() for a in archs.split(","))):
         cubin = build_cubin(device_source, arch=normalize_arch(arch), include_dirs=[str(INCLUDE_DIR)],
