@@ -4,25 +4,22 @@ Each fusion group becomes one kernel: the anchor's scheduled module (`choose_sch
 template's with the schedule parameters recorded for this machine, else its default point), with the group's
 prologues and epilogues injected. Where the anchor's kernel breaks the fusion contract for a tensor, the
 operators that would be fused there stay kernels of their own, and the compiled graph's printout says why. Groups
-with equal keys share one kernel, within a graph and across graphs (the `GraphKernels` cache); distinct kernels
-compile in parallel (the C compilers are subprocesses), with a progress bar when a build takes more than a second
-on a terminal. An unpartitioned graph builds with one kernel per operator. Operators that no template takes on the
-target and that have a decomposition (`stdlib_ops.graph.decompose`: attention on the CPU) are built as it.
+with equal keys share one kernel, within a graph, across graphs and with eager calls: a group that fuses nothing
+into its anchor builds the anchor's schedule under its schedule key, a fused one under its group key and the
+anchor's schedule key, in the process's one kernel cache (`stdlib_ops.runtime.kernels.KERNELS`); the anchor's
+schedule is chosen once a group. Distinct kernels compile in parallel (the C compilers are subprocesses), with a
+progress bar when a build takes more than a second on a terminal. An unpartitioned graph builds with one kernel
+per operator. Operators that no template takes on the target and that have a decomposition
+(`stdlib_ops.graph.decompose`: attention on the CPU) are built as it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
-import sys
-import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from tqdm import tqdm
-
-from codegen import asarray, build_module
+from codegen import asarray
 from hidet_lang.target import Target
 from stdlib_ops.dims import names_of
 from stdlib_ops.graph.compiled import CompiledGraph, Launch, Plan, Ref, TensorSpec
@@ -32,80 +29,77 @@ from stdlib_ops.graph.fused_task import FusedKernel, contract_problems, fused_ke
 from stdlib_ops.graph.memory_plan import plan_memory
 from stdlib_ops.graph.partition import FusionGroup, detach, order_groups
 from stdlib_ops.graph.prologue_choice import choose_prologue_path
-from stdlib_ops.templates.registry import choose_schedule
+from stdlib_ops.runtime.kernels import KERNELS, KernelCache
+from stdlib_ops.templates.registry import ChoiceMemo, Schedule, choose_schedule
 from stdlib_ops.templates.space import Point
 from stdlib_ops.tensor import Tensor
 
-PROGRESS_DELAY_S = 1.0
+_FUSED: ChoiceMemo[str, FusedKernel] = ChoiceMemo()
+"""The fused kernels (the anchor's module with the group's prologues and epilogues injected) by group key and
+anchor schedule key: a memo of the fusion rewrite in front of the kernel cache, emptied when choices change."""
 
 
-class GraphKernels:
-    """The fused kernels, their schedule parameters and their builds by group key (which covers the anchor's
-    schedule key, so a winner recorded by a tuning run since is built, not an earlier kernel)."""
-
-    def __init__(self) -> None:
-        self._fused: dict[str, FusedKernel] = {}
-        self.schedules: dict[str, Point | None] = {}
-        self._built: dict[str, Any] = {}
-        self._lock = threading.Lock()
-
-    def fused(self, group: FusionGroup, target: Target) -> tuple[str, FusedKernel]:
-        """The key and the kernel of `group` on `target` (`schedules[key]`: its anchor's schedule parameters)."""
-        schedule = choose_schedule(group.anchor.task, target, prologue=bool(group.prologues))
-        key = group_key(group, target) + "|" + schedule.key
-        if key not in self._fused:
-            self._fused[key] = fused_kernel(group, schedule.module)
-            self.schedules[key] = schedule.params
-        return key, self._fused[key]
-
-    def compile(self, kernels: dict[str, FusedKernel], target: Target) -> dict[str, Any]:
-        """The built module of each kernel (by key), building the ones not built yet in parallel."""
-        missing = [key for key in kernels if key not in self._built]
-        if missing:
-            workers = min(len(missing), os.cpu_count() or 1)  # compilers are processes: one a core
-            with ThreadPoolExecutor(max_workers=workers) as pool, \
-                    tqdm(total=len(missing), desc=f"building kernels for {target}", unit="kernel",
-                         delay=PROGRESS_DELAY_S, disable=not sys.stderr.isatty(), leave=False) as bar:
-                futures = {key: pool.submit(build_module, kernels[key].module, target) for key in missing}
-                for key, future in futures.items():
-                    built = future.result()
-                    with self._lock:
-                        self._built[key] = built
-                    bar.update(1)
-        return {key: self._built[key] for key in kernels}
-
-
-GRAPH_KERNELS = GraphKernels()
-
-
-def build_graph(graph: FlowGraph, target: Target | str = "cpu",
-                kernels: GraphKernels = GRAPH_KERNELS) -> CompiledGraph:
-    """`graph` compiled for `target` ('cpu', 'cuda' or 'cuda:<arch>', or a `Target`)."""
+def build_graph(graph: FlowGraph, target: Target | str = "cpu", kernels: KernelCache = KERNELS) -> CompiledGraph:
+    """`graph` compiled for `target` ('cpu', 'cuda' or 'cuda:<arch>', or a `Target`), its kernels compiled once in
+    `kernels` (by key; see `stdlib_ops.runtime.kernels`)."""
     try:
         target = Target.of(target)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"build: {exc}") from None
-    device = target.device
     graph = decompose_for(graph, target)
     for op in graph.nodes:
         op.task.check_target(target)
-    groups = respect_contracts(_groups_of(graph), target)
-    fused = [kernels.fused(group, target) for group in groups]
-    distinct = dict(fused)
-    built = kernels.compile(distinct, target)
+    schedules = GroupSchedules(target)
+    groups = respect_contracts(_groups_of(graph), target, schedules)
+    launches: list[tuple[str, FusedKernel]] = []
+    params: dict[str, Point | None] = {}
+    for group in groups:
+        schedule = schedules.of(group)
+        key, kernel = fused(group, schedule, target)
+        launches.append((key, kernel))
+        params[key] = schedule.params
+    distinct = dict(launches)
+    built = kernels.compile({key: kernel.module for key, kernel in distinct.items()}, target)
     keys = list(distinct)
-    modules = [built[key] for key in keys]
-    titles = [distinct[key].title for key in keys]
-    plan, constants = _plan(graph, groups, [(keys.index(key), kernel) for key, kernel in fused], device)
+    plan, constants = _plan(graph, groups, [(keys.index(key), kernel) for key, kernel in launches], target.device)
     description = str(FlowGraph(graph.inputs, graph.outputs, graph.nodes, groups, graph.input_names))
-    return CompiledGraph(str(target), plan, modules, titles, constants, description,
-                         [distinct[key].module for key in keys], [kernels.schedules[key] for key in keys])
+    return CompiledGraph(str(target), plan, [built[key] for key in keys], [distinct[key].title for key in keys],
+                         constants, description, [distinct[key].module for key in keys],
+                         [params[key] for key in keys])
 
 
-def respect_contracts(groups: Sequence[FusionGroup], target: Target) -> list[FusionGroup]:
+class GroupSchedules:
+    """The anchor schedule of each fusion group of one graph build (`choose_schedule`, asked once per anchor and
+    whether prologues are fused into it)."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self._chosen: dict[tuple[int, bool], Schedule] = {}
+
+    def of(self, group: FusionGroup) -> Schedule:
+        """The schedule of `group`'s anchor, with its prologues to fuse or none."""
+        key = (id(group.anchor), bool(group.prologues))
+        if key not in self._chosen:
+            self._chosen[key] = choose_schedule(group.anchor.task, self.target, prologue=key[1])
+        return self._chosen[key]
+
+
+def fused(group: FusionGroup, schedule: Schedule, target: Target) -> tuple[str, FusedKernel]:
+    """The kernel key and the kernel of `group`, whose anchor takes `schedule`: the anchor's own module under its
+    schedule's key where the group fuses nothing into it (the kernel an eager call of the anchor builds), else the
+    fused module under the group's key and the schedule's."""
+    fused_key = group_key(group, target) + "|" + schedule.key
+    kernel = _FUSED.get(fused_key, lambda: fused_kernel(group, schedule.module))
+    return (fused_key if group.prologues or group.epilogues else schedule.key), kernel
+
+
+def respect_contracts(groups: Sequence[FusionGroup], target: Target,
+                      schedules: GroupSchedules | None = None) -> list[FusionGroup]:
     """`groups`, with the operators that an anchor's kernel cannot take (fusion contract) split off, and prologues
     that would move an anchor off its fastest template split off where the cost model says so
-    (`prologue_choice`); the choice is noted on the group."""
+    (`prologue_choice`); the choice is noted on the group. The anchors' schedules on `target` are `schedules`'
+    (the build's, which its kernels take), new ones where not given."""
+    schedules = GroupSchedules(target) if schedules is None else schedules
     result: list[FusionGroup] = []
     pending = list(groups)
     while pending:
@@ -122,8 +116,7 @@ def respect_contracts(groups: Sequence[FusionGroup], target: Target) -> list[Fus
                 continue
             if choice.note not in group.notes:  # a group split by its contract comes here again
                 group = dataclasses.replace(group, notes=[*group.notes, choice.note])
-        anchor = choose_schedule(group.anchor.task, target, prologue=bool(group.prologues)).module
-        problems = contract_problems(group, anchor)
+        problems = contract_problems(group, schedules.of(group).module)
         if not problems:
             result.append(group)
             continue

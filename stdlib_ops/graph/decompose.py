@@ -21,8 +21,7 @@ from stdlib_ops.graph.partition import partition
 from stdlib_ops.graph.rewrite import cancel_views, replay
 from stdlib_ops.operators import matmul, softmax, transpose, where
 from stdlib_ops.operators.base import Operator
-from stdlib_ops.task import Task
-from stdlib_ops.templates.registry import TEMPLATES, binding_of, is_library_template
+from stdlib_ops.templates.registry import template_choice
 from stdlib_ops.tensor import Tensor, asarray
 
 Decomposition = Callable[[Operator, list[Tensor]], "list[Tensor] | None"]
@@ -51,17 +50,11 @@ def decompose_attention(op: Operator, inputs: list[Tensor]) -> list[Tensor] | No
 DECOMPOSITIONS: dict[str, Decomposition] = {"attention": decompose_attention}
 
 
-def taken_by_a_template(task: Task, target: Target) -> bool:
-    """Whether a template (the library's, or one the user registered) makes `task`'s kernel on `target`."""
-    template = TEMPLATES.lookup(task, target)
-    return template is not None and (not is_library_template(template) or binding_of(task, target) is not None)
-
-
 def decompose_for(graph: FlowGraph, target: Target) -> FlowGraph:
     """`graph` with each operator that has a decomposition and no template on `target` replaced by its
     decomposition, partitioned again if it was partitioned (the same graph when nothing is replaced)."""
     replaced = {id(op) for op in graph.nodes
-                if op.name in DECOMPOSITIONS and not taken_by_a_template(op.task, target)}
+                if op.name in DECOMPOSITIONS and not template_choice(op.task, target).by_template}
     if not replaced:
         return graph
 

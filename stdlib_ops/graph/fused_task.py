@@ -18,6 +18,7 @@ from hidet_lang.ir import expr as E
 from hidet_lang.ir.func import IRModule
 from hidet_lang.ir.functor import IRRewriter, substitute
 from hidet_lang.ir.types import TensorType, int32
+from hidet_lang.target import Target
 from stdlib_ops.compute import as_dim, as_dtype
 from stdlib_ops.fusion import Epilogue, Prologue, Store, contract_violations, fuse
 from stdlib_ops.fusion.contract import the_kernel
@@ -70,7 +71,7 @@ def prologue_ops(group: FusionGroup, t: Tensor) -> list[Operator]:
     return list(found.values())
 
 
-def group_key(group: FusionGroup, target: str) -> str:
+def group_key(group: FusionGroup, target: Target) -> str:
     """Equal keys: the same operators (by task key) wired the same way, on inputs of the same shapes."""
     inputs = {id(t): k for k, t in enumerate(group.inputs())}
     members = group.members

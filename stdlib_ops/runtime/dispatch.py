@@ -1,9 +1,11 @@
 """Eager dispatch: an operator on concrete tensors runs its task's compiled kernel at once.
 
-The kernel is found by a cheap key (operator name, attributes, input shapes and dtypes, device) before any
-task is built, so a repeated call costs a dictionary lookup, the output allocation and the kernel call. The calls
-remembered this way are forgotten when a schedule choice may have changed (a tuning run recorded a winner, a
-template was registered), so the next call takes the new schedule. On the
+The kernel is compiled once in the process's one kernel cache (`KERNELS`, by schedule key, which graphs share).
+In front of it, a call signature (operator name, attributes, input shapes and dtypes, device) is remembered with
+its prepared call (`EagerDispatcher._calls`, a `ChoiceMemo`), before any task is built, so a repeated call costs a
+dictionary lookup, the output allocation and the kernel call. The memo is emptied when a schedule choice may have
+changed (a tuning run recorded a winner, a template was registered, an option was set), so the next call chooses
+again and takes the new schedule (or finds the same kernel in `KERNELS`). On the
 CPU the kernel's C function is called directly with the addresses of the tensors' data (each tensor's found once),
 since the key already guarantees what the checked caller would check; storage it cannot take as it is goes
 through the checked caller, which explains the problem or converts the argument.
@@ -20,7 +22,7 @@ from hidet_lang.target import Target
 from stdlib_ops.compute import shape_entry
 from stdlib_ops.runtime.kernels import KERNELS, KernelCache
 from stdlib_ops.task import Task
-from stdlib_ops.templates.registry import choices_generation
+from stdlib_ops.templates.registry import ChoiceMemo
 from stdlib_ops.tensor import Tensor
 
 OutSpec = tuple[tuple[Any, ...], str]
@@ -71,25 +73,20 @@ class EagerCall:
 
 
 class EagerDispatcher:
-    """Runs operators on concrete tensors, remembering the compiled kernel of each call signature."""
+    """Runs operators on concrete tensors, remembering the prepared call of each call signature (a memo in front of
+    the kernel cache `kernels`)."""
 
     def __init__(self, kernels: KernelCache) -> None:
         self._kernels = kernels
-        self._calls: dict[tuple, EagerCall] = {}
-        self._generation = choices_generation()  # the schedule choices the remembered calls were made with
+        self._calls: ChoiceMemo[tuple, EagerCall] = ChoiceMemo()
 
     def run(self, key: tuple, inputs: Sequence[Tensor], make_task: Callable[[], Task]) -> list[Tensor] | None:
         """The outputs of the operator `key` names (its name and attributes) on concrete `inputs`; None when an
         output has a symbolic size (e.g. a constant broadcast to ('batch', 3)): such an operator is recorded for
         a graph instead."""
         device = inputs[0].device
-        if self._generation != choices_generation():  # a tuning run or a new template since: choose again
-            self._calls.clear()
-            self._generation = choices_generation()
         call_key = (key, device, *[(t.shape, t.dtype) for t in inputs])
-        call = self._calls.get(call_key)
-        if call is None:
-            call = self._calls[call_key] = self._prepare(make_task(), device)
+        call = self._calls.get(call_key, lambda: self._prepare(make_task(), device))
         if call.symbolic:
             return None
         outs = [Tensor(shape, dtype, device, empty(shape, dtype, device)) for shape, dtype in call.outputs]

@@ -145,14 +145,14 @@ def shipped_records(machine: str) -> tuple[Path, dict[str, dict[str, Any]]] | No
     return None
 
 
-def recorded_entry(binding: TemplateBinding, target: Target | str = "cpu") -> dict[str, Any] | None:
+def recorded_entry(binding: TemplateBinding, target: Target) -> dict[str, Any] | None:
     """The record of this machine (for `target`: its CPU or its GPU) for `binding`'s shape class, whatever its
     parameters, or None: the user's own record, else the one shipped for this machine."""
     found = _recorded(binding, target)
     return None if found is None else found[1]
 
 
-def _recorded(binding: TemplateBinding, target: Target | str) -> tuple[Path, dict[str, Any]] | None:
+def _recorded(binding: TemplateBinding, target: Target) -> tuple[Path, dict[str, Any]] | None:
     """The record `recorded_entry` finds and the file it is in."""
     machine, key = machine_id(target), shape_class(binding)
     entry = read_records(records_path()).get(machine, {}).get(key)
@@ -164,7 +164,7 @@ def _recorded(binding: TemplateBinding, target: Target | str) -> tuple[Path, dic
     return None
 
 
-def recorded_winner(binding: TemplateBinding, space: TuningSpace, target: Target | str = "cpu") -> Point | None:
+def recorded_winner(binding: TemplateBinding, space: TuningSpace, target: Target) -> Point | None:
     """The recorded winner for `binding` on this machine, when there is one and it is a point of `space` (a record
     whose parameters are not is ignored with a warning)."""
     found = _recorded(binding, target)
