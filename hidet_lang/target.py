@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from hidet_lang.cuda_limits import arch_number, shared_memory_per_block
 from hidet_lang.ir.func import DEVICE_KINDS, IRModule
 from hidet_lang.ir.str_enum import StrEnum
 
@@ -38,11 +39,6 @@ def normalize_arch(arch: str | int) -> str:
     if (suffix == "a" and number < 90) or (suffix == "f" and number < 100):
         raise ValueError(f"invalid CUDA architecture {arch!r}: no such variant; expected {ARCH_FORM}")
     return f"sm_{number}{suffix}"
-
-
-def arch_number(arch: str) -> int:
-    """The compute capability number of a normalized architecture ("sm_90a" -> 90)."""
-    return int(arch[3:].rstrip("af"))
 
 
 @dataclass(frozen=True)
@@ -77,14 +73,15 @@ class Target:
         return Target(TargetKind.CUDA if device == "cuda" else TargetKind.CPU)
 
     @staticmethod
-    def parse(text: Target | str | None, module: IRModule, *, emulated: bool = False) -> Target:
+    def parse(text: Target | str | None, module: IRModule) -> Target:
         """The target `text` names (None: what the module's function kinds imply), checked against the module:
-        one with CUDA functions builds for CUDA only. ValueError otherwise."""
+        one with CUDA functions builds for CUDA only (ValueError otherwise). Of a `Target`, its kind and architecture
+        only: what the machine adds (`emulated`, the CPU's features) a build resolves again."""
         implied = implied_target_kind(module)
         target = Target.of(text if text is not None else str(implied))
         if implied == TargetKind.CUDA and target.kind != TargetKind.CUDA:
             raise ValueError("the module has CUDA functions; build it for target 'cuda' (or 'cuda:sm_XY')")
-        return Target(target.kind, target.arch, emulated and target.kind == TargetKind.CUDA)
+        return Target(target.kind, target.arch)
 
     @property
     def device(self) -> str:
@@ -99,11 +96,9 @@ class Target:
     @property
     def shared_memory_per_block(self) -> int:
         """The shared memory a block may have on this CUDA target's architecture, in bytes
-        (`hidet_lang.passes.cuda_limits`); ValueError for a target without an architecture."""
+        (`hidet_lang.cuda_limits`); ValueError for a target without an architecture."""
         if not self.is_cuda or self.arch is None:
             raise ValueError(f"target '{self}' has no CUDA architecture to limit shared memory by")
-        from hidet_lang.passes.cuda_limits import shared_memory_per_block  # it reads `arch_number` from here
-
         return shared_memory_per_block(self.arch)
 
     def has_arch(self, minimum: str) -> bool:

@@ -20,10 +20,10 @@ INCLUDE_DIR = Path(__file__).resolve().parent.parent / "include"
 
 @functools.cache
 def cuda_limit_flags() -> tuple[str, ...]:
-    """The `-D` flags that give the CUDA launch limits of `hidet_lang.passes.cuda_limits` to the headers that
+    """The `-D` flags that give the CUDA launch limits of `hidet_lang.cuda_limits` to the headers that
     check launches (`cuda_launch.h` and the emulator's; see `cuda_limits.h`)."""
     # imported here: the compilation cache imports this module and stays free of the language's modules
-    from hidet_lang.passes.cuda_limits import (
+    from hidet_lang.cuda_limits import (
         MAX_BLOCK_DIM,
         MAX_CLUSTER_SIZE,
         MAX_GRID_DIM,

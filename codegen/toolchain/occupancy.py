@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hidet_lang.passes.cuda_limits import MAX_THREADS_PER_BLOCK, shared_memory_per_block
-from hidet_lang.target import arch_number
+from hidet_lang.cuda_limits import MAX_THREADS_PER_BLOCK, arch_number, shared_memory_per_block
 
 __all__ = ["Occupancy", "SmLimits", "max_threads_per_block", "occupancy", "sm_limits"]
 

@@ -12,6 +12,7 @@ import ast
 import math
 from typing import Any
 
+from hidet_lang.cuda_limits import MAX_CLUSTER_SIZE
 from hidet_lang.errors import DSLAttributeError, DSLSyntaxError, DSLTypeError, DSLValueError
 from hidet_lang.frontend import builtins as B
 from hidet_lang.frontend import semantics
@@ -21,7 +22,6 @@ from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import FUNC_KINDS, FuncKind
 from hidet_lang.ir.types import DataType, PointerType, TensorType, VectorType
-from hidet_lang.passes.cuda_limits import MAX_CLUSTER_SIZE
 
 
 class AssignmentParser(ExpressionParser, OperatorParser):

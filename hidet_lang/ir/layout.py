@@ -43,6 +43,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hidet_lang.ir.node import Node
+
 __all__ = [
     "ComposedLayout",
     "ConcatLayout",
@@ -233,11 +235,9 @@ class Layout:
 
 
 def _is_ir(value: Any) -> bool:
-    if isinstance(value, int):
-        return False
-    from hidet_lang.ir.expr import Expr  # the IR imports the type module, which imports this one
-
-    return isinstance(value, Expr)
+    """Whether an index is an IR expression (a node: the layout module sits below the expressions, whose types
+    hold layouts) rather than a Python integer."""
+    return isinstance(value, Node)
 
 
 @dataclass(frozen=True, slots=True, repr=False)

@@ -15,6 +15,15 @@ from __future__ import annotations
 
 import dataclasses
 
+from hidet_lang.cuda_limits import (
+    MAX_BLOCK_DIM,
+    MAX_GRID_DIM,
+    MAX_LOCAL_BYTES_PER_THREAD,
+    MAX_STATIC_SHARED_BYTES,
+    MAX_THREADS_PER_BLOCK,
+    MIN_CLUSTER_ARCH,
+    arch_number,
+)
 from hidet_lang.errors import DSLSyntaxError, DSLTypeError, DSLValueError
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
@@ -24,16 +33,8 @@ from hidet_lang.ir.intrinsics import CUDA_INTRINSICS, INTRINSICS
 from hidet_lang.ir.span import Span
 from hidet_lang.ir.stmt import DeclScope, LoopKind
 from hidet_lang.ir.types import TensorType, bfloat16, int32
-from hidet_lang.passes.cuda_limits import (
-    MAX_BLOCK_DIM,
-    MAX_GRID_DIM,
-    MAX_LOCAL_BYTES_PER_THREAD,
-    MAX_STATIC_SHARED_BYTES,
-    MAX_THREADS_PER_BLOCK,
-    MIN_CLUSTER_ARCH,
-)
 from hidet_lang.passes.loop_exits import statements_leaving
-from hidet_lang.target import Target, arch_number
+from hidet_lang.target import Target
 
 MAX_CPU_LOCAL_ARRAY_BYTES = 4 * 1024 * 1024
 """The largest local array of a CPU function: it lives on the stack, of a thread of OpenMP's too (8 MB by default

@@ -23,6 +23,7 @@ from codegen.runtime.module import CompiledModule
 from codegen.toolchain import nvrtc
 from codegen.toolchain.elf import STT_FUNC, read_symbols
 from codegen.toolchain.headers import INCLUDE_DIR
+from hidet_lang.cuda_limits import arch_number
 from hidet_lang.errors import DSLTypeError
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
@@ -57,7 +58,7 @@ from hidet_lang.ir.types import (
 from hidet_lang.passes import kind_rules
 from hidet_lang.passes.pipeline import lower
 from hidet_lang.passes.simplify import simplify
-from hidet_lang.target import Target, TargetKind, arch_number
+from hidet_lang.target import Target, TargetKind
 
 NAMES = sorted(INTRINSICS)
 LANES = 32  # one full warp: the warp-collective entries need every lane

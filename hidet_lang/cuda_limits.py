@@ -1,12 +1,11 @@
-"""The hardware limits of CUDA: the one place the checks (kind rules) and the emitters (launchers) read them.
+"""The hardware limits of CUDA, beside the `Target` that names an architecture: the one place the checks (kind
+rules), the emitters (launchers) and `Target.shared_memory_per_block` read them.
 
 Fixed limits hold on every architecture the project targets; the shared memory a block may have depends on the
 architecture and is what the runtime checks before a launch where no device can be asked.
 """
 
 from __future__ import annotations
-
-from hidet_lang.target import arch_number
 
 MAX_BLOCK_DIM = (1024, 1024, 64)
 MAX_THREADS_PER_BLOCK = 1024
@@ -22,6 +21,11 @@ _SHARED_MEMORY_PER_BLOCK = {
     90: 227 * 1024, 100: 227 * 1024, 101: 227 * 1024, 103: 227 * 1024, 110: 227 * 1024, 120: 99 * 1024,
     121: 99 * 1024,
 }
+
+
+def arch_number(arch: str) -> int:
+    """The compute capability number of a normalized architecture ("sm_90a" -> 90)."""
+    return int(arch[3:].rstrip("af"))
 
 
 def shared_memory_per_block(arch: str) -> int:
