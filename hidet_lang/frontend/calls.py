@@ -20,6 +20,7 @@ from hidet_lang.frontend import builtins as B
 from hidet_lang.frontend import semantics
 from hidet_lang.frontend.core import ParserCore
 from hidet_lang.frontend.loops import RangeLoop
+from hidet_lang.frontend.parsed_function import ParsedFunction
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.func import HOST_CALLABLE_KINDS
 from hidet_lang.ir.types import DataType, PointerType, Type, void
@@ -49,10 +50,8 @@ class CallParser(ParserCore):
 
     def call(self, node: ast.Call, func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         """Call `func`: another script function, a cast, a math function, range, or a Python helper."""
-        from hidet_lang.frontend.script import ScriptFunction  # cycle: script imports the parser, made of this
-
         any_ir = any(isinstance(a, E.Expr) for a in [*args, *kwargs.values()])
-        if isinstance(func, ScriptFunction):
+        if isinstance(func, ParsedFunction):
             assert self.ctx is not None
             if func not in self.ctx.callees:
                 self.ctx.callees.append(func)

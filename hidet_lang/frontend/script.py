@@ -23,6 +23,7 @@ from typing import Any
 from hidet_lang.builder import installed_builder
 from hidet_lang.errors import DSLError, DSLSyntaxError, without_compiler_frames
 from hidet_lang.frontend.annotation_names import bind_placeholders, unbind_placeholders
+from hidet_lang.frontend.parsed_function import ParsedFunction
 from hidet_lang.frontend.parser import Parser
 from hidet_lang.frontend.python_ast import parse_python
 from hidet_lang.ir.func import Function, IRModule
@@ -40,25 +41,12 @@ _OPEN_MODULES = _ModuleStack()
 
 # The function that compiles an IRModule. The frontend does not import the code generator; the package's facade
 # (hidet_lang/__init__.py) installs codegen's `build_module` here.
-class ScriptFunction:
-    """A parsed `@hidet.script` function: its IR and the script functions it calls."""
+class ScriptFunction(ParsedFunction):
+    """A parsed `@hidet.script` function: its IR and the script functions it calls, built and called from Python."""
 
     def __init__(self, py_func: Callable[..., Any], ir: Function, callees: list[ScriptFunction]) -> None:
-        self.py_func = py_func
-        self.ir = ir
-        self.callees = callees
-        self.__name__ = ir.name
-        self.__doc__ = py_func.__doc__
-        self.__wrapped__ = py_func
+        super().__init__(py_func, ir, callees)
         self._single_module: ScriptModule | None = None
-
-    @property
-    def name(self) -> str:
-        """The function's name in the generated code."""
-        return self.ir.name
-
-    def __repr__(self) -> str:
-        return f"<script function {self.ir.name} ({self.ir.attrs.kind})>"
 
     def build(self, target: Target | str | None = None, **options: Any) -> Any:
         """Build a module holding this function (and its callees) for `target`, as `ScriptModule.build` does."""
