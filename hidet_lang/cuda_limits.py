@@ -7,6 +7,11 @@ architecture and is what the runtime checks before a launch where no device can 
 
 from __future__ import annotations
 
+import re
+
+ARCH_FORM = "'sm_XY', 'sm_XYa' (XY >= 90), 'sm_XYf' (XY >= 100) or 'XY', e.g. 'sm_80', 'sm_90a' or '90'"
+"""The spellings of a CUDA architecture, as error messages list them."""
+
 MAX_BLOCK_DIM = (1024, 1024, 64)
 MAX_THREADS_PER_BLOCK = 1024
 MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
@@ -21,6 +26,19 @@ _SHARED_MEMORY_PER_BLOCK = {
     90: 227 * 1024, 100: 227 * 1024, 101: 227 * 1024, 103: 227 * 1024, 110: 227 * 1024, 120: 99 * 1024,
     121: 99 * 1024,
 }
+
+
+def normalize_arch(arch: str | int) -> str:
+    """`arch` in the form `sm_XY[a|f]` ("80" -> "sm_80"); ValueError naming the accepted forms. Only the spelling
+    is checked (`codegen.toolchain.nvrtc.compile_cubin` also checks that NVRTC supports the architecture)."""
+    spelled = str(arch).strip() if isinstance(arch, str | int) else ""
+    match = re.fullmatch(r"(?:sm_)?([1-9][0-9]{1,2})([af]?)", spelled)
+    if match is None:
+        raise ValueError(f"invalid CUDA architecture {arch!r}; expected {ARCH_FORM}")
+    number, suffix = int(match[1]), match[2]
+    if (suffix == "a" and number < 90) or (suffix == "f" and number < 100):
+        raise ValueError(f"invalid CUDA architecture {arch!r}: no such variant; expected {ARCH_FORM}")
+    return f"sm_{number}{suffix}"
 
 
 def arch_number(arch: str) -> int:

@@ -10,15 +10,11 @@ warpgroup MMA and tensor memory accelerator), which run on that architecture onl
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from hidet_lang.cuda_limits import arch_number, shared_memory_per_block
+from hidet_lang.cuda_limits import arch_number, normalize_arch, shared_memory_per_block
 from hidet_lang.ir.func import DEVICE_KINDS, IRModule
 from hidet_lang.ir.str_enum import StrEnum
-
-ARCH_FORM = "'sm_XY', 'sm_XYa' (XY >= 90), 'sm_XYf' (XY >= 100) or 'XY', e.g. 'sm_80', 'sm_90a' or '90'"
-"""The spellings of a CUDA architecture, as error messages list them."""
 
 
 class TargetKind(StrEnum):
@@ -26,19 +22,6 @@ class TargetKind(StrEnum):
 
     CPU = "cpu"
     CUDA = "cuda"
-
-
-def normalize_arch(arch: str | int) -> str:
-    """`arch` in the form `sm_XY[a|f]` ("80" -> "sm_80"); ValueError naming the accepted forms. Only the spelling
-    is checked (`codegen.toolchain.nvrtc.compile_cubin` also checks that NVRTC supports the architecture)."""
-    spelled = str(arch).strip() if isinstance(arch, str | int) else ""
-    match = re.fullmatch(r"(?:sm_)?([1-9][0-9]{1,2})([af]?)", spelled)
-    if match is None:
-        raise ValueError(f"invalid CUDA architecture {arch!r}; expected {ARCH_FORM}")
-    number, suffix = int(match[1]), match[2]
-    if (suffix == "a" and number < 90) or (suffix == "f" and number < 100):
-        raise ValueError(f"invalid CUDA architecture {arch!r}: no such variant; expected {ARCH_FORM}")
-    return f"sm_{number}{suffix}"
 
 
 @dataclass(frozen=True)

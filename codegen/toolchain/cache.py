@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import cache_entries
+from . import cache_entries, nvrtc
 from .cache_entries import CUBIN, LIBRARY, META_NAME, Filler
 from .cache_keys import cache_key, cubin_cache_key, hash_include_dirs
 from .compiler import (
@@ -277,8 +277,6 @@ class CompilationCache:
         extra NVRTC options, `version` the package version. Raises `NVRTCCompilationError` for code NVRTC
         rejects, `CudaToolkitMissingError` without the CUDA packages and ValueError for an invalid `arch`.
         """
-        from . import nvrtc  # nvrtc reads the language's targets; the cache imports no module of the language
-
         arch = nvrtc.normalize_arch(arch)
         include_dirs = tuple(os.path.abspath(d) for d in include_dirs)
         extra = tuple(options)
@@ -380,8 +378,6 @@ class CompilationCache:
             key, artifact = self._library_key(exported, compiler.identity, workaround_flags(compiler)), LIBRARY
             source_name = "lib" + source_suffix(meta["language"])
         elif exported.artifact == CUBIN.file:
-            from . import nvrtc  # as above: the cache imports no module of the language
-
             include_hash = self.include_dirs_hash(tuple(os.path.abspath(d) for d in PROJECT_INCLUDE_DIRS))
             key = cubin_cache_key(exported.source, arch=nvrtc.normalize_arch(meta["arch"]), options=nvrtc.BASE_OPTIONS,
                                   toolkit_identity=nvrtc.toolkit_identity(), include_hash=include_hash, version=version)
@@ -467,8 +463,6 @@ def _cubin_filler(
     source: str, arch: str, include_dirs: tuple[str, ...], options: tuple[str, ...], version: str
 ) -> Filler:
     """The filler of a cubin entry: compile `source` with NVRTC to `kernel.cubin`, beside `kernel.cu`."""
-    from . import nvrtc  # as above: the cache imports no module of the language
-
     def fill(directory: Path) -> dict[str, Any]:
         source_name = "kernel.cu"
         (directory / source_name).write_text(source, encoding="utf-8")

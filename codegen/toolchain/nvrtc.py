@@ -19,8 +19,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from hidet_lang.cuda_limits import arch_number
-from hidet_lang.target import normalize_arch
+from hidet_lang.cuda_limits import arch_number, normalize_arch
 
 from .compiler import Diagnostic, format_diagnostics
 from .errors import CUDA_INSTALL_COMMAND, CudaToolkitMissingError, NVRTCCompilationError

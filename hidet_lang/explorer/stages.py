@@ -9,11 +9,12 @@ import difflib
 from pathlib import Path
 from typing import Any
 
+from hidet_lang.cuda_limits import normalize_arch
 from hidet_lang.explorer.dot_svg import dot_to_svg
 from hidet_lang.explorer.program import PROGRAM_FILE, Workspace
 from hidet_lang.explorer.ptx import compile_ptx, ptx_dsl_lines
 from hidet_lang.explorer.source_lines import dsl_lines
-from hidet_lang.target import Target, TargetKind, implied_target_kind, normalize_arch
+from hidet_lang.target import Target, TargetKind, implied_target_kind
 
 
 def ir_stages(dumps: Path, line_maps: dict[str, dict[str, list[int | None]]]) -> list[dict[str, Any]]:

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hidet_lang.cuda_limits import arch_number
-from hidet_lang.target import Target, TargetKind, normalize_arch
+from hidet_lang.cuda_limits import arch_number, normalize_arch
+from hidet_lang.target import Target, TargetKind
 
 
 @pytest.mark.parametrize(("text", "kind", "arch", "device"), [
