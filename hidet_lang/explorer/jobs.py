@@ -12,12 +12,18 @@ from typing import Any
 
 import numpy as np
 
+from codegen.runtime.arguments import numpy_dtype
 from hidet_lang.explorer.ir_lines import step_lines
 from hidet_lang.explorer.pictures import pictures_of
 from hidet_lang.explorer.program import PROGRAM_FILE, Workspace
 from hidet_lang.explorer.stages import dump_folder, graph_stages, module_stages, module_target, workspace_dumps
 from hidet_lang.explorer.tolerance import Tolerance, chosen_tolerance, graph_terms, kernel_terms
 from hidet_lang.explorer.verdict import Compared, Verdict, judge
+from hidet_lang.frontend.script import ScriptModule
+from hidet_lang.ir.evaluate import evaluate
+from hidet_lang.ir.functor import collect
+from hidet_lang.ir.stmt import ForMappingStmt
+from hidet_lang.ir.types import DataType, TensorType
 from hidet_lang.target import Target
 
 TIMING_BUDGET_S = 0.25  # per timed function: calls until this much time has passed (at least 3, at most 100)
@@ -41,8 +47,6 @@ def parse_sizes(text: str) -> dict[str, int]:
 
 def program_values(namespace: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The script modules and the graphs among a program's names."""
-    from hidet_lang.frontend.script import ScriptModule
-
     modules = {k: v for k, v in namespace.items() if isinstance(v, ScriptModule) and v.ir_module().functions}
     flow_graphs = sys.modules.get("stdlib_ops.graph.flow_graph")  # a program with graphs has imported it
     graphs = {k: v for k, v in namespace.items() if flow_graphs and isinstance(v, flow_graphs.FlowGraph)}
@@ -50,9 +54,6 @@ def program_values(namespace: dict[str, Any]) -> tuple[dict[str, Any], dict[str,
 
 
 def _mappings_in(module: Any) -> dict[str, Any]:
-    from hidet_lang.ir.functor import collect
-    from hidet_lang.ir.stmt import ForMappingStmt
-
     found = {}
     for function in module.ir_module().functions:
         for loop in collect(function.body, ForMappingStmt):
@@ -109,10 +110,6 @@ def random_array(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generat
 def kernel_arguments(function: Any, sizes: dict[str, int], rng: np.random.Generator) -> list[Any]:
     """Arguments for a host-callable function: integer parameters from `sizes` (by name), random floats and
     arrays of the shapes its parameters declare."""
-    from codegen.runtime.arguments import numpy_dtype
-    from hidet_lang.ir.evaluate import evaluate
-    from hidet_lang.ir.types import DataType, TensorType
-
     env: dict[Any, Any] = {}
     args: list[Any] = []
     for param in function.params:

@@ -9,6 +9,9 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from hidet_lang.ir.layout import Layout
+from hidet_lang.ir.mapping import TaskMapping
+
 MAX_CELLS_PER_SIDE = 64  # a larger grid is drawn in part, which the picture's note says
 CELL = 26
 
@@ -100,9 +103,6 @@ def layout_picture(layout: Any) -> Picture:
 def pictures_of(values: dict[str, Any]) -> list[Picture]:
     """Pictures of every task mapping and layout among `values` (a program's names and the mappings its kernels
     loop over), one per distinct value, in order."""
-    from hidet_lang.ir.layout import Layout
-    from hidet_lang.ir.mapping import TaskMapping
-
     pictures, seen = [], set()
     for name, value in values.items():
         if not isinstance(value, TaskMapping | Layout) or str(value) in seen:

@@ -12,7 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hidet_lang.explorer.jobs import compile_job, run_job
 from hidet_lang.explorer.program import Workspace
+from hidet_lang.explorer.stages import workspace_dumps
 
 TRACEBACK_MARGIN_S = 1.0
 
@@ -24,22 +26,14 @@ def main(job_path: str, result_path: str) -> None:
     os.environ["HIDET_LANG_DUMP_IR"] = str(workspace.dumps)
     faulthandler.enable()
     faulthandler.dump_traceback_later(max(job.get("timeout", 30) - TRACEBACK_MARGIN_S, 0.5), exit=False)
-    from hidet_lang.explorer.jobs import compile_job, run_job
-
     try:
         result = {"ok": True, **(compile_job if job["action"] == "compile" else run_job)(workspace, job)}
     except Exception as error:  # every error of the user's program goes back to the page, at its line
         result = {"ok": False, "error": workspace.locate(error).as_json()}
         if job["action"] == "compile":
-            result["ir"] = _partial_ir(workspace)
+            result["ir"] = workspace_dumps(workspace)
     faulthandler.cancel_dump_traceback_later()
     Path(result_path).write_text(json.dumps(result, default=str))
-
-
-def _partial_ir(workspace: Workspace) -> list[dict[str, Any]]:
-    from hidet_lang.explorer.stages import workspace_dumps
-
-    return workspace_dumps(workspace)
 
 
 if __name__ == "__main__":
