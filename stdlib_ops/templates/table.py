@@ -35,8 +35,9 @@ KERNELS_PREFIX = "stdlib_ops.templates.kernels."
 class TemplateRow:
     """One template a registration may bind a task to: the task's name, the target kind, the template's name,
     the CUDA architecture its binding needs (None: any; elsewhere the binding's fallback is taken), whether it
-    declares a tuning space, and the registered function (`module.function`, the module's name relative to
-    `stdlib_ops.templates.kernels` for the library's; a user's template is its own template)."""
+    declares a tuning space, the registered function (`module.function`, the module's name relative to
+    `stdlib_ops.templates.kernels` for the library's; a user's template is its own template) and whether it is the
+    library's."""
 
     task: str
     target: str
@@ -44,6 +45,7 @@ class TemplateRow:
     needs_arch: str | None
     tunable: bool
     registered: str
+    library: bool = True
 
 
 def template_table() -> list[TemplateRow]:
@@ -56,10 +58,12 @@ def template_table() -> list[TemplateRow]:
 
 
 def markdown() -> str:
-    """The table as README.md shows it: a markdown table with its columns aligned, so that it reads as text too."""
+    """The library's rows as README.md shows them: a markdown table with its columns aligned, so that it reads as
+    text too."""
     header = ("task", "target", "template", "arch", "tunable", "registered by")
+    rows = [row for row in template_table() if row.library]
     cells = [header] + [(row.task, row.target, f"`{row.template}`", row.needs_arch or "",
-                         "yes" if row.tunable else "", f"`{row.registered}`") for row in template_table()]
+                         "yes" if row.tunable else "", f"`{row.registered}`") for row in rows]
     widths = [max(len(line[k]) for line in cells) for k in range(len(header))]
     lines = ["| " + " | ".join(cell.ljust(width) for cell, width in zip(line, widths)) + " |" for line in cells]
     lines.insert(1, "|" + "|".join("-" * (width + 2) for width in widths) + "|")
@@ -73,8 +77,8 @@ def _rows_of(registration: Registration) -> list[TemplateRow]:
     function = adapter.func if isinstance(adapter, functools.partial) else adapter
     registered = f"{function.__module__.removeprefix(KERNELS_PREFIX)}.{function.__qualname__}"
     if not registration.library:
-        return [TemplateRow(registration.task, str(registration.kind), function.__qualname__, None,
-                            False, registered)]
+        return [TemplateRow(registration.task, str(registration.kind), function.__qualname__, None, False,
+                            registered, library=False)]
     arches: dict[int, str] = {}
     templates = list(_reached(adapter, registration.task, arches, set()))
     return [TemplateRow(registration.task, str(registration.kind), template.__name__, arches.get(id(template)),
