@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from codegen.emit.c_emitter import CEmitter
-from codegen.runtime.cuda_backend import backend
+from codegen.runtime.cuda_backend import uses_gpu
 from codegen.runtime.interface import ModuleInterface
 from codegen.runtime.module import CompiledModule, bounds_checks
 from codegen.toolchain import cpu_features, vector_math
@@ -122,7 +122,7 @@ def resolve_target(target: Target) -> Target:
     (`runtime.cuda_backend`); any other target as it is. What a compiled module or graph keeps as its target."""
     if not target.is_cuda:
         return target
-    return dataclasses.replace(target, arch=target.arch or default_arch(), emulated=backend() == "emulator")
+    return dataclasses.replace(target, arch=target.arch or default_arch(), emulated=not uses_gpu())
 
 
 def with_device_arch(target: Target) -> Target:

@@ -11,9 +11,9 @@ from hidet_lang.lazy import homes_of, lazy_attributes
 _HOMES = {
     **homes_of("codegen.runtime.module", "CompiledModule"),
     **homes_of("codegen.runtime.arrays", "AnyTensor", "DeviceArray", "HostArray", "asarray", "empty",
-               "from_dlpack_device", "randn", "to_device", "uses_gpu", "zeros"),
+               "from_dlpack_device", "randn", "to_device", "zeros"),
     **homes_of("codegen.runtime.tensor_methods", "TensorMethods"),
-    **homes_of("codegen.runtime.cuda_backend", "backend"),
+    **homes_of("codegen.runtime.cuda_backend", "backend", "uses_gpu"),
     **homes_of("codegen.runtime.cuda_driver", "copy_device_to_device", "copy_to_device_async", "device_name",
                "gpu_available", "stream_wait"),
     **homes_of("codegen.runtime.cuda_graphs", "CaptureFailedError", "CudaGraph", "capture_supported"),

@@ -25,7 +25,7 @@ import numpy as np
 
 from codegen.runtime import cuda_driver, dlpack, streams
 from codegen.runtime.allocator import device_allocator
-from codegen.runtime.cuda_backend import backend
+from codegen.runtime.cuda_backend import uses_gpu
 from codegen.runtime.heap_guards import guarded_empty
 from codegen.runtime.tensor_methods import TensorMethods
 from hidet_lang.ir.types import DTYPE_BY_NAME, DataType
@@ -154,11 +154,6 @@ class DeviceArray(TensorMethods):
             except Exception:  # noqa: BLE001 - never raise from a finalizer (e.g. at interpreter exit)
                 pass
             self.ptr = 0
-
-
-def uses_gpu() -> bool:
-    """Whether CUDA modules and 'cuda' arrays use a real GPU (else the emulator); see `codegen.runtime.cuda_backend`."""
-    return backend() == "gpu"
 
 
 def empty_device(shape: Any, dtype: Any = "float32") -> DeviceArray:

@@ -2,6 +2,10 @@
 
 `HIDET_LANG_CUDA=gpu` requires a GPU (an error without one); `HIDET_LANG_CUDA=emulator` forces the emulator.
 When neither is forced and no GPU is found, a one-time notice says that the emulator runs CUDA modules.
+
+A build carries the choice in its target (`Target.emulated`, set by `codegen.backends.resolve_target`), which built
+modules and compiled graphs keep; `uses_gpu()` answers it for the runtime's parts that hold no target (streams,
+arrays, CUDA graphs).
 """
 
 from __future__ import annotations
@@ -21,6 +25,12 @@ def backend() -> str:
     """'gpu' or 'emulator' for this process."""
     with _choosing:
         return _choose_backend()
+
+
+def uses_gpu() -> bool:
+    """Whether CUDA modules and 'cuda' arrays use a real GPU in this process (else the emulator): what the runtime
+    asks where it holds no target (a built module or graph says it by its target's `emulated`)."""
+    return backend() == "gpu"
 
 
 @functools.cache

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from codegen.runtime import cuda_driver, streams
-from codegen.runtime.cuda_backend import backend
+from codegen.runtime.cuda_backend import uses_gpu
 
 
 class CaptureFailedError(RuntimeError):
@@ -26,7 +26,7 @@ class CaptureFailedError(RuntimeError):
 
 def capture_supported() -> bool:
     """Whether CUDA graphs can be captured here: CUDA modules run on a GPU (not on the emulator)."""
-    return backend() == "gpu"
+    return uses_gpu()
 
 
 _thread = threading.local()

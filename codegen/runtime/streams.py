@@ -21,7 +21,7 @@ from typing import Any
 
 from codegen.runtime import cuda_driver
 from codegen.runtime.allocator import device_allocator
-from codegen.runtime.cuda_backend import backend
+from codegen.runtime.cuda_backend import uses_gpu
 from codegen.toolchain.cache import build_and_load
 from hidet_lang.version import __version__
 
@@ -45,7 +45,7 @@ class Stream:
 
     def __init__(self) -> None:
         self._owned = False
-        if backend() == "gpu":
+        if uses_gpu():
             self.handle = cuda_driver.stream_create()
         else:
             self.handle = next(_emulated_handles)
@@ -62,13 +62,13 @@ class Stream:
 
     def synchronize(self) -> None:
         """Wait until the work issued to this stream has completed (raises the error of a failed kernel)."""
-        if backend() == "gpu":
+        if uses_gpu():
             cuda_driver.stream_synchronize(self.handle)
 
     def wait_stream(self, other: Stream) -> None:
         """Order the work issued to this stream from now on after the work issued to `other` so far, without
         blocking the host."""
-        if backend() == "gpu":
+        if uses_gpu():
             cuda_driver.stream_wait(self.handle, int(other))
 
     @property
@@ -89,7 +89,7 @@ class Stream:
         return "Stream(default)" if not self.handle else f"Stream({self.handle:#x})"
 
     def __del__(self) -> None:
-        if getattr(self, "_owned", False) and backend() == "gpu":
+        if getattr(self, "_owned", False) and uses_gpu():
             try:  # its cached blocks go to the default stream once its work is done
                 cuda_driver.stream_synchronize(self.handle)
                 device_allocator().retire_stream(self.handle)
@@ -159,13 +159,8 @@ def stream(s: Any) -> StreamContext:
 
 def _set_current(s: Stream) -> None:
     _thread.stream = s
-    if _on_gpu():
+    if uses_gpu():
         _stream_setter()(s.handle or None)
-
-
-@functools.cache
-def _on_gpu() -> bool:
-    return backend() == "gpu"
 
 
 @functools.cache
@@ -197,7 +192,7 @@ def current_stream_entry_point() -> int:
 
 def synchronize() -> None:
     """Wait until all work issued to the GPU (every stream) has completed; nothing on the emulator."""
-    if backend() == "gpu":
+    if uses_gpu():
         cuda_driver.synchronize()
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 import codegen.runtime as runtime
 from codegen import resolve_target
-from codegen.runtime import CaptureFailedError, CudaGraph, capture_supported
+from codegen.runtime import CaptureFailedError, CudaGraph
 from codegen.toolchain import CubinReport
 from hidet_lang.ir.func import DEVICE_KINDS, IRModule
 from hidet_lang.ir.functor import collect
@@ -173,7 +173,7 @@ class CompiledGraph:
         """Whether the graph's launches may be captured: on a GPU, every kernel a GPU module whose calls need no
         host work afterwards (no assertions to check, host or device, no printf to flush); decided once."""
         if self._capture_allowed is None:
-            self._capture_allowed = capture_supported() and all(
+            self._capture_allowed = not self.target.emulated and all(
                 getattr(m, "on_gpu", False) and not m.interface.has_assert and not m.interface.has_printf
                 and not _has_device_assertions(m.ir) for m in self.modules)
         return self._capture_allowed

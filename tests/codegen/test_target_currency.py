@@ -49,9 +49,6 @@ AWAITING_CONVERSION = frozenset({
     "stdlib_ops/templates/registry.py:library_template",
     "stdlib_ops/templates/registry.py:binding_of",
     "stdlib_ops/templates/registry.py:choose_schedule",
-    "stdlib_ops/tuning/records.py:recorded_entry",
-    "stdlib_ops/tuning/records.py:_recorded",
-    "stdlib_ops/tuning/records.py:recorded_winner",
 })
 """Functions that still take a spelling and are to take a `Target`; an entry goes when its function is converted."""
 

@@ -56,7 +56,7 @@ def test_a_cuda_target_without_an_architecture_chooses_for_the_gpus_own(monkeypa
                                                                        runs_on: str, kernel: str) -> None:
     # on a GPU (an H200 here: its build is for sm_90a) 'cuda' chooses what sm_90a runs fastest; on the emulator it
     # keeps the portable choice; a target that names its architecture is never changed
-    monkeypatch.setattr(backends, "backend", lambda: runs_on)
+    monkeypatch.setattr(backends, "uses_gpu", lambda: runs_on == "gpu")
     monkeypatch.setattr(backends, "default_arch", lambda: "sm_90a")
     monkeypatch.setattr(records, "machine_id", lambda target: f"a machine where CUDA runs on the {runs_on}")
     assert backends.with_device_arch(Target.of("cuda")) == Target.of("cuda:sm_90a" if runs_on == "gpu" else "cuda")
