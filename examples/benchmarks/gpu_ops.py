@@ -53,6 +53,7 @@ from gpu_peers import PEERS, peers_of  # noqa: E402
 from timing import synced_median_time  # noqa: E402
 
 import stdlib_ops as ops  # noqa: E402
+from hidet_lang.target import Target  # noqa: E402
 
 RUNS = 7
 LOOP_S = 0.02
@@ -72,7 +73,7 @@ OURS = ("ours", "ours graph")
 
 
 # ------------------------------------------------------------------------------------------------ one case
-def compile_ours(case: Case, target: str) -> Any:
+def compile_ours(case: Case, target: Target) -> Any:
     """Our compiled graph of the case for `target`, for its inputs' shapes."""
     symbols = [ops.symbol(list(shape), dtype=case.dtype) for shape in case.shapes]
     graph = ops.optimize(ops.trace_from(case.ours(*symbols), inputs=symbols))
@@ -112,7 +113,7 @@ def peak_of(device: str, key: str) -> float | None:
     return None
 
 
-def run_case(case: Case, target: str, torch: Any, quick: bool, peers: list[str]) -> Row:
+def run_case(case: Case, target: Target, torch: Any, quick: bool, peers: list[str]) -> Row:
     """Check, then time, every contender of `case` (see the module docstring); its row: seconds and rate per
     contender, and the peers that failed with why."""
     from codegen.runtime import cuda_driver
@@ -159,12 +160,12 @@ def selected_cases(quick: bool, patterns: list[str] | None) -> dict[str, Case]:
             if not patterns or any(pattern in case.name for pattern in patterns)}
 
 
-def build_worker(connection: Connection, quick: bool, target: str, cross: bool) -> None:
+def build_worker(connection: Connection, quick: bool, target: Target, cross: bool) -> None:
     """A build process: builds each case it is sent for `target`; `cross` where no GPU runs them (then NVRTC
     compiles the cubins for the target's architecture, and the host code, beside the emulator's build)."""
     if cross:
         os.environ["HIDET_LANG_CUDA"] = "emulator"
-        os.environ["HIDET_LANG_VERIFY_CUBINS"] = target.split(":", 1)[1]
+        os.environ["HIDET_LANG_VERIFY_CUBINS"] = str(target.arch)
     cases = selected_cases(quick, None)
 
     def build(name: str) -> Row:
@@ -175,7 +176,7 @@ def build_worker(connection: Connection, quick: bool, target: str, cross: bool) 
     serve(connection, build)
 
 
-def case_worker(connection: Connection, quick: bool, target: str, peers: list[str]) -> None:
+def case_worker(connection: Connection, quick: bool, target: Target, peers: list[str]) -> None:
     """The process that checks and times the cases it is sent, one at a time, beside the `peers` named."""
     torch = gpu_torch(quick)
     cases = selected_cases(quick, None)
@@ -265,11 +266,12 @@ def main() -> int:
     budget = Budget(args.budget)
     on_gpu = not args.quick and not args.build_only
     torch = gpu_torch(not on_gpu)
-    target = f"cuda:{args.arch or default_arch()}"
+    target = Target.of(f"cuda:{args.arch or default_arch()}")
     cross = args.build_only and backend() != "gpu"
     device = device_name(torch)
     machine = describe_machine(torch)
-    report: dict[str, Any] = {"machine": machine, "target": target, "command": sys.argv[1:], "builds": [], "rows": []}
+    report: dict[str, Any] = {"machine": machine, "target": str(target), "command": sys.argv[1:], "builds": [],
+                              "rows": []}
     write_json(args.json, report)
     print("\n".join(header_lines(machine)))
     print(f"building {len(cases)} cases for {target} in {args.jobs} processes"
