@@ -5,7 +5,8 @@
 the allocation functions make have slack and a canary after them (`codegen.runtime.heap_guards`), checked after each
 call of a compiled function; `asarray` views the caller's memory where it can, which is not guarded. Every function
 takes a dtype as a DSL data type (`hidet.float32`, `hidet.i32`), a name numpy or the DSL knows ('float32', 'f32'),
-or a numpy dtype (`numpy_dtype_of`). The operators of `hidet.ops` take these arrays as they take their own tensors.
+or a numpy dtype (`numpy_dtypes.numpy_dtype_of`). The operators of `hidet.ops` take these arrays as they take their
+own tensors.
 
 On a GPU a `DeviceArray` owns a block of device memory from the caching allocator (`codegen.runtime.allocator`),
 allocated for the current stream (`codegen.runtime.streams`) and given back to the cache when the array is
@@ -27,41 +28,8 @@ from codegen.runtime import cuda_driver, dlpack, streams
 from codegen.runtime.allocator import device_allocator
 from codegen.runtime.cuda_backend import uses_gpu
 from codegen.runtime.heap_guards import guarded_empty
+from codegen.runtime.numpy_dtypes import numpy_dtype_of
 from codegen.runtime.tensor_methods import TensorMethods
-from hidet_lang.ir.types import DTYPE_BY_NAME, DataType
-
-
-def numpy_dtype_of(dtype: Any) -> np.dtype:
-    """The numpy dtype of an array of `dtype`: a DSL data type (`hidet.float32`, `hidet.i32`), a name the DSL or numpy
-    knows ('f32', 'int32', 'bf16'), or anything `numpy.dtype` takes; bfloat16 is `ml_dtypes.bfloat16`. TypeError
-    for anything else."""
-    known = _NUMPY_DTYPES.get(dtype) if isinstance(dtype, (str, DataType)) else None
-    if known is not None:
-        return known
-    if isinstance(dtype, str) and dtype in DTYPE_BY_NAME:
-        dtype = DTYPE_BY_NAME[dtype]
-    if isinstance(dtype, DataType):
-        found = _bfloat16() if dtype.name == "bfloat16" else np.dtype(dtype.numpy_name)
-        _NUMPY_DTYPES[dtype] = found
-        return found
-    try:
-        return np.dtype(dtype)
-    except (TypeError, ValueError):  # ValueError: an object with a `.dtype` that is none (a DSL tensor type)
-        names = ", ".join(sorted(DTYPE_BY_NAME))
-        raise TypeError(f"{dtype!r} is not a data type; give a DSL data type (hidet.float32), a numpy dtype or one "
-                        f"of the names {names}") from None
-
-
-_NUMPY_DTYPES: dict[Any, np.dtype] = {}
-"""The DSL data types and names `numpy_dtype_of` has resolved (a dictionary look-up, not numpy's parsing)."""
-
-
-def _bfloat16() -> np.dtype:
-    try:
-        import ml_dtypes
-    except ImportError:
-        raise TypeError("bfloat16 arrays need the ml_dtypes package (pip install ml_dtypes)") from None
-    return np.dtype(ml_dtypes.bfloat16)
 
 
 class DeviceArray(TensorMethods):

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from codegen.runtime.numpy_dtypes import numpy_dtype_of
+
 DEVICES = ("cpu", "cuda")
 
 
@@ -34,10 +36,8 @@ def is_device(value: Any) -> bool:
 
 
 def numpy_dtype(dtype: Any) -> np.dtype:
-    """The numpy dtype of `dtype`: what `codegen.runtime.arrays.numpy_dtype_of` takes, or a torch dtype
+    """The numpy dtype of `dtype`: what `numpy_dtypes.numpy_dtype_of` takes, or a torch dtype
     (`torch.float16`, named 'torch.float16'). TypeError for anything else."""
-    from codegen.runtime.arrays import numpy_dtype_of  # the arrays module inherits this one's class
-
     text = str(dtype)
     if text.startswith("torch."):
         dtype = text[len("torch."):]
