@@ -15,6 +15,14 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from hidet_lang.cuda_limits import (
+    MAX_BLOCK_DIM,
+    MAX_CLUSTER_SIZE,
+    MAX_GRID_DIM,
+    MAX_STATIC_SHARED_BYTES,
+    MAX_THREADS_PER_BLOCK,
+)
+
 INCLUDE_DIR = Path(__file__).resolve().parent.parent / "include"
 
 
@@ -22,15 +30,6 @@ INCLUDE_DIR = Path(__file__).resolve().parent.parent / "include"
 def cuda_limit_flags() -> tuple[str, ...]:
     """The `-D` flags that give the CUDA launch limits of `hidet_lang.cuda_limits` to the headers that
     check launches (`cuda_launch.h` and the emulator's; see `cuda_limits.h`)."""
-    # imported here: the compilation cache imports this module and stays free of the language's modules
-    from hidet_lang.cuda_limits import (
-        MAX_BLOCK_DIM,
-        MAX_CLUSTER_SIZE,
-        MAX_GRID_DIM,
-        MAX_STATIC_SHARED_BYTES,
-        MAX_THREADS_PER_BLOCK,
-    )
-
     defines = {"HL_MAX_THREADS_PER_BLOCK": MAX_THREADS_PER_BLOCK, "HL_MAX_STATIC_SHARED_BYTES": MAX_STATIC_SHARED_BYTES,
                "HL_MAX_CLUSTER_SIZE": MAX_CLUSTER_SIZE,
                **{f"HL_MAX_BLOCK_DIM_{axis}": n for axis, n in zip("XYZ", MAX_BLOCK_DIM)},
