@@ -1,10 +1,11 @@
-"""Runtime: what runs a built module. `module` is the `CompiledModule` a build returns; `arguments` checks and
-converts a call's arguments (`aliasing`: which arrays a function writes, and that they do not overlap); `arrays`
-are the 'cpu' and 'cuda' arrays (with torch's conversion methods, `tensor_methods`, which the operators' tensors
-share); `cuda_backend` chooses between a GPU and the CUDA emulator, `cuda_driver` talks to the GPU through the
-driver API, `allocator` caches its device memory, `streams` holds each thread's current stream, `dlpack` exchanges
-GPU tensors with other libraries, `device_staging` copies numpy arguments to and from the device around a call,
-and `emulator_memory` follows the emulator's memory across modules."""
+"""Runtime: what runs a built module. `module` is the `CompiledModule` a build returns; `arguments` generates the
+callers that check and convert a call's arguments (`argument_checks`: one argument's; `aliasing`: which arrays a
+function writes, and that they do not overlap); `arrays` are the 'cpu' and 'cuda' arrays (with torch's conversion
+methods, `tensor_methods`, which the operators' tensors share); `cuda_backend` chooses between a GPU and the CUDA
+emulator, `cuda_driver` talks to the GPU through the driver API, `allocator` caches its device memory, `streams`
+holds each thread's current stream, `dlpack` exchanges GPU tensors with other libraries, `device_staging` copies
+numpy arguments to and from the device around a call, and `emulator_memory` follows the emulator's memory across
+modules."""
 
 from hidet_lang.lazy import homes_of, lazy_attributes
 
@@ -18,7 +19,7 @@ _HOMES = {
                "gpu_available", "stream_wait"),
     **homes_of("codegen.runtime.cuda_graphs", "CaptureFailedError", "CudaGraph", "capture_supported"),
     **homes_of("codegen.runtime.streams", "current_stream_handle", "record_stream", "synchronize"),
-    **homes_of("codegen.runtime.arguments", "array_address"),
+    **homes_of("codegen.runtime.argument_checks", "array_address"),
 }
 __all__ = sorted(_HOMES)
 __getattr__, __dir__ = lazy_attributes(__name__, _HOMES)

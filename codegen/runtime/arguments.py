@@ -11,7 +11,6 @@ from __future__ import annotations
 import ctypes
 import keyword
 import math
-import operator
 from collections.abc import Callable, Mapping, MutableMapping
 from types import CodeType
 from typing import Any
@@ -20,7 +19,17 @@ import numpy as np
 
 from codegen.runtime import cuda_driver
 from codegen.runtime.aliasing import check_no_overlap, host_or_device_address, written_array_params
-from codegen.runtime.arrays import DeviceArray
+from codegen.runtime.argument_checks import (
+    BF16_BITS,
+    as_array,
+    check_array,
+    integer_range,
+    numpy_dtype,
+    to_bool,
+    to_float,
+    to_int,
+)
+from codegen.runtime.device_staging import device_argument, release, stage
 from codegen.runtime.heap_guards import check_guards
 from hidet_lang.errors import without_compiler_frames
 from hidet_lang.ir import expr as E
@@ -28,134 +37,6 @@ from hidet_lang.ir.evaluate import evaluate
 from hidet_lang.ir.func import Function
 from hidet_lang.ir.functor import collect
 from hidet_lang.ir.types import DataType, PointerType, TensorType
-
-_CTYPES = {
-    "bool": ctypes.c_bool, "int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32,
-    "int64": ctypes.c_int64, "uint8": ctypes.c_uint8, "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32,
-    "uint64": ctypes.c_uint64, "float16": ctypes.c_float, "bfloat16": ctypes.c_float, "float32": ctypes.c_float,
-    "float64": ctypes.c_double,
-}
-
-
-def ctype_of(t: Any) -> Any:
-    """The ctypes type a parameter of IR type `t` is passed as (f16 scalars travel as float)."""
-    if isinstance(t, DataType):
-        return _CTYPES[t.name]
-    return ctypes.c_void_p
-
-
-def numpy_dtype(t: DataType) -> np.dtype:
-    """The numpy dtype of arrays for elements of type `t`; bf16 is `ml_dtypes.bfloat16` when that package is
-    installed, otherwise uint16 arrays holding the raw bits."""
-    if t.name == "bfloat16":
-        try:
-            import ml_dtypes
-        except ImportError:
-            return np.dtype(np.uint16)
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(t.numpy_name)
-
-
-BF16_BITS = np.dtype(np.uint16)
-"""The dtype of bf16 bit patterns, which a bf16 parameter also takes where its arrays are ml_dtypes' bfloat16."""
-
-
-def array_address(array: np.ndarray) -> int:
-    """The address of the data of a C-contiguous, writeable numpy array, as a compiled function takes it (0, a null
-    pointer, for an empty array); TypeError or ValueError for any other array (read-only, not contiguous, or of a
-    dtype without a buffer format)."""
-    return ctypes.addressof(ctypes.c_char.from_buffer(array)) if array.nbytes else 0
-
-
-def read_only_message(func: str, param: str) -> str:
-    """The error of a read-only array given for parameter `param`, which function `func` may write."""
-    return (f"{func}(): parameter '{param}' is a read-only array, and '{func}' may write to it (it stores into it, "
-            f"takes its address or passes it on); pass a writeable array, e.g. a copy")
-
-
-def _describe(value: Any) -> str:
-    if isinstance(value, np.ndarray):
-        return f"a numpy array of {value.dtype} with shape {value.shape}"
-    return f"a {type(value).__name__} ({value!r})" if not hasattr(value, "__dlpack__") else type(value).__name__
-
-
-def as_array(value: Any, func: str, param: str, dtype: np.dtype) -> np.ndarray:
-    """`value` as a numpy array without copying (numpy arrays, or objects with __dlpack__); TypeError else."""
-    if isinstance(value, np.ndarray):
-        return value
-    if isinstance(value, DeviceArray):
-        if value.host is None:
-            raise TypeError(f"{func}(): parameter '{param}' got an array in GPU memory; this function runs on the "
-                            "CPU: pass a numpy array (x.numpy())")
-        return value.host
-    if hasattr(value, "__dlpack__"):
-        try:
-            return np.from_dlpack(value)
-        except (TypeError, ValueError, RuntimeError, BufferError) as e:
-            raise TypeError(f"{func}(): parameter '{param}' got {type(value).__name__}, which numpy cannot view "
-                            f"without a copy: {e}") from None
-    raise TypeError(f"{func}(): parameter '{param}' expects an array of {dtype}, got {_describe(value)}")
-
-
-def check_dtype_and_shape(func: str, param: str, dtype: np.dtype, shape: tuple[int, ...],
-                          want_dtype: np.dtype, want_shape: tuple[int, ...] | None) -> None:
-    """Raise the error for an array of `dtype` and `shape` given for parameter `param` that wants others."""
-    if dtype != want_dtype and not (dtype == BF16_BITS and want_dtype.name == "bfloat16"):
-        raise TypeError(f"{func}(): parameter '{param}' expects {want_dtype}, got an array of {dtype}")
-    if want_shape is not None and tuple(shape) != want_shape:
-        raise ValueError(f"{func}(): parameter '{param}' expects shape {want_shape}, got shape {tuple(shape)}")
-
-
-def check_array(func: str, param: str, value: np.ndarray, dtype: np.dtype, shape: tuple[int, ...] | None,
-                written: bool) -> None:
-    """Raise the error that explains why array `value` does not fit parameter `param`, or return when it fits (the
-    callers' quick test compares dtypes by identity: an equal dtype that is another object, one with metadata say,
-    fits). A read-only array fits a parameter that the function never writes (not `written`)."""
-    check_dtype_and_shape(func, param, value.dtype, value.shape, dtype, shape)
-    if not value.flags.c_contiguous:
-        raise ValueError(f"{func}(): parameter '{param}' must be C-contiguous; pass np.ascontiguousarray(x)")
-    if written and not value.flags.writeable:
-        raise ValueError(read_only_message(func, param))
-
-
-def integer_range(t: DataType) -> tuple[int, int]:
-    """The smallest and largest value of integer type `t`."""
-    bits = t.nbytes * 8
-    return (0, 2**bits - 1) if t.kind == "uint" else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
-
-
-def to_int(value: Any, func: str, param: str, t: DataType) -> int:
-    """A Python int for integer parameter `param` (numpy integers accepted; floats and bools refused)."""
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{func}(): parameter '{param}' expects {t.name}, got a bool")
-    try:
-        v = operator.index(value)
-    except TypeError:
-        raise TypeError(
-            f"{func}(): parameter '{param}' expects an integer ({t.name}), got {_describe(value)}"
-        ) from None
-    lo, hi = integer_range(t)
-    if not lo <= v <= hi:
-        raise ValueError(f"{func}(): parameter '{param}' = {v} does not fit in {t.name}")
-    return v
-
-
-def to_bool(value: Any, func: str, param: str) -> bool:
-    """A Python bool for bool parameter `param`: Python's and numpy's bools, and integers (nonzero is true, as C
-    converts them); anything else is refused."""
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    try:
-        return operator.index(value) != 0
-    except TypeError:
-        raise TypeError(f"{func}(): parameter '{param}' expects a bool, got {_describe(value)}") from None
-
-
-def to_float(value: Any, func: str, param: str, t: DataType) -> float:
-    """A Python float for floating-point parameter `param`."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{func}(): parameter '{param}' expects a number ({t.name}), got {_describe(value)}")
-    return float(value)
 
 
 def _caller_parameter_names(func: Function) -> list[str]:
@@ -274,8 +155,6 @@ def make_caller(func: Function, c_function: Any, after_call: Callable[[], None] 
     sig = ", ".join(names)
     call = [f"    _result = _c({', '.join(pass_args)})"]  # a 'public' function's scalar result, or None
     if on_gpu:  # the results come back before the checks, so a failed device assertion loses none of them
-        from codegen.runtime.device_staging import device_argument, release, stage  # cycle: staging imports this module
-
         env.update(_device_argument=device_argument, _stage=stage, _release=release,
                    _ensure_current=cuda_driver.ensure_current)
         if tensors:  # every argument is checked before any is copied to the device

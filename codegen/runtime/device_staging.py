@@ -11,7 +11,7 @@ import numpy as np
 
 from codegen.runtime import cuda_driver, streams
 from codegen.runtime.allocator import device_allocator
-from codegen.runtime.arguments import as_array, check_array, check_dtype_and_shape, read_only_message
+from codegen.runtime.argument_checks import as_array, check_array, check_dtype_and_shape, read_only_message
 from codegen.runtime.arrays import DeviceArray, from_dlpack_device
 
 

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from codegen.emit.c_emitter import ASSERT_STATUS_SYMBOL, FLUSH_SYMBOL
 from codegen.runtime import streams
-from codegen.runtime.arguments import ctype_of, make_caller
+from codegen.runtime.argument_checks import ctype_of
+from codegen.runtime.arguments import make_caller
 from codegen.runtime.interface import ModuleInterface
 from codegen.toolchain.cache import PortableEntry, export_entry, install_entry
 from codegen.toolchain.cache_entries import CUBIN

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from codegen.runtime.arguments import numpy_dtype
+from codegen.runtime.argument_checks import numpy_dtype
 from hidet_lang.explorer.ir_lines import step_lines
 from hidet_lang.explorer.pictures import pictures_of
 from hidet_lang.explorer.program import PROGRAM_FILE, Workspace

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import codegen
+import codegen.runtime.argument_checks
 import hidet_lang as hidet
 from codegen.runtime.arguments import make_caller
 from codegen.runtime.arrays import DeviceArray
@@ -222,10 +223,10 @@ def test_the_direct_function_is_offered_only_for_tensor_parameters() -> None:
 
     direct = tensors_only.build().direct_function()
     a, out = np.arange(4, dtype=np.float32), np.zeros(4, np.float32)
-    direct(codegen.runtime.arguments.array_address(a), codegen.runtime.arguments.array_address(out))
+    direct(codegen.runtime.argument_checks.array_address(a), codegen.runtime.argument_checks.array_address(out))
     np.testing.assert_array_equal(out, a * 2)
     with pytest.raises(TypeError):
-        codegen.runtime.arguments.array_address(np.zeros(8, np.float32)[::2])
+        codegen.runtime.argument_checks.array_address(np.zeros(8, np.float32)[::2])
 
 
 INT_TYPES = [i8, i16, i32, i64, u8, u16, u32, u64]
@@ -310,7 +311,7 @@ def test_parameters_named_like_the_callers_helpers_or_the_function_are_passed_in
 
 
 def test_an_empty_array_has_the_null_address() -> None:
-    assert codegen.runtime.arguments.array_address(np.zeros(0, np.float32)) == 0
+    assert codegen.runtime.argument_checks.array_address(np.zeros(0, np.float32)) == 0
     args = good_args()
     args["n"], args["a"] = 0, np.zeros(0, np.float32)
     module.build()(*args.values())
@@ -319,7 +320,7 @@ def test_an_empty_array_has_the_null_address() -> None:
 
 def test_bf16_arrays_are_raw_bits_without_ml_dtypes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # `import ml_dtypes` raises ImportError
-    assert codegen.runtime.arguments.numpy_dtype(bf16) == np.dtype(np.uint16)
+    assert codegen.runtime.argument_checks.numpy_dtype(bf16) == np.dtype(np.uint16)
 
 
 with hidet.script_module() as flag_module:

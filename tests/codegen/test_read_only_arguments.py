@@ -19,7 +19,8 @@ from hypothesis.strategies import floats
 import hidet_lang as hidet
 from codegen.runtime import cuda_driver
 from codegen.runtime.aliasing import written_array_params
-from codegen.runtime.arguments import make_caller, read_only_message
+from codegen.runtime.argument_checks import read_only_message
+from codegen.runtime.arguments import make_caller
 from hidet_lang import asm, attrs, f32, i32
 from hidet_lang.cuda import atomic_add, threadIdx
 from hidet_lang.testing import example_count

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import stdlib_ops as ops
-from codegen.runtime.arguments import array_address
+from codegen.runtime.argument_checks import array_address
 from stdlib_ops.runtime.dispatch import EAGER, data_address
 from stdlib_ops.tensor import wrap
 

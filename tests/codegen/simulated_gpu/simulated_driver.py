@@ -93,7 +93,7 @@ def install() -> None:
 def _parameter_sizes(plan, name: str, sizes, capacity: int) -> int:
     """Write the byte size of each parameter of kernel `name` (a device symbol of `plan`) into `sizes` (what a
     stream capture copies of each parameter's value); the number of parameters, -1 when over `capacity`."""
-    from codegen.runtime.arguments import ctype_of
+    from codegen.runtime.argument_checks import ctype_of
 
     kernel = plan.kernels[plan.kernel_symbols.index(name)]
     if len(kernel.params) > capacity:
@@ -108,7 +108,7 @@ def _run_on_emulator(lib: ctypes.CDLL, plan, cu_module: int, name: str, configur
     arguments the driver received, once the launch configuration the driver received is checked against the
     kernel's attributes; the driver error a GPU would report (0 when the kernel ran cleanly)."""
     from codegen.runtime import emulator_memory
-    from codegen.runtime.arguments import ctype_of
+    from codegen.runtime.argument_checks import ctype_of
 
     kernel = plan.kernels[plan.kernel_symbols.index(name)]
     launch = getattr(lib, plan.host_names[kernel.name])
@@ -143,7 +143,7 @@ def _run_on_emulator(lib: ctypes.CDLL, plan, cu_module: int, name: str, configur
 
 def _read_argument(address: int, t) -> object:
     """The value of a kernel argument of IR type `t` stored at `address` by the launcher."""
-    from codegen.runtime.arguments import ctype_of
+    from codegen.runtime.argument_checks import ctype_of
     from hidet_lang.ir.types import DataType
 
     if isinstance(t, DataType) and t.name in ("float16", "bfloat16"):
