@@ -200,6 +200,7 @@ def count(ops: list[str], prefix: str) -> int:
     return sum(op == prefix or op.startswith(prefix + ".") for op in ops)
 
 
+@pytest.mark.machine_code
 @pytest.mark.skipif(CUOBJDUMP is None, reason="cuobjdump is not installed: the machine code cannot be read")
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_the_machine_code_loads_and_stores_128_bits(dtype: str) -> None:
@@ -209,6 +210,7 @@ def test_the_machine_code_loads_and_stores_128_bits(dtype: str) -> None:
     assert count(ops, "LDL") == 0 and count(ops, "STL") == 0
 
 
+@pytest.mark.machine_code
 @pytest.mark.skipif(CUOBJDUMP is None, reason="cuobjdump is not installed: the machine code cannot be read")
 def test_the_fused_machine_code_loads_the_prologue_inputs_128_bits_at_a_time() -> None:
     ops = sass_opcodes(fused_square())

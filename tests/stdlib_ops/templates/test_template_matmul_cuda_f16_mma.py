@@ -145,6 +145,7 @@ def cuobjdump() -> str | None:
     return find_tool("cuobjdump")
 
 
+@pytest.mark.machine_code
 @pytest.mark.skipif(cuobjdump() is None, reason="needs cuobjdump (pip package nvidia-cuda-cuobjdump)")
 @pytest.mark.parametrize(("arch", "dtype"), [("sm_80", "float16"), ("sm_90", "bfloat16")])
 def test_machine_code_uses_the_tensor_cores_without_spills(arch: str, dtype: str, tmp_path: Path) -> None:

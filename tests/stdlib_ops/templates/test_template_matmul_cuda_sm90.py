@@ -260,6 +260,7 @@ def test_a_prologue_takes_the_tensor_core_template_which_reads_elements() -> Non
     check(got[None], (xs * np.float16(0.5))[None], ws[None], "float16")
 
 
+@pytest.mark.machine_code
 @pytest.mark.skipif(importlib.util.find_spec("cuda") is None, reason="NVRTC (pip cuda-python) is not installed")
 @pytest.mark.parametrize(("dtype", "params"), [("float16", {}), ("bfloat16", dict(block_n=256, stages=3))])
 def test_the_sm90a_cubin_issues_hgmma_and_utmaldg_without_local_memory(dtype: str, params: dict[str, int]) -> None:
@@ -290,6 +291,7 @@ def test_a_cluster_of_two_blocks_sharing_b_matches_numpy_on_symbolic_sizes(batch
 CUOBJDUMP = find_tool("cuobjdump")
 
 
+@pytest.mark.machine_code
 @pytest.mark.skipif(CUOBJDUMP is None, reason="cuobjdump (pip nvidia-cuda-cuobjdump) is not installed")
 @pytest.mark.skipif(importlib.util.find_spec("cuda") is None, reason="NVRTC (pip cuda-python) is not installed")
 def test_the_cluster_build_multicasts_its_b_loads_and_spills_nothing(tmp_path: Path) -> None:

@@ -198,6 +198,7 @@ def test_schedule_parameters_it_cannot_honour_are_refused() -> None:
         matmul_cuda_tf32(1, 8, 8, 8, stages=1)
 
 
+@pytest.mark.machine_code
 @pytest.mark.skipif(CUOBJDUMP is None, reason="needs cuobjdump (pip package nvidia-cuda-cuobjdump)")
 def test_machine_code_uses_the_tensor_cores_without_spills(tmp_path: Path) -> None:
     cubin = tmp_path / "matmul.cubin"
