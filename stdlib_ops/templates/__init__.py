@@ -12,8 +12,9 @@ default point is what an untuned build uses).
 The package keeps the kernels apart from the machinery. `kernels/` holds the templates, each module registering
 its adapters (a task to the template's canonical shapes, through `views`: index views of the task's own tensors)
 next to its schedule; importing this package imports them all, so they are registered. The machinery: `registry`
-(registering templates and `choose_schedule`, which picks a task's schedule), `binding` (a task bound to a
-template), `views`, `sizes` (binding size parameters), `params` (size checks and `ScheduleError`), `space` (tuning
+(registering templates and `choose_schedule`, which picks a task's schedule), `table` (which task goes to which
+template, generated from the registrations: `python -m stdlib_ops.templates` prints it), `binding` (a task bound to
+a template), `views`, `sizes` (binding size parameters), `params` (size checks and `ScheduleError`), `space` (tuning
 spaces) and `cpu_lanes` (the vector widths of this machine).
 """
 
