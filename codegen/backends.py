@@ -26,6 +26,7 @@ from codegen.toolchain.cache_keys import host_cpu
 from codegen.toolchain.compiler import DEFAULT_C_FLAGS, find_c_compiler
 from codegen.toolchain.errors import CCompilationError, CompilerNotFoundError
 from codegen.toolchain.nvrtc import default_arch
+from codegen.toolchain.source_files import SourceFiles
 from hidet_lang.ir.func import IRModule
 from hidet_lang.passes.pipeline import lower
 from hidet_lang.passes.vector_rules import uses_vector_types
@@ -76,12 +77,13 @@ class CpuBackend(Backend):
 
     def build(self, lowered: IRModule, target: Target, *, check: bool, fast_math: bool) -> CompiledModule:
         emitter = CEmitter(check=check, vector_math=_vector_math(lowered))
-        source = emitter.emit_module(lowered)
+        source, files = emitter.emit_module(lowered), emitter.files  # the source names the files by tokens
         flags = (*DEFAULT_C_FLAGS, *(vector_math.LINK_FLAGS if emitter.vector_math_used else ()))
-        lib = build_and_load(source, language="c", flags=flags, version=__version__)
+        with files.in_effect():  # a compiler's diagnostics name the user's files
+            lib = build_and_load(source, language="c", flags=flags, version=__version__)
         interface = ModuleInterface.of(lowered, emitter.function_names)
-        return CompiledModule(interface, lib, target, lowered=lambda: lowered, sources={"c": source},
-                              after_call=[bounds_checks(lib)] if check else [])
+        return CompiledModule(interface, lib, target, lowered=lambda: lowered, sources={"c": source}, files=files,
+                              after_call=[bounds_checks(lib, files)] if check else [])
 
     def machine(self, target: Target) -> str | None:
         """The C compiler (its identity: the executable's path, size and time), the CPU (the libraries are built
@@ -93,9 +95,11 @@ class CpuBackend(Backend):
             return None
 
     def record(self, built: CompiledModule) -> dict[str, Any]:
-        """The key of the library's cache entry, the module's interface and its callers' code (marshalled)."""
+        """The key of the library's cache entry, the module's interface, its callers' code (marshalled) and the
+        paths of the files its source names by tokens (`codegen.toolchain.source_files`)."""
         return {"library": Path(built.library_path).parent.name, "interface": built.interface,
-                "callers": {source: marshal.dumps(code) for source, code in built.callers.items()}}
+                "callers": {source: marshal.dumps(code) for source, code in built.callers.items()},
+                "files": built.files.paths}
 
     def load(self, record: dict[str, Any], module: IRModule, target: Target, *, check: bool) -> CompiledModule | None:
         """The recorded library, loaded, for `target` completed as a build completes it; its `ir` lowers `module`
@@ -108,12 +112,13 @@ class CpuBackend(Backend):
             lib = load_library(path)
             callers = {text: marshal.loads(code) for text, code in record["callers"].items()}
             interface = record["interface"]
+            files = SourceFiles(record["files"])
         except (OSError, ValueError, KeyError, TypeError, EOFError):
             return None
         resolved = self.resolve(target, module)
-        return CompiledModule(interface, lib, resolved, sources={"c": source}, callers=callers,
+        return CompiledModule(interface, lib, resolved, sources={"c": source}, callers=callers, files=files,
                               lowered=lambda: lower(module, resolved, verify_ir=check),
-                              after_call=[bounds_checks(lib)] if check else [])
+                              after_call=[bounds_checks(lib, files)] if check else [])
 
 
 def resolve_target(target: Target) -> Target:

@@ -5,6 +5,9 @@ the host functions and kernel launchers are C built by the system compiler, boun
 point. On the emulator, the same CUDA source, the host code and the project's emulation header form one C++
 translation unit built by the system C++ compiler; after each call, `codegen.runtime.emulator_memory` decides which
 emulator libraries keep their workers. Either way the cubin is available as `module.cubin`.
+
+All of a module's sources name the user's files by the tokens of one table (`codegen.toolchain.source_files`), which
+the compiled module keeps: the launch errors, assertion failures and checks it reports name the files' paths.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from codegen.toolchain.compiler import DEFAULT_C_FLAGS, SEMANTICS_FLAGS, map_c_l
 from codegen.toolchain.elf import STT_FUNC, read_symbols
 from codegen.toolchain.headers import INCLUDE_DIR, cuda_limit_flags
 from codegen.toolchain.nvrtc import normalize_arch
+from codegen.toolchain.source_files import SourceFiles
 from hidet_lang.ir.func import DEVICE_KINDS, IRModule
 from hidet_lang.ir.functor import collect
 from hidet_lang.ir.stmt import AssertStmt
@@ -61,28 +65,33 @@ def build_cuda_module(module: IRModule, target: Target, check: bool = False,
         raise ValueError(f"build_cuda_module: a CUDA target with an architecture is needed, got '{target}'")
     arch = target.arch
     plan = plan_module(module)
-    device_source, host_source = emit_cuda(plan)
+    files = SourceFiles()  # the user's files, numbered by the GPU's sources, then the emulator's
+    device_source, host_source = emit_cuda(plan, files=files)
     options = FAST_MATH_OPTIONS if fast_math else ()
 
     def cubin() -> bytes:
-        return build_cubin(device_source, arch=arch, include_dirs=[str(INCLUDE_DIR)], options=options,
-                           version=__version__)
+        with files.in_effect():  # NVRTC's diagnostics name the user's files
+            return build_cubin(device_source, arch=arch, include_dirs=[str(INCLUDE_DIR)], options=options,
+                               version=__version__)
 
     sources = {"cuda": device_source, "host": host_source}
     interface = ModuleInterface.of(module, dict(plan.host_names))
-    verify_cubins(plan, device_source, host_source, os.environ.get(VERIFY_ENV_VAR, ""))
+    with files.in_effect():
+        verify_cubins(plan, device_source, host_source, os.environ.get(VERIFY_ENV_VAR, ""))
     if not target.emulated:
-        lib = build_and_load(host_source, language="c", flags=host_library_flags(device_source), version=__version__)
+        with files.in_effect():
+            lib = build_and_load(host_source, language="c", flags=host_library_flags(device_source),
+                                 version=__version__)
         cu_module = _bind_gpu(plan, lib, cubin())
-        checks = [_launch_checks(lib, host_source), _gpu_assert_checks(module, cu_module)]
+        checks = [_launch_checks(lib, host_source, files), _gpu_assert_checks(module, cu_module)]
         return CompiledModule(interface, lib, target, lowered=lambda: module, sources=sources, cubin=cubin,
-                              after_call=[c for c in checks if c is not None])
+                              files=files, after_call=[c for c in checks if c is not None])
     check = check or os.environ.get(CHECK_ENV_VAR, "") not in ("", "0")
-    lib, combined = build_emulator(plan, check, target)
-    checks = [functools.partial(emulator_memory.launched, lib), _launch_checks(lib, combined),
-              _emulator_assert_checks(module, lib), bounds_checks(lib) if check else None]
+    lib, combined = build_emulator(plan, check, target, files)
+    checks = [functools.partial(emulator_memory.launched, lib), _launch_checks(lib, combined, files),
+              _emulator_assert_checks(module, lib), bounds_checks(lib, files) if check else None]
     return CompiledModule(interface, lib, target, lowered=lambda: module, sources=sources, cubin=cubin,
-                          after_call=[c for c in checks if c is not None])
+                          files=files, after_call=[c for c in checks if c is not None])
 
 
 def host_library_flags(device_source: str) -> tuple[str, ...]:
@@ -92,13 +101,18 @@ def host_library_flags(device_source: str) -> tuple[str, ...]:
     return (*HOST_FLAGS, f"-DHIDET_LANG_KERNELS={hashlib.sha256(device_source.encode()).hexdigest()[:16]}")
 
 
-def build_emulator(plan: ModulePlan, check: bool, target: Target) -> tuple[ctypes.CDLL, str]:
+def build_emulator(plan: ModulePlan, check: bool, target: Target,
+                   files: SourceFiles | None = None) -> tuple[ctypes.CDLL, str]:
     """The emulator's library for a planned CUDA module (in checking mode when `check`; launches limited to
     what the architecture of `target` allows), and its C++ source: the kernels, the host functions and one
-    exported `launch_<kernel>` per kernel."""
-    emu_device, emu_host = emit_cuda(plan, emulator=True, check=check, smem_limit=target.shared_memory_per_block)
+    exported `launch_<kernel>` per kernel, the user's files named by the tokens of `files` (the module's table,
+    numbered further; a new one when None)."""
+    files = SourceFiles() if files is None else files
+    emu_device, emu_host = emit_cuda(plan, emulator=True, check=check, smem_limit=target.shared_memory_per_block,
+                                     files=files)
     combined = emu_device + "\n" + emu_host
-    return build_and_load(combined, language="c++", flags=EMULATOR_FLAGS, version=__version__), combined
+    with files.in_effect():
+        return build_and_load(combined, language="c++", flags=EMULATOR_FLAGS, version=__version__), combined
 
 
 def verify_cubins(plan: ModulePlan, device_source: str, host_source: str, archs: str) -> None:
@@ -143,8 +157,9 @@ def _bind_gpu(plan: ModulePlan, lib: ctypes.CDLL, cubin: bytes) -> object:
     return bound[0]
 
 
-def _launch_checks(lib: ctypes.CDLL, source: str) -> AfterCall:
-    """Raise the first launch failure of a call (a bad configuration, a driver or emulator error)."""
+def _launch_checks(lib: ctypes.CDLL, source: str, files: SourceFiles) -> AfterCall:
+    """Raise the first launch failure of a call (a bad configuration, a driver or emulator error), naming the DSL
+    lines in the user's files of `files`."""
     status = getattr(lib, LAUNCH_STATUS_SYMBOL)
     status.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_int)]
     status.restype = ctypes.c_int
@@ -155,18 +170,19 @@ def _launch_checks(lib: ctypes.CDLL, source: str) -> AfterCall:
             text = (message.value or b"kernel launch failed").decode()
             if code.value > 0:
                 text += f" [{cuda_driver.error_name(code.value)}]"
-            raise RuntimeError(_with_dsl_lines(text, source))
+            raise RuntimeError(_with_dsl_lines(text, source, files))
 
     return after
 
 
-def _with_dsl_lines(text: str, source: str) -> str:
-    """Replace each `generated line N` in an emulator message by the DSL location it came from."""
+def _with_dsl_lines(text: str, source: str, files: SourceFiles) -> str:
+    """Replace each `generated line N` in an emulator message by the DSL location it came from, and each file's
+    token by its path."""
     def replace(match: re.Match[str]) -> str:
-        location = map_c_line_to_dsl(source, int(match.group(1)))
+        location = map_c_line_to_dsl(source, int(match.group(1)), files)
         return f"{location[0]}:{location[1]}" if location else match.group(0)
 
-    return re.sub(r"generated line (\d+)", replace, text)
+    return re.sub(r"generated line (\d+)", replace, files.resolve(text))
 
 
 def _device_asserts(module: IRModule) -> dict[int, AssertStmt]:

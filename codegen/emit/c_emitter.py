@@ -4,8 +4,10 @@ The emitter prints one C translation unit per module: a prelude (the `#include` 
 `hidet_lang/host_runtime.h`: standard headers, the assertion channel, bounds checks), the typed helpers it used
 (min/max/abs, the float `%` and `//`, shifts by a count not known to be within the width, the identity that keeps
 an operand of a float `+` or `-` from the compiler's front end: `CEmitter.kept_operand`), forward declarations,
-then the functions. Before the code of each DSL statement it writes a marker comment `// <file>:<line>`, so
-compiler diagnostics map back to the user's line.
+then the functions. Before the code of each DSL statement it writes a marker comment `// <file N>:<line>`, so
+compiler diagnostics map back to the user's line. The source names the user's files only by such tokens, never by
+their paths (`codegen.toolchain.source_files`: the emitter's `files` is the table, which the module keeps): the same
+program in another directory gives the same source, and its compiled library is found in the cache.
 Target-specific emitters (CUDA) subclass `CEmitter` and override the spelling of types, functions and
 intrinsics.
 
@@ -26,6 +28,7 @@ from codegen.emit.float_to_int import float_to_int_call, is_float_to_int, known_
 from codegen.emit.int_division import guarded_division, needs_guard
 from codegen.emit.parallel_work import enough_work
 from codegen.emit.pointer_origins import pointer_origins
+from codegen.toolchain.source_files import SourceFiles
 from codegen.toolchain.vector_math import alias_declaration, alias_name
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
@@ -111,6 +114,8 @@ class CEmitter:
     `ConversionWarning`). Integer `/` and `%` by a divisor that may be 0 or -1 go through the guarded helpers of
     `codegen.emit.int_division` on every target, and a float converted to an integer type through those of
     `codegen.emit.float_to_int`.
+
+    `files` numbers the user's files the source names (a module's emitters share one; a new one by default).
     """
 
     parallel_pragma = "#pragma omp parallel for schedule(static)"
@@ -120,8 +125,10 @@ class CEmitter:
     division_fail = "hl_division_by_zero"  # checking mode: what a zero integer divisor calls (int_division.h)
     conversion_warn = "hl_conversion_warning"  # checking mode: what a float an integer cannot hold calls
 
-    def __init__(self, check: bool = False, vector_math: frozenset[str] = frozenset()) -> None:
+    def __init__(self, check: bool = False, vector_math: frozenset[str] = frozenset(),
+                 files: SourceFiles | None = None) -> None:
         self.check = check
+        self.files = SourceFiles() if files is None else files
         self.vector_math = vector_math  # the C math functions with vector versions (`codegen.toolchain.vector_math`)
         self.vector_math_used: set[str] = set()  # those a fast-math function called
         self.lines: list[str] = []
@@ -181,12 +188,12 @@ class CEmitter:
         self.lines.append("    " * self.depth + text)
 
     def marker(self, node: S.Stmt) -> None:
-        """Write `// file:line` before a statement from a new DSL line."""
+        """Write `// <file N>:line` before a statement from a new DSL line."""
         span = node.span
         if span is None or (span.file, span.line) == self.last_marker:
             return
         self.last_marker = (span.file, span.line)
-        self.line(f"// {span.file}:{span.line}")
+        self.line(f"// {self.files.where(span.file, span.line)}")
 
     # ---------------------------------------------------------------------------------------------- module
     def emit_module(self, module: LoweredModule) -> str:
@@ -260,8 +267,9 @@ class CEmitter:
     def passed_as_float(f: Function, p: E.Var) -> bool:
         """True for a half-precision scalar parameter of a host-callable function.
 
-        ctypes has no half-precision type, so the host passes a `float` (see `codegen.runtime.arguments.ctype_of`);
-        the C function takes it as `<name>_f32` and converts it to the parameter's type on entry.
+        ctypes has no half-precision type, so the host passes a `float` (see
+        `codegen.runtime.argument_checks.ctype_of`); the C function takes it as `<name>_f32` and converts it to the
+        parameter's type on entry.
         """
         t = p.type
         return f.attrs.kind in HOST_CALLABLE_KINDS and isinstance(t, DataType) and t.is_float and t.nbytes == 2
@@ -310,7 +318,7 @@ class CEmitter:
         self.origins = self.origins_of(f)
         self.last_marker = None
         if f.span is not None:
-            self.line(f"// {f.span.file}:{f.span.line}")
+            self.line(f"// {self.files.where(f.span.file, f.span.line)}")
         self.line(self.signature(f) + " {")
         self.depth += 1
         self.unpack_float_params(f)
@@ -385,7 +393,7 @@ class CEmitter:
 
     def where(self) -> str:
         """The DSL location of the statement being printed, as a C string."""
-        return c_string(f"{self.last_marker[0]}:{self.last_marker[1]}" if self.last_marker else "?")
+        return c_string(self.files.where(*self.last_marker) if self.last_marker else "?")
 
     def bounds_checked(self, base: E.Expr, index: E.Expr, write: bool = False,
                        address_only: bool = False) -> str | None:
@@ -481,7 +489,7 @@ class CEmitter:
 
     def stmt_AssertStmt(self, s: S.AssertStmt) -> None:
         line = s.span.line if s.span is not None else 0
-        where = f"{s.span.file}:{line}: " if s.span is not None else ""
+        where = f"{self.files.where(s.span.file, line)}: " if s.span is not None else ""
         self.line(f"if (!({self.expr(s.cond)})) {{")
         self.depth += 1
         self.line(f"hl_host_assert_fail({c_string(where + s.message)}, {line});")

@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 from codegen.emit.c_emitter import CEmitter, c_string
 from codegen.emit.kernel_plan import ModulePlan
+from codegen.toolchain.source_files import SourceFiles
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import FuncKind, Function, IRModule
@@ -63,8 +64,8 @@ class CudaDeviceEmitter(CEmitter):
     helper_qualifiers = "static __device__ __forceinline__"
     restrict_qualifier = "__restrict__"
 
-    def __init__(self, plan: ModulePlan) -> None:
-        super().__init__()
+    def __init__(self, plan: ModulePlan, files: SourceFiles | None = None) -> None:
+        super().__init__(files=files)
         self.plan = plan
 
     def unroll_line(self, factor: int) -> str:

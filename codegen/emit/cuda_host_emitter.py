@@ -13,6 +13,7 @@ from collections.abc import Callable
 from codegen.emit.c_emitter import CEmitter, c_string
 from codegen.emit.cuda_device_emitter import CUDA_SCALARS
 from codegen.emit.kernel_plan import ModulePlan
+from codegen.toolchain.source_files import SourceFiles
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.func import FuncKind, Function, IRModule
 from hidet_lang.ir.span import Span
@@ -27,8 +28,8 @@ class CudaHostEmitter(CEmitter):
     sets the device's limit instead).
     """
 
-    def __init__(self, plan: ModulePlan, smem_limit: int = 0) -> None:
-        super().__init__()
+    def __init__(self, plan: ModulePlan, smem_limit: int = 0, files: SourceFiles | None = None) -> None:
+        super().__init__(files=files)
         self.plan = plan
         self.smem_limit = smem_limit
 
@@ -73,7 +74,7 @@ class CudaHostEmitter(CEmitter):
         cuda = f.attrs.cuda
         def where(span: Span | None) -> str:
             span = span or f.span
-            return c_string(f"{span.file}:{span.line}" if span is not None else f.name)
+            return c_string(self.files.where(span.file, span.line) if span is not None else f.name)
 
         places = [cuda.span_of(a) if cuda else None for a in ("grid_dim", "block_dim", "dynamic_smem_bytes")]
         wheres = ", ".join(where(s) for s in [*places, None])
@@ -146,8 +147,9 @@ class EmulatorHostEmitter(CudaHostEmitter):
 
     helper_prefix = "hl_host_"  # the device code's helpers are in the same translation unit
 
-    def __init__(self, plan: ModulePlan, smem_limit: int = 0, check: bool = False) -> None:
-        super().__init__(plan, smem_limit)
+    def __init__(self, plan: ModulePlan, smem_limit: int = 0, check: bool = False,
+                 files: SourceFiles | None = None) -> None:
+        super().__init__(plan, smem_limit, files)
         self.check = check
 
     def scalar(self, t: DataType) -> str:

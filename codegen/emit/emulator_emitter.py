@@ -17,6 +17,7 @@ from codegen.emit.c_emitter import c_string, tensor_label
 from codegen.emit.cuda_device_emitter import CudaDeviceEmitter, Dim3Text
 from codegen.emit.kernel_plan import ModulePlan
 from codegen.emit.pointer_origins import DYNAMIC_SHARED, pointer_origins
+from codegen.toolchain.source_files import SourceFiles
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import FuncKind, Function, IRModule
@@ -40,8 +41,8 @@ class EmulatorEmitter(CudaDeviceEmitter):
     division_fail = "hl_emu_division_by_zero"
     conversion_warn = "hl_emu_conversion_warning"
 
-    def __init__(self, plan: ModulePlan, check: bool = False) -> None:
-        super().__init__(plan)
+    def __init__(self, plan: ModulePlan, check: bool = False, files: SourceFiles | None = None) -> None:
+        super().__init__(plan, files)
         self.check = check
         self.spaces: dict[E.Var, int] = {}  # the memory each tensor variable of the function lives in
 
@@ -52,7 +53,7 @@ class EmulatorEmitter(CudaDeviceEmitter):
         for f in kernels:
             kind = self.plan.kernel_plans[f.name].fast_path
             if kind is not None:
-                source += "\n" + BlockFunctionEmitter(self.plan, f, kind).emit() + "\n"
+                source += "\n" + BlockFunctionEmitter(self.plan, f, kind, self.files).emit() + "\n"
         return source
 
     def entry_trampoline(self, f: Function) -> str:
@@ -62,7 +63,7 @@ class EmulatorEmitter(CudaDeviceEmitter):
         args = ", ".join(f"*({self.type_name(p.type)} *)args[{i}]" for i, p in enumerate(f.params))
         register = ""
         if self.check and f.attrs.cuda is not None and f.attrs.cuda.cluster_dim:
-            place = f"{f.span.file}:{f.span.line}" if f.span is not None else f.name
+            place = self.files.where(f.span.file, f.span.line) if f.span is not None else f.name
             register = f"hl_emu_dynamic_shared({c_string(place)}); "
         return (f'extern "C" void {self.func_name(f.name)}__entry(void **args) {{ {register}'
                 f'{self.func_name(f.name)}({args}); }}')
@@ -148,8 +149,8 @@ class BlockFunctionEmitter(EmulatorEmitter):
     stored where device functions and the guards' slow path read them, and the threads run in order.
     """
 
-    def __init__(self, plan: ModulePlan, kernel: Function, kind: str) -> None:
-        super().__init__(plan)
+    def __init__(self, plan: ModulePlan, kernel: Function, kind: str, files: SourceFiles | None = None) -> None:
+        super().__init__(plan, files=files)
         self.kernel = kernel
         self.kind = kind
         self.function_names = self.function_names_of(plan.device_module)

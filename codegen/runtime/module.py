@@ -18,6 +18,7 @@ from codegen.runtime.interface import ModuleInterface
 from codegen.toolchain.cache import PortableEntry, export_entry, install_entry
 from codegen.toolchain.cache_entries import CUBIN
 from codegen.toolchain.headers import INCLUDE_DIR
+from codegen.toolchain.source_files import SourceFiles
 from codegen.toolchain.vectorization_report import VectorizationReport, vectorization_report
 from hidet_lang.builder import installed_builder
 from hidet_lang.errors import ConversionWarning, without_compiler_frames
@@ -41,14 +42,18 @@ class CompiledModule:
     architecture, and `emulated` says whether it runs on the CUDA emulator or a GPU); `lowered` gives the module
     as lowered for `target` (called on the first use of `ir`). `sources` maps a name to generated source: 'c' for
     a CPU module; 'cuda' (what NVRTC compiles) and 'host' (the launchers and host functions) for a CUDA module.
-    `source()` returns the first. `callers` is the code of the Python callers of its functions by their source
-    (`arguments.make_caller`), given for a module loaded from its record and kept for recording one.
+    `source()` returns the first. The sources name the user's files by tokens (`<file 0>`), `files` is the table
+    of their paths (`codegen.toolchain.source_files`): `source()` shows the paths, and every message of the library
+    (failed assertions, checks) names them. `callers` is the code of the Python callers of its functions by their
+    source (`arguments.make_caller`), given for a module loaded from its record and kept for recording one.
     """
 
     def __init__(self, interface: ModuleInterface, lib: ctypes.CDLL, target: Target, *,
                  lowered: Callable[[], IRModule], sources: Mapping[str, str], after_call: Sequence[AfterCall] = (),
-                 cubin: Callable[[], bytes] | None = None, callers: dict[str, CodeType] | None = None) -> None:
+                 cubin: Callable[[], bytes] | None = None, callers: dict[str, CodeType] | None = None,
+                 files: SourceFiles | None = None) -> None:
         self.interface = interface
+        self.files = SourceFiles() if files is None else files
         self.callers: dict[str, CodeType] = {} if callers is None else callers
         self.target = target
         self._lowered = lowered
@@ -60,7 +65,7 @@ class CompiledModule:
         self._report: VectorizationReport | CubinReport | None = None
         self.functions: dict[str, Callable[..., None]] = {}
         self._direct: dict[str, Callable[..., None]] = {}
-        after = _chain([*after_call, *filter(None, [host_checks(interface, lib)])])
+        after = _chain([*after_call, *filter(None, [host_checks(interface, lib, self.files)])])
         for f in interface.signatures:
             c_function = getattr(lib, interface.c_names[f.name])
             c_function.argtypes = [ctype_of(p.type) for p in f.params]
@@ -95,7 +100,7 @@ class CompiledModule:
         entries = [export_entry(self.library_path)]
         if self.on_gpu:
             meta = {"arch": self.target.arch, "package_version": __version__}
-            entries.append(PortableEntry(CUBIN.file, self.source("cuda"), meta, self.cubin))
+            entries.append(PortableEntry(CUBIN.file, self.compiled_source("cuda"), meta, self.cubin))
             entries.append(export_entry(streams.current_stream_library_path()))
         return entries
 
@@ -163,14 +168,18 @@ class CompiledModule:
     def source(self, which: str | None = None, color: bool = False) -> str:
         """The generated source code: the C of a CPU module, the CUDA C of a CUDA module (`which='host'` for
         a CUDA module's host code); with `color`, highlighted for a terminal (ANSI colors, where the `pygments`
-        package is installed; plain text otherwise)."""
-        if which is None:
-            text = next(iter(self._sources.values()))
-        elif which in self._sources:
-            text = self._sources[which]
-        else:
-            raise KeyError(f"no {which!r} source; this module has: {', '.join(self._sources)}")
+        package is installed; plain text otherwise). The user's files are named by their paths."""
+        text = self.files.resolve(self.compiled_source(which))
         return highlighted(text) if color else text
+
+    def compiled_source(self, which: str | None = None) -> str:
+        """The generated source as it was compiled (`source`'s choice of `which`), whose hash keys the compilation
+        cache's entry: the user's files named by their tokens in `files` (`<file 0>`), not by their paths."""
+        if which is None:
+            return next(iter(self._sources.values()))
+        if which in self._sources:
+            return self._sources[which]
+        raise KeyError(f"no {which!r} source; this module has: {', '.join(self._sources)}")
 
     def report(self) -> VectorizationReport | CubinReport:
         """What the compiler made of the module, printable as a table; made on the first call and kept.
@@ -188,11 +197,11 @@ class CompiledModule:
                 from codegen.runtime.kernel_launches import kernel_launches
                 from codegen.toolchain.cubin_report import cuda_module_report
 
-                self._report = cuda_module_report(self.source("cuda"), lambda: self.cubin,
+                self._report = cuda_module_report(self.compiled_source("cuda"), lambda: self.cubin,
                                                   self.target.arch, kernel_launches(self.ir),
                                                   include_dirs=[str(INCLUDE_DIR)])
             else:
-                self._report = vectorization_report(self._sources["c"])
+                self._report = vectorization_report(self._sources["c"], self.files)
         return self._report
 
     @property
@@ -219,8 +228,9 @@ def highlighted(source: str) -> str:
     return highlight(source, CLexer(), TerminalFormatter())
 
 
-def host_checks(interface: ModuleInterface, lib: ctypes.CDLL) -> AfterCall | None:
-    """What host code needs after every call: report its failed assertions, flush printf (only when used)."""
+def host_checks(interface: ModuleInterface, lib: ctypes.CDLL, files: SourceFiles) -> AfterCall | None:
+    """What host code needs after every call: report its failed assertions (naming the user's files of `files`),
+    flush printf (only when used)."""
     has_assert, has_printf = interface.has_assert, interface.has_printf
     if not has_assert and not has_printf:
         return None
@@ -236,7 +246,7 @@ def host_checks(interface: ModuleInterface, lib: ctypes.CDLL) -> AfterCall | Non
         if has_assert:
             message, line = ctypes.c_char_p(), ctypes.c_int()
             if status(ctypes.byref(message), ctypes.byref(line)):
-                raise AssertionError((message.value or b"assertion failed").decode())
+                raise AssertionError(files.resolve((message.value or b"assertion failed").decode()))
 
     return after
 
@@ -245,11 +255,11 @@ _CHECK_ERRORS: dict[int, type[Exception]] = {1: IndexError, 2: ZeroDivisionError
 """The exception of each failure the host runtime's checking mode records (HL_CHECK_* in host_runtime.h)."""
 
 
-def bounds_checks(lib: ctypes.CDLL) -> AfterCall:
+def bounds_checks(lib: ctypes.CDLL, files: SourceFiles) -> AfterCall:
     """After a call of a module built in checking mode: warn of the floats it converted to an integer type that
     cannot hold them (a `ConversionWarning` naming the first one's DSL line and how many there were), then raise
     its first failure, an out-of-bounds access as IndexError, an integer division or modulo by zero as
-    ZeroDivisionError (each naming the DSL line)."""
+    ZeroDivisionError (each naming the DSL line, in the user's file of `files`)."""
     status = lib.hidet_lang_bounds_status
     status.argtypes = [ctypes.POINTER(ctypes.c_char_p)]
     status.restype = ctypes.c_int
@@ -262,11 +272,12 @@ def bounds_checks(lib: ctypes.CDLL) -> AfterCall:
         count = conversions(ctypes.byref(message))
         if count:
             more = f" (and {count - 1} more conversions out of range in this call)" if count > 1 else ""
-            warnings.warn((message.value or b"a conversion out of range").decode() + more, ConversionWarning,
-                          stacklevel=_caller_level())
+            text = files.resolve((message.value or b"a conversion out of range").decode())
+            warnings.warn(text + more, ConversionWarning, stacklevel=_caller_level())
         kind = status(ctypes.byref(message))
         if kind:
-            raise _CHECK_ERRORS.get(kind, RuntimeError)((message.value or b"checking mode failure").decode())
+            text = (message.value or b"checking mode failure").decode()
+            raise _CHECK_ERRORS.get(kind, RuntimeError)(files.resolve(text))
 
     return after
 

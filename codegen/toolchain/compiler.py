@@ -1,10 +1,12 @@
 """The C / C++ compiler driver: find the system compiler, build a shared library, map errors to DSL lines.
 
-The code generator writes a marker comment `// <user_file.py>:<line>` before the code of each DSL statement
-(on a line of its own, or at the end of a statement line). When the compiler rejects the generated code, each
-diagnostic at C line L is attributed to the nearest marker at or above L, and `CCompilationError` shows the
-user's file, line and source text next to the offending C line. `format_diagnostics` does that mapping and
-formatting for any compiler whose diagnostics have been parsed into `Diagnostic`s (NVRTC's, in `nvrtc`).
+The code generator writes a marker comment `// <file N>:<line>` before the code of each DSL statement (on a line
+of its own, or at the end of a statement line), `<file N>` the token of the user's file in the module's table
+(`source_files`; a marker may also name a file itself, `// k.py:3`). When the compiler rejects the generated code,
+each diagnostic at C line L is attributed to the nearest marker at or above L, and `CCompilationError` shows the
+user's file (the token's path in the table in effect: `source_files.SourceFiles.in_effect`), line and source text
+next to the offending C line. `format_diagnostics` does that mapping and formatting for any compiler whose
+diagnostics have been parsed into `Diagnostic`s (NVRTC's, in `nvrtc`).
 
 `subprocess` and `shlex` are imported when a compiler is actually searched for or run.
 """
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import CCompilationError, CompilerNotFoundError
+from .source_files import SourceFiles, files_in_effect
 
 __all__ = [
     "DEFAULT_C_FLAGS",
@@ -283,16 +286,18 @@ def run_compiler(command: tuple[str, ...]) -> tuple[int, str]:
 
 
 # A `// <file>:<line>` marker at the end of a C line. A marker on a line of its own may name any file; one after
-# code must name a Python source (`*.py`, `*.pyw`, `*.ipy`) or a pseudo-file such as `<string>`, so ordinary
-# comments do not match.
+# code must name a Python source (`*.py`, `*.pyw`, `*.ipy`) or a pseudo-file such as `<string>` or a file's token
+# `<file 0>` (`source_files`), so ordinary comments do not match.
 _MARKER_RE = re.compile(
     r"^\s*//\s*(?P<own>\S(?:.*\S)?):(?P<own_line>\d+)\s*$"
     r"|//\s*(?P<file>\S.*?\.(?:py|pyw|ipy)|<[^<>]+>):(?P<line>\d+)\s*$"
 )
 
 
-def marker_table(source: str) -> tuple[list[int], list[tuple[str, int]]]:
-    """Return the C line numbers (ascending) carrying a marker and the (file, line) of each marker."""
+def marker_table(source: str, files: SourceFiles | None = None) -> tuple[list[int], list[tuple[str, int]]]:
+    """Return the C line numbers (ascending) carrying a marker and the (file, line) of each marker, a file's token
+    replaced by its path in `files` (by default the table in effect: `source_files.files_in_effect`)."""
+    files = files_in_effect() if files is None else files
     c_lines: list[int] = []
     targets: list[tuple[str, int]] = []
     for number, text in enumerate(source.splitlines(), start=1):
@@ -302,9 +307,9 @@ def marker_table(source: str) -> tuple[list[int], list[tuple[str, int]]]:
         if match is not None:
             c_lines.append(number)
             if match["own"] is not None:
-                targets.append((match["own"], int(match["own_line"])))
+                targets.append((files.path(match["own"]), int(match["own_line"])))
             else:
-                targets.append((match["file"], int(match["line"])))
+                targets.append((files.path(match["file"]), int(match["line"])))
     return c_lines, targets
 
 
@@ -315,10 +320,10 @@ def marker_at(table: tuple[list[int], list[tuple[str, int]]], c_line: int) -> tu
     return targets[index] if index >= 0 else None
 
 
-def map_c_line_to_dsl(source: str, c_line: int) -> tuple[str, int] | None:
+def map_c_line_to_dsl(source: str, c_line: int, files: SourceFiles | None = None) -> tuple[str, int] | None:
     """Map 1-based line `c_line` of generated `source` to the (DSL file, DSL line) of the nearest marker at
-    or above it; None when no marker precedes it."""
-    return marker_at(marker_table(source), c_line)
+    or above it (its file named as `marker_table` names it, through `files`); None when no marker precedes it."""
+    return marker_at(marker_table(source, files), c_line)
 
 
 # A GCC / Clang `file:line[:col]: [fatal ]error: message` diagnostic.
@@ -364,10 +369,12 @@ def format_diagnostics(
     Each of the first `MAX_REPORTED_ERRORS` diagnostics becomes a block: `dsl_file:line: error: message` (or the
     compiler's own location when no marker maps it), the DSL source line (through `linecache`) and the offending
     line of `source` labelled `generated_label`. Without diagnostics the last 40 lines of the compiler's `output`
-    are shown instead; `output_attribute` names the exception attribute that holds all of it.
+    are shown instead; `output_attribute` names the exception attribute that holds all of it. The user's files
+    are named by their paths in the table in effect (`source_files.SourceFiles.in_effect`), in the body too.
     Returns the message body and the (DSL file, DSL line) of the first mapped diagnostic, or None.
     """
-    table = marker_table(source)
+    files = files_in_effect()
+    table = marker_table(source, files)
     source_lines = source.splitlines()
     blocks: list[str] = []
     first: tuple[str, int] | None = None
@@ -382,7 +389,7 @@ def format_diagnostics(
     else:
         tail = output.strip().splitlines()[-40:]
         body = "\n".join(tail) if tail else "(the compiler printed nothing)"
-    return body, first
+    return files.resolve(body), first
 
 
 def _diagnostic_block(

@@ -13,8 +13,9 @@ The loops are found in the C text: the emitter writes `for (...) {` / `while (..
 `}` alone at the same indentation; `#pragma omp parallel for` precedes a parallel loop (`collapse(n)` makes the n
 loops below it parallel). A compiler message names a loop by its `for` line, or (an OpenMP loop GCC outlines into
 a function of its own, a loop whose header it has rewritten) by a statement of its body; then it goes to the
-innermost loop around that statement that no message names by its own line. The `// file:line` markers
-(`codegen.toolchain.compiler`) map each loop, and a reason's statement, to the DSL line.
+innermost loop around that statement that no message names by its own line. The `// <file N>:line` markers
+(`codegen.toolchain.compiler`) map each loop, and a reason's statement, to the DSL line, the file named by its path
+in the module's table (`codegen.toolchain.source_files`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from .compiler import (
     marker_at,
     marker_table,
 )
+from .source_files import SourceFiles
 
 __all__ = [
     "LoopReport",
@@ -131,22 +133,24 @@ class VectorizationReport:
 # Compiling with remarks
 
 
-def vectorization_report(source: str) -> VectorizationReport:
+def vectorization_report(source: str, files: SourceFiles | None = None) -> VectorizationReport:
     """Compile the generated C `source` of a CPU module as its build did, with the compiler's vectorization
-    remarks, and report each loop (see the module docstring). Raises `CompilerNotFoundError` without a compiler and
-    `CCompilationError` when the compiler rejects the source or does not finish in time."""
+    remarks, and report each loop (see the module docstring) at the DSL line of its file in `files`, the module's
+    table of the files its source names (`codegen.toolchain.source_files`). Raises `CompilerNotFoundError` without
+    a compiler and `CCompilationError` when the compiler rejects the source or does not finish in time."""
+    files = SourceFiles() if files is None else files
     compiler = find_c_compiler("c")
     version = compiler_version(compiler)
     clang = "clang" in version.lower()
     includes = tuple(f"-I{os.path.abspath(d)}" for d in PROJECT_INCLUDE_DIRS)
     remarks = CLANG_REMARK_FLAGS if clang else GCC_REMARK_FLAGS
-    with tempfile.TemporaryDirectory(prefix="hidet_lang_report_") as directory:
+    with tempfile.TemporaryDirectory(prefix="hidet_lang_report_") as directory, files.in_effect():
         library = Path(directory) / "module.so"  # the build's compilation, its source beside it as module.c
         output = compile_shared_library(source, library, compiler=compiler,
                                         flags=(*DEFAULT_C_FLAGS, *includes, *remarks))
         source_path = library.with_suffix(".c")
     parse = parse_clang_remarks if clang else parse_gcc_remarks
-    return VectorizationReport(loops=report_loops(source, parse(output, str(source_path))), compiler=version)
+    return VectorizationReport(loops=report_loops(source, parse(output, str(source_path)), files), compiler=version)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -437,9 +441,10 @@ def _holds_a_loop(loop: CLoop, loops: list[CLoop]) -> bool:
     return any(other is not loop and loop.contains(other.c_line) for other in loops)
 
 
-def report_loops(source: str, verdicts: list[LoopVerdict]) -> tuple[LoopReport, ...]:
-    """One `LoopReport` per loop of the generated C `source`, from the compiler's `verdicts`."""
-    table = marker_table(source)
+def report_loops(source: str, verdicts: list[LoopVerdict], files: SourceFiles | None = None) -> tuple[LoopReport, ...]:
+    """One `LoopReport` per loop of the generated C `source`, from the compiler's `verdicts`; the files of its
+    markers named by their paths in `files` (see `compiler.marker_table`)."""
+    table = marker_table(source, files)
     loops = find_loops(source)
     assigned = assign_verdicts(loops, verdicts)
     reports = []

@@ -86,7 +86,7 @@ def cubin_of_candidate(candidate: Candidate) -> tuple[str, bytes] | str:
     bundle: its kernels' CUDA source and cubin, or why it could not be built, as text."""
     try:
         built = build_module(candidate_module(candidate), candidate.target)
-        return built.source("cuda"), built.cubin
+        return built.compiled_source("cuda"), built.cubin  # as compiled: the key of the cubin's cache entry
     except Exception as exc:  # noqa: BLE001 - a candidate that cannot be built is reported, not raised
         return f"{type(exc).__name__}: {exc}"
 
