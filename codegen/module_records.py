@@ -6,7 +6,8 @@ named by `toolchain.cache_keys.record_key`: the module's IR as pickled bytes (th
 its constants and its spans, never on the process), the target, the build options, what the target's backend says
 decides its output on this machine (`Backend.machine`), and a fingerprint of the project's code, so that an edit
 of a pass, an emitter or a header builds again. What a record holds is the backend's (`Backend.record`), pickled: for a
-CPU module, the key of its library's entry, the module's interface (`runtime.interface`) and its callers' code.
+CPU module, the key of its library's entry, the module's interface (`runtime.interface`), its callers' code and
+the table of the user's files its source names by number (`toolchain.source_files`).
 """
 
 from __future__ import annotations
