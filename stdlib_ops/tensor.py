@@ -221,17 +221,22 @@ class Tensor(TensorMethods):
 runtime.AnyTensor.register(Tensor)  # `hidet.Tensor` (`isinstance(x, hidet.Tensor)`) takes the operators' tensors too
 
 
-def _ops() -> Any:
-    """The operators module (imported on first use: it imports this one)."""
+_operators: Any = None  # the operators module, which gives itself here as it loads (`use_operators`)
+
+
+def use_operators(operators: Any) -> None:
+    """Give the tensor methods (`+`, `reshape`, `cast`, ...) the operators module they call: `stdlib_ops.operators`
+    calls this as it loads (it builds on this module), and the package `stdlib_ops` loads it, so every tensor has
+    them."""
     global _operators
+    _operators = operators
+
+
+def _ops() -> Any:
+    """The operators module (`use_operators`)."""
     if _operators is None:
-        import stdlib_ops.operators as operators  # cycle: the operators import this module
-
-        _operators = operators
+        raise RuntimeError("the tensor methods call the operators, which are not loaded; import stdlib_ops")
     return _operators
-
-
-_operators: Any = None
 
 
 def _check_dtype(dtype: Any) -> str:

@@ -20,11 +20,11 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-import stdlib_ops as ops
 from stdlib_ops.frontends.onnx_ops import CONVERTERS, ConversionError, Node, Scope, Value, describe, known_array
 from stdlib_ops.frontends.unsupported import UnsupportedOperationsError, collect_unsupported
-from stdlib_ops.graph import FlowGraph
-from stdlib_ops.tensor import Tensor
+from stdlib_ops.graph.flow_graph import FlowGraph
+from stdlib_ops.graph.trace import trace_from
+from stdlib_ops.tensor import Tensor, symbol
 
 MIN_OPSET = 13
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -126,7 +126,7 @@ class _Importer:
         for node in self.graph.node:
             self.convert(node, used)
         outputs = [self.output(o.name) for o in self.graph.output]
-        return ops.trace_from(outputs, inputs, names=[v.name for v in graph_inputs])
+        return trace_from(outputs, inputs, names=[v.name for v in graph_inputs])
 
     def make_input(self, info: onnx.ValueInfoProto, shape: Sequence[int | str] | None) -> Tensor:
         """A symbolic tensor for graph input `info` (of `shape` when given)."""
@@ -140,7 +140,7 @@ class _Importer:
             shape = [d.dim_value if d.HasField("dim_value") else
                      _dim_name(d.dim_param if d.HasField("dim_param") else f"{info.name}_{k}")
                      for k, d in enumerate(tensor_type.shape.dim)]
-        return ops.symbol(shape, _numpy_dtype(tensor_type.elem_type))
+        return symbol(shape, _numpy_dtype(tensor_type.elem_type))
 
     def convert(self, proto: onnx.NodeProto, used: set[str]) -> None:
         """Convert one node and record its outputs."""

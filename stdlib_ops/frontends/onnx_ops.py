@@ -21,9 +21,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-import stdlib_ops as ops
+import stdlib_ops.operators as ops
 from stdlib_ops.dims import dim_product, factors, make_dim
-from stdlib_ops.tensor import Tensor
+from stdlib_ops.tensor import Tensor, asarray
 
 Value = Tensor | np.ndarray
 Converter = Callable[["Node"], list[Value]]
@@ -43,7 +43,7 @@ class Scope:
     def constant(self, array: np.ndarray) -> Tensor:
         """A constant tensor holding `array` (one per array, however often it is used)."""
         if id(array) not in self.constants:
-            self.constants[id(array)] = (array, ops.asarray(array))
+            self.constants[id(array)] = (array, asarray(array))
         return self.constants[id(array)][1]
 
     def broadcast(self, value: np.ndarray, dims: Sequence[Any]) -> Tensor:

@@ -4,11 +4,10 @@ one back."""
 
 from __future__ import annotations
 
-from stdlib_ops.graph.compiled import CompiledGraph
+from stdlib_ops.graph.compiled import CompiledGraph, load
 from stdlib_ops.graph.flow_graph import FlowGraph
 from stdlib_ops.graph.optimize import optimize
 from stdlib_ops.graph.partition import FusionGroup
-from stdlib_ops.graph.save import load
 from stdlib_ops.graph.trace import trace_from
 
 __all__ = ["CompiledGraph", "FlowGraph", "FusionGroup", "load", "optimize", "trace_from"]

@@ -17,22 +17,25 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codegen import asarray
 from hidet_lang.target import Target
 from stdlib_ops.dims import names_of
-from stdlib_ops.graph.compiled import CompiledGraph, Launch, Plan, Ref, TensorSpec
+from stdlib_ops.graph.compiled import CompiledGraph
 from stdlib_ops.graph.decompose import decompose_for
-from stdlib_ops.graph.flow_graph import FlowGraph
 from stdlib_ops.graph.fused_task import FusedKernel, contract_problems, fused_kernel, group_key, group_outputs
-from stdlib_ops.graph.memory_plan import plan_memory
+from stdlib_ops.graph.memory_plan import Launch, Plan, Ref, TensorSpec, plan_memory
 from stdlib_ops.graph.partition import FusionGroup, detach, order_groups
 from stdlib_ops.graph.prologue_choice import choose_prologue_path
 from stdlib_ops.runtime.kernels import KERNELS, KernelCache
-from stdlib_ops.templates.registry import ChoiceMemo, Schedule, choose_schedule
+from stdlib_ops.templates.choice_memo import ChoiceMemo
+from stdlib_ops.templates.registry import Schedule, choose_schedule
 from stdlib_ops.templates.space import Point
 from stdlib_ops.tensor import Tensor
+
+if TYPE_CHECKING:
+    from stdlib_ops.graph.flow_graph import FlowGraph
 
 _FUSED: ChoiceMemo[str, FusedKernel] = ChoiceMemo()
 """The fused kernels (the anchor's module with the group's prologues and epilogues injected) by group key and
@@ -62,8 +65,8 @@ def build_graph(graph: FlowGraph, target: Target | str = "cpu", kernels: KernelC
     built = kernels.compile({key: kernel.module for key, kernel in distinct.items()}, target)
     keys = list(distinct)
     plan, constants = _plan(graph, groups, [(keys.index(key), kernel) for key, kernel in launches], target.device)
-    description = str(FlowGraph(graph.inputs, graph.outputs, graph.nodes, groups, graph.input_names))
-    return CompiledGraph(str(target), plan, [built[key] for key in keys], [distinct[key].title for key in keys],
+    description = str(graph.with_groups(groups))
+    return CompiledGraph(target, plan, [built[key] for key in keys], [distinct[key].title for key in keys],
                          constants, description, [distinct[key].module for key in keys],
                          [params[key] for key in keys])
 

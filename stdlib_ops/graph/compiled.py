@@ -3,7 +3,8 @@
 A call checks its arguments against the graph's inputs (rank, dtype, fixed dimensions; each symbolic dimension
 bound to one value) before any kernel runs, moves them to the graph's device, allocates the outputs and the
 planned intermediate slots for the symbolic dimensions' values, and launches the kernels in order. Everything in
-the plan is plain data (names, numbers, shapes), so a compiled graph can be saved and loaded (`save`).
+the plan is plain data (names, numbers, shapes; `memory_plan.Plan`), so a compiled graph can be saved and loaded
+(`save` writes and reads the file, `load` here makes the compiled graph of it).
 
 On CUDA the intermediate slots are allocated once for each set of the symbolic dimensions' values and kept; on a
 GPU the first call for a set of values launches plainly and then captures the launches as a CUDA graph, which
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,45 +29,11 @@ from hidet_lang.ir.func import DEVICE_KINDS, IRModule
 from hidet_lang.ir.functor import collect
 from hidet_lang.ir.stmt import AssertStmt
 from hidet_lang.target import Target
-from stdlib_ops.dims import dim_value
-from stdlib_ops.graph.memory_plan import Shape, SlotKind
+from stdlib_ops.graph.memory_plan import Plan, Ref, TensorSpec
+from stdlib_ops.graph.save import read_saved, save_compiled
 from stdlib_ops.graph.workspace import Workspace, Workspaces
 from stdlib_ops.operators.base import shape_str
 from stdlib_ops.tensor import Tensor
-
-Ref = tuple[str, "int | str"]  # ('input', i) | ('const', i) | ('buffer', i) | ('output', i) | ('size', name)
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """The shape (ints, and strings for symbolic dimensions) and dtype of a graph input, output or buffer."""
-
-    shape: Shape
-    dtype: str
-
-    def resolve(self, sizes: dict[str, int]) -> tuple[int, ...]:
-        """The concrete shape for the symbolic dimensions' values `sizes`."""
-        return tuple(dim_value(d, sizes) for d in self.shape)
-
-
-@dataclass(frozen=True)
-class Launch:
-    """One kernel launch: kernel `kernel` (an index into the graph's kernels) with `args`, one per parameter."""
-
-    kernel: int
-    args: tuple[Ref, ...]
-
-
-@dataclass(frozen=True)
-class Plan:
-    """How a compiled graph runs: its inputs, constants' specs, buffers (each in a slot), launches and outputs."""
-
-    inputs: tuple[TensorSpec, ...]
-    input_names: tuple[str, ...]
-    buffers: tuple[tuple[TensorSpec, int], ...]
-    slots: tuple[SlotKind, ...]
-    launches: tuple[Launch, ...]
-    outputs: tuple[tuple[Ref, TensorSpec], ...]
 
 
 class CompiledGraph:
@@ -81,7 +48,7 @@ class CompiledGraph:
     def __init__(self, target: Target, plan: Plan, kernels: Sequence[Any], titles: Sequence[str],
                  constants: Sequence[Any], description: str = "", ir_modules: Sequence[IRModule] = (),
                  kernel_schedules: Sequence[dict[str, Any] | None] = ()) -> None:
-        self.target = resolve_target(Target.of(target))  # `build_graph` passes the target's spelling
+        self.target = resolve_target(target)
         self.device = self.target.device
         self.plan = plan
         self.modules = list(kernels)
@@ -278,8 +245,6 @@ class CompiledGraph:
 
     def save(self, path: str) -> None:
         """Write the compiled graph to one file (a zip) that `stdlib_ops.load(path)` runs without compiling."""
-        from stdlib_ops.graph.save import save_compiled  # cycle: save imports this module
-
         save_compiled(self, path)
 
     def __str__(self) -> str:
@@ -309,3 +274,9 @@ def _in_gpu_memory(value: Any) -> bool:
 
 DLPACK_CUDA_DEVICES = (2, 13)
 """DLPack's device types of CUDA memory (kDLCUDA, kDLCUDAManaged)."""
+
+
+def load(path: str | Path) -> CompiledGraph:
+    """The compiled graph saved at `path` (`CompiledGraph.save`), ready to call; SavedGraphError for a corrupt or
+    truncated file or one of another version (see `stdlib_ops.graph.save` for what is compiled, and when)."""
+    return CompiledGraph(**read_saved(path))

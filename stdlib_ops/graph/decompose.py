@@ -12,17 +12,20 @@ accumulates in f32, which its parts would not).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hidet_lang.target import Target
-from stdlib_ops.graph.flow_graph import FlowGraph
 from stdlib_ops.graph.partition import partition
 from stdlib_ops.graph.rewrite import cancel_views, replay
 from stdlib_ops.operators import matmul, softmax, transpose, where
 from stdlib_ops.operators.base import Operator
 from stdlib_ops.templates.registry import template_choice
 from stdlib_ops.tensor import Tensor, asarray
+
+if TYPE_CHECKING:
+    from stdlib_ops.graph.flow_graph import FlowGraph
 
 Decomposition = Callable[[Operator, list[Tensor]], "list[Tensor] | None"]
 

@@ -4,6 +4,10 @@ A graph holds its `inputs` (symbolic tensors), its `outputs`, its `nodes` (the `
 producers of its inputs) and, once `optimize` has partitioned it, its fusion `groups`. The tensors the operators
 read that hold data are the graph's `constants`. `str(graph)` prints one line per operator (grouped by fused
 kernel when there are groups); `to_dot()` gives the same as Graphviz DOT text.
+
+The graph's passes (`rewrite`, `partition`, ...) read a graph and make their result through its methods
+(`retraced`, `with_groups`), so they need this class only for their annotations; this module builds on them for the
+graph's conveniences (`bind`, `build`, `build(tune=True)`).
 """
 
 from __future__ import annotations
@@ -11,8 +15,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from stdlib_ops.graph.build import build_graph
+from stdlib_ops.graph.rewrite import replay
 from stdlib_ops.operators.base import Operator, shape_str
 from stdlib_ops.tensor import Tensor, asarray
+from stdlib_ops.tuning import tune as tune_graph
 
 if TYPE_CHECKING:
     from hidet_lang.target import Target
@@ -33,6 +40,16 @@ class FlowGraph:
         if len(self.input_names) != len(self.inputs) or len(set(self.input_names)) != len(self.inputs):
             raise ValueError(f"FlowGraph: {len(self.inputs)} inputs need as many different names, got "
                              f"{self.input_names}")
+
+    def retraced(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> FlowGraph:
+        """The graph from `inputs` (inputs of this graph, keeping their names) to `outputs`, its operators traced
+        again from the outputs (the rewrites' result: operators no output depends on drop out)."""
+        return FlowGraph(inputs, outputs, topological_order(outputs, inputs),
+                         input_names=[self.input_name(t) for t in inputs])
+
+    def with_groups(self, groups: Sequence[FusionGroup] | None) -> FlowGraph:
+        """The same graph partitioned into the fusion `groups` (None: not partitioned)."""
+        return FlowGraph(self.inputs, self.outputs, self.nodes, groups, self.input_names)
 
     def input_name(self, t: Tensor) -> str:
         """The name of input `t` (as given to `trace_from`, the model's for an imported graph; `x<k>` otherwise)."""
@@ -58,8 +75,6 @@ class FlowGraph:
     def bind(self, values: Mapping[Tensor, Any]) -> FlowGraph:
         """The graph with some inputs replaced by constants (`values`: input tensor -> array-like of its shape);
         `optimize` then folds every operator that reads only constants."""
-        from stdlib_ops.graph.rewrite import replay  # cycle: rewrite imports this module
-
         constants: dict[int, Tensor] = {}
         for t, value in values.items():
             if not any(t is i for i in self.inputs):
@@ -75,11 +90,7 @@ class FlowGraph:
         """The graph compiled for `target` ('cpu', 'cuda' or 'cuda:<arch>', or a `Target`); see
         `stdlib_ops.graph.build`. With `tune`, its tunable tasks without a record for this machine are tuned first
         (`stdlib_ops.tune` with its defaults; call it directly for an executor or the sizes of symbolic dimensions)."""
-        from stdlib_ops.graph.build import build_graph  # cycle: build imports this module
-
         if tune:
-            from stdlib_ops.tuning import tune as tune_graph  # cycle: tuning imports this module
-
             tune_graph(self, target)
         return build_graph(self, target)
 
@@ -162,6 +173,34 @@ class FlowGraph:
         return "\n".join(lines)
 
 
+def topological_order(outputs: Sequence[Tensor], inputs: Sequence[Tensor]) -> list[Operator]:
+    """The operators that `outputs` depend on, each after the producers of its inputs (depth-first from the
+    outputs); ValueError for a symbolic tensor that is neither an input nor an operator's result."""
+    known_inputs = {id(t) for t in inputs}
+    order: list[Operator] = []
+    visited: set[int] = set()
+    for root in outputs:
+        stack: list[tuple[Tensor, bool]] = [(root, False)]
+        while stack:
+            t, expanded = stack.pop()
+            op = t.producer
+            if op is None:
+                if t.is_symbolic and id(t) not in known_inputs:
+                    raise ValueError(f"trace_from: the outputs depend on the symbolic tensor {_text(t)}, which is not "
+                                     f"among the inputs")
+                continue
+            if expanded:
+                if id(op) not in visited:
+                    visited.add(id(op))
+                    order.append(op)
+                continue
+            if id(op) in visited:
+                continue
+            stack.append((t, True))
+            stack.extend((i, False) for i in reversed(op.inputs))
+    return order
+
+
 def _distinct(tensors: Iterable[Tensor]) -> list[Tensor]:
     return list({id(t): t for t in tensors}.values())
 
@@ -176,3 +215,7 @@ def _dot_escape(text: str) -> str:
 
 def _describe(t: Any) -> str:
     return f"tensor {shape_str(t.shape)}" if isinstance(t, Tensor) else repr(t)
+
+
+def _text(t: Tensor) -> str:
+    return f"{t.dtype} {shape_str(t.shape)}"

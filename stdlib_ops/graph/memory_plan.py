@@ -4,6 +4,9 @@ Kernels run in order; each intermediate tensor (written by one kernel, read by l
 lives from the kernel that writes it to the last kernel that reads it. A tensor gets a *slot*: the memory of an
 earlier intermediate of the same dtype and number of elements (for every value of the symbolic dimensions) whose
 last reader has run, or a new slot. A kernel's outputs never share memory with its inputs.
+
+The run plan a compiled graph holds (`Plan`: its inputs, buffers in their slots, launches and outputs) is plain data
+that `save` writes and reads back.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from stdlib_ops.dims import dim_product, factors
+from stdlib_ops.dims import dim_product, dim_value, factors
 
 Shape = tuple["int | str", ...]
 
@@ -72,3 +75,38 @@ def plan_memory(steps: Sequence[tuple[Sequence[int], Sequence[int]]],
             if t in slot_of and last_read.get(t, k) <= k:
                 free.append(slot_of[t])
     return MemoryPlan(tuple(slots), slot_of)
+
+
+Ref = tuple[str, "int | str"]  # ('input', i) | ('const', i) | ('buffer', i) | ('output', i) | ('size', name)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """The shape (ints, and strings for symbolic dimensions) and dtype of a graph input, output or buffer."""
+
+    shape: Shape
+    dtype: str
+
+    def resolve(self, sizes: dict[str, int]) -> tuple[int, ...]:
+        """The concrete shape for the symbolic dimensions' values `sizes`."""
+        return tuple(dim_value(d, sizes) for d in self.shape)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch: kernel `kernel` (an index into the graph's kernels) with `args`, one per parameter."""
+
+    kernel: int
+    args: tuple[Ref, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a compiled graph runs: its inputs, constants' specs, buffers (each in a slot), launches and outputs."""
+
+    inputs: tuple[TensorSpec, ...]
+    input_names: tuple[str, ...]
+    buffers: tuple[tuple[TensorSpec, int], ...]
+    slots: tuple[SlotKind, ...]
+    launches: tuple[Launch, ...]
+    outputs: tuple[tuple[Ref, TensorSpec], ...]

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from stdlib_ops.graph.flow_graph import FlowGraph
 from stdlib_ops.operators.base import Operator
 from stdlib_ops.tensor import Tensor
+
+if TYPE_CHECKING:
+    from stdlib_ops.graph.flow_graph import FlowGraph
 
 
 @dataclass(eq=False)
@@ -148,7 +151,7 @@ class _Partitioner:
 
 def partition(graph: FlowGraph) -> FlowGraph:
     """`graph` with its fusion groups (see the module's docstring), in an order in which they can run."""
-    return FlowGraph(graph.inputs, graph.outputs, graph.nodes, _Partitioner(graph).run(), graph.input_names)
+    return graph.with_groups(_Partitioner(graph).run())
 
 
 def order_groups(groups: Sequence[FusionGroup]) -> list[FusionGroup]:

@@ -8,13 +8,15 @@ recorded anew on the rewritten inputs, and the result is traced again from its o
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from stdlib_ops.graph.flow_graph import FlowGraph
-from stdlib_ops.graph.trace import topological_order
 from stdlib_ops.operators import reshape, transpose
 from stdlib_ops.operators.base import Operator, record
 from stdlib_ops.runtime import EAGER
 from stdlib_ops.tensor import Tensor
+
+if TYPE_CHECKING:
+    from stdlib_ops.graph.flow_graph import FlowGraph
 
 Rule = Callable[[Operator, list[Tensor]], "list[Tensor] | None"]
 VIEWS = ("reshape", "view")
@@ -36,8 +38,7 @@ def replay(graph: FlowGraph, values: Mapping[int, Tensor] | None = None, rule: R
         mapping.update((id(old), new) for old, new in zip(op.outputs, outs))
     inputs = list(keep_inputs) if keep_inputs is not None else graph.inputs
     outputs = [mapping.get(id(t), t) for t in graph.outputs]
-    return FlowGraph(inputs, outputs, topological_order(outputs, inputs), input_names=[graph.input_name(t)
-                                                                                       for t in inputs])
+    return graph.retraced(inputs, outputs)
 
 
 def rerecord(op: Operator, inputs: list[Tensor], fold: bool = True) -> list[Tensor]:

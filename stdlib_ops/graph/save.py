@@ -10,15 +10,15 @@ The file is a zip archive:
   loads: its shared library on the CPU and on the emulator, the host library and the cubin on a GPU;
 - `const<k>.npy`: the constants (read with `allow_pickle=False`).
 
-`load(path)` checks the format and the package version (a file of another version is refused with an error naming
-both; a file of format 2, which wrote each target as its spelling and where CUDA ran beside it, is read), and loads
-each kernel with `CompiledModule.load`: its cache entries go into the compilation cache under the key that a build
-of the kernel's IR looks up here (the cache's trust rules hold, the library is loaded from the private cache
-directory), then the kernel is built from its IR, which finds its entries and invokes no compiler. Where the saved
-entries do not apply here (CUDA saved on a GPU and loaded where the emulator runs it or the reverse, or a library
-compiled for another CPU), a warning says so and the kernels are built from their IR again, which needs the
-compilers. Nothing is unpickled or evaluated: the archive holds data only. It does hold machine code, which `load`
-runs: load only files you trust, as you would a shared library.
+Loading (`stdlib_ops.load`, which makes the graph of what `read_saved` reads) checks the format and the package
+version (a file of another version is refused with an error naming both; a file of format 2, which wrote each target
+as its spelling and where CUDA ran beside it, is read), and loads each kernel with `CompiledModule.load`: its cache
+entries go into the compilation cache under the key that a build of the kernel's IR looks up here (the cache's trust
+rules hold, the library is loaded from the private cache directory), then the kernel is built from its IR, which
+finds its entries and invokes no compiler. Where the saved entries do not apply here (CUDA saved on a GPU and loaded
+where the emulator runs it or the reverse, or a library compiled for another CPU), a warning says so and the kernels
+are built from their IR again, which needs the compilers. Nothing is unpickled or evaluated: the archive holds data
+only. It does hold machine code, which `load` runs: load only files you trust, as you would a shared library.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import warnings
 import zipfile
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -38,8 +38,10 @@ from codegen import CompiledModule, PortableEntry, asarray, build_module, resolv
 from hidet_lang.ir.serialize import SerializationError, from_json, to_json
 from hidet_lang.target import Target
 from hidet_lang.version import __version__
-from stdlib_ops.graph.compiled import CompiledGraph, Launch, Plan, Ref, TensorSpec
-from stdlib_ops.graph.memory_plan import SlotKind
+from stdlib_ops.graph.memory_plan import Launch, Plan, Ref, SlotKind, TensorSpec
+
+if TYPE_CHECKING:
+    from stdlib_ops.graph.compiled import CompiledGraph
 
 FORMAT = "hidet_lang-compiled-graph"
 FORMAT_VERSION = 3
@@ -87,9 +89,10 @@ def save_compiled(compiled: CompiledGraph, path: str | Path) -> None:
     tmp.replace(path)
 
 
-def load(path: str | Path) -> CompiledGraph:
-    """The compiled graph saved at `path`, ready to call; SavedGraphError for a corrupt or truncated file or one
-    of another version (see the module docstring for what is compiled, and when)."""
+def read_saved(path: str | Path) -> dict[str, Any]:
+    """The arguments of the `CompiledGraph` saved at `path` (by name; `compiled.load` makes it); SavedGraphError
+    for a corrupt or truncated file or one of another version (see the module docstring for what is compiled, and
+    when)."""
     try:
         with zipfile.ZipFile(path) as archive:
             return _load(archive, str(path))
@@ -101,7 +104,7 @@ def load(path: str | Path) -> CompiledGraph:
         raise SavedGraphError(f"{path} is a damaged saved compiled graph ({type(exc).__name__}: {exc})") from None
 
 
-def _load(archive: zipfile.ZipFile, path: str) -> CompiledGraph:
+def _load(archive: zipfile.ZipFile, path: str) -> dict[str, Any]:
     header = json.loads(archive.read(GRAPH_FILE))
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise SavedGraphError(f"{path} is not a saved compiled graph (no '{FORMAT}' header)")
@@ -115,7 +118,7 @@ def _load(archive: zipfile.ZipFile, path: str) -> CompiledGraph:
     same = here.emulated == saved.emulated
     if not same:
         warnings.warn(f"{path} was saved where CUDA kernels ran on the {_runs_on(saved)}; here they run on the "
-                      f"{_runs_on(here)}: its kernels are built again from their IR", RuntimeWarning, stacklevel=3)
+                      f"{_runs_on(here)}: its kernels are built again from their IR", RuntimeWarning, stacklevel=4)
     modules, irs = [], []
     for k, kernel in enumerate(header["kernels"]):
         ir = from_json(archive.read(f"kernel{k}.ir.json"))
@@ -130,8 +133,9 @@ def _load(archive: zipfile.ZipFile, path: str) -> CompiledGraph:
         irs.append(ir)
     constants = [asarray(np.load(io.BytesIO(archive.read(f"const{k}.npy")), allow_pickle=False),
                          device=here.device) for k in range(header["constants"])]
-    return CompiledGraph(here, _plan_of(header["plan"]), modules, header["titles"], constants,
-                         header["description"], irs, header["schedules"])
+    return {"target": here, "plan": _plan_of(header["plan"]), "kernels": modules, "titles": header["titles"],
+            "constants": constants, "description": header["description"], "ir_modules": irs,
+            "kernel_schedules": header["schedules"]}
 
 
 def _target_data(target: Target) -> dict[str, Any]:

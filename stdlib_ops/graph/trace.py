@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from stdlib_ops.graph.flow_graph import FlowGraph
-from stdlib_ops.operators.base import Operator, shape_str
+from stdlib_ops.graph.flow_graph import FlowGraph, topological_order
+from stdlib_ops.operators.base import shape_str
 from stdlib_ops.tensor import Tensor
 
 
@@ -26,34 +26,6 @@ def trace_from(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Ten
     if len({id(t) for t in ins}) != len(ins):
         raise ValueError("trace_from: an input is listed twice")
     return FlowGraph(ins, outs, topological_order(outs, ins), input_names=names)
-
-
-def topological_order(outputs: Sequence[Tensor], inputs: Sequence[Tensor]) -> list[Operator]:
-    """The operators that `outputs` depend on, each after the producers of its inputs (depth-first from the
-    outputs); ValueError for a symbolic tensor that is neither an input nor an operator's result."""
-    known_inputs = {id(t) for t in inputs}
-    order: list[Operator] = []
-    visited: set[int] = set()
-    for root in outputs:
-        stack: list[tuple[Tensor, bool]] = [(root, False)]
-        while stack:
-            t, expanded = stack.pop()
-            op = t.producer
-            if op is None:
-                if t.is_symbolic and id(t) not in known_inputs:
-                    raise ValueError(f"trace_from: the outputs depend on the symbolic tensor {_text(t)}, which is not "
-                                     f"among the inputs")
-                continue
-            if expanded:
-                if id(op) not in visited:
-                    visited.add(id(op))
-                    order.append(op)
-                continue
-            if id(op) in visited:
-                continue
-            stack.append((t, True))
-            stack.extend((i, False) for i in reversed(op.inputs))
-    return order
 
 
 def _text(t: Tensor) -> str:

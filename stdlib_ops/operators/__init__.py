@@ -3,6 +3,8 @@ records it (symbolic inputs). numpy's semantics throughout; see the modules for 
 
 from __future__ import annotations
 
+import sys
+
 from stdlib_ops.operators.attention import attention
 from stdlib_ops.operators.base import Operator, apply
 from stdlib_ops.operators.conv import conv2d, conv_transpose2d
@@ -64,6 +66,7 @@ from stdlib_ops.operators.transform import (
     take,
     transpose,
 )
+from stdlib_ops.tensor import use_operators
 
 __all__ = [
     "Operator", "abs", "adaptive_avg_pool2d", "add", "apply", "argmax", "argmin", "attention", "avg_pool2d",
@@ -74,3 +77,5 @@ __all__ = [
     "relu", "remainder", "reshape", "rms_norm", "round", "rsqrt", "sigmoid", "silu", "sin", "softmax", "split", "sqrt",
     "squeeze", "stack", "std", "strided_slice", "sub", "sum", "take", "tanh", "transpose", "var", "where"
 ]
+
+use_operators(sys.modules[__name__])  # the tensor methods call the operators of this package

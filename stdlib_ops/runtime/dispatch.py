@@ -22,7 +22,7 @@ from hidet_lang.target import Target
 from stdlib_ops.compute import shape_entry
 from stdlib_ops.runtime.kernels import KERNELS, KernelCache
 from stdlib_ops.task import Task
-from stdlib_ops.templates.registry import ChoiceMemo
+from stdlib_ops.templates.choice_memo import ChoiceMemo
 from stdlib_ops.tensor import Tensor
 
 OutSpec = tuple[tuple[Any, ...], str]

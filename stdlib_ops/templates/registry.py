@@ -13,7 +13,7 @@ instantiates its answer (once per schedule key, in `_SCHEDULES`), and `binding_o
 `prologue_alternatives` (what a prologue costs the graph builder) are views of its answer. The compiled kernels are
 cached by the schedule's key (`stdlib_ops.runtime.kernels.KERNELS`); memos of what is derived from choices under
 another key (the eager calls', the graph builder's fused kernels) are `ChoiceMemo`s, emptied when a choice may have
-changed (`choices_generation`). `stdlib_ops.templates.table` lists the registrations.
+changed (`choice_memo`). `stdlib_ops.templates.table` lists the registrations.
 
 The bound kernel is named after its template (`matmul_cuda`, `softmax_cuda`, `softmax_cpu`, ...), which says which
 schedule a task got; it follows the kernel contract with the task's own signature (see `views.bind_template`).
@@ -22,18 +22,17 @@ schedule a task got; it follows the kernel contract with the task's own signatur
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
 
 from codegen import with_device_arch
-from hidet_lang import option
 from hidet_lang.ir.func import IRModule
 from hidet_lang.passes.kind_rules import intrinsic_lacking
 from hidet_lang.target import Target, TargetKind
 from stdlib_ops.schedule import auto_schedule
 from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import TemplateBinding
+from stdlib_ops.templates.choice_memo import choices_changed
 from stdlib_ops.templates.space import Point
 
 Template = Callable[[Task], "IRModule | list[IRModule] | None"]
@@ -64,8 +63,9 @@ class TemplateRegistry:
         self._count = 0
 
     def register(self, task: str | type, target: Target | str) -> Callable[[Template], Template]:
-        """Decorator: register a template for tasks named `task` (or of class `task`) on `target` ('cpu'/'cuda');
-        it replaces the template registered there before, the library's included."""
+        """Decorator: register a template for tasks named `task` (or of class `task`) on `target` ('cpu'/'cuda', or
+        a `Target`: its kind); it replaces the template registered there before, the library's included. The users'
+        entry point (`register_template`): it reads a spelling once."""
         return self._registering(task, Target.of(target), library=False)
 
     def _registering(self, task: str | type, target: Target, library: bool) -> Callable[[Template], Template]:
@@ -92,13 +92,18 @@ class TemplateRegistry:
 
 TEMPLATES = TemplateRegistry()
 register_template = TEMPLATES.register
+LIBRARY_CPU = Target(TargetKind.CPU)
+"""The target the library's CPU templates register for (`library_template`; a registration is by target kind)."""
+LIBRARY_CUDA = Target(TargetKind.CUDA)
+"""The target the library's CUDA templates register for."""
 
 
-def library_template(task: str, target: Target | str) -> Callable[[Adapter], Adapter]:
-    """Decorator: register the decorated adapter as the library's template for tasks named `task` on `target`: it
+def library_template(task: str, target: Target) -> Callable[[Adapter], Adapter]:
+    """Decorator: register the decorated adapter as the library's template for tasks named `task` on targets of
+    `target`'s kind (`LIBRARY_CPU`, `LIBRARY_CUDA`): it
     binds a task to one of the library's templates (or declines it, returning None), which `choose_schedule`
     instantiates with the schedule parameters `schedule_params` chooses."""
-    return TEMPLATES._registering(task, Target.of(target), library=True)
+    return TEMPLATES._registering(task, target, library=True)
 
 
 def schedule_params(binding: TemplateBinding, target: Target) -> Point | None:
@@ -109,7 +114,7 @@ def schedule_params(binding: TemplateBinding, target: Target) -> Point | None:
     space = binding.space
     if space is None:
         return None
-    from stdlib_ops.tuning.records import recorded_winner  # the tuning package builds on this registry
+    from stdlib_ops.tuning.records import recorded_winner  # the tuning package's face (`tune`) builds on this registry
 
     return recorded_winner(binding, space, target) or dict(space.default)
 
@@ -171,11 +176,11 @@ def template_choice(task: Task, target: Target, *, prologue: bool = False) -> Te
     return TemplateChoice(task, target, registration, binding, schedule_params(binding, target))
 
 
-def binding_of(task: Task, target: Target | str) -> TemplateBinding | None:
+def binding_of(task: Task, target: Target) -> TemplateBinding | None:
     """The binding of `task` to the library template `choose_schedule` instantiates for it on `target` (the
     fallback its architecture takes); None when the task's registered template is not one of the library's (or none
     is), or declines the task."""
-    return template_choice(task, Target.of(target)).binding
+    return template_choice(task, target).binding
 
 
 def prologue_alternatives(task: Task, target: Target) -> tuple[TemplateBinding, TemplateBinding] | None:
@@ -215,14 +220,14 @@ class Schedule:
 _SCHEDULES: dict[str, Schedule] = {}  # by `TemplateChoice.key`: each distinct schedule instantiated once
 
 
-def choose_schedule(task: Task, target: Target | str, *, prologue: bool = False) -> Schedule:
-    """How `task` is implemented on `target` (a `Target`, or 'cpu', 'cuda' or 'cuda:sm_XY'): the template
-    `template_choice` finds instantiated (with a `prologue` to fuse or not), or the rule-based scheduler's module
-    where there is none, it declines the task, or its kernel uses an intrinsic the target's CUDA architecture lacks.
+def choose_schedule(task: Task, target: Target, *, prologue: bool = False) -> Schedule:
+    """How `task` is implemented on `target`: the template `template_choice` finds instantiated (with a `prologue`
+    to fuse or not), or the rule-based scheduler's module where there is none, it declines the task, or its kernel
+    uses an intrinsic the target's CUDA architecture lacks.
 
     This is the only place a task's schedule is chosen; the choice is made again on every call (a new record or
     template is taken), and each distinct schedule is instantiated once per process."""
-    choice = template_choice(task, Target.of(target), prologue=prologue)
+    choice = template_choice(task, target, prologue=prologue)
     schedule = _SCHEDULES.get(choice.key)
     if schedule is None:
         schedule = _SCHEDULES[choice.key] = _instantiate(choice)
@@ -259,55 +264,3 @@ def _rules(task: Task, target: Target) -> Schedule:
     if schedule is None:
         schedule = _SCHEDULES[key] = Schedule((auto_schedule(task, target),), None, key)
     return schedule
-
-
-# ----------------------------------------------------------------------------------------- when choices change
-
-_generation = 0
-
-
-def choices_generation() -> int:
-    """A number that changes whenever a schedule choice may have changed (a template registered, a tuning record
-    written, an option that decides between templates set): `ChoiceMemo`s are emptied when it does."""
-    return _generation
-
-
-def choices_changed() -> None:
-    """Say that a schedule choice may have changed (a template registered, a tuning record written)."""
-    global _generation
-    _generation += 1
-
-
-option.when_choices_change(choices_changed)  # allow_tf32 decides between templates
-
-K = TypeVar("K", bound=Hashable)
-V = TypeVar("V")
-
-
-class ChoiceMemo(Generic[K, V]):
-    """A memo of what was derived from schedule choices under a key of its own (not a schedule's key), in front of
-    the caches by schedule key (`_SCHEDULES`, `stdlib_ops.runtime.kernels.KERNELS`): it holds only what saves asking
-    again, and is emptied whenever a choice may have changed (`choices_generation`), so that the next use chooses
-    again (and finds the kernel in the cache by schedule key when the choice is the same)."""
-
-    def __init__(self) -> None:
-        self._entries: dict[K, V] = {}
-        self._generation = _generation
-
-    def get(self, key: K, make: Callable[[], V]) -> V:
-        """The value remembered for `key`, made by `make` (and remembered) when there is none since the choices
-        last changed."""
-        if self._generation != _generation:
-            self._entries.clear()
-            self._generation = _generation
-        value = self._entries.get(key)
-        if value is None:
-            value = self._entries[key] = make()
-        return value
-
-    def items(self) -> Iterator[tuple[K, V]]:
-        """The remembered keys and values."""
-        return iter(list(self._entries.items()))
-
-    def __len__(self) -> int:
-        return len(self._entries)

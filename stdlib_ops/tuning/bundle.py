@@ -30,16 +30,15 @@ import warnings
 from collections.abc import Mapping
 from concurrent.futures import Executor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codegen.toolchain import PortableEntry, install_entry
 from hidet_lang.target import Target
 from hidet_lang.version import __version__
-from stdlib_ops.graph.flow_graph import FlowGraph
 from stdlib_ops.task import Task
 from stdlib_ops.tensor import Tensor
 from stdlib_ops.tuning.jobs import Candidate, cubin_of_candidate
-from stdlib_ops.tuning.tune import (
+from stdlib_ops.tuning.timing import (
     Pending,
     TuningResult,
     candidates_of,
@@ -48,6 +47,9 @@ from stdlib_ops.tuning.tune import (
     time_and_record,
     tunable_tasks,
 )
+
+if TYPE_CHECKING:
+    from stdlib_ops.graph.flow_graph import FlowGraph
 
 MANIFEST = "manifest.json"
 BUNDLE_VERSION = 1

@@ -44,7 +44,7 @@ from typing import Any
 from codegen.toolchain import cache_dir
 from hidet_lang.target import Target
 from stdlib_ops.templates.binding import TemplateBinding
-from stdlib_ops.templates.registry import choices_changed
+from stdlib_ops.templates.choice_memo import choices_changed
 from stdlib_ops.templates.space import Point, TuningSpace
 from stdlib_ops.tuning.machine import machine_id
 from stdlib_ops.tuning.shapes import shape_class
@@ -114,7 +114,7 @@ def _parse(path: Path, state: tuple[int, ...]) -> Records:
 def write_record(path: Path, machine: str, key: str, entry: dict[str, Any]) -> None:
     """Record `entry` for `machine` and shape class `key` in the file `path`, keeping every other record (see the
     module docstring: read-merge-write under a lock, atomic replacement); the process's later schedule choices
-    take it (`registry.choices_changed`)."""
+    take it (`choice_memo.choices_changed`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_name(path.name + ".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -93,7 +93,7 @@ def test_eager_calls_and_graphs_share_one_compiled_kernel(monkeypatch: pytest.Mo
     x = np.random.default_rng(2).standard_normal((3, 29)).astype(np.float32)
     xs, ws = ops.symbol([3, 29]), ops.symbol([29, 11])
     compiled = ops.trace_from(ops.matmul(xs, ws), [xs, ws]).build("cpu")
-    key = choose_schedule(ops.matmul(xs, ws).producer.task, "cpu").key
+    key = choose_schedule(ops.matmul(xs, ws).producer.task, Target.of("cpu")).key
     assert built == ["cpu"] and key in KERNELS
     np.testing.assert_allclose(compiled(x, W).numpy(), x @ W, rtol=1e-5, atol=1e-5)
 
@@ -125,8 +125,8 @@ def test_the_schedule_is_made_of_the_choice() -> None:
     relu = ops.relu(ops.symbol([8])).producer.task
     choice = template_choice(matmul, Target.of("cpu"))
     assert choice.by_template == (choice.binding is not None)  # a library template, unless the machine lacks FMA
-    assert choose_schedule(matmul, "cpu").key == choice.key
-    assert choose_schedule(matmul, "cpu").params == choice.params
+    assert choose_schedule(matmul, Target.of("cpu")).key == choice.key
+    assert choose_schedule(matmul, Target.of("cpu")).params == choice.params
     assert not template_choice(relu, Target.of("cpu")).by_template
-    assert choose_schedule(relu, "cpu").key == template_choice(relu, Target.of("cpu")).key
-    assert choose_schedule(relu, "cpu").key.endswith("|rules")
+    assert choose_schedule(relu, Target.of("cpu")).key == template_choice(relu, Target.of("cpu")).key
+    assert choose_schedule(relu, Target.of("cpu")).key.endswith("|rules")

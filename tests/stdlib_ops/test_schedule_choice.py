@@ -24,7 +24,7 @@ def f16_matmul_task() -> ops.Task:
                                                 ("cuda:sm_90a", "matmul_cuda_f16_mma"),
                                                 ("cuda:sm_75", "matmul")])
 def test_a_template_needing_a_newer_architecture_is_set_aside(target: str, kernel: str) -> None:
-    assert the_kernel(choose_schedule(f16_matmul_task(), target).module).name == kernel
+    assert the_kernel(choose_schedule(f16_matmul_task(), Target.of(target)).module).name == kernel
 
 
 def test_the_rule_based_kernel_of_an_older_architecture_computes_the_matmul() -> None:
@@ -62,5 +62,5 @@ def test_a_cuda_target_without_an_architecture_chooses_for_the_gpus_own(monkeypa
     assert backends.with_device_arch(Target.of("cuda")) == Target.of("cuda:sm_90a" if runs_on == "gpu" else "cuda")
     assert backends.with_device_arch(Target.of("cuda:sm_80")) == Target.of("cuda:sm_80")
     assert backends.with_device_arch(Target.of("cpu")) == Target.of("cpu")
-    assert the_kernel(choose_schedule(hopper_task(), "cuda").module).name == kernel
-    assert the_kernel(choose_schedule(hopper_task(), "cuda:sm_80").module).name == "matmul_cuda_f16_mma"
+    assert the_kernel(choose_schedule(hopper_task(), Target.of("cuda")).module).name == kernel
+    assert the_kernel(choose_schedule(hopper_task(), Target.of("cuda:sm_80")).module).name == "matmul_cuda_f16_mma"

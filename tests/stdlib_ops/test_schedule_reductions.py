@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from codegen.build import build_module
+from hidet_lang.target import Target
 from hidet_lang.testing import example_count
 from stdlib_ops.compute import arg_reduce, compute, reduce, tensor_input
 from stdlib_ops.task import Task
@@ -50,7 +51,7 @@ def squared_deviations(s) -> list:
 @functools.cache
 def built(name: str, target: str) -> object:
     define = {"spread_and_peak": spread_and_peak, "squared_deviations": squared_deviations}[name]
-    return build_module(choose_schedule(row_sums_task(name, define), target).module, target, check=True)
+    return build_module(choose_schedule(row_sums_task(name, define), Target.of(target)).module, target, check=True)
 
 
 def draw_x(data: st.DataObject) -> np.ndarray:

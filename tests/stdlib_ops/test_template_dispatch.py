@@ -19,6 +19,7 @@ from codegen.build import build_module
 from hidet_lang.ir.expr import Constant, IfThenElse, Intrinsic, Var, binary
 from hidet_lang.ir.func import IRModule
 from hidet_lang.ir.types import TensorType, float32
+from hidet_lang.target import Target
 from hidet_lang.testing import example_count
 from stdlib_ops.compute import cast_to, compute, reduce, tensor_input
 from stdlib_ops.fusion import Epilogue, Prologue, Store, fuse
@@ -38,7 +39,7 @@ def task_of(t: ops.Tensor) -> Task:
 
 def kernel_name(task: Task, target: str) -> str:
     """The name of the kernel `task` is scheduled as on `target`."""
-    return the_kernel(choose_schedule(task, target).module).name
+    return the_kernel(choose_schedule(task, Target.of(target)).module).name
 
 
 def uniform(seed: int, shape: tuple[int, ...], dtype: str = "float32") -> np.ndarray:
@@ -140,7 +141,7 @@ def test_symbolic_matmul_serves_every_size(target: str, kind: str, data: st.Data
     y = uniform(data.draw(SEEDS), tuple(sizes.get(d, d) for d in yd))
     expected = x @ y
     got = np.full(expected.shape, np.nan, np.float32)
-    module = choose_schedule(task, target).module
+    module = choose_schedule(task, Target.of(target)).module
     size_args = [sizes[p.name] for p in the_kernel(module).params if not isinstance(p.type, TensorType)]
     run(module, target, *size_args, x, y, got, check=target == "cuda")
     assert_matmul_close(got, x, y)
@@ -241,7 +242,7 @@ def test_symbolic_rowwise_kernels_pass_the_checking_mode(target: str, name: str,
                 "layer_norm": lambda: layer_norm_ref(x, w, w, (-1,)), "rms_norm": lambda: rms_norm_ref(x, w)}[name]()
     got = np.full(x.shape, np.nan, np.float32)
     params = [x] + [w] * (len(task.inputs) - 1)
-    module = choose_schedule(task, target).module
+    module = choose_schedule(task, Target.of(target)).module
     assert the_kernel(module).name == f"{name}_{target}"
     run(module, target, n, c, *params, got, check=True)
     np.testing.assert_allclose(got, expected, **ROW_TOLERANCE)
@@ -289,7 +290,7 @@ def symbolic_attention(causal: bool) -> Task:
 @given(b=st.integers(1, 2), sq=ODD, sk=ODD, seed=SEEDS)
 def test_attention_task_uses_the_template(causal: bool, b: int, sq: int, sk: int, seed: int) -> None:
     task = symbolic_attention(causal)
-    module = choose_schedule(task, "cuda").module
+    module = choose_schedule(task, Target.of("cuda")).module
     assert the_kernel(module).name == "attention_cuda"
     q, k, v = uniform(seed, (b, 2, sq, 16)), uniform(seed + 1, (b, 2, sk, 16)), uniform(seed + 2, (b, 2, sk, 16))
     got = np.full(q.shape, np.nan, np.float32)
@@ -338,7 +339,7 @@ def fused(template: str) -> tuple[Task, IRModule]:
     """The template's task, and its kernel with a scale prologue on the first input and a relu epilogue."""
     target, make, _ = FUSED_TASKS[template]
     task = attention_task([2, "m", 16], [2, "n", 16], False) if template == "attention_cuda" else task_of(make())
-    module = choose_schedule(task, target).module
+    module = choose_schedule(task, Target.of(target)).module
     kernel = the_kernel(module)
     assert kernel.name == template
     first, out = kernel.params[-len(task.inputs) - 1], kernel.params[-1]

@@ -38,7 +38,7 @@ from stdlib_ops.templates.binding import TemplateBinding, shape_of
 from stdlib_ops.templates.cpu_lanes import machine_lanes, template_lanes
 from stdlib_ops.templates.kernels.attention_cuda import head_batch_view
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
-from stdlib_ops.templates.registry import library_template
+from stdlib_ops.templates.registry import LIBRARY_CPU, library_template
 from stdlib_ops.templates.sizes import bind_sizes
 from stdlib_ops.templates.views import product
 
@@ -235,7 +235,7 @@ def values_kernel(lanes: int, block_k: int, padded_v: int) -> ScriptFunction:
     return weighted_values
 
 
-@library_template("attention", "cpu")
+@library_template("attention", LIBRARY_CPU)
 def attention_on_cpu(task: Task) -> TemplateBinding | None:
     """Scaled dot-product attention over `[..., seq, dim]` f32 or f16 tensors whose batch dimensions broadcast (key
     and value heads shared by groups of query heads with `enable_gqa`), with any scale, causal or not, an

@@ -25,7 +25,7 @@ from stdlib_ops.templates.binding import TemplateBinding, shape_of
 from stdlib_ops.templates.kernels.attention_cuda_mma import HEAD_DIMS, MASK_DTYPES, MMA_DTYPES, attention_cuda_mma
 from stdlib_ops.templates.kernels.attention_cuda_sm90 import hopper_attention_binding
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
-from stdlib_ops.templates.registry import library_template
+from stdlib_ops.templates.registry import LIBRARY_CUDA, library_template
 from stdlib_ops.templates.sizes import bind_sizes
 from stdlib_ops.templates.views import Dim, View, broadcast_batch, product, unravel
 
@@ -114,7 +114,7 @@ def attention_cuda(batch_heads: Size, seq_q: Size, seq_k: Size, head_dim: int, c
     return bind_sizes(module, "attention", {"batch_heads": batch_heads, "seq_q": seq_q, "seq_k": seq_k})
 
 
-@library_template("attention", "cuda")
+@library_template("attention", LIBRARY_CUDA)
 def attention_on_cuda(task: Task) -> TemplateBinding | None:
     """Scaled dot-product attention over `[..., seq, head_dim]` tensors whose batch dimensions broadcast (key/value
     heads shared by groups of query heads with `enable_gqa`): f16 and bf16 with equal head dimensions of

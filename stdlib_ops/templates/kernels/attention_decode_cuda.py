@@ -21,7 +21,7 @@ from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import TemplateBinding, shape_of
 from stdlib_ops.templates.kernels.attention_cuda import head_batch_view
 from stdlib_ops.templates.kernels.attention_cuda_mma import HEAD_DIMS, MASK_DTYPES, MMA_DTYPES, attention_cuda_mma
-from stdlib_ops.templates.registry import library_template
+from stdlib_ops.templates.registry import LIBRARY_CUDA, library_template
 from stdlib_ops.templates.views import Dim, View, broadcast_batch, product, unravel
 
 TILE_QUERIES = 16  # the query rows of the decoding schedule's one tensor-core tile
@@ -34,7 +34,7 @@ def packs_query_heads(group: int, seq_q: Dim, causal: bool) -> bool:
     return group > 1 and isinstance(seq_q, int) and group * seq_q <= TILE_QUERIES and not causal
 
 
-@library_template("attention_partials", "cuda")
+@library_template("attention_partials", LIBRARY_CUDA)
 def attention_partials_on_cuda(task: Task) -> TemplateBinding | None:
     """The partial results of split-k decoding for f16 and bf16 q, k, v with equal head dimensions of
     `attention_cuda_mma.HEAD_DIMS` (an additive mask, any scale, grouped key/value heads allowed)."""

@@ -62,7 +62,7 @@ from stdlib_ops.templates.cpu_lanes import machine_lanes, template_lanes
 from stdlib_ops.templates.kernels.conv2d_geometry import Pair, bind_conv2d, conv_geometry
 from stdlib_ops.templates.kernels.matmul_cpu import DEFAULT_BLOCKS, MAX_LOCAL_BYTES, tile_kernel
 from stdlib_ops.templates.params import Size, require
-from stdlib_ops.templates.registry import library_template
+from stdlib_ops.templates.registry import LIBRARY_CPU, library_template
 from stdlib_ops.templates.views import View
 
 CONV2D_CPU_DTYPES = ("float32", "float16")
@@ -284,7 +284,7 @@ def conv2d_direct_cpu(batch: Size, channels: int, height: int, width: int, out_c
     return bind_conv2d(module, batch, has_bias)
 
 
-@library_template("conv2d", "cpu")
+@library_template("conv2d", LIBRARY_CPU)
 def conv2d_on_cpu(task: Task) -> TemplateBinding | None:
     """The implicit GEMM on the matmul micro-kernel, or the direct schedule for few channels a group, for f32 and
     f16 tensors whose sizes other than the batch are known at build time, where the machine has vector FMA."""

@@ -38,7 +38,7 @@ from stdlib_ops.templates.kernels.conv2d_cuda_mma import conv2d_cuda_mma
 from stdlib_ops.templates.kernels.conv2d_geometry import Pair, bind_conv2d, conv_geometry
 from stdlib_ops.templates.kernels.tile_order import grouped_tile
 from stdlib_ops.templates.params import Size, require, tile_for_blocks
-from stdlib_ops.templates.registry import library_template
+from stdlib_ops.templates.registry import LIBRARY_CUDA, library_template
 from stdlib_ops.templates.views import View
 
 CONV2D_CUDA_DTYPES = ("float32", "float16", "bfloat16")
@@ -257,8 +257,8 @@ def conv2d_cuda_schedule(channels: int, groups: int, dtype: str) -> str:
 SCHEDULES = {"direct": conv2d_cuda_direct, "gemm": conv2d_cuda_gemm, "mma": conv2d_cuda_mma}
 
 
-@library_template("conv2d", "cuda")
-@library_template("conv2d_nhwc", "cuda")
+@library_template("conv2d", LIBRARY_CUDA)
+@library_template("conv2d_nhwc", LIBRARY_CUDA)
 def conv2d_on_cuda(task: Task) -> TemplateBinding | None:
     """The direct kernel, the tensor-core implicit GEMM or the f32 one (`conv2d_cuda_schedule`) for an NCHW
     (`conv2d`) or NHWC (`conv2d_nhwc`) convolution of f32, f16 or bf16 tensors whose sizes other than the batch are

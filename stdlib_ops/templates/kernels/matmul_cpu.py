@@ -48,7 +48,7 @@ from stdlib_ops.templates.binding import TemplateBinding, common_dtype
 from stdlib_ops.templates.cpu_lanes import machine_lanes, template_lanes
 from stdlib_ops.templates.kernels.matmul_views import matmul_views
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
-from stdlib_ops.templates.registry import library_template
+from stdlib_ops.templates.registry import LIBRARY_CPU, library_template
 from stdlib_ops.templates.sizes import bind_sizes
 from stdlib_ops.templates.space import TuningSpace, declare_space
 
@@ -206,7 +206,7 @@ def matmul_cpu(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *
     return bind_sizes(module, "matmul", {"batch": batch, "m": m, "n": n, "k": k})
 
 
-@library_template("matmul", "cpu")
+@library_template("matmul", LIBRARY_CPU)
 def matmul_on_cpu(task: Task) -> TemplateBinding | None:
     """The packed, register-blocked CPU template for f32 and f16 operands, where the machine has vector FMA."""
     signature = kernel_signature(task.inputs, task.outputs)

@@ -50,7 +50,7 @@ from stdlib_ops.templates.kernels.matmul_cuda_tf32 import matmul_cuda_tf32
 from stdlib_ops.templates.kernels.matmul_views import matmul_views
 from stdlib_ops.templates.kernels.tile_order import grouped_tile
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype, tile_for_blocks
-from stdlib_ops.templates.registry import library_template
+from stdlib_ops.templates.registry import LIBRARY_CUDA, library_template
 from stdlib_ops.templates.sizes import bind_sizes
 from stdlib_ops.templates.space import Point, TuningSpace, declare_space
 
@@ -210,7 +210,7 @@ def matmul_cuda(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", 
     return bind_sizes(module, "matmul", {"batch": batch, "m": m, "n": n, "k": k})
 
 
-@library_template("matmul", "cuda")
+@library_template("matmul", LIBRARY_CUDA)
 def matmul_on_cuda(task: Task) -> TemplateBinding | None:
     """The Hopper template (`matmul_cuda_sm90`) for f16 and bf16 operands on sm_90a where TMA can read them, else
     the tensor-core template (`matmul_cuda_f16_mma`); for f32 ones the TF32 tensor-core template

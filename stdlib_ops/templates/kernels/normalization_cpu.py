@@ -37,6 +37,7 @@ from stdlib_ops.templates.cpu_lanes import template_lanes
 from stdlib_ops.templates.kernels.row_reduce_cpu import RowReducers, row_reducers
 from stdlib_ops.templates.kernels.row_views import RowTemplates, register_row_templates
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
+from stdlib_ops.templates.registry import LIBRARY_CPU
 from stdlib_ops.templates.sizes import bind_sizes
 
 NORMALIZATION_CPU_DTYPES = ("float32", "float16")
@@ -199,6 +200,6 @@ def rms_norm_cpu(rows: Size, cols: Size, eps: float = 1e-6, dtype: str = "float3
     return bind_sizes(module, "rms_norm", {"rows": rows, "cols": cols})
 
 
-register_row_templates("cpu", RowTemplates(NORMALIZATION_CPU_DTYPES, {
+register_row_templates(LIBRARY_CPU, RowTemplates(NORMALIZATION_CPU_DTYPES, {
     "softmax": softmax_cpu, "log_softmax": log_softmax_cpu, "layer_norm": layer_norm_cpu, "rms_norm": rms_norm_cpu,
 }, needs_lanes=True))

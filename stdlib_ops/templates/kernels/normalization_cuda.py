@@ -26,7 +26,7 @@ from stdlib_ops.templates.binding import TemplateBinding
 from stdlib_ops.templates.kernels.block_reduce import WARP, block_reducers
 from stdlib_ops.templates.kernels.row_views import RowTemplates, register_row_templates, rows_binding, trailing_axes
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
-from stdlib_ops.templates.registry import library_template
+from stdlib_ops.templates.registry import LIBRARY_CUDA, library_template
 from stdlib_ops.templates.sizes import bind_sizes, drop_params
 
 NORMALIZATION_DTYPES = ("float32", "float16", "bfloat16")
@@ -238,10 +238,10 @@ def _norm(template: str, kernel_name: str, rows: Size, cols: Size, eps: float, d
 CUDA_ROWS = RowTemplates(NORMALIZATION_DTYPES, {
     "softmax": softmax_cuda, "log_softmax": log_softmax_cuda, "layer_norm": layer_norm_cuda, "rms_norm": rms_norm_cuda,
 })
-register_row_templates("cuda", CUDA_ROWS)
+register_row_templates(LIBRARY_CUDA, CUDA_ROWS)
 
 
-@library_template("layer_norm", "cuda")
+@library_template("layer_norm", LIBRARY_CUDA)
 def layer_norm_rows_cuda(task: Task) -> TemplateBinding | None:
     """Layer norm over trailing axes, with or without its weight and its bias."""
     weight, bias = task.attrs.get("params", (False, False))
@@ -249,7 +249,7 @@ def layer_norm_rows_cuda(task: Task) -> TemplateBinding | None:
                         bias=bias)
 
 
-@library_template("rms_norm", "cuda")
+@library_template("rms_norm", LIBRARY_CUDA)
 def rms_norm_rows_cuda(task: Task) -> TemplateBinding | None:
     """RMS norm over trailing axes, with or without its weight."""
     (weight,) = task.attrs.get("params", (False,))
@@ -258,7 +258,7 @@ def rms_norm_rows_cuda(task: Task) -> TemplateBinding | None:
     return rows_binding(task, CUDA_ROWS, "axes", int(weight), eps=float(task.attrs["eps"]), weight=weight)
 
 
-@library_template("group_norm", "cuda")
+@library_template("group_norm", LIBRARY_CUDA)
 def group_norm_rows_cuda(task: Task) -> TemplateBinding | None:
     """Group norm's normalization (over the last axis of its `[batch, groups, rest]` view): the layer norm template
     without weight and bias (group norm's per-channel weight and bias are operators of their own)."""

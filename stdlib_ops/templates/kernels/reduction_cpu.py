@@ -33,7 +33,7 @@ from stdlib_ops.templates.cpu_lanes import machine_lanes, template_lanes
 from stdlib_ops.templates.kernels.reduction_views import reduction_views
 from stdlib_ops.templates.kernels.row_reduce_cpu import row_reducers
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
-from stdlib_ops.templates.registry import library_template
+from stdlib_ops.templates.registry import LIBRARY_CPU, library_template
 from stdlib_ops.templates.sizes import bind_sizes
 
 REDUCTION_CPU_DTYPES = ("float32", "float16")
@@ -160,5 +160,5 @@ def reduction_on_cpu(task: Task) -> TemplateBinding | None:
 
 
 for _kind in REDUCTION_CPU_KINDS:
-    library_template(_kind, "cpu")(reduction_on_cpu)
+    library_template(_kind, LIBRARY_CPU)(reduction_on_cpu)
 del _kind

@@ -31,7 +31,7 @@ from stdlib_ops.templates.kernels.block_reduce import WARP, arg_reducers, block_
 from stdlib_ops.templates.kernels.normalization_cuda import row_layout
 from stdlib_ops.templates.kernels.reduction_views import reduction_views
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
-from stdlib_ops.templates.registry import library_template
+from stdlib_ops.templates.registry import LIBRARY_CUDA, library_template
 from stdlib_ops.templates.sizes import bind_sizes
 
 REDUCTION_CUDA_DTYPES = ("float32", "float16", "bfloat16")
@@ -209,5 +209,5 @@ def reduction_on_cuda(task: Task) -> TemplateBinding | None:
 
 
 for _kind in ROW_KINDS:
-    library_template(_kind, "cuda")(reduction_on_cuda)
+    library_template(_kind, LIBRARY_CUDA)(reduction_on_cuda)
 del _kind

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from hidet_lang.ir import expr as E
+from hidet_lang.target import Target
 from stdlib_ops.schedule.signature import kernel_signature
 from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import Instantiate, TemplateBinding, common_dtype, shape_of
@@ -94,7 +95,7 @@ ROW_ADAPTERS: dict[str, Callable[[Task, RowTemplates], TemplateBinding | None]] 
 """The adapter of each row-wise task."""
 
 
-def register_row_templates(target: str, rows: RowTemplates) -> None:
+def register_row_templates(target: Target, rows: RowTemplates) -> None:
     """Register `rows`' template of each row-wise task on `target` (`registry.library_template`)."""
     for name in rows.templates:
         library_template(name, target)(functools.partial(ROW_ADAPTERS[name], rows=rows))

@@ -23,7 +23,7 @@ from stdlib_ops.templates.kernels.block_reduce import WARP
 from stdlib_ops.templates.kernels.normalization_cuda import CUDA_ROWS, NORMALIZATION_DTYPES
 from stdlib_ops.templates.kernels.row_views import softmax_rows
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
-from stdlib_ops.templates.registry import library_template
+from stdlib_ops.templates.registry import LIBRARY_CUDA, library_template
 from stdlib_ops.templates.sizes import bind_sizes
 from stdlib_ops.templates.views import View, product, unravel
 
@@ -112,5 +112,5 @@ def softmax_on_cuda(task: Task) -> TemplateBinding | None:
 
 
 for _name in ("softmax", "log_softmax"):
-    library_template(_name, "cuda")(softmax_on_cuda)
+    library_template(_name, LIBRARY_CUDA)(softmax_on_cuda)
 del _name

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import stdlib_ops as ops
 from codegen.build import build_module
+from hidet_lang.target import Target
 from hidet_lang.testing import example_count
 from stdlib_ops.fusion.contract import the_kernel
 from stdlib_ops.templates.registry import choose_schedule
@@ -214,7 +215,7 @@ def test_causal_attention_fuses_into_its_cuda_template_which_passes_the_emulator
     fused, _ = fused_and_unfused(case, "cuda", befores, after)
     assert fused.kernels == ["relu + mul + add + add + tanh + attention* + mul + add + sigmoid"]
     symbols = [ops.symbol(list(shape)) for shape in case.shapes]
-    anchor_module = choose_schedule(case.make(*symbols).producer.task, "cuda").module
+    anchor_module = choose_schedule(case.make(*symbols).producer.task, Target.of("cuda")).module
     assert the_kernel(anchor_module).name == "attention_cuda"
     fused.modules = [build_module(module, "cuda", check=True) for module in fused.ir_modules]
     rng = np.random.default_rng(4)

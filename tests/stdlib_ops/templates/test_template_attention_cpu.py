@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stdlib_ops as ops
+from hidet_lang.target import Target
 from hidet_lang.testing import example_count
 from stdlib_ops.templates.cpu_lanes import machine_has_lanes, machine_lanes
 from stdlib_ops.templates.kernels.attention_cpu import attention_cpu
@@ -136,6 +137,6 @@ def test_ops_attention_on_the_cpu_takes_the_template_with_groups_masks_and_scale
 def test_the_cpu_template_is_chosen_for_attention_graphs() -> None:
     qs, ks, vs = ops.symbol(["b", 4, "s", 32]), ops.symbol(["b", 4, "s", 32]), ops.symbol(["b", 4, "s", 32])
     out = ops.attention(qs, ks, vs, True, scale=1 / math.sqrt(8))
-    assert choose_schedule(out.producer.task, "cpu").key.endswith("attention_cpu:attention_cpu")
+    assert choose_schedule(out.producer.task, Target.of("cpu")).key.endswith("attention_cpu:attention_cpu")
     compiled = ops.optimize(ops.trace_from(out, [qs, ks, vs])).build("cpu")
     assert len(compiled.kernels) == 1

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from template_checks import data, sizes
 
 import stdlib_ops as ops
+from hidet_lang.target import Target
 from hidet_lang.testing import example_count
 from stdlib_ops.templates.kernels.attention_cuda_mma import attention_cuda_mma
 from stdlib_ops.templates.params import ScheduleError
@@ -147,7 +148,7 @@ def test_ops_attention_takes_it_for_grouped_query_heads_and_a_boolean_mask() -> 
     assert not got[:, 1, 5].any()
     symbols = [ops.symbol(list(x.shape), dtype=str(x.dtype)) for x in (q, k, v, allowed)]
     task = ops.attention(*symbols[:3], True, attn_mask=symbols[3], enable_gqa=True).producer.task
-    assert binding_of(task, "cuda").name == "attention_cuda_mma"
+    assert binding_of(task, Target.of("cuda")).name == "attention_cuda_mma"
 
 
 @pytest.mark.skipif(importlib.util.find_spec("cuda") is None, reason="NVRTC (pip cuda-python) is not installed")

@@ -117,7 +117,7 @@ def test_schedule_parameters_it_cannot_honour_are_refused() -> None:
 
 def chosen_kernel(y: ops.Tensor, target: str) -> str:
     """The name of the kernel the attention producing `y` is scheduled as on `target`."""
-    return the_kernel(choose_schedule(y.producer.task, target).module).name
+    return the_kernel(choose_schedule(y.producer.task, Target.of(target)).module).name
 
 
 @pytest.mark.parametrize(("q_shape", "kv_shape", "dtype", "gqa", "on_sm90a"), [
@@ -148,8 +148,8 @@ def test_a_prologue_on_the_mask_takes_the_tensor_core_template() -> None:
     q, k, v = (ops.symbol([2, 4, "s", 64], "float16") for _ in range(3))
     allowed = ops.symbol(["s", "s"], "bool")
     task = ops.attention(q, k, v, attn_mask=allowed).producer.task
-    assert the_kernel(choose_schedule(task, TARGET).module).name == "attention_cuda_sm90"
-    assert the_kernel(choose_schedule(task, TARGET, prologue=True).module).name == "attention_cuda_mma"
+    assert the_kernel(choose_schedule(task, Target.of(TARGET)).module).name == "attention_cuda_sm90"
+    assert the_kernel(choose_schedule(task, Target.of(TARGET), prologue=True).module).name == "attention_cuda_mma"
 
 
 def test_a_graph_runs_grouped_heads_with_a_mask_and_scale_on_the_hopper_kernel() -> None:

@@ -15,6 +15,7 @@ from template_checks import data, sizes
 from test_template_attention_cuda_mma import U, as_dtype, assert_attention_close, draw_mask
 
 import stdlib_ops as ops
+from hidet_lang.target import Target
 from hidet_lang.testing import example_count
 from stdlib_ops.operators.attention_split import MAX_SPLITS, MIN_SPLIT_KEYS, TARGET_BLOCKS, decode_key_splits
 from stdlib_ops.templates.kernels.attention_cuda_mma import attention_cuda_mma
@@ -139,7 +140,7 @@ def test_ops_attention_splits_a_long_cache_for_grouped_heads_and_a_boolean_mask(
     partials = out.producer.inputs[0].producer
     assert out.producer.name == "attention_merge" and partials.name == "attention_partials"
     assert partials.task.attrs["key_splits"] == 1100 // MIN_SPLIT_KEYS
-    binding = binding_of(partials.task, "cuda")
+    binding = binding_of(partials.task, Target.of("cuda"))
     assert binding.name == "attention_partials_cuda_mma"
     assert binding.sizes["batch_heads"] == 2 and binding.sizes["seq_q"] == 4
 
@@ -155,7 +156,7 @@ def test_causal_grouped_heads_read_their_key_value_head_each() -> None:
     reference_gqa(q, k, v, np.tril(np.ones((4, 3, 520), bool)), got)
     symbols = [ops.symbol(list(x.shape), dtype=str(x.dtype), device="cuda") for x in (q, k, v)]
     partials = ops.attention(*symbols, True, enable_gqa=True).producer.inputs[0].producer
-    binding = binding_of(partials.task, "cuda")
+    binding = binding_of(partials.task, Target.of("cuda"))
     assert binding.sizes["batch_heads"] == 4 and binding.options["key_splits"] == 2
 
 

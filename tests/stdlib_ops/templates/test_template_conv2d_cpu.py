@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from template_checks import F16_HALF_SUBNORMAL_STEP, U, assert_sum_close, data
 
 import stdlib_ops as ops
+from hidet_lang.target import Target
 from hidet_lang.testing import example_count
 from stdlib_ops.fusion.contract import the_kernel
 from stdlib_ops.templates.cpu_lanes import machine_lanes
@@ -173,7 +174,7 @@ def test_benchmark_shapes(case: tuple) -> None:
 
 def kernel_name(t: ops.Tensor) -> str:
     """The name of the kernel the CPU schedules the task producing symbolic tensor `t` as."""
-    return the_kernel(choose_schedule(t.producer.task, "cpu").module).name
+    return the_kernel(choose_schedule(t.producer.task, Target.of("cpu")).module).name
 
 
 def test_the_registry_chooses_the_schedule_per_shape() -> None:

@@ -36,6 +36,7 @@ from test_template_conv2d_cpu import reference
 import hidet_lang as hidet
 import stdlib_ops as ops
 from codegen.toolchain.sass import find_tool
+from hidet_lang.target import Target
 from hidet_lang.testing import example_count
 from stdlib_ops.fusion.contract import the_kernel
 from stdlib_ops.templates.kernels.conv2d_cuda import SCHEDULES, conv2d_cuda_direct, conv2d_cuda_gemm
@@ -169,7 +170,7 @@ def test_every_tile_and_step_lands_in_its_place(schedule: str, layout: str, dtyp
 
 def kernel_name(t: ops.Tensor) -> str:
     """The name of the kernel CUDA schedules the task producing symbolic tensor `t` as."""
-    return the_kernel(choose_schedule(t.producer.task, "cuda").module).name
+    return the_kernel(choose_schedule(t.producer.task, Target.of("cuda")).module).name
 
 
 def test_the_registry_chooses_the_schedule_per_shape() -> None:

@@ -195,7 +195,7 @@ def test_an_unaligned_runtime_size_is_refused_at_the_launch() -> None:
 
 def chosen_kernel(y: ops.Tensor, target: str) -> str:
     """The name of the kernel the matmul producing `y` is scheduled as on `target`."""
-    return the_kernel(choose_schedule(y.producer.task, target).module).name
+    return the_kernel(choose_schedule(y.producer.task, Target.of(target)).module).name
 
 
 @pytest.mark.parametrize(("x_shape", "y_shape", "dtype", "on_sm90a"), [
@@ -249,8 +249,9 @@ def test_a_prologue_takes_the_tensor_core_template_which_reads_elements() -> Non
     x, w = ops.symbol(["m", 64], "float16"), ops.symbol([64, 48], "float16")
     y = ops.matmul(x * 0.5, w)
     task = y.producer.task
-    assert the_kernel(choose_schedule(task, "cuda:sm_90a").module).name == "matmul_cuda_sm90"
-    assert the_kernel(choose_schedule(task, "cuda:sm_90a", prologue=True).module).name == "matmul_cuda_f16_mma"
+    hopper = Target.of("cuda:sm_90a")
+    assert the_kernel(choose_schedule(task, hopper).module).name == "matmul_cuda_sm90"
+    assert the_kernel(choose_schedule(task, hopper, prologue=True).module).name == "matmul_cuda_f16_mma"
     compiled = ops.optimize(ops.trace_from(y, [x, w])).build("cuda:sm_90a")
     assert compiled.kernels == ["mul + matmul*"]
     assert "mma_m16n8k16_f16_f32" in intrinsics_of(compiled)

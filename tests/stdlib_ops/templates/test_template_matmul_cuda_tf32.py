@@ -24,6 +24,7 @@ import stdlib_ops as ops
 from codegen.toolchain.sass import find_tool
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.functor import collect
+from hidet_lang.target import Target
 from hidet_lang.testing import example_count
 from stdlib_ops.templates.kernels.matmul_cuda_tf32 import matmul_cuda_tf32
 from stdlib_ops.templates.params import ScheduleError
@@ -144,7 +145,7 @@ def test_allowing_tf32_takes_effect_for_the_next_eager_call(tf32_allowed: None) 
 def intrinsics_chosen(dtype: str, target: str) -> set[str]:
     """The intrinsics of the kernel chosen for a symbolic `[m, 24] @ [24, n]` matmul of `dtype` on `target`."""
     x, w = ops.symbol(["m", 24], dtype), ops.symbol([24, "n"], dtype)
-    module = choose_schedule(ops.matmul(x, w).producer.task, target).module
+    module = choose_schedule(ops.matmul(x, w).producer.task, Target.of(target)).module
     return {i.name for f in module.functions for i in collect(f.body, E.Intrinsic)}
 
 

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from template_checks import F16_HALF_SUBNORMAL_STEP, H, U, assert_sum_close, data, sizes
 
 import stdlib_ops as ops
+from hidet_lang.target import Target
 from hidet_lang.testing import example_count
 from stdlib_ops.fusion.contract import the_kernel
 from stdlib_ops.templates.kernels.reduction_cpu import REDUCTION_CPU_KINDS, reduce_columns_cpu, reduce_rows_cpu
@@ -158,7 +159,7 @@ def test_operators_choose_the_templates(kind: str, shape: tuple, axis: object, k
     x = np.random.default_rng(4).uniform(-1, 1, shape).astype(np.float32)
     check(kind, getattr(ops, kind)(ops.asarray(x), axis=axis, keepdims=keepdims).numpy(), x, axis, keepdims)
     task = getattr(ops, kind)(ops.symbol(list(shape)), axis=axis, keepdims=keepdims).producer.task
-    assert the_kernel(choose_schedule(task, "cpu").module).name == template
+    assert the_kernel(choose_schedule(task, Target.of("cpu")).module).name == template
 
 
 def test_other_reductions_go_to_the_rule_based_scheduler() -> None:
@@ -166,7 +167,7 @@ def test_other_reductions_go_to_the_rule_based_scheduler() -> None:
     declined = {"axes not next to each other": ops.sum(s, axis=(0, 2)), "a product": ops.prod(s, axis=-1),
                 "integers": ops.sum(ops.symbol([3, 5], "int32"), axis=-1)}
     for what, y in declined.items():
-        name = the_kernel(choose_schedule(y.producer.task, "cpu").module).name
+        name = the_kernel(choose_schedule(y.producer.task, Target.of("cpu")).module).name
         assert "reduce_" not in name, what
 
 

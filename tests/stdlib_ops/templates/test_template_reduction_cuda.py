@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from template_checks import U, data
 
 import stdlib_ops as ops
+from hidet_lang.target import Target
 from hidet_lang.testing import example_count
 from stdlib_ops.fusion.contract import the_kernel
 from stdlib_ops.templates.kernels.reduction_cuda import (
@@ -112,13 +113,13 @@ def test_columns(kind: str, draw: st.DataObject, outer: int, extent: int, inner:
 ])
 def test_reductions_of_ops_choose_the_templates(make, kernel: str) -> None:
     task = make(ops.symbol([4, 5, 6])).producer.task
-    assert the_kernel(choose_schedule(task, "cuda").module).name == kernel
+    assert the_kernel(choose_schedule(task, Target.of("cuda")).module).name == kernel
 
 
 def test_group_norm_uses_the_layer_norm_template() -> None:
     x = np.random.default_rng(2).uniform(-2, 2, (2, 6, 5, 7)).astype(np.float32)
     norm = ops.group_norm(ops.symbol([2, 6, 5, 7]), 3).producer.inputs[0].producer.task
-    assert the_kernel(choose_schedule(norm, "cuda").module).name == "layer_norm_cuda"
+    assert the_kernel(choose_schedule(norm, Target.of("cuda")).module).name == "layer_norm_cuda"
     got = ops.group_norm(ops.asarray(x, device="cuda"), 3).numpy()
     g = x.astype(np.float64).reshape(2, 3, -1)
     expected = ((g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + 1e-5)).reshape(x.shape)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from template_checks import U, data
 
 import stdlib_ops as ops
+from hidet_lang.target import Target
 from hidet_lang.testing import example_count
 from stdlib_ops.fusion.contract import the_kernel
 from stdlib_ops.templates.kernels.softmax_columns_cuda import softmax_columns_cuda
@@ -49,7 +50,7 @@ def test_softmax_along_columns(log: bool, draw: st.DataObject, outer: int, exten
                                               (2, "softmax_cuda")])
 def test_softmax_of_ops_along_each_axis(axis: int, kernel: str) -> None:
     task = ops.softmax(ops.symbol([3, "n", 5]), axis=axis).producer.task
-    assert the_kernel(choose_schedule(task, "cuda").module).name == kernel
+    assert the_kernel(choose_schedule(task, Target.of("cuda")).module).name == kernel
     x = np.random.default_rng(5).uniform(-3, 3, (3, 4, 5)).astype(np.float32)
     e = np.exp(x.astype(np.float64) - x.max(axis, keepdims=True))
     np.testing.assert_allclose(ops.softmax(ops.asarray(x, device="cuda"), axis=axis).numpy(),

@@ -72,5 +72,5 @@ def test_a_users_template_is_listed_as_its_own() -> None:
         assert rows == [TemplateRow("log_softmax", "cpu", my_softmax.__qualname__, None, False,
                                     f"{__name__}.{my_softmax.__qualname__}", library=False)]
     finally:
-        registry.library_template("log_softmax", "cpu")(original.template)
+        registry.library_template("log_softmax", registry.LIBRARY_CPU)(original.template)
     assert markdown() == readme_table()

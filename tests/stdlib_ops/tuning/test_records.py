@@ -16,6 +16,7 @@ import pytest
 from tuning_cases import matmul_graph
 
 import stdlib_ops as ops
+from hidet_lang.target import Target
 from stdlib_ops.templates.registry import binding_of
 from stdlib_ops.templates.space import TuningSpace
 from stdlib_ops.tuning.machine import machine_id
@@ -80,7 +81,7 @@ def test_a_malformed_entry_is_ignored_with_a_warning(records: Path) -> None:
 def test_an_entry_outside_the_space_is_ignored_and_the_default_point_built(
         records: Path, small_space: TuningSpace, executor: object) -> None:
     graph = matmul_graph()
-    key = shape_class(binding_of(graph.nodes[0].task, "cpu"))
+    key = shape_class(binding_of(graph.nodes[0].task, Target.of("cpu")))
     write_record(records, machine_id(), key, {**ENTRY, "params": {"kc": 12, "nc": 32, "min_tiles": 1}})
     with pytest.warns(RuntimeWarning, match=f"ignoring the tuning record .* in {records}"):
         compiled = graph.build("cpu")
@@ -92,7 +93,7 @@ def test_an_entry_outside_the_space_is_ignored_and_the_default_point_built(
 def test_a_record_naming_a_template_by_an_older_module_path_is_kept_and_not_matched(
         records: Path, small_space: TuningSpace, executor: object) -> None:
     graph = matmul_graph()
-    key = shape_class(binding_of(graph.nodes[0].task, "cpu"))
+    key = shape_class(binding_of(graph.nodes[0].task, Target.of("cpu")))
     old_key = key.replace("stdlib_ops.templates.kernels.", "stdlib_ops.templates.")
     assert old_key != key
     write_record(records, machine_id(), old_key, {**ENTRY, "params": small_space.points()[1]})
@@ -104,7 +105,7 @@ def test_a_record_naming_a_template_by_an_older_module_path_is_kept_and_not_matc
 
 def test_shape_classes_round_known_sizes_up_to_powers_of_two_and_hide_symbolic_ones() -> None:
     assert [size_bucket(s) for s in (1, 2, 3, 100, 128, 129)] == [1, 2, 4, 128, 128, 256]
-    binding = binding_of(matmul_graph(n=24, k=40).nodes[0].task, "cpu")
+    binding = binding_of(matmul_graph(n=24, k=40).nodes[0].task, Target.of("cpu"))
     assert shape_class(binding) == ("stdlib_ops.templates.kernels.matmul_cpu:matmul_cpu[batch=1,m=?,n=32,k=64]"
                                     "(dtype='float32')")
     assert concrete_sizes(binding, {}) == {"batch": 1, "m": REPRESENTATIVE_SIZE, "n": 24, "k": 40}

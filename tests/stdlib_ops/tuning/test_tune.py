@@ -20,6 +20,7 @@ import hidet_lang as hidet
 import stdlib_ops as ops
 from hidet_lang import attrs, f32
 from hidet_lang.ir.func import IRModule
+from hidet_lang.target import Target
 from stdlib_ops.operators.base import apply, as_tensors, dims
 from stdlib_ops.runtime import KERNELS
 from stdlib_ops.task import Task
@@ -127,7 +128,7 @@ def test_an_eager_call_takes_a_winner_recorded_after_its_first_call(
     x, w = rng.uniform(-1, 1, (5, 40)).astype(np.float32), rng.uniform(-1, 1, (40, 24)).astype(np.float32)
     first = ops.matmul(ops.asarray(x), ops.asarray(w)).numpy()
     np.testing.assert_allclose(first, x @ w, rtol=1e-5, atol=1e-5)
-    binding = registry.binding_of(ops.matmul(ops.symbol([5, 40]), ops.asarray(w)).producer.task, "cpu")
+    binding = registry.binding_of(ops.matmul(ops.symbol([5, 40]), ops.asarray(w)).producer.task, Target.of("cpu"))
     wrong = {**PLANTED_SPACE.default, "fast_but_wrong": True}
     write_record(records, machine_id(), shape_class(binding), {"params": wrong})
     assert (ops.matmul(ops.asarray(x), ops.asarray(w)).numpy() == 0).all()
@@ -139,9 +140,9 @@ def test_an_eager_call_after_a_tuning_run_builds_the_winner(
     w = np.random.default_rng(5).uniform(-1, 1, (40, 24)).astype(np.float32)
     task = ops.matmul(ops.symbol([7, 40]), ops.asarray(w)).producer.task
     np.testing.assert_allclose(ops.matmul(ops.asarray(x), ops.asarray(w)).numpy(), x @ w, rtol=1e-5, atol=1e-5)
-    assert registry.choose_schedule(task, "cpu").params == small_space.default
+    assert registry.choose_schedule(task, Target.of("cpu")).params == small_space.default
     (result,) = ops.tune(task, executor=executor, retune=True)
-    assert registry.choose_schedule(task, "cpu").params == result.params
+    assert registry.choose_schedule(task, Target.of("cpu")).params == result.params
     before = len(KERNELS)
     np.testing.assert_allclose(ops.matmul(ops.asarray(x), ops.asarray(w)).numpy(), x @ w, rtol=1e-5, atol=1e-5)
     assert len(KERNELS) == before + (result.params != small_space.default)  # the winner's kernel, built if new

@@ -17,7 +17,7 @@ from tuning_cases import SMALL_SPACE
 
 from stdlib_ops.tuning.machine import machine_id
 from stdlib_ops.tuning.records import read_records
-from stdlib_ops.tuning.tune import BROKEN_POOL
+from stdlib_ops.tuning.timing import BROKEN_POOL
 
 REPO = Path(__file__).resolve().parents[3]
 
