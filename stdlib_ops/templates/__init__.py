@@ -9,13 +9,14 @@ address), outputs only stored element by element. Parameters a template cannot h
 template may declare the schedule parameters a tuner tries (`space.declare_space`, next to the template; its
 default point is what an untuned build uses).
 
-The package keeps the kernels apart from the machinery. `kernels/` holds the templates, each module registering
-its adapters (a task to the template's canonical shapes, through `views`: index views of the task's own tensors)
-next to its schedule; importing this package imports them all, so they are registered. The machinery: `registry`
-(registering templates and `choose_schedule`, which picks a task's schedule), `table` (which task goes to which
-template, generated from the registrations: `python -m stdlib_ops.templates` prints it), `binding` (a task bound to
-a template), `views`, `sizes` (binding size parameters), `params` (size checks and `ScheduleError`), `space` (tuning
-spaces) and `cpu_lanes` (the vector widths of this machine).
+The package keeps the kernels apart from the machinery. `kernels/` holds the templates, each module registering its
+adapters (a task to the template's canonical shapes, through `views`: index views of the task's own tensors) next to
+its schedule; importing this package imports them all, so they are registered. The machinery: `registry`
+(registering templates and `choose_schedule`, which picks a task's schedule), `choice_memo` (memos emptied when a
+choice may change), `table` (which task goes to which template, generated from the registrations:
+`python -m stdlib_ops.templates` prints it), `binding` (a task bound to a template), `views`, `sizes` (binding size
+parameters), `params` (size checks and `ScheduleError`), `space` (tuning spaces) and `cpu_lanes` (the vector widths
+of this machine).
 """
 
 from __future__ import annotations
