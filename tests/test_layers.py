@@ -105,15 +105,6 @@ ALLOWED_CYCLE_EDGES = {
 MOST_FUNCTION_IMPORTS = 15
 """The most imports of a project module inside functions the three packages may hold (each says why on its line)."""
 
-UNEXPLAINED_ELSEWHERE = frozenset({
-    "hidet_lang/explorer/__main__.py: hidet_lang.explorer.server",
-    "hidet_lang/explorer/tolerance.py: stdlib_ops.compute.nodes",
-    "codegen/runtime/module.py: codegen.runtime.kernel_launches",
-    "codegen/runtime/module.py: codegen.toolchain.cubin_report",
-})
-"""Function-level imports still without their reason on their line; an entry goes when its comment comes."""
-
-
 def runtime_imports(path: Path) -> list[tuple[int, str, bool, bool]]:
     """The imports of project modules that run when the module at `path` loads or its functions run (those under
     `if TYPE_CHECKING:` left out): (line, the module imported, whether inside a function, whether a comment is on
@@ -226,12 +217,8 @@ def test_function_level_imports_say_why_and_are_few() -> None:
     inside = [(f"{path.relative_to(ROOT)}: {module}", line, commented)
               for package in PACKAGES for path in project_files(package)
               for line, module, in_function, commented in runtime_imports(path) if in_function]
-    unexplained = sorted(f"{where} (line {line})" for where, line, commented in inside
-                         if not commented and where not in UNEXPLAINED_ELSEWHERE)
+    unexplained = sorted(f"{where} (line {line})" for where, line, commented in inside if not commented)
     assert not unexplained, ("a function-level import says why on its line (`# ...`):\n" + "\n".join(unexplained))
-    explained = {where for where, _, commented in inside if commented}
-    stale = sorted(UNEXPLAINED_ELSEWHERE & explained)
-    assert not stale, f"these say why now; take them off UNEXPLAINED_ELSEWHERE: {', '.join(stale)}"
     assert len(inside) <= MOST_FUNCTION_IMPORTS, (
         f"{len(inside)} function-level imports of project modules (at most {MOST_FUNCTION_IMPORTS}): import at the "
         "top, moving what two modules share below both:\n" + "\n".join(where for where, _, _ in inside))

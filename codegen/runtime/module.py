@@ -194,8 +194,8 @@ class CompiledModule:
         if self._report is None:
             if self.target.is_cuda:
                 # the cubin's tools (ptxas, the disassemblers, their subprocesses) load with the first CUDA report
-                from codegen.runtime.kernel_launches import kernel_launches
-                from codegen.toolchain.cubin_report import cuda_module_report
+                from codegen.runtime.kernel_launches import kernel_launches  # with the first CUDA report, as below
+                from codegen.toolchain.cubin_report import cuda_module_report  # the cubin tools load on first report
 
                 self._report = cuda_module_report(self.compiled_source("cuda"), lambda: self.cubin,
                                                   self.target.arch, kernel_launches(self.ir),

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         import uvicorn
 
-        from hidet_lang.explorer.server import create_app
+        from hidet_lang.explorer.server import create_app  # the server needs the explorer extra, checked here
     except ImportError as error:
         raise SystemExit(f"the explorer needs the 'explorer' extra: {INSTALL} ({error})") from None
     token = new_token()

@@ -146,7 +146,7 @@ def kernel_terms(functions: Any, sizes: dict[str, int]) -> int:
 def graph_terms(graph: Any, sizes: dict[str, int]) -> int:
     """The reductions of a graph's operators, in terms summed into one value, added up along the graph (each
     operator's result feeds the next)."""
-    from stdlib_ops.compute.nodes import ReduceExpr
+    from stdlib_ops.compute.nodes import ReduceExpr  # the operator library loads only for programs with graphs
 
     total = 0
     for node in graph.nodes:
