@@ -7,6 +7,7 @@ import dataclasses
 from codegen.backends import backend_for
 from codegen.module_records import find_record, module_record_key, remember
 from codegen.runtime.module import CompiledModule
+from codegen.toolchain.code_identity import project_code_identity
 from hidet_lang.ir.func import IRModule
 from hidet_lang.passes.pipeline import lower, lowering_is_observed
 from hidet_lang.target import Target
@@ -47,3 +48,10 @@ def build_module(module: IRModule, target: Target | str | None = None, *, check:
     if key is not None:
         remember(key, backend.record(built))
     return built
+
+
+def prepare_builds() -> None:
+    """Read, once a process, what every build is keyed by before the first build asks: in a source checkout, the
+    fingerprint of the project's code (`toolchain.code_identity`: the sizes and times of its files). The first
+    `script_module()` of a process calls it as it loads the code generator; a build without one reads it then."""
+    project_code_identity()

@@ -54,11 +54,12 @@ def script_module() -> Any:
     """A new module; use it as `with hidet.script_module() as module:`.
 
     The language loads no code-generation module (`import hidet_lang` and `hidet_lang.ir` stay light); the first
-    module of a process loads the code generator that will build it, so that `module.build()` costs only the
-    build."""
-    import codegen.build  # noqa: F401 - the code generator, loaded with the first module of a process
+    module of a process loads the code generator that will build it, and reads what its builds are keyed by (in a
+    source checkout, the fingerprint of the project's code), so that `module.build()` costs only the build."""
+    from codegen.build import prepare_builds  # the code generator, loaded with the first module of a process
     from hidet_lang.frontend.script import script_module as new_script_module  # the frontend, on first use
 
+    prepare_builds()
     return new_script_module()
 
 
