@@ -10,7 +10,7 @@ from codegen.runtime.module import CompiledModule
 from codegen.toolchain.code_identity import project_code_identity
 from hidet_lang.ir.func import IRModule
 from hidet_lang.passes.pipeline import lower, lowering_is_observed
-from hidet_lang.target import Target
+from hidet_lang.target import Target, TargetKind
 
 
 def build_module(module: IRModule, target: Target | str | None = None, *, check: bool = False,
@@ -51,7 +51,10 @@ def build_module(module: IRModule, target: Target | str | None = None, *, check:
 
 
 def prepare_builds() -> None:
-    """Read, once a process, what every build is keyed by before the first build asks: in a source checkout, the
-    fingerprint of the project's code (`toolchain.code_identity`: the sizes and times of its files). The first
-    `script_module()` of a process calls it as it loads the code generator; a build without one reads it then."""
+    """Read, once a process, what builds are keyed by before the first build asks: in a source checkout, the
+    fingerprint of the project's code (`toolchain.code_identity`: the sizes and times of its files), and the machine
+    a CPU module is built for (its C compiler and CPU: `CpuBackend.machine`). The first `script_module()` of a
+    process calls it as it loads the code generator; a build without one reads them then."""
     project_code_identity()
+    cpu = Target(TargetKind.CPU)
+    backend_for(cpu).machine(cpu)
