@@ -3,8 +3,9 @@
 On a GPU, the kernels are compiled by NVRTC to a cubin for the chosen architecture and loaded with the driver;
 the host functions and kernel launchers are C built by the system compiler, bound to the driver's launch entry
 point. On the emulator, the same CUDA source, the host code and the project's emulation header form one C++
-translation unit built by the system C++ compiler; after each call, `codegen.runtime.emulator_memory` decides which
-emulator libraries keep their workers. Either way the cubin is available as `module.cubin`.
+translation unit built by the system C++ compiler and linked with the emulator's runtime object (compiled once per
+compiler and flags: `codegen.toolchain.emulator_runtime`); after each call, `codegen.runtime.emulator_memory` decides
+which emulator libraries keep their workers. Either way the cubin is available as `module.cubin`.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ HOST_FLAGS = (*DEFAULT_C_FLAGS, *cuda_limit_flags())
 """The flags of a CUDA module's host library for a GPU."""
 EMULATOR_FLAGS = ("-O2", "-march=native", "-fopenmp", *SEMANTICS_FLAGS, "-std=c++17", "-DHIDET_LANG_EMULATOR",
                   *cuda_limit_flags(),
-                  # a frame larger than a page touches the stack's guard (emulator_stack_guard.h), never skips it
+                  # a frame larger than a page touches the stack's guard (emulator_runtime.cpp), never skips it
                   "-fstack-clash-protection",
                   # `__shared__` arrays are thread-local; the descriptor dialect makes their accesses cheaper
                   *(("-mtls-dialect=gnu2",) if platform.machine() in ("x86_64", "AMD64") else ()))
@@ -98,7 +99,8 @@ def build_emulator(plan: ModulePlan, check: bool, target: Target) -> tuple[ctype
     exported `launch_<kernel>` per kernel."""
     emu_device, emu_host = emit_cuda(plan, emulator=True, check=check, smem_limit=target.shared_memory_per_block)
     combined = emu_device + "\n" + emu_host
-    return build_and_load(combined, language="c++", flags=EMULATOR_FLAGS, version=__version__), combined
+    lib = build_and_load(combined, language="c++", flags=EMULATOR_FLAGS, version=__version__, emulator_runtime=True)
+    return lib, combined
 
 
 def verify_cubins(plan: ModulePlan, device_source: str, host_source: str, archs: str) -> None:
