@@ -18,6 +18,7 @@ the object through the cache's verification each time it is linked: a damaged ob
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from . import cache_entries
 from .cache_entries import Artifact
 from .cache_keys import emulator_runtime_key
 from .compiler import CompilerInfo, compiler_version, run_compiler, workaround_flags
-from .errors import CCompilationError
+from .errors import CCompilationError, CompilerNotFoundError
 
 RUNTIME_SOURCE = "hidet_lang/emulator_runtime.cpp"
 """The runtime's source, found in the include directories."""
@@ -55,7 +56,8 @@ def runtime_object(root: Path, key: str, *, compiler: CompilerInfo, flags: Seque
                    include_dirs: Sequence[str], version: str) -> bytes:
     """The bytes of the runtime object named `key` (`runtime_key` of the same compiler, flags and include
     directories) in the cache at `root`, verified (trusted, complete, its sha256 as recorded), built first when
-    missing or damaged. Raises CCompilationError when the compiler fails on the runtime."""
+    missing or damaged. Raises CCompilationError when the compiler fails on the runtime (or runs past its time
+    limit), CompilerNotFoundError when it cannot be started."""
     entry = cache_entries.entry_dir(root, key)
     data = cache_entries.verified_artifact(entry, key, RUNTIME_OBJECT)
     if data is None:
@@ -80,7 +82,13 @@ def _runtime_filler(compiler: CompilerInfo, options: tuple[str, ...], include_di
         output = directory / RUNTIME_OBJECT.file
         command = (*compiler.command, "-c", *options, *(f"-I{d}" for d in include_dirs), str(found[0]), "-o",
                    str(output))
-        status, printed = run_compiler(command)
+        try:
+            status, printed = run_compiler(command)
+        except subprocess.TimeoutExpired as exc:
+            raise CCompilationError("compiling the emulator runtime did not finish in time", command=command,
+                                    compiler_output=str(exc.output or ""), source_path=str(found[0])) from None
+        except OSError as exc:
+            raise CompilerNotFoundError(f"could not run the C++ compiler {command[0]!r}: {exc}") from None
         if status != 0:
             raise CCompilationError(f"compiling the emulator runtime failed (status {status}):\n{printed[-2000:]}",
                                     compiler_output=printed, command=command, source_path=str(found[0]))
