@@ -61,8 +61,9 @@
 //   tensor-core operations' wrappers, the cluster's rank and size. Everything else is declared here and defined in
 //   emulator_runtime.cpp: launches and the entry points, workers and their stacks, running a block's threads,
 //   barriers, warp-collective operations, clusters, reports and deadlock detection, the checks' slow paths, the
-//   stack-overflow fault handler. (The Hopper parts cuda_primitives.h includes, emulator_mbarrier.h, emulator_tma.h
-//   and emulator_wgmma.h, are still defined in their headers, compiled into the modules that use them.)
+//   stack-overflow fault handler, and the out-of-line parts of the mbarriers and TMA copies that cuda_primitives.h
+//   includes (emulator_mbarrier.h, emulator_tma.h). (The warpgroup MMA, emulator_wgmma.h, which hopper_wgmma.h
+//   includes, is still defined in its header, compiled into the modules that use it.)
 // - emulator_runtime.cpp is compiled once per compiler and flags into an object in the compilation cache
 //   (codegen/toolchain/emulator_runtime.py) and linked statically into every module's library: each module keeps
 //   its own copy of the runtime's state (workers, assertion line, error text, its link in the fault-handler

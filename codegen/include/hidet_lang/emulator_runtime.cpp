@@ -1,6 +1,6 @@
 // hidet_lang CUDA emulator: the runtime's out-of-line code (launches, workers and their stacks, running a block's
-// threads, barriers, warp-collective operations, clusters, reports and deadlock detection, checked accesses, the
-// stack-overflow fault handler, and the entry points of emulator_launch.h).
+// threads, barriers, warp-collective operations, clusters, reports and deadlock detection, checked accesses,
+// mbarriers and TMA copies, the stack-overflow fault handler, and the entry points of emulator_launch.h).
 //
 // Compiled once per compiler and flags (those of the emulator's libraries, plus -fvisibility=hidden) into a
 // position-independent object kept in the compilation cache (codegen/toolchain/emulator_runtime.py), and linked
@@ -11,6 +11,8 @@
 // fault-handler chain), as when each module compiled the runtime itself; every symbol but the `protected` entry
 // points is hidden, so two loaded modules never bind to each other's runtime.
 #include "cuda_emulator.h"
+#include "emulator_mbarrier.h"
+#include "emulator_tma.h"
 
 namespace hl_emu {
 
@@ -786,6 +788,177 @@ void shared_access(const char *p, size_t size, int flags, long long index, const
             if (!(flags & ACCESS_READ)) x.readers = 0;
         }
     }
+}
+
+// ---- mbarriers (emulator_mbarrier.h) ----------------------------------------------------------------------
+
+// Where a misuse happened: the DSL line in checking mode, else the generated line.
+static void mbar_place(Text &t, int line, const char *where) {
+    if (where)
+        t.add("at %s", where);
+    else
+        t.add("at generated line %d", line);
+}
+
+[[noreturn]] void mbar_fail(int line, const char *where, const void *bar, const char *fmt, ...) {
+    Header *h = hdr();
+    Block *b = h->st->block;
+    char buf[1024], detail[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    Text t{buf, sizeof buf, 0};
+    where_prefix(t, b);
+    describe_thread(t, b, h->linear);
+    t.add(": mbarrier %p: %s, ", bar, detail);
+    mbar_place(t, line, where);
+    record_error(b->launch, "%s", buf);
+    abort_block(b);
+}
+
+// Complete the current phase when nothing is pending; wake the fibers waiting on the barrier (of the block whose
+// shared memory holds it: another block of the cluster for a remote arrival or a multicast copy).
+void mbar_settle(void *bar, MBarrier m) {
+    if (m.pending == 0 && m.tx == 0) {
+        m.phase ^= 1u;
+        m.pending = m.expected;
+        Block *b = shared_owner(bar);
+        if (b->fibers)
+            for (int i = 0; i < b->n; ++i)
+                if (b->fib[i].state == F_MBARRIER && b->fib[i].mbar == bar) push_ready(b, i);
+    }
+    mbar_store(bar, m);
+}
+
+// Describe each thread's wait for a deadlock report: runs of threads in the same state at the same line.
+static void mbar_describe_waits(Text &t, Block *b) {
+    int start = 0;
+    for (int i = 1; i <= b->n; ++i) {
+        const Fiber &s = b->fib[start];
+        if (i < b->n && b->fib[i].state == s.state && b->fib[i].line == s.line &&
+            (s.state != F_MBARRIER || b->fib[i].mbar == s.mbar))
+            continue;
+        t.add(start ? "; threads %d-%d " : "threads %d-%d ", start, i - 1);
+        switch (s.state) {
+            case F_MBARRIER: t.add("wait on mbarrier %p (generated line %d)", s.mbar, s.line); break;
+            case F_BARRIER: t.add("wait at a __syncthreads (generated line %d)", s.line); break;
+            case F_WARP: t.add("wait at a warp-collective operation (generated line %d)", s.line); break;
+            case F_DONE: t.add("have exited"); break;
+            default: t.add("are runnable"); break;
+        }
+        start = i;
+    }
+}
+
+// Whether the phase of parity `parity` has completed: at once if the current phase's parity differs; otherwise
+// the thread waits until it completes (a deadlock report when it never can).
+int mbar_wait(void *bar, int parity, int line, const char *where) {
+    Header *h = hdr();
+    Block *b = h->st->block;
+    for (;;) {
+        MBarrier m = mbar_load(bar, line, where, "a wait");
+        if (m.phase != ((unsigned)parity & 1u)) return 1;
+        Fiber *me = b->fibers ? &b->fib[h->linear] : nullptr;
+        // in a cluster, another block may complete the phase: its scheduler reports a deadlock of them all
+        if (!me || (b->qhead == b->qtail && !b->cluster)) {
+            char buf[4096];
+            Text t{buf, sizeof buf, 0};
+            where_prefix(t, b);
+            t.add("deadlock: ");
+            describe_thread(t, b, h->linear);
+            t.add(" waits on mbarrier %p for the phase of parity %d to complete (%u of %u arrivals and %lld "
+                  "transaction bytes pending), ", bar, parity & 1, m.pending, m.expected, m.tx);
+            mbar_place(t, line, where);
+            t.add(", and no other thread of the block can run to complete it");
+            if (me) {
+                me->state = F_MBARRIER, me->line = line;
+                me->mbar = bar;
+                t.add(": ");
+                mbar_describe_waits(t, b);
+            }
+            record_error(b->launch, "%s", buf);
+            abort_block(b);
+        }
+        me->state = F_MBARRIER;
+        me->line = line;
+        me->mbar = bar;
+        run_next(b, me);
+    }
+}
+
+// ---- The tensor memory accelerator (emulator_tma.h) -------------------------------------------------------
+
+[[noreturn]] void tma_fail(int line, const char *where, const char *fmt, ...) {
+    Header *h = hdr();
+    Block *b = h->st->block;
+    char buf[1024], detail[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    Text t{buf, sizeof buf, 0};
+    where_prefix(t, b);
+    describe_thread(t, b, h->linear);
+    t.add(": %s, ", detail);
+    mbar_place(t, line, where);
+    record_error(b->launch, "%s", buf);
+    abort_block(b);
+}
+
+static const hl_tensor_map *tma_map(const void *map, int rank, const void *smem, int line, const char *where,
+                                    const char *op) {
+    const hl_tensor_map *m = (const hl_tensor_map *)map;
+    if (m->magic != HL_TENSOR_MAP_MAGIC) tma_fail(line, where, "%s: the operand is not a tensor map", op);
+    if (m->rank != rank)
+        tma_fail(line, where, "%s takes %d coordinates, and the tensor map has rank %d", op, rank, m->rank);
+    unsigned align = tma_alignment(m->swizzle);
+    if ((uintptr_t)smem % align != 0)
+        tma_fail(line, where, "%s: the shared-memory address %p is not %u-byte aligned (the hardware requires it%s)",
+                 op, smem, align, m->swizzle == 128 ? " for the 128-byte swizzle" : "");
+    return m;
+}
+
+void tma_load(void *dst, const void *map, void *bar, int rank, const int *coords, int line,
+                     const char *where) {
+    const hl_tensor_map *m = tma_map(map, rank, dst, line, where, "tma_load");
+    uintptr_t base = (uintptr_t)dst;
+    int e = m->elem_bytes, swizzle = m->swizzle;
+    SharedArray *checked = where ? find_shared(shared_owner(dst), (const char *)dst) : nullptr;
+    tma_for_box(m, coords, [&](size_t off, const char *g) {
+        char *d = (char *)tma_swizzle(base + off, swizzle);
+        if (g)
+            memcpy(d, g, (size_t)e);
+        else
+            memset(d, 0, (size_t)e);
+        tma_mark_written(checked, d, (size_t)e);
+    });
+    mbar_complete_tx(bar, tma_box_bytes(m), line, where);
+}
+
+// A multicast load: the box to the same shared offset of every block of the cluster that `mask` (bits 0-15:
+// ranks) names, completing its bytes on each one's mbarrier at `bar`'s offset.
+void tma_load_multicast(void *dst, const void *map, void *bar, int mask, int rank, const int *coords,
+                               int line, const char *where) {
+    int size = cluster_size();
+    unsigned inside = (1u << size) - 1u;
+    if ((unsigned)mask & ~inside)
+        tma_fail(line, where, "tma_load_multicast: the mask 0x%x names block ranks outside the cluster of %d "
+                 "block%s (ranks 0 to %d)", (unsigned)mask, size, size == 1 ? "" : "s", size - 1);
+    if (mask == 0) tma_fail(line, where, "tma_load_multicast: the mask names no block");
+    for (int r = 0; r < size; ++r)
+        if ((unsigned)mask >> r & 1u)
+            tma_load(cluster_map(dst, r, line, where, "tma_load_multicast"), map,
+                     cluster_map(bar, r, line, where, "tma_load_multicast"), rank, coords, line, where);
+}
+
+void tma_store(const void *map, const void *src, int rank, const int *coords, int line, const char *where) {
+    const hl_tensor_map *m = tma_map(map, rank, src, line, where, "tma_store");
+    uintptr_t base = (uintptr_t)src;
+    int e = m->elem_bytes, swizzle = m->swizzle;
+    tma_for_box(m, coords, [&](size_t off, const char *g) {
+        if (g) memcpy((char *)g, (const char *)tma_swizzle(base + off, swizzle), (size_t)e);
+    });
 }
 
 // ---- Stack overflows are launch errors --------------------------------------------------------------------
