@@ -3,8 +3,9 @@
 On a GPU, the kernels are compiled by NVRTC to a cubin for the chosen architecture and loaded with the driver;
 the host functions and kernel launchers are C built by the system compiler, bound to the driver's launch entry
 point. On the emulator, the same CUDA source, the host code and the project's emulation header form one C++
-translation unit built by the system C++ compiler; after each call, `codegen.runtime.emulator_memory` decides which
-emulator libraries keep their workers. Either way the cubin is available as `module.cubin`.
+translation unit built by the system C++ compiler and linked with the emulator's runtime object (compiled once per
+compiler and flags: `codegen.toolchain.emulator_runtime`); after each call, `codegen.runtime.emulator_memory` decides
+which emulator libraries keep their workers. Either way the cubin is available as `module.cubin`.
 
 All of a module's sources name the user's files by the tokens of one table (`codegen.toolchain.source_files`), which
 the compiled module keeps: the launch errors, assertion failures and checks it reports name the files' paths.
@@ -43,7 +44,7 @@ HOST_FLAGS = (*DEFAULT_C_FLAGS, *cuda_limit_flags())
 """The flags of a CUDA module's host library for a GPU."""
 EMULATOR_FLAGS = ("-O2", "-march=native", "-fopenmp", *SEMANTICS_FLAGS, "-std=c++17", "-DHIDET_LANG_EMULATOR",
                   *cuda_limit_flags(),
-                  # a frame larger than a page touches the stack's guard (emulator_stack_guard.h), never skips it
+                  # a frame larger than a page touches the stack's guard (emulator_runtime.cpp), never skips it
                   "-fstack-clash-protection",
                   # `__shared__` arrays are thread-local; the descriptor dialect makes their accesses cheaper
                   *(("-mtls-dialect=gnu2",) if platform.machine() in ("x86_64", "AMD64") else ()))
@@ -112,7 +113,9 @@ def build_emulator(plan: ModulePlan, check: bool, target: Target,
                                      files=files)
     combined = emu_device + "\n" + emu_host
     with files.in_effect():
-        return build_and_load(combined, language="c++", flags=EMULATOR_FLAGS, version=__version__), combined
+        lib = build_and_load(combined, language="c++", flags=EMULATOR_FLAGS, version=__version__,
+                             emulator_runtime=True)
+    return lib, combined
 
 
 def verify_cubins(plan: ModulePlan, device_source: str, host_source: str, archs: str) -> None:

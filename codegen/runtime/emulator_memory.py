@@ -1,6 +1,6 @@
 """The memory the CUDA emulator holds in a process, bounded however many modules run.
 
-Each emulator library keeps a worker for every OS thread that ran its blocks (emulator_workers.h), with fiber
+Each emulator library keeps a worker for every OS thread that ran its blocks (emulator_runtime.cpp), with fiber
 stacks that take about two memory maps each; Linux limits a process's maps (`vm.max_map_count`, 65530 by
 default), and every `mmap` of the process fails past it. So after each call of an emulator library, `launched`
 keeps the workers of the most recently called libraries while their stacks take at most `MAP_BUDGET` maps

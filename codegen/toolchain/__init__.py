@@ -2,12 +2,13 @@
 compilers, `nvrtc` compiles CUDA C to cubins in-process; `cache` (with `cache_keys` and `cache_entries`) keeps what
 they made on disk, keyed by the source, the compiler and the flags, and in memory (`code_identity`: the fingerprint
 of the project's own code in module records' keys; `source_files`: the table of the user's files that generated
-sources name by number, so that no key holds a path); `precompiled_headers` parses the emulator's header once;
-`headers` locates the project's headers; `cpu_features` and `vector_math` ask the C compiler what the machine offers;
-`vectorization_report` reads its remarks; `elf` reads the symbols and sections of a binary; `cubin_report` reports
-what a cubin's kernels use (`cubin_info` reads the cubin, `ptxas_log` ptxas' account of spills, `occupancy` the
-theoretical occupancy, `sass` the disassembled opcodes); `openmp` makes the OpenMP runtime the libraries load wait
-passively; `errors` are the toolchain's exceptions."""
+sources name by number, so that no key holds a path); `precompiled_headers` are the headers the emulator's sources
+parse once, and `emulator_runtime` the CUDA emulator's runtime object, compiled once and linked into every emulator
+library; `headers` locates the project's headers; `cpu_features` and `vector_math` ask the C compiler what the
+machine offers; `vectorization_report` reads its remarks; `elf` reads the symbols and sections of a binary;
+`cubin_report` reports what a cubin's kernels use (`cubin_info` reads the cubin, `ptxas_log` ptxas' account of
+spills, `occupancy` the theoretical occupancy, `sass` the disassembled opcodes); `openmp` makes the OpenMP runtime
+the libraries load wait passively; `errors` are the toolchain's exceptions."""
 
 from hidet_lang.lazy import homes_of, lazy_attributes
 

@@ -30,7 +30,7 @@ import functools
 import json
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,6 +46,7 @@ from .compiler import (
     source_suffix,
     workaround_flags,
 )
+from .emulator_runtime import RUNTIME_OBJECT, runtime_key, runtime_object
 from .headers import INCLUDE_DIR
 from .openmp import passive_waiting
 from .precompiled_headers import header_to_precompile, precompiled_include_dir
@@ -65,6 +66,7 @@ __all__ = [
     "build_library",
     "build_cubin",
     "load_library",
+    "emulator_runtime_object",
     "build_and_load",
     "recorded_library",
     "clear_memory_cache",
@@ -212,32 +214,54 @@ class CompilationCache:
         flags: Sequence[str] = DEFAULT_C_FLAGS,
         version: str,
         include_dirs: Sequence[str] = PROJECT_INCLUDE_DIRS,
+        emulator_runtime: bool = False,
     ) -> Path:
         """Return the path of a shared library compiled from `source` (memory hit, disk hit, or a new build).
 
         `version` is the package version, part of the key so that an upgrade never reuses old binaries;
-        `include_dirs` are searched for headers (every file in them is part of the key). Raises
-        `CCompilationError` for code the compiler rejects and `CompilerNotFoundError` without a compiler.
+        `include_dirs` are searched for headers (every file in them is part of the key); `emulator_runtime` links
+        the CUDA emulator's runtime object (`codegen.toolchain.emulator_runtime`, built with the same compiler,
+        flags and include directories; its key is part of the library's). Raises `CCompilationError` for code the
+        compiler rejects and `CompilerNotFoundError` without a compiler.
         """
         flags = tuple(flags)
         include_dirs = tuple(include_dirs)
         compiler = find_c_compiler(language)
         root = self.directory()
-        memo_key = (source, language, flags, include_dirs, version, compiler.identity, root)
+        memo_key = (source, language, flags, include_dirs, version, compiler.identity, root, emulator_runtime)
         path = self._libraries.get(memo_key)
         if path is None:
             dirs = tuple(os.path.abspath(d) for d in include_dirs)
+            include_hash = self.include_dirs_hash(dirs)
+            workarounds = workaround_flags(compiler)
+            linked = (runtime_key(compiler.identity, workarounds, flags, include_hash=include_hash, version=version),
+                      ) if emulator_runtime else ()
             key = cache_key(source, compiler_identity=compiler.identity, language=language,
-                            flags=(*flags, *workaround_flags(compiler)),  # a new workaround rebuilds
-                            include_hash=self.include_dirs_hash(dirs), version=version)
+                            flags=(*flags, *workarounds),  # a new workaround rebuilds
+                            include_hash=include_hash, version=version, linked=linked)
             entry = cache_entries.entry_dir(root, key)
             path = cache_entries.valid_entry(entry, key, LIBRARY)
             if path is None:
                 precompiled = self._precompiled_dirs(source, language, flags, dirs, version)
-                fill = _library_filler(source, language, flags, dirs, version, precompiled)
+                runtime = None
+                if linked:
+                    runtime = functools.partial(runtime_object, root, linked[0], compiler=compiler, flags=flags,
+                                                include_dirs=dirs, version=version)
+                fill = _library_filler(source, language, flags, dirs, version, precompiled, runtime)
                 path = cache_entries.publish_new_entry(entry, key, LIBRARY, fill)
             self._libraries[memo_key] = path
         return path
+
+    def emulator_runtime_object(self, flags: Sequence[str], *, version: str, language: str = "c++",
+                                include_dirs: Sequence[str] = PROJECT_INCLUDE_DIRS) -> bytes:
+        """The verified bytes of the CUDA emulator's runtime object for a library compiled with `flags` (built into
+        the cache when missing or damaged), for a build that links it itself."""
+        compiler = find_c_compiler(language)
+        dirs = tuple(os.path.abspath(d) for d in include_dirs)
+        key = runtime_key(compiler.identity, workaround_flags(compiler), tuple(flags),
+                          include_hash=self.include_dirs_hash(dirs), version=version)
+        return runtime_object(self.directory(), key, compiler=compiler, flags=tuple(flags), include_dirs=dirs,
+                              version=version)
 
     def _precompiled_dirs(self, source: str, language: str, flags: tuple[str, ...], include_dirs: tuple[str, ...],
                           version: str) -> tuple[str, ...]:
@@ -352,6 +376,7 @@ class CompilationCache:
             source = (entry / Path(meta["source"]).name).read_text(encoding="utf-8")
             described = {name: meta[name] for name in ("key", "language", "flags", "workaround_flags",
                                                        "compiler_identity", "include_dirs", "package_version")}
+            described["emulator_runtime"] = bool(meta.get("emulator_runtime", False))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             self._forget(path)  # gone or damaged on disk: the next build of its source publishes it again
             raise ValueError(f"cannot export the library {path}: {exc}") from None
@@ -402,9 +427,12 @@ class CompilationCache:
         meta = exported.meta
         dirs = tuple(os.path.abspath(d) for d in PROJECT_INCLUDE_DIRS)
         flags = (*meta["flags"], *workarounds)
+        include_hash = self.include_dirs_hash(dirs)
+        linked = (runtime_key(compiler_identity, workarounds, meta["flags"], include_hash=include_hash,
+                              version=meta["package_version"]),) if meta.get("emulator_runtime") else ()
         return cache_key(exported.source, compiler_identity=compiler_identity, flags=flags,
-                         language=meta["language"], include_hash=self.include_dirs_hash(dirs),
-                         version=meta["package_version"])
+                         language=meta["language"], include_hash=include_hash,
+                         version=meta["package_version"], linked=linked)
 
     def _forget(self, path: Path) -> None:
         """Drop every in-memory reference to the library at `path`."""
@@ -432,17 +460,26 @@ def _unusable_reason(directory: Path) -> str | None:
 
 def _library_filler(
     source: str, language: str, flags: tuple[str, ...], include_dirs: tuple[str, ...], version: str,
-    precompiled_dirs: tuple[str, ...] = (),
+    precompiled_dirs: tuple[str, ...] = (), runtime: Callable[[], bytes] | None = None,
 ) -> Filler:
     """The filler of a library entry: compile `source` to `lib.so` (the source lands beside it), with
     `precompiled_dirs` (directories of precompiled headers, which change how fast it compiles, not what) searched
-    before `include_dirs`."""
+    before `include_dirs`; `runtime` gives the verified bytes of the emulator's runtime object to link (written
+    into the entry being built for the link, then removed: what is linked is what was verified)."""
 
     def fill(directory: Path) -> dict[str, Any]:
         compiler = find_c_compiler(language)
         includes = tuple(f"-I{d}" for d in (*precompiled_dirs, *include_dirs))
-        compile_shared_library(source, directory / LIBRARY.file, compiler=compiler, flags=(*flags, *includes),
-                               language=language)
+        objects = []
+        if runtime is not None:
+            objects.append(directory / RUNTIME_OBJECT.file)
+            objects[0].write_bytes(runtime())
+        try:
+            compile_shared_library(source, directory / LIBRARY.file, compiler=compiler, flags=(*flags, *includes),
+                                   language=language, link_objects=objects)
+        finally:
+            for linked in objects:
+                linked.unlink(missing_ok=True)
         return {
             "source": "lib" + source_suffix(language),
             "language": language,
@@ -453,6 +490,7 @@ def _library_filler(
             "workaround_flags": list(workaround_flags(compiler)),  # part of the key (`build_library`)
             "include_dirs": list(include_dirs),
             "precompiled_dirs": list(precompiled_dirs),
+            "emulator_runtime": runtime is not None,  # its key is part of the library's (`build_library`)
             "package_version": version,
         }
 
@@ -492,6 +530,7 @@ clear_memory_cache = default_cache.clear_memory
 build_library = default_cache.build_library
 build_cubin = default_cache.build_cubin
 load_library = default_cache.load_library
+emulator_runtime_object = default_cache.emulator_runtime_object
 build_and_load = default_cache.build_and_load
 recorded_library = default_cache.recorded_library
 export_entry = default_cache.export_entry

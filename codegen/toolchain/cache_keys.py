@@ -2,7 +2,8 @@
 
 A library's key covers the source, the compiler identity, the flags, the language, the contents of the include
 directories and the package version (and the host CPU when a flag says `native`); a precompiled header's, the same
-with the header's name in place of the source; a cubin's key covers the source, the architecture, the NVRTC
+with the header's name in place of the source; the emulator runtime's object, the same without a source (a
+library that links it has its key in its own); a cubin's key covers the source, the architecture, the NVRTC
 options, the toolkit identity, the contents of the include directories and the package version; a module's record
 (`codegen.module_records`) is keyed by its IR, its target and build options, the machine and the project's code.
 Each part is length-prefixed, so that no two different lists of parts collide.
@@ -19,20 +20,24 @@ _KEY_SCHEMA = "hidet_lang-cache-v2"
 _CUBIN_KEY_SCHEMA = "hidet_lang-cubin-v1"
 _RECORD_KEY_SCHEMA = "hidet_lang-record-v1"
 _PRECOMPILED_HEADER_KEY_SCHEMA = "hidet_lang-pch-v1"
+_EMULATOR_RUNTIME_KEY_SCHEMA = "hidet_lang-emulator-runtime-v1"
 _STABLE_CPUINFO_FIELDS = frozenset(
     ["vendor_id", "model name", "flags", "Features", "CPU implementer", "CPU architecture", "CPU part"]
 )
 
 
 def cache_key(
-    source: str, *, compiler_identity: str, flags: Sequence[str], language: str, include_hash: str, version: str
+    source: str, *, compiler_identity: str, flags: Sequence[str], language: str, include_hash: str, version: str,
+    linked: Sequence[str] = (),
 ) -> str:
     """Return the hex sha256 that names the cache entry of `source` built with this compiler, flags and language,
     with include directories whose contents hash to `include_hash` (see `hash_include_dirs`), for this package
-    version."""
+    version; `linked`: the keys of the cache entries whose objects the library links (the emulator's runtime)."""
     parts = [_KEY_SCHEMA, source, compiler_identity, "\x1f".join(flags), language, include_hash, version]
     if _uses_native(flags):
         parts.append(host_cpu())
+    if linked:
+        parts += ["linked", *linked]
     return digest_parts(parts)
 
 
@@ -51,6 +56,16 @@ def precompiled_header_key(
     """Return the hex sha256 that names the cache entry of `header` precompiled by this compiler with these flags,
     with include directories whose contents hash to `include_hash` (and the host CPU when a flag says `native`)."""
     parts = [_PRECOMPILED_HEADER_KEY_SCHEMA, header, compiler_identity, "\x1f".join(flags), include_hash, version]
+    if _uses_native(flags):
+        parts.append(host_cpu())
+    return digest_parts(parts)
+
+
+def emulator_runtime_key(*, compiler_identity: str, flags: Sequence[str], include_hash: str, version: str) -> str:
+    """Return the hex sha256 that names the cache entry of the CUDA emulator's runtime object compiled by this
+    compiler with these flags, from include directories (which hold its source) whose contents hash to
+    `include_hash` (and the host CPU when a flag says `native`)."""
+    parts = [_EMULATOR_RUNTIME_KEY_SCHEMA, compiler_identity, "\x1f".join(flags), include_hash, version]
     if _uses_native(flags):
         parts.append(host_cpu())
     return digest_parts(parts)

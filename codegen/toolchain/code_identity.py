@@ -2,9 +2,10 @@
 (`codegen.module_records`): a build remembered by its IR is reused only while this code is unchanged, so that an
 edit of a pass, an emitter or a header is never answered by a library the old code made.
 
-The fingerprint is a sha256 over the path (relative to the checkout) and the contents of every Python module and
-header of the language (`hidet_lang`, but for the applications over it and its frontend, whose output, the IR, is
-the record's key itself) and of the code generator (`codegen`). It names the code, not where it lies: a second clone
+The fingerprint is a sha256 over the path (relative to the checkout) and the contents of every Python module,
+header and C++ source (the emulator's runtime, which every emulator library links) of the language (`hidet_lang`,
+but for the applications over it and its frontend, whose output, the IR, is the record's key itself) and of the code
+generator (`codegen`). It names the code, not where it lies: a second clone
 of the same commit shares the first's records. Reading every file's contents takes milliseconds, so a process reads
 only their sizes and modification times and looks them up in the compilation cache, which remembers the
 fingerprint they gave last; the contents are read again only when one of them changes. An installed release (in a
@@ -95,14 +96,14 @@ def content_identity(root: str, relatives: list[str]) -> str:
 
 
 def _scan(root: str, relative: str, found: list[tuple[str, int, int]]) -> None:
-    """Append (relative path, size, mtime) of every `.py` and `.h` file below `root/relative` to `found`, skipping
-    `__pycache__` and the directories in `NOT_BUILDING`."""
+    """Append (relative path, size, mtime) of every `.py`, `.h` and `.cpp` file below `root/relative` to `found`,
+    skipping `__pycache__` and the directories in `NOT_BUILDING`."""
     with os.scandir(os.path.join(root, relative)) as scan:
         for entry in scan:
             path = os.path.join(relative, entry.name)
             if entry.is_dir(follow_symlinks=False):
                 if entry.name != "__pycache__" and path not in NOT_BUILDING:
                     _scan(root, path, found)
-            elif entry.name.endswith((".py", ".h")):
+            elif entry.name.endswith((".py", ".h", ".cpp")):
                 status = entry.stat()
                 found.append((path, status.st_size, status.st_mtime_ns))

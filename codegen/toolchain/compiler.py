@@ -217,9 +217,11 @@ def compile_shared_library(
     compiler: CompilerInfo,
     flags: Sequence[str],
     language: str = "c",
+    link_objects: Sequence[str | os.PathLike[str]] = (),
 ) -> str:
-    """Compile `source` into the shared library `output`; return what the compiler printed (its warnings, and the
-    remarks that flags such as `-fopt-info-vec` ask for).
+    """Compile `source` into the shared library `output`, linking `link_objects` (object files or static archives:
+    the emulator's runtime) with it; return what the compiler printed (its warnings, and the remarks that flags
+    such as `-fopt-info-vec` ask for).
 
     The source is written next to the output (`output.with_suffix(".c")` or `".cpp"`), then compiled with
     `-shared -fPIC` plus `flags` (see `DEFAULT_C_FLAGS`). Raises `CCompilationError` with diagnostics mapped
@@ -233,7 +235,7 @@ def compile_shared_library(
     output.parent.mkdir(parents=True, exist_ok=True)
     source_path.write_text(source, encoding="utf-8")
     command = (*compiler.command, "-shared", "-fPIC", *flags, *workaround_flags(compiler), "-o", str(output),
-               str(source_path), "-lm")
+               str(source_path), *map(os.fspath, link_objects), "-lm")
     try:
         returncode, output = run_compiler(command)
     except subprocess.TimeoutExpired as exc:

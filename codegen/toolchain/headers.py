@@ -1,11 +1,12 @@
 """The project's C, C++ and CUDA headers, which generated sources include (`#include "hidet_lang/..."`).
 
 They live in `INCLUDE_DIR/hidet_lang/`: `host_runtime.h` (every host source), `cpu_vectors.h` (C sources whose
-functions use vector types), `cuda_launch.h` (the kernel
-launchers), `cuda_primitives.h` (every CUDA source; with `-DHIDET_LANG_EMULATOR` it includes the emulator,
-`cuda_emulator.h` and its `emulator_*.h` parts) and `cuda_limits.h`. Every compiler of generated code searches
-`INCLUDE_DIR`: the C and C++ compilers through the compilation cache (`codegen.toolchain.cache`), NVRTC through the
-`include_dirs` its callers pass; the cache keys cover the contents of every header.
+functions use vector types), `cuda_launch.h` (the kernel launchers), `cuda_primitives.h` (every CUDA source; with
+`-DHIDET_LANG_EMULATOR` it includes the emulator, `cuda_emulator.h` and its `emulator_*.h` parts, whose out-of-line
+code is `emulator_runtime.cpp`, compiled once into the object every emulator library links:
+`codegen.toolchain.emulator_runtime`) and `cuda_limits.h`. Every compiler of generated code searches `INCLUDE_DIR`:
+the C and C++ compilers through the compilation cache (`codegen.toolchain.cache`), NVRTC through the `include_dirs`
+its callers pass; the cache keys cover the contents of every header.
 
 Values that live in Python reach the headers as compiler defines: `cuda_limit_flags`.
 """

@@ -3,7 +3,8 @@
 `build_module(source, kernels, out_dir)` appends, for each kernel, the `<kernel>__entry(void **args)` trampoline
 the code generator emits and a host function `launch_<kernel>(gx, gy, gz, bx, by, bz, dynamic_smem, needs_fibers,
 params...)` that calls `hl_emu_launch`; compiles the whole as one C++ translation unit with the emulator flags
-(`codegen.toolchain.compiler.compile_shared_library`); and loads it with ctypes. `EmulatorModule.launch` passes numpy
+(`codegen.toolchain.compiler.compile_shared_library`), linked with the emulator's runtime object (from the
+compilation cache, built with the same flags); and loads it with ctypes. `EmulatorModule.launch` passes numpy
 arrays by pointer and scalars by value, raises `EmulatorLaunchError` with `hl_emu_error_message()` when the
 launch fails, and tells `codegen.runtime.emulator_memory` of the launch, as the modules the code generator builds do.
 """
@@ -20,11 +21,14 @@ from typing import Any
 import numpy as np
 
 from codegen.runtime import emulator_memory
+from codegen.toolchain.cache import emulator_runtime_object
 from codegen.toolchain.compiler import compile_shared_library, find_c_compiler
 from codegen.toolchain.headers import INCLUDE_DIR, cuda_limit_flags
+from hidet_lang.version import __version__
 
-EMULATOR_FLAGS: tuple[str, ...] = ("-std=c++17", "-O2", "-fopenmp", "-DHIDET_LANG_EMULATOR", *cuda_limit_flags(),
-                                    f"-I{INCLUDE_DIR}")
+RUNTIME_FLAGS: tuple[str, ...] = ("-std=c++17", "-O2", "-fopenmp", "-DHIDET_LANG_EMULATOR", *cuda_limit_flags())
+"""The flags of a module and of the emulator's runtime object it links."""
+EMULATOR_FLAGS: tuple[str, ...] = (*RUNTIME_FLAGS, f"-I{INCLUDE_DIR}")
 
 _SCALARS: dict[str, Any] = {
     "int": ctypes.c_int32,
@@ -147,8 +151,11 @@ def build_module(source: str, out_dir: Path, name: str = "module", flags: Sequen
     kernels = parse_kernels(source)
     full = source + "\n// ---- launch glue\n" + "".join(glue(k) for k in kernels)
     path = Path(out_dir) / f"lib{name}.so"
+    runtime = Path(out_dir) / f"{name}_runtime.o"
+    runtime.write_bytes(emulator_runtime_object((*RUNTIME_FLAGS, *flags), version=__version__))
     compile_shared_library(
-        full, path, compiler=find_c_compiler("c++"), flags=[*EMULATOR_FLAGS, *flags], language="c++"
+        full, path, compiler=find_c_compiler("c++"), flags=[*EMULATOR_FLAGS, *flags], language="c++",
+        link_objects=[runtime],
     )
     return EmulatorModule(ctypes.CDLL(str(path)), kernels, full, path)
 

@@ -35,6 +35,7 @@ def test_the_fingerprint_reads_the_code_that_builds(tmp_path: Path) -> None:
     real = [relative for relative, _, _ in code_files(project_root())]
     assert os.path.join("codegen", "build.py") in real
     assert os.path.join("hidet_lang", "passes", "pipeline.py") in real
+    assert os.path.join("codegen", "include", "hidet_lang", "emulator_runtime.cpp") in real  # linked by every module
     assert not any(relative.startswith(tuple(code_identity.NOT_BUILDING)) for relative in real)
 
 

@@ -3,9 +3,9 @@
     python tests/mutation/run_emulator_mutants.py                    # every patch in emulator_mutants/
     python tests/mutation/run_emulator_mutants.py shfl_down_wraps    # the named ones
 
-mutmut mutates Python only, and the emulator (codegen/include/hidet_lang/emulator_*.h) is C++: each patch under
-`emulator_mutants/` plants one plausible bug there, and its header names the test files that should catch it
-(a line `# tests: FILE ...`). For each patch the project's files (tracked and untracked, not ignored:
+mutmut mutates Python only, and the emulator (codegen/include/hidet_lang/emulator_*.h and emulator_runtime.cpp) is
+C++: each patch under `emulator_mutants/` plants one plausible bug there, and its header names the test files that
+should catch it (a line `# tests: FILE ...`). For each patch the project's files (tracked and untracked, not ignored:
 `git ls-files`) are copied to a temporary directory, the patch is applied there, and those test files run against
 the copy (`PYTHONPATH` the copy, a compilation cache of the run's own; the cache keys hash the headers anyway).
 A mutant is killed when the tests fail or run past `--timeout`. The same test files first run on an unpatched

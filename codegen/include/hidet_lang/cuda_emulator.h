@@ -11,13 +11,13 @@
 //   mask and a load; thread-local storage in a dlopen'ed library costs a __tls_get_addr call per access).
 //   A thread's stack holds the kernel's local arrays (their bytes come with the launch) plus
 //   HIDET_LANG_EMU_STACK_KB (16 to 1020, default 64) for its frames; the rest of the region below it is
-//   PROT_NONE, a guard: an overflow faults there, and the fault handler of emulator_stack_guard.h makes it a
+//   PROT_NONE, a guard: an overflow faults there, and the runtime's fault handler (emulator_runtime.cpp) makes it a
 //   launch error naming the kernel and HIDET_LANG_EMU_STACK_KB. Each worker thread maps the stacks its launches
 //   need (one a thread of the largest block run with fibers, one for the blocks run without) and reuses them for
 //   every block and launch, mapping them again when a launch needs more or larger ones. A guarded stack takes two
 //   memory maps: where the process is short of them (vm.max_map_count), the stacks run unguarded, said once a
 //   module on stderr. hl_emu_release_workers() frees a module's workers, stacks included, between its launches (a
-//   process running many modules keeps those of the last few: emulator_workers.h).
+//   process running many modules keeps those of the last few: emulator_runtime.cpp).
 // - A kernel launched with needs_fibers=0 (no barrier, no warp-collective operation) runs the threads of a block
 //   to completion one after the other. A barrier or warp operation that would have to wait then fails the
 //   launch, naming the operation and its line.
@@ -50,17 +50,33 @@
 //   returns 0, like a GPU kernel that records the line and returns.
 // - Limitations: a thread spinning on memory written by another thread of its block (a lock built from atomics)
 //   hangs, since fibers switch only at barriers and warp operations; so does a block waiting for a later block.
-//   Include this header in one translation unit per shared library (a module is one translation unit).
 // - A block has at most HL_MAX_THREADS_PER_BLOCK threads (the launch limits are compiler defines: cuda_limits.h).
+//
+//
+// Structure: the headers and one runtime object
+// - A module is one translation unit (its kernels, host code and launchers) that includes this header through
+//   cuda_primitives.h. The headers define inline what the kernels run on their hot paths: the thread indices
+//   (hdr()), the fast path's FastBlock and store-guard records (its block loop, with the kernel body inlined, is
+//   the module's own), the checked-access helpers' bounds checks, the atomics, the warp operations' and
+//   tensor-core operations' wrappers, the cluster's rank and size. Everything else is declared here and defined in
+//   emulator_runtime.cpp: launches and the entry points, workers and their stacks, running a block's threads,
+//   barriers, warp-collective operations, clusters, reports and deadlock detection, the checks' slow paths, the
+//   stack-overflow fault handler, and the out-of-line parts of the mbarriers and TMA copies that cuda_primitives.h
+//   includes (emulator_mbarrier.h, emulator_tma.h). (The warpgroup MMA, emulator_wgmma.h, which hopper_wgmma.h
+//   includes, is still defined in its header, compiled into the modules that use it.)
+// - emulator_runtime.cpp is compiled once per compiler and flags into an object in the compilation cache
+//   (codegen/toolchain/emulator_runtime.py) and linked statically into every module's library: each module keeps
+//   its own copy of the runtime's state (workers, assertion line, error text, its link in the fault-handler
+//   chain). The runtime's declarations are hidden (#pragma GCC visibility below; the object is compiled with
+//   -fvisibility=hidden), the entry points `protected`, so two loaded modules never bind to each other's runtime.
 //
 // Parts, in the order they are included (each relies on those before it): emulator_builtins.h (CUDA keywords and
 // built-in variables), emulator_half.h (half precision types), emulator_math.h (vector types, math functions),
-// emulator_fiber.h (the context switch), emulator_block.h (launch, block and worker state, reports, running a
-// block's threads, barriers), emulator_warp.h (warp-collective operations), emulator_atomics.h,
-// emulator_cluster.h (thread block clusters: their blocks run together), emulator_checks.h (guarded and checked
-// accesses), emulator_stack_guard.h (stack overflows as launch errors),
-// emulator_workers.h (a module's workers and their release), emulator_launch.h (running a launch; the entry
-// points).
+// emulator_fiber.h (the context switch), emulator_block.h (launch, block and worker state, report text, barriers),
+// emulator_warp.h (warp-collective operations), emulator_atomics.h, emulator_cluster.h (thread block clusters:
+// their blocks run together), emulator_checks.h (guarded and checked accesses, the fast path's records),
+// emulator_launch.h (the entry points). The runtime's source, emulator_runtime.cpp, follows the same order, then
+// the stack-overflow fault handler, a module's workers and their release, and running a launch.
 #pragma once
 #ifndef HIDET_LANG_CUDA_EMULATOR_H
 #define HIDET_LANG_CUDA_EMULATOR_H
@@ -80,6 +96,10 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+#include <pthread.h>
+#if !((defined(__x86_64__) || defined(__aarch64__)) && !defined(HL_EMU_FORCE_UCONTEXT))
+#include <ucontext.h>
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -89,14 +109,16 @@
 #include "emulator_builtins.h"
 #include "emulator_half.h"
 #include "emulator_math.h"
+// The runtime's declarations are hidden: the definitions each module's library links (emulator_runtime.cpp) are
+// its own, never another loaded module's.
+#pragma GCC visibility push(hidden)
 #include "emulator_fiber.h"
 #include "emulator_block.h"
 #include "emulator_warp.h"
 #include "emulator_atomics.h"
 #include "emulator_cluster.h"
 #include "emulator_checks.h"
-#include "emulator_stack_guard.h"
-#include "emulator_workers.h"
 #include "emulator_launch.h"
+#pragma GCC visibility pop
 
 #endif  // HIDET_LANG_CUDA_EMULATOR_H

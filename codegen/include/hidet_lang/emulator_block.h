@@ -1,7 +1,8 @@
 // hidet_lang CUDA emulator: blocks.
-// The state of a launch, of a block and of a worker (the OS thread that runs blocks); the reports of failures;
-// running the threads of a block (as fibers, or one after the other); CUDA's barriers (macros: the call site's
-// line identifies the barrier in reports) and device assertions.
+// The state of a launch, of a block and of a worker (the OS thread that runs blocks); the reports of failures,
+// CUDA's barriers (macros: the call site's line identifies the barrier in reports) and device assertions, declared
+// here and defined in emulator_runtime.cpp with the running of a block's threads (as fibers, or one after the
+// other); switching between a block's fibers (run_next), inline.
 // A part of cuda_emulator.h, which includes the parts in order (each relies on those before it).
 #pragma once
 #ifndef HIDET_LANG_EMULATOR_BLOCK_H
@@ -146,57 +147,6 @@ static inline Header *region_header(Worker *w, int region) {
     return (Header *)(w->regions + (size_t)(region + 1) * STACK_REGION - HEADER_BYTES);
 }
 
-static long g_held_maps = 0;  // the memory maps the stacks of this module's workers take (see map_regions)
-
-// Unmap the worker's stacks (the next launch maps them again).
-static void unmap_regions(Worker *w) {
-    if (w->map) munmap(w->map, w->map_bytes);
-    __atomic_sub_fetch(&g_held_maps, w->map_count, __ATOMIC_RELAXED);
-    w->map = nullptr;
-    w->map_count = 0;
-    w->regions = nullptr;
-    w->nregions = 0;
-    w->header_dims = uint3{0, 0, 0};
-}
-
-static void worker_free(Worker *w) {
-    if (!w) return;
-    for (Worker *peer : w->peers) worker_free(peer);
-    free(w->cluster);
-    free(w->block.wgmma);
-    unmap_regions(w);
-    for (int i = 0; i < MAX_SHARED_ARRAYS; ++i) free(w->block.shared[i].shadow);
-    free(w->dsmem);
-    free(w);
-}
-
-// An OS thread's worker for this module (created by its first launch, freed at the thread's exit or by a release:
-// emulator_workers.h) and the alternate signal stack the thread runs the fault handler on, when this module
-// installed it (emulator_stack_guard.h; it stays as long as the thread, across releases).
-struct WorkerHolder {
-    Worker *w = nullptr;
-    char *alt_stack = nullptr;
-    WorkerHolder *prev = nullptr, *next = nullptr;  // the module's registry of holders with a worker
-    ~WorkerHolder();
-};
-
-static thread_local WorkerHolder t_worker;
-static thread_local char t_error[4096];
-static int g_assert_line = 0;
-
-// Record the launch's first failure (later ones are dropped) and stop starting blocks.
-static void record_error(Launch *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void record_error(Launch *L, const char *fmt, ...) {
-    int expected = 0;
-    if (__atomic_compare_exchange_n(&L->failed, &expected, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(L->msg, sizeof L->msg, fmt, ap);
-        va_end(ap);
-    }
-    __atomic_store_n(&L->stop, 1, __ATOMIC_RELEASE);
-}
-
 // A small append-only text buffer for reports.
 struct Text {
     char *p;
@@ -211,141 +161,19 @@ struct Text {
     }
 };
 
-static const char *barrier_name(int kind) {
-    switch (kind) {
-        case B_COUNT: return "__syncthreads_count";
-        case B_AND: return "__syncthreads_and";
-        case B_OR: return "__syncthreads_or";
-        default: return "__syncthreads";
-    }
-}
-
-static const char *warp_op_name(int op) {
-    switch (op) {
-        case W_IDX: return "hl_shfl_sync";
-        case W_UP: return "hl_shfl_up_sync";
-        case W_DOWN: return "hl_shfl_down_sync";
-        case W_XOR: return "hl_shfl_xor_sync";
-        case W_BALLOT: return "hl_ballot_sync";
-        case W_ANY: return "hl_any_sync";
-        case W_ALL: return "hl_all_sync";
-        case W_MMA_M16N8K16: return "hl_mma_m16n8k16_f16_f32";
-        case W_LDMATRIX_X4: return "hl_ldmatrix_x4";
-        case W_MMA_M16N8K16_BF16: return "hl_mma_m16n8k16_bf16_f32";
-        case W_LDMATRIX_X4_TRANS: return "hl_ldmatrix_x4_trans";
-        case W_MMA_M16N8K8_TF32: return "hl_mma_m16n8k8_tf32_f32";
-        default: return "hl_syncwarp";
-    }
-}
-
-static void where_prefix(Text &t, Block *b) {
-    uint3 bi = b->st->block_idx;
-    t.add("CUDA emulator: kernel '%s', block (%u, %u, %u): ", b->launch->name, bi.x, bi.y, bi.z);
-}
-
-static void describe_thread(Text &t, Block *b, int i) {
-    uint3 d = b->st->block_dim;
-    if (d.y == 1 && d.z == 1)
-        t.add("thread %d", i);
-    else
-        t.add("thread %d = threadIdx (%u, %u, %u)", i, (unsigned)i % d.x, (unsigned)i / d.x % d.y,
-              (unsigned)i / (d.x * d.y));
-}
-
-static inline bool same_wait(const Fiber &f, int state, int op, int line, unsigned mask) {
-    if (f.state != state) return false;
-    if (state != F_BARRIER && state != F_WARP) return true;
-    return f.op == op && f.line == line && (state != F_WARP || f.mask == mask);
-}
-
-// List which threads of the block wait where: "threads 0-15 wait at __syncthreads (generated line 12); ...".
-static void describe_states(Text &t, Block *b) {
-    const int max_groups = 12;
-    int g_state[max_groups], g_op[max_groups], g_line[max_groups];
-    unsigned g_mask[max_groups];
-    int ngroups = 0;
-    bool truncated = false;
-    for (int i = 0; i < b->n; ++i) {
-        const Fiber &f = b->fib[i];
-        int g = 0;
-        while (g < ngroups && !same_wait(f, g_state[g], g_op[g], g_line[g], g_mask[g])) ++g;
-        if (g < ngroups) continue;
-        if (ngroups == max_groups) {
-            truncated = true;
-            continue;
-        }
-        g_state[g] = f.state, g_op[g] = f.op, g_line[g] = f.line, g_mask[g] = f.mask;
-        ++ngroups;
-    }
-    for (int g = 0; g < ngroups; ++g) {
-        t.add(g ? "; threads " : "threads ");
-        int ranges = 0, start = -1;
-        for (int i = 0; i <= b->n; ++i) {
-            bool in = i < b->n && same_wait(b->fib[i], g_state[g], g_op[g], g_line[g], g_mask[g]);
-            if (in && start < 0) start = i;
-            if (!in && start >= 0) {
-                if (ranges < 16) {
-                    const char *sep = ranges ? ", " : "";
-                    if (start == i - 1)
-                        t.add("%s%d", sep, start);
-                    else
-                        t.add("%s%d-%d", sep, start, i - 1);
-                } else if (ranges == 16) {
-                    t.add(", ...");
-                }
-                ++ranges;
-                start = -1;
-            }
-        }
-        switch (g_state[g]) {
-            case F_BARRIER: t.add(" wait at %s (generated line %d)", barrier_name(g_op[g]), g_line[g]); break;
-            case F_WARP:
-                t.add(" wait at %s with mask 0x%08x (generated line %d)", warp_op_name(g_op[g]), g_mask[g], g_line[g]);
-                break;
-            case F_DONE: t.add(" have exited"); break;
-            default: t.add(" are runnable"); break;
-        }
-    }
-    if (truncated) t.add("; (more groups omitted)");
-    uint3 d = b->st->block_dim;
-    if (d.y != 1 || d.z != 1)
-        t.add(" (threads numbered threadIdx.x + threadIdx.y * %u + threadIdx.z * %u)", d.x, d.x * d.y);
-}
-
+// Defined in emulator_runtime.cpp (hidden: each module's library links its own copy of the runtime).
+// Record the launch's first failure (later ones are dropped) and stop starting blocks.
+void record_error(Launch *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// A report's start: "CUDA emulator: kernel '<name>', block (x, y, z): ".
+void where_prefix(Text &t, Block *b);
+// "thread i", with its threadIdx when the block is not one-dimensional.
+void describe_thread(Text &t, Block *b, int i);
 // End the running block after a failure: back to the worker; the block's fibers are never resumed.
-[[noreturn]] static void abort_block(Block *b) {
-    b->failed = 1;
-    ctx_swap(b->fibers ? &b->fib[hdr()->linear].ctx : &b->plain, &b->main);
-    __builtin_trap();
-}
-
-// A barrier or warp operation must wait, but the kernel was launched without fibers.
-[[noreturn]] static void fail_no_fibers(Block *b, const char *what, int line) {
-    char buf[1024];
-    Text t{buf, sizeof buf, 0};
-    where_prefix(t, b);
-    describe_thread(t, b, hdr()->linear);
-    t.add(" executed %s (generated line %d), which waits for other threads, but the kernel was launched with "
-          "needs_fibers=0 (no barrier or warp-collective operation expected)",
-          what, line);
-    record_error(b->launch, "%s", buf);
-    abort_block(b);
-}
-
-// Record the block's failure `title`, with where each of its threads waits.
-static void record_states(Block *b, const char *title) {
-    char buf[4096];
-    Text t{buf, sizeof buf, 0};
-    where_prefix(t, b);
-    t.add("%s: ", title);
-    describe_states(t, b);
-    record_error(b->launch, "%s", buf);
-}
-
-[[noreturn]] static void fail_with_states(Block *b, const char *title) {
-    record_states(b, title);
-    abort_block(b);
-}
+[[noreturn]] void abort_block(Block *b);
+// CUDA's barriers (`kind`: B_*) at the generated line `line`; the result of __syncthreads_count / _and / _or.
+int barrier(int line, int kind, int pred);
+// A device assertion failed: record its line (the first one) and start no more blocks.
+void assert_fail(int line);
 
 static inline void push_ready(Block *b, int i) {
     b->fib[i].state = F_READY;
@@ -361,84 +189,6 @@ static inline void run_next(Block *b, Fiber *from) {
     } else {
         ctx_swap(&from->ctx, &b->main);
     }
-}
-
-static void cluster_thread_exited(Block *b, Fiber *f);  // emulator_cluster.h
-
-static void fiber_main(void *arg) {
-    Block *b = (Block *)arg;
-    b->entry(b->args);
-    Fiber *f = &b->fib[hdr()->linear];
-    f->state = F_DONE;
-    ++b->done;
-    if (b->cluster) cluster_thread_exited(b, f);
-    run_next(b, f);
-    __builtin_trap();  // a finished fiber is never resumed
-}
-
-// Runs every thread of a block without fibers, one after the other, on stack region 0.
-static void plain_main(void *arg) {
-    Block *b = (Block *)arg;
-    Header *h = hdr();
-    uint3 d = b->st->block_dim;
-    void (*entry)(void **) = b->entry;
-    void **args = b->args;
-    int i = 0;
-    for (unsigned z = 0; z < d.z; ++z)
-        for (unsigned y = 0; y < d.y; ++y)
-            for (unsigned x = 0; x < d.x; ++x) {
-                h->thread_idx = uint3{x, y, z};
-                h->linear = i++;
-                entry(args);
-            }
-    ctx_swap(&b->plain, &b->main);
-    __builtin_trap();  // never resumed
-}
-
-static int barrier(int line, int kind, int pred) {
-    Header *h = hdr();
-    Block *b = h->st->block;
-    int n = b->n;
-    if (n == 1) return pred != 0;  // count, and, or of one thread
-    if (!b->fibers) fail_no_fibers(b, barrier_name(kind), line);
-    if (b->bar_count == 0) {
-        b->bar_line = line;
-        b->bar_kind = kind;
-        b->bar_mixed = 0;
-        b->bar_acc = 0;
-    } else if (b->bar_line != line || b->bar_kind != kind) {
-        b->bar_mixed = 1;
-    }
-    b->bar_acc += pred != 0;
-    Fiber *me = &b->fib[h->linear];
-    me->line = line;
-    me->op = (uint8_t)kind;
-    if (++b->bar_count < n) {
-        me->state = F_BARRIER;
-        run_next(b, me);
-        return b->bar_result;
-    }
-    if (b->bar_mixed) {
-        me->state = F_BARRIER;
-        fail_with_states(b, "barrier divergence: the threads of the block reached different barriers");
-    }
-    int acc = b->bar_acc;
-    b->bar_result = kind == B_COUNT ? acc : kind == B_AND ? (acc == n) : (acc != 0);
-    b->bar_count = 0;
-    ++b->epoch;
-    Fiber *fib = b->fib;
-    for (int i = 0; i < n; ++i)
-        if (fib[i].state == F_BARRIER) push_ready(b, i);
-    return b->bar_result;
-}
-
-// A device assertion failed: record its line (the first one) and start no more blocks.
-static inline void assert_fail(int line) {
-    int expected = 0;
-    __atomic_compare_exchange_n(&g_assert_line, &expected, line, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-    Launch *L = hdr()->st->block->launch;
-    __atomic_store_n(&L->asserted, 1, __ATOMIC_RELEASE);
-    __atomic_store_n(&L->stop, 1, __ATOMIC_RELEASE);
 }
 
 }  // namespace hl_emu

@@ -30,6 +30,7 @@ struct dim3 {
     constexpr operator uint3() const { return uint3{x, y, z}; }
 };
 
+#pragma GCC visibility push(hidden)  // the runtime's types and declarations (cuda_emulator.h)
 namespace hl_emu {
 
 struct Block;
@@ -74,6 +75,7 @@ static inline __attribute__((always_inline)) Header *hdr() {
 }
 
 }  // namespace hl_emu
+#pragma GCC visibility pop
 
 #define threadIdx (::hl_emu::hdr()->thread_idx)
 #define blockIdx (::hl_emu::hdr()->st->block_idx)

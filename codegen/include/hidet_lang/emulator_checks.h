@@ -25,45 +25,22 @@ namespace hl_emu {
 
 enum : int { ACCESS_READ = 1, ACCESS_WRITE = 2, SPACE_GLOBAL = 4, SPACE_SHARED = 8, SPACE_LOCAL = 16 };
 
-static void record_access_error(Block *b, int thread, int flags, const char *name, long long index,
-                                long long extent, const char *where) {
-    char buf[1024];
-    Text t{buf, sizeof buf, 0};
-    where_prefix(t, b);
-    describe_thread(t, b, thread);
-    const char *what = flags & ACCESS_WRITE ? "writes" : flags & ACCESS_READ ? "reads" : "takes the address of";
-    t.add(": out-of-bounds access: %s %s[%lld], which has %lld elements, at %s", what, name, index, extent, where);
-    record_error(b->launch, "%s", buf);
-}
-
-[[noreturn]] static void fail_access(int flags, const char *name, long long index, long long extent,
-                                     const char *where) {
-    Header *h = hdr();
-    Block *b = h->st->block;
-    record_access_error(b, h->linear, flags, name, index, extent, where);
-    abort_block(b);
-}
-
-// An access through a view (`name`) of the tensor `origin_name` (`bytes` bytes) fell outside it, at byte `offset`.
-static void record_view_error(Block *b, int thread, int flags, const char *name, long long index,
-                              const char *origin_name, long long offset, long long bytes, const char *where) {
-    char buf[1024];
-    Text t{buf, sizeof buf, 0};
-    where_prefix(t, b);
-    describe_thread(t, b, thread);
-    const char *what = flags & ACCESS_WRITE ? "writes" : flags & ACCESS_READ ? "reads" : "takes the address of";
-    t.add(": out-of-bounds access: %s %s[%lld], %lld bytes from the start of '%s', which has %lld bytes, at %s", what,
-          name, index, offset, origin_name, bytes, where);
-    record_error(b->launch, "%s", buf);
-}
-
-[[noreturn]] static void fail_view_access(int flags, const char *name, long long index, const char *origin_name,
-                                          long long offset, long long bytes, const char *where) {
-    Header *h = hdr();
-    Block *b = h->st->block;
-    record_view_error(b, h->linear, flags, name, index, origin_name, offset, bytes, where);
-    abort_block(b);
-}
+// Defined in emulator_runtime.cpp.
+// An out-of-bounds access of name[index] (`extent` elements) at `where`: the launch fails, the block ends.
+[[noreturn]] void fail_access(int flags, const char *name, long long index, long long extent, const char *where);
+// The same through a view (`name`) of the tensor `origin_name` (`bytes` bytes), at byte `offset` from its start.
+[[noreturn]] void fail_view_access(int flags, const char *name, long long index, const char *origin_name,
+                                   long long offset, long long bytes, const char *where);
+// The registered shared array of the block `b` that holds `p`, or null.
+SharedArray *find_shared(Block *b, const char *p);
+// At a shared array's declaration: the first thread of a block to get there registers it, fills it with 0xff
+// bytes (NaN for floats) and clears its shadow.
+void shared_declared(const void *array, size_t bytes, const char *name, const char *where);
+// Checking mode: an access of `size` bytes at `p` (ACCESS_* `flags`), checked for uninitialized reads and races
+// when `p` lies in a registered shared array; `op`: the instruction of a bulk access (cp.async, ldmatrix), or null
+// for an element access `a[index]`.
+void shared_access(const char *p, size_t size, int flags, long long index, const char *where,
+                   const char *op = nullptr);
 
 // Whether base[index] lies outside [origin, origin + bytes); `*offset`: its byte offset from `origin`.
 template <class T>
@@ -118,145 +95,8 @@ static inline __attribute__((always_inline)) int fast_view_store_fail(const Fast
 }
 
 // After a fast block with failed store guards: report the lowest thread's; `sites` holds (name, where, origin)
-// triples (origin: null but for a store through a view).
-static __attribute__((noinline, cold)) void fast_store_failed(FastBlock fb, const char *const *sites) {
-    Block *b = hdr()->st->block;
-    int first = -1;
-    for (int i = 0; i < b->n; ++i) {
-        if (fb.fail_site[i] && first < 0) {
-            const char *const *site = sites + 3 * (fb.fail_site[i] - 1);
-            if (site[2])
-                record_view_error(b, i, ACCESS_WRITE, site[0], fb.fail_index[i], site[2], fb.fail_extent[i],
-                                  fb.fail_bytes[i], site[1]);
-            else
-                record_access_error(b, i, ACCESS_WRITE, site[0], fb.fail_index[i], fb.fail_extent[i], site[1]);
-            first = i;
-        }
-        fb.fail_site[i] = 0;
-    }
-}
-
-static SharedArray *find_shared(Block *b, const char *p) {
-    for (int i = 0; i < b->nshared; ++i) {
-        SharedArray *a = &b->shared[i];
-        if (a->serial == b->serial && p >= a->base && p < a->base + a->bytes) return a;
-    }
-    return nullptr;
-}
-
-static void shared_declared(const void *array, size_t bytes, const char *name, const char *where) {
-    Block *b = hdr()->st->block;
-    const char *base = (const char *)array;
-    SharedArray *a = nullptr;
-    for (int i = 0; i < b->nshared; ++i)
-        if (b->shared[i].base == base) a = &b->shared[i];
-    if (a && a->serial == b->serial && a->bytes == bytes) return;  // registered in this block already
-    if (!a) {
-        if (b->nshared == MAX_SHARED_ARRAYS) return;  // not checked
-        a = &b->shared[b->nshared++];
-        a->base = base;
-    }
-    if (a->shadow_cap < bytes) {
-        free(a->shadow);
-        a->shadow = (Shadow *)malloc(bytes * sizeof(Shadow));
-        a->shadow_cap = a->shadow ? bytes : 0;
-        if (!a->shadow) {
-            a->serial = 0;
-            return;
-        }
-    }
-    a->bytes = bytes;
-    a->name = name;
-    a->where = where;
-    a->serial = b->serial;
-    memset((void *)base, 0xff, bytes);
-    memset(a->shadow, 0, bytes * sizeof(Shadow));
-}
-
-// `op`: the instruction of a bulk access (cp.async, ldmatrix), or null for an element access `a[index]`.
-[[noreturn]] static void fail_shared(Block *b, int me, const char *what, SharedArray *a, long long index,
-                                     const char *where, const char *other, int other_thread, const char *op) {
-    char buf[1024];
-    Text t{buf, sizeof buf, 0};
-    where_prefix(t, b);
-    describe_thread(t, b, me);
-    if (op)
-        t.add(": %s %s %s (shared, declared at %s)", op, what, a->name, a->where);
-    else
-        t.add(": %s %s[%lld] (shared, declared at %s)", what, a->name, index, a->where);
-    if (other) {
-        t.add(", %s ", other);
-        describe_thread(t, b, other_thread);
-        t.add(" since the last barrier: a race");
-    } else {
-        t.add(", which no thread of the block has written: uninitialized shared memory");
-        if (!b->fibers && b->n > 1) t.add(" (or a race: no barrier orders another thread's write before this read)");
-    }
-    t.add(", at %s", where);
-    record_error(b->launch, "%s", buf);
-    abort_block(b);
-}
-
-static void shared_access(const char *p, size_t size, int flags, long long index, const char *where,
-                          const char *op = nullptr) {
-    Header *h = hdr();
-    Block *b = h->st->block;
-    SharedArray *a = find_shared(b, p);
-    if (!a && b->cluster && (flags & ACCESS_WRITE)) {  // another block's (emulator_cluster.h): marked written there
-        Block *owner = shared_owner(p);
-        SharedArray *o = owner == b ? nullptr : find_shared(owner, p);
-        for (size_t k = 0; o && k < size && p + k < o->base + o->bytes; ++k) {
-            Shadow &x = o->shadow[(size_t)(p - o->base) + k];
-            x.written = 1, x.write_epoch = 0, x.readers = 0;  // epoch 0: ordered before every access
-        }
-        return;
-    }
-    if (!a || !(flags & (ACCESS_READ | ACCESS_WRITE))) return;
-    int me = h->linear;
-    size_t off = (size_t)(p - a->base);
-    if (off + size > a->bytes) size = a->bytes - off;
-    uint32_t e = b->epoch, syncs = b->warps[me >> 5].syncs;
-    Shadow *s = &a->shadow[off];
-    // an access of another thread is ordered before this one by a barrier, or by a __syncwarp of our warp
-    auto ordered = [&](int other, uint32_t epoch, uint32_t other_syncs) {
-        return other == me || epoch != e || ((other >> 5) == (me >> 5) && other_syncs != syncs);
-    };
-    if (flags & ACCESS_READ) {
-        for (size_t k = 0; k < size; ++k) {
-            if (!s[k].written) fail_shared(b, me, "reads", a, index, where, nullptr, 0, op);
-            if (!ordered(s[k].writer, s[k].write_epoch, s[k].write_syncs))
-                fail_shared(b, me, "reads", a, index, where, "written by", s[k].writer, op);
-        }
-        for (size_t k = 0; k < size; ++k) {
-            Shadow &x = s[k];
-            if (x.read_epoch != e || x.readers == 0) {
-                x.readers = 1, x.reader = (uint16_t)me, x.mixed = 0;
-            } else if (x.reader != me) {
-                x.mixed |= (x.reader >> 5) != (me >> 5);
-                x.readers = 2, x.other_reader = x.reader, x.reader = (uint16_t)me;
-            }
-            x.read_epoch = e;
-            x.read_syncs = syncs;
-        }
-    }
-    if (flags & ACCESS_WRITE) {
-        for (size_t k = 0; k < size; ++k) {
-            const Shadow &x = s[k];
-            if (!ordered(x.writer, x.write_epoch, x.write_syncs))
-                fail_shared(b, me, "writes", a, index, where, "also written by", x.writer, op);
-            bool reads_ordered = x.read_epoch != e || (x.readers == 1 && x.reader == me) ||
-                                 (!x.mixed && (x.reader >> 5) == (me >> 5) && x.read_syncs != syncs);
-            if (!reads_ordered)
-                fail_shared(b, me, "writes", a, index, where, "read by", x.reader != me ? x.reader : x.other_reader,
-                            op);
-        }
-        for (size_t k = 0; k < size; ++k) {
-            Shadow &x = s[k];
-            x.write_epoch = e, x.write_syncs = syncs, x.writer = (uint16_t)me, x.written = 1;
-            if (!(flags & ACCESS_READ)) x.readers = 0;
-        }
-    }
-}
+// triples (origin: null but for a store through a view). Defined in emulator_runtime.cpp.
+__attribute__((noinline, cold)) void fast_store_failed(FastBlock fb, const char *const *sites);
 
 }  // namespace hl_emu
 

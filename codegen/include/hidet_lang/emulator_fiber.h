@@ -29,7 +29,7 @@ struct Ctx {
     FiberFn fn;  // set until the context starts
     void *arg;
 };
-static thread_local Ctx *t_starting;  // makecontext passes ints only: the starting context is found here
+extern thread_local Ctx *t_starting;  // makecontext passes ints only: the starting context is found here
 #endif
 
 }  // namespace hl_emu

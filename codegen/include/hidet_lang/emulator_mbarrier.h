@@ -16,11 +16,13 @@
 // Misuse (a barrier used before init, a count outside [1, 2^20), more arrivals than expected, transaction counts
 // beyond the hardware's range, more transaction bytes completed than expected when the phase's last arrival comes)
 // fails the launch, naming the DSL line in checking mode (`where`) and the generated line otherwise.
-// A part of the primitives header's emulator branch (after cuda_emulator.h).
+// A part of the primitives header's emulator branch (after cuda_emulator.h); its out-of-line parts are in
+// emulator_runtime.cpp.
 #pragma once
 #ifndef HIDET_LANG_EMULATOR_MBARRIER_H
 #define HIDET_LANG_EMULATOR_MBARRIER_H
 
+#pragma GCC visibility push(hidden)  // the runtime's, as in cuda_emulator.h
 namespace hl_emu {
 
 static const uint8_t F_MBARRIER = 4;  // a fiber state beside emulator_block.h's: waiting on an mbarrier's phase
@@ -48,32 +50,16 @@ static inline uint64_t mbar_encode(const MBarrier &m) {
            ((uint64_t)m.expected << 20) | m.pending;
 }
 
-// Where a misuse happened: the DSL line in checking mode, else the generated line.
-static void mbar_place(Text &t, int line, const char *where) {
-    if (where)
-        t.add("at %s", where);
-    else
-        t.add("at generated line %d", line);
-}
-
-[[noreturn]] static void mbar_fail(int line, const char *where, const void *bar, const char *fmt, ...)
+// Defined in emulator_runtime.cpp.
+// Fail the launch at the DSL location `where` (or the generated line `line`), naming the thread and the barrier.
+[[noreturn]] void mbar_fail(int line, const char *where, const void *bar, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-[[noreturn]] static void mbar_fail(int line, const char *where, const void *bar, const char *fmt, ...) {
-    Header *h = hdr();
-    Block *b = h->st->block;
-    char buf[1024], detail[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(detail, sizeof detail, fmt, ap);
-    va_end(ap);
-    Text t{buf, sizeof buf, 0};
-    where_prefix(t, b);
-    describe_thread(t, b, h->linear);
-    t.add(": mbarrier %p: %s, ", bar, detail);
-    mbar_place(t, line, where);
-    record_error(b->launch, "%s", buf);
-    abort_block(b);
-}
+// Complete the current phase when nothing is pending; wake the fibers waiting on the barrier (of the block whose
+// shared memory holds it: another block of the cluster for a remote arrival or a multicast copy).
+void mbar_settle(void *bar, MBarrier m);
+// Whether the phase of parity `parity` has completed: at once if the current phase's parity differs; otherwise
+// the thread waits until it completes (a deadlock report when it never can).
+int mbar_wait(void *bar, int parity, int line, const char *where);
 
 static inline MBarrier mbar_load(const void *bar, int line, const char *where, const char *op) {
     uint64_t word;
@@ -92,20 +78,6 @@ static inline void mbar_check_tx(const MBarrier &m, int line, const char *where,
     if (m.tx > MBAR_TX_LIMIT || m.tx < -MBAR_TX_LIMIT)
         mbar_fail(line, where, bar, "%lld transaction bytes pending, beyond the mbarrier's range of +-%lld", m.tx,
                   MBAR_TX_LIMIT);
-}
-
-// Complete the current phase when nothing is pending; wake the fibers waiting on the barrier (of the block whose
-// shared memory holds it: another block of the cluster for a remote arrival or a multicast copy).
-static void mbar_settle(void *bar, MBarrier m) {
-    if (m.pending == 0 && m.tx == 0) {
-        m.phase ^= 1u;
-        m.pending = m.expected;
-        Block *b = shared_owner(bar);
-        if (b->fibers)
-            for (int i = 0; i < b->n; ++i)
-                if (b->fib[i].state == F_MBARRIER && b->fib[i].mbar == bar) push_ready(b, i);
-    }
-    mbar_store(bar, m);
 }
 
 static inline void mbar_init(void *bar, int count, int line, const char *where) {
@@ -149,62 +121,7 @@ static inline void mbar_complete_tx(void *bar, long long bytes, int line, const 
     mbar_settle(bar, m);
 }
 
-// Describe each thread's wait for a deadlock report: runs of threads in the same state at the same line.
-static void mbar_describe_waits(Text &t, Block *b) {
-    int start = 0;
-    for (int i = 1; i <= b->n; ++i) {
-        const Fiber &s = b->fib[start];
-        if (i < b->n && b->fib[i].state == s.state && b->fib[i].line == s.line &&
-            (s.state != F_MBARRIER || b->fib[i].mbar == s.mbar))
-            continue;
-        t.add(start ? "; threads %d-%d " : "threads %d-%d ", start, i - 1);
-        switch (s.state) {
-            case F_MBARRIER: t.add("wait on mbarrier %p (generated line %d)", s.mbar, s.line); break;
-            case F_BARRIER: t.add("wait at a __syncthreads (generated line %d)", s.line); break;
-            case F_WARP: t.add("wait at a warp-collective operation (generated line %d)", s.line); break;
-            case F_DONE: t.add("have exited"); break;
-            default: t.add("are runnable"); break;
-        }
-        start = i;
-    }
-}
-
-// Whether the phase of parity `parity` has completed: at once if the current phase's parity differs; otherwise
-// the thread waits until it completes (a deadlock report when it never can).
-static int mbar_wait(void *bar, int parity, int line, const char *where) {
-    Header *h = hdr();
-    Block *b = h->st->block;
-    for (;;) {
-        MBarrier m = mbar_load(bar, line, where, "a wait");
-        if (m.phase != ((unsigned)parity & 1u)) return 1;
-        Fiber *me = b->fibers ? &b->fib[h->linear] : nullptr;
-        // in a cluster, another block may complete the phase: its scheduler reports a deadlock of them all
-        if (!me || (b->qhead == b->qtail && !b->cluster)) {
-            char buf[4096];
-            Text t{buf, sizeof buf, 0};
-            where_prefix(t, b);
-            t.add("deadlock: ");
-            describe_thread(t, b, h->linear);
-            t.add(" waits on mbarrier %p for the phase of parity %d to complete (%u of %u arrivals and %lld "
-                  "transaction bytes pending), ", bar, parity & 1, m.pending, m.expected, m.tx);
-            mbar_place(t, line, where);
-            t.add(", and no other thread of the block can run to complete it");
-            if (me) {
-                me->state = F_MBARRIER, me->line = line;
-                me->mbar = bar;
-                t.add(": ");
-                mbar_describe_waits(t, b);
-            }
-            record_error(b->launch, "%s", buf);
-            abort_block(b);
-        }
-        me->state = F_MBARRIER;
-        me->line = line;
-        me->mbar = bar;
-        run_next(b, me);
-    }
-}
-
 }  // namespace hl_emu
+#pragma GCC visibility pop
 
 #endif  // HIDET_LANG_EMULATOR_MBARRIER_H

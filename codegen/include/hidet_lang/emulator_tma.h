@@ -18,13 +18,15 @@
 // - A multicast load (clusters) makes the same load into every block its mask names, at the destination's and the
 //   mbarrier's offsets in each one's dynamic shared memory; a mask naming a block outside the cluster fails.
 // The bulk-group commit and wait of stores are no-ops: the copies are synchronous.
-// A part of the primitives header's emulator branch (after emulator_mbarrier.h).
+// A part of the primitives header's emulator branch (after emulator_mbarrier.h); its out-of-line parts are in
+// emulator_runtime.cpp.
 #pragma once
 #ifndef HIDET_LANG_EMULATOR_TMA_H
 #define HIDET_LANG_EMULATOR_TMA_H
 
 #include "tensor_map.h"
 
+#pragma GCC visibility push(hidden)  // the runtime's, as in cuda_emulator.h
 namespace hl_emu {
 
 static inline unsigned tma_alignment(int swizzle) { return swizzle == 128 ? 1024u : 128u; }
@@ -35,40 +37,17 @@ static inline uintptr_t tma_swizzle(uintptr_t addr, int swizzle) {
     return addr ^ (((addr >> 7) & ((1u << bits) - 1u)) << 4);
 }
 
-[[noreturn]] static void tma_fail(int line, const char *where, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-[[noreturn]] static void tma_fail(int line, const char *where, const char *fmt, ...) {
-    Header *h = hdr();
-    Block *b = h->st->block;
-    char buf[1024], detail[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(detail, sizeof detail, fmt, ap);
-    va_end(ap);
-    Text t{buf, sizeof buf, 0};
-    where_prefix(t, b);
-    describe_thread(t, b, h->linear);
-    t.add(": %s, ", detail);
-    mbar_place(t, line, where);
-    record_error(b->launch, "%s", buf);
-    abort_block(b);
-}
-
-static const hl_tensor_map *tma_map(const void *map, int rank, const void *smem, int line, const char *where,
-                                    const char *op) {
-    const hl_tensor_map *m = (const hl_tensor_map *)map;
-    if (m->magic != HL_TENSOR_MAP_MAGIC) tma_fail(line, where, "%s: the operand is not a tensor map", op);
-    if (m->rank != rank)
-        tma_fail(line, where, "%s takes %d coordinates, and the tensor map has rank %d", op, rank, m->rank);
-    unsigned align = tma_alignment(m->swizzle);
-    if ((uintptr_t)smem % align != 0)
-        tma_fail(line, where, "%s: the shared-memory address %p is not %u-byte aligned (the hardware requires it%s)",
-                 op, smem, align, m->swizzle == 128 ? " for the 128-byte swizzle" : "");
-    return m;
-}
-
 // Visit every element of the box at `coords`: f(shared byte offset before swizzling, global element pointer or
 // null outside the tensor).
+// Defined in emulator_runtime.cpp: fail the launch at the DSL location `where` (or the generated line `line`),
+// naming the thread (vector_access.h's checked copies fail through it too); a load of the box at `coords` (rank `rank`) into `dst`, completing its bytes
+// on the mbarrier `bar`; the same into every block of the cluster that `mask` names; a store of the box from `src`.
+[[noreturn]] void tma_fail(int line, const char *where, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void tma_load(void *dst, const void *map, void *bar, int rank, const int *coords, int line, const char *where);
+void tma_load_multicast(void *dst, const void *map, void *bar, int mask, int rank, const int *coords, int line,
+                        const char *where);
+void tma_store(const void *map, const void *src, int rank, const int *coords, int line, const char *where);
+
 template <class F>
 static inline void tma_for_box(const hl_tensor_map *m, const int *coords, F f) {
     int idx[HL_TENSOR_MAP_MAX_RANK] = {0};
@@ -103,48 +82,7 @@ static inline void tma_mark_written(SharedArray *a, const char *p, size_t bytes)
     }
 }
 
-static void tma_load(void *dst, const void *map, void *bar, int rank, const int *coords, int line,
-                     const char *where) {
-    const hl_tensor_map *m = tma_map(map, rank, dst, line, where, "tma_load");
-    uintptr_t base = (uintptr_t)dst;
-    int e = m->elem_bytes, swizzle = m->swizzle;
-    SharedArray *checked = where ? find_shared(shared_owner(dst), (const char *)dst) : nullptr;
-    tma_for_box(m, coords, [&](size_t off, const char *g) {
-        char *d = (char *)tma_swizzle(base + off, swizzle);
-        if (g)
-            memcpy(d, g, (size_t)e);
-        else
-            memset(d, 0, (size_t)e);
-        tma_mark_written(checked, d, (size_t)e);
-    });
-    mbar_complete_tx(bar, tma_box_bytes(m), line, where);
-}
-
-// A multicast load: the box to the same shared offset of every block of the cluster that `mask` (bits 0-15:
-// ranks) names, completing its bytes on each one's mbarrier at `bar`'s offset.
-static void tma_load_multicast(void *dst, const void *map, void *bar, int mask, int rank, const int *coords,
-                               int line, const char *where) {
-    int size = cluster_size();
-    unsigned inside = (1u << size) - 1u;
-    if ((unsigned)mask & ~inside)
-        tma_fail(line, where, "tma_load_multicast: the mask 0x%x names block ranks outside the cluster of %d "
-                 "block%s (ranks 0 to %d)", (unsigned)mask, size, size == 1 ? "" : "s", size - 1);
-    if (mask == 0) tma_fail(line, where, "tma_load_multicast: the mask names no block");
-    for (int r = 0; r < size; ++r)
-        if ((unsigned)mask >> r & 1u)
-            tma_load(cluster_map(dst, r, line, where, "tma_load_multicast"), map,
-                     cluster_map(bar, r, line, where, "tma_load_multicast"), rank, coords, line, where);
-}
-
-static void tma_store(const void *map, const void *src, int rank, const int *coords, int line, const char *where) {
-    const hl_tensor_map *m = tma_map(map, rank, src, line, where, "tma_store");
-    uintptr_t base = (uintptr_t)src;
-    int e = m->elem_bytes, swizzle = m->swizzle;
-    tma_for_box(m, coords, [&](size_t off, const char *g) {
-        if (g) memcpy((char *)g, (const char *)tma_swizzle(base + off, swizzle), (size_t)e);
-    });
-}
-
 }  // namespace hl_emu
+#pragma GCC visibility pop
 
 #endif  // HIDET_LANG_EMULATOR_TMA_H

@@ -50,39 +50,6 @@ static inline float half_hi(uint32_t r, bool bf16 = false) {
     return bf16 ? bf16_to_f32((uint16_t)(r >> 16)) : f16_to_f32((uint16_t)(r >> 16));
 }
 
-// D = A (16x16, row) @ B (16x8, col) + C, f16 (or, with `bf16`, bf16) inputs, f32 accumulation. Products of
-// halves (and of bf16s) are exact in f32; each D element is C plus the 16 products added in k order in f32 (the
-// GPU's order and intermediate precision are not specified by PTX: results can differ from the GPU's in the last
-// bits).
-static void mma_m16n8k16_all(Warp *w, bool bf16) {
-    float A[16][16], B[16][8], C[16][8];
-    for (int l = 0; l < 32; ++l) {
-        const MmaLane *p = (const MmaLane *)(uintptr_t)w->val[l];
-        int g = l >> 2, t = l & 3;
-        for (int r = 0; r < 4; ++r) {
-            int row = g + 8 * (r & 1), col = 2 * t + 8 * (r >> 1);
-            A[row][col] = half_lo(p->a[r], bf16);
-            A[row][col + 1] = half_hi(p->a[r], bf16);
-        }
-        for (int r = 0; r < 2; ++r) {
-            B[2 * t + 8 * r][g] = half_lo(p->b[r], bf16);
-            B[2 * t + 8 * r + 1][g] = half_hi(p->b[r], bf16);
-        }
-        for (int r = 0; r < 4; ++r) C[g + 8 * (r >> 1)][2 * t + (r & 1)] = p->c[r];
-    }
-    for (int i = 0; i < 16; ++i)
-        for (int j = 0; j < 8; ++j) {
-            float acc = C[i][j];
-            for (int k = 0; k < 16; ++k) acc += A[i][k] * B[k][j];
-            C[i][j] = acc;
-        }
-    for (int l = 0; l < 32; ++l) {
-        const MmaLane *p = (const MmaLane *)(uintptr_t)w->val[l];
-        int g = l >> 2, t = l & 3;
-        for (int r = 0; r < 4; ++r) p->c[r] = C[g + 8 * (r >> 1)][2 * t + (r & 1)];
-    }
-}
-
 // An f32's bits with the lower 13 mantissa bits dropped: the tf32 operand an mma reads from a register.
 static inline float tf32_truncated(uint32_t r) {
     uint32_t u = r & 0xffffe000u;
@@ -100,150 +67,13 @@ static inline float cvt_rna_tf32_f32(float x) {
     return x;
 }
 
-// D = A (16x8, row) @ B (8x8, col) + C with tf32 inputs (each register's upper 19 bits) and f32 accumulation; the
-// products of tf32s are exact in f32, each D element is C plus the 8 products added in k order in f32.
-static void mma_m16n8k8_tf32_all(Warp *w) {
-    float A[16][8], B[8][8], C[16][8];
-    for (int l = 0; l < 32; ++l) {
-        const MmaLane *p = (const MmaLane *)(uintptr_t)w->val[l];
-        int g = l >> 2, t = l & 3;
-        for (int r = 0; r < 4; ++r) A[g + 8 * (r & 1)][t + 4 * (r >> 1)] = tf32_truncated(p->a[r]);
-        for (int r = 0; r < 2; ++r) B[t + 4 * r][g] = tf32_truncated(p->b[r]);
-        for (int r = 0; r < 4; ++r) C[g + 8 * (r >> 1)][2 * t + (r & 1)] = p->c[r];
-    }
-    for (int i = 0; i < 16; ++i)
-        for (int j = 0; j < 8; ++j) {
-            float acc = C[i][j];
-            for (int k = 0; k < 8; ++k) acc += A[i][k] * B[k][j];
-            C[i][j] = acc;
-        }
-    for (int l = 0; l < 32; ++l) {
-        const MmaLane *p = (const MmaLane *)(uintptr_t)w->val[l];
-        int g = l >> 2, t = l & 3;
-        for (int r = 0; r < 4; ++r) p->c[r] = C[g + 8 * (r >> 1)][2 * t + (r & 1)];
-    }
-}
-
-// ldmatrix x4; with `trans`, each matrix transposed: register i of lane l then holds elements g of rows 2t and
-// 2t + 1 of matrix i (in bits 0-15 and 16-31).
-static void ldmatrix_x4_all(Warp *w, bool trans) {
-    uint32_t out[32][4];  // every lane's rows are read before any lane's registers are written
-    for (int l = 0; l < 32; ++l) {
-        int g = l >> 2, t = l & 3;
-        for (int i = 0; i < 4; ++i) {
-            if (trans) {
-                uint16_t lo, hi;
-                memcpy(&lo, ((const LdmatrixLane *)(uintptr_t)w->val[8 * i + 2 * t])->row + 2 * g, 2);
-                memcpy(&hi, ((const LdmatrixLane *)(uintptr_t)w->val[8 * i + 2 * t + 1])->row + 2 * g, 2);
-                out[l][i] = (uint32_t)lo | (uint32_t)hi << 16;
-                continue;
-            }
-            const LdmatrixLane *src = (const LdmatrixLane *)(uintptr_t)w->val[8 * i + g];
-            memcpy(&out[l][i], src->row + 4 * t, 4);
-        }
-    }
-    for (int l = 0; l < 32; ++l) memcpy(((const LdmatrixLane *)(uintptr_t)w->val[l])->dst, out[l], 16);
-}
-
-// One lane's part of a warp-collective operation: publish (v, param, width), wait until every lane named in
-// `mask` (that exists) has arrived, and return this lane's result. The last lane to arrive computes all results.
-static uint64_t warp_collective(int line, int op, unsigned mask, uint64_t v, int param, int width) {
-    Header *h = hdr();
-    Block *b = h->st->block;
-    int me = h->linear;
-    int lane = me & 31;
-    Warp *w = &b->warps[me >> 5];
-    uint32_t bit = 1u << lane;
-    Fiber *f = &b->fib[me];
-    if (!(mask & bit)) {
-        char buf[1024];
-        Text t{buf, sizeof buf, 0};
-        where_prefix(t, b);
-        describe_thread(t, b, me);
-        t.add(" (lane %d) executed %s with mask 0x%08x, which does not name its own lane (generated line %d)", lane,
-              warp_op_name(op), mask, line);
-        record_error(b->launch, "%s", buf);
-        abort_block(b);
-    }
-    uint32_t eff = mask & w->exist;
-    w->val[lane] = v;
-    w->param[lane] = param;
-    w->width[lane] = width;
-    w->mask[lane] = mask;
-    w->line[lane] = line;
-    w->op[lane] = (uint8_t)op;
-    uint32_t arrived = w->arrived | bit;
-    f->line = line;
-    f->op = (uint8_t)op;
-    f->mask = mask;
-    if ((arrived & eff) != eff) {
-        w->arrived = arrived;
-        if (!b->fibers) fail_no_fibers(b, warp_op_name(op), line);
-        f->state = F_WARP;
-        run_next(b, f);
-        return w->res[lane];
-    }
-    for (uint32_t m = eff; m; m &= m - 1) {
-        int l = __builtin_ctz(m);
-        if (w->op[l] != op || w->mask[l] != mask || (op != W_SYNCWARP && w->line[l] != line)) {
-            f->state = F_WARP;
-            w->arrived = arrived;
-            fail_with_states(b, "warp divergence: lanes of a warp met at different warp-collective operations "
-                                "or with different masks");
-        }
-    }
-    w->arrived = arrived & ~eff;
-    switch (op) {
-        case W_IDX:
-        case W_UP:
-        case W_DOWN:
-        case W_XOR:
-            for (uint32_t m = eff; m; m &= m - 1) {
-                int l = __builtin_ctz(m);
-                int j = shfl_source(op, l, w->param[l], w->width[l]);
-                w->res[l] = (eff >> j) & 1u ? w->val[j] : w->val[l];  // a lane not taking part: undefined
-            }
-            break;
-        case W_BALLOT:
-        case W_ANY:
-        case W_ALL: {
-            uint32_t bits = 0;
-            for (uint32_t m = eff; m; m &= m - 1) {
-                int l = __builtin_ctz(m);
-                if (w->val[l]) bits |= 1u << l;
-            }
-            uint64_t r = op == W_BALLOT ? bits : op == W_ANY ? (bits != 0) : (bits == eff);
-            for (uint32_t m = eff; m; m &= m - 1) w->res[__builtin_ctz(m)] = r;
-            break;
-        }
-        case W_MMA_M16N8K16: mma_m16n8k16_all(w, false); break;
-        case W_LDMATRIX_X4: ldmatrix_x4_all(w, false); break;
-        case W_MMA_M16N8K16_BF16: mma_m16n8k16_all(w, true); break;
-        case W_LDMATRIX_X4_TRANS: ldmatrix_x4_all(w, true); break;
-        case W_MMA_M16N8K8_TF32: mma_m16n8k8_tf32_all(w); break;
-        default: ++w->syncs; break;
-    }
-    int base = me & ~31;
-    for (uint32_t m = eff & ~bit; m; m &= m - 1) push_ready(b, base + __builtin_ctz(m));
-    return w->res[lane];
-}
-
+// Defined in emulator_runtime.cpp.
+// One lane's part of a warp-collective operation (`op`: W_*): publish (v, param, width), wait until every lane
+// named in `mask` (that exists) has arrived, and return this lane's result. The last lane to arrive computes all
+// results (the tensor-core operations' too: their operands are MmaLane / LdmatrixLane pointers).
+uint64_t warp_collective(int line, int op, unsigned mask, uint64_t v, int param, int width);
 // The tensor-core operations need all 32 lanes of a full warp (the .aligned PTX instructions' requirement).
-static void require_full_warp(int line, int op) {
-    Header *h = hdr();
-    Block *b = h->st->block;
-    int me = h->linear;
-    if (b->warps[me >> 5].exist == 0xffffffffu) return;
-    char buf[1024];
-    Text t{buf, sizeof buf, 0};
-    where_prefix(t, b);
-    describe_thread(t, b, me);
-    t.add(" executed %s (generated line %d) in a partial warp: it is warp-collective and needs all 32 lanes of "
-          "the warp (make the block size a multiple of 32)",
-          warp_op_name(op), line);
-    record_error(b->launch, "%s", buf);
-    abort_block(b);
-}
+void require_full_warp(int line, int op);
 
 static inline void mma_m16n8k16_f16_f32(int line, const uint32_t *a, const uint32_t *b, float *c) {
     require_full_warp(line, W_MMA_M16N8K16);
