@@ -23,6 +23,7 @@ from codegen.runtime.module import CompiledModule
 from codegen.toolchain import nvrtc
 from codegen.toolchain.elf import STT_FUNC, read_symbols
 from codegen.toolchain.headers import INCLUDE_DIR
+from codegen.toolchain.source_files import SourceFiles
 from hidet_lang.cuda_limits import arch_number
 from hidet_lang.errors import DSLTypeError
 from hidet_lang.ir import expr as E
@@ -177,8 +178,9 @@ def arch_module(arch: str) -> IRModule:
 
 @cache
 def device_source(arch: str) -> str:
-    """The CUDA C of `arch_module(arch)`."""
-    return emit_cuda(plan_module(lower(arch_module(arch), cuda_target(arch))))[0]
+    """The CUDA C of `arch_module(arch)`, naming the program's file as a user reads it (`SourceFiles.resolve`)."""
+    files = SourceFiles()
+    return files.resolve(emit_cuda(plan_module(lower(arch_module(arch), cuda_target(arch))), files=files)[0])
 
 
 @cache

@@ -219,8 +219,9 @@ def test_torch_cpu_tensors_are_passed_without_a_copy() -> None:
 def test_the_ir_imports_alone() -> None:
     """The facade loads what a name needs on first use: the IR alone loads no frontend, codegen or stdlib_ops
     module (beyond what the interpreter's start-up loaded: none, but for the simulated GPU's)."""
-    modules = ("hidet_lang.frontend", "hidet_lang.cuda", "codegen", "stdlib_ops", "numpy")
-    listing = f"sorted(m for m in sys.modules if m.startswith({modules!r}))"
+    packages = ("hidet_lang.frontend", "hidet_lang.cuda", "codegen", "stdlib_ops", "numpy")
+    below = tuple(p + "." for p in packages)
+    listing = f"sorted(m for m in sys.modules if m in {packages!r} or m.startswith({below!r}))"
     program = (f"import sys\nbefore = {listing}\n"
                "import hidet_lang.ir.expr, hidet_lang.ir.func, hidet_lang.passes.pipeline\n"
                f"print(sorted(set({listing}) - set(before)))\n"
