@@ -242,7 +242,7 @@ def matmul_rows(peers: Peers, quick: bool) -> list[Row]:
         xs, ws = ops.symbol([m, k]), ops.symbol([k, n])
         compiled = ops.optimize(ops.trace_from(ops.matmul(xs, ws), [xs, ws])).build("cpu")
         ours = compiled(a, b).numpy().astype(np.float64)
-        runs = 3 if quick else RUNS
+        runs = 1 if quick else RUNS
         candidates: dict[str, Callable[[], np.ndarray] | None] = {"numpy": lambda a=a, b=b: np.matmul(a, b)}
         if peers.torch is not None:
             ta, tb = peers.torch.from_numpy(a), peers.torch.from_numpy(b)
@@ -300,7 +300,7 @@ def gelu_rows(peers: Peers, quick: bool) -> list[Row]:
         candidates["onnxruntime"] = onnx_session(peers, nodes, {"x": x, "w": w, "b": bias}, "y")
     # the matmul's bound (gelu's slope is at most 1.13), the bias addition, gelu's own f32 rounding and numpy's erf
     bound = 1.13 * sum_bound(x, w) + 8 * 2.0**-24 * np.abs(ours) + 2e-7 + 1e-30
-    runs = 3 if quick else RUNS
+    runs = 1 if quick else RUNS
     timing = timed(lambda: compiled(x), candidates, ours, bound, runs)
     return [Row(f"gelu(x @ w + b) {m}x{k} @ {k}x{n}", 2.0 * m * n * k, timing)]
 
@@ -336,7 +336,7 @@ def normalization_rows(peers: Peers, quick: bool) -> list[Row]:
                        "rms_norm": lambda: f.rms_norm(tx, (cols,), ttw, 1e-6)}
         cases = {name: (op, np_call, torch_calls[name]) for name, (op, np_call, _) in cases.items()}
     result = []
-    runs = 3 if quick else RUNS
+    runs = 1 if quick else RUNS
     for name, (op, numpy_call, torch_call) in cases.items():
         xs = ops.symbol([rows, cols])
         compiled = ops.optimize(ops.trace_from(op(xs), [xs])).build("cpu")
@@ -409,7 +409,7 @@ def mlp_rows(peers: Peers, quick: bool) -> list[Row]:
             candidates["onnxruntime"] = onnx_session(peers, mlp_onnx_nodes(w), {"x": x}, "y")
         # f32 sums of 256 and 512 unit-size terms, through a normalization (examples/mlp.py's own tolerance, twice)
         bound = 4e-4 * (1 + np.abs(ours))
-        runs = 3 if quick else RUNS
+        runs = 1 if quick else RUNS
         timing = timed(lambda x=x: compiled(x), candidates, ours, bound, runs)
         flops = 2.0 * batch * example.HIDDEN * (example.IN_FEATURES + example.OUT_FEATURES)
         rows.append(Row(f"MLP of examples/mlp.py, batch {batch}", flops, timing))
@@ -462,7 +462,7 @@ def conv_rows(peers: Peers, quick: bool) -> list[Row]:
             candidates["onnxruntime"] = onnx_session(peers, [node], {"x": x, "w": w, "b": b}, "y")
         # each result within (K + 2) * 2^-24 of the terms' magnitude (f32 sums of K = cg * 9 products and the bias)
         bound = 2 * (cg * 9 + 2) * 2.0**-24 * (conv_magnitude(x, w, 1, groups) + np.abs(b).reshape(1, -1, 1, 1))
-        runs = 3 if quick else RUNS
+        runs = 1 if quick else RUNS
         timing = timed(lambda f=compiled, x=x, w=w, b=b: f(x, w, b), candidates, ours, bound + 1e-30, runs)
         label = (f"conv2d 1x{channels}x{side}^2 {channels}x{cg}x3x3" if dense else
                  f"depthwise 3x3 1x{channels}x{side}^2")
@@ -507,7 +507,7 @@ def attention_rows(peers: Peers, quick: bool) -> list[Row]:
                 *torch_inputs, is_causal=causal)
         # f32 dot products of 64 terms and softmaxes of 512 keys in different orders: a few 1e-6 of outputs ~1
         bound = np.full(q.shape, 2e-5)
-        runs = 3 if quick else RUNS
+        runs = 1 if quick else RUNS
         flops = 4.0 * batch * heads * seq * seq * dim / (2 if causal else 1)
         label = f"attention{' causal' if causal else ''} s={seq}"
         calls = {"": lambda f=fused: f(q, k, v), " 3 kernels": lambda f=three: f(q_scaled, k_transposed, v)}

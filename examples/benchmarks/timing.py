@@ -64,7 +64,10 @@ def calls_per_loop(fn: Callable[[], object]) -> int:
 def in_turns(fns: dict[str, Callable[[], object]], runs: int) -> dict[str, list[float]]:
     """Seconds per call of each function over `runs` timed loops (at least `PASSES`), taken in `PASSES` turns of
     consecutive loops; a turn starts after the others' threads have settled and with a warm-up call. (Loops of
-    different contenders interleaved one by one measure mostly the waking of each runtime's sleeping threads.)"""
+    different contenders interleaved one by one measure mostly the waking of each runtime's sleeping threads.)
+    One run (a smoke run) times each function's call once, without the settling pauses that would be most of it."""
+    if runs == 1:
+        return {name: [best_time(fn, 1)] for name, fn in fns.items()}
     numbers = {name: calls_per_loop(fn) for name, fn in fns.items()}
     samples: dict[str, list[float]] = {name: [] for name in fns}
     per_turn = max(1, -(-runs // PASSES))

@@ -27,7 +27,7 @@ from collections.abc import Callable  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 
 import numpy as np  # noqa: E402
-from timing import best_time, in_turns  # noqa: E402 - examples/benchmarks/timing.py, beside this script
+from timing import in_turns  # noqa: E402 - examples/benchmarks/timing.py, beside this script
 
 import hidet_lang as hidet  # noqa: E402
 from hidet_lang import attrs, f32, grid  # noqa: E402
@@ -234,8 +234,7 @@ def main() -> None:
         for name, fn in (("numpy", case.numpy), ("torch", case.torch)):
             if fn is not None:
                 contenders[name] = peer_checked(case, fn, name)
-        # a smoke run times each once: the turns' settling pauses would be most of its time
-        samples = {name: [best_time(fn, 1)] for name, fn in contenders.items()} if quick else in_turns(contenders, runs)
+        samples = in_turns(contenders, runs)
         times = {name: statistics.median(values) * 1e3 for name, values in samples.items()}
         fast = times["fast"]
         peers = [f"{times[p]:8.2f} ({times[p] / fast:4.2f})" if p in times else "-" for p in ("numpy", "torch")]
