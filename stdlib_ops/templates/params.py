@@ -46,12 +46,16 @@ def template_dtype(template: str, dtype: str | DataType, allowed: tuple[str, ...
 
 
 def tile_for_blocks(tiles: Sequence[Tile], batch: Size, m: Size, n: Size, enough: int) -> Tile:
-    """The first of `tiles` (tuples starting with block_m and block_n, largest first) that cuts a product of these
-    sizes into at least `enough` blocks, the last when none does; the first when a size is symbolic (known only at
-    run time, it may be large)."""
+    """Of `tiles` (tuples starting with block_m and block_n, largest first), those that fit the product: no side
+    longer than its known size (a block's rows or columns past it only idle), the smallest tile's sides always
+    allowed. Of those, the first that cuts a product of these sizes into at least `enough` blocks, the last when
+    none does; the first when a size is symbolic (known only at run time, it may be large)."""
+    fitting = [tile for tile in tiles
+               if all(not isinstance(size, int) or tile[side] <= max(tiles[-1][side], size)
+                      for side, size in ((0, m), (1, n)))]
     if not all(isinstance(s, int) for s in (batch, m, n)):
-        return tiles[0]
-    for tile in tiles:
+        return fitting[0]
+    for tile in fitting:
         if batch * -(-m // tile[0]) * -(-n // tile[1]) >= enough:  # type: ignore[operator]
             return tile
-    return tiles[-1]
+    return fitting[-1]

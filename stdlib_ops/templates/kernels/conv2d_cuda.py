@@ -56,9 +56,9 @@ ENOUGH_BLOCKS = 132
 
 
 def gemm_tiles(groups: int, m: Size, n: int) -> tuple[int, int, int, int]:
-    """The f32 GEMM's tile for `groups` products of `m` pixels by `n` channels: of the tiles no wider than the
-    channels need (at least 32), the largest that gives `ENOUGH_BLOCKS` blocks (the smallest when none does)."""
-    return tile_for_blocks([t for t in TILES if t[1] <= max(32, n)], groups, m, n, ENOUGH_BLOCKS)
+    """The f32 GEMM's tile for `groups` products of `m` pixels by `n` channels: of the tiles that fit them, the
+    largest that gives `ENOUGH_BLOCKS` blocks (`tile_for_blocks`)."""
+    return tile_for_blocks(TILES, groups, m, n, ENOUGH_BLOCKS)
 
 
 def conv2d_cuda_gemm(batch: Size, channels: int, height: int, width: int, out_channels: int, kernel: Pair,

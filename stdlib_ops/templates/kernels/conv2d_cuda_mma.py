@@ -76,9 +76,9 @@ and a 128 x 64 one for convolutions of 64 output channels a group (common in ima
 
 
 def mma_tiles(groups: int, m: Size, n: int) -> tuple[int, int, int, int]:
-    """The tile for `groups` products of `m` pixels by `n` output channels: of the `TILES` no wider than the
-    channels need (at least 64), the largest that gives `ENOUGH_BLOCKS` blocks (the smallest when none does)."""
-    return tile_for_blocks([t for t in TILES if t[1] <= max(64, n)], groups, m, n, ENOUGH_BLOCKS)
+    """The tile for `groups` products of `m` pixels by `n` output channels: of the `TILES` that fit them, the
+    largest that gives `ENOUGH_BLOCKS` blocks (`tile_for_blocks`)."""
+    return tile_for_blocks(TILES, groups, m, n, ENOUGH_BLOCKS)
 
 
 def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_channels: int, kernel: Pair,

@@ -91,6 +91,8 @@ def test_default_tiles_are_the_largest_that_fill_the_gpu() -> None:
     assert default_tiles(1, 1024, 1024) == TILES[1]  # 64 of 128 x 128, 256 of 64 x 64
     assert default_tiles(4, 512, 512) == TILES[1]  # the batch entries count
     assert default_tiles(1, 1, 1) == TILES[-1]
+    assert default_tiles(4096, 20, 20) == TILES[-1]  # many blocks either way: the tile that fits the product
+    assert default_tiles(64, 200, 100) == TILES[1]  # 128 rows would fit the product, 128 columns would not
     for tile in TILES:
         assert (tile[0] // tile[2]) * (tile[1] // tile[3]) <= 256
 

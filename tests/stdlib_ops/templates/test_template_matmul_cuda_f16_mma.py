@@ -3,7 +3,7 @@ mode (no race, no out-of-bounds access, no uninitialized shared-memory read, ldm
 included): odd and aligned shapes (the element copies and the 16-byte cp_async copies), batches, several pipeline
 stages, both tile shapes, a fused epilogue; and its machine code: NVRTC's cubins for sm_80 and sm_90 issue HMMA,
 LDSM (.MT88 for the transposed B fragments) and LDGSTS, with no local memory and few enough registers for two
-blocks of 256 threads an SM. Every module built here is also compiled by NVRTC for sm_80 and sm_90 (the suite's
+blocks of 256 threads an SM. Every module built here is also compiled by NVRTC for sm_80 and sm_90a (the suite's
 conftest)."""
 
 from __future__ import annotations
@@ -125,6 +125,9 @@ def test_tiles_follow_the_problem_size() -> None:
     assert default_tiles(1, 256, 256) == (64, 64, 32, 32)  # 4 large tiles would leave most SMs idle
     assert default_tiles(64, 256, 256) == (128, 128, 64, 32)
     assert default_tiles("batch", 256, 256) == (128, 128, 64, 32)
+    # many batch entries of small products: the tile that fits them, not one of idle rows and columns
+    assert default_tiles(65537, 1, 1) == default_tiles(512, 48, 200) == (64, 64, 32, 32)
+    assert default_tiles("batch", 8, "n") == (64, 64, 32, 32)
 
 
 def test_schedule_parameters_it_cannot_honour_are_refused() -> None:
