@@ -213,12 +213,13 @@ class CEmitter:
         return {f.name: c_function_name(f) for f in module.functions}
 
     def prelude(self) -> str:
-        """What the generated code starts with: the project's host runtime (headers, the assertion channel), the
-        vector types' header where the module uses them, and the parallel loops' thread count where it has one
-        (`emit_module` asks after printing the functions)."""
+        """What the generated code starts with: the vector types' header where the module uses them (first, so that
+        the compiler may read it precompiled: `codegen.toolchain.precompiled_headers`), the project's host runtime
+        (headers, the assertion channel), and the parallel loops' thread count where it has one (`emit_module` asks
+        after printing the functions)."""
         vectors = '#include "hidet_lang/cpu_vectors.h"\n' if self.uses_vectors else ""
         threads = '#include "hidet_lang/cpu_threads.h"\n' if self.uses_parallel else ""
-        return '#include "hidet_lang/host_runtime.h"\n' + vectors + threads
+        return vectors + '#include "hidet_lang/host_runtime.h"\n' + threads
 
     def helper(self, name: str, t: DataType) -> str:
         """The name of the typed helper `hl_<name>_<type>` (min, max, abs; for floats, mod and floordiv: the

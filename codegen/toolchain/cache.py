@@ -277,7 +277,7 @@ class CompilationCache:
         found = self._precompiled.get(memo_key)
         if found is None:
             try:
-                directory = precompiled_include_dir(root, header, compiler=compiler, flags=flags,
+                directory = precompiled_include_dir(root, header, language=language, compiler=compiler, flags=flags,
                                                     include_dirs=include_dirs,
                                                     include_hash=self.include_dirs_hash(include_dirs), version=version)
             except (OSError, RuntimeError):

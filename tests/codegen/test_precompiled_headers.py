@@ -1,5 +1,6 @@
-"""Tests of precompiled headers: the emulator's C++ libraries read the primitives header precompiled, made once per
-compiler and flags in the compilation cache, verified like any entry, and left out where they cannot be made."""
+"""Tests of precompiled headers: the emulator's C++ libraries read the primitives header precompiled, and the CPU's C
+libraries that use vector types the vectors' header, made once per compiler and flags in the compilation cache,
+verified like any entry, and left out where they cannot be made."""
 
 from __future__ import annotations
 
@@ -12,21 +13,29 @@ import pytest
 
 from codegen.cuda_build import EMULATOR_FLAGS
 from codegen.toolchain import cache, precompiled_headers
-from codegen.toolchain.compiler import CompilerInfo, find_c_compiler, gcc_major_version, run_compiler
+from codegen.toolchain.compiler import DEFAULT_C_FLAGS, CompilerInfo, find_c_compiler, gcc_major_version, run_compiler
 from codegen.toolchain.precompiled_headers import header_to_precompile, precompiled_include_dir
 
 VERSION = "test-0"
 HEADER = "hidet_lang/cuda_primitives.h"
+VECTORS_HEADER = "hidet_lang/cpu_vectors.h"
+FLAGS = {"c++": EMULATOR_FLAGS, "c": DEFAULT_C_FLAGS}
+"""Each language's library flags: the emulator's and the CPU modules'."""
 
 
-def library_source(tag: str) -> str:
-    """A C++ translation unit that opens as the emulator's do, exporting `int twice(int)`; `tag` makes it unique."""
+def library_source(tag: str, language: str = "c++") -> str:
+    """A translation unit that opens as the emulator's (C++) or a vectorized CPU module's (C) do, exporting
+    `int twice(int)`; `tag` makes it unique."""
+    if language == "c":
+        return (f'#include "{VECTORS_HEADER}"\n#include "hidet_lang/host_runtime.h"\n/* {tag} */\n'
+                "HL_EXPORT int twice(int x) { return 2 * x; }\n")
     return f'#include "{HEADER}"\n/* {tag} */\nextern "C" int twice(int x) {{ return 2 * x; }}\n'
 
 
-def build(tag: str) -> Path:
-    """Build `library_source(tag)` with the emulator's flags; the library's path."""
-    return cache.build_library(library_source(tag), language="c++", flags=EMULATOR_FLAGS, version=VERSION)
+def build(tag: str, language: str = "c++") -> Path:
+    """Build `library_source(tag, language)` with the language's flags; the library's path."""
+    return cache.build_library(library_source(tag, language), language=language, flags=FLAGS[language],
+                               version=VERSION)
 
 
 def meta_of(library: Path) -> dict:
@@ -50,15 +59,27 @@ def gcc(cache_root: Path, monkeypatch: pytest.MonkeyPatch) -> CompilerInfo:
     return compiler
 
 
+@pytest.fixture
+def gcc_c(cache_root: Path, monkeypatch: pytest.MonkeyPatch) -> CompilerInfo:
+    """The C compiler, with a fresh cache (GCC, as for `gcc`)."""
+    monkeypatch.delenv("CC", raising=False)
+    compiler = find_c_compiler("c")
+    assert gcc_major_version(compiler) is not None, "these tests need GCC as the C compiler"
+    return compiler
+
+
 @pytest.mark.parametrize(("source", "language", "expected"), [
     (f'#include "{HEADER}"\nint x;\n', "c++", HEADER),
     (f'  #include  "{HEADER}"\n', "c++", HEADER),
-    (f'#include "{HEADER}"\n', "c", None),  # C libraries include the small host runtime only
+    (f'#include "{HEADER}"\n', "c", None),  # each language has its own header
+    (f'#include "{VECTORS_HEADER}"\n#include "hidet_lang/host_runtime.h"\n', "c", VECTORS_HEADER),
+    (f'#include "{VECTORS_HEADER}"\n', "c++", None),
     ('#include "hidet_lang/host_runtime.h"\n', "c++", None),
+    (f'#include "hidet_lang/host_runtime.h"\n#include "{VECTORS_HEADER}"\n', "c", None),
     (f'int x;\n#include "{HEADER}"\n', "c++", None),  # only a first include can be precompiled
 ])
-def test_the_header_to_precompile_is_the_primitives_header_on_the_first_line(source: str, language: str,
-                                                                              expected: str | None) -> None:
+def test_the_header_to_precompile_is_the_languages_header_on_the_first_line(source: str, language: str,
+                                                                             expected: str | None) -> None:
     assert header_to_precompile(source, language) == expected
 
 
@@ -82,6 +103,20 @@ def test_gcc_reads_the_precompiled_header_rather_than_the_header(gcc: CompilerIn
     assert status == 0, printed
     assert f"! {gch}" in printed, printed[:2000]
     assert "cuda_emulator.h" not in printed  # the headers behind it come from the precompiled header
+
+
+def test_a_vectorized_cpu_library_reads_the_vectors_header_precompiled(gcc_c: CompilerInfo, cache_root: Path) -> None:
+    first, second = build("vectors first", "c"), build("vectors second", "c")
+    (gch,) = cache_root.rglob("*.gch")
+    assert gch.name == "cpu_vectors.h.gch"
+    assert meta_of(first)["precompiled_dirs"] == meta_of(second)["precompiled_dirs"] == [str(gch.parents[1])]
+    assert (call_twice(first, 21), call_twice(second, -4)) == (42, -8)
+    meta = meta_of(first)
+    includes = [f"-I{d}" for d in (*meta["precompiled_dirs"], *meta["include_dirs"])]
+    status, printed = run_compiler((*gcc_c.command, "-fsyntax-only", "-H", "-Winvalid-pch", "-fPIC", *meta["flags"],
+                                    *meta["workaround_flags"], *includes, str(first.parent / "lib.c")))
+    assert status == 0, printed
+    assert f"! {gch}" in printed and "immintrin.h" not in printed, printed[:2000]
 
 
 def test_a_damaged_precompiled_header_is_rebuilt_not_read(gcc: CompilerInfo, cache_root: Path) -> None:
@@ -110,12 +145,12 @@ def test_a_failed_precompile_leaves_the_library_to_read_the_header(gcc: Compiler
 
 def test_only_gcc_gets_a_precompiled_header(tmp_path: Path) -> None:
     other = CompilerInfo(command=(str(tmp_path / "no-such-clang++"),), identity="other")
-    assert precompiled_include_dir(tmp_path, HEADER, compiler=other, flags=EMULATOR_FLAGS, include_dirs=(),
-                                   include_hash="", version=VERSION) is None
+    assert precompiled_include_dir(tmp_path, HEADER, language="c++", compiler=other, flags=EMULATOR_FLAGS,
+                                   include_dirs=(), include_hash="", version=VERSION) is None
     assert not any(tmp_path.iterdir())
 
 
 def test_the_precompiled_headers_exist_as_named() -> None:
     from codegen.toolchain.headers import INCLUDE_DIR
 
-    assert all((INCLUDE_DIR / header).is_file() for header in precompiled_headers.PRECOMPILED_HEADERS)
+    assert all((INCLUDE_DIR / header).is_file() for header in precompiled_headers.PRECOMPILED_HEADERS.values())
