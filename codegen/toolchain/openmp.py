@@ -5,9 +5,9 @@ On a machine whose cores other processes use, a spinning thread takes time from 
 when the next region starts, so a parallel loop runs many times slower than a serial one (20x for 1M-element
 vector adds, one of two cores busy). Passive waiting (the threads sleep at once) costs a few microseconds a
 region on an idle machine instead. libgomp reads `OMP_WAIT_POLICY` once, when it is loaded: `passive_waiting()`
-sets it (unless the user set it or `GOMP_SPINCOUNT`) around the load of a library that brings libgomp into the
-process, and restores the environment afterwards. Where libgomp is already loaded (by another library), nothing
-changes. The thread count of each loop is chosen in the generated C (`hidet_lang/cpu_threads.h`).
+sets it (unless the user set it or `GOMP_SPINCOUNT`) around the load of a library, which may bring libgomp into the
+process, and restores the environment afterwards. Where libgomp is already loaded (by another library), the setting
+has no effect. The thread count of each loop is chosen in the generated C (`hidet_lang/cpu_threads.h`).
 """
 
 from __future__ import annotations
@@ -18,19 +18,7 @@ import threading
 from collections.abc import Iterator
 
 WAIT_POLICY = "passive"
-LIBGOMP = "libgomp.so.1"
 _loading = threading.RLock()  # one load at a time changes the environment
-
-
-def libgomp_loaded() -> bool:
-    """Whether the process has loaded GCC's OpenMP runtime already (its settings are then fixed)."""
-    import ctypes  # on first use: importing the cache loads no ctypes
-
-    try:
-        ctypes.CDLL(LIBGOMP, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
-    except OSError:
-        return False
-    return True
 
 
 @contextlib.contextmanager
@@ -38,7 +26,7 @@ def passive_waiting() -> Iterator[None]:
     """Load libraries inside this block to give the OpenMP runtime they bring passive waiting (see the module
     docstring); the environment is as it was after the block."""
     with _loading:
-        if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ or libgomp_loaded():
+        if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
             yield
             return
         os.environ["OMP_WAIT_POLICY"] = WAIT_POLICY
