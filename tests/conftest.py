@@ -1,7 +1,7 @@
 """Suite-wide settings: every module a test lowers has its IR verified after every pipeline step; every CUDA
-module built by a test is also compiled to cubin for sm_80 and sm_90 and checked; tests marked `gpu` are skipped
-where no CUDA GPU is usable; the longest test files come first; the hypothesis profile is `$HYPOTHESIS_PROFILE`
-(`default`, `thorough`, `rerun` or `mutation`)."""
+module built by a test is also compiled to cubin for sm_80 and sm_90a (the simulated GPU's architecture) and
+checked; tests marked `gpu` are skipped where no CUDA GPU is usable; the longest test files come first; the
+hypothesis profile is `$HYPOTHESIS_PROFILE` (`default`, `thorough`, `rerun` or `mutation`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hidet_lang.testing import load_profile
 
 os.environ.setdefault("HIDET_LANG_VERIFY_IR", "1")
-os.environ.setdefault("HIDET_LANG_VERIFY_CUBINS", "sm_80,sm_90")
+os.environ.setdefault("HIDET_LANG_VERIFY_CUBINS", "sm_80,sm_90a")
 load_profile()  # HYPOTHESIS_PROFILE=thorough: ten times the examples (tests count them with example_count)
 
 

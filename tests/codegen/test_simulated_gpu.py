@@ -1,9 +1,10 @@
 """The GPU path, end to end, on the simulated GPU of `simulated_gpu/` (the real cuda-python bindings and NVRTC
 cubins, a stand-in driver, kernels run by the emulator): the test files that build for CUDA and exercise the host's
 side of a GPU (the code generator's and the runtime's tests, graphs, tuning, the templates with host work of their
-own, the examples; the GPU-marked tests included), through the GPU's launchers and argument staging, but those whose
-subject is what kernels compute (`NOT_RERUN`: the emulator computes it there too); `examples/gpu_check.py`; and the
-driver-level scenarios of `simulated_gpu/simulated_scenarios.py`."""
+own, the examples), through the GPU's launchers and argument staging, but those whose subject is what kernels compute
+(`NOT_RERUN`: the emulator computes it there too) and the tests parametrized to run on the CPU;
+`examples/gpu_check.py`, which runs the GPU-marked tests; and the driver-level scenarios of
+`simulated_gpu/simulated_scenarios.py`."""
 
 from __future__ import annotations
 
@@ -110,10 +111,12 @@ NOT_RERUN = ("tests/hidet_lang/test_fuzz_programs.py", "tests/hidet_lang/test_fu
              "tests/codegen/test_precompiled_headers.py",
              # gpu_ops.py's guards and builds run with the emulator forced, and the GPU window's rehearsal sets up a
              # simulated GPU of its own: a second run would repeat them
-             "tests/examples/test_gpu_ops.py", "tests/examples/test_gpu_window.py")
+             "tests/examples/test_gpu_ops.py", "tests/examples/test_gpu_window.py",
+             # the emulator's runtime object and the C compiler are the same on either path
+             "tests/codegen/test_emulator_runtime_object.py", "tests/codegen/test_compiler.py")
 # the benchmarks of the CPU operators, the users' CPU kernels and the emulator against C loops never take the GPU path
 NOT_RERUN_TESTS = (*(f"tests/examples/test_examples.py::test_example_runs[benchmarks/{name}.py --quick]"
-                     for name in ("cpu_ops", "user_kernels", "emulator")),
+                     for name in ("cpu_ops", "user_kernels", "emulator", "parallel_loops")),
                    # its sizes are a GPU's there (minutes on the emulator); the Hopper template's tests launch the same
                    "tests/examples/test_examples.py::test_example_runs[hopper_matmul.py]")
 
@@ -140,11 +143,12 @@ def test_the_test_suite_passes_on_the_simulated_gpu(driver_dir: Path) -> None:
     ignored += [f"--deselect={test}" for test in NOT_RERUN_TESTS]
     # the rerun's subject is the GPU path, not the data, which the first run drew: a quarter of the examples; its
     # modules are compiled by NVRTC for the simulated GPU's architecture, and the first run checked the others and
-    # read the machine code (the tests marked machine_code, which a second run would repeat)
-    done = run([sys.executable, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider", "-m", "not machine_code",
-                "tests", *ignored],
+    # read the machine code (the tests marked machine_code, which a second run would repeat); the GPU-marked tests
+    # run on the simulated GPU in the next test (gpu_check.py runs them), and those parametrized to run on the CPU
+    # are deselected (rerun_selection.py)
+    done = run([sys.executable, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider", "-p", "rerun_selection",
+                "-m", "not machine_code and not gpu", "tests", *ignored],
                {**environment(driver_dir), "HYPOTHESIS_PROFILE": "rerun", "HIDET_LANG_VERIFY_CUBINS": ""})
-    assert "needs a CUDA GPU" not in done.stdout, "the GPU-marked tests were skipped"
     summary = done.stdout.strip().splitlines()[-1]
     assert int(re.search(r"(\d+) passed", summary).group(1)) >= 400, summary
     check_skips(done.stdout, summary)
@@ -153,7 +157,8 @@ def test_the_test_suite_passes_on_the_simulated_gpu(driver_dir: Path) -> None:
 def test_gpu_check_and_the_gpu_tests_pass_on_the_simulated_gpu(driver_dir: Path) -> None:
     done = run([sys.executable, "examples/gpu_check.py", "--quick"], environment(driver_dir))
     summary = [line for line in done.stdout.splitlines() if re.search(r"\d+ (passed|failed|error)", line)][-1]
-    assert not re.search(r"failed|error", summary) and int(re.search(r"(\d+) passed", summary).group(1)) >= 6, summary
+    assert not re.search(r"failed|error", summary) and int(re.search(r"(\d+) passed", summary).group(1)) >= 40, summary
+    assert "needs a CUDA GPU" not in done.stdout, "the GPU-marked tests were skipped"
     check_skips(done.stdout, summary)
     table = done.stdout[done.stdout.index("kernel "):]
     assert re.search(r"vector add \d+ f32 +\d+\.\d+ ms", table), table

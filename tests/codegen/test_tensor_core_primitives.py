@@ -1,6 +1,6 @@
 """Tensor-core and asynchronous-copy primitives (mma m16n8k16, ldmatrix x4, cp.async) in DSL kernels, run where
 CUDA modules run (the GPU, else the emulator), against numpy. Every module here goes through `build()`, so the
-suite's conftest also compiles it with NVRTC for sm_80 and sm_90 (the inline-PTX branch of the primitives)."""
+suite's conftest also compiles it with NVRTC for sm_80 and sm_90a (the inline-PTX branch of the primitives)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The TF32 tensor-core primitives (mma m16n8k8 with tf32 operands, cvt.rna.tf32.f32) in DSL kernels, run where
 CUDA modules run (the GPU, else the emulator), against numpy: the rounding of f32 to tf32 (nearest, ties away from
 zero), the truncation an mma applies to operands that are not tf32 already, and the fragment layouts. Every module
-here goes through `build()`, so the suite's conftest also compiles it with NVRTC for sm_80 and sm_90."""
+here goes through `build()`, so the suite's conftest also compiles it with NVRTC for sm_80 and sm_90a."""
 
 from __future__ import annotations
 

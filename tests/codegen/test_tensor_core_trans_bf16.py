@@ -1,7 +1,7 @@
 """The transposed ldmatrix (`ldmatrix_x4_trans`) and the bf16 tensor-core mma (`mma_m16n8k16_bf16_f32`) in DSL
 kernels, run where CUDA modules run (the GPU, else the emulator), against numpy; B fragments come from a row-major
 k x n tile in shared memory through the transposed ldmatrix, as the tensor-core matmul template loads them. The
-suite's conftest also compiles every module with NVRTC for sm_80 and sm_90 (the inline-PTX branch)."""
+suite's conftest also compiles every module with NVRTC for sm_80 and sm_90a (the inline-PTX branch)."""
 
 from __future__ import annotations
 

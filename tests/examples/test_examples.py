@@ -1,6 +1,6 @@
 """Every example program runs as written (in a fresh process) and reports success.
 
-CUDA modules built by the examples are also compiled to cubin for sm_80 and sm_90 and checked, through the
+CUDA modules built by the examples are also compiled to cubin for sm_80 and sm_90a and checked, through the
 suite-wide HIDET_LANG_VERIFY_CUBINS setting that child processes inherit.
 """
 

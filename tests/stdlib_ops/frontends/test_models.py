@@ -1,6 +1,8 @@
 """The three models of `examples/torch_models.py` (an MLP, ResNet-18, a BERT encoder stack), random weights, through
 both paths in (`torch.compile(backend="hidet_lang")` and ONNX exported by `torch.onnx.export`), on the CPU and on
-CUDA (a GPU, or the CUDA emulator), against torch eager; batch sizes 1 and 4 through one compiled graph."""
+CUDA (a GPU, or the CUDA emulator), against torch eager; batch sizes 1 and 4 through one compiled graph. On CUDA,
+ResNet-18 and BERT go through ONNX only: both paths reach the same graph of the same operators, whose CUDA kernels
+the emulator runs slowly; the MLP takes both there (the torch backend's own CUDA path)."""
 
 from __future__ import annotations
 
@@ -45,8 +47,8 @@ def assert_close_to_eager(name: str, got: list[np.ndarray], want: list[np.ndarra
         np.testing.assert_allclose(g, w, rtol=0, atol=1e-4 * scale, err_msg=f"{name} output {k}")
 
 
-@pytest.mark.parametrize("target", ["cpu", "cuda"])
-@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize(("name", "target"), [(name, target) for name in sorted(MODELS)
+                                               for target in ("cpu", "cuda") if target == "cpu" or name == "mlp"])
 def test_torch_compile_matches_eager_at_two_batch_sizes(name: str, target: str) -> None:
     torch._dynamo.reset()
     compiled_graphs = []
