@@ -95,15 +95,16 @@ class CpuBackend(Backend):
             return None
 
     def record(self, built: CompiledModule) -> dict[str, Any]:
-        """The key of the library's cache entry, the module's interface, its callers' code (marshalled) and the
-        paths of the files its source names by tokens (`codegen.toolchain.source_files`)."""
+        """The key of the library's cache entry, the module's interface, its callers' code (marshalled), the
+        paths of the files its source names by tokens (`codegen.toolchain.source_files`) and the target as `resolve`
+        completed it (the record's key holds the module, the target and the machine that decide it)."""
         return {"library": Path(built.library_path).parent.name, "interface": built.interface,
                 "callers": {source: marshal.dumps(code) for source, code in built.callers.items()},
-                "files": built.files.paths}
+                "files": built.files.paths, "target": built.target}
 
     def load(self, record: dict[str, Any], module: IRModule, target: Target, *, check: bool) -> CompiledModule | None:
-        """The recorded library, loaded, for `target` completed as a build completes it; its `ir` lowers `module`
-        again on first use."""
+        """The recorded library, loaded, for `target` completed as the build completed it (the record's); its `ir`
+        lowers `module` again on first use."""
         try:
             found = recorded_library(record["library"])
             if found is None:
@@ -113,9 +114,9 @@ class CpuBackend(Backend):
             callers = {text: marshal.loads(code) for text, code in record["callers"].items()}
             interface = record["interface"]
             files = SourceFiles(record["files"])
+            resolved = record["target"]
         except (OSError, ValueError, KeyError, TypeError, EOFError):
             return None
-        resolved = self.resolve(target, module)
         return CompiledModule(interface, lib, resolved, sources={"c": source}, callers=callers, files=files,
                               lowered=lambda: lower(module, resolved, verify_ir=check),
                               after_call=[bounds_checks(lib, files)] if check else [])

@@ -23,6 +23,7 @@ import hidet_lang as hidet
 from codegen.build import build_module
 from codegen.module_records import RECORD
 from codegen.toolchain import cache
+from hidet_lang.cpu import f32x4_load, f32x4_store
 from hidet_lang.ir.func import IRModule
 from hidet_lang.passes.pipeline import DUMP_ENV_VAR, VERIFY_ENV_VAR
 from hidet_lang.types import f32, i32
@@ -129,6 +130,26 @@ def test_a_recorded_module_keeps_its_argument_checks_and_assertions(cache_root: 
     with pytest.raises(TypeError, match="'x'"):
         loaded(x.astype(np.float32), 1, out)
     assert lowered == []
+
+
+@hidet.script
+def doubled_lanes(x: f32[4], out: f32[4]):
+    hidet.attrs.func_kind = "public"
+    v = f32x4_load(~x[0])
+    f32x4_store(~out[0], v + v)
+
+
+def test_a_recorded_module_keeps_the_target_its_build_completed(cache_root: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    built = _built_then_forgotten(_ir(doubled_lanes))
+    assert built.target.cpu_features is not None and "sse" in built.target.cpu_features  # a module with vectors
+    lowered = count_lowerings(monkeypatch)
+    loaded = build_module(_ir(doubled_lanes))
+    assert lowered == [] and loaded.target == built.target  # from the record: no walk of the IR for vectors
+    out = np.empty(4, np.float32)
+    loaded(np.arange(4, dtype=np.float32), out)
+    np.testing.assert_array_equal(out, [0, 2, 4, 6])
+    assert build_module(_ir(scale_rows)).target == hidet.target.Target.of("cpu")  # none where it has none
 
 
 @pytest.mark.parametrize("change", ["project code", "machine", "options", "verify", "dump", "library gone",
