@@ -8,6 +8,7 @@ from codegen.backends import backend_for
 from codegen.module_records import find_record, module_record_key, remember
 from codegen.runtime.module import CompiledModule
 from codegen.toolchain.code_identity import project_code_identity
+from codegen.toolchain.openmp import load_gcc_runtime
 from hidet_lang.ir.func import IRModule
 from hidet_lang.passes.pipeline import lower, lowering_is_observed
 from hidet_lang.target import Target, TargetKind
@@ -53,8 +54,10 @@ def build_module(module: IRModule, target: Target | str | None = None, *, check:
 def prepare_builds() -> None:
     """Read, once a process, what builds are keyed by before the first build asks: in a source checkout, the
     fingerprint of the project's code (`toolchain.code_identity`: the sizes and times of its files), and the machine
-    a CPU module is built for (its C compiler and CPU: `CpuBackend.machine`). The first `script_module()` of a
-    process calls it as it loads the code generator; a build without one reads them then."""
+    a CPU module is built for (its C compiler and CPU: `CpuBackend.machine`); and load GCC's OpenMP runtime, which
+    the CPU's parallel loops link (`toolchain.openmp.load_gcc_runtime`). The first `script_module()` of a process
+    calls it as it loads the code generator; a build without one does this as it needs it."""
     project_code_identity()
     cpu = Target(TargetKind.CPU)
     backend_for(cpu).machine(cpu)
+    load_gcc_runtime()

@@ -34,3 +34,13 @@ def passive_waiting() -> Iterator[None]:
             yield
         finally:
             os.environ.pop("OMP_WAIT_POLICY", None)
+
+
+def load_gcc_runtime() -> None:
+    """Load GCC's OpenMP runtime (libgomp), with passive waiting, before the first library with parallel loops
+    needs it, so that loading it (about half a millisecond) is not part of that library's build; nothing where it
+    is not installed."""
+    import ctypes  # on first use: importing the cache loads no ctypes
+
+    with passive_waiting(), contextlib.suppress(OSError):
+        ctypes.CDLL("libgomp.so.1")
