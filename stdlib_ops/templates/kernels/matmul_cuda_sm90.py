@@ -9,15 +9,18 @@ parameters: the caller passes the tensors themselves).
   it lowers its register budget (`setmaxnreg_dec`) and one of its threads issues every TMA copy. Each consumer
   warpgroup raises its budget (`setmaxnreg_inc`) and owns 64 rows of the `block_m = 64 * consumers` rows of the
   block's tile, all `block_n` columns of it.
-- **The ring.** `stages` buffers, each an `a` tile (`block_m x 64`) and `block_n / 64` tiles of `b` (`64 x 64`),
-  all 64x64 f16 tiles swizzled by 128 bytes as TMA writes them. Stage s has a full barrier (one arrival, the
-  producer's, plus the copies' bytes) and an empty barrier (an arrival of every consumer thread once its wgmma
-  reads of the stage are done). The producer waits for "empty", announces the bytes and issues the copies; the
-  consumers wait for "full", multiply, and release the stage.
-- **wgmma.** Per 64-deep k step, for each 16-deep slice, a consumer issues one m64n64k16 `wgmma_mma_async` per
-  64 columns of its tile: `a`'s tile is K-major, `b`'s tiles MN-major (`b` is row-major `[k, n]`: `transposed`
-  descriptors), 64 columns being what one MN-major 128-byte-swizzled atom row holds. A step's group stays in
-  flight while the next is issued (`wgmma_wait_group(1)`); a stage is released once its group is done.
+- **The ring.** `stages` buffers (by default as many as shared memory holds, at most 8), each an `a` tile
+  (`block_m x 64`) and `block_n / 64` tiles of `b` (`64 x 64`), all 64x64 f16 tiles swizzled by 128 bytes as TMA
+  writes them. Stage s has a full barrier (one arrival, the producer's, plus the copies' bytes) and an empty
+  barrier (one arrival a consumer warpgroup, by one elected thread, once the warpgroup's wgmma reads of the stage
+  are done). The producer waits for "empty", announces the bytes and issues the copies; the consumers wait for
+  "full", multiply, and release the stage.
+- **wgmma.** Per 64-deep k step, for each 16-deep slice, a consumer issues one m64nNk16 `wgmma_mma_async` with N =
+  `block_n` (up to 256: the whole width of its tile, so `a`'s slice is read from shared memory once a slice, not
+  once every 64 columns): `a`'s tile is K-major, `b`'s MN-major (`b` is row-major `[k, n]`: a `transposed`
+  descriptor), its 64-column atoms side by side (the descriptor's leading byte offset steps from one to the next).
+  A step's group stays in flight while the next is issued (`wgmma_wait_group(1)`); a stage is released once its
+  group is done.
 - **Persistent grid.** At most `blocks` blocks (`NUM_SMS` by default); each cluster of `cluster` blocks walks the
   units of `cluster` vertically neighbouring tiles `c, c + clusters, ...` (c: the cluster's index), the block of
   rank r taking the unit's r-th tile row, in groups of `GROUP_M` unit rows (`tile_order`: a group's blocks share
@@ -27,12 +30,12 @@ parameters: the caller passes the tensors themselves).
   the same columns, so they need the same `b` tile each step: each producer loads half of its 64 k rows
   (`tma_load_multicast`) into both blocks' shared memory, completing the bytes on both blocks' full barriers, which
   halves the `b` traffic from L2. A stage of a block is then written by both producers, so its empty barrier
-  gathers the consumers of both blocks (each consumer thread arrives on both, `mbarrier_arrive_cluster`) before
-  either producer refills it. The blocks start after both have initialized their barriers and leave together
-  (`cluster_sync`), since each arrives on and copies into the other's shared memory. Both blocks walk the same
-  units and steps (the second block of a unit past the last tile row computes zeros and stores nothing), so their
-  rings stay in step. The default is 1: clusters of 2 pay off where L2 bandwidth limits the kernel (large n and
-  k), which only a measurement on the GPU can tell; `ops.tune` searches both.
+  gathers the consumers of both blocks (thread r of each consumer warpgroup arrives on block r's,
+  `mbarrier_arrive_cluster`) before either producer refills it. The blocks start after both have initialized their
+  barriers and leave together (`cluster_sync`), since each arrives on and copies into the other's shared memory.
+  Both blocks walk the same units and steps (the second block of a unit past the last tile row computes zeros and
+  stores nothing), so their rings stay in step. The default is 1: clusters of 2 pay off where L2 bandwidth limits the
+  kernel (large n and k), which only a measurement on the GPU can tell; `ops.tune` searches both.
 - **Every size.** TMA fills the parts of a box outside the tensor with zeros (ragged m, n and k tiles add nothing);
   the accumulators are stored into `c` element by element where they fall inside it, which is where a fused
   epilogue lands. TMA needs rows that span multiples of 16 bytes: k and n must be multiples of 8.
@@ -51,7 +54,19 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hidet_lang import attrs, f32, i32, meta, register_tensor, script, script_module, tensor_pointer, u64, view
+from hidet_lang import (
+    attrs,
+    f32,
+    i32,
+    meta,
+    register_tensor,
+    row_major,
+    script,
+    script_module,
+    tensor_pointer,
+    u64,
+    view,
+)
 from hidet_lang.cuda import (
     TensorMap,
     blockIdx,
@@ -105,11 +120,19 @@ CONSUMER_REGISTERS = 232  # a consumer's: up to 128 accumulators a thread and th
 TMA_ELEMENT_MULTIPLE = 8  # a TMA tensor's rows span multiples of 16 bytes: 8 elements of 16 bits
 
 MATMUL_CUDA_SM90_SPACE = TuningSpace(
-    {"block_n": (128, 256, 64), "stages": (4, 3, 5), "consumers": (2, 1), "cluster": (1, 2)},
-    default={"block_n": 128, "stages": 4, "consumers": 2, "cluster": 1},
+    {"block_n": (None, 256, 128, 64), "stages": (None, 4, 3), "consumers": (2, 1), "cluster": (1, 2)},
+    default={"block_n": None, "stages": None, "consumers": 2, "cluster": 1},
 )
-"""The tuning space (`ops.tune`): the tile's columns, the ring's stages, the consumer warpgroups (64 rows of the
-tile each) and the blocks of a cluster that share `b`'s tiles through multicast."""
+"""The tuning space (`ops.tune`): the tile's columns (None: `default_block_n`), the ring's stages (None: as many as
+shared memory holds), the consumer warpgroups (64 rows of the tile each) and the blocks of a cluster that share `b`'s
+tiles through multicast."""
+MAX_STAGES = 8
+
+
+def default_block_n(n: Size) -> int:
+    """The tile's columns for products of `n` columns: 256 (one m64n256 wgmma a slice, CUTLASS's design point) where
+    `n` is symbolic or at least 256, else the fewest 64-column atoms that cover `n`."""
+    return 256 if not isinstance(n, int) else min(256, ATOM * -(-n // ATOM))
 CLUSTERS = (1, 2)  # the cluster sizes the template takes
 
 
@@ -120,7 +143,8 @@ def _registers_fit(consumers: int) -> bool:
 
 @declare_space(MATMUL_CUDA_SM90_SPACE)
 def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "float16", *,
-                     dtype: str | None = None, block_n: int = 128, stages: int = 4, consumers: int = 2,
+                     dtype: str | None = None, block_n: int | None = None, stages: int | None = None,
+                     consumers: int = 2,
                      cluster: int = 1, blocks: int = NUM_SMS) -> ScriptModule:
     """A module with one kernel `matmul(<symbolic sizes>, a, b, c)` computing `c = a @ b` on Hopper's tensor cores
     (built for 'cuda:sm_90a').
@@ -129,10 +153,10 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
     k]` and `[k, n]` when batch is 1), `c: out_dtype[batch, m, n]`; each size is an int or a symbolic name; k and n
     are multiples of 8 (checked here when known, at the launch otherwise). `dtype` is float16 or bfloat16 (None:
     `out_dtype` where it is one of them, else float16). The block tile is `64 * consumers` x `block_n` (a multiple
-    of 64, at most 256), computed by `consumers` (1 or 2) consumer warpgroups from a ring of `stages` (2 to 8)
-    shared buffers. `cluster` (1 or 2) blocks of a cluster share `b`'s tiles (a multicast of half of each from
-    either block). The persistent grid has at most `blocks` blocks (one an SM of the GPU: `NUM_SMS`), a multiple
-    of `cluster`."""
+    of 64, at most 256; None: `default_block_n`), computed by `consumers` (1 or 2) consumer warpgroups from a ring
+    of `stages` (2 to 8; None: as many as the shared memory of an sm_90 block holds) shared buffers. `cluster` (1
+    or 2) blocks of a cluster share `b`'s tiles (a multicast of half of each from either block). The persistent grid has
+    at most `blocks` blocks (one an SM of the GPU: `NUM_SMS`), a multiple of `cluster`."""
     name = "matmul_cuda_sm90"
     check_sizes(name, {"batch": batch, "m": m, "n": n, "k": k})
     out = template_dtype(name, out_dtype, OUTPUT_DTYPES)
@@ -142,12 +166,16 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
     for size_name, size in (("k", k), ("n", n)):
         require(not isinstance(size, int) or size % TMA_ELEMENT_MULTIPLE == 0, name,
                 f"{size_name}={size}: TMA needs rows of a multiple of 16 bytes ({TMA_ELEMENT_MULTIPLE} elements)")
+    block_n = default_block_n(n) if block_n is None else block_n
     require(block_n % ATOM == 0 and ATOM <= block_n <= 256, name, "block_n must be 64, 128, 192 or 256")
     require(consumers in (1, 2) and _registers_fit(consumers), name, "consumers must be 1 or 2")
-    require(2 <= stages <= 8, name, "stages must be 2 to 8")
+    block_m = ATOM * consumers
+    stage_bytes = block_m * BLOCK_K * 2 + block_n // ATOM * TILE_BYTES  # what a stage's copies complete
+    if stages is None:  # as many as fit beside their two barriers each
+        stages = min(MAX_STAGES, MAX_SMEM_BYTES // (stage_bytes + 16))
+    require(2 <= stages <= MAX_STAGES, name, f"stages must be 2 to {MAX_STAGES}")
     require(cluster in CLUSTERS, name, "cluster must be 1 or 2")
     require(blocks >= cluster, name, f"blocks must be at least the cluster's {cluster}")
-    block_m = ATOM * consumers
     b_tiles = block_n // ATOM
     a_stage_bytes = block_m * BLOCK_K * 2
     b_stage_bytes = b_tiles * TILE_BYTES
@@ -159,21 +187,25 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
     smem_bytes = bars_at + 2 * stages * 8
     require(smem_bytes <= MAX_SMEM_BYTES, name, f"{smem_bytes} bytes of shared memory (at most 227 KB)")
     threads = WARPGROUP * (1 + consumers)
-    stage_bytes = a_stage_bytes + b_stage_bytes  # what the copies of a stage complete on its full barrier
     batched = batch != 1  # one batch entry: two-dimensional tensor maps
     tile_type = TensorType(dt, (ATOM, BLOCK_K), swizzled_layout([ATOM, BLOCK_K], dt, swizzle=128))
+    # a stage's b: its 64-column atoms side by side, [BLOCK_K, block_n], as one wgmma reads them
+    b_stage_type = TensorType(dt, (BLOCK_K, block_n),
+                              row_major(1, b_tiles) * swizzled_layout([BLOCK_K, ATOM], dt, swizzle=128))
 
     with script_module() as module:
 
         @script
-        def release(bar: ~u64):
-            """Release a stage: an arrival on its empty barrier in every block of the cluster (whose producers
-            both write it)."""
+        def release(bar: ~u64, t: i32):
+            """Release a stage, called by every thread `t` of a consumer warpgroup once its wgmma reads of the stage
+            are done: one arrival on its empty barrier in every block of the cluster (whose producers both write
+            it), thread r arriving on block r's."""
             attrs.func_kind = "cuda_internal"
             if cluster > 1:
                 for r in meta.range(cluster):
-                    mbarrier_arrive_cluster(bar, r)
-            else:
+                    if t == r:
+                        mbarrier_arrive_cluster(bar, r)
+            elif t == 0:
                 mbarrier_arrive(bar)
 
         @script
@@ -198,7 +230,7 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
             if threadIdx.x == 0:
                 for s in range(stages):
                     mbarrier_init(~full[s], 1)
-                    mbarrier_init(~empty[s], cluster * consumers * WARPGROUP)  # every block's consumers
+                    mbarrier_init(~empty[s], cluster * consumers)  # every block's consumer warpgroups
                 fence_mbarrier_init()
             if cluster > 1:
                 cluster_sync()  # the other block's barriers are ready before its copies and arrivals reach them
@@ -239,16 +271,15 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
                 setmaxnreg_inc(CONSUMER_REGISTERS)
                 t = threadIdx.x % WARPGROUP
                 rows = (role - 1) * ATOM  # this warpgroup's rows of the tile
-                acc = register_tensor(f32, [b_tiles, ATOM // 2])  # a 64x64 accumulator a b tile
+                acc = register_tensor(f32, [block_n // 2])  # the 64 x block_n accumulator of one wgmma
                 it = 0
                 for unit in range(blockIdx.x // cluster, batch * per_batch, gridDim.x // cluster):
                     bi = unit // per_batch
                     grouped_tile(unit % per_batch, units_m, tiles_n, ~unit_row, ~tile_col)
                     m0 = (unit_row * cluster + rank) * block_m
                     n0 = tile_col * block_n
-                    for j in meta.range(b_tiles):
-                        for r in meta.range(ATOM // 2):
-                            acc[j, r] = 0.0
+                    for r in meta.range(block_n // 2):
+                        acc[r] = 0.0
                     for step in range(steps):
                         s = it % stages
                         mbarrier_wait(~full[s], it // stages % 2)
@@ -256,26 +287,22 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
                         for kk in meta.range(BLOCK_K // WGMMA_K):
                             tile_a = view(dynamic_shared_memory(s * a_stage_bytes + (role - 1) * TILE_BYTES, dt),
                                           tile_type)
-                            desc_a = wgmma_descriptor(tile_a, k=kk * WGMMA_K)
-                            for j in meta.range(b_tiles):
-                                tile_b = view(dynamic_shared_memory(a_bytes + s * b_stage_bytes + j * TILE_BYTES,
-                                                                    dt), tile_type)
-                                wgmma_mma_async(~acc[j, 0], desc_a, wgmma_descriptor(tile_b, k=kk * WGMMA_K,
-                                                                                     transposed=True),
-                                                dtype=dt, trans_b=True, n=ATOM)
+                            tile_b = view(dynamic_shared_memory(a_bytes + s * b_stage_bytes, dt), b_stage_type)
+                            wgmma_mma_async(~acc[0], wgmma_descriptor(tile_a, k=kk * WGMMA_K),
+                                            wgmma_descriptor(tile_b, k=kk * WGMMA_K, transposed=True),
+                                            dtype=dt, trans_b=True, n=block_n)
                         wgmma_commit_group()
                         if step > 0:  # one group in flight: the previous step's is done, release its stage
                             wgmma_wait_group(1, acc)
-                            release(~empty[(it + stages - 1) % stages])
+                            release(~empty[(it + stages - 1) % stages], t)
                         it += 1
                     wgmma_wait_group(0, acc)  # the tile's last step is done: release its stage
-                    release(~empty[(it + stages - 1) % stages])
-                    for j in meta.range(b_tiles):
-                        for r in meta.range(ATOM // 2):
-                            i = m0 + rows + wgmma_accumulator_row(t, r)
-                            jj = n0 + j * ATOM + wgmma_accumulator_col(t, r)
-                            if i < m and jj < n:
-                                c[bi, i, jj] = out(acc[j, r])
+                    release(~empty[(it + stages - 1) % stages], t)
+                    for r in meta.range(block_n // 2):
+                        i = m0 + rows + wgmma_accumulator_row(t, r)
+                        jj = n0 + wgmma_accumulator_col(t, r)
+                        if i < m and jj < n:
+                            c[bi, i, jj] = out(acc[r])
             if cluster > 1:
                 cluster_sync()  # neither block leaves while the other may still copy into it or arrive on it
 

@@ -42,7 +42,7 @@ from hidet_lang.testing import example_count
 from stdlib_ops.fusion import fuse
 from stdlib_ops.fusion.contract import FusionContractError, the_kernel
 from stdlib_ops.fusion.spec import Epilogue, Prologue, Store
-from stdlib_ops.templates.kernels.matmul_cuda_sm90 import matmul_cuda_sm90
+from stdlib_ops.templates.kernels.matmul_cuda_sm90 import default_block_n, matmul_cuda_sm90
 from stdlib_ops.templates.params import ScheduleError
 from stdlib_ops.templates.registry import choose_schedule
 
@@ -271,8 +271,8 @@ def test_the_sm90a_cubin_issues_hgmma_and_utmaldg_without_local_memory(dtype: st
     if kernel.opcodes is None:
         pytest.skip("nvdisasm or cuobjdump (pip nvidia-cuda-nvdisasm, nvidia-cuda-cuobjdump) is not installed: "
                     "the SASS opcodes cannot be read")
-    b_tiles = params.get("block_n", 128) // 64
-    assert kernel.opcodes["HGMMA"] == 4 * b_tiles  # four 16-deep slices of a k step, one wgmma a 64-column tile
+    b_tiles = params.get("block_n", default_block_n("n")) // 64
+    assert kernel.opcodes["HGMMA"] == 4  # four 16-deep slices of a k step, one wgmma of the tile's width each
     assert kernel.opcodes["UTMALDG"] >= 1 + b_tiles  # a stage's a tile and b tiles
     assert kernel.opcodes["USETMAXREG"] == 2  # the producer's and the consumers' register budgets
     assert not any(op.startswith(("LDL", "STL")) for op in kernel.opcodes)
@@ -302,7 +302,31 @@ def test_the_cluster_build_multicasts_its_b_loads_and_spills_nothing(tmp_path: P
     cubin.write_bytes(nvrtc.compile_cubin(source, "sm_90a", include_dirs=[str(INCLUDE_DIR)]))
     sass = subprocess.run([CUOBJDUMP, "-sass", str(cubin)], check=True, capture_output=True, text=True).stdout
     loads = re.findall(r"UTMALDG\.\w+(\.MULTICAST)?", sass)
-    assert loads.count(".MULTICAST") == 128 // 64  # a stage's b tiles, half of each from either block
+    assert loads.count(".MULTICAST") == default_block_n("n") // 64  # a stage's b tiles, half of each from either block
     assert loads.count("") == 1  # its a tile, this block's own
     assert "UCGABAR_ARV" in sass and "UCGABAR_WAIT" in sass  # the cluster barrier at the start and the end
+    assert not re.search(r"\b(LDL|STL)\b", sass)  # no local memory: no spills
+
+
+@pytest.mark.machine_code
+@pytest.mark.skipif(CUOBJDUMP is None, reason="cuobjdump (pip nvidia-cuda-cuobjdump) is not installed")
+@pytest.mark.skipif(importlib.util.find_spec("cuda") is None, reason="NVRTC (pip cuda-python) is not installed")
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_the_operators_4096_cubed_matmul_issues_wide_wgmma_with_one_arrival_a_warpgroup(dtype: str,
+                                                                                        tmp_path: Path) -> None:
+    # the kernel `ops.matmul` takes for cuda:sm_90a, not a hand-picked point: one m64nNk16 wgmma a 16-deep slice
+    # with N >= 128, so that a consumer reads its slice of `a` from shared memory once for the tile's width; a
+    # stage's empty barrier expects one arrival a consumer warpgroup (an elected thread's), not one a thread
+    x, w = ops.symbol([4096, 4096], dtype), ops.symbol([4096, 4096], dtype)
+    choice = choose_schedule(ops.matmul(x, w).producer.task, Target.of("cuda:sm_90a"))
+    kernel = the_kernel(choice.module)
+    assert kernel.name == "matmul_cuda_sm90"
+    counts = {i.args[1].value for i in collect(kernel.body, E.Intrinsic) if i.name == "mbarrier_init"}
+    assert counts == {1, 2}, counts  # full: the producer's arrival; empty: the two consumer warpgroups'
+    source = emit_cuda(plan_module(lower(choice.module, Target(TargetKind.CUDA, "sm_90a"))))[0]
+    cubin = tmp_path / "matmul.cubin"
+    cubin.write_bytes(nvrtc.compile_cubin(source, "sm_90a", include_dirs=[str(INCLUDE_DIR)]))
+    sass = subprocess.run([CUOBJDUMP, "-sass", str(cubin)], check=True, capture_output=True, text=True).stdout
+    widths = [int(n) for n in re.findall(r"HGMMA\.64x(\d+)x16", sass)]
+    assert len(widths) == 4 and min(widths) >= 128, widths
     assert not re.search(r"\b(LDL|STL)\b", sass)  # no local memory: no spills
