@@ -15,8 +15,8 @@ tensors themselves).
 - **Q** is copied once, as 64x64 tiles (64 queries, 64 of the head dimension), on a barrier of its own.
 - **The ring.** `stages` buffers, each the k tile and the v tile of `block_k` keys, stored as `head_dim / 64` tiles
   of `block_k x 64` (one 128-byte swizzle row of the head dimension each). Stage s has a full barrier (the
-  producer's arrival plus the copies' bytes) and an empty barrier (an arrival of every consumer thread once its
-  wgmma reads of the stage are done).
+  producer's arrival plus the copies' bytes) and an empty barrier (one arrival a consumer warpgroup, by one elected
+  thread, once the warpgroup's wgmma reads of the stage are done).
 - **S = Q K^T** by wgmma, both operands K-major in shared memory (the head dimension is the reduction), into an
   accumulator of 64 x `block_k` f32 a consumer.
 - **Online softmax** on the accumulator registers: a thread holds two rows of its warp's 16 (`wgmma_accumulator_row`),
@@ -26,7 +26,8 @@ tensors themselves).
   SDPA).
 - **O += P V** with P, rounded to the input dtype, taken from the registers as wgmma's A fragment: register
   `8 kk + e` of S is element e of the A fragment of the kk-th 16 keys, so no shuffle is needed. V's tile is
-  MN-major (keys are the reduction, rows of V): `transposed` descriptors, one m64n64k16 a 64 columns of O.
+  MN-major (keys are the reduction, rows of V): a `transposed` descriptor over the stage's v tiles side by side,
+  one m64nDk16 wgmma (D the head dimension) a 16 keys.
 - **Overlap.** Step t of a consumer issues tile t's `S = Q K^T`, then tile t - 1's `P V`, waits for S only
   (`wgmma_wait_group(1)`) and computes tile t's softmax while that `P V` runs; then it waits for `P V`, releases
   the stage, rescales O and rounds the new P into the A fragments. Step 0 multiplies a P of zeros by tile 0's V, so
@@ -52,7 +53,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from hidet_lang import attrs, f32, i32, meta, register_tensor, script, script_module, tensor_pointer, u64, view
+from hidet_lang import (
+    attrs,
+    f32,
+    i32,
+    meta,
+    register_tensor,
+    row_major,
+    script,
+    script_module,
+    tensor_pointer,
+    u64,
+    view,
+)
 from hidet_lang.cuda import (
     FULL_MASK,
     TensorMap,
@@ -160,6 +173,9 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
     k_slices = block_k // WGMMA_K
     q_tile = TensorType(dt, (ROWS, ROWS), swizzled_layout([ROWS, ROWS], dt, swizzle=128))
     kv_tile = TensorType(dt, (block_k, ROWS), swizzled_layout([block_k, ROWS], dt, swizzle=128))
+    # a stage's v: its 64-column tiles of the head dimension side by side, [block_k, head_dim], as one wgmma reads it
+    v_stage = TensorType(dt, (block_k, head_dim),
+                         row_major(1, chunks) * swizzled_layout([block_k, ROWS], dt, swizzle=128))
 
     with script_module() as module:
 
@@ -185,7 +201,7 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
                 mbarrier_init(~q_full[0], 1)
                 for s in range(stages):
                     mbarrier_init(~full[s], 1)
-                    mbarrier_init(~empty[s], consumers * WARPGROUP)
+                    mbarrier_init(~empty[s], consumers)  # one elected arrival a consumer warpgroup
                 fence_mbarrier_init()
             syncthreads()
             tiles_q = (seq_q + block_q - 1) // block_q
@@ -221,7 +237,7 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
                 rows = (role - 1) * ROWS  # this warpgroup's queries in the block
                 acc_s = register_tensor(f32, [s_regs])  # S
                 prob = register_tensor(f32, [s_regs])  # the scaled and masked scores, then their exponentials
-                acc_o = register_tensor(f32, [chunks, ROWS // 2])  # a 64x64 accumulator a 64 columns of O
+                acc_o = register_tensor(f32, [head_dim // 2])  # O: the 64 x head_dim accumulator of one wgmma
                 pa = register_tensor(dt, [k_slices, 8])  # P's A fragments, one a 16 keys
                 row_max = register_tensor(f32, [2])
                 row_sum = register_tensor(f32, [2])
@@ -232,9 +248,8 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
                     correction[hh] = 1.0
                 for r in meta.range(s_regs):
                     pa[r // 8, r % 8] = dt(0.0)
-                for j in meta.range(chunks):
-                    for r in meta.range(ROWS // 2):
-                        acc_o[j, r] = 0.0
+                for r in meta.range(head_dim // 2):
+                    acc_o[r] = 0.0
                 mbarrier_wait(~q_full[0], 0)
                 # step `it` issues S of tile `it`, then P V of tile `it - 1` (its P in registers), and computes the
                 # softmax of tile `it` while that P V runs. Step 0 multiplies a P of zeros by tile 0's V: every step
@@ -256,13 +271,12 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
                         wgmma_commit_group()
                     sv = max(it - 1, 0) % stages
                     wgmma_fence()  # P and the rescaled O were written
+                    tile_v = view(dynamic_shared_memory(q_bytes + sv * stage_bytes + chunks * kv_tile_bytes, dt),
+                                  v_stage)
                     for kk in meta.range(k_slices):
-                        for j in meta.range(chunks):
-                            tile_v = view(dynamic_shared_memory(q_bytes + sv * stage_bytes + (chunks + j)
-                                                                * kv_tile_bytes, dt), kv_tile)
-                            wgmma_mma_async(~acc_o[j, 0], ~pa[kk, 0],
-                                            wgmma_descriptor(tile_v, k=kk * WGMMA_K, transposed=True),
-                                            dtype=dt, trans_b=True, n=ROWS)
+                        wgmma_mma_async(~acc_o[0], ~pa[kk, 0],
+                                        wgmma_descriptor(tile_v, k=kk * WGMMA_K, transposed=True),
+                                        dtype=dt, trans_b=True, n=head_dim)
                     wgmma_commit_group()
                     wgmma_wait_group(1, acc_s)  # S is done, P V may still run
                     if it < tiles:
@@ -299,27 +313,25 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
                                     total += p
                             row_sum[hh] = row_sum[hh] * correction[hh] + total
                     wgmma_wait_group(0, acc_o)  # P V is done: its stage is free, its P registers too
-                    if it > 0:
+                    if it > 0 and t == 0:
                         mbarrier_arrive(~empty[(it - 1) % stages])
                     if it < tiles:
-                        for j in meta.range(chunks):
-                            for r in meta.range(ROWS // 2):
-                                acc_o[j, r] = acc_o[j, r] * correction[r // 2 % 2]
+                        for r in meta.range(head_dim // 2):
+                            acc_o[r] = acc_o[r] * correction[r // 2 % 2]
                         for r in meta.range(s_regs):
                             pa[r // 8, r % 8] = dt(prob[r])
                 for hh in meta.range(2):  # the row's sum over its four threads, then its reciprocal (0 for 0)
                     row_sum[hh] += shfl_xor_sync(FULL_MASK, row_sum[hh], 1)
                     row_sum[hh] += shfl_xor_sync(FULL_MASK, row_sum[hh], 2)
                     row_sum[hh] = 1.0 / row_sum[hh] if row_sum[hh] > 0.0 else 0.0
-                for j in meta.range(chunks):
-                    for r in meta.range(ROWS // 2):
-                        oi = q0 + rows + wgmma_accumulator_row(t, r)
-                        oc = j * ROWS + wgmma_accumulator_col(t, r)
-                        if oi < seq_q:
-                            if batched:
-                                o[b, h, oi, oc] = dt(acc_o[j, r] * row_sum[r // 2 % 2])
-                            else:
-                                o[h, oi, oc] = dt(acc_o[j, r] * row_sum[r // 2 % 2])
+                for r in meta.range(head_dim // 2):
+                    oi = q0 + rows + wgmma_accumulator_row(t, r)
+                    oc = wgmma_accumulator_col(t, r)
+                    if oi < seq_q:
+                        if batched:
+                            o[b, h, oi, oc] = dt(acc_o[r] * row_sum[r // 2 % 2])
+                        else:
+                            o[h, oi, oc] = dt(acc_o[r] * row_sum[r // 2 % 2])
 
     return bind_sizes(module, "attention", {"batch": batch, "heads": heads, "kv_heads": kv_heads, "seq_q": seq_q,
                                             "seq_k": seq_k})

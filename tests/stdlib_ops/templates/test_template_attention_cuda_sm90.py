@@ -184,8 +184,8 @@ def test_the_sm90a_cubin_issues_hgmma_and_utmaldg_without_local_memory(head_dim:
         pytest.skip("nvdisasm or cuobjdump (pip nvidia-cuda-nvdisasm, nvidia-cuda-cuobjdump) is not installed: "
                     "the SASS opcodes cannot be read")
     block_k = schedule.get("block_k", 64)
-    # a tile: head_dim / 16 wgmma for S, block_k / 16 x head_dim / 64 for P V
-    assert kernel.opcodes["HGMMA"] == head_dim // 16 + block_k // 16 * head_dim // 64
+    # a tile: head_dim / 16 wgmma for S, block_k / 16 for P V (each as wide as the head dimension)
+    assert kernel.opcodes["HGMMA"] == head_dim // 16 + block_k // 16
     assert kernel.opcodes["UTMALDG"] >= 2 * head_dim // 64 + head_dim // 64  # k and v tiles, then q's
     assert kernel.opcodes["USETMAXREG"] == 2  # the producer's and the consumers' register budgets
     # two fences (WARPGROUP.ARRIVE) and the two waits (WARPGROUP.DEPBAR): no wait the compiler injected, no wgmma it
