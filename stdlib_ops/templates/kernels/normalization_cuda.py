@@ -6,7 +6,8 @@ block for long ones; the threads stride over the row's columns (thread `t` takes
 warp's reads are consecutive) and combine their partial maxima and sums with warp shuffles, or block reductions
 (`block_reduce`: shuffles, then one partial per warp in shared memory). Where the number of columns is known at
 build time and each thread's share is at most `MAX_CACHED` values, the row is kept in registers: read once, written
-once. Otherwise each pass reads the row again (from the cache, mostly). Arithmetic is in f32 whatever the storage
+once, and softmax computes each exponential once (the row keeps them, then scales them by the sum's reciprocal).
+Otherwise each pass reads the row again (from the cache, mostly). Arithmetic is in f32 whatever the storage
 dtype. Softmax subtracts the row's maximum before `exp` (no overflow); layer norm takes the variance as the mean of
 squared deviations from the mean (two passes, no cancellation). Every kernel follows the kernel contract: inputs
 are only read element by element, the output only stored element by element.
@@ -121,15 +122,22 @@ def _softmax(template: str, rows: Size, cols: Size, dtype: str, threads: int | N
                     top = row_max(local_max)
                     local_sum: f32 = 0.0
                     for j in meta.range(cached):
-                        local_sum += math.exp(v[j] - top)  # exp(-inf) = 0 past the row's end
+                        if log:
+                            local_sum += math.exp(v[j] - top)  # exp(-inf) = 0 past the row's end
+                        else:
+                            v[j] = math.exp(v[j] - top)  # each exponential once: the row keeps them
+                            local_sum += v[j]
                     total = row_sum(local_sum)
-                    log_total = math.log(total)
-                    for j in meta.range(cached):
-                        if lane + j * width < cols:
-                            if log:
+                    if log:
+                        log_total = math.log(total)
+                        for j in meta.range(cached):
+                            if lane + j * width < cols:
                                 y[row, lane + j * width] = dt(v[j] - top - log_total)
-                            else:
-                                y[row, lane + j * width] = dt(math.exp(v[j] - top - log_total))
+                    else:
+                        scale = 1.0 / total
+                        for j in meta.range(cached):
+                            if lane + j * width < cols:
+                                y[row, lane + j * width] = dt(v[j] * scale)
                 else:
                     local_max: f32 = -math.inf
                     for c in range(lane, cols, width):

@@ -5,13 +5,26 @@ magnitudes, and exp, log and rsqrt by a few ulps."""
 
 from __future__ import annotations
 
+import importlib.util
+import re
+import subprocess
 from functools import cache
+from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from template_checks import SUBNORMAL, H, U, assert_softmax_close, data, sizes, softmax_reference
 
+import stdlib_ops as ops
+from codegen.emit.cuda_emitter import emit_cuda
+from codegen.emit.kernel_plan import plan_module
+from codegen.toolchain import nvrtc
+from codegen.toolchain.headers import INCLUDE_DIR
+from codegen.toolchain.sass import find_tool
+from hidet_lang.passes.pipeline import lower
+from hidet_lang.target import Target, TargetKind
 from hidet_lang.testing import example_count
 from stdlib_ops.templates.kernels.normalization_cuda import (
     layer_norm_cuda,
@@ -19,6 +32,7 @@ from stdlib_ops.templates.kernels.normalization_cuda import (
     rms_norm_cuda,
     softmax_cuda,
 )
+from stdlib_ops.templates.registry import choose_schedule
 
 
 @cache
@@ -106,3 +120,22 @@ def test_one_thread_block_per_row_with_other_block_sizes() -> None:
         y = np.full_like(x, np.nan)
         built(softmax_cuda, 3, 1000, threads=threads)(x, y)
         assert_softmax_close(y, x)
+
+
+CUOBJDUMP = find_tool("cuobjdump")
+
+
+@pytest.mark.machine_code
+@pytest.mark.skipif(CUOBJDUMP is None, reason="cuobjdump (pip nvidia-cuda-cuobjdump) is not installed")
+@pytest.mark.skipif(importlib.util.find_spec("cuda") is None, reason="NVRTC (pip cuda-python) is not installed")
+def test_the_operators_softmax_computes_each_exponential_once(tmp_path: Path) -> None:
+    # ops.softmax over rows of 4096 halves for an H100/H200: a block of 128 threads a row, 32 values a thread kept in
+    # registers, so 32 exponentials a thread (MUFU.EX2), not 64 (one for the sum, one for the output)
+    x = ops.symbol(["rows", 4096], "float16")
+    choice = choose_schedule(ops.softmax(x, axis=-1).producer.task, Target.of("cuda:sm_90"))
+    source = emit_cuda(plan_module(lower(choice.module, Target(TargetKind.CUDA, "sm_90"))))[0]
+    cubin = tmp_path / "softmax.cubin"
+    cubin.write_bytes(nvrtc.compile_cubin(source, "sm_90", include_dirs=[str(INCLUDE_DIR)]))
+    sass = subprocess.run([CUOBJDUMP, "-sass", str(cubin)], check=True, capture_output=True, text=True).stdout
+    assert len(re.findall(r"MUFU\.EX2", sass)) == 32
+    assert not re.search(r"\b(LDL|STL)\b", sass)  # the row stays in registers: no local memory
