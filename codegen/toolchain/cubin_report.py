@@ -20,7 +20,7 @@ from .cubin_info import KernelResources, kernel_resources
 from .errors import CudaToolkitMissingError
 from .occupancy import Occupancy, max_threads_per_block, occupancy
 from .ptxas_log import FunctionProperties, parse_ptxas_log, ptxas_log
-from .sass import SASS_TOOLS_MISSING, sass_opcode_counts
+from .sass import SASS_TOOLS_MISSING, KernelSass, MainLoop, sass_of_cubin
 
 __all__ = ["CubinReport", "KernelLaunch", "KernelReport", "cubin_report", "cuda_module_report"]
 
@@ -40,8 +40,9 @@ class KernelReport:
     counts; None when unknown); `local_bytes`, its stack frame (local arrays and spills) a thread; `static_smem`
     and `dynamic_smem` bytes a block (dynamic: None when set at launch from arguments); `threads_per_block` (None
     when set at launch from arguments); `max_threads_per_block` the registers and launch bounds allow; its
-    theoretical `occupancy` (None without a known block size); its SASS `opcodes`, counted (None without a
-    disassembler)."""
+    theoretical `occupancy` (None without a known block size); its SASS `opcodes`, counted, and its `main_loop`
+    (`sass.main_loops`: the loop issuing the most tensor-core instructions, with their share of its instructions;
+    None without a disassembler or without such a loop)."""
 
     name: str
     registers: int
@@ -54,6 +55,7 @@ class KernelReport:
     max_threads_per_block: int
     occupancy: Occupancy | None
     opcodes: Counter[str] | None
+    main_loop: MainLoop | None = None
 
 
 _COLUMNS = ("kernel", "regs", "spill st/ld B", "local B", "smem static B", "smem dyn B", "threads", "max threads",
@@ -121,6 +123,10 @@ class CubinReport:
                 lines.append("SASS opcodes:")
                 for kernel in counted:
                     lines.extend(_opcode_lines(kernel.name, kernel.opcodes))
+                    loop = kernel.main_loop
+                    if loop is not None:
+                        lines.append(f"    main loop: {loop.instructions} instructions, {loop.tensor_core} on the "
+                                     f"tensor cores ({loop.tensor_core_share:.1%})")
         else:
             lines.append("(no kernels)")
         lines.extend(f"note: {note}" for note in self.notes)
@@ -141,7 +147,7 @@ def _opcode_lines(name: str, opcodes: Counter[str], width: int = 116) -> list[st
 
 
 def _kernel_report(arch: str, resources: KernelResources, launch: KernelLaunch | None,
-                   properties: FunctionProperties | None, opcodes: Counter[str] | None) -> KernelReport:
+                   properties: FunctionProperties | None, sass: KernelSass | None) -> KernelReport:
     bound = math.prod(resources.max_threads) if resources.max_threads else None
     threads = launch.threads if launch is not None and launch.threads is not None else bound
     dynamic = 0 if launch is None else launch.dynamic_smem
@@ -159,18 +165,19 @@ def _kernel_report(arch: str, resources: KernelResources, launch: KernelLaunch |
         threads_per_block=threads,
         max_threads_per_block=max_threads_per_block(arch, resources.registers, bound),
         occupancy=occ,
-        opcodes=opcodes,
+        opcodes=None if sass is None else sass.opcodes,
+        main_loop=None if sass is None else sass.main_loop,
     )
 
 
 def cubin_report(cubin: bytes, arch: str, launches: Mapping[str, KernelLaunch] | None = None, *,
-                 ptxas: str | None = None, opcodes: Mapping[str, Counter[str]] | None = None,
+                 ptxas: str | None = None, sass: Mapping[str, KernelSass] | None = None,
                  notes: Sequence[str] = ()) -> CubinReport:
     """The report of `cubin` (an ELF image compiled for normalized architecture `arch`): each kernel's resources,
     with `launches` (by kernel symbol; a kernel not there has no dynamic shared memory and its launch bounds for
-    its block size), `ptxas`' verbose log (its spills; None: unknown) and the SASS `opcodes` by kernel (None: not
-    counted); `notes` are added to the report's. A kernel whose block size or dynamic shared memory depends on its
-    arguments is noted."""
+    its block size), `ptxas`' verbose log (its spills; None: unknown) and what the SASS says by kernel (`sass`;
+    None: not disassembled); `notes` are added to the report's. A kernel whose block size or dynamic shared memory
+    depends on its arguments is noted."""
     launches = launches or {}
     properties = parse_ptxas_log(ptxas) if ptxas is not None else {}
     kernels = []
@@ -179,7 +186,7 @@ def cubin_report(cubin: bytes, arch: str, launches: Mapping[str, KernelLaunch] |
     for name, resources in resources_by_name.items():
         launch = launches.get(name)
         report = _kernel_report(arch, resources, launch, properties.get(name),
-                                None if opcodes is None else opcodes.get(name, Counter()))
+                                None if sass is None else sass.get(name, KernelSass(Counter(), None)))
         if report.threads_per_block is None:
             notes.append(f"{name}: its block size is set at launch and has no launch bound; no occupancy")
         if report.dynamic_smem is None:
@@ -203,6 +210,6 @@ def cuda_module_report(source: str, cubin: Callable[[], bytes], arch: str,
         log = ptxas_log(source, arch, include_dirs=include_dirs)
     except CudaToolkitMissingError as exc:
         return CubinReport(arch=arch, kernels=(), notes=(f"no cubin to report on: {exc}",))
-    opcodes = sass_opcode_counts(image)
-    return cubin_report(image, arch, launches, ptxas=log, opcodes=opcodes,
-                        notes=() if opcodes is not None else (SASS_TOOLS_MISSING,))
+    sass = sass_of_cubin(image)
+    return cubin_report(image, arch, launches, ptxas=log, sass=sass,
+                        notes=() if sass is not None else (SASS_TOOLS_MISSING,))

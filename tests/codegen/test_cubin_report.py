@@ -280,6 +280,50 @@ def test_opcodes_are_counted_without_modifiers_predicates_or_trailing_padding() 
     assert sass.opcode_counts(CUOBJDUMP_LISTING) == {"second": Counter({"LDSM": 1, "EXIT": 1})}
 
 
+LOOPS_LISTING = """\
+//--------------------- .text.looping          --------------------------
+        /*0000*/                   S2R R0, SR_TID.X ;
+.L_x_0:
+        /*0010*/                   LDS R2, [R0] ;
+.L_x_1:
+        /*0020*/                   HMMA.16816.F32 R4, R8, R12, R4 ;
+        /*0030*/                   HMMA.16816.F32 R4, R8, R12, R4 ;
+        /*0040*/               @P0 BRA `(.L_x_1) ;
+        /*0050*/                   IADD3 R0, R0, 0x1, RZ ;
+        /*0060*/               @P1 BRA `(.L_x_0) ;
+.L_x_2:
+        /*0070*/                   SYNCS.PHASECHK.TRANS64 P2, [R0], RZ ;
+        /*0080*/              @!P2 BRA `(.L_x_2) ;
+        /*0090*/                   BRA `(.L_x_3) ;
+.L_x_3:
+        /*00a0*/                   EXIT ;
+//--------------------- .text.plain           --------------------------
+.L_x_4:
+        /*0000*/                   FFMA R1, R2, R3, R1 ;
+        /*0010*/               @P0 BRA `(.L_x_4) ;
+        /*0020*/                   EXIT ;
+"""
+
+CUOBJDUMP_LOOP = """\
+        Function : looping
+        /*0000*/                   S2R R0, SR_TID.X ;                /* 0x0000000000007919 */
+        /*0010*/                   HGMMA.64x128x16.F32 R24, gdesc[UR4], R24 ;  /* 0x00000000001879f0 */
+        /*0020*/                   FMUL R1, R2, R3 ;                 /* 0x0000000000017220 */
+        /*0030*/               @P0 BRA 0x10 ;                        /* 0x0000000000000947 */
+        /*0040*/                   EXIT ;                            /* 0x000000000000794d */
+"""
+
+
+def test_the_main_loop_is_the_one_issuing_most_tensor_core_work_innermost_first() -> None:
+    loops = sass.main_loops(LOOPS_LISTING)
+    # the inner loop (0x20-0x40) and the outer one (0x10-0x60) both issue the two HMMA: the inner one is the main
+    # loop; the barrier's wait loop and the forward branch are not; a loop without tensor-core work is no main loop
+    assert loops["looping"] == sass.MainLoop(instructions=3, tensor_core=2)
+    assert loops["looping"].tensor_core_share == 2 / 3
+    assert loops["plain"] is None
+    assert sass.main_loops(CUOBJDUMP_LOOP) == {"looping": sass.MainLoop(instructions=3, tensor_core=1)}
+
+
 # ----------------------------------------------------------------------------------------------------
 # Without NVRTC, without a disassembler
 

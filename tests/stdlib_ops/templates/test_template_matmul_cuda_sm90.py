@@ -32,7 +32,7 @@ from codegen.emit.cuda_emitter import emit_cuda
 from codegen.emit.kernel_plan import plan_module
 from codegen.toolchain import nvrtc
 from codegen.toolchain.headers import INCLUDE_DIR
-from codegen.toolchain.sass import find_tool
+from codegen.toolchain.sass import find_tool, read_sass
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.functor import collect
 from hidet_lang.ir.types import TensorType, float32, int32
@@ -330,3 +330,5 @@ def test_the_operators_4096_cubed_matmul_issues_wide_wgmma_with_one_arrival_a_wa
     widths = [int(n) for n in re.findall(r"HGMMA\.64x(\d+)x16", sass)]
     assert len(widths) == 4 and min(widths) >= 128, widths
     assert not re.search(r"\b(LDL|STL)\b", sass)  # no local memory: no spills
+    loop = read_sass(sass)[kernel.name].main_loop  # a consumer's k step: its 4 wgmma in under 100 instructions
+    assert loop is not None and loop.tensor_core == 4 and loop.instructions < 100, loop
