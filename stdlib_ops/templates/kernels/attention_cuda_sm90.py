@@ -91,6 +91,7 @@ from hidet_lang.cuda import (
     wgmma_mma_async,
     wgmma_wait_group,
 )
+from hidet_lang.cuda_limits import shared_memory_per_block
 from hidet_lang.frontend.script import ScriptModule
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.tensor_map import TensorMapType
@@ -111,7 +112,7 @@ BLOCK_KS = (64, 128)
 DTYPES = ("float16", "bfloat16")
 MASK_DTYPES = ("float32", "float16", "bfloat16", "float64")
 DECODING_QUERIES = 16  # queries the tensor-core template's decoding schedule takes (its warps split the keys)
-MAX_SMEM_BYTES = 227 * 1024  # the most dynamic shared memory a block of an sm_90 GPU may have
+MAX_SMEM_BYTES = shared_memory_per_block("sm_90")  # the most shared memory a block of an sm_90 GPU may have
 PRODUCER_REGISTERS = 40  # the producer's register budget a thread (it only issues copies)
 CONSUMER_REGISTERS = {1: 256, 2: 232}  # a consumer's, by consumers: S, its exponentials, P, O and the softmax
 

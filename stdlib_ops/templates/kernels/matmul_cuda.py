@@ -40,6 +40,7 @@ from hidet_lang.cuda import (
     syncthreads,
     threadIdx,
 )
+from hidet_lang.cuda_limits import MAX_STATIC_SHARED_BYTES
 from hidet_lang.frontend.script import ScriptModule
 from stdlib_ops.schedule.signature import kernel_signature
 from stdlib_ops.task import Task
@@ -56,7 +57,7 @@ from stdlib_ops.templates.space import Point, TuningSpace, declare_space
 
 MATMUL_CUDA_DTYPES = ("float32", "float16", "bfloat16")
 CHUNK = 4  # elements of a copy chunk and of a shared read: 16 bytes of f32
-MAX_SMEM_BYTES = 48 * 1024  # static shared memory a block may declare
+MAX_SMEM_BYTES = MAX_STATIC_SHARED_BYTES  # static shared memory a block may declare
 
 TILES = ((128, 128, 8, 8), (64, 64, 4, 4), (32, 32, 4, 4))
 """The tiles `default_tiles` chooses from, largest first: (block_m, block_n, thread_m, thread_n)."""

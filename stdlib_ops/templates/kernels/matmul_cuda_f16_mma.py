@@ -51,6 +51,7 @@ from hidet_lang.cuda import (
     syncthreads,
     threadIdx,
 )
+from hidet_lang.cuda_limits import shared_memory_per_block
 from hidet_lang.frontend.script import ScriptFunction, ScriptModule
 from stdlib_ops.templates.kernels.tile_order import grouped_tile
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype, tile_for_blocks
@@ -62,7 +63,7 @@ BLOCK_K = 32  # k a step: two mma k steps, a 64-byte row of the a tile
 CHUNK = 8  # elements of a copy chunk and of an ldmatrix row: 16 bytes of f16 or bf16
 INPUT_DTYPES = ("float16", "bfloat16")
 OUTPUT_DTYPES = ("float16", "bfloat16", "float32")
-MAX_SMEM_BYTES = 227 * 1024  # the most dynamic shared memory a block of an sm_90 GPU may have (sm_80: 163 KB)
+MAX_SMEM_BYTES = shared_memory_per_block("sm_90")  # a block's most on an sm_90 GPU (sm_80: 163 KB)
 
 TILES = ((128, 128, 64, 32), (64, 64, 32, 32))
 """The tiles `default_tiles` chooses from, largest first: (block_m, block_n, warp_m, warp_n)."""

@@ -94,6 +94,7 @@ from hidet_lang.cuda import (
     wgmma_mma_async,
     wgmma_wait_group,
 )
+from hidet_lang.cuda_limits import shared_memory_per_block
 from hidet_lang.frontend.script import ScriptModule
 from hidet_lang.ir.tensor_map import TensorMapType
 from hidet_lang.ir.types import DataType, TensorType
@@ -114,7 +115,7 @@ TILE_BYTES = ATOM * BLOCK_K * 2  # a 64x64 tile of 16-bit elements
 NUM_SMS = 132  # an H100 SXM's and an H200's SMs: the persistent grid's most blocks
 INPUT_DTYPES = ("float16", "bfloat16")
 OUTPUT_DTYPES = ("float16", "bfloat16", "float32")
-MAX_SMEM_BYTES = 227 * 1024  # the most dynamic shared memory a block of an sm_90 GPU may have
+MAX_SMEM_BYTES = shared_memory_per_block("sm_90")  # the most shared memory a block of an sm_90 GPU may have
 PRODUCER_REGISTERS = 40  # the producer's register budget a thread (it only issues copies)
 CONSUMER_REGISTERS = 232  # a consumer's: up to 128 accumulators a thread and the addressing around them
 TMA_ELEMENT_MULTIPLE = 8  # a TMA tensor's rows span multiples of 16 bytes: 8 elements of 16 bits

@@ -57,6 +57,7 @@ from hidet_lang.cuda import (
     syncthreads,
     threadIdx,
 )
+from hidet_lang.cuda_limits import shared_memory_per_block
 from hidet_lang.frontend.script import ScriptFunction, ScriptModule
 from stdlib_ops.templates.kernels.matmul_cuda_f16_mma import (
     MATMUL_CUDA_F16_MMA_SPACE,
@@ -71,7 +72,7 @@ from stdlib_ops.templates.space import TuningSpace, declare_space
 MMA_M, MMA_N, MMA_K = 16, 8, 8
 BLOCK_K = 32  # k a step: four mma k steps, a 128-byte row of the a tile
 CHUNK = 4  # f32 elements of a 16-byte copy chunk
-MAX_SMEM_BYTES = 227 * 1024  # the most dynamic shared memory a block of an sm_90 GPU may have (sm_80: 163 KB)
+MAX_SMEM_BYTES = shared_memory_per_block("sm_90")  # a block's most on an sm_90 GPU (sm_80: 163 KB)
 
 
 MATMUL_CUDA_TF32_SPACE = TuningSpace(
