@@ -117,11 +117,13 @@ PRODUCER_REGISTERS = 40  # the producer's register budget a thread (it only issu
 CONSUMER_REGISTERS = {1: 256, 2: 232}  # a consumer's, by consumers: S, its exponentials, P, O and the softmax
 
 
-def default_schedule(head_dim: int) -> dict[str, int]:
-    """The schedule for `head_dim` (64 or 128): two consumers (128 queries a block) and tiles of 64 keys in a ring
-    of three stages. With three warpgroups a thread has 168 registers (65536 / 384, as the compiler allots them):
-    S and its exponentials for 128 keys, P and O would not fit."""
-    return {"consumers": 2, "block_k": 64, "stages": 3}
+def default_schedule(head_dim: int, seq_k: Size) -> dict[str, int]:
+    """The schedule for `head_dim` (64 or 128) and `seq_k` keys: two consumers (128 queries a block) in a ring of
+    three stages, tiles of 128 keys at head dimension 64 (S by m64n128 wgmma, as FlashAttention-3) unless the keys
+    are known to fit 64, and of 64 keys at 128: there S, the scores taken out of it, P and O of a 128-key tile
+    would not fit a consumer's registers beside each other (ptxas spills), where one consumer's could."""
+    wide = head_dim == 64 and (not isinstance(seq_k, int) or seq_k > 64)
+    return {"consumers": 2, "block_k": 128 if wide else 64, "stages": 3}
 
 
 def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, seq_k: Size, head_dim: int,
@@ -148,14 +150,14 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
             f"heads ({heads}) must be group ({group}) times kv_heads ({kv_heads})")
     batched = batch != 1 if batched is None else batched
     require(batched or batch == 1, name, "an unbatched kernel has a batch of 1")
-    schedule = default_schedule(head_dim)
+    schedule = default_schedule(head_dim, seq_k)
     consumers = schedule["consumers"] if consumers is None else consumers
     block_k = schedule["block_k"] if block_k is None else block_k
     stages = schedule["stages"] if stages is None else stages
     require(consumers in (1, 2), name, "consumers must be 1 or 2")
     require(block_k in BLOCK_KS, name, f"block_k must be one of {BLOCK_KS}")
-    require(block_k == 64 or (consumers == 1 and head_dim == 64), name, "tiles of 128 keys fit a thread's registers "
-            "(S, its exponentials, P and O) only with one consumer at head dimension 64")
+    require(block_k == 64 or consumers == 1 or head_dim == 64, name, "tiles of 128 keys fit a thread's registers "
+            "(S, its exponentials, P and O) with two consumers only at head dimension 64")
     require(2 <= stages <= 8, name, "stages must be 2 to 8")
     block_q = ROWS * consumers
     chunks = head_dim // ROWS  # 64-column tiles of the head dimension

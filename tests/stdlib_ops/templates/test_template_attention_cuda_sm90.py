@@ -24,7 +24,7 @@ from codegen.backends import with_device_arch
 from hidet_lang.target import Target
 from hidet_lang.testing import example_count
 from stdlib_ops.fusion.contract import the_kernel
-from stdlib_ops.templates.kernels.attention_cuda_sm90 import attention_cuda_sm90
+from stdlib_ops.templates.kernels.attention_cuda_sm90 import attention_cuda_sm90, default_schedule
 from stdlib_ops.templates.params import ScheduleError
 from stdlib_ops.templates.registry import choose_schedule
 
@@ -107,7 +107,7 @@ def test_schedule_parameters_it_cannot_honour_are_refused() -> None:
     with pytest.raises(ScheduleError, match="stages"):
         attention_cuda_sm90(1, 2, 2, 8, 8, 64, stages=1)
     with pytest.raises(ScheduleError, match="tiles of 128 keys"):
-        attention_cuda_sm90(1, 2, 2, 8, 8, 128, consumers=1, block_k=128)
+        attention_cuda_sm90(1, 2, 2, 8, 8, 128, consumers=2, block_k=128)
     with pytest.raises(ScheduleError, match="shared memory"):
         attention_cuda_sm90(1, 2, 2, 8, 8, 128, stages=7)
 
@@ -172,7 +172,7 @@ def test_a_graph_runs_grouped_heads_with_a_mask_and_scale_on_the_hopper_kernel()
 
 @pytest.mark.skipif(importlib.util.find_spec("cuda") is None, reason="NVRTC (pip cuda-python) is not installed")
 @pytest.mark.parametrize(("head_dim", "dtype", "schedule"), [
-    (64, "float16", {}), (128, "bfloat16", {}),
+    (64, "float16", {}), (128, "bfloat16", {}), (128, "float16", dict(consumers=1, block_k=128)),
 ])
 def test_the_sm90a_cubin_issues_hgmma_and_utmaldg_without_local_memory(head_dim: int, dtype: str,
                                                                        schedule: dict[str, int]) -> None:
@@ -183,7 +183,7 @@ def test_the_sm90a_cubin_issues_hgmma_and_utmaldg_without_local_memory(head_dim:
     if kernel.opcodes is None:
         pytest.skip("nvdisasm or cuobjdump (pip nvidia-cuda-nvdisasm, nvidia-cuda-cuobjdump) is not installed: "
                     "the SASS opcodes cannot be read")
-    block_k = schedule.get("block_k", 64)
+    block_k = schedule.get("block_k", default_schedule(head_dim, "sk")["block_k"])
     # a tile: head_dim / 16 wgmma for S, block_k / 16 for P V (each as wide as the head dimension)
     assert kernel.opcodes["HGMMA"] == head_dim // 16 + block_k // 16
     assert kernel.opcodes["UTMALDG"] >= 2 * head_dim // 64 + head_dim // 64  # k and v tiles, then q's
