@@ -50,22 +50,25 @@ def call_twice(library: Path, x: int) -> int:
     return twice(x)
 
 
+def gcc_for(language: str, monkeypatch: pytest.MonkeyPatch) -> CompilerInfo:
+    """The compiler of `language` ('c' or 'c++'), the environment's choice of it set aside; the tests of what GCC
+    reads need GCC, which the project's CI has."""
+    monkeypatch.delenv("CXX" if language == "c++" else "CC", raising=False)
+    compiler = find_c_compiler(language)
+    assert gcc_major_version(compiler) is not None, f"these tests need GCC as the {language} compiler"
+    return compiler
+
+
 @pytest.fixture
 def gcc(cache_root: Path, monkeypatch: pytest.MonkeyPatch) -> CompilerInfo:
-    """The C++ compiler, with a fresh cache; the tests of what GCC reads need GCC, which the project's CI has."""
-    monkeypatch.delenv("CXX", raising=False)
-    compiler = find_c_compiler("c++")
-    assert gcc_major_version(compiler) is not None, "these tests need GCC as the C++ compiler"
-    return compiler
+    """The C++ compiler (GCC), with a fresh cache."""
+    return gcc_for("c++", monkeypatch)
 
 
 @pytest.fixture
 def gcc_c(cache_root: Path, monkeypatch: pytest.MonkeyPatch) -> CompilerInfo:
-    """The C compiler, with a fresh cache (GCC, as for `gcc`)."""
-    monkeypatch.delenv("CC", raising=False)
-    compiler = find_c_compiler("c")
-    assert gcc_major_version(compiler) is not None, "these tests need GCC as the C compiler"
-    return compiler
+    """The C compiler (GCC), with a fresh cache."""
+    return gcc_for("c", monkeypatch)
 
 
 @pytest.mark.parametrize(("source", "language", "expected"), [
