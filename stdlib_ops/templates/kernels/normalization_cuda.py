@@ -5,9 +5,10 @@ A row is shared by `width` threads (`row_layout`): a warp per row for short rows
 block for long ones; the threads stride over the row's columns (thread `t` takes columns `t, t + width, ...`, so a
 warp's reads are consecutive) and combine their partial maxima and sums with warp shuffles, or block reductions
 (`block_reduce`: shuffles, then one partial per warp in shared memory). Where the number of columns is known at
-build time and each thread's share is at most `MAX_CACHED` values, the row is kept in registers: read once, written
-once, and softmax computes each exponential once (the row keeps them, then scales them by the sum's reciprocal).
-Otherwise each pass reads the row again (from the cache, mostly). Arithmetic is in f32 whatever the storage
+build time, or at run time for symbolic columns (`row_layout`), and each thread's share is at most `MAX_CACHED`
+values, the row is kept in registers: read once, written once, and softmax computes each exponential once (the
+row keeps them, then scales them by the sum's reciprocal). Otherwise each pass reads the row again (from the
+cache, mostly). Arithmetic is in f32 whatever the storage
 dtype. Softmax subtracts the row's maximum before `exp` (no overflow); layer norm takes the variance as the mean of
 squared deviations from the mean (two passes, no cancellation). Every kernel follows the kernel contract: inputs
 are only read element by element, the output only stored element by element.
@@ -54,17 +55,19 @@ class RowLayout:
 
 def row_layout(cols: Size, threads: int | None = None) -> RowLayout:
     """A warp per row for rows of at most `WARP_ROW_MAX_COLS` columns known at build time, else the block; the row
-    in registers where the columns are known and a thread's share is at most `MAX_CACHED` values. Without
-    `threads`, blocks of 128 threads, or for longer rows the fewest of `BLOCK_SIZES` that keep a row in registers
-    (the most where none does, 256 for rows known only at run time)."""
+    in registers where a thread's share is at most `MAX_CACHED` values: for columns known only at run time, up to
+    `MAX_CACHED` values a thread, which the kernels check at run time (`cols <= cached * width`), reading longer rows
+    pass by pass. Without `threads`, blocks of 128 threads, or for longer rows the fewest of `BLOCK_SIZES` that keep
+    a row in registers (the most where none does; 512 for rows known only at run time, which keeps up to 16384
+    columns in registers)."""
     if threads is None:
         fitting = [t for t in BLOCK_SIZES if isinstance(cols, int) and -(-cols // t) <= MAX_CACHED]
-        threads = fitting[0] if fitting else BLOCK_SIZES[-1] if isinstance(cols, int) else 256
+        threads = fitting[0] if fitting else BLOCK_SIZES[-1] if isinstance(cols, int) else 512
     require(threads % WARP == 0 and WARP <= threads <= 1024, "normalization_cuda",
             f"{threads} threads a block (need whole warps, at most 1024)")
     if isinstance(cols, int) and cols <= WARP_ROW_MAX_COLS:
         return RowLayout(threads, WARP, threads // WARP, -(-cols // WARP))
-    share = -(-cols // threads) if isinstance(cols, int) else MAX_CACHED + 1
+    share = -(-cols // threads) if isinstance(cols, int) else MAX_CACHED
     return RowLayout(threads, threads, 1, share if share <= MAX_CACHED else 0)
 
 
@@ -111,7 +114,7 @@ def _softmax(template: str, rows: Size, cols: Size, dtype: str, threads: int | N
             row = blockIdx.x * per_block + threadIdx.x // width
             lane = threadIdx.x % width
             if row < rows:
-                if cached > 0:
+                if cols <= cached * width:  # the row fits the registers (known at build time where cols is)
                     v = register_tensor(f32, [max(cached, 1)])
                     local_max: f32 = -math.inf
                     for j in meta.range(cached):
@@ -194,7 +197,7 @@ def _norm(template: str, kernel_name: str, rows: Size, cols: Size, eps: float, d
             row = blockIdx.x * per_block + threadIdx.x // width
             lane = threadIdx.x % width
             if row < rows:
-                if cached > 0:
+                if cols <= cached * width:  # the row fits the registers (known at build time where cols is)
                     v = register_tensor(f32, [max(cached, 1)])
                     local_sum: f32 = 0.0
                     for j in meta.range(cached):

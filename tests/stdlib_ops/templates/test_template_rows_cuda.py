@@ -28,17 +28,19 @@ from stdlib_ops.templates.kernels.normalization_cuda import (
 THREADS = 64  # rows past 64 * MAX_CACHED columns are read again each pass; a smaller block keeps them small
 # columns: short (a warp per row), long with the row in registers, longer (read each pass), and symbolic
 COLS = {"warp": st.sampled_from([7, 33]), "cached": st.just(1100),
-        "streamed": st.just(THREADS * MAX_CACHED + 3), "symbolic": st.sampled_from([5, 40, 257])}
+        "streamed": st.just(THREADS * MAX_CACHED + 3),
+        # known at run time only: in registers up to THREADS * MAX_CACHED columns, read pass by pass past them
+        "symbolic": st.sampled_from([5, 40, 257, THREADS * MAX_CACHED, THREADS * MAX_CACHED + 1])}
 
 
 def test_the_layouts_the_columns_choose() -> None:
     assert row_layout(WARP_ROW_MAX_COLS, THREADS).width == 32
     assert row_layout(1100, THREADS).width == THREADS and row_layout(1100, THREADS).cached == 18
     assert row_layout(THREADS * MAX_CACHED + 3, THREADS).cached == 0
-    assert row_layout("cols", THREADS).cached == 0
+    assert row_layout("cols", THREADS).cached == MAX_CACHED  # checked against the columns at run time
     # without a block size: the fewest threads that keep the row in registers (the most where none can)
-    assert [(row_layout(c).threads, row_layout(c).cached) for c in (4096, 8192, 32768, 32769)] == [
-        (128, 32), (256, 32), (1024, 32), (1024, 0)]
+    assert [(row_layout(c).threads, row_layout(c).cached) for c in (4096, 8192, 32768, 32769, "cols")] == [
+        (128, 32), (256, 32), (1024, 32), (1024, 0), (512, 32)]
 
 
 @cache
@@ -137,3 +139,18 @@ def test_norms_without_parameters_use_the_template_and_fuse_an_epilogue(op: str)
     expected = np.maximum(flat, 0).reshape(6, 3, 40) * 2
     # normalized values below sqrt(120); the statistics' f32 sums are off by 120 * 2^-24 relative
     np.testing.assert_allclose(compiled(x).numpy(), expected, rtol=0, atol=130 * 8 * U * np.sqrt(120))
+
+
+def test_symbolic_columns_take_the_registers_up_to_their_share_and_passes_past_it() -> None:
+    # one kernel for both: the row in registers at THREADS * MAX_CACHED columns, read pass by pass one column past
+    rng = np.random.default_rng(7)
+    softmax, norm = built(softmax_cuda, "symbolic", 0), built(layer_norm_cuda, "symbolic", 0, weight=False, bias=False)
+    for cols in (THREADS * MAX_CACHED, THREADS * MAX_CACHED + 1):
+        x = (rng.standard_normal((3, cols)) * 4).astype(np.float32)
+        y = np.full_like(x, np.nan)
+        call(softmax, "symbolic", x, y)
+        assert_softmax_close(y, x)
+        call(norm, "symbolic", x, y)
+        magnitude = np.abs(x).max(1, keepdims=True) / np.sqrt(x.astype(np.float64).var(1, keepdims=True)) * (
+            1 + np.sqrt(cols))
+        assert (np.abs(y - layer_norm_reference(x, True, 1e-5)) <= 8 * (cols + 2) * U * magnitude).all()
