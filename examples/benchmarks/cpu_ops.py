@@ -86,14 +86,14 @@ class Row:
 
 # ------------------------------------------------------------------------------------------------ timing
 def timed(ours: Callable[[], object], candidates: dict[str, Callable[[], np.ndarray] | None], result: np.ndarray,
-          bound: np.ndarray, runs: int) -> Timing:
-    """Our function and each installed peer timed in turns (`in_turns`), after checking each peer's result against
-    ours (`result`) within `bound`."""
+          bound: np.ndarray, quick: bool) -> Timing:
+    """Our function and each installed peer timed in turns (`in_turns`: `RUNS` loops, one call each when `quick`),
+    after checking each peer's result against ours (`result`) within `bound`."""
     present = {name: fn for name, fn in candidates.items() if name in PEERS and fn is not None}
     for name, fn in present.items():
         err = np.abs(np.asarray(fn()).astype(np.float64) - result)
         assert (err <= bound).all(), f"{name} differs from stdlib_ops by {err.max()} (bound {bound.max()})"
-    samples = in_turns({"ours": ours, **present}, runs)
+    samples = in_turns({"ours": ours, **present}, 1 if quick else RUNS)
     return Timing(statistics.median(samples["ours"]),
                   {name: statistics.median(samples[name]) if name in present else None for name in PEERS})
 
@@ -242,7 +242,6 @@ def matmul_rows(peers: Peers, quick: bool) -> list[Row]:
         xs, ws = ops.symbol([m, k]), ops.symbol([k, n])
         compiled = ops.optimize(ops.trace_from(ops.matmul(xs, ws), [xs, ws])).build("cpu")
         ours = compiled(a, b).numpy().astype(np.float64)
-        runs = 1 if quick else RUNS
         candidates: dict[str, Callable[[], np.ndarray] | None] = {"numpy": lambda a=a, b=b: np.matmul(a, b)}
         if peers.torch is not None:
             ta, tb = peers.torch.from_numpy(a), peers.torch.from_numpy(b)
@@ -252,7 +251,7 @@ def matmul_rows(peers: Peers, quick: bool) -> list[Row]:
 
             candidates["onnxruntime"] = onnx_session(peers, [helper.make_node("MatMul", ["a", "b"], ["c"])],
                                                      {"a": a, "b": b}, "c")
-        timing = timed(lambda a=a, b=b, f=compiled: f(a, b), candidates, ours, sum_bound(a, b), runs)
+        timing = timed(lambda a=a, b=b, f=compiled: f(a, b), candidates, ours, sum_bound(a, b), quick)
         label = f"matmul {m}x{k} @ {k}x{n}" if (m, k, n) not in squares else f"matmul {m}^3"
         rows.append(Row(label, 2.0 * m * n * k, timing))
     return rows
@@ -300,8 +299,7 @@ def gelu_rows(peers: Peers, quick: bool) -> list[Row]:
         candidates["onnxruntime"] = onnx_session(peers, nodes, {"x": x, "w": w, "b": bias}, "y")
     # the matmul's bound (gelu's slope is at most 1.13), the bias addition, gelu's own f32 rounding and numpy's erf
     bound = 1.13 * sum_bound(x, w) + 8 * 2.0**-24 * np.abs(ours) + 2e-7 + 1e-30
-    runs = 1 if quick else RUNS
-    timing = timed(lambda: compiled(x), candidates, ours, bound, runs)
+    timing = timed(lambda: compiled(x), candidates, ours, bound, quick)
     return [Row(f"gelu(x @ w + b) {m}x{k} @ {k}x{n}", 2.0 * m * n * k, timing)]
 
 
@@ -336,14 +334,13 @@ def normalization_rows(peers: Peers, quick: bool) -> list[Row]:
                        "rms_norm": lambda: f.rms_norm(tx, (cols,), ttw, 1e-6)}
         cases = {name: (op, np_call, torch_calls[name]) for name, (op, np_call, _) in cases.items()}
     result = []
-    runs = 1 if quick else RUNS
     for name, (op, numpy_call, torch_call) in cases.items():
         xs = ops.symbol([rows, cols])
         compiled = ops.optimize(ops.trace_from(op(xs), [xs])).build("cpu")
         ours = compiled(x).numpy().astype(np.float64)
         # f32 sums of 1024 terms in different orders, and exp / sqrt of different libraries: a few ulps each
         bound = 1e-4 * np.abs(ours) + 1e-5
-        timing = timed(lambda f=compiled: f(x), {"numpy": numpy_call, "torch": torch_call}, ours, bound, runs)
+        timing = timed(lambda f=compiled: f(x), {"numpy": numpy_call, "torch": torch_call}, ours, bound, quick)
         result.append(Row(f"{name} [{rows}, {cols}]", 0.0, timing, moved_bytes=2.0 * rows * cols * 4))
     return result
 
@@ -409,8 +406,7 @@ def mlp_rows(peers: Peers, quick: bool) -> list[Row]:
             candidates["onnxruntime"] = onnx_session(peers, mlp_onnx_nodes(w), {"x": x}, "y")
         # f32 sums of 256 and 512 unit-size terms, through a normalization (examples/mlp.py's own tolerance, twice)
         bound = 4e-4 * (1 + np.abs(ours))
-        runs = 1 if quick else RUNS
-        timing = timed(lambda x=x: compiled(x), candidates, ours, bound, runs)
+        timing = timed(lambda x=x: compiled(x), candidates, ours, bound, quick)
         flops = 2.0 * batch * example.HIDDEN * (example.IN_FEATURES + example.OUT_FEATURES)
         rows.append(Row(f"MLP of examples/mlp.py, batch {batch}", flops, timing))
     return rows
@@ -462,8 +458,7 @@ def conv_rows(peers: Peers, quick: bool) -> list[Row]:
             candidates["onnxruntime"] = onnx_session(peers, [node], {"x": x, "w": w, "b": b}, "y")
         # each result within (K + 2) * 2^-24 of the terms' magnitude (f32 sums of K = cg * 9 products and the bias)
         bound = 2 * (cg * 9 + 2) * 2.0**-24 * (conv_magnitude(x, w, 1, groups) + np.abs(b).reshape(1, -1, 1, 1))
-        runs = 1 if quick else RUNS
-        timing = timed(lambda f=compiled, x=x, w=w, b=b: f(x, w, b), candidates, ours, bound + 1e-30, runs)
+        timing = timed(lambda f=compiled, x=x, w=w, b=b: f(x, w, b), candidates, ours, bound + 1e-30, quick)
         label = (f"conv2d 1x{channels}x{side}^2 {channels}x{cg}x3x3" if dense else
                  f"depthwise 3x3 1x{channels}x{side}^2")
         rows.append(Row(label, 2.0 * channels * cg * 9 * side * side, timing))
@@ -507,13 +502,12 @@ def attention_rows(peers: Peers, quick: bool) -> list[Row]:
                 *torch_inputs, is_causal=causal)
         # f32 dot products of 64 terms and softmaxes of 512 keys in different orders: a few 1e-6 of outputs ~1
         bound = np.full(q.shape, 2e-5)
-        runs = 1 if quick else RUNS
         flops = 4.0 * batch * heads * seq * seq * dim / (2 if causal else 1)
         label = f"attention{' causal' if causal else ''} s={seq}"
         calls = {"": lambda f=fused: f(q, k, v), " 3 kernels": lambda f=three: f(q_scaled, k_transposed, v)}
         for name, call in calls.items():
             ours = call().numpy().astype(np.float64)
-            rows.append(Row(label + name, flops, timed(call, candidates, ours, bound, runs)))
+            rows.append(Row(label + name, flops, timed(call, candidates, ours, bound, quick)))
     return rows
 
 

@@ -171,15 +171,15 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
     require(block_n % ATOM == 0 and ATOM <= block_n <= 256, name, "block_n must be 64, 128, 192 or 256")
     require(consumers in (1, 2) and _registers_fit(consumers), name, "consumers must be 1 or 2")
     block_m = ATOM * consumers
-    stage_bytes = block_m * BLOCK_K * 2 + block_n // ATOM * TILE_BYTES  # what a stage's copies complete
+    b_tiles = block_n // ATOM
+    a_stage_bytes = block_m * BLOCK_K * 2
+    b_stage_bytes = b_tiles * TILE_BYTES
+    stage_bytes = a_stage_bytes + b_stage_bytes  # what the copies of a stage complete on its full barrier
     if stages is None:  # as many as fit beside their two barriers each
         stages = min(MAX_STAGES, MAX_SMEM_BYTES // (stage_bytes + 16))
     require(2 <= stages <= MAX_STAGES, name, f"stages must be 2 to {MAX_STAGES}")
     require(cluster in CLUSTERS, name, "cluster must be 1 or 2")
     require(blocks >= cluster, name, f"blocks must be at least the cluster's {cluster}")
-    b_tiles = block_n // ATOM
-    a_stage_bytes = block_m * BLOCK_K * 2
-    b_stage_bytes = b_tiles * TILE_BYTES
     b_rows = BLOCK_K // cluster  # the k rows of a b tile that each block of a cluster loads for both
     b_part_bytes = b_rows * ATOM * 2
     everyone = (1 << cluster) - 1  # the multicast mask: every block of the cluster

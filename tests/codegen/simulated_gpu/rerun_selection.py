@@ -15,7 +15,9 @@ def runs_on_the_cpu(item: pytest.Item) -> bool:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Deselect the tests that `runs_on_the_cpu`."""
-    deselected = [item for item in items if runs_on_the_cpu(item)]
+    kept, deselected = [], []
+    for item in items:
+        (deselected if runs_on_the_cpu(item) else kept).append(item)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
-        items[:] = [item for item in items if not runs_on_the_cpu(item)]
+        items[:] = kept
