@@ -24,6 +24,7 @@ from hidet_lang.target import Target
 from stdlib_ops.dims import names_of
 from stdlib_ops.graph.compiled import CompiledGraph
 from stdlib_ops.graph.decompose import decompose_for
+from stdlib_ops.graph.flops import group_flops
 from stdlib_ops.graph.fused_task import FusedKernel, contract_problems, fused_kernel, group_key, group_outputs
 from stdlib_ops.graph.memory_plan import Launch, Plan, Ref, TensorSpec, plan_memory
 from stdlib_ops.graph.partition import FusionGroup, detach, order_groups
@@ -161,14 +162,14 @@ def _plan(graph: FlowGraph, groups: Sequence[FusionGroup], launches: Sequence[tu
     buffers = tuple((TensorSpec(tensors[i].shape, tensors[i].dtype), memory.slot_of[i]) for i in buffer_ids)
     refs.update((i, ("buffer", k)) for k, i in enumerate(buffer_ids))
     plan_launches = []
-    for (kernel_index, kernel), (ins, outs) in zip(launches, group_io):
+    for (kernel_index, kernel), (ins, outs), group in zip(launches, group_io, groups):
         args: list[Ref] = []
         for role, which in kernel.args:
             if role == "size":
                 args.append(("size", which))
             else:
                 args.append(refs[id((ins if role == "in" else outs)[which])])
-        plan_launches.append(Launch(kernel_index, tuple(args)))
+        plan_launches.append(Launch(kernel_index, tuple(args), group_flops(group)))
     _check_sizes(graph, plan_launches)
     plan = Plan(tuple(TensorSpec(t.shape, t.dtype) for t in graph.inputs),
                 tuple(f"%{name}" for name in graph.input_names), buffers, memory.slots, tuple(plan_launches),

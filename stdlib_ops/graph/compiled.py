@@ -15,6 +15,7 @@ the captured buffers). `compiled.cuda_graphs = False` turns capture and replay o
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,9 @@ from hidet_lang.ir.func import DEVICE_KINDS, IRModule
 from hidet_lang.ir.functor import collect
 from hidet_lang.ir.stmt import AssertStmt
 from hidet_lang.target import Target
+from stdlib_ops.graph.cpu_peak import Peak, machine_peak
 from stdlib_ops.graph.memory_plan import Plan, Ref, TensorSpec
+from stdlib_ops.graph.profile import GraphProfile, make_profile
 from stdlib_ops.graph.save import read_saved, save_compiled
 from stdlib_ops.graph.workspace import Workspace, Workspaces
 from stdlib_ops.operators.base import shape_str
@@ -42,8 +45,8 @@ class CompiledGraph:
     run on here (`codegen.resolve_target`: for CUDA, the architecture and whether the CUDA emulator runs them,
     `target.emulated`), and `device` where its arrays live; `kernels` names the kernels launched per call and
     `schedules` their tunable templates' parameters; `save(path)` writes it to one file that `stdlib_ops.load` reads
-    back. `cuda_graphs` (True by default) lets calls on a GPU replay their launches as a captured CUDA graph; set it
-    to False to launch every kernel on every call."""
+    back; `profile(*inputs)` times a CPU graph kernel by kernel. `cuda_graphs` (True by default) lets calls on a GPU
+    replay their launches as a captured CUDA graph; set it to False to launch every kernel on every call."""
 
     def __init__(self, target: Target, plan: Plan, kernels: Sequence[Any], titles: Sequence[str],
                  constants: Sequence[Any], description: str = "", ir_modules: Sequence[IRModule] = (),
@@ -74,6 +77,10 @@ class CompiledGraph:
         return [self.kernel_schedules[launch.kernel] for launch in self.plan.launches]
 
     def __call__(self, *args: Any) -> Tensor | tuple[Tensor, ...]:
+        return self._call(args)
+
+    def _call(self, args: Sequence[Any], times: list[float] | None = None) -> Tensor | tuple[Tensor, ...]:
+        """A call with `args`; on the CPU, with `times`, each launch's seconds appended to it."""
         plan = self.plan
         if len(args) != len(plan.inputs):
             raise TypeError(f"the compiled graph takes {len(plan.inputs)} inputs "
@@ -86,7 +93,7 @@ class CompiledGraph:
         else:
             slots = [runtime.empty((kind.elements(sizes),), kind.dtype, self.device) for kind in plan.slots]
             values = self._values(hosts, sizes, self._buffer_views(slots, sizes))
-            self._launch(values, sizes)
+            self._launch(values, sizes, times)
             outs = tuple(self._output(values[ref], spec, sizes, ref) for ref, spec in plan.outputs)
         return outs[0] if len(outs) == 1 else outs
 
@@ -168,11 +175,16 @@ class CompiledGraph:
                 values[ref] = runtime.empty(spec.resolve(sizes), spec.dtype, self.device)
         return values
 
-    def _launch(self, values: dict[Ref, Any], sizes: dict[str, int]) -> None:
-        """Launch the plan's kernels over `values`, in order."""
+    def _launch(self, values: dict[Ref, Any], sizes: dict[str, int], times: list[float] | None = None) -> None:
+        """Launch the plan's kernels over `values`, in order; with `times`, each launch's seconds appended to it."""
         for launch in self.plan.launches:
             call = [sizes[a[1]] if a[0] == "size" else _kernel_argument(values[a]) for a in launch.args]
-            self.modules[launch.kernel](*call)
+            if times is None:
+                self.modules[launch.kernel](*call)
+            else:
+                start = time.perf_counter()
+                self.modules[launch.kernel](*call)
+                times.append(time.perf_counter() - start)
 
     def _output(self, value: Any, spec: TensorSpec, sizes: dict[str, int], ref: Ref) -> Tensor:
         shape = spec.resolve(sizes)
@@ -242,6 +254,30 @@ class CompiledGraph:
             raise TypeError(f"the kernel report covers CUDA graphs; this graph is built for '{self.target}' (each "
                             "kernel's vectorization report is compiled.modules[i].report())")
         return CubinReport.combine(self.target.arch or "", [(t, m.report()) for t, m in zip(self.titles, self.modules)])
+
+    def profile(self, *args: Any, runs: int = 10, peak: Peak | None = None) -> GraphProfile:
+        """The time of each kernel of a CPU graph called with `args` (median of `runs` timed calls after an untimed
+        one), its share of the call, the operators it fuses, its GFLOP/s and GB/s against `peak` (None: this
+        machine's, `cpu_peak.machine_peak`), and the time outside the kernels; print it for a table, or take its
+        `records()` (`stdlib_ops.graph.profile`). TypeError for a CUDA graph, ValueError for `runs` below 1."""
+        if self.device != "cpu":
+            raise TypeError(f"profile times the kernels of CPU graphs; this graph is built for '{self.target}' (a "
+                            "CUDA graph's per-kernel costs are compiled.report())")
+        if runs < 1:
+            raise ValueError(f"profile: runs must be at least 1, got {runs}")
+        calls: list[float] = []
+        launches: list[list[float]] = []
+        for run in range(runs + 1):
+            times: list[float] = []
+            start = time.perf_counter()
+            self._call(args, times)
+            if run:
+                calls.append(time.perf_counter() - start)
+                launches.append(times)
+        sizes = self._bind_sizes([self._accept(k, a) for k, a in enumerate(args)])
+        threads = max((m.threads_used() or 0 for m in self.modules), default=0) or None
+        return make_profile(self.plan, self.titles, [int(c.nbytes) for c in self.constants], sizes, calls, launches,
+                            machine_peak(threads) if peak is None else peak)
 
     def save(self, path: str) -> None:
         """Write the compiled graph to one file (a zip) that `stdlib_ops.load(path)` runs without compiling."""

@@ -94,10 +94,13 @@ class TensorSpec:
 
 @dataclass(frozen=True)
 class Launch:
-    """One kernel launch: kernel `kernel` (an index into the graph's kernels) with `args`, one per parameter."""
+    """One kernel launch: kernel `kernel` (an index into the graph's kernels) with `args`, one per parameter, and
+    the floating-point operations it does (`flops`: a sum of dimensions, `stdlib_ops.graph.flops`; None where not
+    known)."""
 
     kernel: int
     args: tuple[Ref, ...]
+    flops: tuple[int | str, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -169,7 +169,7 @@ def _plan_data(plan: Plan) -> dict[str, Any]:
         "input_names": list(plan.input_names),
         "buffers": [[_spec_data(s), slot] for s, slot in plan.buffers],
         "slots": [[s.dtype, s.factor, list(s.symbols)] for s in plan.slots],
-        "launches": [[launch.kernel, [list(a) for a in launch.args]] for launch in plan.launches],
+        "launches": [[launch.kernel, [list(a) for a in launch.args], launch.flops] for launch in plan.launches],
         "outputs": [[list(ref), _spec_data(s)] for ref, s in plan.outputs],
     }
 
@@ -182,10 +182,17 @@ def _plan_of(data: dict[str, Any]) -> Plan:
         buffers=tuple((_spec_of(s), _checked(slot, int)) for s, slot in data["buffers"]),
         slots=tuple(SlotKind(_checked(dtype, str), _checked(factor, int), tuple(_checked(x, str) for x in symbols))
                     for dtype, factor, symbols in data["slots"]),
-        launches=tuple(Launch(_checked(kernel, int), tuple(_ref_of(a) for a in args))
-                       for kernel, args in data["launches"]),
+        launches=tuple(_launch_of(launch) for launch in data["launches"]),
         outputs=tuple((_ref_of(ref), _spec_of(s)) for ref, s in data["outputs"]),
     )
+
+
+def _launch_of(data: list[Any]) -> Launch:
+    """The launch `_plan_data` wrote: kernel, arguments and (from this version on) its operations or None."""
+    kernel, args, *rest = data
+    flops = rest[0] if rest else None
+    return Launch(_checked(kernel, int), tuple(_ref_of(a) for a in args),
+                  None if flops is None else tuple(_checked(f, int | str) for f in flops))
 
 
 def _spec_data(spec: TensorSpec) -> list[Any]:
