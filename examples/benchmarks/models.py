@@ -18,8 +18,12 @@ over synchronized loops and the ratio of each peer's time to ours (`--batch N`, 
 sizes; a case that fails is a row saying why, and the others still run). Without a GPU, `--gpu --quick` runs ours on the
 CUDA emulator and the peers on the CPU at tiny sizes: a smoke run of the script, not a measurement.
 
+`--profile` prints, for each model at batch 1 and 8 (`--batch N` to choose), our per-kernel profile of the model
+imported from its ONNX export beside ONNX Runtime's own profile of that export, grouped by kind of work
+(`model_profiles.py`), so that the gap between the two is attributed kernel by kernel.
+
 Run: python examples/benchmarks/models.py (`--quick`: small inputs and two layers, a smoke run of the script;
-`--gpu [--dtype float32] [--batch N]`: on a GPU)
+`--gpu [--dtype float32] [--batch N]`: on a GPU; `--profile [--batch N]`: the profiles)
 """
 
 from __future__ import annotations
@@ -44,7 +48,8 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from timing import in_turns, synced_median_time  # noqa: E402 - examples/benchmarks/timing.py, beside this script
+from model_profiles import compare, ort_profile  # noqa: E402 - examples/benchmarks/model_profiles.py, beside it
+from timing import SETTLE_S, in_turns, synced_median_time  # noqa: E402 - examples/benchmarks/timing.py, beside this script
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # examples/, for the model builders
 from torch_models import bert, onnx_bytes, outputs_of, resnet18  # noqa: E402
@@ -169,11 +174,15 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small models and inputs (a smoke run)")
     parser.add_argument("--gpu", action="store_true", help="on CUDA, against torch eager and Inductor on the GPU")
     parser.add_argument("--dtype", default="float16", choices=sorted(GPU_TOLERANCE), help="with --gpu: the dtype")
-    parser.add_argument("--batch", type=int, action="append", help="with --gpu: a batch size (repeatable; default "
-                        f"{' and '.join(map(str, GPU_BATCHES))})")
+    parser.add_argument("--batch", type=int, action="append", help="with --gpu or --profile: a batch size "
+                        f"(repeatable; default {' and '.join(map(str, GPU_BATCHES))} on the GPU, 1 and 8 to profile)")
+    parser.add_argument("--profile", action="store_true", help="our per-kernel profile beside ONNX Runtime's")
     args = parser.parse_args()
     if args.gpu:
         gpu_main(args.quick, args.dtype, tuple(args.batch or ((1, 2) if args.quick else GPU_BATCHES)))
+        return
+    if args.profile:
+        profile_main(args.quick, tuple(args.batch or (1, 8)))
         return
     torch.set_num_threads(THREADS)
     print(f"{THREADS} threads each; torch {torch.__version__}")
@@ -201,6 +210,38 @@ def main() -> None:
     print("\ncold: a fresh process with empty caches, from torch.compile to the first result; warm: the same with the "
           "caches the cold run left; load saved graph: stdlib_ops.load of the graph built through ONNX, and its first "
           "run")
+
+
+# ------------------------------------------------------------------------------------------------- profiles
+def profile_main(quick: bool, batches: tuple[int, ...]) -> None:
+    """`--profile`: each model's ONNX export built by us (`from_onnx`, `optimize`, `build('cpu')`) and profiled
+    kernel by kernel (`CompiledGraph.profile`), beside ONNX Runtime's profile of the same export (outputs checked
+    against torch eager first)."""
+    import onnx
+
+    import stdlib_ops as ops
+
+    print(f"{THREADS} threads each; torch {torch.__version__}")
+    runs = 2 if quick else PROFILE_RUNS
+    with torch.no_grad():
+        for label, make in cases(quick).items():
+            for batch in batches:
+                model, inputs = make(batch)
+                exported = onnx_bytes(model, inputs, dynamic_batch=False)
+                ours = ops.optimize(ops.from_onnx(onnx.load_from_string(exported))).build("cpu")
+                arrays = [t.numpy() for t in inputs]
+                result = ours(*arrays)
+                check("hidet-lang (ONNX import)", [r.numpy() for r in (result if isinstance(result, tuple) else
+                                                                        (result,))], as_arrays(model(*inputs)))
+                profile = ours.profile(*arrays, runs=runs)
+                time.sleep(SETTLE_S)  # our threads asleep before ORT's run
+                feed = {f"input{k}": a for k, a in enumerate(arrays)}
+                compare(f"{label}, batch {batch}", profile, *ort_profile(exported, feed, THREADS, runs))
+                time.sleep(SETTLE_S)  # ORT's spinning threads asleep before our next build and profile
+
+
+PROFILE_RUNS = 10
+"""Timed runs of each side's profile (medians)."""
 
 
 # ------------------------------------------------------------------------------------------------- on the GPU
