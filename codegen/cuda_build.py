@@ -22,7 +22,8 @@ import re
 
 from codegen.emit.cuda_emitter import emit_cuda
 from codegen.emit.kernel_plan import ModulePlan, plan_module
-from codegen.runtime import cuda_driver, emulator_memory, streams
+from codegen.emit.profile_sites import ProfileSites
+from codegen.runtime import cuda_driver, emulator_memory, profiling, streams
 from codegen.runtime.interface import ModuleInterface
 from codegen.runtime.module import AfterCall, CompiledModule, bounds_checks
 from codegen.toolchain.cache import build_and_load, build_cubin, build_library
@@ -50,6 +51,8 @@ EMULATOR_FLAGS = ("-O2", "-march=native", "-fopenmp", *SEMANTICS_FLAGS, "-std=c+
                   *(("-mtls-dialect=gnu2",) if platform.machine() in ("x86_64", "AMD64") else ()))
 """The flags of a CUDA module's emulator library (its device and host sources, one C++ translation unit)."""
 
+PROFILE_FLAGS = ("-DHL_EMU_PROFILE",)
+"""What the emulator's profile build adds to `EMULATOR_FLAGS` (its runtime object is compiled with them too)."""
 
 FAST_MATH_OPTIONS = ("--use_fast_math",)
 """NVRTC's options of a module built with `fast_math=True`: approximate math functions, division and square root,
@@ -91,8 +94,19 @@ def build_cuda_module(module: IRModule, target: Target, check: bool = False,
     lib, combined = build_emulator(plan, check, target, files)
     checks = [functools.partial(emulator_memory.launched, lib), _launch_checks(lib, combined, files),
               _emulator_assert_checks(module, lib), bounds_checks(lib, files) if check else None]
+
+    def profile_build() -> CompiledModule:
+        """The module's profile build: its calls add their counts to the open profiles."""
+        sites = ProfileSites()
+        profiled_lib, profiled_source = build_emulator(plan, False, target, files, profile=sites)
+        hooks = [functools.partial(emulator_memory.launched, profiled_lib),
+                 profiling.counts_reader(profiled_lib, sites, arch),
+                 _launch_checks(profiled_lib, profiled_source, files), _emulator_assert_checks(module, profiled_lib)]
+        return CompiledModule(interface, profiled_lib, target, lowered=lambda: module, sources=sources, cubin=cubin,
+                              files=files, after_call=[c for c in hooks if c is not None])
+
     return CompiledModule(interface, lib, target, lowered=lambda: module, sources=sources, cubin=cubin,
-                          files=files, after_call=[c for c in checks if c is not None])
+                          files=files, after_call=[c for c in checks if c is not None], profile_build=profile_build)
 
 
 def host_library_flags(device_source: str) -> tuple[str, ...]:
@@ -102,19 +116,20 @@ def host_library_flags(device_source: str) -> tuple[str, ...]:
     return (*HOST_FLAGS, f"-DHIDET_LANG_KERNELS={hashlib.sha256(device_source.encode()).hexdigest()[:16]}")
 
 
-def build_emulator(plan: ModulePlan, check: bool, target: Target,
-                   files: SourceFiles | None = None) -> tuple[ctypes.CDLL, str]:
-    """The emulator's library for a planned CUDA module (in checking mode when `check`; launches limited to
-    what the architecture of `target` allows), and its C++ source: the kernels, the host functions and one
-    exported `launch_<kernel>` per kernel, the user's files named by the tokens of `files` (the module's table,
-    numbered further; a new one when None)."""
+def build_emulator(plan: ModulePlan, check: bool, target: Target, files: SourceFiles | None = None,
+                   profile: ProfileSites | None = None) -> tuple[ctypes.CDLL, str]:
+    """The emulator's library for a planned CUDA module (in checking mode when `check`; its profile build,
+    compiled with `PROFILE_FLAGS` too, with `profile`, which numbers its sites; launches limited to what the
+    architecture of `target` allows), and its C++ source: the kernels, the host functions and one exported
+    `launch_<kernel>` per kernel, the user's files named by the tokens of `files` (the module's table, numbered
+    further; a new one when None)."""
     files = SourceFiles() if files is None else files
     emu_device, emu_host = emit_cuda(plan, emulator=True, check=check, smem_limit=target.shared_memory_per_block,
-                                     files=files)
+                                     files=files, profile=profile)
     combined = emu_device + "\n" + emu_host
+    flags = EMULATOR_FLAGS if profile is None else (*EMULATOR_FLAGS, *PROFILE_FLAGS)
     with files.in_effect():
-        lib = build_and_load(combined, language="c++", flags=EMULATOR_FLAGS, version=__version__,
-                             emulator_runtime=True)
+        lib = build_and_load(combined, language="c++", flags=flags, version=__version__, emulator_runtime=True)
     return lib, combined
 
 

@@ -9,6 +9,13 @@ through a view of an argument or into the dynamic shared memory, against the byt
 `BlockFunctionEmitter`. In checking mode every element access goes through
 `hl_emu_checked` (bounds of every tensor, and the emulator's shared-memory checks: uninitialized reads and races
 between barriers), shared arrays are registered when declared, and there are no block functions.
+
+In the profile build (`profile`: a `ProfileSites` the emitter numbers its sites in; compiled with `-DHL_EMU_PROFILE`,
+hidet_lang/emulator_profile.h) there are no block functions either, and every counted place records an event:
+each element access of global or shared memory goes through `hl_emu_prof` (local arrays are not counted), the
+memory intrinsics (vector copies, cp.async, ldmatrix, TMA, warpgroup MMA) record their accesses beside their
+call, an `if` on a value records its outcome, and a statement with counted arithmetic (`profile_sites.statement_ops`)
+its execution.
 """
 
 from __future__ import annotations
@@ -17,12 +24,20 @@ from codegen.emit.c_emitter import c_string, tensor_label
 from codegen.emit.cuda_device_emitter import CudaDeviceEmitter, Dim3Text
 from codegen.emit.kernel_plan import ModulePlan
 from codegen.emit.pointer_origins import DYNAMIC_SHARED, pointer_origins
+from codegen.emit.profile_sites import (
+    PROFILE_ANY,
+    PROFILE_GLOBAL,
+    PROFILE_SHARED,
+    ProfileSite,
+    ProfileSites,
+    statement_ops,
+)
 from codegen.toolchain.source_files import SourceFiles
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import FuncKind, Function, IRModule
 from hidet_lang.ir.intrinsics import IntrinsicSpec
-from hidet_lang.ir.types import TensorType
+from hidet_lang.ir.types import TensorType, Type
 
 # Access flags of the emulator's checked accesses (see emulator_checks.h).
 ACCESS_READ, ACCESS_WRITE, SPACE_GLOBAL, SPACE_SHARED, SPACE_LOCAL = 1, 2, 4, 8, 16
@@ -36,14 +51,18 @@ _FAST_NAMES = frozenset({"hl_fast", "hl_fast_args", "hl_fast_bad", "hl_fast_h", 
 
 class EmulatorEmitter(CudaDeviceEmitter):
     """Prints the emulator's device source of a planned CUDA module: `emit_module(plan.device_module)`; `check`:
-    the checking mode (whose plan has no fast paths: `ModulePlan.without_fast_paths`)."""
+    the checking mode, `profile`: the profile build, whose sites it numbers there (the plan of either has no fast
+    paths: `ModulePlan.without_fast_paths`)."""
 
     division_fail = "hl_emu_division_by_zero"
     conversion_warn = "hl_emu_conversion_warning"
 
-    def __init__(self, plan: ModulePlan, check: bool = False, files: SourceFiles | None = None) -> None:
+    def __init__(self, plan: ModulePlan, check: bool = False, files: SourceFiles | None = None,
+                 profile: ProfileSites | None = None) -> None:
         super().__init__(plan, files)
         self.check = check
+        self.profile = profile
+        self.printing: E.Intrinsic | None = None  # the intrinsic being printed
         self.spaces: dict[E.Var, int] = {}  # the memory each tensor variable of the function lives in
 
     def emit_module(self, module: IRModule) -> str:
@@ -81,19 +100,92 @@ class EmulatorEmitter(CudaDeviceEmitter):
         super().stmt_DeclareStmt(s)
         if isinstance(s.var.type, TensorType):
             self.spaces[s.var] = SPACE_SHARED if s.scope == S.DeclScope.SHARED else SPACE_LOCAL
+            name = self.var_name(s.var)
             if self.check and s.scope == S.DeclScope.SHARED:
-                name = self.var_name(s.var)
                 self.line(f'hl_emu_shared_declared({name}, sizeof({name}), "{s.var.name}", {self.where()});')
+            if self.profile is not None and s.scope == S.DeclScope.SHARED:
+                self.line(f"hl_emu_prof_shared({name}, sizeof({name}));")
+
+    def stmt(self, s: S.Stmt) -> None:
+        """Print statement `s`; in the profile build, after an execution event where it has counted arithmetic."""
+        if self.profile is not None and not isinstance(s, S.SeqStmt):
+            self.marker(s)
+            ops = statement_ops(s)
+            if ops:
+                self.line(f"hl_emu_prof_ops({self.site('ops', ops=tuple(sorted(ops.items())))});")
+        super().stmt(s)
+
+    def stmt_IfStmt(self, s: S.IfStmt) -> None:
+        if self.profile is None or isinstance(s.cond, E.Constant):
+            super().stmt_IfStmt(s)
+            return
+        self.line(f"if (hl_emu_prof_branch({self.expr(s.cond)}, {self.site('branch')})) {{")
+        self.body(s.then_body)
+        if s.else_body is not None:
+            self.line("} else {")
+            self.body(s.else_body)
+        self.line("}")
+
+    def site(self, kind: str, op: str = "", ops: tuple[tuple[str, int], ...] = ()) -> int:
+        """The number of a new profile site of the statement being printed (see `ProfileSite`)."""
+        assert self.profile is not None
+        file, line = self.last_marker if self.last_marker else (None, None)
+        return self.profile.add(ProfileSite(file, line, kind, op, ops))
 
     def bounds_checked(self, base: E.Expr, index: E.Expr, write: bool = False,
                        address_only: bool = False) -> str | None:
         """The instrumented address of `base[index]` (None when the access is left plain): a store guard outside
-        checking mode, `hl_emu_checked` in it.
+        checking mode, `hl_emu_checked` in it; in the profile build, an access of global or shared memory records
+        its event (`hl_emu_prof`).
 
         `address_only` is for `~x[i]` (e.g. an atomic's target): its bounds are checked, but it is not a plain
-        read or write for the shared-memory checks."""
+        read or write for the shared-memory checks (nor an access the profile counts)."""
+        address = self.guarded(base, index, write, address_only)
+        if self.profile is None or address_only:
+            return address
+        space = self.space_of(base)
+        if space == SPACE_LOCAL:
+            return address
+        flags = {SPACE_SHARED: PROFILE_SHARED, SPACE_DYNAMIC: PROFILE_SHARED}.get(space, PROFILE_ANY)
+        if space == SPACE_GLOBAL and self.current is not None and self.current.attrs.kind == FuncKind.CUDA_KERNEL:
+            flags = PROFILE_GLOBAL
+        pointer = address if address is not None else f"(&{self.expr(base)}[{self.expr(index)}])"
+        site = self.site("store" if write else "load", "element")
+        return f"hl_emu_prof({pointer}, {site}, {flags}, {self.allocation_of(base)})"
+
+    def allocation_of(self, pointer: E.Expr) -> str:
+        """C text of the kernel's tensor argument that `pointer` (a tensor, a view, or the address of an element of
+        one) points into, whose start the profile counts global sectors from as if it were 256-byte aligned (as a
+        GPU's allocations are); `nullptr` when it is not one."""
+        if isinstance(pointer, E.Address) and isinstance(pointer.expr, E.TensorElement):
+            pointer = pointer.expr.base
+        if not isinstance(pointer, E.Var) or self.current is None or self.current.attrs.kind != FuncKind.CUDA_KERNEL:
+            return "nullptr"
+        origin = self.origins.get(pointer, pointer)
+        return self.expr(origin) if self.spaces.get(origin) == SPACE_GLOBAL else "nullptr"
+
+    def storage_prefix(self, s: S.DeclareStmt) -> str:
+        """In the profile build, a shared array without an alignment of its own is 128-byte aligned, so that its
+        banks are those of a GPU's shared memory, whose arrays start at its base (on the emulator they are
+        thread-local variables)."""
+        prefix = super().storage_prefix(s)
+        return prefix + "__align__(128) " if self.profile is not None and prefix == "__shared__ " else prefix
+
+    def expr_Intrinsic(self, e: E.Intrinsic) -> str:
+        self.printing = e  # the memory intrinsics' profile events read their pointers' origins
+        return super().expr_Intrinsic(e)
+
+    def space_of(self, base: E.Expr) -> int | None:
+        """The memory `base` (a tensor or pointer) lives in, as far as the function tells (None: unknown)."""
+        if not isinstance(base, E.Var):
+            return None
+        origin = self.origins.get(base)
+        return self.spaces.get(base if origin is None else origin)
+
+    def guarded(self, base: E.Expr, index: E.Expr, write: bool, address_only: bool) -> str | None:
+        """`bounds_checked`'s address of `base[index]` before the profile's event."""
         origin = self.origins.get(base) if isinstance(base, E.Var) else None
-        space = self.spaces.get(base if origin is None else origin) if isinstance(base, E.Var) else None
+        space = self.space_of(base)
         if not self.check and not (write and space in (SPACE_GLOBAL, SPACE_DYNAMIC)):
             return None
         name = tensor_label(base)
@@ -136,6 +228,47 @@ class EmulatorEmitter(CudaDeviceEmitter):
         if self.check and spec.emulator_checked is not None:
             return spec.emulator_checked
         return super().spelling(spec)
+
+    def intrinsic(self, name: str, args: list[str], t: Type) -> str:
+        """The intrinsic's text; in the profile build, a memory intrinsic's with the events of its accesses."""
+        text = super().intrinsic(name, args, t)
+        if self.profile is None:
+            return text
+        before, after = self.profile_events(name, args)
+        return f"({', '.join([*before, text, *after])})" if before or after else text
+
+    def profile_events(self, name: str, args: list[str]) -> tuple[list[str], list[str]]:
+        """The profile events of the memory intrinsic `name` on printed `args`: those printed before its call (the
+        accesses of a copy, made as the call makes it) and after it (those read through what the call checks: a
+        tensor map, wgmma descriptors)."""
+        kind, _, rest = name.rpartition("_")
+        ir = self.printing.args if self.printing is not None and self.printing.name == name else ()
+        src, dst = (self.allocation_of(ir[1]), self.allocation_of(ir[0])) if len(ir) >= 2 else ("nullptr", "nullptr")
+        if name.startswith("cp_async_") and rest.isdigit():
+            load, store = self.site("load", "cp.async"), self.site("store", "cp.async")
+            return [f"hl_emu_prof_bytes({args[1]}, {rest}, {load}, {PROFILE_GLOBAL}, {src})",
+                    f"hl_emu_prof_bytes({args[0]}, {rest}, {store}, {PROFILE_SHARED}, nullptr)"], []
+        if name.startswith("copy_vector_") and rest.isdigit():
+            load, store = self.site("load", "vector"), self.site("store", "vector")
+            return [f"hl_emu_prof_bytes({args[1]}, {rest}, {load}, {PROFILE_ANY}, {src})",
+                    f"hl_emu_prof_bytes({args[0]}, {rest}, {store}, {PROFILE_ANY}, {dst})"], []
+        if name in ("ldmatrix_x4", "ldmatrix_x4_trans"):
+            site = self.site("load", "ldmatrix")
+            return [f"hl_emu_prof_bytes({args[1]}, 16, {site}, {PROFILE_SHARED}, nullptr)"], []
+        if name.startswith("tma_load_"):  # (dst, map, bar, [mask,] coordinates...)
+            coords = args[4:] if "multicast" in name else args[3:]
+            sites = f"{self.site('load', 'tma')}, {self.site('store', 'tma')}"
+            return [], [f"hl_emu_prof_tma({sites}, {args[1]}, {', '.join(coords)})"]
+        if name.startswith("tma_store_"):  # (map, src, coordinates...)
+            sites = f"{self.site('store', 'tma')}, {self.site('load', 'tma')}"
+            return [], [f"hl_emu_prof_tma({sites}, {args[0]}, {', '.join(args[2:])})"]
+        if name.startswith("wgmma_mma_async_") and kind.endswith("_ss"):  # (N, TA, TB, desc_a, desc_b, d, scale)
+            site = self.site("load", "wgmma")
+            return [], [f"hl_emu_prof_wgmma({site}, {args[3]}, {args[4]}, {args[0]}, {args[1]}, {args[2]}, 0)"]
+        if name.startswith("wgmma_mma_async_") and kind.endswith("_rs"):  # (N, TB, a, desc_b, d, scale)
+            site = self.site("load", "wgmma")
+            return [], [f"hl_emu_prof_wgmma({site}, 0, {args[3]}, {args[0]}, 0, {args[1]}, 1)"]
+        return [], []
 
 
 class BlockFunctionEmitter(EmulatorEmitter):

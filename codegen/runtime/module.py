@@ -11,7 +11,7 @@ from types import CodeType
 from typing import TYPE_CHECKING, Any
 
 from codegen.emit.c_emitter import ASSERT_STATUS_SYMBOL, FLUSH_SYMBOL
-from codegen.runtime import streams
+from codegen.runtime import profiling, streams
 from codegen.runtime.argument_checks import ctype_of
 from codegen.runtime.arguments import make_caller
 from codegen.runtime.interface import ModuleInterface
@@ -46,13 +46,18 @@ class CompiledModule:
     of their paths (`codegen.toolchain.source_files`): `source()` shows the paths, and every message of the library
     (failed assertions, checks) names them. `callers` is the code of the Python callers of its functions by their
     source (`arguments.make_caller`), given for a module loaded from its record and kept for recording one.
+    `profile_build` (an emulated CUDA module's) builds the module's profile build, which its calls run instead while
+    a profile is open (`codegen.runtime.profiling`); made on the first such call and kept.
     """
 
     def __init__(self, interface: ModuleInterface, lib: ctypes.CDLL, target: Target, *,
                  lowered: Callable[[], IRModule], sources: Mapping[str, str], after_call: Sequence[AfterCall] = (),
                  cubin: Callable[[], bytes] | None = None, callers: dict[str, CodeType] | None = None,
-                 files: SourceFiles | None = None) -> None:
+                 files: SourceFiles | None = None,
+                 profile_build: Callable[[], CompiledModule] | None = None) -> None:
         self.interface = interface
+        self._profile_build = profile_build
+        self._profiled: CompiledModule | None = None
         self.files = SourceFiles() if files is None else files
         self.callers: dict[str, CodeType] = {} if callers is None else callers
         self.target = target
@@ -137,15 +142,28 @@ class CompiledModule:
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         try:
+            if profiling._open and self.target.is_cuda:
+                return self.profiled().functions[self._default_name()](*args, **kwargs)
             return self.functions[self._default_name()](*args, **kwargs)
         except Exception as e:
             raise without_compiler_frames(e) from None
 
     def __getitem__(self, name: str) -> Callable[..., None]:
+        functions = self.profiled().functions if profiling._open and self.target.is_cuda else self.functions
         try:
-            return self.functions[name]
+            return functions[name]
         except KeyError:
             raise KeyError(f"no host-callable function {name!r}; the module has: {', '.join(self.functions)}") from None
+
+    def profiled(self) -> CompiledModule:
+        """The module's profile build (built on first use), whose calls count what its kernels do on the emulator
+        (`codegen.runtime.profiling`); RuntimeError for a module on a GPU."""
+        if self._profile_build is None:
+            raise RuntimeError(f"a profile counts CUDA kernels on the emulator; this module runs on '{self.target}'"
+                               + (" (a GPU): set HIDET_LANG_CUDA=emulator to profile it" if self.on_gpu else ""))
+        if self._profiled is None:
+            self._profiled = self._profile_build()
+        return self._profiled
 
     def threads_used(self) -> int | None:
         """The threads the module's last parallel loop ran on (the cores other processes leave free, at most

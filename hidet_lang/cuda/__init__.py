@@ -412,6 +412,7 @@ _RUNTIME_HOMES = {
                "reset_peak_memory_stats"),
     **homes_of("codegen.runtime.streams", "Stream", "current_stream", "default_stream", "record_stream", "stream",
                "synchronize"),
+    **homes_of("codegen.runtime.profiling", "profile"),  # counts of emulated kernels (hidet_lang.cuda.profile_report)
 }
 __all__ += sorted(_RUNTIME_HOMES)
 __getattr__, __dir__ = lazy_attributes(__name__, _RUNTIME_HOMES)

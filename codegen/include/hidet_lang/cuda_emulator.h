@@ -75,8 +75,9 @@
 // emulator_fiber.h (the context switch), emulator_block.h (launch, block and worker state, report text, barriers),
 // emulator_warp.h (warp-collective operations), emulator_atomics.h, emulator_cluster.h (thread block clusters:
 // their blocks run together), emulator_checks.h (guarded and checked accesses, the fast path's records),
-// emulator_launch.h (the entry points). The runtime's source, emulator_runtime.cpp, follows the same order, then
-// the stack-overflow fault handler, a module's workers and their release, and running a launch.
+// emulator_profile.h (the profile build only: -DHL_EMU_PROFILE), emulator_launch.h (the entry points). The
+// runtime's source, emulator_runtime.cpp, follows the same order, then the stack-overflow fault handler, a module's
+// workers and their release, and running a launch (and, in the profile build, emulator_profile.cpp).
 #pragma once
 #ifndef HIDET_LANG_CUDA_EMULATOR_H
 #define HIDET_LANG_CUDA_EMULATOR_H
@@ -118,6 +119,9 @@
 #include "emulator_atomics.h"
 #include "emulator_cluster.h"
 #include "emulator_checks.h"
+#ifdef HL_EMU_PROFILE
+#include "emulator_profile.h"
+#endif
 #include "emulator_launch.h"
 #pragma GCC visibility pop
 

@@ -116,6 +116,9 @@ struct Block {
     Cluster *cluster;  // the cluster it runs in (null: none), and its rank there
     int rank;
     void *wgmma;  // its threads' warpgroup MMA state (emulator_wgmma.h), or null
+#ifdef HL_EMU_PROFILE
+    void *profile;  // the profile build's counts of the block being run (emulator_profile.cpp), or null
+#endif
     Ctx main;   // the worker, while a block runs
     Ctx plain;  // the runner of a block without fibers
 };

@@ -61,6 +61,9 @@ static void worker_free(Worker *w) {
     for (Worker *peer : w->peers) worker_free(peer);
     free(w->cluster);
     free(w->block.wgmma);
+#ifdef HL_EMU_PROFILE
+    profile_free(&w->block);
+#endif
     unmap_regions(w);
     for (int i = 0; i < MAX_SHARED_ARRAYS; ++i) free(w->block.shared[i].shadow);
     free(w->dsmem);
@@ -276,6 +279,9 @@ int barrier(int line, int kind, int pred) {
     b->bar_result = kind == B_COUNT ? acc : kind == B_AND ? (acc == n) : (acc != 0);
     b->bar_count = 0;
     ++b->epoch;
+#ifdef HL_EMU_PROFILE
+    profile_flush(b);  // every request before the barrier is complete
+#endif
     Fiber *fib = b->fib;
     for (int i = 0; i < n; ++i)
         if (fib[i].state == F_BARRIER) push_ready(b, i);
@@ -1414,6 +1420,9 @@ static void run_worker(Launch *L) {
         for (long long k = 0; k < (long long)L->nunits; ++k) {
             if (!ok || __atomic_load_n(&L->stop, __ATOMIC_RELAXED)) continue;
             run_cluster(w, L, k);
+#ifdef HL_EMU_PROFILE
+            for (int r = 0; r < L->cluster_size; ++r) profile_block_end(w->cluster->blocks[r]);
+#endif
         }
         return;
     }
@@ -1452,6 +1461,9 @@ static void run_worker(Launch *L) {
             run_block_fibers(b, w);
         else
             run_block_plain(b, w);
+#ifdef HL_EMU_PROFILE
+        profile_block_end(b);
+#endif
     }
 }
 
@@ -1572,6 +1584,9 @@ static int launch(void (*entry)(void **), void (*block_fn)(void **), const char 
                      name, cluster.x, cluster.y, cluster.z, (int)HL_MAX_CLUSTER_SIZE, gx, gy, gz);
     uint32_t *order = nullptr;
     if (!L->failed) configure(L, &order);
+#ifdef HL_EMU_PROFILE
+    if (!L->failed) profile_launch(name, L->nblocks, L->nthreads);
+#endif
     if (!L->failed) {
         pthread_rwlock_rdlock(&g_launching);  // no release of the workers while they run
 #ifdef _OPENMP
@@ -1636,3 +1651,8 @@ extern "C" long hl_emu_held_maps(void) { return __atomic_load_n(&::hl_emu::g_hel
 extern "C" int hl_emu_take_assert_line(void) {
     return __atomic_exchange_n(&::hl_emu::g_assert_line, 0, __ATOMIC_SEQ_CST);
 }
+
+#ifdef HL_EMU_PROFILE
+// The profile build's counting and its table (the runtime's own: one copy a module).
+#include "emulator_profile.cpp"
+#endif

@@ -383,7 +383,45 @@ struct WgmmaSite {
     }
 };
 
+#ifdef HL_EMU_PROFILE
+// The profile build: the shared-memory wavefronts of an operand of `rows` (its M or N) by 16 k, each core matrix
+// (8 rows of 16 bytes: 8 mn by 8 k K-major, 8 k by 8 mn MN-major) read as one phase; adds to `counts` (PC_*).
+static void wgmma_profile_operand(const char *anchor, uint64_t desc, bool mn_major, int rows, uint64_t *counts) {
+    for (int mn = 0; mn < rows; mn += 8)
+        for (int k = 0; k < 16; k += 8) {
+            uint64_t words[8 * 4];
+            int nw = 0;
+            for (int r = 0; r < 8; ++r) {
+                const uint16_t *row = mn_major ? wgmma_element(anchor, desc, true, mn, k + r)
+                                               : wgmma_element(anchor, desc, false, mn + r, k);
+                for (int w = 0; w < 4; ++w) words[nw++] = ((uintptr_t)row >> 2) + (uint64_t)w;
+            }
+            int distinct = 0;
+            uint64_t wavefronts = profile_phase(words, nw, &distinct);
+            counts[PC_UNITS] += wavefronts;
+            counts[PC_IDEAL] += (uint64_t)(distinct + 31) / 32;
+            counts[PC_BYTES] += 128;
+            counts[PC_MOVED] += wavefronts * 128;
+        }
+}
+#endif
+
 }  // namespace hl_emu
+
+#ifdef HL_EMU_PROFILE
+// The profile build: a warpgroup MMA's reads of shared memory at `site`, one request a warpgroup (counted by its
+// first thread): A (64 by 16, unless it comes from registers) and B (N by 16) through their descriptors.
+static inline void hl_emu_prof_wgmma(int site, uint64_t desc_a, uint64_t desc_b, int n, int trans_a, int trans_b,
+                                     int a_from_registers) {
+    using namespace ::hl_emu;
+    if (hdr()->linear % 128) return;
+    uint64_t counts[PC_FIELDS] = {1, 1, 0, 0, 0, 0};
+    if (!a_from_registers)
+        wgmma_profile_operand(wgmma_anchor(0, desc_a, "A"), desc_a, trans_a != 0, 64, counts);
+    wgmma_profile_operand(wgmma_anchor(0, desc_b, "B"), desc_b, trans_b != 0, n, counts);
+    profile_bulk(site, PROF_SHARED, counts);
+}
+#endif
 
 // Checking mode's access of an element (emulator_checks.h's hl_emu_checked), which also checks a register
 // tensor's access against the registers of this thread's wgmma operations in flight.
