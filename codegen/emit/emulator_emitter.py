@@ -221,6 +221,8 @@ class EmulatorEmitter(CudaDeviceEmitter):
             address = self.bounds_checked(target.base, target.indices[0], address_only=True)
             if address is not None:
                 return f"({address})"
+            if self.profile is not None:  # an address, not an access the profile counts
+                return f"(&{self.expr(target.base)}[{self.expr(target.indices[0])}])"
         return super().expr_Address(e)
 
     def spelling(self, spec: IntrinsicSpec) -> str:
