@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 from hidet_lang.ir.expr import Expr, Var
 from hidet_lang.ir.functor import collect
-from hidet_lang.target import Target
 from stdlib_ops.compute.nodes import ArgReduceExpr, ComputeTensor, ReduceExpr
 
 
@@ -50,14 +49,6 @@ class Task:
     def kernel_name(self) -> str:
         """A C identifier for the task's kernel."""
         return re.sub(r"\W", "_", self.name)
-
-    def check_target(self, target: Target) -> None:
-        """A TypeError naming the operator when `target` cannot compute its dtypes: bfloat16 only on CUDA (the C
-        compilers of the CPU target have no bfloat16 arithmetic)."""
-        dtypes = {v.type.dtype.name for v in self.inputs} | {o.dtype.name for o in self.outputs}
-        if "bfloat16" in dtypes and not target.is_cuda:
-            raise TypeError(f"{self.name}: bfloat16 tensors are computed on 'cuda' only (the CPU target has no "
-                            f"bfloat16 arithmetic); convert to float32 first (on 'cuda', or with numpy)")
 
     def __str__(self) -> str:
         return self.key

@@ -109,14 +109,11 @@ class Tensor(TensorMethods):
         return _ops().cast(self, dtype)
 
     def converted(self, device: str, dtype: np.dtype) -> Tensor:
-        """The tensor with elements of `dtype` (the `cast` operator, symbolic tensors included; numpy's conversion
-        for a concrete 'cpu' tensor to or from bfloat16, which the CPU target does not compute), copied to `device`
+        """The tensor with elements of `dtype` (the `cast` operator, symbolic tensors included), copied to `device`
         (concrete tensors only: a symbolic one lives on its graph's target)."""
         name = _check_dtype(dtype)
         if name == self.dtype:
             out = self
-        elif "bfloat16" in (name, self.dtype) and self.device == "cpu" and self.storage is not None:
-            out = wrap(self.storage.to(dtype=dtype), "cpu")
         else:
             out = _ops().cast(self, name)
         if out is not self and device == self.device:

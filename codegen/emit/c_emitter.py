@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 
+from codegen.emit.bf16_in_float import BF16_STRUCT, bf16_bits, is_bf16, through_float
 from codegen.emit.float_to_int import float_to_int_call, is_float_to_int, known_to_fit
 from codegen.emit.int_division import guarded_division, needs_guard
 from codegen.emit.parallel_work import enough_work
@@ -41,6 +42,7 @@ from hidet_lang.ir.types import (
     Type,
     VectorType,
     VoidType,
+    bfloat16,
     float16,
     float32,
     promote,
@@ -144,11 +146,18 @@ class CEmitter:
         self.origins: dict[E.Var, E.Var] = {}  # the tensor each pointer points into (`origins_of`)
         self.uses_vectors = False  # whether the module has a vector type (it then includes cpu_vectors.h)
         self.uses_parallel = False  # whether it has a parallel loop (it then includes cpu_threads.h)
+        self.uses_bf16 = False  # whether it stores bf16 values as `hl_bf16` (it then includes cpu_bfloat16.h)
 
     # ---------------------------------------------------------------------------------------------- types
     def scalar(self, t: DataType) -> str:
-        """The C spelling of a scalar type."""
-        return t.c_name
+        """The C spelling of a scalar type (a bf16: its bits in a struct, computed through float:
+        `codegen.emit.bf16_in_float`)."""
+        return BF16_STRUCT if is_bf16(t) else t.c_name
+
+    def bf16_in_float(self) -> bool:
+        """Whether bf16 values are stored as `hl_bf16` and computed through float (the CPU's C; targets with bf16
+        arithmetic spell it otherwise)."""
+        return self.scalar(bfloat16) == BF16_STRUCT
 
     def type_name(self, t: Type) -> str:
         """The C spelling of a parameter or variable type (tensors decay to pointers)."""
@@ -206,7 +215,9 @@ class CEmitter:
             self.emit_function(f)
         helpers = [self.helpers[name] for name in sorted(self.helpers)]
         vector_math = [alias_declaration(name) for name in sorted(self.vector_math_used)]
-        return "\n".join([self.prelude(), *vector_math, *helpers, "", *declarations, *self.lines]) + "\n"
+        body = "\n".join([*vector_math, *helpers, "", *declarations, *self.lines])
+        self.uses_bf16 = self.bf16_in_float() and BF16_STRUCT in body
+        return "\n".join([self.prelude(), body]) + "\n"
 
     def function_names_of(self, module: IRModule) -> dict[str, str]:
         """The C identifiers of the functions of `module` (see `c_function_name`)."""
@@ -219,7 +230,8 @@ class CEmitter:
         after printing the functions)."""
         vectors = '#include "hidet_lang/cpu_vectors.h"\n' if self.uses_vectors else ""
         threads = '#include "hidet_lang/cpu_threads.h"\n' if self.uses_parallel else ""
-        return vectors + '#include "hidet_lang/host_runtime.h"\n' + threads
+        bf16 = '#include "hidet_lang/cpu_bfloat16.h"\n' if self.uses_bf16 else ""
+        return vectors + '#include "hidet_lang/host_runtime.h"\n' + bf16 + threads
 
     def helper(self, name: str, t: DataType) -> str:
         """The name of the typed helper `hl_<name>_<type>` (min, max, abs; for floats, mod and floordiv: the
@@ -287,6 +299,8 @@ class CEmitter:
 
     def float_param_conversion(self, t: DataType, name: str) -> str:
         """C text converting the `float` a half-precision parameter arrives in to the parameter's type."""
+        if is_bf16(t) and self.bf16_in_float():
+            return f"hl_f32_to_bf16({name})"
         return f"({self.scalar(t)}){name}"
 
     def unpack_float_params(self, f: Function) -> None:
@@ -507,7 +521,11 @@ class CEmitter:
 
     # ---------------------------------------------------------------------------------------------- expressions
     def expr(self, e: E.Expr) -> str:
-        """The C text of expression `e` (fully parenthesized where it matters)."""
+        """The C text of expression `e` (fully parenthesized where it matters); an operation on bf16 values in
+        float where C has no bf16 arithmetic (`bf16_in_float`)."""
+        if self.bf16_in_float():
+            widened = through_float(e)
+            e = e if widened is None else widened
         return getattr(self, "expr_" + type(e).__name__)(e)
 
     def expr_Var(self, e: E.Var) -> str:
@@ -520,6 +538,8 @@ class CEmitter:
         """A C literal of type `t`."""
         if t.is_bool:
             return "true" if value else "false"
+        if is_bf16(t) and self.bf16_in_float():
+            return f"(({BF16_STRUCT}){{{hex(bf16_bits(float(value)))}}})"
         if t.is_float:
             v = float(value)
             if math.isnan(v):
@@ -596,6 +616,10 @@ class CEmitter:
 
     def expr_Cast(self, e: E.Cast) -> str:
         text, source = self.expr(e.expr), e.expr.type
+        if is_bf16(source) and self.bf16_in_float():  # exact in float, then as a float converts
+            text, source = f"hl_bf16_to_f32({text})", float32
+            if e.dtype == float32:
+                return text
         if is_float_to_int(source, e.dtype) and not known_to_fit(e.expr, e.dtype):
             assert isinstance(source, DataType)
             checked = (self.where(), self.conversion_warn) if self.check else ()
@@ -609,6 +633,8 @@ class CEmitter:
         conversion gives infinity), and folds `x * 0.0` to 0.0."""
         if target == float16 and isinstance(source, DataType) and source.is_integer:
             text = f"(float)({text})"
+        if is_bf16(target) and self.bf16_in_float():
+            return text if is_bf16(source) else f"hl_f32_to_bf16((float)({text}))"
         return f"(({self.scalar(target)})({text}))"
 
     def expr_Reinterpret(self, e: E.Reinterpret) -> str:

@@ -4,7 +4,8 @@
 `check_entry_points` wants a function callable from Python; `resolve_inferred_kinds` (module -> module) settles
 the kinds a program left unset; `check_kind_rules` checks each function's body against its kind (CUDA constructs
 only in CUDA functions, recursion only in 'cpu_internal' functions, OpenMP loops that nothing leaves and
-bf16-free code on the CPU, launch attributes and local arrays within CUDA's limits, local arrays on the CPU within
+bf16-free host code of a CUDA module (the CPU's C computes bf16 through f32; a CUDA module's host code holds a bf16
+as its bits only), launch attributes and local arrays within CUDA's limits, local arrays on the CPU within
 `MAX_CPU_LOCAL_ARRAY_BYTES`); `check_module_rules` checks the calls between
 functions and what host code of a CUDA module touches; `check_target_support` refuses what the chosen target
 cannot run (an intrinsic newer than its CUDA architecture: the intrinsic table's `min_arch`; a cluster below
@@ -41,6 +42,10 @@ MAX_CPU_LOCAL_ARRAY_BYTES = 4 * 1024 * 1024
 on Linux), so a larger one would crash the process instead of raising an error."""
 
 
+HOST_BF16 = "bf16 is computed in CUDA functions, and in CPU modules through f32"
+"""Where bf16 is computed, as the errors of bf16 in a CUDA module's host code say."""
+
+
 def _is_bf16(t: object) -> bool:
     return getattr(t, "dtype", t) is bfloat16
 
@@ -58,17 +63,19 @@ def check_entry_points(module: IRModule) -> None:
 def check_kind_rules(module: IRModule) -> None:
     """Raise a DSL error at the first statement that its function's kind does not allow, or at a launch
     attribute whose constant value no launch could accept. Runs after `resolve_inferred_kinds`."""
+    cuda_module = any(f.attrs.kind in DEVICE_KINDS for f in module.functions)
     for func in module.functions:
-        _check_function_kind(func)
+        _check_function_kind(func, cuda_module)
 
 
-def _check_function_kind(func: Function) -> None:
+def _check_function_kind(func: Function, cuda_module: bool) -> None:
     kind = func.attrs.kind
     is_cuda = kind in DEVICE_KINDS
-    if not is_cuda:
+    if not is_cuda and cuda_module:
         for p in func.params:
             if _is_bf16(p.type):
-                raise DSLTypeError(f"parameter '{p.name}': bf16 is supported in CUDA functions only",
+                raise DSLTypeError(f"parameter '{p.name}': bf16 is not supported in the host code of a CUDA "
+                                   f"module ({HOST_BF16})",
                                    p.span or func.span)
     for stmt in collect(func.body, S.Stmt):
         if isinstance(stmt, S.DeclareStmt) and stmt.scope == DeclScope.LOCAL:
@@ -91,9 +98,9 @@ def _check_function_kind(func: Function) -> None:
                             f"{e.name} is a CUDA construct and '{func.name}' is a '{kind}' function; "
                             "use it in a function with attrs.func_kind = 'cuda_kernel' or 'cuda_internal'",
                             stmt.span)
-                elif _is_bf16(e.type):
-                    raise DSLTypeError(f"bf16 is supported in CUDA functions only, and '{func.name}' is a '{kind}' "
-                                       "function", stmt.span)
+                elif cuda_module and _is_bf16(e.type):
+                    raise DSLTypeError(f"bf16 is not supported in the host code of a CUDA module, and "
+                                       f"'{func.name}' is a '{kind}' function ({HOST_BF16})", stmt.span)
             if isinstance(stmt, S.AsmStmt):
                 raise DSLTypeError(f"inline PTX (asm) is not supported on the CPU: it runs in CUDA functions only, "
                                    f"and '{func.name}' is a '{kind}' function", stmt.span)

@@ -51,8 +51,6 @@ def build_graph(graph: FlowGraph, target: Target | str = "cpu", kernels: KernelC
     except (TypeError, ValueError) as exc:
         raise ValueError(f"build: {exc}") from None
     graph = decompose_for(graph, target)
-    for op in graph.nodes:
-        op.task.check_target(target)
     schedules = GroupSchedules(target)
     groups = respect_contracts(_groups_of(graph), target, schedules)
     launches: list[tuple[str, FusedKernel]] = []

@@ -240,15 +240,21 @@ def test_bf16_kernel_with_raw_bits_on_the_host() -> None:
     np.testing.assert_array_equal(c, expected)
 
 
-def test_bf16_in_a_cpu_function_is_an_error_at_the_parameter() -> None:
+def test_bf16_in_the_host_code_of_a_cuda_module_is_an_error_at_the_parameter() -> None:
     with hidet.script_module() as module:
+
+        @hidet.script
+        def kernel(a: f32[4]):
+            attrs.func_kind = "cuda_kernel"
+            attrs.cuda.grid_dim, attrs.cuda.block_dim = 1, 1
+            a[0] = a[1]
 
         @hidet.script
         def cpu_bf16(a: hidet.bf16[4]):
             attrs.func_kind = "public"
             a[0] = a[1]
 
-    with pytest.raises(hidet_lang_errors.DSLTypeError, match="bf16 is supported in CUDA functions only") as excinfo:
+    with pytest.raises(hidet_lang_errors.DSLTypeError, match="bf16 is not supported in the host code") as excinfo:
         module.build()
     assert excinfo.value.span is not None and excinfo.value.span.line == cpu_bf16.ir.params[0].span.line
 

@@ -43,8 +43,14 @@ def test_a_declaration_carries_its_line_and_a_local_scope() -> None:
     assert decl.span is not None and decl.span.line == _line_of(k.py_func, "# DECL")
 
 
-def test_a_bf16_cast_in_a_cpu_function_is_reported_at_its_line() -> None:
+def test_a_bf16_cast_in_the_host_code_of_a_cuda_module_is_reported_at_its_line() -> None:
     with hidet.script_module() as module:
+
+        @hidet.script
+        def kernel(a: f32[4]):
+            attrs.func_kind = "cuda_kernel"
+            attrs.cuda.grid_dim, attrs.cuda.block_dim = 1, 1
+            a[0] = a[1]
 
         @hidet.script
         def k(a: f32[4]):
@@ -52,7 +58,7 @@ def test_a_bf16_cast_in_a_cpu_function_is_reported_at_its_line() -> None:
             y = cast(a[0], bf16)  # BAD
             a[1] = y
 
-    with pytest.raises(DSLTypeError, match="bf16 is supported in CUDA functions only") as excinfo:
+    with pytest.raises(DSLTypeError, match="bf16 is not supported in the host code of a CUDA module") as excinfo:
         module.build()
     line = _line_of(k.py_func, "# BAD")
     assert excinfo.value.span is not None and excinfo.value.span.line == line

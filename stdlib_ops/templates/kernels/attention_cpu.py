@@ -42,8 +42,8 @@ from stdlib_ops.templates.registry import LIBRARY_CPU, library_template
 from stdlib_ops.templates.sizes import bind_sizes
 from stdlib_ops.templates.views import product
 
-ATTENTION_CPU_DTYPES = ("float32", "float16")
-MASK_CPU_DTYPES = ("float32", "float16", "float64")
+ATTENTION_CPU_DTYPES = ("float32", "float16", "bfloat16")
+MASK_CPU_DTYPES = ("float32", "float16", "bfloat16", "float64")
 MAX_HEAD_DIM = 512
 """The largest head and value dimensions: the packed tiles and accumulators of a thread stay well within its
 stack."""

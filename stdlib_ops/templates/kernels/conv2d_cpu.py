@@ -65,7 +65,7 @@ from stdlib_ops.templates.params import Size, require
 from stdlib_ops.templates.registry import LIBRARY_CPU, library_template
 from stdlib_ops.templates.views import View
 
-CONV2D_CPU_DTYPES = ("float32", "float16")
+CONV2D_CPU_DTYPES = ("float32", "float16", "bfloat16")
 
 IM2COL_PANEL = 128
 """The width of the packed panels of `b` in the implicit GEMM, where `nc` is a multiple of it (else the widest that

@@ -52,7 +52,7 @@ from stdlib_ops.templates.registry import LIBRARY_CPU, library_template
 from stdlib_ops.templates.sizes import bind_sizes
 from stdlib_ops.templates.space import TuningSpace, declare_space
 
-MATMUL_CPU_DTYPES = ("float32", "float16")
+MATMUL_CPU_DTYPES = ("float32", "float16", "bfloat16")
 
 MAX_LOCAL_BYTES = 2 * 1024 * 1024
 """The most the packed panels and the accumulator tile may take together: they live on the stack of each OpenMP

@@ -40,7 +40,7 @@ from stdlib_ops.templates.params import Size, check_sizes, require, template_dty
 from stdlib_ops.templates.registry import LIBRARY_CPU
 from stdlib_ops.templates.sizes import bind_sizes
 
-NORMALIZATION_CPU_DTYPES = ("float32", "float16")
+NORMALIZATION_CPU_DTYPES = ("float32", "float16", "bfloat16")
 
 CHUNK = 4096
 """The default length of a thread's row buffer, in f32 values (16 KB: it stays in the L1 cache)."""

@@ -36,7 +36,7 @@ from stdlib_ops.templates.params import Size, check_sizes, require, template_dty
 from stdlib_ops.templates.registry import LIBRARY_CPU, library_template
 from stdlib_ops.templates.sizes import bind_sizes
 
-REDUCTION_CPU_DTYPES = ("float32", "float16")
+REDUCTION_CPU_DTYPES = ("float32", "float16", "bfloat16")
 REDUCTION_CPU_KINDS = ("sum", "mean", "max", "min")
 
 ROW_CHUNK = 4096
