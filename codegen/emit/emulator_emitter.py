@@ -243,7 +243,7 @@ class EmulatorEmitter(CudaDeviceEmitter):
         """The profile events of the memory intrinsic `name` on printed `args`: those printed before its call (the
         accesses of a copy, made as the call makes it) and after it (those read through what the call checks: a
         tensor map, wgmma descriptors)."""
-        kind, _, rest = name.rpartition("_")
+        rest = name.rpartition("_")[2]
         ir = self.printing.args if self.printing is not None and self.printing.name == name else ()
         src, dst = (self.allocation_of(ir[1]), self.allocation_of(ir[0])) if len(ir) >= 2 else ("nullptr", "nullptr")
         if name.startswith("cp_async_") and rest.isdigit():
@@ -264,10 +264,10 @@ class EmulatorEmitter(CudaDeviceEmitter):
         if name.startswith("tma_store_"):  # (map, src, coordinates...)
             sites = f"{self.site('store', 'tma')}, {self.site('load', 'tma')}"
             return [], [f"hl_emu_prof_tma({sites}, {args[0]}, {', '.join(args[2:])})"]
-        if name.startswith("wgmma_mma_async_") and kind.endswith("_ss"):  # (N, TA, TB, desc_a, desc_b, d, scale)
+        if name.startswith("wgmma_mma_async_") and rest == "ss":  # (N, TA, TB, desc_a, desc_b, d, scale)
             site = self.site("load", "wgmma")
             return [], [f"hl_emu_prof_wgmma({site}, {args[3]}, {args[4]}, {args[0]}, {args[1]}, {args[2]}, 0)"]
-        if name.startswith("wgmma_mma_async_") and kind.endswith("_rs"):  # (N, TB, a, desc_b, d, scale)
+        if name.startswith("wgmma_mma_async_") and rest == "rs":  # (N, TB, a, desc_b, d, scale)
             site = self.site("load", "wgmma")
             return [], [f"hl_emu_prof_wgmma({site}, 0, {args[3]}, {args[0]}, 0, {args[1]}, 1)"]
         return [], []
