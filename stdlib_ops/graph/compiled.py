@@ -6,8 +6,9 @@ planned intermediate slots for the symbolic dimensions' values, and launches the
 the plan is plain data (names, numbers, shapes; `memory_plan.Plan`), so a compiled graph can be saved and loaded
 (`save` writes and reads the file, `load` here makes the compiled graph of it).
 
-On CUDA the intermediate slots are allocated once for each set of the symbolic dimensions' values and kept; on a
-GPU the first call for a set of values launches plainly and then captures the launches as a CUDA graph, which
+The intermediate slots are allocated once for each set of the symbolic dimensions' values and kept (memory the
+kernels have touched before: no page faults, no allocation a call), so the calls of one compiled graph run one at a
+time; on a GPU the first call for a set of values launches plainly and then captures the launches as a CUDA graph, which
 later calls replay on the current stream with one driver launch (`workspace` says how inputs and outputs reach
 the captured buffers). `compiled.cuda_graphs = False` turns capture and replay off.
 """
@@ -61,9 +62,9 @@ class CompiledGraph:
         self.ir_modules = list(ir_modules)  # each kernel's module before lowering (what `save` writes)
         self.kernel_schedules = list(kernel_schedules) or [None] * len(self.modules)  # by kernel, like `titles`
         self.cuda_graphs = True  # on a GPU, calls replay the launches captured for their sizes (see `workspace`)
-        self._workspaces = Workspaces()  # on CUDA: buffers (and captured graphs) by the symbolic sizes' values
+        self._workspaces = Workspaces()  # buffers (on CUDA, and captured graphs) by the symbolic sizes' values
         self._capture_allowed: bool | None = None  # whether the launches may be captured (`_capturable`)
-        self._lock = threading.Lock()  # a CUDA call's buffers are the workspace's: one call issues work at a time
+        self._lock = threading.Lock()  # a call's buffers are the workspace's: one call issues work at a time
 
     @property
     def kernels(self) -> list[str]:
@@ -87,25 +88,19 @@ class CompiledGraph:
                             f"({', '.join(self._input_text(k) for k in range(len(plan.inputs)))}), got {len(args)}")
         hosts = [self._accept(k, a) for k, a in enumerate(args)]
         sizes = self._bind_sizes(hosts)
-        if self.device == "cuda":
-            with self._lock:
+        with self._lock:
+            if self.device == "cuda":
                 outs = self._call_cuda(hosts, sizes)
-        else:
-            slots = [runtime.empty((kind.elements(sizes),), kind.dtype, self.device) for kind in plan.slots]
-            values = self._values(hosts, sizes, self._buffer_views(slots, sizes))
-            self._launch(values, sizes, times)
-            outs = tuple(self._output(values[ref], spec, sizes, ref) for ref, spec in plan.outputs)
+            else:
+                values = self._values(hosts, sizes, self._workspace(sizes).buffers)
+                self._launch(values, sizes, times)
+                outs = tuple(self._output(values[ref], spec, sizes, ref) for ref, spec in plan.outputs)
         return outs[0] if len(outs) == 1 else outs
 
     def _call_cuda(self, hosts: list[Any], sizes: dict[str, int]) -> tuple[Tensor, ...]:
         """A call on CUDA: over the buffers kept for `sizes` (`Workspace`), a replay of the captured graph when
         there is one and `cuda_graphs` is on, else plain launches (then a capture, the first time)."""
-        key = tuple(sorted(sizes.items()))
-        workspace = self._workspaces.get(key)
-        if workspace is None:
-            slots = [runtime.empty((kind.elements(sizes),), kind.dtype, self.device) for kind in self.plan.slots]
-            workspace = Workspace(self._buffer_views(slots, sizes))
-            self._workspaces.add(key, workspace)
+        workspace = self._workspace(sizes)
         workspace.order_after_last_use()
         if workspace.graph is not None and self.cuda_graphs:
             workspace.fill_inputs(hosts)
@@ -122,6 +117,16 @@ class CompiledGraph:
         if self.cuda_graphs and workspace.graph is None and not workspace.capture_failed and self._capturable():
             self._capture(workspace, sizes)
         return outs
+
+    def _workspace(self, sizes: dict[str, int]) -> Workspace:
+        """The intermediate buffers kept for `sizes` (allocated on the first call with them)."""
+        key = tuple(sorted(sizes.items()))
+        workspace = self._workspaces.get(key)
+        if workspace is None:
+            slots = [runtime.empty((kind.elements(sizes),), kind.dtype, self.device) for kind in self.plan.slots]
+            workspace = Workspace(self._buffer_views(slots, sizes))
+            self._workspaces.add(key, workspace)
+        return workspace
 
     def _capture(self, workspace: Workspace, sizes: dict[str, int]) -> None:
         """Capture the launches over fixed input and output buffers into `workspace.graph`; where they cannot be

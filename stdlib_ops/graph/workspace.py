@@ -1,6 +1,6 @@
-"""What a compiled CUDA graph keeps between calls for one set of symbolic sizes: its planned intermediate buffers
-and, once captured, the CUDA graph of its launches with the fixed input and output buffers that graph reads and
-writes.
+"""What a compiled graph keeps between calls for one set of symbolic sizes: its planned intermediate buffers and,
+on CUDA once captured, the CUDA graph of its launches with the fixed input and output buffers that graph reads and
+writes (a CPU graph keeps its buffers only).
 
 A call with sizes seen before allocates no intermediates. Its first call runs the kernels plainly (so a kernel's
 first launch, which may set its attributes, happens outside any capture); then the launches are captured over
