@@ -60,44 +60,32 @@ from hidet_lang import (
     i32,
     meta,
     register_tensor,
-    row_major,
     script,
     script_module,
-    tensor_pointer,
-    u64,
-    view,
 )
 from hidet_lang.cuda import (
-    TensorMap,
+    address_aligned,
     blockIdx,
     cluster_sync,
-    dynamic_shared_memory,
+    copy_vector,
     fence_mbarrier_init,
     gridDim,
-    mbarrier_arrive,
-    mbarrier_arrive_cluster,
-    mbarrier_arrive_expect_tx,
-    mbarrier_init,
-    mbarrier_wait,
     setmaxnreg_dec,
     setmaxnreg_inc,
-    swizzled_layout,
     syncthreads,
+    syncwarp,
     threadIdx,
     tma_load,
     tma_load_multicast,
-    wgmma_accumulator_col,
-    wgmma_accumulator_row,
     wgmma_commit_group,
     wgmma_descriptor,
     wgmma_fence,
     wgmma_mma_async,
     wgmma_wait_group,
 )
+from hidet_lang.cuda.tiles import AccumulatorStaging, SharedMemoryPlan, swizzled_tile, tile_tensor_map
 from hidet_lang.cuda_limits import shared_memory_per_block
 from hidet_lang.frontend.script import ScriptModule
-from hidet_lang.ir.tensor_map import TensorMapType
-from hidet_lang.ir.types import DataType, TensorType
 from stdlib_ops.schedule.signature import KernelSignature
 from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import TemplateBinding, shape_of
@@ -111,10 +99,10 @@ WARPGROUP = 128  # threads of a warpgroup
 BLOCK_K = 64  # k a step: 128 bytes of f16 or bf16, one row of the 128-byte swizzle
 ATOM = 64  # rows of a consumer's share of the tile (wgmma's M) and columns of a b tile (one MN-major atom row)
 WGMMA_K = 16
-TILE_BYTES = ATOM * BLOCK_K * 2  # a 64x64 tile of 16-bit elements
 NUM_SMS = 132  # an H100 SXM's and an H200's SMs: the persistent grid's most blocks
 INPUT_DTYPES = ("float16", "bfloat16")
 OUTPUT_DTYPES = ("float16", "bfloat16", "float32")
+WARPGROUP_WARPS = 4
 MAX_SMEM_BYTES = shared_memory_per_block("sm_90")  # the most shared memory a block of an sm_90 GPU may have
 PRODUCER_REGISTERS = 40  # the producer's register budget a thread (it only issues copies)
 CONSUMER_REGISTERS = 232  # a consumer's: up to 128 accumulators a thread and the addressing around them
@@ -171,48 +159,33 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
     require(block_n % ATOM == 0 and ATOM <= block_n <= 256, name, "block_n must be 64, 128, 192 or 256")
     require(consumers in (1, 2) and _registers_fit(consumers), name, "consumers must be 1 or 2")
     block_m = ATOM * consumers
-    b_tiles = block_n // ATOM
-    a_stage_bytes = block_m * BLOCK_K * 2
-    b_stage_bytes = b_tiles * TILE_BYTES
-    stage_bytes = a_stage_bytes + b_stage_bytes  # what the copies of a stage complete on its full barrier
-    if stages is None:  # as many as fit beside their two barriers each
-        stages = min(MAX_STAGES, MAX_SMEM_BYTES // (stage_bytes + 16))
+    b_rows = BLOCK_K // cluster  # the k rows of a b tile that each block of a cluster loads for both
+    everyone = (1 << cluster) - 1  # the multicast mask: every block of the cluster
+    a_tile = swizzled_tile(dt, [block_m, BLOCK_K])
+    b_tile = swizzled_tile(dt, [BLOCK_K, block_n])  # its 64-column atoms side by side, as one wgmma reads them
+    stage_bytes = (block_m + block_n) * BLOCK_K * dt.nbytes  # what the copies of a stage land on its full barrier
+    plan = SharedMemoryPlan()
+    staging = AccumulatorStaging(plan, out, block_n, WARPGROUP_WARPS * consumers)
+    if stages is None:  # as many as fit beside the epilogue's tiles, with two barriers each
+        stages = min(MAX_STAGES, (MAX_SMEM_BYTES - plan.nbytes) // (stage_bytes + 16))
     require(2 <= stages <= MAX_STAGES, name, f"stages must be 2 to {MAX_STAGES}")
     require(cluster in CLUSTERS, name, "cluster must be 1 or 2")
     require(blocks >= cluster, name, f"blocks must be at least the cluster's {cluster}")
-    b_rows = BLOCK_K // cluster  # the k rows of a b tile that each block of a cluster loads for both
-    b_part_bytes = b_rows * ATOM * 2
-    everyone = (1 << cluster) - 1  # the multicast mask: every block of the cluster
-    a_bytes = stages * a_stage_bytes  # the a buffers, the b buffers, then the barriers
-    bars_at = a_bytes + stages * b_stage_bytes
-    smem_bytes = bars_at + 2 * stages * 8
-    require(smem_bytes <= MAX_SMEM_BYTES, name, f"{smem_bytes} bytes of shared memory (at most 227 KB)")
+    a_stages = plan.tiles(a_tile, stages)
+    b_stages = plan.tiles(b_tile, stages)
+    ring = plan.ring(stages, releases=cluster * consumers, cluster=cluster)  # every block's consumer warpgroups
+    require(plan.nbytes <= MAX_SMEM_BYTES, name, f"{plan.nbytes} bytes of shared memory (at most "
+                                                 f"{MAX_SMEM_BYTES // 1024} KB)")
     threads = WARPGROUP * (1 + consumers)
     batched = batch != 1  # one batch entry: two-dimensional tensor maps
-    tile_type = TensorType(dt, (ATOM, BLOCK_K), swizzled_layout([ATOM, BLOCK_K], dt, swizzle=128))
-    # a stage's b: its 64-column atoms side by side, [BLOCK_K, block_n], as one wgmma reads them
-    b_stage_type = TensorType(dt, (BLOCK_K, block_n),
-                              row_major(1, b_tiles) * swizzled_layout([BLOCK_K, ATOM], dt, swizzle=128))
+    vector = staging.vector_elements
 
     with script_module() as module:
 
         @script
-        def release(bar: ~u64, t: i32):
-            """Release a stage, called by every thread `t` of a consumer warpgroup once its wgmma reads of the stage
-            are done: one arrival on its empty barrier in every block of the cluster (whose producers both write
-            it), thread r arriving on block r's."""
-            attrs.func_kind = "cuda_internal"
-            if cluster > 1:
-                for r in meta.range(cluster):
-                    if t == r:
-                        mbarrier_arrive_cluster(bar, r)
-            elif t == 0:
-                mbarrier_arrive(bar)
-
-        @script
         def matmul(batch: i32, m: i32, n: i32, k: i32,
-                   a: operand_map(dt, [batch, m, k], [block_m, BLOCK_K], batched),
-                   b: operand_map(dt, [batch, k, n], [b_rows, ATOM], batched),
+                   a: tile_tensor_map(a_tile, operand_shape([batch, m, k], batched)),
+                   b: tile_tensor_map(b_tile, operand_shape([batch, k, n], batched), rows=b_rows),
                    c: out[batch, m, n]):
             attrs.func_kind = "cuda_kernel"
             attrs.cuda.block_dim = threads
@@ -224,14 +197,10 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
                 < blocks // cluster else blocks // cluster)
             if cluster > 1:
                 attrs.cuda.cluster_dim = cluster
-            attrs.cuda.dynamic_smem_bytes = smem_bytes
+            attrs.cuda.dynamic_smem_bytes = plan.nbytes
             attrs.cuda.min_blocks = 1
-            full = tensor_pointer(u64, [stages], init=dynamic_shared_memory(bars_at, u64))
-            empty = tensor_pointer(u64, [stages], init=dynamic_shared_memory(bars_at + stages * 8, u64))
             if threadIdx.x == 0:
-                for s in range(stages):
-                    mbarrier_init(~full[s], 1)
-                    mbarrier_init(~empty[s], cluster * consumers)  # every block's consumer warpgroups
+                ring.init()
                 fence_mbarrier_init()
             if cluster > 1:
                 cluster_sync()  # the other block's barriers are ready before its copies and arrivals reach them
@@ -248,29 +217,31 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
             if role == 0:
                 setmaxnreg_dec(PRODUCER_REGISTERS)
                 if threadIdx.x == 0:
-                    it = 0  # the ring's position: stage it % stages, in its (it / stages)-th round
+                    it = 0  # the ring's step, counted across tiles
                     for unit in range(blockIdx.x // cluster, batch * per_batch, gridDim.x // cluster):
                         bi = unit // per_batch
                         grouped_tile(unit % per_batch, units_m, tiles_n, ~unit_row, ~tile_col)
                         m0 = (unit_row * cluster + rank) * block_m
                         n0 = tile_col * block_n
                         for step in range(steps):
-                            s = it % stages
-                            mbarrier_wait(~empty[s], (it // stages + 1) % 2)  # round 0 passes: nothing to free
-                            mbarrier_arrive_expect_tx(~full[s], stage_bytes)
-                            tma_load(dynamic_shared_memory(s * a_stage_bytes, dt), a,
-                                     box_at(bi, m0, step * BLOCK_K, batched), ~full[s])
-                            for j in meta.range(b_tiles):
-                                part = a_bytes + s * b_stage_bytes + j * TILE_BYTES + rank * b_part_bytes
+                            s = ring.stage(it)
+                            ring.acquire(it)
+                            ring.expect(it, stage_bytes)
+                            tma_load(a_stages.address(s), a, box_at(bi, m0, step * BLOCK_K, batched),
+                                     ring.full_barrier(it))
+                            for j in meta.range(block_n // ATOM):  # this block's rows of each atom, to every block
                                 rows = box_at(bi, step * BLOCK_K + rank * b_rows, n0 + j * ATOM, batched)
-                                if cluster > 1:  # this block's rows of the tile, to both blocks
-                                    tma_load_multicast(dynamic_shared_memory(part, dt), b, rows, ~full[s], everyone)
+                                if cluster > 1:
+                                    tma_load_multicast(b_stages.address(s, rank * b_rows, j), b, rows,
+                                                       ring.full_barrier(it), everyone)
                                 else:
-                                    tma_load(dynamic_shared_memory(part, dt), b, rows, ~full[s])
+                                    tma_load(b_stages.address(s, 0, j), b, rows, ring.full_barrier(it))
                             it += 1
             else:
                 setmaxnreg_inc(CONSUMER_REGISTERS)
                 t = threadIdx.x % WARPGROUP
+                warp = threadIdx.x // 32 - WARPGROUP_WARPS  # the warp's epilogue tile
+                lane = threadIdx.x % 32
                 rows = (role - 1) * ATOM  # this warpgroup's rows of the tile
                 acc = register_tensor(f32, [block_n // 2])  # the 64 x block_n accumulator of one wgmma
                 it = 0
@@ -282,44 +253,47 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
                     for r in meta.range(block_n // 2):
                         acc[r] = 0.0
                     for step in range(steps):
-                        s = it % stages
-                        mbarrier_wait(~full[s], it // stages % 2)
+                        s = ring.stage(it)
+                        ring.wait(it)
                         wgmma_fence()  # the accumulators were written (zeroed) or read (stored) before
                         for kk in meta.range(BLOCK_K // WGMMA_K):
-                            tile_a = view(dynamic_shared_memory(s * a_stage_bytes + (role - 1) * TILE_BYTES, dt),
-                                          tile_type)
-                            tile_b = view(dynamic_shared_memory(a_bytes + s * b_stage_bytes, dt), b_stage_type)
-                            wgmma_mma_async(~acc[0], wgmma_descriptor(tile_a, k=kk * WGMMA_K),
-                                            wgmma_descriptor(tile_b, k=kk * WGMMA_K, transposed=True),
+                            wgmma_mma_async(~acc[0], wgmma_descriptor(a_stages.rows(s, rows, ATOM), k=kk * WGMMA_K),
+                                            wgmma_descriptor(b_stages.at(s), k=kk * WGMMA_K, transposed=True),
                                             dtype=dt, trans_b=True, n=block_n)
                         wgmma_commit_group()
                         if step > 0:  # one group in flight: the previous step's is done, release its stage
                             wgmma_wait_group(1, acc)
-                            release(~empty[(it + stages - 1) % stages], t)
+                            ring.release(it - 1, t)
                         it += 1
                     wgmma_wait_group(0, acc)  # the tile's last step is done: release its stage
-                    release(~empty[(it + stages - 1) % stages], t)
-                    for r in meta.range(block_n // 2):
-                        i = m0 + rows + wgmma_accumulator_row(t, r)
-                        jj = n0 + wgmma_accumulator_col(t, r)
-                        if i < m and jj < n:
-                            c[bi, i, jj] = out(acc[r])
+                    ring.release(it - 1, t)
+                    for part in meta.range(block_n // ATOM):  # through shared memory, 64 columns a pass
+                        staging.stage(acc, warp, lane, part)
+                        for row, vec in staging.lanes.on(lane):
+                            i = m0 + rows + 16 * (warp % WARPGROUP_WARPS) + row
+                            j = n0 + part * ATOM + vec * vector
+                            if i < m:
+                                if j + vector <= n and address_aligned(~c[bi, i, j], 16):
+                                    copy_vector(~c[bi, i, j], staging.vector(warp, row, vec), 16)
+                                else:
+                                    for e in meta.range(vector):
+                                        if j + e < n:
+                                            c[bi, i, j + e] = staging.element(warp, row, vec * vector + e)
+                        syncwarp()  # the warp's reads of its tile are done before the next pass writes it
             if cluster > 1:
                 cluster_sync()  # neither block leaves while the other may still copy into it or arrive on it
 
     return bind_sizes(module, "matmul", {"batch": batch, "m": m, "n": n, "k": k})
 
 
-def operand_map(dtype: DataType, shape: list[Any], box: list[int], batched: bool) -> TensorMapType:
-    """The tensor map of an operand `shape` = [batch, rows, cols] read in boxes of `box` rows and columns of one
-    batch entry, 128-byte swizzled: three-dimensional when `batched`, else the two-dimensional [rows, cols]."""
-    if batched:
-        return TensorMap(dtype, shape, box=[1, *box], swizzle=128)
-    return TensorMap(dtype, shape[1:], box=box, swizzle=128)
+def operand_shape(shape: list[Any], batched: bool) -> list[Any]:
+    """The shape of an operand `[batch, rows, cols]` as its tensor map reads it: without the batch dimension where
+    there is one batch entry."""
+    return shape if batched else shape[1:]
 
 
 def box_at(batch_index: Any, row: Any, col: Any, batched: bool) -> list[Any]:
-    """The coordinates of the box at (`batch_index`, `row`, `col`) in a map `operand_map` made."""
+    """The coordinates of the box at (`batch_index`, `row`, `col`) in a map of an operand of `operand_shape`."""
     return [batch_index, row, col] if batched else [row, col]
 
 

@@ -332,3 +332,7 @@ def test_the_operators_4096_cubed_matmul_issues_wide_wgmma_with_one_arrival_a_wa
     assert not re.search(r"\b(LDL|STL)\b", sass)  # no local memory: no spills
     loop = read_sass(sass)[kernel.name].main_loop  # a consumer's k step: its 4 wgmma in under 100 instructions
     assert loop is not None and loop.tensor_core == 4 and loop.instructions < 100, loop
+    # the epilogue stores through shared memory: a warp's 16 x 64 f16 a pass, as 4 vectors of 16 bytes a lane, four
+    # passes across the 256 columns; element stores only where the output is not 16-byte aligned
+    assert len(re.findall(r"\bSTG\.E\.128\b", sass)) == 16
+    assert len(re.findall(r"\bLDS\.128\b", sass)) == 16
