@@ -95,12 +95,12 @@ def build_cuda_module(module: IRModule, target: Target, check: bool = False,
     checks = [functools.partial(emulator_memory.launched, lib), _launch_checks(lib, combined, files),
               _emulator_assert_checks(module, lib), bounds_checks(lib, files) if check else None]
 
-    def profile_build() -> CompiledModule:
-        """The module's profile build: its calls add their counts to the open profiles."""
+    def profile_build(compiled: CompiledModule) -> CompiledModule:
+        """The profile build of the module `compiled`: its calls add their counts to the open profiles."""
         sites = ProfileSites()
         profiled_lib, profiled_source = build_emulator(plan, False, target, files, profile=sites)
         hooks = [functools.partial(emulator_memory.launched, profiled_lib),
-                 profiling.counts_reader(profiled_lib, sites, arch),
+                 profiling.counts_reader(profiled_lib, sites, arch, compiled),
                  _launch_checks(profiled_lib, profiled_source, files), _emulator_assert_checks(module, profiled_lib)]
         return CompiledModule(interface, profiled_lib, target, lowered=lambda: module, sources=sources, cubin=cubin,
                               files=files, after_call=[c for c in hooks if c is not None])

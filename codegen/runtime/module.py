@@ -29,6 +29,8 @@ from hidet_lang.version import __version__
 
 if TYPE_CHECKING:
     from codegen.toolchain.cubin_report import CubinReport
+    from hidet_lang.cuda.profile_bound import TimeBound
+    from hidet_lang.cuda.profile_report import Profile
 
 AfterCall = Callable[[], None]
 
@@ -46,15 +48,16 @@ class CompiledModule:
     of their paths (`codegen.toolchain.source_files`): `source()` shows the paths, and every message of the library
     (failed assertions, checks) names them. `callers` is the code of the Python callers of its functions by their
     source (`arguments.make_caller`), given for a module loaded from its record and kept for recording one.
-    `profile_build` (an emulated CUDA module's) builds the module's profile build, which its calls run instead while
-    a profile is open (`codegen.runtime.profiling`); made on the first such call and kept.
+    `profile_build` (an emulated CUDA module's) builds the profile build of the module it is given, which the
+    module's calls run instead while a profile is open (`codegen.runtime.profiling`); made on the first such call
+    and kept.
     """
 
     def __init__(self, interface: ModuleInterface, lib: ctypes.CDLL, target: Target, *,
                  lowered: Callable[[], IRModule], sources: Mapping[str, str], after_call: Sequence[AfterCall] = (),
                  cubin: Callable[[], bytes] | None = None, callers: dict[str, CodeType] | None = None,
                  files: SourceFiles | None = None,
-                 profile_build: Callable[[], CompiledModule] | None = None) -> None:
+                 profile_build: Callable[[CompiledModule], CompiledModule] | None = None) -> None:
         self.interface = interface
         self._profile_build = profile_build
         self._profiled: CompiledModule | None = None
@@ -162,7 +165,7 @@ class CompiledModule:
             raise RuntimeError(f"a profile counts CUDA kernels on the emulator; this module runs on '{self.target}'"
                                + (" (a GPU): set HIDET_LANG_CUDA=emulator to profile it" if self.on_gpu else ""))
         if self._profiled is None:
-            self._profiled = self._profile_build()
+            self._profiled = self._profile_build(self)
         return self._profiled
 
     def threads_used(self) -> int | None:
@@ -199,7 +202,7 @@ class CompiledModule:
             return self._sources[which]
         raise KeyError(f"no {which!r} source; this module has: {', '.join(self._sources)}")
 
-    def report(self) -> VectorizationReport | CubinReport:
+    def report(self, profile: Profile | None = None) -> VectorizationReport | CubinReport:
         """What the compiler made of the module, printable as a table; made on the first call and kept.
 
         A CPU module: its vectorization report, one entry per loop of its C, at the DSL line it came from (whether
@@ -208,7 +211,13 @@ class CompiledModule:
         A CUDA module: the report of its cubin (NVRTC's, for its architecture, on a GPU or the emulator alike),
         one line per kernel: registers a thread, spill stores and loads, local memory a thread, static and dynamic
         shared memory, the most threads a block may have, the theoretical occupancy and what limits it, then
-        each kernel's SASS opcodes, counted (`codegen.toolchain.cubin_report`)."""
+        each kernel's SASS opcodes, counted (`codegen.toolchain.cubin_report`). With `profile` (a
+        `hidet.cuda.profile()` the module was called in), each kernel's line also has the lower bound on the time
+        of its launches there and the resource that binds (`kernel_bounds`); TypeError for a CPU module."""
+        if profile is not None:
+            if not self.target.is_cuda:
+                raise TypeError(f"a profile bounds the time of CUDA kernels; this module is built for '{self.target}'")
+            return self.report().with_bounds(self.kernel_bounds(profile))
         if self._report is None:
             if self.target.is_cuda:
                 # the cubin's tools (ptxas, the disassemblers, their subprocesses) load with the first CUDA report
@@ -221,6 +230,18 @@ class CompiledModule:
             else:
                 self._report = vectorization_report(self._sources["c"], self.files)
         return self._report
+
+    def kernel_bounds(self, profile: Profile) -> dict[str, TimeBound]:
+        """The lower bound on the time of each kernel of this CUDA module, from its launches in `profile`
+        (`KernelRecord.bound`), by kernel name; ValueError naming a kernel the profile holds no launch of."""
+        bounds = {}
+        for kernel in self.report():
+            try:
+                bounds[kernel.name] = profile.kernel(kernel.name, module=self).bound()
+            except KeyError:
+                raise ValueError(f"the profile holds no launch of kernel {kernel.name!r} of {self!r}: call the module "
+                                 "inside `with hidet.cuda.profile() as p:` (on the emulator) and pass that p") from None
+        return bounds
 
     @property
     def cubin(self) -> bytes:

@@ -14,6 +14,7 @@ import ctypes
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from codegen.emit.profile_sites import ProfileSites
 from hidet_lang.cuda.profile_report import Profile
@@ -49,9 +50,10 @@ def profile() -> Iterator[Profile]:
             _open.remove(p)
 
 
-def counts_reader(lib: ctypes.CDLL, sites: ProfileSites, arch: str | None) -> Callable[[], None]:
+def counts_reader(lib: ctypes.CDLL, sites: ProfileSites, arch: str | None, module: Any) -> Callable[[], None]:
     """The after-call hook of a profile build `lib` whose sites are `sites` (built for `arch`): read and clear its
-    counts and add them to every open profile."""
+    counts and add them to every open profile, as those of the kernels of `module` (the compiled module whose
+    profile build it is)."""
     take = lib.hl_emu_profile_take
     take.restype = ctypes.c_int
     row = lib.hl_emu_profile_row
@@ -79,8 +81,8 @@ def counts_reader(lib: ctypes.CDLL, sites: ProfileSites, arch: str | None) -> Ca
             receivers = list(_open)
         for p in receivers:
             for name, launches, blocks, threads, distinct in launched:
-                p.record_kernel(name, arch, launches, blocks, threads, distinct)
+                p.record_kernel(name, arch, launches, blocks, threads, distinct, module)
             for name, site_key, space, c in rows:
-                p.record(name, site_key, space, c)
+                p.record(name, site_key, space, c, module)
 
     return after

@@ -15,12 +15,18 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from hidet_lang.cuda.profile_bound import microseconds
 
 from .cubin_info import KernelResources, kernel_resources
 from .errors import CudaToolkitMissingError
 from .occupancy import Occupancy, max_threads_per_block, occupancy
 from .ptxas_log import FunctionProperties, parse_ptxas_log, ptxas_log
 from .sass import SASS_TOOLS_MISSING, KernelSass, MainLoop, sass_of_cubin
+
+if TYPE_CHECKING:
+    from hidet_lang.cuda.profile_bound import TimeBound
 
 __all__ = ["CubinReport", "KernelLaunch", "KernelReport", "cubin_report", "cuda_module_report"]
 
@@ -42,7 +48,8 @@ class KernelReport:
     when set at launch from arguments); `max_threads_per_block` the registers and launch bounds allow; its
     theoretical `occupancy` (None without a known block size); its SASS `opcodes`, counted, and its `main_loop`
     (`sass.main_loops`: the loop issuing the most tensor-core instructions, with their share of its instructions;
-    None without a disassembler or without such a loop)."""
+    None without a disassembler or without such a loop); `bound`: the lower bound on the time of its launches in a
+    profile (`CubinReport.with_bounds`; None without one)."""
 
     name: str
     registers: int
@@ -56,10 +63,22 @@ class KernelReport:
     occupancy: Occupancy | None
     opcodes: Counter[str] | None
     main_loop: MainLoop | None = None
+    bound: TimeBound | None = None
 
 
 _COLUMNS = ("kernel", "regs", "spill st/ld B", "local B", "smem static B", "smem dyn B", "threads", "max threads",
             "blocks/SM", "warps/SM", "occupancy", "limited by")
+_BOUND_COLUMNS = ("time >=", "bound by")
+_LEFT = frozenset({"kernel", "limited by", "bound by"})  # the columns of words, aligned left
+_BOUND_NOTE = ("time >=: a lower bound on the time of the kernel's launches in the profile, from the emulator's "
+               "counts and the peak rates of {parts} (never a prediction); bound by: the resource that needs it")
+
+
+def _bound_cells(kernel: KernelReport) -> tuple[str, ...]:
+    """The bound's columns of a kernel: its lower-bound time and the resource that needs it ('-' without one)."""
+    if kernel.bound is None:
+        return ("-", "-")
+    return (microseconds(kernel.bound.seconds), kernel.bound.binding)
 
 
 def _row(kernel: KernelReport) -> tuple[str, ...]:
@@ -110,13 +129,29 @@ class CubinReport:
         notes = dict.fromkeys(note for _, report in parts for note in report.notes)
         return CubinReport(arch=arch, kernels=tuple(kernels), notes=tuple(notes))
 
+    def with_bounds(self, bounds: Mapping[str, TimeBound]) -> CubinReport:
+        """This report with the lower bound on the time of each kernel named in `bounds` (`profile_bound`): its
+        table gains the columns 'time >=' and 'bound by', and a note says what they are. KeyError for a name that
+        is no kernel of the report."""
+        names = {k.name for k in self.kernels}
+        unknown = [name for name in bounds if name not in names]
+        if unknown:
+            raise KeyError(f"no kernel {unknown[0]!r} in the report; it has: {', '.join(sorted(names))}")
+        kernels = tuple(replace(k, bound=bounds.get(k.name, k.bound)) for k in self.kernels)
+        parts = ", ".join(dict.fromkeys(k.bound.part for k in kernels if k.bound is not None))
+        notes = tuple(n for n in self.notes if not n.startswith("time >=")) + ((_BOUND_NOTE.format(parts=parts),)
+                                                                              if parts else ())
+        return replace(self, kernels=kernels, notes=notes)
+
     def __str__(self) -> str:
         lines = [f"CUDA kernels for {self.arch}"]
         if self.kernels:
-            rows = [_COLUMNS, *(_row(k) for k in self.kernels)]
-            widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
+            bounded = any(k.bound is not None for k in self.kernels)
+            columns = _COLUMNS + _BOUND_COLUMNS if bounded else _COLUMNS
+            rows = [columns, *(_row(k) + (_bound_cells(k) if bounded else ()) for k in self.kernels)]
+            widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
             for row in rows:
-                cells = [row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:-1], widths[1:-1])), row[-1]]
+                cells = [c.ljust(w) if name in _LEFT else c.rjust(w) for name, c, w in zip(columns, row, widths)]
                 lines.append("  ".join(cells).rstrip())
             counted = [k for k in self.kernels if k.opcodes is not None]
             if counted:

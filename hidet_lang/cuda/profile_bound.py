@@ -19,7 +19,7 @@ from hidet_lang.cuda_limits import arch_number, normalize_arch
 if TYPE_CHECKING:
     from hidet_lang.cuda.profile_report import KernelRecord
 
-__all__ = ["PEAKS", "Peaks", "TimeBound", "peaks", "time_bound"]
+__all__ = ["PEAKS", "Peaks", "TimeBound", "microseconds", "peaks", "time_bound"]
 
 
 @dataclass(frozen=True)
@@ -83,11 +83,13 @@ class TimeBound:
         return self.resources[self.binding]
 
     def __str__(self) -> str:
-        parts = ", ".join(f"{name} {_us(t)}" for name, t in sorted(self.resources.items(), key=lambda kv: -kv[1]))
-        return f">= {_us(self.seconds)} ({self.binding} bound on {self.part}; {parts})"
+        parts = ", ".join(f"{name} {microseconds(t)}"
+                          for name, t in sorted(self.resources.items(), key=lambda kv: -kv[1]))
+        return f">= {microseconds(self.seconds)} ({self.binding} bound on {self.part}; {parts})"
 
 
-def _us(seconds: float) -> str:
+def microseconds(seconds: float) -> str:
+    """`seconds` as the profile prints a time: microseconds, 3 significant digits ('0.847 us')."""
     return f"{seconds * 1e6:.3g} us"
 
 

@@ -19,6 +19,7 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from hidet_lang.cuda.profile_bound import TimeBound, time_bound
 
@@ -96,10 +97,12 @@ class KernelRecord:
     shapes such as 'mma.m16n8k16', and the memory instructions as 'global.load', 'shared.store', ...);
     `divergent_branches`: branches whose lanes went both ways; `global_sectors` and `distinct_sectors` (each sector
     once), `shared_wavefronts`; `tensor_flops` and `fp32_flops` (an FMA counts 2); `arch`: the architecture its
-    module was built for."""
+    module was built for; `module`: the compiled module that launched it (kernels of the same name in different
+    modules have records of their own)."""
 
     name: str
     arch: str | None = None
+    module: Any = field(default=None, repr=False, compare=False)
     launches: int = 0
     blocks: int = 0
     threads_per_block: int = 0
@@ -135,15 +138,16 @@ class Profile:
     def __init__(self) -> None:
         self._lines: dict[tuple[str | None, int | None, str, str], dict[str, int]] = {}
         self._instructions: dict[tuple[str | None, int | None, str, str], set[str]] = {}
-        self._kernels: dict[str, KernelRecord] = {}
+        self._kernels: dict[tuple[int, str], KernelRecord] = {}
 
     def record(self, kernel: str, site: tuple[str | None, int | None, str, str, Sequence[tuple[str, int]]],
-               space: int, counts: Sequence[int]) -> None:
+               space: int, counts: Sequence[int], module: Any = None) -> None:
         """Add one site's counts: `site` = (file, line, kind, instruction, instruction classes a thread's execution
-        issues), `space` 0 (a branch or an execution), 1 (global) or 2 (shared), `counts` in `_FIELDS`' order."""
+        issues), `space` 0 (a branch or an execution), 1 (global) or 2 (shared), `counts` in `_FIELDS`' order;
+        `kernel` is a kernel of `module`."""
         file, line, kind, op, ops = site
         c = dict(zip(_FIELDS, counts))
-        k = self._kernel(kernel)
+        k = self._kernel(kernel, module)
         if kind == "branch":
             k.instructions["branch"] = k.instructions.get("branch", 0) + c["requests"]
             k.divergent_branches += c["units"]
@@ -169,18 +173,21 @@ class Profile:
         self._instructions.setdefault(line_key, set()).add(op)
 
     def record_kernel(self, kernel: str, arch: str | None, launches: int, blocks: int, threads: int,
-                      distinct_sectors: int) -> None:
-        """Add one kernel's launches (`blocks` in all, `threads` a block) and the distinct global sectors they
-        touched."""
-        k = self._kernel(kernel)
+                      distinct_sectors: int, module: Any = None) -> None:
+        """Add the launches of kernel `kernel` of `module` (`blocks` in all, `threads` a block) and the distinct
+        global sectors they touched."""
+        k = self._kernel(kernel, module)
         k.arch = arch
         k.launches += launches
         k.blocks += blocks
         k.threads_per_block = threads
         k.distinct_sectors += distinct_sectors
 
-    def _kernel(self, name: str) -> KernelRecord:
-        return self._kernels.setdefault(name, KernelRecord(name))
+    def _kernel(self, name: str, module: Any) -> KernelRecord:
+        key = (id(module), name)
+        if key not in self._kernels:
+            self._kernels[key] = KernelRecord(name, module=module)
+        return self._kernels[key]
 
     def lines(self) -> list[LineRecord]:
         """One record a DSL line, memory space and kind, in the order of file and line."""
@@ -193,9 +200,22 @@ class Profile:
                                       tuple(sorted(self._instructions[(file, line, space, kind)]))))
         return sorted(records, key=lambda r: (r.file or "", r.line or 0, r.space, r.kind))
 
-    def kernels(self) -> list[KernelRecord]:
-        """One record a kernel, by name."""
-        return [self._kernels[name] for name in sorted(self._kernels)]
+    def kernels(self, module: Any = None) -> list[KernelRecord]:
+        """One record a kernel (of `module` only, where given), by name."""
+        return sorted((k for k in self._kernels.values() if module is None or k.module is module),
+                      key=lambda k: k.name)
+
+    def kernel(self, name: str, module: Any = None) -> KernelRecord:
+        """The record of kernel `name` (of `module`, where given); KeyError when the profile holds no launch of it,
+        ValueError when kernels of several modules have that name."""
+        found = [k for k in self.kernels(module) if k.name == name]
+        if not found:
+            launched = ", ".join(k.name for k in self.kernels(module)) or "none"
+            raise KeyError(f"the profile holds no launch of kernel {name!r}"
+                           + (f" of {module!r}" if module is not None else "") + f" (kernels launched: {launched})")
+        if len(found) > 1:
+            raise ValueError(f"kernels of {len(found)} modules are called {name!r}; name the module")
+        return found[0]
 
     def line(self, line: int, space: str | None = None, kind: str | None = None) -> LineRecord:
         """The record of DSL line `line` (of any file) in `space` and of `kind` where given; KeyError when there is

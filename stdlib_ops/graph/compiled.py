@@ -27,6 +27,7 @@ import codegen.runtime as runtime
 from codegen import resolve_target
 from codegen.runtime import CaptureFailedError, CudaGraph
 from codegen.toolchain import CubinReport
+from hidet_lang.cuda.profile_report import Profile
 from hidet_lang.ir.func import DEVICE_KINDS, IRModule
 from hidet_lang.ir.functor import collect
 from hidet_lang.ir.stmt import AssertStmt
@@ -250,15 +251,24 @@ class CompiledGraph:
         spec = self.plan.inputs[k]
         return f"{self.plan.input_names[k]}: {spec.dtype} {shape_str(spec.shape)}"
 
-    def report(self) -> CubinReport:
+    def report(self, profile: Profile | None = None) -> CubinReport:
         """What each kernel of a CUDA graph costs: one line per kernel (named by the operators it computes, and by
         its kernel where a module has several) with the columns of a CUDA module's report (registers, spills,
-        local memory, shared memory, threads, occupancy) and its SASS opcodes (`CompiledModule.report`). TypeError
-        for a CPU graph, whose kernels' vectorization reports are `compiled.modules[i].report()`."""
+        local memory, shared memory, threads, occupancy) and its SASS opcodes (`CompiledModule.report`). With
+        `profile` (a `hidet.cuda.profile()` the graph was called in, on the emulator), each kernel's lower bound
+        on the time of its launches there and the resource that binds it. TypeError for a CPU graph, whose
+        kernels' vectorization reports are `compiled.modules[i].report()`; ValueError naming the kernels the
+        profile holds no launch of."""
         if self.device != "cuda":
             raise TypeError(f"the kernel report covers CUDA graphs; this graph is built for '{self.target}' (each "
                             "kernel's vectorization report is compiled.modules[i].report())")
-        return CubinReport.combine(self.target.arch or "", [(t, m.report()) for t, m in zip(self.titles, self.modules)])
+        if profile is not None:
+            missing = [t for t, m in zip(self.titles, self.modules) if not profile.kernels(module=m)]
+            if missing:
+                raise ValueError(f"the profile holds no launch of the graph's kernels {', '.join(map(repr, missing))}:"
+                                 " call the graph inside `with hidet.cuda.profile() as p:` and pass that p")
+        return CubinReport.combine(self.target.arch or "",
+                                   [(t, m.report(profile)) for t, m in zip(self.titles, self.modules)])
 
     def profile(self, *args: Any, runs: int = 10, peak: Peak | None = None) -> GraphProfile:
         """The time of each kernel of a CPU graph called with `args` (median of `runs` timed calls after an untimed
