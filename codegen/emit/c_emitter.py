@@ -444,14 +444,17 @@ class CEmitter:
             self.body(s.else_body)
         self.line("}")
 
+    def loop_condition(self, s: S.ForStmt) -> str:
+        """The condition the `for` of loop `s` tests before each iteration."""
+        name, step = self.var_name(s.var), s.step
+        if isinstance(step, E.Constant):
+            return f"{name} {'<' if step.value > 0 else '>'} {self.expr(s.stop)}"
+        return f"({self.expr(step)} > 0 ? {name} < {self.expr(s.stop)} : {name} > {self.expr(s.stop)})"
+
     def stmt_ForStmt(self, s: S.ForStmt) -> None:
         name = self.var_name(s.var)
         step = s.step
-        if isinstance(step, E.Constant):
-            cond = f"{name} {'<' if step.value > 0 else '>'} {self.expr(s.stop)}"
-        else:
-            st = self.expr(step)
-            cond = f"({st} > 0 ? {name} < {self.expr(s.stop)} : {name} > {self.expr(s.stop)})"
+        cond = self.loop_condition(s)
         incr = f"{name}++" if isinstance(step, E.Constant) and step.value == 1 else f"{name} += {self.expr(step)}"
         parallel = s.kind == S.LoopKind.PARALLEL and self.parallel_depth == 0
         if parallel:

@@ -14,8 +14,8 @@ In the profile build (`profile`: a `ProfileSites` the emitter numbers its sites 
 hidet_lang/emulator_profile.h) there are no block functions either, and every counted place records an event:
 each element access of global or shared memory goes through `hl_emu_prof` (local arrays are not counted), the
 memory intrinsics (vector copies, cp.async, ldmatrix, TMA, warpgroup MMA) record their accesses beside their
-call, an `if` on a value records its outcome, and a statement with counted arithmetic (`profile_sites.statement_ops`)
-its execution.
+call, an `if` on a value and each test of a loop's condition (but an unrolled loop's) record its outcome, and a
+statement with counted arithmetic (`profile_sites.statement_ops`) its execution.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ class EmulatorEmitter(CudaDeviceEmitter):
         self.profile = profile
         self.printing: E.Intrinsic | None = None  # the intrinsic being printed
         self.spaces: dict[E.Var, int] = {}  # the memory each tensor variable of the function lives in
+        self.statements: list[S.Stmt] = []  # the statements being printed, innermost last (profile build)
 
     def emit_module(self, module: IRModule) -> str:
         source = super().emit_module(module)
@@ -108,12 +109,16 @@ class EmulatorEmitter(CudaDeviceEmitter):
 
     def stmt(self, s: S.Stmt) -> None:
         """Print statement `s`; in the profile build, after an execution event where it has counted arithmetic."""
-        if self.profile is not None and not isinstance(s, S.SeqStmt):
-            self.marker(s)
-            ops = statement_ops(s)
-            if ops:
-                self.line(f"hl_emu_prof_ops({self.site('ops', ops=tuple(sorted(ops.items())))});")
+        if self.profile is None or isinstance(s, S.SeqStmt):
+            super().stmt(s)
+            return
+        self.marker(s)
+        self.statements.append(s)
+        ops = statement_ops(s)
+        if ops:
+            self.line(f"hl_emu_prof_ops({self.site('ops', ops=tuple(sorted(ops.items())))});")
         super().stmt(s)
+        self.statements.pop()
 
     def stmt_IfStmt(self, s: S.IfStmt) -> None:
         if self.profile is None or isinstance(s.cond, E.Constant):
@@ -126,11 +131,23 @@ class EmulatorEmitter(CudaDeviceEmitter):
             self.body(s.else_body)
         self.line("}")
 
+    def loop_condition(self, s: S.ForStmt) -> str:
+        """The loop's condition; in the profile build, each test of it is a branch (the `for` of a loop marked
+        unrolled is not: the GPU's compiler unrolls it)."""
+        cond = super().loop_condition(s)
+        if self.profile is None or s.kind == S.LoopKind.UNROLL:
+            return cond
+        return f"hl_emu_prof_branch({cond}, {self.site('branch')})"
+
     def site(self, kind: str, op: str = "", ops: tuple[tuple[str, int], ...] = ()) -> int:
-        """The number of a new profile site of the statement being printed (see `ProfileSite`)."""
+        """The number of a new profile site of the statement being printed (see `ProfileSite`): at its DSL line, or
+        in code without one, at its function and IR statement."""
         assert self.profile is not None
-        file, line = self.last_marker if self.last_marker else (None, None)
-        return self.profile.add(ProfileSite(file, line, kind, op, ops))
+        if self.last_marker:
+            return self.profile.add(ProfileSite(*self.last_marker, kind, op, ops))
+        function = self.current.name if self.current is not None else None
+        statement = str(self.statements[-1]).strip().splitlines()[0] if self.statements else None
+        return self.profile.add(ProfileSite(None, None, kind, op, ops, function, statement))
 
     def bounds_checked(self, base: E.Expr, index: E.Expr, write: bool = False,
                        address_only: bool = False) -> str | None:

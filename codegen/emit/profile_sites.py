@@ -5,7 +5,7 @@ hidet_lang/emulator_profile.h) records an event at every site a thread executes;
 gives, in the order it prints them, to one of:
 - a memory access of a DSL line: an element read or write of a global or shared tensor, one side of a vector copy,
   a cp.async, an ldmatrix, a TMA copy (a global and a shared site) or a warpgroup MMA's shared operands;
-- a branch (an `if` whose condition is not a constant);
+- a branch (an `if` whose condition is not a constant, or the condition of a loop not marked unrolled);
 - a statement with arithmetic the profile counts (`statement_ops`): its instructions by class, per thread.
 The table of sites stays on the Python side (`ProfileSites`): the library's counts name sites by number and
 `codegen.runtime.profiling` reads them back through it.
@@ -40,13 +40,16 @@ class ProfileSite:
     """One site: the DSL line it belongs to (`file`, `line`; None for code without a span), its `kind` ('load',
     'store', 'branch' or 'ops'), the instruction `op` of an access ('element', 'vector', 'cp.async', 'ldmatrix',
     'tma', 'wgmma'), and for 'ops' the instructions one thread's execution issues, by class (`ops`: 'fma', 'fp32',
-    'sfu', 'barrier', and tensor-core shapes such as 'mma.m16n8k16' or 'wgmma.m64n128k16')."""
+    'sfu', 'barrier', and tensor-core shapes such as 'mma.m16n8k16' or 'wgmma.m64n128k16'). Code without a span
+    (the rule-based scheduler's) is named instead by its `function` and the first line of its IR `statement`."""
 
     file: str | None
     line: int | None
     kind: str
     op: str = ""
     ops: tuple[tuple[str, int], ...] = ()
+    function: str | None = None
+    statement: str | None = None
 
 
 class ProfileSites:

@@ -71,7 +71,8 @@ def counts_reader(lib: ctypes.CDLL, sites: ProfileSites, arch: str | None, modul
         for i in range(take()):
             name = row(i, ctypes.byref(key), counts).decode()
             site = sites[key.value >> 2]
-            rows.append((name, (site.file, site.line, site.kind, site.op, site.ops), key.value & 3, list(counts)))
+            rows.append((name, (site.file, site.line, site.kind, site.op, site.ops, site.function, site.statement),
+                         key.value & 3, list(counts)))
         values = (ctypes.c_ulonglong * _KERNEL_FIELDS)()
         launched = []
         for i in range(kernels()):

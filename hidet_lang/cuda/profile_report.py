@@ -29,6 +29,8 @@ _SHAPE_RE = re.compile(r"^(?:mma|wgmma)\.m(\d+)n(\d+)k(\d+)$")
 _FIELDS = ("requests", "lanes", "units", "ideal", "bytes", "moved")
 """The counts of a site, in the order the emulator gives them (PC_* in emulator_profile.h)."""
 _SPACES = {1: "global", 2: "shared"}
+_Site = tuple[str | None, int | None, str, str, Sequence[tuple[str, int]], str | None, str | None]
+_LineKey = tuple[str | None, int | None, str | None, str | None, str, str]
 
 
 def tensor_flops(op_class: str) -> int:
@@ -48,7 +50,9 @@ class LineRecord:
     executed (a TMA copy or a warpgroup MMA is one); `sectors` (global) or `wavefronts` (shared) what they took,
     None for the other space; `ideal`: the fewest sectors or wavefronts that would hold the bytes each request asked
     for; `bytes_requested` by the threads and `bytes_moved` (sectors or wavefronts times 32 or 128 bytes);
-    `instructions`: which ('element', 'vector', 'cp.async', 'ldmatrix', 'tma', 'wgmma')."""
+    `instructions`: which ('element', 'vector', 'cp.async', 'ldmatrix', 'tma', 'wgmma'). Code without a DSL line
+    (the rule-based scheduler's kernels) has no `file` and `line`: its `function` and the first line of its IR
+    `statement` name it instead."""
 
     file: str | None
     line: int | None
@@ -61,6 +65,15 @@ class LineRecord:
     bytes_requested: int
     bytes_moved: int
     instructions: tuple[str, ...]
+    function: str | None = None
+    statement: str | None = None
+
+    @property
+    def where(self) -> str:
+        """Where the line is: 'file.py:line', or for code without a DSL line the function it is in."""
+        if self.file is None or self.line is None:
+            return self.function or "?"
+        return f"{os.path.basename(self.file)}:{self.line}"
 
     @property
     def units(self) -> int:
@@ -84,9 +97,10 @@ class LineRecord:
 
     @property
     def text(self) -> str:
-        """The line's source text (empty when the file cannot be read)."""
+        """The line's source text (empty when the file cannot be read); for code without a DSL line, its IR
+        statement."""
         if self.file is None or self.line is None:
-            return ""
+            return self.statement or ""
         return linecache.getline(self.file, self.line).strip()
 
 
@@ -136,16 +150,15 @@ class Profile:
     """Counts of emulated CUDA launches, collected by `hidet.cuda.profile()` (see the module's docstring)."""
 
     def __init__(self) -> None:
-        self._lines: dict[tuple[str | None, int | None, str, str], dict[str, int]] = {}
-        self._instructions: dict[tuple[str | None, int | None, str, str], set[str]] = {}
+        self._lines: dict[_LineKey, dict[str, int]] = {}
+        self._instructions: dict[_LineKey, set[str]] = {}
         self._kernels: dict[tuple[int, str], KernelRecord] = {}
 
-    def record(self, kernel: str, site: tuple[str | None, int | None, str, str, Sequence[tuple[str, int]]],
-               space: int, counts: Sequence[int], module: Any = None) -> None:
+    def record(self, kernel: str, site: _Site, space: int, counts: Sequence[int], module: Any = None) -> None:
         """Add one site's counts: `site` = (file, line, kind, instruction, instruction classes a thread's execution
-        issues), `space` 0 (a branch or an execution), 1 (global) or 2 (shared), `counts` in `_FIELDS`' order;
-        `kernel` is a kernel of `module`."""
-        file, line, kind, op, ops = site
+        issues, and for code without a DSL line its function and IR statement, else None), `space` 0 (a branch or
+        an execution), 1 (global) or 2 (shared), `counts` in `_FIELDS`' order; `kernel` is a kernel of `module`."""
+        file, line, kind, op, ops, function, statement = site
         c = dict(zip(_FIELDS, counts))
         k = self._kernel(kernel, module)
         if kind == "branch":
@@ -166,7 +179,7 @@ class Profile:
             k.global_sectors += c["units"]
         else:
             k.shared_wavefronts += c["units"]
-        line_key = (file, line, space_name, kind)
+        line_key = (file, line, function, statement, space_name, kind)
         totals = self._lines.setdefault(line_key, dict.fromkeys(_FIELDS, 0))
         for name in _FIELDS:
             totals[name] += c[name]
@@ -192,13 +205,15 @@ class Profile:
     def lines(self) -> list[LineRecord]:
         """One record a DSL line, memory space and kind, in the order of file and line."""
         records = []
-        for (file, line, space, kind), c in self._lines.items():
+        for key, c in self._lines.items():
+            file, line, function, statement, space, kind = key
             units = c["units"]
             records.append(LineRecord(file, line, space, kind, c["requests"],
                                       units if space == "global" else None, units if space == "shared" else None,
-                                      c["ideal"], c["bytes"], c["moved"],
-                                      tuple(sorted(self._instructions[(file, line, space, kind)]))))
-        return sorted(records, key=lambda r: (r.file or "", r.line or 0, r.space, r.kind))
+                                      c["ideal"], c["bytes"], c["moved"], tuple(sorted(self._instructions[key])),
+                                      function, statement))
+        return sorted(records, key=lambda r: (r.file or "", r.line or 0, r.function or "", r.statement or "",
+                                              r.space, r.kind))
 
     def kernels(self, module: Any = None) -> list[KernelRecord]:
         """One record a kernel (of `module` only, where given), by name."""
@@ -234,12 +249,12 @@ class Profile:
         rows = self.lines()
         if waste_first:
             rows.sort(key=lambda r: (-r.waste, -r.bytes_moved))
-        out = [f"{'line':<24} {'space':<6} {'kind':<5} {'requests':>9} {'per req':>8} {'ideal':>6} {'waste':>6}  "
+        width = max([24, *(len(r.where) for r in rows)])
+        out = [f"{'line':<{width}} {'space':<6} {'kind':<5} {'requests':>9} {'per req':>8} {'ideal':>6} {'waste':>6}  "
                "source"]
         for r in rows:
-            where = f"{os.path.basename(r.file or '?')}:{r.line}"
             unit = "sect" if r.space == "global" else "wave"
-            out.append(f"{where:<24} {r.space:<6} {r.kind:<5} {r.requests:>9} {r.per_request:>5.1f} {unit} "
+            out.append(f"{r.where:<{width}} {r.space:<6} {r.kind:<5} {r.requests:>9} {r.per_request:>5.1f} {unit} "
                        f"{r.ideal_per_request:>6.1f} {r.waste:>5.1f}x  {r.text}")
         for k in self.kernels():
             counted = ", ".join(f"{name} {count}" for name, count in sorted(k.instructions.items()))

@@ -1,5 +1,6 @@
 """The CUDA emulator's profile build (`hidet.cuda.profile`): planted kernels whose requests, sectors and shared-memory
-wavefronts are known by hand, branches and instruction classes, and the lower bound's arithmetic."""
+wavefronts are known by hand, branches (an `if`'s and a loop's) and instruction classes, and the lower bound's
+arithmetic."""
 
 from __future__ import annotations
 
@@ -108,6 +109,17 @@ def planted():
                 v = v + 3.0
             out[t] = v
 
+        @hidet.script
+        def loops(a: f32[64], out: f32[64]):
+            attrs.func_kind = "cuda_kernel"
+            attrs.cuda.block_dim = 64
+            attrs.cuda.grid_dim = 1
+            t = threadIdx.x
+            acc = 0.0
+            for j in range(t % 4):
+                acc += a[j]
+            out[t] = acc
+
     m = module.build(target="cuda")
     with hidet.cuda.profile() as p:
         m["global_loads"](np.ones(1024, np.float32), np.ones(32768, np.float32), np.ones(1024, np.float16),
@@ -116,6 +128,7 @@ def planted():
         m["vector_reads"](np.zeros(128, np.float32))
         m["branches"](np.ones(64, np.float32), np.zeros(64, np.float32))
         m["swizzles"](np.zeros(32, np.uint32))
+        m["loops"](np.ones(64, np.float32), np.zeros(64, np.float32))
     return p
 
 
@@ -182,6 +195,13 @@ def test_branches_and_instructions(planted):
     assert kernel.fp32_flops == 32 * 2 + 32
     shared = next(k for k in planted.kernels() if "shared_reads" in k.name)
     assert shared.barrier_waits == 1
+
+
+def test_each_test_of_a_loops_condition_is_a_branch(planted):
+    """Lanes run `t % 4` iterations (0 to 3): a warp tests the condition 4 times; the first three tests go both
+    ways (some lanes stop), the last (lanes with 3 iterations) one way."""
+    kernel = next(k for k in planted.kernels() if "loops" in k.name)
+    assert kernel.instructions["branch"] == 2 * 4 and kernel.divergent_branches == 2 * 3
 
 
 def test_table_sorted_by_waste(planted):
