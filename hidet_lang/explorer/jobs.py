@@ -1,5 +1,6 @@
 """What a child process does for the page: compile a program (every stage of everything it defines) or run it
-(random inputs of the typed sizes, checked against the reference box and timed against it)."""
+(random inputs of the typed sizes, checked against the reference box and timed against it; on the CUDA emulator,
+profiled by one more call: `profile_view`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import numpy as np
 from codegen.runtime.argument_checks import numpy_dtype
 from hidet_lang.explorer.ir_lines import step_lines
 from hidet_lang.explorer.pictures import pictures_of
+from hidet_lang.explorer.profile_view import profiled_call
 from hidet_lang.explorer.program import PROGRAM_FILE, Workspace
 from hidet_lang.explorer.stages import dump_folder, graph_stages, module_stages, module_target, workspace_dumps
 from hidet_lang.explorer.tolerance import Tolerance, chosen_tolerance, graph_terms, kernel_terms
@@ -208,7 +210,8 @@ def _check_module(name: str, module: Any, job: dict[str, Any], sizes: dict[str, 
     verdict = _verdict(compared, job, kernel_terms(module.ir_module().functions, sizes))
     described = [{"name": p.name, "shape": list(a.shape), "dtype": str(a.dtype)} if isinstance(a, np.ndarray)
                  else {"name": p.name, "value": a} for p, a in zip(signature.params, args)]
-    return Checked(signature.name, built.target, args, described, verdict, lambda: function(*args))
+    # looked up at each call: inside a profile, the module's profile build answers
+    return Checked(signature.name, built.target, args, described, verdict, lambda: built[signature.name](*args))
 
 
 def run_job(workspace: Workspace, job: dict[str, Any]) -> dict[str, Any]:
@@ -230,9 +233,13 @@ def run_job(workspace: Workspace, job: dict[str, Any]) -> dict[str, Any]:
     progress("timing the reference")
     reference_args = [np.copy(a) if isinstance(a, np.ndarray) else a for a in checked.arguments]
     numpy_s = median_seconds(lambda: reference(*reference_args))
-    return {"ran": checked.ran, "target": str(checked.target), "emulated": checked.target.emulated,
-            "inputs": checked.described, "check": checked.verdict.text, "verdict": checked.verdict.as_json(),
-            "kernel_ms": kernel_s * 1e3, "numpy_ms": numpy_s * 1e3, "speedup": numpy_s / kernel_s}
+    result = {"ran": checked.ran, "target": str(checked.target), "emulated": checked.target.emulated,
+              "inputs": checked.described, "check": checked.verdict.text, "verdict": checked.verdict.as_json(),
+              "kernel_ms": kernel_s * 1e3, "numpy_ms": numpy_s * 1e3, "speedup": numpy_s / kernel_s}
+    if checked.target.is_cuda and checked.target.emulated:
+        progress(f"profiling {checked.ran} on the CUDA emulator")
+        result["profile"] = profiled_call(checked.call, workspace)
+    return result
 
 
 def _line_of(function: Any) -> int:

@@ -1,8 +1,9 @@
 """The explorer in a real browser: headless Chromium (the system's, driven by Playwright) loads the page, picks the
 tiled matmul, compiles it, sees its C and its mapping picture, runs it and reads the timing and the verdict, then
 types an error and sees it at its line; views go stale, a failed compile clears the run, a job is cancelled, long
-lines wrap, a run on the CUDA emulator says so; and a page of another site (another local port) that posts a form,
-sends `no-cors` and JSON fetches and frames the explorer runs nothing. A screenshot of each step of the first test
+lines wrap, a run on the CUDA emulator says so and shows its profile beside the program's lines; and a page of
+another site (another local port) that posts a form, sends `no-cors` and JSON fetches and frames the explorer runs
+nothing. A screenshot of each step of the first test
 is saved in pytest's temporary folder (`explorer_screenshots*` under its base temp; kept after a pass as well)."""
 
 from __future__ import annotations
@@ -183,6 +184,38 @@ def test_a_run_on_the_cuda_emulator_says_so(page: object) -> None:
     page.click("#run")
     expect(page.locator("#status")).to_have_text("ran", timeout=JOB_TIMEOUT_MS)
     expect(page.locator("#run-emulated")).to_have_text("on the CUDA emulator: times are the CPU's, not a GPU's")
+
+
+
+def test_a_run_on_the_cuda_emulator_shows_its_profile_beside_the_lines(page: object, tmp_path_factory:
+                                                                       pytest.TempPathFactory) -> None:
+    """The shared-memory matmul: its padded tile's store conflicts 2-way (rows of 17 floats: two rows a warp meet
+    on a bank), the unpadded one's does not, and the inner product's reads take one wavefront."""
+    from codegen.runtime.cuda_backend import backend
+
+    if backend() != "emulator":
+        pytest.skip("CUDA modules run on a GPU here, not on the emulator")
+    expect = sync_api.expect
+    page.select_option("#example", "shared_memory")
+    page.wait_for_function("document.getElementById('program').value.includes('shared_tensor')")
+    lines = page.locator("#program").input_value().splitlines()
+    number = {key: next(k for k, text in enumerate(lines, start=1) if key in text)
+              for key in ("sa[i, j] = ", "sb[i, j] = ", "acc += ")}
+    page.click("#run")
+    expect(page.locator("#status")).to_have_text("ran", timeout=JOB_TIMEOUT_MS)
+    page.click("#stages button:text-is('Profile')")
+    row = page.locator(f"#profile-lines div[data-dsl='{number['sa[i, j] = ']}']")
+    expect(row).to_have_class("wasteful")
+    expect(row.locator(".counters .waste")).to_have_text(
+        "shared store: 2.0 wavefronts/request (ideal 1.0): 2.0-way bank conflicts")
+    expect(page.locator(f"#profile-lines div[data-dsl='{number['sb[i, j] = ']}'] .counters")).to_contain_text(
+        "shared store: 1.0 wavefronts/request (ideal 1.0)")
+    expect(page.locator(f"#profile-lines div[data-dsl='{number['acc += ']}'] .counters")).to_have_text(
+        "shared load: 1.0 wavefronts/request (ideal 1.0)")
+    expect(page.locator("#profile-kernels")).to_contain_text("shared bound on")
+    page.locator(f"#profile-lines div[data-dsl='{number['acc += ']}']").click()
+    expect(page.locator(f"#program-editor .gutter span[data-line='{number['acc += ']}']")).to_have_class("linked")
+    page.screenshot(path=tmp_path_factory.mktemp("explorer_screenshots") / "profile.png")
 
 
 FRAME = '<!doctype html><html><body><iframe id="framed" src="{page}" width="900" height="600"></iframe></body></html>'

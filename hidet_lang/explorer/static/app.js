@@ -190,6 +190,7 @@ function stageList() {
     for (const g of c.graphs || []) list.push({ key: "graph:" + g.name, label: "Graph: " + g.name, render: () => renderGraph(g) });
   }
   if (state.ran) list.push({ key: "run", label: "Run", render: renderRun });
+  if (state.ran && state.ran.profile) list.push({ key: "profile", label: "Profile", render: renderProfile });
   const output = (state.ran && state.ran.output) || (c && c.output);
   if (output) list.push({ key: "output", label: "Output", render: () => renderCode(output, null, "what the program printed") });
   return list;
@@ -285,6 +286,30 @@ function renderRun() {
     <tr><td>kernel</td><td id="run-kernel">${r.kernel_ms.toFixed(4)} ms</td></tr>
     <tr><td>numpy reference</td><td id="run-numpy">${r.numpy_ms.toFixed(4)} ms</td></tr>
     <tr><td>numpy time / kernel time</td><td>${r.speedup.toFixed(3)}</td></tr></table>`;
+}
+
+// the profile of a run on the CUDA emulator: each line of the program as it was run, its memory counters beside it
+// (lines that take more sectors or wavefronts than the ideal marked), then other files' lines and the kernels
+function renderProfile() {
+  const p = state.ran.profile, program = JSON.parse(state.ranFor).program;
+  const rows = program.split("\n").map((line, i) => {
+    const records = p.lines[String(i + 1)] || [];
+    const counters = records.map((r) => `<span class="${r.waste > 1 ? "waste" : "ideal"}">${esc(r.text)}</span>`).join("");
+    const cls = records.some((r) => r.waste > 1) ? ' class="wasteful"' : "";
+    return `<div data-dsl="${i + 1}"${cls}><span class="no">${i + 1}</span><span class="src">${esc(line)}</span>` +
+      (counters ? `<span class="counters">${counters}</span>` : "") + "</div>";
+  });
+  const others = p.elsewhere.map((r) => `<tr class="${r.waste > 1 ? "waste" : ""}"><td>${esc(r.where)}</td><td>${esc(r.text)}</td><td>${esc(r.source)}</td></tr>`).join("");
+  const kernels = p.kernels.map((k) => `<tr><td>${esc(k.name)}</td><td>${k.launches} launch(es), ${k.blocks} blocks of ${k.threads_per_block} threads; ` +
+    `warp instructions: ${esc(k.instructions)}; divergent branches ${k.divergent_branches}<br>time ${esc(k.bound)}</td></tr>`).join("");
+  $("view").innerHTML = `<p class="picture">Counted on the CUDA emulator in one more call: for each memory instruction of a line, ` +
+    `32-byte sectors a request (global) or wavefronts a request (shared: more than the ideal are bank conflicts), against the ideal.</p>` +
+    `<div class="code profile" id="profile-lines">${rows.join("")}</div>` +
+    (others ? `<table class="result picture" id="profile-elsewhere"><tr><th>where</th><th>counters</th><th>source</th></tr>${others}</table>` : "") +
+    `<table class="result picture" id="profile-kernels">${kernels}</table>`;
+  for (const row of $("view").querySelectorAll("[data-dsl]")) {
+    row.addEventListener("click", () => linkToSource(Number(row.dataset.dsl)));
+  }
 }
 
 // ---- set up
