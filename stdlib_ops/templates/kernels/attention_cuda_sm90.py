@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 from hidet_lang import (
     attrs,
@@ -59,28 +60,22 @@ from hidet_lang import (
     i32,
     meta,
     register_tensor,
-    row_major,
     script,
     script_module,
-    tensor_pointer,
-    u64,
-    view,
 )
 from hidet_lang.cuda import (
     FULL_MASK,
-    TensorMap,
+    address_aligned,
     blockIdx,
-    dynamic_shared_memory,
+    copy_vector,
     fence_mbarrier_init,
-    mbarrier_arrive,
     mbarrier_arrive_expect_tx,
-    mbarrier_init,
     mbarrier_wait,
     setmaxnreg_dec,
     setmaxnreg_inc,
     shfl_xor_sync,
-    swizzled_layout,
     syncthreads,
+    syncwarp,
     threadIdx,
     tma_load,
     wgmma_accumulator_col,
@@ -91,11 +86,11 @@ from hidet_lang.cuda import (
     wgmma_mma_async,
     wgmma_wait_group,
 )
+from hidet_lang.cuda.tiles import AccumulatorStaging, SharedMemoryPlan, swizzled_tile, tile_tensor_map
 from hidet_lang.cuda_limits import shared_memory_per_block
+from hidet_lang.frontend import semantics
 from hidet_lang.frontend.script import ScriptModule
 from hidet_lang.ir import expr as E
-from hidet_lang.ir.tensor_map import TensorMapType
-from hidet_lang.ir.types import DataType, TensorType
 from stdlib_ops.schedule.signature import KernelSignature
 from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import TemplateBinding, shape_of
@@ -104,6 +99,7 @@ from stdlib_ops.templates.sizes import bind_sizes
 from stdlib_ops.templates.views import Dim, View, broadcast_batch
 
 WARPGROUP = 128  # threads of a warpgroup
+WARPGROUP_WARPS = 4
 LOG2E = math.log2(math.e)
 ROWS = 64  # queries of a consumer (wgmma's M), and head-dimension columns of a tile (one 128-byte swizzle row)
 WGMMA_K = 16
@@ -160,33 +156,52 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
             "(S, its exponentials, P and O) with two consumers only at head dimension 64")
     require(2 <= stages <= 8, name, "stages must be 2 to 8")
     block_q = ROWS * consumers
-    chunks = head_dim // ROWS  # 64-column tiles of the head dimension
-    tile_bytes = ROWS * ROWS * 2  # a 64x64 tile of q
-    kv_tile_bytes = block_k * ROWS * 2  # a block_k x 64 tile of k or v
-    q_bytes = consumers * chunks * tile_bytes
-    stage_bytes = 2 * chunks * kv_tile_bytes  # a stage's k tiles then its v tiles
-    bars_at = q_bytes + stages * stage_bytes
-    smem_bytes = bars_at + (1 + 2 * stages) * 8
-    require(smem_bytes <= MAX_SMEM_BYTES, name, f"{smem_bytes} bytes of shared memory (at most 227 KB)")
     scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
     scale_log2 = scale * LOG2E  # the softmax runs in powers of 2: exp(x) = exp2(x log2(e))
     threads = WARPGROUP * (1 + consumers)
     has_mask = mdt is not None
     s_regs = block_k // 2  # a thread's registers of a 64 x block_k S tile
     k_slices = block_k // WGMMA_K
-    q_tile = TensorType(dt, (ROWS, ROWS), swizzled_layout([ROWS, ROWS], dt, swizzle=128))
-    kv_tile = TensorType(dt, (block_k, ROWS), swizzled_layout([block_k, ROWS], dt, swizzle=128))
-    # a stage's v: its 64-column tiles of the head dimension side by side, [block_k, head_dim], as one wgmma reads it
-    v_stage = TensorType(dt, (block_k, head_dim),
-                         row_major(1, chunks) * swizzled_layout([block_k, ROWS], dt, swizzle=128))
+    q_tile = swizzled_tile(dt, [ROWS, head_dim])  # a consumer's queries, their 64-column atoms side by side
+    kv_tile = swizzled_tile(dt, [block_k, head_dim])  # a stage's keys or values
+    kv_bytes = block_k * head_dim * dt.nbytes
+    plan = SharedMemoryPlan()
+    staging = AccumulatorStaging(plan, dt, head_dim, WARPGROUP_WARPS * consumers)  # O's way out
+    q_tiles = plan.tiles(q_tile, consumers)
+    k_stages = plan.tiles(kv_tile, stages)
+    v_stages = plan.tiles(kv_tile, stages)
+    q_full = plan.barriers(1)
+    k_ring = plan.ring(stages, releases=consumers)  # S(t) waits for K(t) only, P V(t) for V(t)
+    v_ring = plan.ring(stages, releases=consumers)
+    require(plan.nbytes <= MAX_SMEM_BYTES, name, f"{plan.nbytes} bytes of shared memory (at most "
+                                                 f"{MAX_SMEM_BYTES // 1024} KB)")
+    vector = staging.vector_elements
+
+    def edge_score(score: Any, r: int, key_limit: Any, diagonal: Any, masked: tuple[Any, ...]) -> Any:
+        """The scaled score `score` of a thread's register `r` of S in an edge tile (IR, while the kernel is
+        parsed): -inf where its key is past the keys' end (its column, less the thread's, reaches `key_limit`) or,
+        causally, past its query (its column less its row, both less the thread's, exceed `diagonal`); plus the
+        additive mask in powers of 2 where there is one (`masked`: the mask, the batch entry, the head, the thread's
+        first query and key, the queries' count)."""
+        column, row = wgmma_accumulator_col(0, r), wgmma_accumulator_row(0, r)  # the register's own share
+        hidden = semantics.binary("<=", key_limit, column)
+        if causal:
+            hidden = semantics.binary("||", hidden, semantics.binary("<", diagonal, column - row))
+        if has_mask:
+            mask, b, h, i0, j0, seq_q = masked
+            i, jk = semantics.binary("+", i0, row), semantics.binary("+", j0, column)
+            term = semantics.cast(semantics.element(mask, (b, h, i, jk) if batched else (h, i, jk)), f32)
+            score = E.IfThenElse(semantics.binary("<", i, seq_q),
+                                 semantics.binary("+", score, semantics.binary("*", term, LOG2E)), score)
+        return E.IfThenElse(hidden, E.Constant(-math.inf, f32), semantics.cast(score, f32))
 
     with script_module() as module:
 
         @script
         def attention(batch: i32, heads: i32, kv_heads: i32, seq_q: i32, seq_k: i32,
-                      q: head_map(dt, [batch, heads, seq_q, head_dim], ROWS, batched),
-                      k: head_map(dt, [batch, kv_heads, seq_k, head_dim], block_k, batched),
-                      v: head_map(dt, [batch, kv_heads, seq_k, head_dim], block_k, batched),
+                      q: tile_tensor_map(q_tile, head_shape([batch, heads, seq_q, head_dim], batched)),
+                      k: tile_tensor_map(kv_tile, head_shape([batch, kv_heads, seq_k, head_dim], batched)),
+                      v: tile_tensor_map(kv_tile, head_shape([batch, kv_heads, seq_k, head_dim], batched)),
                       rest: meta.types(([] if not has_mask else [mdt[batch, heads, seq_q, seq_k]] if batched
                                         else [mdt[heads, seq_q, seq_k]])
                                        + ([dt[batch, heads, seq_q, head_dim]] if batched
@@ -194,17 +209,13 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
             attrs.func_kind = "cuda_kernel"
             attrs.cuda.block_dim = threads
             attrs.cuda.grid_dim = (seq_q + block_q - 1) // block_q * batch * heads
-            attrs.cuda.dynamic_smem_bytes = smem_bytes
+            attrs.cuda.dynamic_smem_bytes = plan.nbytes
             attrs.cuda.min_blocks = 1
             o = rest[len(rest) - 1]
-            q_full = tensor_pointer(u64, [1], init=dynamic_shared_memory(bars_at, u64))
-            full = tensor_pointer(u64, [stages], init=dynamic_shared_memory(bars_at + 8, u64))
-            empty = tensor_pointer(u64, [stages], init=dynamic_shared_memory(bars_at + 8 + stages * 8, u64))
             if threadIdx.x == 0:
-                mbarrier_init(~q_full[0], 1)
-                for s in range(stages):
-                    mbarrier_init(~full[s], 1)
-                    mbarrier_init(~empty[s], consumers)  # one elected arrival a consumer warpgroup
+                q_full.init(1)
+                k_ring.init()
+                v_ring.init()
                 fence_mbarrier_init()
             syncthreads()
             tiles_q = (seq_q + block_q - 1) // block_q
@@ -219,29 +230,29 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
             if role == 0:
                 setmaxnreg_dec(PRODUCER_REGISTERS)
                 if threadIdx.x == 0:
-                    mbarrier_arrive_expect_tx(~q_full[0], q_bytes)
+                    mbarrier_arrive_expect_tx(q_full.at(0), consumers * ROWS * head_dim * dt.nbytes)
                     for c in meta.range(consumers):
-                        for dc in meta.range(chunks):
-                            tma_load(dynamic_shared_memory((c * chunks + dc) * tile_bytes, dt), q,
-                                     box_at(b, h, q0 + c * ROWS, dc * ROWS, batched), ~q_full[0])
-                    for step in range(tiles):
-                        s = step % stages
-                        mbarrier_wait(~empty[s], (step // stages + 1) % 2)  # round 0 passes: nothing to free
-                        mbarrier_arrive_expect_tx(~full[s], stage_bytes)
-                        for dc in meta.range(chunks):
-                            at = box_at(b, h // group, step * block_k, dc * ROWS, batched)
-                            tma_load(dynamic_shared_memory(q_bytes + s * stage_bytes + dc * kv_tile_bytes, dt), k,
-                                     at, ~full[s])
-                            tma_load(dynamic_shared_memory(q_bytes + s * stage_bytes + (chunks + dc) * kv_tile_bytes,
-                                                           dt), v, at, ~full[s])
+                        for dc in meta.range(head_dim // ROWS):
+                            tma_load(q_tiles.address(c, 0, dc), q, box_at(b, h, q0 + c * ROWS, dc * ROWS, batched),
+                                     q_full.at(0))
+                    for it in range(tiles):
+                        for ring, stages_of, source in meta.each([(k_ring, k_stages, k), (v_ring, v_stages, v)]):
+                            ring.acquire(it)
+                            ring.expect(it, kv_bytes)
+                            for dc in meta.range(head_dim // ROWS):
+                                tma_load(stages_of.address(ring.stage(it), 0, dc), source,
+                                         box_at(b, h // group, it * block_k, dc * ROWS, batched),
+                                         ring.full_barrier(it))
             else:
                 setmaxnreg_inc(CONSUMER_REGISTERS[consumers])
                 t = threadIdx.x % WARPGROUP
+                warp = threadIdx.x // 32 - WARPGROUP_WARPS  # the warp's staging tile
+                lane = threadIdx.x % 32
                 rows = (role - 1) * ROWS  # this warpgroup's queries in the block
                 acc_s = register_tensor(f32, [s_regs])  # S
-                prob = register_tensor(f32, [s_regs])  # the scaled and masked scores, then their exponentials
                 acc_o = register_tensor(f32, [head_dim // 2])  # O: the 64 x head_dim accumulator of one wgmma
-                pa = register_tensor(dt, [k_slices, 8])  # P's A fragments, one a 16 keys
+                pa = register_tensor(dt, [k_slices, 8])  # P's A fragments, one a 16 keys, which P V reads
+                p_next = register_tensor(dt, [k_slices, 8])  # the next tile's, made while that P V runs
                 row_max = register_tensor(f32, [2])
                 row_sum = register_tensor(f32, [2])
                 correction = register_tensor(f32, [2])  # the factor O is rescaled by before the next P V
@@ -253,55 +264,48 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
                     pa[r // 8, r % 8] = dt(0.0)
                 for r in meta.range(head_dim // 2):
                     acc_o[r] = 0.0
-                mbarrier_wait(~q_full[0], 0)
+                mbarrier_wait(q_full.at(0), 0)
                 # step `it` issues S of tile `it`, then P V of tile `it - 1` (its P in registers), and computes the
                 # softmax of tile `it` while that P V runs. Step 0 multiplies a P of zeros by tile 0's V: every step
                 # then commits the same groups, so that the compiler sees S done after `wgmma_wait_group(1)`
                 for it in range(tiles + 1):
                     if it < tiles:
-                        s = it % stages
-                        mbarrier_wait(~full[s], it // stages % 2)
+                        k_ring.wait(it)
                         wgmma_fence()  # S was read into P by the last step
-                        for dc in meta.range(chunks):
-                            for kk in meta.range(ROWS // WGMMA_K):
-                                tile_q = view(dynamic_shared_memory(((role - 1) * chunks + dc) * tile_bytes, dt),
-                                              q_tile)
-                                tile_k = view(dynamic_shared_memory(q_bytes + s * stage_bytes + dc * kv_tile_bytes,
-                                                                    dt), kv_tile)
-                                wgmma_mma_async(acc_s, wgmma_descriptor(tile_q, k=kk * WGMMA_K),
-                                                wgmma_descriptor(tile_k, k=kk * WGMMA_K), dtype=dt,
-                                                scale_d=0 if dc == 0 and kk == 0 else 1)
+                        for kk in meta.range(head_dim // WGMMA_K):
+                            wgmma_mma_async(acc_s, wgmma_descriptor(q_tiles.at(role - 1), k=kk * WGMMA_K),
+                                            wgmma_descriptor(k_stages.at(k_ring.stage(it)), k=kk * WGMMA_K),
+                                            dtype=dt, scale_d=0 if kk == 0 else 1)
                         wgmma_commit_group()
-                    sv = max(it - 1, 0) % stages
+                    pv = max(it - 1, 0)  # the tile whose P V this step issues
+                    v_ring.wait(pv)
                     wgmma_fence()  # P and the rescaled O were written
-                    tile_v = view(dynamic_shared_memory(q_bytes + sv * stage_bytes + chunks * kv_tile_bytes, dt),
-                                  v_stage)
                     for kk in meta.range(k_slices):
                         wgmma_mma_async(~acc_o[0], ~pa[kk, 0],
-                                        wgmma_descriptor(tile_v, k=kk * WGMMA_K, transposed=True),
+                                        wgmma_descriptor(v_stages.at(v_ring.stage(pv)), k=kk * WGMMA_K,
+                                                         transposed=True),
                                         dtype=dt, trans_b=True, n=head_dim)
                     wgmma_commit_group()
                     wgmma_wait_group(1, acc_s)  # S is done, P V may still run
                     if it < tiles:
+                        k_ring.release(it, t)
                         k0 = it * block_k
-                        for r in meta.range(s_regs):  # S is only read: writing a wgmma's accumulators while
-                            prob[r] = acc_s[r] * scale_log2  # another runs would serialize them on the GPU
-                        if k0 + block_k > seq_k or has_mask or (causal and k0 + block_k - 1 > q0 + rows):
-                            for r in meta.range(s_regs):
-                                i = q0 + rows + wgmma_accumulator_row(t, r)
-                                jk = k0 + wgmma_accumulator_col(t, r)
-                                if jk >= seq_k or (causal and jk > i):
-                                    prob[r] = -math.inf
-                                elif has_mask:
-                                    if i < seq_q:
-                                        if batched:
-                                            prob[r] = prob[r] + f32(rest[0][b, h, i, jk]) * LOG2E
-                                        else:
-                                            prob[r] = prob[r] + f32(rest[0][h, i, jk]) * LOG2E
+                        # a tile past the keys' end, on the causal diagonal or under a mask rewrites its scores
+                        edge = k0 + block_k > seq_k or has_mask or (causal and k0 + block_k - 1 > q0 + rows)
+                        # the thread's bounds on its registers' columns, and where its mask elements lie (`edge_score`)
+                        key_limit = seq_k - k0 - wgmma_accumulator_col(t, 0)
+                        diagonal = q0 + rows + wgmma_accumulator_row(t, 0) - k0 - wgmma_accumulator_col(t, 0)
+                        masked = (rest[0], b, h, q0 + rows + wgmma_accumulator_row(t, 0),
+                                  k0 + wgmma_accumulator_col(t, 0), seq_q)
                         for hh in meta.range(2):
                             tile_max: f32 = -math.inf
                             for n in meta.range(block_k // 8):
-                                tile_max = max(tile_max, max(prob[4 * n + 2 * hh], prob[4 * n + 2 * hh + 1]))
+                                for e in meta.range(2):
+                                    r = 4 * n + 2 * hh + e
+                                    score = acc_s[r] * scale_log2  # S is only read: writing it while P V runs
+                                    if edge:  # would make the compiler serialize every wgmma
+                                        score = edge_score(score, r, key_limit, diagonal, masked)
+                                    tile_max = max(tile_max, score)
                             tile_max = max(tile_max, shfl_xor_sync(FULL_MASK, tile_max, 1))
                             tile_max = max(tile_max, shfl_xor_sync(FULL_MASK, tile_max, 2))
                             new_max = max(row_max[hh], tile_max)
@@ -311,46 +315,60 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
                             total: f32 = 0.0
                             for n in meta.range(block_k // 8):
                                 for e in meta.range(2):
-                                    p = math.exp2(prob[4 * n + 2 * hh + e] - shift)
-                                    prob[4 * n + 2 * hh + e] = p
+                                    r = 4 * n + 2 * hh + e
+                                    score = acc_s[r] * scale_log2
+                                    if edge:
+                                        score = edge_score(score, r, key_limit, diagonal, masked)
+                                    p = math.exp2(score - shift)  # one FFMA and the exponential where not edge
+                                    p_next[r // 8, r % 8] = dt(p)
                                     total += p
                             row_sum[hh] = row_sum[hh] * correction[hh] + total
-                    wgmma_wait_group(0, acc_o)  # P V is done: its stage is free, its P registers too
-                    if it > 0 and t == 0:
-                        mbarrier_arrive(~empty[(it - 1) % stages])
+                    wgmma_wait_group(0, acc_o)  # P V is done: its values are free, its P registers too
+                    if it > 0:
+                        v_ring.release(pv, t)
                     if it < tiles:
                         for r in meta.range(head_dim // 2):
                             acc_o[r] = acc_o[r] * correction[r // 2 % 2]
                         for r in meta.range(s_regs):
-                            pa[r // 8, r % 8] = dt(prob[r])
+                            pa[r // 8, r % 8] = p_next[r // 8, r % 8]
                 for hh in meta.range(2):  # the row's sum over its four threads, then its reciprocal (0 for 0)
                     row_sum[hh] += shfl_xor_sync(FULL_MASK, row_sum[hh], 1)
                     row_sum[hh] += shfl_xor_sync(FULL_MASK, row_sum[hh], 2)
                     row_sum[hh] = 1.0 / row_sum[hh] if row_sum[hh] > 0.0 else 0.0
                 for r in meta.range(head_dim // 2):
-                    oi = q0 + rows + wgmma_accumulator_row(t, r)
-                    oc = wgmma_accumulator_col(t, r)
-                    if oi < seq_q:
-                        if batched:
-                            o[b, h, oi, oc] = dt(acc_o[r] * row_sum[r // 2 % 2])
-                        else:
-                            o[h, oi, oc] = dt(acc_o[r] * row_sum[r // 2 % 2])
+                    acc_o[r] = acc_o[r] * row_sum[r // 2 % 2]
+                for part in meta.range(head_dim // ROWS):  # O through shared memory, 64 columns a pass
+                    staging.stage(acc_o, warp, lane, part)
+                    for row, vec in staging.lanes.on(lane):
+                        oi = q0 + rows + 16 * (warp % WARPGROUP_WARPS) + row
+                        oc = part * ROWS + vec * vector
+                        if oi < seq_q:
+                            if batched:
+                                if address_aligned(~o[b, h, oi, oc], 16):
+                                    copy_vector(~o[b, h, oi, oc], staging.vector(warp, row, vec), 16)
+                                else:
+                                    for e in meta.range(vector):
+                                        o[b, h, oi, oc + e] = staging.element(warp, row, vec * vector + e)
+                            else:
+                                if address_aligned(~o[h, oi, oc], 16):
+                                    copy_vector(~o[h, oi, oc], staging.vector(warp, row, vec), 16)
+                                else:
+                                    for e in meta.range(vector):
+                                        o[h, oi, oc + e] = staging.element(warp, row, vec * vector + e)
+                    syncwarp()  # the warp's reads of its tile are done before the next pass writes it
 
     return bind_sizes(module, "attention", {"batch": batch, "heads": heads, "kv_heads": kv_heads, "seq_q": seq_q,
                                             "seq_k": seq_k})
 
 
-def head_map(dtype: DataType, shape: list, rows: int, batched: bool) -> TensorMapType:
-    """The tensor map of q, k or v of `shape` = [batch, heads, seq, head_dim], read in boxes of `rows` rows of one
-    head and 64 of its head dimension, 128-byte swizzled: four-dimensional when `batched`, else [heads, seq,
-    head_dim]."""
-    if batched:
-        return TensorMap(dtype, shape, box=[1, 1, rows, ROWS], swizzle=128)
-    return TensorMap(dtype, shape[1:], box=[1, rows, ROWS], swizzle=128)
+def head_shape(shape: list, batched: bool) -> list:
+    """The shape `[batch, heads, seq, head_dim]` of q, k or v as its tensor map reads it: `[heads, seq, head_dim]`
+    where the kernel is not batched."""
+    return shape if batched else shape[1:]
 
 
 def box_at(batch_index: object, head: object, row: object, col: object, batched: bool) -> list:
-    """The coordinates of the box at (`batch_index`, `head`, `row`, `col`) in a map `head_map` made."""
+    """The coordinates of the box at (`batch_index`, `head`, `row`, `col`) in a map of `head_shape`."""
     return [batch_index, head, row, col] if batched else [head, row, col]
 
 
