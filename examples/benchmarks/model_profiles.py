@@ -20,7 +20,8 @@ from collections.abc import Callable
 import numpy as np
 
 KINDS: dict[str, str] = {
-    "conv2d": "convolution", "Conv": "convolution", "FusedConv": "convolution", "NchwcConv": "convolution",
+    "conv2d": "convolution", "conv2d_packed": "convolution", "Conv": "convolution", "FusedConv": "convolution",
+    "NchwcConv": "convolution",
     "matmul": "matmul", "linear": "matmul", "MatMul": "matmul", "FusedMatMul": "matmul", "Gemm": "matmul",
     "attention": "attention", "Attention": "attention", "MultiHeadAttention": "attention",
     "layer_norm": "normalization", "LayerNormalization": "normalization",

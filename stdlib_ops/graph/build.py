@@ -10,7 +10,8 @@ anchor's schedule key, in the process's one kernel cache (`stdlib_ops.runtime.ke
 schedule is chosen once a group. Distinct kernels compile in parallel (the C compilers are subprocesses), with a
 progress bar when a build takes more than a second on a terminal. An unpartitioned graph builds with one kernel
 per operator. Operators that no template takes on the target and that have a decomposition
-(`stdlib_ops.graph.decompose`: attention on the CPU) are built as it.
+(`stdlib_ops.graph.decompose`: attention on the CPU) are built as it. On the CPU, convolutions with constant weights
+read them packed once, at build time (`stdlib_ops.graph.pack_weights`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from stdlib_ops.graph.decompose import decompose_for
 from stdlib_ops.graph.flops import group_flops
 from stdlib_ops.graph.fused_task import FusedKernel, contract_problems, fused_kernel, group_key, group_outputs
 from stdlib_ops.graph.memory_plan import Launch, Plan, Ref, TensorSpec, plan_memory
+from stdlib_ops.graph.pack_weights import pack_weights_for
 from stdlib_ops.graph.partition import FusionGroup, detach, order_groups
 from stdlib_ops.graph.prologue_choice import choose_prologue_path
 from stdlib_ops.runtime.kernels import KERNELS, KernelCache
@@ -50,7 +52,7 @@ def build_graph(graph: FlowGraph, target: Target | str = "cpu", kernels: KernelC
         target = Target.of(target)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"build: {exc}") from None
-    graph = decompose_for(graph, target)
+    graph = pack_weights_for(decompose_for(graph, target), target)
     schedules = GroupSchedules(target)
     groups = respect_contracts(_groups_of(graph), target, schedules)
     launches: list[tuple[str, FusedKernel]] = []

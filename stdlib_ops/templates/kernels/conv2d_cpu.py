@@ -53,6 +53,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from hidet_lang import attrs, f32, grid, i32, i64, register_tensor, script, script_module
 from hidet_lang.frontend.script import ScriptModule
 from stdlib_ops.schedule.signature import kernel_signature
@@ -105,16 +107,41 @@ def _tiles(units: int, m: int, n: int, mr: int, nr: int, mc: int, nc: int, min_t
     return (mr, tile_n) if rows_first else (tile_m, nr)  # as many tiles as there are micro-tiles
 
 
+def _panel_width(tile_n: int, nr: int, nc: int) -> int:
+    """The width of the packed panels of `b` for macro tiles `tile_n` columns wide: `IM2COL_PANEL` where `nc` is a
+    multiple of it (else the widest that divides `nc`), or one panel of the tile's whole micro-panels where that is
+    narrower (7x7 outputs: 64 columns packed for 49 pixels, not 128)."""
+    return min(math.gcd(IM2COL_PANEL, nc), -(-tile_n // nr) * nr)
+
+
+def pack_conv2d_weights(weight: np.ndarray, groups: int, lanes: int | None = None) -> np.ndarray:
+    """A convolution's weights `[out_channels, channels / groups, kh, kw]` as the f32 panels the implicit GEMM reads
+    with `packed=True`: per group, its output channels in panels of `mr` (the micro-tile's rows for `lanes`; None:
+    the machine's widest), zero-padded past the last; panel p holds, for each k = `(ci * kh + ky) * kw + kx`, the
+    `mr` weights of its channels (`[groups * panels, k, mr]`)."""
+    mr = DEFAULT_BLOCKS[template_lanes("pack_conv2d_weights", lanes)].mr
+    out_channels = weight.shape[0]
+    og, k = out_channels // groups, int(np.prod(weight.shape[1:]))
+    panels = -(-og // mr)
+    rows = np.zeros((groups, panels * mr, k), np.float32)
+    rows[:, :og] = weight.reshape(groups, og, k)
+    return np.ascontiguousarray(rows.reshape(groups, panels, mr, k).transpose(0, 1, 3, 2).reshape(-1, k, mr))
+
+
 def conv2d_gemm_cpu(batch: Size, channels: int, height: int, width: int, out_channels: int, kernel: Pair,
                     stride: Pair = (1, 1), padding: Pair = (0, 0), dilation: Pair = (1, 1), groups: int = 1,
-                    bias: bool = False, dtype: str = "float32", *, lanes: int | None = None, mc: int | None = None,
-                    nc: int | None = None, kc: int | None = None, min_tiles: int = 4) -> ScriptModule:
+                    bias: bool = False, dtype: str = "float32", *, packed: bool = False, lanes: int | None = None,
+                    mc: int | None = None, nc: int | None = None, kc: int | None = None,
+                    min_tiles: int = 4) -> ScriptModule:
     """A module with one CPU kernel `conv2d(<batch if symbolic>, x, weight[, bias], out)`: the convolution as an
     implicit GEMM (see the module's docstring).
 
     `x: dtype[batch, channels, height, width]`, `weight: dtype[out_channels, channels / groups, *kernel]`,
     `bias: dtype[out_channels]` (when `bias`), `out: dtype[batch, out_channels, oh, ow]`; `batch` is an int or a
-    symbolic name. Schedule parameters: `lanes` (the vector width; None: the machine's widest), the cache blocks
+    symbolic name. With `packed`, `weight` is instead the f32 panels `pack_conv2d_weights` makes of it once
+    (`f32[groups * ceil(out_channels / groups / mr), channels / groups * kh * kw, mr]`, `mr` the micro-tile's rows for
+    `lanes`), which the micro-kernel reads where they lie: no packing of the weights per call. Schedule parameters:
+    `lanes` (the vector width; None: the machine's widest), the cache blocks
     `mc`, `nc`, `kc` (None: `DEFAULT_BLOCKS`' for the width) and `min_tiles` (the least number of macro tiles,
     and what their count is a multiple of where the size allows)."""
     name = "conv2d_gemm_cpu"
@@ -126,9 +153,9 @@ def conv2d_gemm_cpu(batch: Size, channels: int, height: int, width: int, out_cha
     blocks = DEFAULT_BLOCKS[lanes]
     mr, nr = blocks.mr, blocks.nr
     mc, nc, kc = (blocks.mc if mc is None else mc, blocks.nc if nc is None else nc, blocks.kc if kc is None else kc)
-    pw = math.gcd(IM2COL_PANEL, nc)  # b is packed in panels of pw columns, the widest dividing nc
     require(min(mc, nc, kc, min_tiles) >= 1, name, "block sizes must be positive")
-    require(mc % mr == 0 and pw % nr == 0, name, f"mc must be a multiple of {mr} and nc of {nr}")
+    require(mc % mr == 0 and math.gcd(IM2COL_PANEL, nc) % nr == 0, name,
+            f"mc must be a multiple of {mr} and nc of {nr}")
     require(4 * (mc * kc + kc * nc + mc * nc) <= MAX_LOCAL_BYTES, name,
             f"the packed blocks and the tile must fit in {MAX_LOCAL_BYTES // 1024} KB")
     h, w, kh, kw = height, width, kernel[0], kernel[1]
@@ -138,14 +165,18 @@ def conv2d_gemm_cpu(batch: Size, channels: int, height: int, width: int, out_cha
     tile_m, tile_n = _tiles(groups * (batch if isinstance(batch, int) else 1), m, n, mr, nr, mc, nc, min_tiles)
     tiles_m, tiles_n = -(-m // tile_m), -(-n // tile_n)
     tiles = groups * tiles_m * tiles_n
+    pw = _panel_width(tile_n, nr, nc)
     tile = tile_kernel(lanes, mr, nr, pw, nc)
     has_bias = bias
+    group_panels = -(-m // mr)  # the weights' panels of a group, when packed
+    weight_type = f32[groups * group_panels, k, mr] if packed else dt[out_channels, cg, kh, kw]
+    a_block = 1 if packed else mc * kc  # the tile's packed block of the weights (none when packed once)
 
     with script_module() as module:
 
         @script
-        def conv2d(batch: i32, x: dt[batch, channels, h, w], weight: dt[out_channels, cg, kh, kw],
-                   bias: dt[out_channels], out: dt[batch, out_channels, oh, ow]):
+        def conv2d(batch: i32, x: dt[batch, channels, h, w], weight: weight_type, bias: dt[out_channels],
+                   out: dt[batch, out_channels, oh, ow]):
             attrs.func_kind = "cpu_kernel"
             for t in grid(batch * tiles, attrs="p"):
                 bi = t // tiles
@@ -156,7 +187,7 @@ def conv2d_gemm_cpu(batch: Size, channels: int, height: int, width: int, out_cha
                 cols = min(tile_n, n - n0)
                 panels_m = (rows + mr - 1) // mr
                 panels_b = (cols + pw - 1) // pw
-                packed_a = register_tensor(f32, [mc * kc])
+                packed_a = register_tensor(f32, [a_block])
                 packed_b = register_tensor(f32, [kc * nc])
                 acc = register_tensor(f32, [mc * nc])  # row-major, nc columns a row
                 oy0 = n0 // ow  # the output pixel of the tile's first column
@@ -166,23 +197,24 @@ def conv2d_gemm_cpu(batch: Size, channels: int, height: int, width: int, out_cha
                 kx0 = 0
                 for k0 in range(0, k, kc):
                     depth = min(kc, k - k0)
-                    for p in range(panels_m):  # a panel of the weights: depth x mr, row r at column r
-                        panel = p * mr * depth
-                        o0 = g * og + m0 + p * mr
-                        live = min(mr, m - m0 - p * mr)
-                        ci = ci0
-                        ky = ky0
-                        kx = kx0
-                        for kk in range(depth):
-                            for r in range(mr):
-                                packed_a[panel + kk * mr + r] = f32(weight[o0 + r, ci, ky, kx]) if r < live else 0.0
-                            kx += 1
-                            if kx == kw:
-                                kx = 0
-                                ky += 1
-                                if ky == kh:
-                                    ky = 0
-                                    ci += 1
+                    if not packed:
+                        for p in range(panels_m):  # a panel of the weights: depth x mr, row r at column r
+                            panel = p * mr * depth
+                            o0 = g * og + m0 + p * mr
+                            live = min(mr, m - m0 - p * mr)
+                            ci = ci0
+                            ky = ky0
+                            kx = kx0
+                            for kk in range(depth):
+                                for r in range(mr):
+                                    packed_a[panel + kk * mr + r] = f32(weight[o0 + r, ci, ky, kx]) if r < live else 0.0
+                                kx += 1
+                                if kx == kw:
+                                    kx = 0
+                                    ky += 1
+                                    if ky == kh:
+                                        ky = 0
+                                        ci += 1
                     for kk in range(depth):  # a row of the panels of b: one (ci, ky, kx), im2col by runs
                         channel = g * cg + ci0
                         dy = ky0 * dh - ph
@@ -218,7 +250,12 @@ def conv2d_gemm_cpu(batch: Size, channels: int, height: int, width: int, out_cha
                             if ky0 == kh:
                                 ky0 = 0
                                 ci0 += 1
-                    tile(panels_m, (cols + nr - 1) // nr, cols, depth, ~packed_a[0], ~packed_b[0], ~acc[0], k0 == 0)
+                    if packed:  # the panels of the weights where they lie, k floats x mr apart
+                        tile(panels_m, (cols + nr - 1) // nr, cols, depth, ~weight[g * group_panels + m0 // mr, k0, 0],
+                             k * mr, ~packed_b[0], ~acc[0], k0 == 0)
+                    else:
+                        tile(panels_m, (cols + nr - 1) // nr, cols, depth, ~packed_a[0], mr * depth, ~packed_b[0],
+                             ~acc[0], k0 == 0)
                 for i in range(rows):
                     oc = g * og + m0 + i
                     shift = f32(bias[oc]) if has_bias else 0.0
@@ -304,3 +341,25 @@ def conv2d_on_cpu(task: Task) -> TemplateBinding | None:
                "dtype": dtype}
     views = [View(t, lambda i: i) for t in (*task.inputs, *signature.outputs)]
     return TemplateBinding(template.__name__, template, signature, {"batch": batch}, views, options)
+
+
+@library_template("conv2d_packed", LIBRARY_CPU)
+def conv2d_packed_on_cpu(task: Task) -> TemplateBinding | None:
+    """The implicit GEMM reading weights packed once (`conv2d_packed`), where the panels' height is the micro-tile's
+    of the machine's vector width and the input and output share a dtype the template takes."""
+    lanes = machine_lanes()
+    dtypes = {task.inputs[0].type.dtype.name, *(o.dtype.name for o in task.outputs)}
+    dtypes |= {t.type.dtype.name for t in task.inputs[2:]}
+    if lanes is None or len(dtypes) != 1 or next(iter(dtypes)) not in CONV2D_CPU_DTYPES:
+        return None
+    (batch, channels, height, width), rows = shape_of(task.inputs[0]), shape_of(task.inputs[1])[-1]
+    if rows != DEFAULT_BLOCKS[lanes].mr:
+        return None
+    signature = kernel_signature(task.inputs, task.outputs)
+    attrs = task.attrs
+    options = {"channels": channels, "height": height, "width": width, "out_channels": attrs["out_channels"],
+               "kernel": tuple(attrs["kernel"]), "stride": tuple(attrs["stride"]),
+               "padding": tuple(attrs["padding"]), "dilation": tuple(attrs["dilation"]), "groups": attrs["groups"],
+               "bias": len(task.inputs) == 3, "dtype": dtypes.pop(), "packed": True, "lanes": lanes}
+    views = [View(t, lambda i: i) for t in (*task.inputs, *signature.outputs)]
+    return TemplateBinding(conv2d_gemm_cpu.__name__, conv2d_gemm_cpu, signature, {"batch": batch}, views, options)

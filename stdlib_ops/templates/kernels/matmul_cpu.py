@@ -198,7 +198,7 @@ def matmul_cpu(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *
                                     jj = n0 + full_b * pw + j
                                     edge = full_b * pw * depth + kk * pw + j
                                     packed_b[edge] = f32(b[bi, k0 + kk, jj]) if jj < n else 0.0
-                        tile(panels_m, panels_n, cols, depth, ~packed_a[0], ~packed_b[0], ~acc[0], k0 == 0)
+                        tile(panels_m, panels_n, cols, depth, ~packed_a[0], mr * depth, ~packed_b[0], ~acc[0], k0 == 0)
                 for i in range(rows):
                     for j in range(i64(cols)):
                         c[bi, m0 + i, n0 + j] = dt(acc[i * nc + j])
@@ -219,11 +219,13 @@ def matmul_on_cpu(task: Task) -> TemplateBinding | None:
 
 
 def tile_kernel(lanes: int, mr: int, nr: int, pw: int, nc: int) -> ScriptFunction:
-    """The `cpu_internal` function `tile_<mr>x<nr>(panels_m, panels_n, cols, depth, packed_a, packed_b, acc,
-    first)`: one k block of a macro tile, `acc (+)= packed_a @ packed_b` (from zeros when `first`), micro-tile by
-    micro-tile.
+    """The `cpu_internal` function `tile_<mr>x<nr>(panels_m, panels_n, cols, depth, packed_a, stride_a, packed_b,
+    acc, first)`: one k block of a macro tile, `acc (+)= packed_a @ packed_b` (from zeros when `first`), micro-tile
+    by micro-tile.
 
-    `packed_a` holds `panels_m` panels of `depth x mr` (row r of a panel at column r), `packed_b` panels of
+    `packed_a` holds `panels_m` panels of `depth x mr` (row r of a panel at column r), `stride_a` floats apart
+    (`mr * depth` where the block is packed for the tile, more where the panels are cut from weights packed once for
+    every k), `packed_b` panels of
     `depth x pw` (`pw` a multiple of `nr`: `pw / nr` micro-panels side by side), covering `cols` columns in
     `panels_n` micro-panels; `acc` is row-major, `nc` columns a row. The micro-kernels are `mr x nr`, and one
     vector wide for a last micro-panel that narrow."""
@@ -231,13 +233,13 @@ def tile_kernel(lanes: int, mr: int, nr: int, pw: int, nc: int) -> ScriptFunctio
     name = f"tile_{mr}x{nr}"
 
     @script
-    def tile(panels_m: i32, panels_n: i32, cols: i32, depth: i32, packed_a: ~f32, packed_b: ~f32, acc: ~f32,
-             first: bool):
+    def tile(panels_m: i32, panels_n: i32, cols: i32, depth: i32, packed_a: ~f32, stride_a: i32, packed_b: ~f32,
+             acc: ~f32, first: bool):
         attrs.func_kind = "cpu_internal"
         attrs.func_name = name
         for p in range(panels_m):
             for q in range(panels_n):
-                pa = packed_a + p * mr * depth
+                pa = packed_a + p * stride_a
                 pb = packed_b + q * nr // pw * pw * depth + q * nr % pw
                 ct = acc + p * mr * nc + q * nr
                 if cols - q * nr <= lanes:  # a last panel of b one vector wide or less

@@ -30,7 +30,7 @@ from hidet_lang.target import Target
 from hidet_lang.testing import example_count
 from stdlib_ops.fusion.contract import the_kernel
 from stdlib_ops.templates.cpu_lanes import machine_lanes
-from stdlib_ops.templates.kernels.conv2d_cpu import conv2d_direct_cpu, conv2d_gemm_cpu
+from stdlib_ops.templates.kernels.conv2d_cpu import conv2d_direct_cpu, conv2d_gemm_cpu, pack_conv2d_weights
 from stdlib_ops.templates.params import ScheduleError
 from stdlib_ops.templates.registry import choose_schedule
 
@@ -84,11 +84,13 @@ def check(out: np.ndarray, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *
 
 
 def run(module: object, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride: tuple, padding: tuple,
-        dilation: tuple, groups: int) -> np.ndarray:
-    """The kernel's output for `x`, `w` and `b` (NaN where it stores nothing)."""
-    oh = (x.shape[2] + 2 * padding[0] - dilation[0] * (w.shape[2] - 1) - 1) // stride[0] + 1
-    ow = (x.shape[3] + 2 * padding[1] - dilation[1] * (w.shape[3] - 1) - 1) // stride[1] + 1
-    out = np.full((x.shape[0], w.shape[0], oh, ow), np.nan, x.dtype)
+        dilation: tuple, groups: int, shape: tuple | None = None) -> np.ndarray:
+    """The kernel's output for `x`, `w` and `b` (NaN where it stores nothing); `shape`: the weights' unpacked shape
+    where `w` is packed."""
+    o, _, kh, kw = w.shape if shape is None else shape
+    oh = (x.shape[2] + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (x.shape[3] + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    out = np.full((x.shape[0], o, oh, ow), np.nan, x.dtype)
     module(x.shape[0], x, w, *([] if b is None else [b]), out)
     return out
 
@@ -112,7 +114,8 @@ def convolutions(draw: st.DrawFn, depthwise: bool) -> dict:
 
 def check_drawn(draw: st.DataObject, schedule: str, params: dict, batches: int = 1, dtype: str = "float32",
                 **blocks: int) -> None:
-    """Build `schedule` for `params` (checking mode) and check it on `batches` drawn batch sizes."""
+    """Build `schedule` for `params` (checking mode) and check it on `batches` drawn batch sizes (with `packed`
+    among `blocks`, the kernel is given the weights as `pack_conv2d_weights` packs them)."""
     module = built(schedule, dtype=dtype, **params, **blocks)
     conv = {key: params[key] for key in ("stride", "padding", "dilation", "groups")}
     for _ in range(batches):
@@ -120,7 +123,8 @@ def check_drawn(draw: st.DataObject, schedule: str, params: dict, batches: int =
         x = data(draw.draw, (n, params["channels"], params["height"], params["width"]), dtype)
         w = data(draw.draw, (params["out_channels"], params["channels"] // params["groups"], *params["kernel"]), dtype)
         b = data(draw.draw, (params["out_channels"],), dtype) if params["bias"] else None
-        check(run(module, x, w, b, **conv), x, w, b, **conv)
+        given_w = pack_conv2d_weights(w, params["groups"]) if blocks.get("packed") else w
+        check(run(module, x, given_w, b, **conv, shape=w.shape), x, w, b, **conv)
 
 
 # ------------------------------------------------------------------------------------------------ the schedules
@@ -140,6 +144,29 @@ def test_implicit_gemm_with_small_blocks(draw: st.DataObject) -> None:
     params = draw.draw(convolutions(depthwise=False))
     mr = 8 if machine_lanes() == 16 else 6
     check_drawn(draw, "gemm", params, mc=mr, nc=32, kc=draw.draw(st.sampled_from([1, 2, 5])), min_tiles=3)
+
+
+@settings(max_examples=example_count(10), deadline=None)
+@given(st.data())
+def test_implicit_gemm_reads_weights_packed_once(draw: st.DataObject) -> None:
+    """With `packed`, the kernel reads the weights' panels where they lie (a panel's rows past a group's last
+    channel are zeros), at the default blocks and at small ones (k blocks ending inside a panel's k)."""
+    params = draw.draw(convolutions(depthwise=False))
+    mr = 8 if machine_lanes() == 16 else 6
+    blocks = draw.draw(st.sampled_from([{}, {"mc": mr, "nc": 32, "kc": 5, "min_tiles": 3}]))
+    check_drawn(draw, "gemm", params, batches=2, packed=True, **blocks)
+
+
+def test_packed_weights_are_panels_of_the_micro_tiles_rows() -> None:
+    """Panel p of group g holds its mr channels' weights for every k, mr apart, zeros past the group's channels."""
+    mr = 8 if machine_lanes() == 16 else 6
+    w = np.arange(2 * 11 * 3 * 2 * 2, dtype=np.float32).reshape(22, 3, 2, 2)  # 2 groups of 11 channels
+    panels = pack_conv2d_weights(w, groups=2)
+    per_group = -(-11 // mr)
+    assert panels.shape == (2 * per_group, 12, mr) and panels.dtype == np.float32
+    for g, o, k in [(0, 0, 0), (1, 10, 11), (1, 3, 5), (0, mr, 7)]:
+        assert panels[g * per_group + o // mr, k, o % mr] == w[g * 11 + o].reshape(-1)[k]
+    assert not panels[per_group - 1, :, 11 % mr:].any()
 
 
 @settings(max_examples=example_count(12), deadline=None)
@@ -197,7 +224,7 @@ def test_relu_of_conv2d_with_bias_is_one_kernel_for_any_batch() -> None:
     conv2d = ops.conv2d(xs, ops.asarray(w), ops.asarray(b), stride=(1, 2), padding=1)
     assert kernel_name(conv2d) == "conv2d_gemm_cpu"
     compiled = ops.optimize(ops.trace_from(ops.relu(conv2d), [xs])).build("cpu")
-    assert compiled.kernels == ["conv2d* + relu"]
+    assert compiled.kernels == ["conv2d_packed* + relu"]  # the constant weights packed when built
     conv = {"stride": (1, 2), "padding": (1, 1), "dilation": (1, 1), "groups": 1}
     for n in (1, 3):
         x = rng.uniform(-1, 1, (n, 5, 11, 13)).astype(np.float32)

@@ -1,0 +1,106 @@
+"""Constant convolution weights packed once when a graph is built for the CPU (`stdlib_ops.graph.pack_weights`) and
+the `conv2d_packed` operator that reads them.
+
+The packed kernel multiplies the same f32 weights in the same order as the kernel that packs them per call, so a
+built graph's results are the same bits as the eager convolution's; the operator's compute definition (what the
+rule-based scheduler computes) is checked against a float64 numpy reference within the dot-product bound of
+`test_template_conv2d_cpu` (K + 1 terms of u = 2^-24, one more for the second-order term)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import stdlib_ops as ops
+from codegen.build import build_module
+from hidet_lang.target import Target
+from stdlib_ops.operators.conv_packed import conv2d_packed
+from stdlib_ops.schedule import auto_schedule
+from stdlib_ops.templates.cpu_lanes import machine_lanes
+from stdlib_ops.templates.kernels.conv2d_cpu import pack_conv2d_weights
+
+pytestmark = pytest.mark.skipif(machine_lanes() is None, reason="the machine's C compiler has no vector FMA")
+
+U = 2.0**-24
+RNG = np.random.default_rng(7)
+W = RNG.uniform(-1, 1, (19, 6, 3, 3)).astype(np.float32)  # 19 channels: the last panel padded with zeros
+B = RNG.uniform(-1, 1, 19).astype(np.float32)
+
+
+def reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int, padding: int, groups: int) -> np.ndarray:
+    """conv2d in float64, tap by tap over the padded input."""
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    og = o // groups
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (padding,) * 2, (padding,) * 2))
+    oh, ow = (h + 2 * padding - kh) // stride + 1, (wd + 2 * padding - kw) // stride + 1
+    out = np.zeros((n, o, oh, ow)) + b.astype(np.float64).reshape(1, -1, 1, 1)
+    for g in range(groups):
+        for ky in range(kh):
+            for kx in range(kw):
+                window = xp[:, g * cg:(g + 1) * cg, ky:ky + stride * (oh - 1) + 1:stride,
+                            kx:kx + stride * (ow - 1) + 1:stride]
+                out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", window,
+                                                         w[g * og:(g + 1) * og, :, ky, kx].astype(np.float64))
+    return out
+
+
+def test_constant_weights_are_packed_when_built_and_give_the_eager_bits() -> None:
+    x, residual = ops.symbol(["n", 6, 9, 7]), ops.symbol(["n", 19, 9, 7])
+    conv = ops.conv2d(x, ops.asarray(W), ops.asarray(B), padding=1)
+    compiled = ops.optimize(ops.trace_from(ops.relu(conv + residual), [x, residual])).build("cpu")
+    assert compiled.kernels == ["conv2d_packed* + add + relu"]
+    for n in (1, 3):
+        xv = RNG.uniform(-1, 1, (n, 6, 9, 7)).astype(np.float32)
+        rv = RNG.uniform(-1, 1, (n, 19, 9, 7)).astype(np.float32)
+        eager = ops.conv2d(ops.asarray(xv), ops.asarray(W), ops.asarray(B), padding=1).numpy()
+        np.testing.assert_array_equal(compiled(xv, rv).numpy(), np.maximum(eager + rv, 0))
+
+
+def test_the_packed_panels_are_saved_with_the_graph(tmp_path: object) -> None:
+    x = ops.symbol(["n", 6, 9, 7])
+    compiled = ops.optimize(ops.trace_from(ops.conv2d(x, ops.asarray(W), stride=2), [x])).build("cpu")
+    path = f"{tmp_path}/conv.hlgraph"
+    compiled.save(path)
+    loaded = ops.load(path)
+    assert loaded.kernels == ["conv2d_packed"]
+    xv = RNG.uniform(-1, 1, (2, 6, 9, 7)).astype(np.float32)
+    np.testing.assert_array_equal(loaded(xv).numpy(), compiled(xv).numpy())
+
+
+def test_weights_that_are_no_constants_and_depthwise_convolutions_are_not_packed() -> None:
+    x, w = ops.symbol(["n", 6, 9, 7]), ops.symbol([19, 6, 3, 3])
+    assert ops.optimize(ops.trace_from(ops.conv2d(x, w), [x, w])).build("cpu").kernels == ["conv2d"]
+    depthwise = ops.conv2d(x, ops.asarray(RNG.uniform(-1, 1, (6, 1, 3, 3)).astype(np.float32)), groups=6)
+    assert ops.optimize(ops.trace_from(depthwise, [x])).build("cpu").kernels == ["conv2d"]
+
+
+@pytest.mark.parametrize("rows", [3, 8])
+def test_the_compute_definition_reads_the_panels(rows: int) -> None:
+    """The rule-based scheduler's kernel of `conv2d_packed` (panels of any height, 2 groups) against numpy."""
+    w = RNG.uniform(-1, 1, (10, 3, 2, 3)).astype(np.float32)
+    x = RNG.uniform(-1, 1, (2, 6, 5, 6)).astype(np.float32)
+    per_group = -(-5 // rows)
+    padded = np.zeros((2, per_group * rows, 18), np.float32)
+    padded[:, :5] = w.reshape(2, 5, 18)
+    panels = padded.reshape(2, per_group, rows, 18).transpose(0, 1, 3, 2).reshape(-1, 18, rows).copy()
+    if rows == 8 == pack_conv2d_weights(w, 2).shape[-1]:
+        np.testing.assert_array_equal(panels, pack_conv2d_weights(w, 2))
+    out = conv2d_packed(ops.symbol([2, 6, 5, 6]), ops.symbol(list(panels.shape)), ops.symbol([10]), out_channels=10,
+                        kernel=(2, 3), stride=2, padding=1, groups=2)
+    module = build_module(auto_schedule(out.producer.task, Target.of("cpu")), "cpu")
+    got = np.full((2, 10, 3, 3), np.nan, np.float32)
+    module(x, panels, B[:10], got)
+    exact = reference(x, w, B[:10], stride=2, padding=1, groups=2)
+    magnitude = reference(np.abs(x), np.abs(w), np.abs(B[:10]), stride=2, padding=1, groups=2)
+    assert (np.abs(got - exact) <= 21 * U * magnitude).all()
+
+
+def test_panels_that_do_not_fit_the_convolution_are_refused() -> None:
+    x = ops.symbol(["n", 6, 9, 7])
+    with pytest.raises(ValueError, match=r"conv2d_packed: panels of shape \(3, 54, 8\) .* do not hold the weights"):
+        conv2d_packed(x, ops.symbol([3, 54, 8]), None, out_channels=40, kernel=3)
+    with pytest.raises(ValueError, match="do not hold the weights"):
+        conv2d_packed(x, ops.symbol([3, 54, 8], "float16"), None, out_channels=19, kernel=3)
+    with pytest.raises(ValueError, match="bias of shape"):
+        conv2d_packed(x, ops.symbol([3, 54, 8]), ops.symbol([20]), out_channels=19, kernel=3)
