@@ -20,6 +20,7 @@ EXPECTED = {
     "quickstart.py": "both kernels match numpy",
     "cuda_matmul.py": "256x256x256: matches numpy",
     "hopper_matmul.py": "the Hopper matmul matches numpy",
+    "profile_matmul.py": "both kernels match numpy",
     "mlp.py": "the MLP matches numpy on cpu and cuda at batch 3 and 64",
     "hidet_tutorials/0_hello_world.py": "Hello from CUDA thread 3!",
     "hidet_tutorials/1_scalar_addition.py": "3.0 + 4.0 = 7.0",
