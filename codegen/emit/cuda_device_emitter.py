@@ -20,7 +20,7 @@ from hidet_lang.ir.func import FuncKind, Function, IRModule
 from hidet_lang.ir.intrinsics import INDEX_VARIABLES, INTRINSICS, IntrinsicSpec
 from hidet_lang.ir.layout import SwizzledLayout, swizzle_alignment
 from hidet_lang.ir.tensor_map import TensorMapType
-from hidet_lang.ir.types import DataType, PointerType, TensorType, Type
+from hidet_lang.ir.types import DataType, PointerType, TensorType, Type, float32
 
 CUDA_SCALARS = {"float16": "half", "bfloat16": "__nv_bfloat16"}
 """The CUDA spelling of the scalar types whose C spelling differs."""
@@ -41,10 +41,10 @@ CUDA_INDEX_VARIABLES = {v: Dim3Text(f"{v}.x", f"{v}.y", f"{v}.z") for v in INDEX
 
 FAST_MATH_F32 = {
     "exp": "__expf", "log": "__logf", "sin": "__sinf", "cos": "__cosf", "tan": "__tanf", "pow": "__powf",
-    "log2": "__log2f",
+    "log2": "__log2f", "exp2": "hl_ex2_approx",
 }
 """The single-precision math functions of a fast-math device function: CUDA's approximate intrinsics (a few
-instructions on the special function units)."""
+instructions on the special function units; `exp2` the one `ex2.approx.ftz` instruction, `cuda_primitives.h`)."""
 
 
 def asm_constraint(t: Type) -> str:
@@ -159,6 +159,8 @@ class CudaDeviceEmitter(CEmitter):
     def intrinsic(self, name: str, args: list[str], t: Type) -> str:
         """A CUDA intrinsic in its spelling of the intrinsic table; the math functions and printf as in C."""
         spec = INTRINSICS.get(name)
+        if name in ("min", "max") and self.in_fast_math() and t == float32:  # no NaN: one FMNMX
+            return f"f{name}f({', '.join(args)})"
         if spec is None:
             return super().intrinsic(name, args, t)
         return self.spelling(spec).format(*args, args=", ".join(args), type=self.type_name(t), where=self.where(),

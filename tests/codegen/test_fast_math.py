@@ -199,3 +199,32 @@ def test_the_ir_shows_the_flags() -> None:
     text = str(_SUMS.ir_module())
     assert "def fast_sum(" in text and "# public, fast_math" in text
     assert "def strict_sum(" in text and text.count("fast_math") == 1
+
+
+def exp2_max_module() -> hidet.ScriptModule:
+    """A fast-math CUDA kernel: `y[i] = exp2(max(a[i], b[i]))`."""
+    with hidet.script_module() as module:
+
+        @hidet.script
+        def exp2_of_max(n: i32, a: f32[n], b: f32[n], y: f32[n]):  # noqa: F821 (parameters)
+            attrs.cuda.grid_dim = n
+            attrs.cuda.block_dim = 1
+            attrs.fast_math = True
+            y[blockIdx.x] = math.exp2(max(a[blockIdx.x], b[blockIdx.x]))
+
+    return module
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.floats(-160, 120, width=32), st.floats(-160, 120, width=32)), min_size=1, max_size=40))
+def test_a_fast_cuda_exp2_is_one_approximate_instruction_and_max_one_fmax(pairs: list) -> None:
+    module = exp2_max_module()
+    source = module.build(target="cuda").source()
+    assert "hl_ex2_approx(fmaxf(" in source  # ex2.approx.ftz on the GPU, and FMNMX for the max: no NaN to keep
+    a, b = (np.array(column + (-np.inf,), np.float32) for column in zip(*pairs))
+    y = np.empty_like(a)
+    module.build(target="cuda")(len(a), a, b, y)
+    expected = np.exp2(np.maximum(a, b).astype(np.float64))
+    expected[expected < 2.0**-126] = 0.0  # below the normal range the instruction flushes to zero
+    # the GPU's ex2.approx is within 2 ulp of 2^x (PTX ISA); the emulator's exp2f within 1
+    np.testing.assert_allclose(y, expected, rtol=2 * 2.0**-23, atol=0)

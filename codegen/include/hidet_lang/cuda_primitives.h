@@ -568,6 +568,13 @@ HL_DEVICE void hl_tma_store_wait_group(void) {
 #undef HL_SM90
 // ---- end of Hopper: mbarrier and TMA (GPU) ----------------------------------------------------------------
 
+// 2^x by the special function unit alone (`ex2.approx.ftz`): the exp2 of a fast-math function
+HL_DEVICE float hl_ex2_approx(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 #undef HL_DEVICE
 #endif  // HIDET_LANG_EMULATOR
 

@@ -69,6 +69,11 @@ static inline float hl_emu_fdividef(float x, float y) { return x / y; }
 #define __tanf tanf
 #define __powf powf
 #define __fdividef hl_emu_fdividef
+// ex2.approx.ftz: 2^x, a result below the smallest normal float flushed to zero (the GPU's is within 2 ulp)
+static inline float hl_ex2_approx(float x) {
+    float y = exp2f(x);
+    return y < 0x1p-126f ? 0.0f : y;
+}
 static inline float __frcp_rn(float x) { return 1.0f / x; }
 static inline float __fsqrt_rn(float x) { return sqrtf(x); }
 static inline float __fadd_rn(float x, float y) { return x + y; }

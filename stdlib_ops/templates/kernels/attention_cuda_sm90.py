@@ -211,6 +211,7 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
             attrs.cuda.grid_dim = (seq_q + block_q - 1) // block_q * batch * heads
             attrs.cuda.dynamic_smem_bytes = plan.nbytes
             attrs.cuda.min_blocks = 1
+            attrs.fast_math = True  # exp2 one ex2.approx, max one FMNMX: -inf is the only non-finite score
             o = rest[len(rest) - 1]
             if threadIdx.x == 0:
                 q_full.init(1)
