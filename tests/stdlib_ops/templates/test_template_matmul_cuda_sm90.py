@@ -241,6 +241,11 @@ def test_a_graph_fuses_bias_and_gelu_into_the_hopper_kernel_and_falls_back_off_s
         # the product rounds to f16 before the add (2^-11 of |x| |w|, which gelu's slope, at most 1.13, carries),
         # the add and gelu round to f16 again (2^-11 each, of a value at most 64): a few f16 roundings
         assert (np.abs(got - gelu) <= 4 * 2.0**-11 * (magnitude + 1)).all(), target
+        if target == "cuda:sm_90a" and CUOBJDUMP is not None:  # the report names the main loop's tensor-core share
+            report = compiled.report()
+            loop = report.kernels[0].main_loop
+            assert loop is not None and loop.tensor_core == 4, loop  # a 64-deep k step: 4 m64n64k16 (n is 48)
+            assert f"{loop.tensor_core} on the tensor cores ({loop.tensor_core_share:.1%})" in str(report)
 
 
 def test_a_prologue_takes_the_tensor_core_template_which_reads_elements() -> None:
