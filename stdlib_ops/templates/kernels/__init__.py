@@ -25,6 +25,7 @@ from stdlib_ops.templates.kernels import (
     matmul_cuda_tf32,
     normalization_cpu,
     normalization_cuda,
+    pool_cpu,
     reduction_cpu,
     reduction_cuda,
     softmax_columns_cuda,
@@ -32,4 +33,4 @@ from stdlib_ops.templates.kernels import (
 
 __all__ = ["attention_cpu", "attention_cuda", "attention_decode_cuda", "conv2d_cpu", "conv2d_cuda", "matmul_cpu",
            "matmul_cuda", "matmul_cuda_f16_mma", "matmul_cuda_sm90", "matmul_cuda_tf32", "normalization_cpu",
-           "normalization_cuda", "reduction_cpu", "reduction_cuda", "softmax_columns_cuda"]
+           "normalization_cuda", "pool_cpu", "reduction_cpu", "reduction_cuda", "softmax_columns_cuda"]

@@ -1,0 +1,97 @@
+"""The CPU max-pooling template against numpy's `max` over the padded windows: a maximum is exact (no rounding, f16
+values convert to f32 and back exactly), so the results must be equal; a window holding a NaN gives NaN, the padding
+(-inf) never wins, -inf and +inf in the data included. Shapes are drawn by hypothesis with odd sizes, kernels,
+strides, paddings, dilations and `ceil_mode`, a batch that is symbolic in every build, and each vector width the
+machine has; the cases run in the checking mode (every element access bounds-checked)."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+import stdlib_ops as ops
+from hidet_lang.target import Target
+from hidet_lang.testing import example_count
+from stdlib_ops.fusion.contract import the_kernel
+from stdlib_ops.templates.cpu_lanes import VECTOR_LANES, machine_has_lanes, machine_lanes
+from stdlib_ops.templates.kernels.pool_cpu import max_pool2d_cpu
+from stdlib_ops.templates.params import ScheduleError
+from stdlib_ops.templates.registry import choose_schedule
+
+pytestmark = pytest.mark.skipif(machine_lanes() is None, reason="the machine's C compiler has no vector FMA")
+
+SMALL = st.sampled_from([1, 3, 17]) | st.integers(1, 9)
+
+
+@cache
+def built(**params: object) -> object:
+    """The template's kernel for `params` with a symbolic batch, built once per process in the checking mode."""
+    return max_pool2d_cpu("n", **params).build(check=True)
+
+
+def reference(x: np.ndarray, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple,
+              out_size: tuple) -> np.ndarray:
+    """numpy's `max` over each window of `x` padded with -inf (enough on the right for `ceil_mode`'s last one)."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw), (oh, ow) = kernel, stride, padding, dilation, out_size
+    right = [max(0, (o - 1) * s + d * (k - 1) + 1 - n - p) for o, s, d, k, n, p in
+             zip((oh, ow), (sh, sw), (dh, dw), (kh, kw), x.shape[2:], (ph, pw))]
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (ph, right[0]), (pw, right[1])), constant_values=-np.inf)
+    taps = [xp[:, :, ky * dh:ky * dh + sh * (oh - 1) + 1:sh, kx * dw:kx * dw + sw * (ow - 1) + 1:sw]
+            for ky in range(kh) for kx in range(kw)]
+    return np.max(np.stack(taps), axis=0)
+
+
+def drawn_data(draw: st.DrawFn, shape: tuple, dtype: str) -> np.ndarray:
+    """Uniform values with NaN, +-inf and signed zeros planted at drawn places."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    x = rng.uniform(-4, 4, shape)
+    for value in draw(st.lists(st.sampled_from([np.nan, np.inf, -np.inf, 0.0, -0.0]), max_size=4)):
+        x.reshape(-1)[rng.integers(x.size)] = value
+    return x.astype(dtype)
+
+
+@settings(max_examples=example_count(25), deadline=None)
+@given(st.data())
+def test_max_pooling_on_drawn_shapes(draw: st.DataObject) -> None:
+    kernel = (draw.draw(st.integers(1, 4)), draw.draw(st.integers(1, 4)))
+    stride = (draw.draw(st.integers(1, 3)), draw.draw(st.integers(1, 3)))
+    padding = (draw.draw(st.integers(0, kernel[0] // 2)), draw.draw(st.integers(0, kernel[1] // 2)))
+    dilation = (draw.draw(st.integers(1, 2)), draw.draw(st.integers(1, 2)))
+    channels, height, width = draw.draw(SMALL), draw.draw(SMALL), draw.draw(SMALL)
+    assume(all(n + 2 * p >= d * (k - 1) + 1 for n, p, d, k in zip((height, width), padding, dilation, kernel)))
+    ceil_mode = draw.draw(st.booleans())
+    dtype = draw.draw(st.sampled_from(["float32", "float32", "float16"]))
+    lanes = draw.draw(st.sampled_from([lanes for lanes in VECTOR_LANES if machine_has_lanes(lanes)]))
+    symbol = ops.max_pool2d(ops.symbol(["n", channels, height, width], dtype), kernel, stride, padding, dilation,
+                            ceil_mode)
+    out_size = tuple(symbol.shape[2:])
+    module = built(channels=channels, height=height, width=width, out_size=out_size, kernel=kernel, stride=stride,
+                   padding=padding, dilation=dilation, dtype=dtype, lanes=lanes)
+    for n in (1, draw.draw(st.integers(2, 3))):
+        x = drawn_data(draw.draw, (n, channels, height, width), dtype)
+        out = np.full((n, channels, *out_size), 7.0, dtype)
+        module(n, x, out)
+        np.testing.assert_array_equal(out, reference(x, kernel, stride, padding, dilation, out_size).astype(dtype))
+
+
+def test_the_registry_takes_nchw_inputs_and_leaves_3d_ones_to_the_rules() -> None:
+    def name(t: ops.Tensor) -> str:
+        return the_kernel(choose_schedule(t.producer.task, Target.of("cpu")).module).name
+
+    assert name(ops.max_pool2d(ops.symbol(["n", 64, 112, 112]), 3, 2, 1)) == "max_pool2d_cpu"
+    assert name(ops.max_pool2d(ops.symbol([64, 112, 112]), 3, 2, 1)) == "max_pool2d"
+    assert name(ops.max_pool2d(ops.symbol([1, 2, 9, 9], "float64"), 3)) == "max_pool2d"
+
+
+def test_bad_parameters_are_refused() -> None:
+    shape = {"channels": 2, "height": 5, "width": 5, "out_size": (2, 2), "kernel": (3, 3)}
+    with pytest.raises(ScheduleError, match="dtype float64 is not supported"):
+        max_pool2d_cpu(1, **shape, dtype="float64")
+    with pytest.raises(ScheduleError, match="stride must be positive ints"):
+        max_pool2d_cpu(1, **shape, stride=(0, 1))
+    with pytest.raises(ScheduleError, match="padding must not be negative"):
+        max_pool2d_cpu(1, **shape, padding=(-1, 0))
