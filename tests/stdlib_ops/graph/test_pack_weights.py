@@ -8,6 +8,8 @@ rule-based scheduler computes) is checked against a float64 numpy reference with
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -17,7 +19,9 @@ from hidet_lang.target import Target
 from stdlib_ops.operators.conv_packed import conv2d_packed
 from stdlib_ops.schedule import auto_schedule
 from stdlib_ops.templates.cpu_lanes import machine_lanes
+from stdlib_ops.templates.cpu_threads import machine_threads
 from stdlib_ops.templates.kernels.conv2d_cpu import pack_conv2d_weights
+from stdlib_ops.templates.registry import binding_of
 
 pytestmark = pytest.mark.skipif(machine_lanes() is None, reason="the machine's C compiler has no vector FMA")
 
@@ -104,3 +108,16 @@ def test_panels_that_do_not_fit_the_convolution_are_refused() -> None:
         conv2d_packed(x, ops.symbol([3, 54, 8], "float16"), None, out_channels=19, kernel=3)
     with pytest.raises(ValueError, match="bias of shape"):
         conv2d_packed(x, ops.symbol([3, 54, 8]), ops.symbol([20]), out_channels=19, kernel=3)
+
+
+def test_packed_convolutions_cut_as_many_macro_tiles_as_there_are_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The binding of `conv2d_packed` asks for `machine_threads()` tiles: OMP_NUM_THREADS where set, else the
+    cores this process may run on."""
+    panels = pack_conv2d_weights(W, 1)
+    task = conv2d_packed(ops.symbol(["n", 6, 9, 7]), ops.symbol(list(panels.shape)), None, out_channels=19,
+                         kernel=3).producer.task
+    cores = len(os.sched_getaffinity(0))
+    for given, threads in (("3", 3), ("1", 1), ("", cores), ("x", cores)):
+        monkeypatch.setenv("OMP_NUM_THREADS", given)
+        assert machine_threads() == threads
+        assert binding_of(task, Target.of("cpu")).options["min_tiles"] == threads
