@@ -18,14 +18,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
-from hidet_lang import attrs, f32, i32, meta, register_tensor, rsqrt, script, script_module
-from hidet_lang.cuda import blockIdx, threadIdx
+from hidet_lang import attrs, f32, i32, meta, register_tensor, rsqrt, script, script_module, tensor_pointer
+from hidet_lang.cuda import blockIdx, dynamic_shared_memory, threadIdx
+from hidet_lang.frontend import semantics
 from hidet_lang.frontend.script import ScriptFunction, ScriptModule
+from hidet_lang.ir import expr as E
 from hidet_lang.ir.types import DataType
 from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import TemplateBinding
 from stdlib_ops.templates.kernels.block_reduce import WARP, block_reducers
+from stdlib_ops.templates.kernels.row_chunks import RowChunks
 from stdlib_ops.templates.kernels.row_views import RowTemplates, register_row_templates, rows_binding, trailing_axes
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.registry import LIBRARY_CUDA, library_template
@@ -38,6 +42,9 @@ WARP_ROW_MAX_COLS = 1024
 """The longest rows (columns known at build time) that one warp handles alone."""
 
 
+SHARED_ROW_BYTES = 96 * 1024
+"""The most shared memory a softmax block keeps a long row's exponentials in (every architecture from sm_80 has
+it: 99 KB on sm_86 and sm_89)."""
 BLOCK_SIZES = (128, 256, 512, 1024)
 """The block sizes a row template picks from where none is given."""
 
@@ -82,24 +89,45 @@ def _row_reducers(layout: RowLayout) -> tuple[ScriptFunction, ScriptFunction]:
     return (warp_sum, warp_max) if layout.width == WARP else (block_sum, block_max)
 
 
-def softmax_cuda(rows: Size, cols: Size, dtype: str = "float32", *, threads: int | None = None) -> ScriptModule:
+def softmax_cuda(rows: Size, cols: Size, dtype: str = "float32", *, threads: int | None = None,
+                 vectors: bool = True) -> ScriptModule:
     """A module with one kernel `softmax(<symbolic sizes>, x, y)`: `y[r] = exp(x[r] - max x[r]) / sum(...)`.
 
-    `x, y: dtype[rows, cols]`; each size is an int or a symbolic name."""
-    return _softmax("softmax_cuda", rows, cols, dtype, threads, log=False)
+    `x, y: dtype[rows, cols]`; each size is an int or a symbolic name; `vectors`: whether rows may be accessed as
+    16-byte vectors (`row_chunks`)."""
+    return _softmax("softmax_cuda", rows, cols, dtype, threads, vectors, log=False)
 
 
-def log_softmax_cuda(rows: Size, cols: Size, dtype: str = "float32", *, threads: int | None = None) -> ScriptModule:
+def log_softmax_cuda(rows: Size, cols: Size, dtype: str = "float32", *, threads: int | None = None,
+                     vectors: bool = True) -> ScriptModule:
     """A module with one kernel `log_softmax(<symbolic sizes>, x, y)`: `y[r] = x[r] - max - log(sum exp(x[r] - max))`.
 
-    `x, y: dtype[rows, cols]`; each size is an int or a symbolic name."""
-    return _softmax("log_softmax_cuda", rows, cols, dtype, threads, log=True)
+    `x, y: dtype[rows, cols]`; each size is an int or a symbolic name; `vectors` as for `softmax_cuda`."""
+    return _softmax("log_softmax_cuda", rows, cols, dtype, threads, vectors, log=True)
 
 
-def _softmax(template: str, rows: Size, cols: Size, dtype: str, threads: int | None, log: bool) -> ScriptModule:
+def shared_row_bytes(cols: Any, capacity: int, span: int) -> Any:
+    """The dynamic shared memory a softmax block keeps a long row's exponentials in: a float for each value of its
+    threads' chunks (`span` columns a round), where the row is longer than the registers hold (`capacity`) and this
+    fits `SHARED_ROW_BYTES`; 0 otherwise. `cols` an int or an IR expression."""
+    if isinstance(cols, int):
+        nbytes = -(-cols // span) * span * 4
+        return nbytes if cols > capacity and nbytes <= SHARED_ROW_BYTES else 0
+    nbytes = semantics.binary("*", semantics.binary("/", semantics.binary("+", cols, span - 1), span), span * 4)
+    keeps = semantics.logical("and", semantics.binary(">", cols, capacity),
+                              semantics.binary("<=", nbytes, SHARED_ROW_BYTES))
+    return E.IfThenElse(keeps, nbytes, E.convert(0))
+
+
+def _softmax(template: str, rows: Size, cols: Size, dtype: str, threads: int | None, vectors: bool,
+             log: bool) -> ScriptModule:
     dt = _prepare(template, rows, cols, dtype)
     layout = row_layout(cols, threads)
-    threads, width, per_block, cached = layout.threads, layout.width, layout.rows_per_block, layout.cached
+    threads, width, per_block = layout.threads, layout.width, layout.rows_per_block
+    chunks = RowChunks(dt, width, vectors)
+    lanes, kept = chunks.lanes, chunks.chunks(layout.cached)
+    slots, capacity = kept * lanes, kept * lanes * width if layout.cached else 0
+    span = width * lanes
     row_sum, row_max = _row_reducers(layout)
     kernel_name = "log_softmax" if log else "softmax"
 
@@ -111,79 +139,110 @@ def _softmax(template: str, rows: Size, cols: Size, dtype: str, threads: int | N
             attrs.func_kind = "cuda_kernel"
             attrs.cuda.block_dim = threads
             attrs.cuda.grid_dim = (rows + per_block - 1) // per_block
+            if not log:
+                attrs.cuda.dynamic_smem_bytes = shared_row_bytes(cols, capacity, span)
             row = blockIdx.x * per_block + threadIdx.x // width
             lane = threadIdx.x % width
             if row < rows:
-                if cols <= cached * width:  # the row fits the registers (known at build time where cols is)
-                    v = register_tensor(f32, [max(cached, 1)])
+                vector = chunks.vectors(cols, (~x[row, 0], ~y[row, 0]))
+                share = chunks.share(lane, cols, vector)
+                if cols <= capacity:  # the row fits the registers (known at build time where cols is)
+                    v = register_tensor(f32, [slots])
+                    for j in meta.range(kept):
+                        share.load(v, j * lanes, x, (row,), j, -math.inf)
                     local_max: f32 = -math.inf
-                    for j in meta.range(cached):
-                        v[j] = -math.inf
-                        if lane + j * width < cols:
-                            v[j] = f32(x[row, lane + j * width])
-                        local_max = max(local_max, v[j])
+                    for s in meta.range(slots):
+                        local_max = max(local_max, v[s])
                     top = row_max(local_max)
                     local_sum: f32 = 0.0
-                    for j in meta.range(cached):
+                    for s in meta.range(slots):
                         if log:
-                            local_sum += math.exp(v[j] - top)  # exp(-inf) = 0 past the row's end
+                            local_sum += math.exp(v[s] - top)  # exp(-inf) = 0 past the row's end
                         else:
-                            v[j] = math.exp(v[j] - top)  # each exponential once: the row keeps them
-                            local_sum += v[j]
+                            v[s] = math.exp(v[s] - top)  # each exponential once: the row keeps them
+                            local_sum += v[s]
                     total = row_sum(local_sum)
                     if log:
                         log_total = math.log(total)
-                        for j in meta.range(cached):
-                            if lane + j * width < cols:
-                                y[row, lane + j * width] = dt(v[j] - top - log_total)
+                        for s in meta.range(slots):
+                            v[s] = v[s] - top - log_total
                     else:
                         scale = 1.0 / total
-                        for j in meta.range(cached):
-                            if lane + j * width < cols:
-                                y[row, lane + j * width] = dt(v[j] * scale)
-                else:
+                        for s in meta.range(slots):
+                            v[s] = v[s] * scale
+                    for j in meta.range(kept):
+                        share.store(y, (row,), j, v, j * lanes)
+                else:  # a long row: a chunk at a time, the exponentials kept in shared memory where they fit
+                    streamed = (cols + span - 1) // span
+                    c = register_tensor(f32, [lanes])
                     local_max: f32 = -math.inf
-                    for c in range(lane, cols, width):
-                        local_max = max(local_max, f32(x[row, c]))
+                    for j in range(streamed):
+                        share.load(c, 0, x, (row,), j, -math.inf)
+                        for k in meta.range(lanes):
+                            local_max = max(local_max, c[k])
                     top = row_max(local_max)
+                    kept_row = False
+                    if not log:
+                        kept_row = shared_row_bytes(cols, capacity, span) > 0
+                    exps = tensor_pointer(f32, [SHARED_ROW_BYTES // 4], init=dynamic_shared_memory(0, f32))
                     local_sum: f32 = 0.0
-                    for c in range(lane, cols, width):
-                        local_sum += math.exp(f32(x[row, c]) - top)
-                    log_total = math.log(row_sum(local_sum))
-                    for c in range(lane, cols, width):
-                        if log:
-                            y[row, c] = dt(f32(x[row, c]) - top - log_total)
+                    for j in range(streamed):
+                        share.load(c, 0, x, (row,), j, -math.inf)
+                        for k in meta.range(lanes):
+                            e = math.exp(c[k] - top)
+                            local_sum += e
+                            if kept_row:
+                                exps[(j * lanes + k) * width + lane] = e
+                    total = row_sum(local_sum)
+                    log_total = math.log(total)
+                    scale = 1.0 / total
+                    for j in range(streamed):
+                        if kept_row:
+                            for k in meta.range(lanes):
+                                c[k] = exps[(j * lanes + k) * width + lane] * scale
                         else:
-                            y[row, c] = dt(math.exp(f32(x[row, c]) - top - log_total))
+                            share.load(c, 0, x, (row,), j, -math.inf)
+                            for k in meta.range(lanes):
+                                if log:
+                                    c[k] = c[k] - top - log_total
+                                else:
+                                    c[k] = math.exp(c[k] - top - log_total)
+                        share.store(y, (row,), j, c, 0)
 
     return bind_sizes(module, kernel_name, {"rows": rows, "cols": cols})
 
 
 def layer_norm_cuda(rows: Size, cols: Size, eps: float = 1e-5, dtype: str = "float32", *, weight: bool = True,
-                    bias: bool = True, threads: int | None = None) -> ScriptModule:
+                    bias: bool = True, threads: int | None = None, vectors: bool = True) -> ScriptModule:
     """A module with one kernel `layer_norm(<symbolic sizes>, x, [weight], [bias], y)`:
     `y[r] = (x[r] - mean) / sqrt(var + eps) * weight + bias` with the row's mean and (biased) variance; without
     `weight` or `bias` (the flags) the kernel has no such parameter and skips that step.
 
-    `x, y: dtype[rows, cols]`, `weight, bias: dtype[cols]`; each size is an int or a symbolic name."""
-    return _norm("layer_norm_cuda", "layer_norm", rows, cols, eps, dtype, weight, bias, threads, center=True)
+    `x, y: dtype[rows, cols]`, `weight, bias: dtype[cols]`; each size is an int or a symbolic name; `vectors` as
+    for `softmax_cuda`."""
+    return _norm("layer_norm_cuda", "layer_norm", rows, cols, eps, dtype, weight, bias, threads, vectors, center=True)
 
 
 def rms_norm_cuda(rows: Size, cols: Size, eps: float = 1e-6, dtype: str = "float32", *, weight: bool = True,
-                  threads: int | None = None) -> ScriptModule:
+                  threads: int | None = None, vectors: bool = True) -> ScriptModule:
     """A module with one kernel `rms_norm(<symbolic sizes>, x, [weight], y)`:
     `y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight` (without `weight`, the flag, no such parameter or product).
 
-    `x, y: dtype[rows, cols]`, `weight: dtype[cols]`; each size is an int or a symbolic name."""
-    return _norm("rms_norm_cuda", "rms_norm", rows, cols, eps, dtype, weight, False, threads, center=False)
+    `x, y: dtype[rows, cols]`, `weight: dtype[cols]`; each size is an int or a symbolic name; `vectors` as for
+    `softmax_cuda`."""
+    return _norm("rms_norm_cuda", "rms_norm", rows, cols, eps, dtype, weight, False, threads, vectors, center=False)
 
 
 def _norm(template: str, kernel_name: str, rows: Size, cols: Size, eps: float, dtype: str, has_weight: bool,
-          has_bias: bool, threads: int | None, center: bool) -> ScriptModule:
+          has_bias: bool, threads: int | None, vectors: bool, center: bool) -> ScriptModule:
     """Layer norm (`center`) or RMS norm of the rows, times the weight and plus the bias where they are given."""
     dt = _prepare(template, rows, cols, dtype)
     layout = row_layout(cols, threads)
-    threads, width, per_block, cached = layout.threads, layout.width, layout.rows_per_block, layout.cached
+    threads, width, per_block = layout.threads, layout.width, layout.rows_per_block
+    chunks = RowChunks(dt, width, vectors)
+    lanes, kept = chunks.lanes, chunks.chunks(layout.cached)
+    slots, capacity = kept * lanes, kept * lanes * width if layout.cached else 0
+    span = width * lanes
     row_sum, _ = _row_reducers(layout)
 
     with script_module() as module:
@@ -197,49 +256,69 @@ def _norm(template: str, kernel_name: str, rows: Size, cols: Size, eps: float, d
             row = blockIdx.x * per_block + threadIdx.x // width
             lane = threadIdx.x % width
             if row < rows:
-                if cols <= cached * width:  # the row fits the registers (known at build time where cols is)
-                    v = register_tensor(f32, [max(cached, 1)])
-                    local_sum: f32 = 0.0
-                    for j in meta.range(cached):
-                        v[j] = 0.0
-                        if lane + j * width < cols:
-                            v[j] = f32(x[row, lane + j * width])
-                        local_sum += v[j]
-                    mean: f32 = 0.0
-                    if center:
-                        mean = row_sum(local_sum) / f32(cols)
-                    local_squares: f32 = 0.0
-                    for j in meta.range(cached):
-                        if lane + j * width < cols:
-                            local_squares += (v[j] - mean) * (v[j] - mean)
-                    scale = rsqrt(row_sum(local_squares) / f32(cols) + eps)
-                    for j in meta.range(cached):
-                        if lane + j * width < cols:
-                            out = (v[j] - mean) * scale
-                            if has_weight:
-                                out = out * f32(weight[lane + j * width])
-                            if has_bias:
-                                out = out + f32(bias[lane + j * width])
-                            y[row, lane + j * width] = dt(out)
-                else:
+                rows_aligned = (~x[row, 0], ~y[row, 0])
+                params_aligned = ((~weight[0],) if has_weight else ()) + ((~bias[0],) if has_bias else ())
+                vector = chunks.vectors(cols, rows_aligned + params_aligned)
+                share = chunks.share(lane, cols, vector)
+                p = register_tensor(f32, [lanes])
+                if cols <= capacity:  # the row fits the registers (known at build time where cols is)
+                    v = register_tensor(f32, [slots])
+                    for j in meta.range(kept):
+                        share.load(v, j * lanes, x, (row,), j, 0.0)
                     mean: f32 = 0.0
                     if center:
                         local_sum: f32 = 0.0
-                        for c in range(lane, cols, width):
-                            local_sum += f32(x[row, c])
+                        for s in meta.range(slots):
+                            local_sum += v[s]
                         mean = row_sum(local_sum) / f32(cols)
                     local_squares: f32 = 0.0
-                    for c in range(lane, cols, width):
-                        d = f32(x[row, c]) - mean
-                        local_squares += d * d
+                    for j in meta.range(kept):
+                        for k in meta.range(lanes):
+                            if share.valid(j, k):
+                                local_squares += (v[j * lanes + k] - mean) * (v[j * lanes + k] - mean)
                     scale = rsqrt(row_sum(local_squares) / f32(cols) + eps)
-                    for c in range(lane, cols, width):
-                        out = (f32(x[row, c]) - mean) * scale
+                    for j in meta.range(kept):
+                        for k in meta.range(lanes):
+                            v[j * lanes + k] = (v[j * lanes + k] - mean) * scale
                         if has_weight:
-                            out = out * f32(weight[c])
+                            share.load(p, 0, weight, (), j, 0.0)
+                            for k in meta.range(lanes):
+                                v[j * lanes + k] = v[j * lanes + k] * p[k]
                         if has_bias:
-                            out = out + f32(bias[c])
-                        y[row, c] = dt(out)
+                            share.load(p, 0, bias, (), j, 0.0)
+                            for k in meta.range(lanes):
+                                v[j * lanes + k] = v[j * lanes + k] + p[k]
+                        share.store(y, (row,), j, v, j * lanes)
+                else:  # a long row: a chunk at a time, each pass reading it again
+                    streamed = (cols + span - 1) // span
+                    c = register_tensor(f32, [lanes])
+                    mean: f32 = 0.0
+                    if center:
+                        local_sum: f32 = 0.0
+                        for j in range(streamed):
+                            share.load(c, 0, x, (row,), j, 0.0)
+                            for k in meta.range(lanes):
+                                local_sum += c[k]
+                        mean = row_sum(local_sum) / f32(cols)
+                    local_squares: f32 = 0.0
+                    for j in range(streamed):
+                        share.load(c, 0, x, (row,), j, mean)  # (mean - mean)^2 = 0 past the row's end
+                        for k in meta.range(lanes):
+                            local_squares += (c[k] - mean) * (c[k] - mean)
+                    scale = rsqrt(row_sum(local_squares) / f32(cols) + eps)
+                    for j in range(streamed):
+                        share.load(c, 0, x, (row,), j, 0.0)
+                        for k in meta.range(lanes):
+                            c[k] = (c[k] - mean) * scale
+                        if has_weight:
+                            share.load(p, 0, weight, (), j, 0.0)
+                            for k in meta.range(lanes):
+                                c[k] = c[k] * p[k]
+                        if has_bias:
+                            share.load(p, 0, bias, (), j, 0.0)
+                            for k in meta.range(lanes):
+                                c[k] = c[k] + p[k]
+                        share.store(y, (row,), j, c, 0)
 
     unused = [name for name, given in (("weight", has_weight), ("bias", has_bias)) if not given]
     bound = bind_sizes(module, kernel_name, {"rows": rows, "cols": cols})
