@@ -327,7 +327,7 @@ def _norm(template: str, kernel_name: str, rows: Size, cols: Size, eps: float, d
 
 CUDA_ROWS = RowTemplates(NORMALIZATION_DTYPES, {
     "softmax": softmax_cuda, "log_softmax": log_softmax_cuda, "layer_norm": layer_norm_cuda, "rms_norm": rms_norm_cuda,
-})
+}, vectors=True)
 register_row_templates(LIBRARY_CUDA, CUDA_ROWS)
 
 
@@ -354,5 +354,5 @@ def group_norm_rows_cuda(task: Task) -> TemplateBinding | None:
     without weight and bias (group norm's per-channel weight and bias are operators of their own)."""
     if task.attrs.get("params") != (False,) or trailing_axes(task, "axes") != 1:
         return None
-    rows = RowTemplates(NORMALIZATION_DTYPES, {"group_norm": layer_norm_cuda})
+    rows = RowTemplates(NORMALIZATION_DTYPES, {"group_norm": layer_norm_cuda}, vectors=True)
     return rows_binding(task, rows, "axes", 0, eps=float(task.attrs["eps"]), weight=False, bias=False)

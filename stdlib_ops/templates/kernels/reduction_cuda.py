@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from hidet_lang import attrs, f32, i32, i64, script, script_module
+from hidet_lang import attrs, f32, i32, i64, meta, register_tensor, script, script_module
 from hidet_lang.cuda import blockIdx, shared_tensor, syncthreads, threadIdx
 from hidet_lang.frontend.script import ScriptModule
 from hidet_lang.ir.types import DataType
@@ -30,6 +30,8 @@ from stdlib_ops.templates.binding import TemplateBinding
 from stdlib_ops.templates.kernels.block_reduce import WARP, arg_reducers, block_reducers, extremum_reducers
 from stdlib_ops.templates.kernels.normalization_cuda import row_layout
 from stdlib_ops.templates.kernels.reduction_views import reduction_views
+from stdlib_ops.templates.kernels.row_chunks import RowChunks
+from stdlib_ops.templates.kernels.row_views import whole_vectors
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.registry import LIBRARY_CUDA, library_template
 from stdlib_ops.templates.sizes import bind_sizes
@@ -56,16 +58,20 @@ def _check(template: str, kind: str, kinds: tuple[str, ...], dtype: str, sizes: 
 
 
 def reduce_rows_cuda(outer: Size, extent: Size, kind: str, dtype: str = "float32", *, ddof: int = 0,
-                     threads: int = 256) -> ScriptModule:
+                     threads: int = 256, vectors: bool = True) -> ScriptModule:
     """A module with one kernel `reduce(<symbolic sizes>, x, y)`: `y[o] = kind(x[o, :])`.
 
     `x: dtype[outer, extent]`, `y: dtype[outer]` (`int64[outer]` for argmax and argmin); each size is an int or a
-    symbolic name; `ddof`: the variance's divisor is `extent - ddof`."""
+    symbolic name; `ddof`: the variance's divisor is `extent - ddof`; `vectors`: whether rows may be read as 16-byte
+    vectors (`row_chunks`)."""
     name = "reduce_rows_cuda"
     dt = _check(name, kind, ROW_KINDS, dtype, {"outer": outer, "extent": extent}, ddof, threads)
     out_dt = i64 if kind.startswith("arg") else dt
     layout = row_layout(extent, threads)
     width, per_block = layout.width, layout.rows_per_block
+    chunks = RowChunks(dt, width, vectors)
+    lanes = chunks.lanes
+    span = width * lanes
     warp_sum, _, block_sum, _ = block_reducers(threads)
     row_sum = warp_sum if width == WARP else block_sum
     if kind in ("max", "min"):
@@ -86,17 +92,24 @@ def reduce_rows_cuda(outer: Size, extent: Size, kind: str, dtype: str = "float32
             row = blockIdx.x * per_block + threadIdx.x // width
             lane = threadIdx.x % width
             if row < outer:
+                vector = chunks.vectors(extent, (~x[row, 0],))
+                share = chunks.share(lane, extent, vector)
+                streamed = (extent + span - 1) // span
+                c = register_tensor(f32, [lanes])
                 if kind in ("sum", "mean", "var", "std"):
                     local_sum: f32 = 0.0
-                    for c in range(lane, extent, width):
-                        local_sum += f32(x[row, c])
+                    for j in range(streamed):
+                        share.load(c, 0, x, (row,), j, 0.0)
+                        for k in meta.range(lanes):
+                            local_sum += c[k]
                     total = row_sum(local_sum)
                     if kind in ("var", "std"):
                         mean = total / f32(extent)
                         local_squares: f32 = 0.0
-                        for c in range(lane, extent, width):
-                            d = f32(x[row, c]) - mean
-                            local_squares += d * d
+                        for j in range(streamed):
+                            share.load(c, 0, x, (row,), j, mean)  # (mean - mean)^2 = 0 past the row's end
+                            for k in meta.range(lanes):
+                                local_squares += (c[k] - mean) * (c[k] - mean)
                         variance = row_sum(local_squares) / f32(extent - ddof)
                         if lane == 0:
                             y[row] = dt(math.sqrt(variance) if kind == "std" else variance)
@@ -104,19 +117,23 @@ def reduce_rows_cuda(outer: Size, extent: Size, kind: str, dtype: str = "float32
                         y[row] = dt(total / f32(extent) if kind == "mean" else total)
                 elif kind in ("max", "min"):
                     best: f32 = start
-                    for c in range(lane, extent, width):
-                        if best == best:
-                            best = max(best, f32(x[row, c])) if kind == "max" else min(best, f32(x[row, c]))
+                    for j in range(streamed):
+                        share.load(c, 0, x, (row,), j, start)
+                        for k in meta.range(lanes):
+                            if best == best:
+                                best = max(best, c[k]) if kind == "max" else min(best, c[k])
                     top = row_ext(best)
                     if lane == 0:
                         y[row] = dt(top)
                 else:
                     best: f32 = start
                     at: i32 = NO_INDEX
-                    for c in range(lane, extent, width):
-                        if better(f32(x[row, c]), c, best, at):
-                            best = f32(x[row, c])
-                            at = c
+                    for j in range(streamed):
+                        share.load(c, 0, x, (row,), j, start)
+                        for k in meta.range(lanes):
+                            if share.valid(j, k) and better(c[k], share.column(j, k), best, at):
+                                best = c[k]
+                                at = share.column(j, k)
                     winner = row_arg(best, at)
                     if lane == 0:
                         y[row] = i64(winner)
@@ -201,7 +218,8 @@ def reduction_on_cuda(task: Task) -> TemplateBinding | None:
     sizes = {"outer": views.outer, "extent": views.extent}
     options = {"kind": task.name, "dtype": dtype, "ddof": int(task.attrs.get("ddof", 0))}
     if isinstance(views.inner, int) and views.inner == 1:
-        return TemplateBinding("reduce_rows_cuda", reduce_rows_cuda, views.signature, sizes, views.rows, options)
+        rows_options = {**options, "vectors": whole_vectors(views.middle, dtype)}
+        return TemplateBinding("reduce_rows_cuda", reduce_rows_cuda, views.signature, sizes, views.rows, rows_options)
     if arg:
         return None
     return TemplateBinding("reduce_columns_cuda", reduce_columns_cuda, views.signature,

@@ -21,13 +21,15 @@ from stdlib_ops.templates.views import Dim, Indices, View, product, unravel
 
 @dataclass(frozen=True)
 class ReductionViews:
-    """The kernel `signature` of a reduction task, its `outer` and `extent` sizes, its `inner` size, and the views
-    of its input and output for a rows template (`rows`, where `inner` is 1) and a columns template (`columns`)."""
+    """The kernel `signature` of a reduction task, its `outer` and `extent` sizes, its `inner` size, the reduced
+    axes' sizes (`middle`, whose product is `extent`), and the views of its input and output for a rows template
+    (`rows`, where `inner` is 1) and a columns template (`columns`)."""
 
     signature: KernelSignature
     outer: Dim
     extent: Dim
     inner: Dim
+    middle: tuple[Dim, ...]
     rows: Sequence[View]
     columns: Sequence[View]
 
@@ -53,4 +55,4 @@ def reduction_views(task: Task, axes: Sequence[int]) -> ReductionViews | None:
 
     rows = [View(x, lambda i: x_index(i[0], i[1], zero)), View(out, lambda i: out_index(i[0], zero))]
     columns = [View(x, lambda i: x_index(*i)), View(out, lambda i: out_index(*i))]
-    return ReductionViews(signature, product(lead), product(middle), product(trail), rows, columns)
+    return ReductionViews(signature, product(lead), product(middle), product(trail), tuple(middle), rows, columns)

@@ -13,23 +13,35 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from hidet_lang.ir import expr as E
+from hidet_lang.ir.types import dtype_from_name
 from hidet_lang.target import Target
 from stdlib_ops.schedule.signature import kernel_signature
 from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import Instantiate, TemplateBinding, common_dtype, shape_of
 from stdlib_ops.templates.cpu_lanes import machine_lanes
+from stdlib_ops.templates.kernels.row_chunks import vector_lanes
 from stdlib_ops.templates.registry import library_template
 from stdlib_ops.templates.views import Dim, View, product, unravel
 
 
 @dataclass(frozen=True)
 class RowTemplates:
-    """One target's row-wise templates: the dtypes they take, the template of each task name, and whether they
-    need the machine's vector FMA (`cpu_lanes.machine_lanes`)."""
+    """One target's row-wise templates: the dtypes they take, the template of each task name, whether they need
+    the machine's vector FMA (`cpu_lanes.machine_lanes`), and whether they take a `vectors` flag (16-byte accesses
+    of a row, `row_chunks`), which `rows_binding` gives."""
 
     dtypes: tuple[str, ...]
     templates: Mapping[str, Instantiate]
     needs_lanes: bool = False
+    vectors: bool = False
+
+
+def whole_vectors(dims: Sequence[Dim], dtype: str) -> bool:
+    """Whether a row over axes `dims` may be accessed as 16-byte vectors of `dtype` once it is a whole number of
+    them: always for one axis; over several, only where the innermost is a known multiple of a vector, since a
+    fused prologue or epilogue indexes a vector's lanes along that axis alone."""
+    lanes = vector_lanes(dtype_from_name(dtype))
+    return len(dims) <= 1 or (isinstance(dims[-1], int) and dims[-1] % lanes == 0)
 
 
 def row_view(tensor: E.Var, lead: Sequence[Dim], trail: Sequence[Dim]) -> View:
@@ -67,6 +79,8 @@ def rows_binding(task: Task, rows: RowTemplates, key: str, params: int, **option
     sizes = {"rows": product(lead), "cols": product(trail)}
     views = [row_view(x, lead, trail), *[View(p, lambda i: tuple(unravel(i[0], trail))) for p in task.inputs[1:]],
              row_view(signature.outputs[0], lead, trail)]
+    if rows.vectors:
+        options = {**options, "vectors": whole_vectors(trail, dtype)}
     return TemplateBinding(template.__name__, template, signature, sizes, views, {"dtype": dtype, **options})
 
 
