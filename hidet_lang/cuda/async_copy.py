@@ -1,0 +1,227 @@
+"""Tiles that `cp.async` (sm_80) fills: their swizzled layout, the copy of a tile by a block's threads, and the
+multistage pipeline that overlaps the copies of later steps with the work on the current one.
+
+- `chunk_tile(dtype, [rows, cols])`: the tensor type of a shared tile whose 16-byte chunks are swizzled (as
+  `tiles.swizzled_tile`, the swizzle as wide as a row up to 128 bytes), so that the eight rows of an `ldmatrix`
+  8 x 8 matrix, or the eight chunks a quarter warp copies, lie in eight different groups of banks. The layout is the
+  one source of the swizzle: a copy lands at `~tile[row, col]` and `fragments.load_a` reads `~tile[row, col]`.
+- `TileCopy(tile, threads)`: the copy of such a tile (or a padded one, `tiles.padded_tile`) from global memory in
+  16-byte chunks. `mapping` is the task mapping that gives each thread its chunks `(row, chunk)`, consecutive
+  threads on consecutive chunks of shared memory (each 128-byte line written by 8 threads at once); `copy(...)`
+  builds the copy of one chunk from a tensor whose tile starts at an origin (a `cp_async` where the chunk lies
+  inside it and its rows are 16-byte aligned, zeros outside, element reads where the rows are not aligned), and
+  `zero`, `round_tf32` the chunk's fills and in-place rounding.
+- `CopyPipeline(stages)`: `stages` buffers of a loop whose iteration `it` copies step `it` into buffer
+  `fill_stage(it)` and works on step `it - stages + 1` in buffer `read_stage(it)`; `wait()` starts an iteration
+  (the copies of the step worked on are in place and every thread is done with the buffer refilled), `commit()`
+  ends its copies.
+
+Every statement is built while the kernel is parsed, from the kernel's own tensors: a `cp_async` source or an
+element read of an input is what fusion rewrites, so a template written with these stays fusible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from hidet_lang.cuda import cp_async, cp_async_commit_group, cp_async_wait_group, cvt_rna_tf32_f32, syncthreads
+from hidet_lang.cuda.tiles import swizzled_tile
+from hidet_lang.frontend import semantics
+from hidet_lang.frontend.builtins import _as_dtype as as_dtype
+from hidet_lang.ir import expr as E
+from hidet_lang.ir import stmt as S
+from hidet_lang.ir.layout import Layout, SwizzledLayout, local_layout, row_major
+from hidet_lang.ir.mapping import ComposedMapping, RepeatMapping, SpatialMapping, TaskMapping, repeat, spatial
+from hidet_lang.ir.types import DataType, TensorType, uint32
+
+__all__ = ["CHUNK_BYTES", "CopyPipeline", "TileCopy", "chunk_tile"]
+
+CHUNK_BYTES = 16  # a cp.async copy, an ldmatrix row
+MAX_SWIZZLE = 128  # bytes: one line of the 32 banks
+
+
+def chunk_tile(dtype: DataType | str, shape: Sequence[int]) -> TensorType:
+    """The tensor type of a shared `[rows, cols]` tile of 16-byte chunks swizzled within 128-byte lines: rows of
+    32, 64 or 128 bytes swizzled as wide as a row, wider rows as 128-byte atoms side by side (`swizzled_tile`)."""
+    dt = as_dtype(dtype)
+    if len(shape) != 2 or not all(isinstance(d, int) and d > 0 for d in shape):
+        raise ValueError(f"chunk_tile(): the shape is two positive ints, got {list(shape)!r}")
+    row_bytes = shape[1] * dt.nbytes
+    if row_bytes < 32 or row_bytes & (row_bytes - 1):
+        raise ValueError(f"chunk_tile(): a row of {row_bytes} bytes; rows of a power of two bytes, at least 32, "
+                         f"are swizzled (a [{shape[0]}, {shape[1]}] tile of {dt})")
+    return swizzled_tile(dt, shape, min(MAX_SWIZZLE, row_bytes))
+
+
+class TileCopy:
+    """The copy of a shared `tile` (a `chunk_tile` or a row-major, possibly padded, tile whose rows are whole
+    chunks) by `threads` threads, a 16-byte chunk a task (see the module's docstring)."""
+
+    def __init__(self, tile: TensorType, threads: int) -> None:
+        if not isinstance(tile, TensorType) or len(tile.shape) != 2 or not all(isinstance(d, int) for d in tile.shape):
+            raise TypeError(f"TileCopy takes a two-dimensional tile type of known shape, got {tile!r}")
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1 or threads % 32:
+            raise ValueError(f"TileCopy: threads is a positive multiple of 32, got {threads!r}")
+        rows, cols = tile.shape
+        self.tile, self.threads = tile, threads
+        self.vector = CHUNK_BYTES // tile.dtype.nbytes  # elements of a chunk
+        if cols % self.vector:
+            raise ValueError(f"TileCopy: a row of {cols} {tile.dtype} elements is no whole number of 16-byte chunks")
+        self.row_chunks = cols // self.vector
+        self.mapping: TaskMapping = _storage_order(rows, self.row_chunks, _atom_chunks(tile, self.vector), threads)
+        self.guarded = self.mapping.task_shape[0] > rows  # the mapping's last tasks lie past the tile's rows
+
+    @property
+    def layout(self) -> Layout:
+        """The layout of a register tensor `[rows, row_chunks]` holding one value a task, mirroring `mapping`: a
+        copy's per-chunk values (say, where a gathered row lies) kept across steps, indexed by the task."""
+        return _mirror(self.mapping)
+
+    def copy(self, dst: Any, row: Any, chunk: Any, src: Any, origin: Sequence[Any], aligned: Any = True,
+             limit: Any = None) -> S.Stmt:
+        """The copy of chunk `chunk` of row `row` of the shared tile `dst` from the tensor `src` whose element
+        `origin` (one index a dimension) is the tile's first: one `cp_async` of 16 bytes where `aligned` (a Python
+        or IR bool: the rows of `src` are whole chunks) and the chunk starts inside `src`, zeros where it does not,
+        and element reads, zeros outside, where not `aligned`. The rows lie inside below `limit` (an exclusive
+        bound on the row index of `src`; its extent by default)."""
+        src = E.convert(src)
+        shape = src.type.shape if isinstance(src.type, TensorType) else src.type.base.shape
+        if len(origin) != len(shape) or len(shape) < 2:
+            raise ValueError(f"TileCopy.copy(): origin has one index a dimension of the source ({len(shape)}), "
+                             f"got {len(origin)}")
+        col = chunk * self.vector
+        index = [*origin[:-2], origin[-2] + row, origin[-1] + col]
+        row_inside = semantics.binary("<", index[-2], shape[-2] if limit is None else limit)
+        whole_rows = isinstance(shape[-1], int) and isinstance(origin[-1], int) and origin[-1] == 0 \
+            and self.tile.shape[1] <= shape[-1]  # every column of the tile lies inside the source
+        inside = row_inside if whole_rows else semantics.logical("and", row_inside,
+                                                                 semantics.binary("<", index[-1], shape[-1]))
+        vector = S.IfStmt(inside, S.EvaluateStmt(cp_async(_address(dst, row, col), _address(src, *index),
+                                                          CHUNK_BYTES)),
+                          self.zero(dst, row, chunk))
+        body = vector
+        if not (isinstance(aligned, bool) and aligned):
+            chunk_at = _address(dst, row, col)
+            elements = []
+            for e in range(self.vector):
+                here = [*index[:-1], index[-1] + e]
+                ok = row_inside if whole_rows else semantics.logical(
+                    "and", row_inside, semantics.binary("<", here[-1], shape[-1]))
+                value = E.IfThenElse(ok, semantics.element(src, tuple(here)),
+                                     semantics.cast(0, self.tile.dtype))
+                elements.append(_store(chunk_at, e, value))
+            body = S.seq(elements) if isinstance(aligned, bool) else S.IfStmt(semantics.condition(aligned, "aligned"),
+                                                                               vector, S.seq(elements))
+        return S.IfStmt(semantics.binary("<", row, self.tile.shape[0]), body) if self.guarded else body
+
+    def zero(self, dst: Any, row: Any, chunk: Any) -> S.Stmt:
+        """Zeros into chunk `chunk` of row `row` of `dst`."""
+        at = _address(dst, row, chunk * self.vector)
+        return S.seq([_store(at, e, semantics.cast(0, self.tile.dtype)) for e in range(self.vector)])
+
+    def round_tf32(self, dst: Any, row: Any, chunk: Any) -> S.Stmt:
+        """Each f32 of chunk `chunk` of row `row` of `dst` rounded to tf32 in place (`cvt_rna_tf32_f32`)."""
+        if self.tile.dtype.name != "float32":
+            raise TypeError(f"TileCopy.round_tf32() rounds f32 tiles, not {self.tile.dtype}")
+        at = _address(dst, row, chunk * self.vector)
+        stores = [_store(at, e, cvt_rna_tf32_f32(semantics.element(at, (e,)))) for e in range(self.vector)]
+        body = S.seq(stores)
+        return S.IfStmt(semantics.binary("<", row, self.tile.shape[0]), body) if self.guarded else body
+
+
+class CopyPipeline:
+    """A loop over `steps` steps whose copies run `stages - 1` steps ahead through `stages` buffers (see the
+    module's docstring). Iteration `it` (0 to `iterations(steps)`) copies step `it` where `fills(it, steps)` and
+    works on step `it - stages + 1` where `reads(it)`."""
+
+    def __init__(self, stages: int) -> None:
+        if isinstance(stages, bool) or not isinstance(stages, int) or not 2 <= stages <= 8:
+            raise ValueError(f"CopyPipeline: stages is an int from 2 to 8, got {stages!r}")
+        self.stages = stages
+
+    def iterations(self, steps: Any) -> Any:
+        """The iterations of `steps` steps: the last copy's, then `stages - 1` more to work on the copied ones."""
+        return steps + (self.stages - 1)
+
+    def fills(self, it: Any, steps: Any) -> E.Expr:
+        """Whether iteration `it` copies a step."""
+        return semantics.binary("<", it, steps)
+
+    def reads(self, it: Any) -> E.Expr:
+        """Whether iteration `it` works on a step."""
+        return semantics.binary(">=", it, self.stages - 1)
+
+    def fill_stage(self, it: Any) -> E.Expr:
+        """The buffer iteration `it` copies into."""
+        return _stage(it, self.stages)
+
+    def read_stage(self, it: Any) -> E.Expr:
+        """The buffer iteration `it` works on (step `it - stages + 1`'s)."""
+        return _stage(semantics.binary("+", it, 1), self.stages)
+
+    def wait(self) -> S.Stmt:
+        """An iteration's start: this thread's copies of the step worked on have landed (at most `stages - 2`
+        groups pending), then a block barrier (every thread's have, and every thread is done with the buffer the
+        iteration refills)."""
+        return S.seq([S.EvaluateStmt(cp_async_wait_group(self.stages - 2)), S.EvaluateStmt(syncthreads())])
+
+    def commit(self) -> E.Expr:
+        """The end of an iteration's copies (one group a iteration, copies or none)."""
+        return cp_async_commit_group()
+
+
+def _stage(it: Any, stages: int) -> E.Expr:
+    """`it % stages` computed unsigned (no sign fix-up for an iteration count that is never negative)."""
+    unsigned = semantics.cast(it, uint32)
+    return semantics.cast(semantics.binary("%", unsigned, stages), E.convert(it).type)
+
+
+def _atom_chunks(tile: TensorType, vector: int) -> int:
+    """The chunks of a row of `tile`'s swizzle atom (its row's, where it is not made of atoms)."""
+    inner = getattr(tile.layout, "inner", tile.layout)
+    if isinstance(inner, SwizzledLayout):
+        return inner.shape[1] // vector
+    return tile.shape[1] // vector
+
+
+def _storage_order(rows: int, row_chunks: int, atom_chunks: int, threads: int) -> TaskMapping:
+    """The mapping of `threads` onto the chunks `(row, chunk)` of a tile of `rows` rows of `row_chunks` chunks in
+    atoms `atom_chunks` wide, consecutive threads on consecutive chunks of memory: along an atom's row, then its
+    rows, then the atoms; the repeats unrolled. Where the threads do not divide the chunks evenly, the last rows'
+    tasks run past the tile (`TileCopy.guarded`)."""
+    atoms = row_chunks // atom_chunks
+    per_atom = rows * atom_chunks
+    if threads >= per_atom and threads % per_atom == 0:
+        across = min(atoms, threads // per_atom)  # atoms the threads copy at once
+        if atoms % across:
+            raise ValueError(f"TileCopy: {threads} threads do not divide {atoms} atoms of {per_atom} chunks")
+        return repeat(1, atoms // across, attrs="uu") * spatial(1, across) * spatial(rows, atom_chunks)
+    if threads < atom_chunks:
+        raise ValueError(f"TileCopy: {threads} threads for rows of {atom_chunks} chunks")
+    row_threads = threads // atom_chunks  # rows of an atom copied at once
+    return (repeat(1, atoms, attrs="uu") * repeat(-(-rows // row_threads), 1, attrs="uu")
+            * spatial(row_threads, atom_chunks))
+
+
+def _mirror(mapping: TaskMapping) -> Layout:
+    """A layout mirroring `mapping`: its spatial parts local, its repeats row-major."""
+    if isinstance(mapping, ComposedMapping):
+        return _mirror(mapping.outer) * _mirror(mapping.inner)
+    if isinstance(mapping, SpatialMapping):
+        return local_layout(*mapping.shape)
+    if isinstance(mapping, RepeatMapping):
+        return row_major(*mapping.shape)
+    raise TypeError(f"no layout mirrors {mapping!r}")
+
+
+def _address(tensor: Any, *index: Any) -> E.Expr:
+    return E.Address(semantics.element(E.convert(tensor), tuple(index)))
+
+
+def _store(chunk_at: E.Expr, e: int, value: Any) -> S.Stmt:
+    """The store of `value` into element `e` of the chunk at address `chunk_at` (a chunk's elements lie side by side
+    in every layout here: swizzles move whole chunks)."""
+    target = semantics.element(chunk_at, (e,))
+    return S.BufferStoreStmt(chunk_at, target.indices, semantics.convert_to(E.convert(value), target.type))
+
