@@ -86,11 +86,12 @@ from hidet_lang.cuda import (
     wgmma_mma_async,
     wgmma_wait_group,
 )
-from hidet_lang.cuda.tiles import AccumulatorStaging, SharedMemoryPlan, swizzled_tile, tile_tensor_map
+from hidet_lang.cuda.tiles import BARRIER_BYTES, AccumulatorStaging, SharedMemoryPlan, swizzled_tile, tile_tensor_map
 from hidet_lang.cuda_limits import shared_memory_per_block
 from hidet_lang.frontend import semantics
 from hidet_lang.frontend.script import ScriptModule
 from hidet_lang.ir import expr as E
+from hidet_lang.ir import stmt as S
 from stdlib_ops.schedule.signature import KernelSignature
 from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import TemplateBinding, shape_of
@@ -114,11 +115,10 @@ CONSUMER_REGISTERS = {1: 256, 2: 232}  # a consumer's, by consumers: S, its expo
 
 
 def default_schedule(head_dim: int, seq_k: Size) -> dict[str, int]:
-    """The schedule for `head_dim` (64 or 128) and `seq_k` keys: two consumers (128 queries a block) in a ring of
-    three stages, tiles of 128 keys at head dimension 64 (S by m64n128 wgmma, as FlashAttention-3) unless the keys
-    are known to fit 64, and of 64 keys at 128: there S, the scores taken out of it, P and O of a 128-key tile
-    would not fit a consumer's registers beside each other (ptxas spills), where one consumer's could."""
-    wide = head_dim == 64 and (not isinstance(seq_k, int) or seq_k > 64)
+    """The schedule for `head_dim` (64 or 128) and `seq_k` keys: two consumers (128 queries a block) in rings of
+    three stages, tiles of 128 keys (S by m64n128 wgmma, FlashAttention-3's tile) unless the keys are known to fit
+    64."""
+    wide = not isinstance(seq_k, int) or seq_k > 64
     return {"consumers": 2, "block_k": 128 if wide else 64, "stages": 3}
 
 
@@ -149,12 +149,8 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
     schedule = default_schedule(head_dim, seq_k)
     consumers = schedule["consumers"] if consumers is None else consumers
     block_k = schedule["block_k"] if block_k is None else block_k
-    stages = schedule["stages"] if stages is None else stages
     require(consumers in (1, 2), name, "consumers must be 1 or 2")
     require(block_k in BLOCK_KS, name, f"block_k must be one of {BLOCK_KS}")
-    require(block_k == 64 or consumers == 1 or head_dim == 64, name, "tiles of 128 keys fit a thread's registers "
-            "(S, its exponentials, P and O) with two consumers only at head dimension 64")
-    require(2 <= stages <= 8, name, "stages must be 2 to 8")
     block_q = ROWS * consumers
     scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
     scale_log2 = scale * LOG2E  # the softmax runs in powers of 2: exp(x) = exp2(x log2(e))
@@ -168,6 +164,10 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
     plan = SharedMemoryPlan()
     staging = AccumulatorStaging(plan, dt, head_dim, WARPGROUP_WARPS * consumers)  # O's way out
     q_tiles = plan.tiles(q_tile, consumers)
+    # by default the schedule's stages where they fit, fewer where not (two of 128 keys at head dimension 128)
+    fit = (MAX_SMEM_BYTES - plan.nbytes - BARRIER_BYTES) // (2 * kv_bytes + 4 * BARRIER_BYTES)  # and q's barrier
+    stages = min(schedule["stages"], fit) if stages is None else stages
+    require(2 <= stages <= 8, name, "stages must be 2 to 8")
     k_stages = plan.tiles(kv_tile, stages)
     v_stages = plan.tiles(kv_tile, stages)
     q_full = plan.barriers(1)
@@ -194,6 +194,15 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
             score = E.IfThenElse(semantics.binary("<", i, seq_q),
                                  semantics.binary("+", score, semantics.binary("*", term, LOG2E)), score)
         return E.IfThenElse(hidden, E.Constant(-math.inf, f32), semantics.cast(score, f32))
+
+    def product_with_values(tile: Any, acc_o: Any, pa: Any) -> S.Stmt:
+        """O += P V of tile `tile` (IR, while the kernel is parsed): once its values are in, the fence, one
+        m64nDk16 wgmma a 16 keys from P's A fragments in registers and V's stage read MN-major, then the commit."""
+        values = v_stages.at(v_ring.stage(tile))
+        issue = [wgmma_mma_async(E.Address(semantics.element(acc_o, (0,))), E.Address(semantics.element(pa, (kk, 0))),
+                                 wgmma_descriptor(values, k=kk * WGMMA_K, transposed=True), dtype=dt, trans_b=True,
+                                 n=head_dim) for kk in range(k_slices)]
+        return S.seq([S.EvaluateStmt(e) for e in (v_ring.wait(tile), wgmma_fence(), *issue, wgmma_commit_group())])
 
     with script_module() as module:
 
@@ -268,70 +277,64 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
                 mbarrier_wait(q_full.at(0), 0)
                 # step `it` issues S of tile `it`, then P V of tile `it - 1` (its P in registers), and computes the
                 # softmax of tile `it` while that P V runs. Step 0 multiplies a P of zeros by tile 0's V: every step
-                # then commits the same groups, so that the compiler sees S done after `wgmma_wait_group(1)`
-                for it in range(tiles + 1):
-                    if it < tiles:
-                        k_ring.wait(it)
-                        wgmma_fence()  # S was read into P by the last step
-                        for kk in meta.range(head_dim // WGMMA_K):
-                            wgmma_mma_async(acc_s, wgmma_descriptor(q_tiles.at(role - 1), k=kk * WGMMA_K),
-                                            wgmma_descriptor(k_stages.at(k_ring.stage(it)), k=kk * WGMMA_K),
-                                            dtype=dt, scale_d=0 if kk == 0 else 1)
-                        wgmma_commit_group()
-                    pv = max(it - 1, 0)  # the tile whose P V this step issues
-                    v_ring.wait(pv)
-                    wgmma_fence()  # P and the rescaled O were written
-                    for kk in meta.range(k_slices):
-                        wgmma_mma_async(~acc_o[0], ~pa[kk, 0],
-                                        wgmma_descriptor(v_stages.at(v_ring.stage(pv)), k=kk * WGMMA_K,
-                                                         transposed=True),
-                                        dtype=dt, trans_b=True, n=head_dim)
+                # then commits the same groups, so that the compiler sees S done after `wgmma_wait_group(1)`; the last
+                # tile's P V follows the loop
+                for it in range(tiles):
+                    k_ring.wait(it)
+                    wgmma_fence()  # S was read into P by the last step
+                    for kk in meta.range(head_dim // WGMMA_K):
+                        wgmma_mma_async(acc_s, wgmma_descriptor(q_tiles.at(role - 1), k=kk * WGMMA_K),
+                                        wgmma_descriptor(k_stages.at(k_ring.stage(it)), k=kk * WGMMA_K),
+                                        dtype=dt, scale_d=0 if kk == 0 else 1)
                     wgmma_commit_group()
+                    pv = max(it - 1, 0)  # the tile whose P V this step issues
+                    product_with_values(pv, acc_o, pa)
                     wgmma_wait_group(1, acc_s)  # S is done, P V may still run
-                    if it < tiles:
-                        k_ring.release(it, t)
-                        k0 = it * block_k
-                        # a tile past the keys' end, on the causal diagonal or under a mask rewrites its scores
-                        edge = k0 + block_k > seq_k or has_mask or (causal and k0 + block_k - 1 > q0 + rows)
-                        # the thread's bounds on its registers' columns, and where its mask elements lie (`edge_score`)
-                        key_limit = seq_k - k0 - wgmma_accumulator_col(t, 0)
-                        diagonal = q0 + rows + wgmma_accumulator_row(t, 0) - k0 - wgmma_accumulator_col(t, 0)
-                        masked = (rest[0], b, h, q0 + rows + wgmma_accumulator_row(t, 0),
-                                  k0 + wgmma_accumulator_col(t, 0), seq_q)
-                        for hh in meta.range(2):
-                            tile_max: f32 = -math.inf
-                            for n in meta.range(block_k // 8):
-                                for e in meta.range(2):
-                                    r = 4 * n + 2 * hh + e
-                                    score = acc_s[r] * scale_log2  # S is only read: writing it while P V runs
-                                    if edge:  # would make the compiler serialize every wgmma
-                                        score = edge_score(score, r, key_limit, diagonal, masked)
-                                    tile_max = max(tile_max, score)
-                            tile_max = max(tile_max, shfl_xor_sync(FULL_MASK, tile_max, 1))
-                            tile_max = max(tile_max, shfl_xor_sync(FULL_MASK, tile_max, 2))
-                            new_max = max(row_max[hh], tile_max)
-                            shift = 0.0 if new_max == -math.inf else new_max
-                            correction[hh] = math.exp2(row_max[hh] - shift)
-                            row_max[hh] = new_max
-                            total: f32 = 0.0
-                            for n in meta.range(block_k // 8):
-                                for e in meta.range(2):
-                                    r = 4 * n + 2 * hh + e
-                                    score = acc_s[r] * scale_log2
-                                    if edge:
-                                        score = edge_score(score, r, key_limit, diagonal, masked)
-                                    p = math.exp2(score - shift)  # one FFMA and the exponential where not edge
-                                    p_next[r // 8, r % 8] = dt(p)
-                                    total += p
-                            row_sum[hh] = row_sum[hh] * correction[hh] + total
+                    k_ring.release(it, t)
+                    k0 = it * block_k
+                    # a tile past the keys' end, on the causal diagonal or under a mask rewrites its scores
+                    edge = k0 + block_k > seq_k or has_mask or (causal and k0 + block_k - 1 > q0 + rows)
+                    # the thread's bounds on its registers' columns, and where its mask elements lie (`edge_score`)
+                    key_limit = seq_k - k0 - wgmma_accumulator_col(t, 0)
+                    diagonal = q0 + rows + wgmma_accumulator_row(t, 0) - k0 - wgmma_accumulator_col(t, 0)
+                    masked = (rest[0], b, h, q0 + rows + wgmma_accumulator_row(t, 0),
+                              k0 + wgmma_accumulator_col(t, 0), seq_q)
+                    for hh in meta.range(2):
+                        tile_max: f32 = -math.inf
+                        for n in meta.range(block_k // 8):
+                            for e in meta.range(2):
+                                r = 4 * n + 2 * hh + e
+                                score = acc_s[r] * scale_log2  # S is only read: writing it while P V runs
+                                if edge:  # would make the compiler serialize every wgmma
+                                    score = edge_score(score, r, key_limit, diagonal, masked)
+                                tile_max = max(tile_max, score)
+                        tile_max = max(tile_max, shfl_xor_sync(FULL_MASK, tile_max, 1))
+                        tile_max = max(tile_max, shfl_xor_sync(FULL_MASK, tile_max, 2))
+                        new_max = max(row_max[hh], tile_max)
+                        shift = 0.0 if new_max == -math.inf else new_max
+                        correction[hh] = math.exp2(row_max[hh] - shift)
+                        row_max[hh] = new_max
+                        total: f32 = 0.0
+                        for n in meta.range(block_k // 8):
+                            for e in meta.range(2):
+                                r = 4 * n + 2 * hh + e
+                                score = acc_s[r] * scale_log2
+                                if edge:
+                                    score = edge_score(score, r, key_limit, diagonal, masked)
+                                p = math.exp2(score - shift)  # one FFMA and the exponential where not edge
+                                p_next[r // 8, r % 8] = dt(p)
+                                total += p
+                        row_sum[hh] = row_sum[hh] * correction[hh] + total
                     wgmma_wait_group(0, acc_o)  # P V is done: its values are free, its P registers too
                     if it > 0:
                         v_ring.release(pv, t)
-                    if it < tiles:
-                        for r in meta.range(head_dim // 2):
-                            acc_o[r] = acc_o[r] * correction[r // 2 % 2]
-                        for r in meta.range(s_regs):
-                            pa[r // 8, r % 8] = p_next[r // 8, r % 8]
+                    for r in meta.range(head_dim // 2):
+                        acc_o[r] = acc_o[r] * correction[r // 2 % 2]
+                    for r in meta.range(s_regs):
+                        pa[r // 8, r % 8] = p_next[r // 8, r % 8]
+                product_with_values(tiles - 1, acc_o, pa)  # the last tile's P V
+                wgmma_wait_group(0, acc_o)
+                v_ring.release(tiles - 1, t)
                 for hh in meta.range(2):  # the row's sum over its four threads, then its reciprocal (0 for 0)
                     row_sum[hh] += shfl_xor_sync(FULL_MASK, row_sum[hh], 1)
                     row_sum[hh] += shfl_xor_sync(FULL_MASK, row_sum[hh], 2)

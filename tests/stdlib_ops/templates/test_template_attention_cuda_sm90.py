@@ -10,6 +10,7 @@ HGMMA and UTMALDG, serializes no wgmma and has no local memory."""
 from __future__ import annotations
 
 import importlib.util
+import re
 from functools import cache
 
 import numpy as np
@@ -21,6 +22,7 @@ from test_template_attention_cuda_mma import as_dtype, assert_attention_close, d
 
 import stdlib_ops as ops
 from codegen.backends import with_device_arch
+from codegen.toolchain.sass import disassemble, disassembler
 from hidet_lang.target import Target
 from hidet_lang.testing import example_count
 from stdlib_ops.fusion.contract import the_kernel
@@ -68,14 +70,14 @@ def test_causal_masked_grouped_f16_with_odd_lengths_matches_numpy(draw: st.DataO
 @settings(max_examples=example_count(3), deadline=None)
 @given(st.data())
 def test_causal_bf16_head_dim_128_matches_numpy(draw: st.DataObject) -> None:
-    """One consumer, head dimension 128 (two 64-column tiles of q, k, v and O), bf16, causal, three-dimensional
-    tensors with a symbolic head count, a ring of 3 stages."""
+    """Two consumers over tiles of 128 keys at head dimension 128 (the default point: S, P's two fragments and O in a
+    consumer's registers), bf16, causal, three-dimensional tensors with a symbolic head count, rings of 2 stages."""
     heads, seq_q, seq_k = draw.draw(st.integers(1, 2)), draw.draw(sizes(150)), draw.draw(sizes(260))
     q = as_dtype(data(draw.draw, (heads, seq_q, 128), scale=2.0), "bfloat16")
     k, v = (as_dtype(data(draw.draw, (heads, seq_k, 128), scale=2.0), "bfloat16") for _ in range(2))
     o = as_dtype(np.full(q.shape, np.nan, np.float32), "bfloat16")
-    built(1, "h", "h", 128, True, "bfloat16", None, consumers=1, block_k=64, stages=3)(heads, seq_q, seq_k, q, k, v,
-                                                                                       o)
+    built(1, "h", "h", 128, True, "bfloat16", None, consumers=2, block_k=128, stages=2)(heads, seq_q, seq_k, q, k,
+                                                                                        v, o)
     check_heads(o, q, k, v, True, None, "bfloat16")
 
 
@@ -106,8 +108,6 @@ def test_schedule_parameters_it_cannot_honour_are_refused() -> None:
         attention_cuda_sm90(1, 2, 2, 8, 8, 64, block_k=32)
     with pytest.raises(ScheduleError, match="stages"):
         attention_cuda_sm90(1, 2, 2, 8, 8, 64, stages=1)
-    with pytest.raises(ScheduleError, match="tiles of 128 keys"):
-        attention_cuda_sm90(1, 2, 2, 8, 8, 128, consumers=2, block_k=128)
     with pytest.raises(ScheduleError, match="shared memory"):
         attention_cuda_sm90(1, 2, 2, 8, 8, 128, stages=7)
 
@@ -184,11 +184,31 @@ def test_the_sm90a_cubin_issues_hgmma_and_utmaldg_without_local_memory(head_dim:
         pytest.skip("nvdisasm or cuobjdump (pip nvidia-cuda-nvdisasm, nvidia-cuda-cuobjdump) is not installed: "
                     "the SASS opcodes cannot be read")
     block_k = schedule.get("block_k", default_schedule(head_dim, "sk")["block_k"])
-    # a tile: head_dim / 16 wgmma for S, block_k / 16 for P V (each as wide as the head dimension)
-    assert kernel.opcodes["HGMMA"] == head_dim // 16 + block_k // 16
+    # a tile: head_dim / 16 wgmma for S, block_k / 16 for P V (each as wide as the head dimension); the last tile's
+    # P V again after the loop
+    assert kernel.opcodes["HGMMA"] == head_dim // 16 + 2 * block_k // 16
     assert kernel.opcodes["UTMALDG"] >= 2 * head_dim // 64 + head_dim // 64  # k and v tiles, then q's
     assert kernel.opcodes["USETMAXREG"] == 2  # the producer's and the consumers' register budgets
-    # two fences (WARPGROUP.ARRIVE) and the two waits (WARPGROUP.DEPBAR): no wait the compiler injected, no wgmma it
-    # serialized (it waits after each then), so the softmax runs while P V does
-    assert kernel.opcodes["WARPGROUP"] == 4
+    # a step's two fences (WARPGROUP.ARRIVE) and two waits (WARPGROUP.DEPBAR), and the last P V's: no wait the
+    # compiler injected, no wgmma it serialized (it waits after each then), so the softmax runs while P V does
+    assert kernel.opcodes["WARPGROUP"] == 6
     assert not any(op.startswith(("LDL", "STL")) for op in kernel.opcodes)
+
+
+@pytest.mark.machine_code
+@pytest.mark.skipif(importlib.util.find_spec("cuda") is None, reason="NVRTC (pip cuda-python) is not installed")
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_operators_head_dim_128_attention_takes_128_keys_a_tile_without_spills(causal: bool) -> None:
+    # the kernel `ops.attention` takes for cuda:sm_90a, not a hand-picked point: S of a tile by m64n128k16 wgmma
+    # (FlashAttention-3's tile), P V by m64n128k16 too, in a consumer's registers with nothing spilled
+    q, k, v = (ops.symbol([2, 16, "s", 128], "float16") for _ in range(3))
+    choice = choose_schedule(ops.attention(q, k, v, causal).producer.task, Target.of(TARGET))
+    built_module = choice.module.build(target=TARGET)
+    kernel = built_module.report().kernel("attention_cuda_sm90")
+    assert kernel.local_bytes == 0 and kernel.spill_store_bytes == 0 and kernel.spill_load_bytes == 0
+    command = disassembler()
+    if command is None:
+        pytest.skip("nvdisasm or cuobjdump (pip nvidia-cuda-nvdisasm, nvidia-cuda-cuobjdump) is not installed")
+    sass = disassemble(built_module.cubin, command)
+    widths = [int(n) for n in re.findall(r"HGMMA\.64x(\d+)x16", sass)]
+    assert widths and min(widths) == 128, widths
