@@ -12,11 +12,12 @@ tensors themselves).
   consecutive queries of one head. Warpgroup 0 is the producer: it lowers its register budget (`setmaxnreg_dec`)
   and one of its threads issues every TMA copy. Each consumer raises its budget (`setmaxnreg_inc`) and owns 64 of
   the block's queries: wgmma's M.
-- **Q** is copied once, as 64x64 tiles (64 queries, 64 of the head dimension), on a barrier of its own.
-- **The ring.** `stages` buffers, each the k tile and the v tile of `block_k` keys, stored as `head_dim / 64` tiles
-  of `block_k x 64` (one 128-byte swizzle row of the head dimension each). Stage s has a full barrier (the
-  producer's arrival plus the copies' bytes) and an empty barrier (one arrival a consumer warpgroup, by one elected
-  thread, once the warpgroup's wgmma reads of the stage are done).
+- **Q** is copied once, a consumer's 64 queries as one tile (`swizzled_tile`: its 64-column atoms side by side),
+  on a barrier of its own.
+- **Two rings** (`hidet_lang.cuda.tiles`): `stages` buffers of k tiles and as many of v tiles, each `block_k x
+  head_dim`. Each ring's stage has a full barrier (the producer's arrival plus the copies' bytes) and an empty one
+  (one arrival a consumer warpgroup, by an elected thread, once the warpgroup's wgmma reads of it are done), so S of
+  a tile waits for its keys only and P V for its values.
 - **S = Q K^T** by wgmma, both operands K-major in shared memory (the head dimension is the reduction), into an
   accumulator of 64 x `block_k` f32 a consumer.
 - **Online softmax** on the accumulator registers: a thread holds two rows of its warp's 16 (`wgmma_accumulator_row`),
@@ -32,17 +33,24 @@ tensors themselves).
   (`wgmma_wait_group(1)`) and computes tile t's softmax while that `P V` runs; then it waits for `P V`, releases
   the stage, rescales O and rounds the new P into the A fragments. Step 0 multiplies a P of zeros by tile 0's V, so
   that every step commits the same two groups (the compiler, which follows the groups along every path, then sees
-  S complete after the wait). The softmax only reads S, writing the scaled, masked scores and their exponentials
-  to registers of their own: writing a wgmma's accumulators while another wgmma runs would make the compiler
-  serialize them.
+  S complete after the wait); the last tile's `P V` follows the loop. The softmax only reads S (writing a wgmma's
+  accumulators while another wgmma runs would make the compiler serialize them): each score is scaled as it is
+  read, twice (for the row maximum, then for the exponential: one FFMA and one `ex2.approx`, the kernel being
+  fast-math), and the exponentials are written as the next tile's A fragments of P, beside the ones `P V` reads.
+  So a consumer holds S, O and two P's: 192 registers at 128 x 128 tiles, which fit its 232 without spills.
+- **Edge tiles** (past the keys' end, on the causal diagonal, under a mask) test each score against two bounds a
+  thread works out once a tile (`edge_score`); the other tiles take no test.
 - **Causal** blocks stop at the tile holding their last query's diagonal, and the blocks of a head take its query
   tiles from the last: the longest walks start first, the short ones fill the tail of the grid.
 - **Every size.** TMA fills the parts of a box outside the tensor with zeros; keys past `seq_k` (and, causally,
   past the query: queries see keys j <= i, as torch's `is_causal`) score -inf, and rows past `seq_q` are stored
   nowhere. The additive mask is read element by element, only on the rows inside `seq_q`.
+- **O** leaves through shared memory (`AccumulatorStaging`): a warp's 16 rows of 64 columns a pass, stored as
+  16-byte vectors (element by element where `o` is not 16-byte aligned).
 
 The kernel reads q, k and v only through TMA (no prologue fuses into them; their rows of head_dim 16-bit elements
-are multiples of 16 bytes), the mask by element reads, and stores o element by element. Shared memory is all
+are multiples of 16 bytes), the mask by element reads, and stores o by 16-byte vector stores (which a fused epilogue
+turns into element stores). Shared memory is all
 dynamic, so that the tiles start at the 1024-byte boundary the swizzle needs. The attention adapter takes this
 template on sm_90a targets where TMA can read the task's tensors (`hopper_attention_binding`), and the sm_80
 tensor-core template `attention_cuda_mma` otherwise.

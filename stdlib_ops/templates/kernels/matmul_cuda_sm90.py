@@ -9,12 +9,13 @@ parameters: the caller passes the tensors themselves).
   it lowers its register budget (`setmaxnreg_dec`) and one of its threads issues every TMA copy. Each consumer
   warpgroup raises its budget (`setmaxnreg_inc`) and owns 64 rows of the `block_m = 64 * consumers` rows of the
   block's tile, all `block_n` columns of it.
-- **The ring.** `stages` buffers (by default as many as shared memory holds, at most 8), each an `a` tile
-  (`block_m x 64`) and `block_n / 64` tiles of `b` (`64 x 64`), all 64x64 f16 tiles swizzled by 128 bytes as TMA
-  writes them. Stage s has a full barrier (one arrival, the producer's, plus the copies' bytes) and an empty
-  barrier (one arrival a consumer warpgroup, by one elected thread, once the warpgroup's wgmma reads of the stage
-  are done). The producer waits for "empty", announces the bytes and issues the copies; the consumers wait for
-  "full", multiply, and release the stage.
+- **The ring** (`hidet_lang.cuda.tiles`: the kernel's `SharedMemoryPlan`, its `StageRing`). `stages` buffers (by
+  default as many as shared memory holds beside the epilogue's tiles, at most 8), each an `a` tile (`block_m x
+  64`) and a `b` tile (`64 x block_n`: 64-column atoms side by side), swizzled by 128 bytes as TMA writes them (the
+  tensor maps' boxes derive from the tiles' types). Stage s has a full barrier (one arrival, the producer's, plus
+  the copies' bytes) and an empty barrier (one arrival a consumer warpgroup, by one elected thread, once the
+  warpgroup's wgmma reads of the stage are done). The producer waits for "empty", announces the bytes and issues
+  the copies; the consumers wait for "full", multiply, and release the stage.
 - **wgmma.** Per 64-deep k step, for each 16-deep slice, a consumer issues one m64nNk16 `wgmma_mma_async` with N =
   `block_n` (up to 256: the whole width of its tile, so `a`'s slice is read from shared memory once a slice, not
   once every 64 columns): `a`'s tile is K-major, `b`'s MN-major (`b` is row-major `[k, n]`: a `transposed`
@@ -36,12 +37,16 @@ parameters: the caller passes the tensors themselves).
   Both blocks walk the same units and steps (the second block of a unit past the last tile row computes zeros and
   stores nothing), so their rings stay in step. The default is 1: clusters of 2 pay off where L2 bandwidth limits the
   kernel (large n and k), which only a measurement on the GPU can tell; `ops.tune` searches both.
+- **Epilogue.** The accumulators leave through shared memory (`AccumulatorStaging`): each consumer warp writes its
+  16 rows, 64 columns a pass, into a padded tile no two lanes of a store share a bank of, and stores them back as
+  16-byte vectors along the rows of `c` (`STG.E.128`), element by element where `c` is not 16-byte aligned.
 - **Every size.** TMA fills the parts of a box outside the tensor with zeros (ragged m, n and k tiles add nothing);
-  the accumulators are stored into `c` element by element where they fall inside it, which is where a fused
-  epilogue lands. TMA needs rows that span multiples of 16 bytes: k and n must be multiples of 8.
+  rows past `m` are stored nowhere (n is a multiple of 8, so a vector lies inside `c` or past it whole). TMA needs
+  rows that span multiples of 16 bytes: k and n must be multiples of 8.
 
-The kernel reads `a` and `b` only through TMA, so no prologue can be fused into it; `c` is only stored element by
-element, where an epilogue fuses. The CUDA matmul adapter takes this template on sm_90a targets where TMA can read
+The kernel reads `a` and `b` only through TMA, so no prologue can be fused into it; `c` is only stored by vector
+stores and, where they do not apply, element stores: an epilogue fuses there (the rewrite makes a vector store
+element stores through the epilogue). The CUDA matmul adapter takes this template on sm_90a targets where TMA can read
 the task's tensors themselves (`hopper_binding`), and the tensor-core template otherwise, or where a graph fuses a
 prologue into the matmul (`choose_schedule(..., prologue=True)` names that kernel). Shared memory is all
 dynamic (no static shared memory), so that the tiles start at the 1024-byte boundary the swizzle needs.
