@@ -1,26 +1,28 @@
-"""A CUDA template for softmax and log-softmax over a leading or middle axis, seen as the view `[outer, extent,
-inner]` (the normalized axis in the middle), and the registration of softmax on CUDA along any axis.
+"""A CUDA template for softmax and log-softmax over a leading or middle axis, seen as the view `[outer, extent, inner]`
+(the normalized axis in the middle), and the registration of softmax on CUDA along any axis.
 
 A block takes one `outer` index and `COLUMNS` consecutive `inner` positions: a warp's lanes read `COLUMNS`
 consecutive values of one row (coalesced), the block's warps take rows `w, w + warps, ...`. Each column's maximum,
-then its sum of `exp(x - max)`, are the warps' partial results met in shared memory; a third pass writes the
-column. Arithmetic is in f32 whatever the storage dtype; inputs are only read element by element and the output only
-stored element by element (the fusion contract). Softmax over the last axis goes to the row template
-(`normalization_cuda`).
+then its sum of `exp(x - max)`, are the warps' partial results met in shared memory (`column_total`). Where a
+thread's values of its column fit `MAX_CACHED` registers (`extent <= MAX_CACHED * warps`, checked at run time), it
+reads them once and keeps their exponentials for the output (each computed once); a longer column is read again each
+pass and its exponentials computed again for the output. Arithmetic is in f32 whatever the storage dtype; inputs are
+only read element by element and the output only stored element by element (the fusion contract). Softmax over the
+last axis goes to the row template (`normalization_cuda`).
 """
 
 from __future__ import annotations
 
 import math
 
-from hidet_lang import attrs, f32, i32, script, script_module
+from hidet_lang import attrs, f32, i32, meta, register_tensor, script, script_module
 from hidet_lang.cuda import blockIdx, shared_tensor, syncthreads, threadIdx
 from hidet_lang.frontend.script import ScriptModule
 from stdlib_ops.schedule.signature import kernel_signature
 from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import TemplateBinding, common_dtype, shape_of
 from stdlib_ops.templates.kernels.block_reduce import WARP
-from stdlib_ops.templates.kernels.normalization_cuda import CUDA_ROWS, NORMALIZATION_DTYPES
+from stdlib_ops.templates.kernels.normalization_cuda import CUDA_ROWS, MAX_CACHED, NORMALIZATION_DTYPES
 from stdlib_ops.templates.kernels.row_views import softmax_rows
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.registry import LIBRARY_CUDA, library_template
@@ -44,6 +46,22 @@ def softmax_columns_cuda(outer: Size, extent: Size, inner: Size, dtype: str = "f
     dt = template_dtype(name, dtype, NORMALIZATION_DTYPES)
     warps = threads // WARP
 
+    @script
+    def column_total(partials: f32[warps, COLUMNS], warp: i32, lane: i32, value: f32, is_max: bool) -> f32:
+        """The maximum (`is_max`) or sum of the warps' `value`s of column `lane`, met in `partials`; every thread
+        of the block calls it (it has barriers), and the partials are free again when it returns."""
+        attrs.func_kind = "cuda_internal"
+        partials[warp, lane] = value
+        syncthreads()
+        total = partials[0, lane]
+        for w in range(1, warps):
+            if is_max:
+                total = max(total, partials[w, lane])
+            else:
+                total += partials[w, lane]
+        syncthreads()
+        return total
+
     with script_module() as module:
 
         @script
@@ -58,32 +76,48 @@ def softmax_columns_cuda(outer: Size, extent: Size, inner: Size, dtype: str = "f
             warp = threadIdx.x // WARP
             j = blockIdx.x % strips * COLUMNS + lane
             partials = shared_tensor(f32, [warps, COLUMNS])
-            local_max: f32 = -math.inf
-            if j < inner:
-                for k in range(warp, extent, warps):
-                    local_max = max(local_max, f32(x[o, k, j]))
-            partials[warp, lane] = local_max
-            syncthreads()
-            top = partials[0, lane]
-            for w in range(1, warps):
-                top = max(top, partials[w, lane])
-            local_sum: f32 = 0.0
-            if j < inner:
-                for k in range(warp, extent, warps):
-                    local_sum += math.exp(f32(x[o, k, j]) - top)
-            syncthreads()  # every thread has read the maxima: the partials are free
-            partials[warp, lane] = local_sum
-            syncthreads()
-            total = partials[0, lane]
-            for w in range(1, warps):
-                total += partials[w, lane]
-            log_total = math.log(total)
-            if j < inner:
-                for k in range(warp, extent, warps):
+            if extent <= MAX_CACHED * warps:  # the thread's values of its column fit the registers: exp once each
+                v = register_tensor(f32, [MAX_CACHED])
+                local_max: f32 = -math.inf
+                for i in meta.range(MAX_CACHED):
+                    v[i] = -math.inf
+                    if j < inner and warp + i * warps < extent:
+                        v[i] = f32(x[o, warp + i * warps, j])
+                    local_max = max(local_max, v[i])
+                top = column_total(partials, warp, lane, local_max, True)
+                local_sum: f32 = 0.0
+                for i in meta.range(MAX_CACHED):
                     if log:
-                        y[o, k, j] = dt(f32(x[o, k, j]) - top - log_total)
+                        local_sum += math.exp(v[i] - top)  # exp(-inf) = 0 past the column's end
                     else:
-                        y[o, k, j] = dt(math.exp(f32(x[o, k, j]) - top - log_total))
+                        v[i] = math.exp(v[i] - top)
+                        local_sum += v[i]
+                total = column_total(partials, warp, lane, local_sum, False)
+                log_total = math.log(total)
+                scale = 1.0 / total
+                for i in meta.range(MAX_CACHED):
+                    if j < inner and warp + i * warps < extent:
+                        if log:
+                            y[o, warp + i * warps, j] = dt(v[i] - top - log_total)
+                        else:
+                            y[o, warp + i * warps, j] = dt(v[i] * scale)
+            else:  # a long column: read again each pass
+                local_max: f32 = -math.inf
+                if j < inner:
+                    for k in range(warp, extent, warps):
+                        local_max = max(local_max, f32(x[o, k, j]))
+                top = column_total(partials, warp, lane, local_max, True)
+                local_sum: f32 = 0.0
+                if j < inner:
+                    for k in range(warp, extent, warps):
+                        local_sum += math.exp(f32(x[o, k, j]) - top)
+                log_total = math.log(column_total(partials, warp, lane, local_sum, False))
+                if j < inner:
+                    for k in range(warp, extent, warps):
+                        if log:
+                            y[o, k, j] = dt(f32(x[o, k, j]) - top - log_total)
+                        else:
+                            y[o, k, j] = dt(math.exp(f32(x[o, k, j]) - top - log_total))
 
     return bind_sizes(module, "softmax_columns", {"outer": outer, "extent": extent, "inner": inner})
 
