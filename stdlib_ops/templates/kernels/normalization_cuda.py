@@ -2,16 +2,18 @@
 with or without their weight and bias), and group norm's normalization (the layer norm template over its groups).
 
 A row is shared by `width` threads (`row_layout`): a warp per row for short rows (several rows a block), the whole
-block for long ones; the threads stride over the row's columns (thread `t` takes columns `t, t + width, ...`, so a
-warp's reads are consecutive) and combine their partial maxima and sums with warp shuffles, or block reductions
-(`block_reduce`: shuffles, then one partial per warp in shared memory). Where the number of columns is known at
-build time, or at run time for symbolic columns (`row_layout`), and each thread's share is at most `MAX_CACHED`
-values, the row is kept in registers: read once, written once, and softmax computes each exponential once (the
-row keeps them, then scales them by the sum's reciprocal). Otherwise each pass reads the row again (from the
-cache, mostly). Arithmetic is in f32 whatever the storage
+block for long ones. The threads take the row in chunks of one 16-byte vector (`row_chunks`: 8 f16 or bf16, 4 f32),
+loaded and stored with 128-bit accesses where the row is whole aligned vectors and element by element otherwise (an
+odd row, a misaligned view), in the same kernel; they combine their partial maxima and sums with warp shuffles, or
+block reductions (`block_reduce`: shuffles, then one partial per warp in shared memory). Where the number of columns
+is known at build time, or at run time for symbolic columns (`row_layout`), and each thread's share is at most
+`MAX_CACHED` values, the row is kept in registers: read once, written once, and softmax computes each exponential
+once (the row keeps them, then scales them by the sum's reciprocal). A longer row is read chunk by chunk each pass
+(from the cache, mostly); softmax keeps its exponentials in dynamic shared memory where they fit `SHARED_ROW_BYTES`
+(each computed once), and computes them again for the output past that. Arithmetic is in f32 whatever the storage
 dtype. Softmax subtracts the row's maximum before `exp` (no overflow); layer norm takes the variance as the mean of
-squared deviations from the mean (two passes, no cancellation). Every kernel follows the kernel contract: inputs
-are only read element by element, the output only stored element by element.
+squared deviations from the mean (two passes, no cancellation). Every kernel follows the fusion contract: inputs are
+read by element reads or vector loads, the output written by element stores or vector stores.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ input (the reduced axes in the middle) and `[outer, inner]` of the output: `sum`
 
 - **Rows** (`reduce_rows_cuda`, trailing axes: `inner` is 1). A row is shared by a warp (rows of at most
   `WARP_ROW_MAX_COLS` values known at build time; several rows a block) or by the whole block (longer rows);
-  its threads stride over the row (consecutive threads, consecutive values), then combine their partial results
+  its threads read the row in chunks of one 16-byte vector each (`row_chunks`: 128-bit loads where the row is
+  whole aligned vectors, element loads otherwise, in the same kernel), then combine their partial results
   with warp shuffles and, for a block, one partial a warp in shared memory (`block_reduce`). A variance takes the
   mean first, then the mean of squared deviations (two passes, no cancellation).
 - **Columns** (`reduce_columns_cuda`, leading or middle axes: `inner` above 1). A block takes one `outer` index and
@@ -13,7 +14,7 @@ input (the reduced axes in the middle) and `[outer, inner]` of the output: `sum`
 
 Arithmetic is in f32 whatever the storage dtype. `max` and `min` are NaN where a reduced value is (numpy's `max`);
 `argmax` and `argmin` give the first index of the largest (smallest) value, or of the first NaN, as numpy does. Both
-kernels follow the fusion contract: the input is only read element by element, the output only stored element by
+kernels follow the fusion contract: the input is read by element reads or vector loads, the output stored element by
 element.
 """
 
