@@ -13,8 +13,8 @@ multistage pipeline that overlaps the copies of later steps with the work on the
   `zero`, `round_tf32` the chunk's fills and in-place rounding.
 - `CopyPipeline(stages)`: `stages` buffers of a loop whose iteration `it` copies step `it` into buffer
   `fill_stage(it)` and works on step `it - stages + 1` in buffer `read_stage(it)`; `wait()` starts an iteration
-  (the copies of the step worked on are in place and every thread is done with the buffer refilled), `commit()`
-  ends its copies.
+  (the copies of the step worked on are in place and every thread is done with the buffer refilled: `landed()`
+  and a barrier, between which a thread may touch its own copies), `commit()` ends its copies.
 
 Every statement is built while the kernel is parsed, from the kernel's own tensors: a `cp_async` source or an
 element read of an input is what fusion rewrites, so a template written with these stays fusible.
@@ -31,7 +31,7 @@ from hidet_lang.frontend import semantics
 from hidet_lang.frontend.builtins import _as_dtype as as_dtype
 from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
-from hidet_lang.ir.layout import Layout, SwizzledLayout, local_layout, row_major
+from hidet_lang.ir.layout import SwizzledLayout
 from hidet_lang.ir.mapping import ComposedMapping, RepeatMapping, SpatialMapping, TaskMapping, repeat, spatial
 from hidet_lang.ir.types import DataType, TensorType, uint32
 
@@ -70,13 +70,16 @@ class TileCopy:
             raise ValueError(f"TileCopy: a row of {cols} {tile.dtype} elements is no whole number of 16-byte chunks")
         self.row_chunks = cols // self.vector
         self.mapping: TaskMapping = _storage_order(rows, self.row_chunks, _atom_chunks(tile, self.vector), threads)
-        self.guarded = self.mapping.task_shape[0] > rows  # the mapping's last tasks lie past the tile's rows
+        # tasks past the tile's rows: the mapping's last ones, or those `tasks` gives threads past its workers
+        self.guarded = self.mapping.task_shape[0] > rows or self.mapping.num_workers < threads
 
-    @property
-    def layout(self) -> Layout:
-        """The layout of a register tensor `[rows, row_chunks]` holding one value a task, mirroring `mapping`: a
-        copy's per-chunk values (say, where a gathered row lies) kept across steps, indexed by the task."""
-        return _mirror(self.mapping)
+    def tasks(self, worker: Any) -> list[tuple[Any, Any, int]]:
+        """Thread `worker`'s tasks under `mapping` as `(row, chunk, t)`, its `t`-th task (a Python int), for a loop
+        unrolled while parsing (`for row, chunk, t in copy.tasks(threadIdx.x)`) whose per-task values live in
+        registers indexed by `t`. A thread's tasks are thread 0's moved by its place in the mapping's spatial part.
+        A thread past the mapping's workers gets tasks past the tile's rows (its copies are skipped)."""
+        row, chunk = _spatial_coords(self.mapping, E.convert(worker))
+        return [(r + row, c + chunk, t) for t, (r, c) in enumerate(self.mapping(0))]
 
     def copy(self, dst: Any, row: Any, chunk: Any, src: Any, origin: Sequence[Any], aligned: Any = True,
              limit: Any = None) -> S.Stmt:
@@ -160,11 +163,15 @@ class CopyPipeline:
         """The buffer iteration `it` works on (step `it - stages + 1`'s)."""
         return _stage(semantics.binary("+", it, 1), self.stages)
 
+    def landed(self) -> E.Expr:
+        """The wait until this thread's copies of the step worked on have landed (at most `stages - 2` groups
+        pending)."""
+        return cp_async_wait_group(self.stages - 2)
+
     def wait(self) -> S.Stmt:
-        """An iteration's start: this thread's copies of the step worked on have landed (at most `stages - 2`
-        groups pending), then a block barrier (every thread's have, and every thread is done with the buffer the
-        iteration refills)."""
-        return S.seq([S.EvaluateStmt(cp_async_wait_group(self.stages - 2)), S.EvaluateStmt(syncthreads())])
+        """An iteration's start: `landed()`, then a block barrier (every thread's copies have, and every thread is
+        done with the buffer the iteration refills)."""
+        return S.seq([S.EvaluateStmt(self.landed()), S.EvaluateStmt(syncthreads())])
 
     def commit(self) -> E.Expr:
         """The end of an iteration's copies (one group a iteration, copies or none)."""
@@ -204,15 +211,22 @@ def _storage_order(rows: int, row_chunks: int, atom_chunks: int, threads: int) -
             * spatial(row_threads, atom_chunks))
 
 
-def _mirror(mapping: TaskMapping) -> Layout:
-    """A layout mirroring `mapping`: its spatial parts local, its repeats row-major."""
-    if isinstance(mapping, ComposedMapping):
-        return _mirror(mapping.outer) * _mirror(mapping.inner)
-    if isinstance(mapping, SpatialMapping):
-        return local_layout(*mapping.shape)
+def _spatial_coords(mapping: TaskMapping, worker: E.Expr) -> list[Any]:
+    """The coordinates of `worker`'s first task under `mapping` (repeats outside its spatial parts): its offset
+    from worker 0's tasks; past the mapping's workers, a row past its tasks'."""
     if isinstance(mapping, RepeatMapping):
-        return row_major(*mapping.shape)
-    raise TypeError(f"no layout mirrors {mapping!r}")
+        return [0] * len(mapping.shape)
+    if isinstance(mapping, SpatialMapping):
+        coords, stride = [], 1
+        for extent in reversed(mapping.shape):
+            coords.append(worker // stride % extent if stride * extent < mapping.num_workers else worker // stride)
+            stride *= extent
+        return coords[::-1]
+    assert isinstance(mapping, ComposedMapping)
+    inner_workers = mapping.inner.num_workers
+    outer = _spatial_coords(mapping.outer, worker // inner_workers)
+    inner = _spatial_coords(mapping.inner, worker % inner_workers)
+    return [o * e + i for o, i, e in zip(outer, inner, mapping.inner.task_shape)]
 
 
 def _address(tensor: Any, *index: Any) -> E.Expr:

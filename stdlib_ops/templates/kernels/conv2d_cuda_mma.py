@@ -33,32 +33,14 @@ start at 16-byte aligned addresses (as every allocation does)."""
 
 from __future__ import annotations
 
-from hidet_lang import attrs, f32, i32, meta, register_tensor, script, script_module, tensor_pointer, u32
-from hidet_lang.cuda import (
-    blockIdx,
-    cp_async,
-    cp_async_commit_group,
-    cp_async_wait_group,
-    cvt_rna_tf32_f32,
-    dynamic_shared_memory,
-    ldmatrix_x4,
-    mma_m16n8k8_tf32_f32,
-    mma_m16n8k16_bf16_f32,
-    mma_m16n8k16_f16_f32,
-    syncthreads,
-    threadIdx,
-)
+from hidet_lang import attrs, f32, i32, meta, register_tensor, repeat, script, script_module, spatial
+from hidet_lang.cuda import blockIdx, cp_async, cvt_rna_tf32_f32, threadIdx
+from hidet_lang.cuda.async_copy import CopyPipeline, TileCopy, chunk_tile
+from hidet_lang.cuda.fragments import WarpMma
+from hidet_lang.cuda.tiles import SharedMemoryPlan
 from hidet_lang.frontend.script import ScriptModule
 from stdlib_ops.templates.kernels.conv2d_geometry import Pair, bind_conv2d, conv_geometry
-from stdlib_ops.templates.kernels.matmul_cuda_f16_mma import (
-    BLOCK_K,
-    CHUNK,
-    ENOUGH_BLOCKS,
-    INPUT_DTYPES,
-    MMA_M,
-    MMA_N,
-    swizzled_chunk,
-)
+from stdlib_ops.templates.kernels.matmul_cuda_f16_mma import BLOCK_K, CHUNK, ENOUGH_BLOCKS, INPUT_DTYPES, MMA_M, MMA_N
 from stdlib_ops.templates.kernels.tile_order import grouped_tile
 from stdlib_ops.templates.params import Size, require, tile_for_blocks
 
@@ -106,15 +88,15 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
     require(threads <= 1024 and threads % block_m == 0, name, "a block's threads must be a multiple of block_m")
     require(2 <= stages <= 8, name, "stages must be 2 to 8")
     tf32 = dt.name == "float32"
-    mma = {"bfloat16": mma_m16n8k16_bf16_f32, "float16": mma_m16n8k16_f16_f32, "float32": mma_m16n8k8_tf32_f32}[dt.name]
     per_chunk = 16 // dt.nbytes  # elements of a 16-byte chunk, of an ldmatrix row
     block_k = ROW_CHUNKS * per_chunk  # k a step: 32 of f16 or bf16, 16 of f32
-    mma_k = 2 * per_chunk  # k an mma: 16, or 8 of TF32
-    mma_m, mma_n = warp_m // MMA_M, warp_n // MMA_N
-    swizzle = swizzled_chunk(ROW_CHUNKS)
-    row_chunks = ROW_CHUNKS
-    smem_bytes = stages * (block_m + block_n) * ROW_CHUNKS * 16
-    a_bytes = stages * block_m * ROW_CHUNKS * 16
+    a_tile, w_tile = chunk_tile(dt, [block_m, block_k]), chunk_tile(dt, [block_n, block_k])
+    plan = SharedMemoryPlan()
+    a_stages, w_stages = plan.tiles(a_tile, stages), plan.tiles(w_tile, stages)
+    a_copy, w_copy = TileCopy(a_tile, threads), TileCopy(w_tile, threads)
+    pipe = CopyPipeline(stages)
+    warp = WarpMma(dt, warp_m, warp_n, b_k_major=True)
+    frags = warp.accumulator
     min_blocks = 2 if threads <= 256 and warp_m * warp_n <= 64 * 32 else 1
     nhwc = geo.nhwc
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geo.kernel, geo.stride, geo.padding, geo.dilation
@@ -124,13 +106,13 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
     # 8 channels of one tap
     vector_a = nhwc and cg % per_chunk == 0 and not tf32
     vector_w = taps % per_chunk == 0 and not tf32
-    # the pixels a thread gathers: for 16-byte copies (consecutive threads along k) `rows_a` of them, for element
-    # gathers (consecutive threads along the pixels) one, `elements_a` taps of it a step, UNROLL at a time
-    rows_a = block_m * row_chunks // threads if vector_a else 1
+    # element gathers: consecutive threads along the pixels, a thread's one pixel at `elements_a` taps a step,
+    # UNROLL at a time
     elements_a = block_m * block_k // threads
-    require(threads <= block_m * row_chunks and elements_a % UNROLL == 0, name,
-            f"a block's threads must be at most {row_chunks} * block_m")
-    loads_w = block_n * row_chunks
+    require(threads <= block_m * ROW_CHUNKS and elements_a % UNROLL == 0, name,
+            f"a block's threads must be at most {ROW_CHUNKS} * block_m")
+    gather = repeat(1, elements_a, attrs=f".u{UNROLL}") * spatial(block_m, threads // block_m, ranks=[1, 0])
+    rows_a = len(a_copy.mapping(0)) if vector_a else 1  # the pixels a thread gathers
     pixels = oh * ow
     tiles_n = -(-og // block_n)
     has_bias = bias
@@ -143,17 +125,14 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
             attrs.func_kind = "cuda_kernel"
             attrs.cuda.block_dim = threads
             attrs.cuda.grid_dim = (batch * pixels + block_m - 1) // block_m * tiles_n * groups
-            attrs.cuda.dynamic_smem_bytes = smem_bytes
+            attrs.cuda.dynamic_smem_bytes = plan.nbytes
             attrs.cuda.min_blocks = min_blocks
-            smem_a = tensor_pointer(dt, [stages, block_m, block_k], init=dynamic_shared_memory(0, dt))
-            smem_w = tensor_pointer(dt, [stages, block_n, block_k], init=dynamic_shared_memory(a_bytes, dt))
-            ra = register_tensor(u32, [mma_m, 4])
-            rb = register_tensor(u32, [mma_n, 2])
-            acc = register_tensor(f32, [mma_m, mma_n, 4])
-            for mi in meta.range(mma_m):
-                for ni in meta.range(mma_n):
-                    for e in meta.range(4):
-                        acc[mi, ni, e] = 0.0
+            lane = threadIdx.x % 32
+            acc = frags.tensor()
+            ra = warp.a_registers()
+            rb = warp.b_registers()
+            for r in range(frags.registers):
+                acc[r] = 0.0
             m = batch * pixels
             tiles_m = (m + block_m - 1) // block_m
             per_group = tiles_m * tiles_n
@@ -163,104 +142,68 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
             grouped_tile(blockIdx.x % per_group, tiles_m, tiles_n, ~tile_row, ~tile_col)
             m0 = tile_row * block_m
             n0 = tile_col * block_n
-            lane = threadIdx.x % 32
             wm = threadIdx.x // 32 // warps_n * warp_m
             wn = threadIdx.x // 32 % warps_n * warp_n
             a_image = register_tensor(i32, [rows_a])  # per gathered pixel: its image, and the input's row and
             a_y = register_tensor(i32, [rows_a])  # column under its kernel's first tap (a row above every tap's
             a_x = register_tensor(i32, [rows_a])  # past the last pixel)
-            for r in meta.range(rows_a):
-                pixel = m0 + ((threadIdx.x + r * threads) // row_chunks if vector_a else threadIdx.x % block_m)
-                a_image[r] = pixel // pixels
-                a_y[r] = pixel % pixels // ow * sh - ph if pixel < m else -1 - (kh - 1) * dh
-                a_x[r] = pixel % ow * sw - pw
+            for row, _chunk, t in a_copy.tasks(threadIdx.x) if vector_a else [(threadIdx.x % block_m, 0, 0)]:
+                pixel = m0 + row
+                a_image[t] = pixel // pixels
+                a_y[t] = pixel % pixels // ow * sh - ph if pixel < m else -1 - (kh - 1) * dh
+                a_x[t] = pixel % ow * sw - pw
             steps = (taps + block_k - 1) // block_k
-            for step in range(steps + stages - 1):  # gather step `step`, multiply step `step - stages + 1`
-                cp_async_wait_group(stages - 2)  # the copy of the step multiplied now is in place
-                syncthreads()  # ... for every thread, and every thread is done with the buffer refilled now
-                if step < steps:
-                    fill = step % stages
-                    k0 = step * block_k
+            for it in range(pipe.iterations(steps)):  # gather step `it`, multiply step `it - stages + 1`
+                pipe.wait()
+                if pipe.fills(it, steps):
+                    a_fill = a_stages.at(pipe.fill_stage(it))
+                    w_fill = w_stages.at(pipe.fill_stage(it))
+                    k0 = it * block_k
                     if vector_a:
-                        for r in meta.range(rows_a):
-                            row = (threadIdx.x + r * threads) // row_chunks
-                            col = threadIdx.x % row_chunks * per_chunk
-                            kk = k0 + col
-                            iy = a_y[r] + kk // ky_step % kh * dh
-                            ix = a_x[r] + kk // kx_step % kw * dw
-                            at = swizzle(row, col // per_chunk) * per_chunk
+                        for row, chunk, t in a_copy.tasks(threadIdx.x):
+                            kk = k0 + chunk * per_chunk
+                            iy = a_y[t] + kk // ky_step % kh * dh
+                            ix = a_x[t] + kk // kx_step % kw * dw
                             if kk < taps and iy >= 0 and iy < h and ix >= 0 and ix < w:
-                                cp_async(~smem_a[fill, row, at], ~x[a_image[r], iy, ix, g * cg + kk % cg], 16)
+                                cp_async(~a_fill[row, chunk * per_chunk], ~x[a_image[t], iy, ix, g * cg + kk % cg], 16)
                             else:
-                                for e in meta.range(per_chunk):
-                                    smem_a[fill, row, at + e] = dt(0.0)
+                                a_copy.zero(a_fill, row, chunk)
                     else:
-                        row = threadIdx.x % block_m
-                        for t0 in range(elements_a // UNROLL):
-                            for t1 in meta.range(UNROLL):
-                                col = threadIdx.x // block_m + (t0 * UNROLL + t1) * (threads // block_m)
-                                kk = k0 + col
-                                channel = g * cg + kk // ci_step % cg
-                                iy = a_y[0] + kk // ky_step % kh * dh
-                                ix = a_x[0] + kk // kx_step % kw * dw
-                                inside = kk < taps and iy >= 0 and iy < h and ix >= 0 and ix < w
-                                at = swizzle(row, col // per_chunk) * per_chunk + col % per_chunk
-                                value = x[geo.x_index(a_image[0], channel, iy, ix)] if inside else dt(0.0)
-                                smem_a[fill, row, at] = cvt_rna_tf32_f32(value) if tf32 else value
-                    for t in meta.range(-(-loads_w // threads)):
-                        q = threadIdx.x + t * threads
-                        if loads_w % threads == 0 or q < loads_w:
-                            row = q // row_chunks
-                            kc = q % row_chunks * per_chunk
-                            at = swizzle(row, q % row_chunks) * per_chunk
-                            o = g * og + n0 + row
-                            live = n0 + row < og
-                            for e in meta.range(1 if vector_w else per_chunk):
-                                kk = k0 + kc + e
-                                ci = kk // ci_step % cg
-                                ky = kk // ky_step % kh
-                                kx = kk // kx_step % kw
-                                if vector_w:
-                                    if live and kk < taps:
-                                        cp_async(~smem_w[fill, row, at], ~weight[geo.weight_index(o, ci, ky, kx)], 16)
-                                    else:
-                                        for z in meta.range(per_chunk):
-                                            smem_w[fill, row, at + z] = dt(0.0)
+                        for row, col in gather.on(threadIdx.x):
+                            kk = k0 + col
+                            channel = g * cg + kk // ci_step % cg
+                            iy = a_y[0] + kk // ky_step % kh * dh
+                            ix = a_x[0] + kk // kx_step % kw * dw
+                            inside = kk < taps and iy >= 0 and iy < h and ix >= 0 and ix < w
+                            value = x[geo.x_index(a_image[0], channel, iy, ix)] if inside else dt(0.0)
+                            a_fill[row, col] = cvt_rna_tf32_f32(value) if tf32 else value
+                    for row, chunk in w_copy.mapping.on(threadIdx.x):
+                        o = g * og + n0 + row
+                        live = n0 + row < og
+                        for e in meta.range(1 if vector_w else per_chunk):
+                            kk = k0 + chunk * per_chunk + e
+                            ci = kk // ci_step % cg
+                            ky = kk // ky_step % kh
+                            kx = kk // kx_step % kw
+                            if vector_w:
+                                if live and kk < taps:
+                                    cp_async(~w_fill[row, chunk * per_chunk], ~weight[geo.weight_index(o, ci, ky, kx)],
+                                             16)
                                 else:
-                                    inside = live and kk < taps
-                                    value = weight[geo.weight_index(o, ci, ky, kx)] if inside else dt(0.0)
-                                    smem_w[fill, row, at + e] = cvt_rna_tf32_f32(value) if tf32 else value
-                cp_async_commit_group()
-                if step >= stages - 1:
-                    buf = (step - stages + 1) % stages
-                    for ks in meta.range(block_k // mma_k):
-                        for mi in meta.range(mma_m):
-                            row = wm + mi * MMA_M + lane % 16
-                            ldmatrix_x4(~ra[mi, 0], ~smem_a[buf, row, swizzle(row, 2 * ks + lane // 16) * per_chunk])
-                        for pair in meta.range(mma_n // 2):
-                            # lanes 0-7, 8-15: the first 8 columns' k halves; lanes 16-31: the next 8 columns'
-                            row = wn + pair * 2 * MMA_N + lane // 16 * MMA_N + lane % 8
-                            chunk = 2 * ks + lane // 8 % 2
-                            ldmatrix_x4(~rb[2 * pair, 0], ~smem_w[buf, row, swizzle(row, chunk) * per_chunk])
-                        for mi in meta.range(mma_m):
-                            for ni in meta.range(mma_n):
-                                mma(~ra[mi, 0], ~rb[ni, 0], ~acc[mi, ni, 0])
-            shift = register_tensor(f32, [mma_n, 2])  # the bias of the thread's output channels
-            for ni in meta.range(mma_n):
-                for e in meta.range(2):
-                    j = n0 + wn + ni * MMA_N + 2 * (lane % 4) + e
-                    shift[ni, e] = (f32(bias[g * og + j]) if j < og else 0.0) if has_bias else 0.0
-            for mi in meta.range(mma_m):
-                for e2 in meta.range(2):
-                    pixel = m0 + wm + mi * MMA_M + lane // 4 + 8 * e2
-                    bi = pixel // pixels
-                    oy = pixel % pixels // ow
-                    ox = pixel % ow
-                    for ni in meta.range(mma_n):
-                        for e in meta.range(2):
-                            j = n0 + wn + ni * MMA_N + 2 * (lane % 4) + e
-                            if pixel < m and j < og:
-                                o = g * og + j
-                                out[geo.out_index(bi, o, oy, ox)] = dt(acc[mi, ni, 2 * e2 + e] + shift[ni, e])
+                                    w_copy.zero(w_fill, row, chunk)
+                            else:
+                                inside = live and kk < taps
+                                value = weight[geo.weight_index(o, ci, ky, kx)] if inside else dt(0.0)
+                                w_fill[row, chunk * per_chunk + e] = cvt_rna_tf32_f32(value) if tf32 else value
+                pipe.commit()
+                if pipe.reads(it):
+                    warp.multiply(acc, ra, rb, a_stages.at(pipe.read_stage(it)), w_stages.at(pipe.read_stage(it)),
+                                  wm, wn, lane)
+            for i, j, r in frags.cells(lane):
+                pixel = m0 + wm + i
+                if pixel < m and n0 + wn + j < og:
+                    o = g * og + n0 + wn + j
+                    shift = f32(bias[o]) if has_bias else 0.0
+                    out[geo.out_index(pixel // pixels, o, pixel % pixels // ow, pixel % ow)] = dt(acc[r] + shift)
 
     return bind_conv2d(module, batch, has_bias)

@@ -37,22 +37,14 @@ copies assume that the tensors' data start at 16-byte aligned addresses (as ever
 
 from __future__ import annotations
 
-from hidet_lang import attrs, f32, i32, meta, register_tensor, script, script_module, tensor_pointer, u32
-from hidet_lang.cuda import (
-    blockIdx,
-    cp_async,
-    cp_async_commit_group,
-    cp_async_wait_group,
-    dynamic_shared_memory,
-    ldmatrix_x4,
-    ldmatrix_x4_trans,
-    mma_m16n8k16_bf16_f32,
-    mma_m16n8k16_f16_f32,
-    syncthreads,
-    threadIdx,
-)
+from hidet_lang import attrs, i32, script, script_module
+from hidet_lang.cuda import blockIdx, syncthreads, threadIdx
+from hidet_lang.cuda.async_copy import CopyPipeline, TileCopy, chunk_tile
+from hidet_lang.cuda.fragments import WarpMma
+from hidet_lang.cuda.tiles import SharedMemoryPlan
 from hidet_lang.cuda_limits import shared_memory_per_block
-from hidet_lang.frontend.script import ScriptFunction, ScriptModule
+from hidet_lang.frontend.script import ScriptModule
+from hidet_lang.ir.types import DataType
 from stdlib_ops.templates.kernels.tile_order import grouped_tile
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype, tile_for_blocks
 from stdlib_ops.templates.sizes import bind_sizes
@@ -120,30 +112,45 @@ def matmul_cuda_f16_mma(batch: Size, m: Size, n: Size, k: Size, out_dtype: str =
     dt = template_dtype(name, dtype, INPUT_DTYPES)
     if block_m is None and block_n is None and warp_m is None and warp_n is None:
         block_m, block_n, warp_m, warp_n = default_tiles(batch, m, n)
+    return mma_matmul(name, dt, out, batch, m, n, k, (block_m, block_n, warp_m, warp_n), stages)
+
+
+def mma_matmul(name: str, dt: DataType, out: DataType, batch: Size, m: Size, n: Size, k: Size,
+               tile: tuple[int | None, ...], stages: int) -> ScriptModule:
+    """The matmul module of `matmul_cuda_f16_mma` (f16 or bf16 `dt`) and `matmul_cuda_tf32` (f32 `dt`, rounded to
+    tf32 in shared memory), named `name` in its errors; `tile` is (block_m, block_n, warp_m, warp_n)."""
+    block_m, block_n, warp_m, warp_n = tile
+    tf32 = dt.name == "float32"
     require(None not in (block_m, block_n, warp_m, warp_n), name,
             "give all four tile sizes (block_m, block_n, warp_m, warp_n) or none")
     assert block_m is not None and block_n is not None and warp_m is not None and warp_n is not None
     require(min(block_m, block_n, warp_m, warp_n) >= 1, name, "tile sizes must be positive")
-    require(warp_m % MMA_M == 0 and warp_n % (2 * MMA_N) == 0, name,
-            "warp_m and warp_n must be multiples of 16 (whole mma tiles; B fragments come in pairs)")
+    if tf32:
+        require(warp_m % MMA_M == 0 and warp_n % MMA_N == 0, name,
+                "warp_m must be a multiple of 16 and warp_n of 8 (whole mma tiles)")
+    else:
+        require(warp_m % MMA_M == 0 and warp_n % (2 * MMA_N) == 0, name,
+                "warp_m and warp_n must be multiples of 16 (whole mma tiles; B fragments come in pairs)")
     require(block_m % warp_m == 0 and block_n % warp_n == 0, name, "warp tiles must divide the block tile")
-    require(_power_of_two(block_m) and _power_of_two(block_n) and block_n >= CHUNK, name,
-            "block_m and block_n must be powers of two (block_n at least 8)")
+    least = 32 if tf32 else 16  # a shared b row of at least 128 (tf32) or 32 bytes
+    require(_power_of_two(block_m) and _power_of_two(block_n) and block_n >= least, name,
+            f"block_m and block_n must be powers of two (block_n at least {least})")
     require(2 <= stages <= 8, name, "stages must be 2 to 8")
     warps_n = block_n // warp_n
     threads = 32 * (block_m // warp_m) * warps_n
     require(threads <= 1024, name, f"{threads} threads a block (at most 1024)")
-    chunks_a = block_m * BLOCK_K // CHUNK
-    chunks_b = BLOCK_K * block_n // CHUNK
-    smem_bytes = stages * (chunks_a + chunks_b) * 16
-    require(smem_bytes <= MAX_SMEM_BYTES, name, f"{smem_bytes} bytes of shared memory (at most 227 KB)")
-    mma = mma_m16n8k16_bf16_f32 if dt.name == "bfloat16" else mma_m16n8k16_f16_f32
-    mma_m, mma_n = warp_m // MMA_M, warp_n // MMA_N
-    swizzle_a = swizzled_chunk(BLOCK_K // CHUNK)
-    swizzle_b = swizzled_chunk(block_n // CHUNK)
-    a_bytes = stages * block_m * BLOCK_K * 2  # the a buffers, then the b buffers
-    # two blocks an SM (at most 128 registers a thread at 256 threads) where a warp's accumulators leave room
-    min_blocks = 2 if threads <= 256 and warp_m * warp_n <= 64 * 32 else 1
+    a_tile, b_tile = chunk_tile(dt, [block_m, BLOCK_K]), chunk_tile(dt, [BLOCK_K, block_n])
+    plan = SharedMemoryPlan()
+    a_stages, b_stages = plan.tiles(a_tile, stages), plan.tiles(b_tile, stages)
+    a_copy, b_copy = TileCopy(a_tile, threads), TileCopy(b_tile, threads)
+    pipe = CopyPipeline(stages)
+    warp = WarpMma(dt, warp_m, warp_n)
+    frags = warp.accumulator
+    # two blocks an SM (at most 128 registers a thread at 256 threads) where a warp's accumulators leave room; tf32's
+    # B fragments, read element by element, need more registers than that cap leaves
+    min_blocks = 2 if threads <= 256 and warp_m * warp_n <= 64 * 32 and not tf32 else 1
+    vector = a_copy.vector  # elements of a 16-byte chunk
+    require(plan.nbytes <= MAX_SMEM_BYTES, name, f"{plan.nbytes} bytes of shared memory (at most 227 KB)")
 
     with script_module() as module:
 
@@ -153,17 +160,14 @@ def matmul_cuda_f16_mma(batch: Size, m: Size, n: Size, k: Size, out_dtype: str =
             attrs.cuda.block_dim = threads
             # one grid dimension (x allows 2**31 - 1 blocks; y and z only 65535, fewer than a batch may need)
             attrs.cuda.grid_dim = (n + block_n - 1) // block_n * ((m + block_m - 1) // block_m) * batch
-            attrs.cuda.dynamic_smem_bytes = smem_bytes
+            attrs.cuda.dynamic_smem_bytes = plan.nbytes
             attrs.cuda.min_blocks = min_blocks
-            smem_a = tensor_pointer(dt, [stages, block_m, BLOCK_K], init=dynamic_shared_memory(0, dt))
-            smem_b = tensor_pointer(dt, [stages, BLOCK_K, block_n], init=dynamic_shared_memory(a_bytes, dt))
-            ra = register_tensor(u32, [mma_m, 4])
-            rb = register_tensor(u32, [mma_n, 2])
-            acc = register_tensor(f32, [mma_m, mma_n, 4])
-            for mi in meta.range(mma_m):
-                for ni in meta.range(mma_n):
-                    for e in meta.range(4):
-                        acc[mi, ni, e] = 0.0
+            lane = threadIdx.x % 32
+            acc = frags.tensor()
+            ra = warp.a_registers()
+            rb = warp.b_registers()
+            for r in range(frags.registers):
+                acc[r] = 0.0
             tiles_n = (n + block_n - 1) // block_n
             tiles_m = (m + block_m - 1) // block_m
             per_batch = tiles_m * tiles_n
@@ -173,92 +177,36 @@ def matmul_cuda_f16_mma(batch: Size, m: Size, n: Size, k: Size, out_dtype: str =
             grouped_tile(blockIdx.x % per_batch, tiles_m, tiles_n, ~tile_row, ~tile_col)
             m0 = tile_row * block_m
             n0 = tile_col * block_n
-            lane = threadIdx.x % 32
             wm = threadIdx.x // 32 // warps_n * warp_m
             wn = threadIdx.x // 32 % warps_n * warp_n
             steps = (k + BLOCK_K - 1) // BLOCK_K
-            for step in range(steps + stages - 1):  # copy step `step`, multiply step `step - stages + 1`
-                cp_async_wait_group(stages - 2)  # the copy of the step multiplied now is in place
+            for it in range(pipe.iterations(steps)):  # copy step `it`, multiply step `it - stages + 1`
+                pipe.landed()
+                if tf32:
+                    if pipe.reads(it):  # this thread's chunks of the step multiplied now, rounded in place
+                        for row, chunk in a_copy.mapping.on(threadIdx.x):
+                            a_copy.round_tf32(a_stages.at(pipe.read_stage(it)), row, chunk)
+                        for row, chunk in b_copy.mapping.on(threadIdx.x):
+                            b_copy.round_tf32(b_stages.at(pipe.read_stage(it)), row, chunk)
                 syncthreads()  # ... for every thread, and every thread is done with the buffer refilled now
-                if step < steps:
-                    fill = step % stages
-                    k0 = step * BLOCK_K
-                    for t in meta.range(-(-chunks_a // threads)):
-                        q = threadIdx.x + t * threads
-                        if chunks_a % threads == 0 or q < chunks_a:
-                            row = q // (BLOCK_K // CHUNK)
-                            kc = q % (BLOCK_K // CHUNK) * CHUNK
-                            at = swizzle_a(row, q % (BLOCK_K // CHUNK)) * CHUNK
-                            if k % CHUNK == 0:
-                                if m0 + row < m and k0 + kc < k:
-                                    cp_async(~smem_a[fill, row, at], ~a[bi, m0 + row, k0 + kc], 16)
-                                else:
-                                    for e in meta.range(CHUNK):
-                                        smem_a[fill, row, at + e] = dt(0.0)
-                            else:
-                                for e in meta.range(CHUNK):
-                                    inside = m0 + row < m and k0 + kc + e < k
-                                    smem_a[fill, row, at + e] = a[bi, m0 + row, k0 + kc + e] if inside else dt(0.0)
-                    for t in meta.range(-(-chunks_b // threads)):
-                        q = threadIdx.x + t * threads
-                        if chunks_b % threads == 0 or q < chunks_b:
-                            kk = q // (block_n // CHUNK)
-                            col = q % (block_n // CHUNK) * CHUNK
-                            at = swizzle_b(kk, q % (block_n // CHUNK)) * CHUNK
-                            if n % CHUNK == 0:
-                                if k0 + kk < k and n0 + col < n:
-                                    cp_async(~smem_b[fill, kk, at], ~b[bi, k0 + kk, n0 + col], 16)
-                                else:
-                                    for e in meta.range(CHUNK):
-                                        smem_b[fill, kk, at + e] = dt(0.0)
-                            else:
-                                for e in meta.range(CHUNK):
-                                    inside = k0 + kk < k and n0 + col + e < n
-                                    smem_b[fill, kk, at + e] = b[bi, k0 + kk, n0 + col + e] if inside else dt(0.0)
-                cp_async_commit_group()
-                if step >= stages - 1:
-                    buf = (step - stages + 1) % stages
-                    for ks in meta.range(BLOCK_K // MMA_K):
-                        for mi in meta.range(mma_m):
-                            row = wm + mi * MMA_M + lane % 16
-                            ldmatrix_x4(~ra[mi, 0], ~smem_a[buf, row, swizzle_a(row, 2 * ks + lane // 16) * CHUNK])
-                        for pair in meta.range(mma_n // 2):
-                            kr = ks * MMA_K + lane % 16
-                            chunk = (wn + pair * 2 * MMA_N) // CHUNK + lane // 16
-                            ldmatrix_x4_trans(~rb[2 * pair, 0], ~smem_b[buf, kr, swizzle_b(kr, chunk) * CHUNK])
-                        for mi in meta.range(mma_m):
-                            for ni in meta.range(mma_n):
-                                mma(~ra[mi, 0], ~rb[ni, 0], ~acc[mi, ni, 0])
-            for mi in meta.range(mma_m):
-                for ni in meta.range(mma_n):
-                    for e in meta.range(4):
-                        i = m0 + wm + mi * MMA_M + lane // 4 + 8 * (e // 2)
-                        j = n0 + wn + ni * MMA_N + 2 * (lane % 4) + e % 2
-                        if i < m and j < n:
-                            c[bi, i, j] = out(acc[mi, ni, e])
+                if pipe.fills(it, steps):
+                    for row, chunk in a_copy.mapping.on(threadIdx.x):
+                        a_copy.copy(a_stages.at(pipe.fill_stage(it)), row, chunk, a, [bi, m0, it * BLOCK_K],
+                                    k % vector == 0)
+                    for row, chunk in b_copy.mapping.on(threadIdx.x):
+                        b_copy.copy(b_stages.at(pipe.fill_stage(it)), row, chunk, b, [bi, it * BLOCK_K, n0],
+                                    n % vector == 0)
+                pipe.commit()
+                if pipe.reads(it):
+                    warp.multiply(acc, ra, rb, a_stages.at(pipe.read_stage(it)), b_stages.at(pipe.read_stage(it)),
+                                  wm, wn, lane)
+            for i, j, r in frags.cells(lane):
+                if m0 + wm + i < m and n0 + wn + j < n:
+                    c[bi, m0 + wm + i, n0 + wn + j] = out(acc[r])
 
     return bind_sizes(module, "matmul", {"batch": batch, "m": m, "n": n, "k": k})
 
 
-def swizzled_chunk(chunks: int) -> ScriptFunction:
-    """The `cuda_internal` function `swizzle_<chunks>(row, chunk) -> i32`: where chunk `chunk` (16 bytes) of row
-    `row` of a shared tile of `chunks` chunks a row (a power of two) is stored in that row.
-
-    The chunk is XORed with the row's index among the rows that share a 128-byte line of banks (`8 / chunks` rows a
-    line when a row is shorter than one), modulo the chunks a line or a row holds: eight consecutive rows at one
-    chunk, or eight consecutive chunks, then lie in eight different 16-byte bank groups."""
-    per_line = max(1, 8 // chunks)
-    span = min(chunks, 8)
-    name = f"swizzle_{chunks}"
-
-    @script
-    def swizzle(row: i32, chunk: i32) -> i32:
-        attrs.func_kind = "cuda_internal"
-        attrs.func_name = name
-        return chunk ^ (row // per_line % span)
-
-    return swizzle
-
-
 def _power_of_two(x: int) -> bool:
     return x > 0 and x & (x - 1) == 0
+
