@@ -16,6 +16,7 @@ any Python helper (they run while the kernel is parsed and give IR):
 - `StageRing`: `stages` buffers' full and empty barriers and their phases: the producer `acquire`s stage `it`
   (waits for it to be free) and announces its bytes (`expect`), copies complete on `full(it)`; a consumer `wait`s
   for it and `release`s it by one elected arrival (on every block of a cluster whose producers fill it).
+- `WarpgroupTurns` (`plan.turns(groups)`): warpgroups taking turns in order, the ping-pong of two consumers.
 - `AccumulatorStaging`: the store of a warpgroup's 64xN wgmma accumulator through shared memory, a warp at a time:
   each warp writes its 16 rows, 64 columns a pass, into a padded tile no two lanes of a store share a bank of, and
   reads them back as 16-byte vectors (`lanes`: the task mapping of a lane's vectors), which the kernel stores into
@@ -130,6 +131,12 @@ class SharedMemoryPlan:
                              f"with the same count of arrivals; got cluster={cluster!r}, releases={releases!r}")
         return StageRing(stages, self.barriers(stages), self.barriers(stages), releases, cluster)
 
+    def turns(self, groups: int) -> WarpgroupTurns:
+        """The barriers of `groups` warpgroups taking turns (`WarpgroupTurns`)."""
+        if isinstance(groups, bool) or not isinstance(groups, int) or groups < 2:
+            raise ValueError(f"SharedMemoryPlan.turns(): two or more warpgroups take turns, got {groups!r}")
+        return WarpgroupTurns(self.barriers(groups))
+
     def _reserve(self, nbytes: int, align: int) -> int:
         offset = -(-self.nbytes // align) * align
         self.nbytes = offset + nbytes
@@ -241,6 +248,32 @@ class StageRing:
             return S.IfStmt(semantics.binary("==", thread, 0), S.EvaluateStmt(mbarrier_arrive(bar)))
         return S.IfStmt(semantics.binary("<", thread, self.cluster),
                         S.EvaluateStmt(mbarrier_arrive_cluster(bar, thread)))
+
+
+@dataclass(frozen=True)
+class WarpgroupTurns:
+    """Turns that warpgroups take one after another, in the cyclic order of their indices (`groups`: one barrier
+    each): group g's n-th turn starts once group g - 1's n-th turn has been passed on (group 0's first at once).
+    Two consumer warpgroups that take turns issuing their tensor-core work run ping-pong: while one's softmax or
+    epilogue runs on the other units, the other's wgmma have the tensor cores."""
+
+    barriers: SharedBarriers
+
+    def init(self) -> S.Stmt:
+        """Initialize the turns (one thread; `fence_mbarrier_init` and a block barrier after): group 0's first turn
+        open."""
+        return S.seq([self.barriers.init(1), S.EvaluateStmt(mbarrier_arrive(self.barriers.at(0)))])
+
+    def wait(self, turn: Any, group: Any) -> E.Expr:
+        """Group `group`'s wait for its `turn`-th turn (counted from 0)."""
+        return mbarrier_wait(self.barriers.at(group), semantics.cast(semantics.binary("%", _unsigned(turn), 2),
+                                                                     int32))
+
+    def pass_on(self, group: Any, thread: Any) -> S.Stmt:
+        """The end of group `group`'s turn, run by its every `thread` (0-127): one arrival, thread 0's, opening the
+        next group's."""
+        following = semantics.binary("%", semantics.binary("+", group, 1), self.barriers.count)
+        return S.IfStmt(semantics.binary("==", thread, 0), S.EvaluateStmt(mbarrier_arrive(self.barriers.at(following))))
 
 
 class AccumulatorStaging:

@@ -16,6 +16,7 @@ from hidet_lang.cuda import (
     address_aligned,
     copy_vector,
     fence_mbarrier_init,
+    shared_tensor,
     syncthreads,
     syncwarp,
     threadIdx,
@@ -203,3 +204,45 @@ def test_an_accumulator_stored_through_the_staging_tiles_lands_in_its_place(dtyp
     rows, cols = np.meshgrid(np.arange(m), np.arange(n), indexing="ij")
     np.testing.assert_array_equal(out, ((rows * 67 + cols) % 2039).astype(dtype.numpy_name))
     assert buffer[0 if misaligned else -1] == -1  # nothing past the output
+
+
+def turns_module(groups: int):
+    """A kernel whose `groups` warpgroups take `rounds` turns each; in its turn a warpgroup dawdles (the lower its
+    index, the longer), then its thread 0 writes its group and turn at the next place of `order` (a counter in
+    shared memory)."""
+    plan = SharedMemoryPlan()
+    turns = plan.turns(groups)
+    with hidet.script_module() as module:
+
+        @hidet.script
+        def take_turns(rounds: i32, order: i32[rounds * groups]):  # noqa: F821 (parameters)
+            attrs.func_kind = "cuda_kernel"
+            attrs.cuda.block_dim = 128 * groups
+            attrs.cuda.grid_dim = 1
+            attrs.cuda.dynamic_smem_bytes = plan.nbytes
+            counter = shared_tensor(i32, [1])
+            if threadIdx.x == 0:
+                turns.init()
+                fence_mbarrier_init()
+                counter[0] = 0
+            syncthreads()
+            group = threadIdx.x / 128
+            t = threadIdx.x % 128
+            for turn in range(rounds):
+                turns.wait(turn, group)
+                for _ in range(4 * (groups - group)):  # the first groups slowest: only the turns keep the order
+                    syncwarp()
+                if t == 0:
+                    order[counter[0]] = 100 * group + turn
+                    counter[0] = counter[0] + 1
+                syncwarp()
+                turns.pass_on(group, t)
+
+    return module.build(target="cuda:sm_90a")
+
+
+@pytest.mark.parametrize("groups,rounds", [(2, 5), (3, 4)])
+def test_warpgroups_take_their_turns_in_order(groups: int, rounds: int) -> None:
+    order = np.full(groups * rounds, -1, np.int32)
+    turns_module(groups)(rounds, order)
+    assert order.tolist() == [100 * g + turn for turn in range(rounds) for g in range(groups)]

@@ -38,6 +38,8 @@ tensors themselves).
   read, twice (for the row maximum, then for the exponential: one FFMA and one `ex2.approx`, the kernel being
   fast-math), and the exponentials are written as the next tile's A fragments of P, beside the ones `P V` reads.
   So a consumer holds S, O and two P's: 192 registers at 128 x 128 tiles, which fit its 232 without spills.
+- **Ping-pong.** Two consumers take turns issuing their wgmma (`WarpgroupTurns`): one's S and P V go to the tensor
+  cores while the other runs its softmax, as FlashAttention-3's two warpgroups do.
 - **Edge tiles** (past the keys' end, on the causal diagonal, under a mask) test each score against two bounds a
   thread works out once a tile (`edge_score`); the other tiles take no test.
 - **Causal** blocks stop at the tile holding their last query's diagonal, and the blocks of a head take its query
@@ -181,6 +183,7 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
     q_full = plan.barriers(1)
     k_ring = plan.ring(stages, releases=consumers)  # S(t) waits for K(t) only, P V(t) for V(t)
     v_ring = plan.ring(stages, releases=consumers)
+    turns = plan.turns(consumers) if consumers > 1 else None  # ping-pong: the consumers issue their wgmma in turn
     require(plan.nbytes <= MAX_SMEM_BYTES, name, f"{plan.nbytes} bytes of shared memory (at most "
                                                  f"{MAX_SMEM_BYTES // 1024} KB)")
     vector = staging.vector_elements
@@ -234,6 +237,8 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
                 q_full.init(1)
                 k_ring.init()
                 v_ring.init()
+                if consumers > 1:
+                    turns.init()
                 fence_mbarrier_init()
             syncthreads()
             tiles_q = (seq_q + block_q - 1) // block_q
@@ -288,6 +293,8 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
                 # then commits the same groups, so that the compiler sees S done after `wgmma_wait_group(1)`; the last
                 # tile's P V follows the loop
                 for it in range(tiles):
+                    if consumers > 1:  # this consumer's turn on the tensor cores: the other's softmax runs meanwhile
+                        turns.wait(it, role - 1)
                     k_ring.wait(it)
                     wgmma_fence()  # S was read into P by the last step
                     for kk in meta.range(head_dim // WGMMA_K):
@@ -297,6 +304,8 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
                     wgmma_commit_group()
                     pv = max(it - 1, 0)  # the tile whose P V this step issues
                     product_with_values(pv, acc_o, pa)
+                    if consumers > 1:
+                        turns.pass_on(role - 1, t)
                     wgmma_wait_group(1, acc_s)  # S is done, P V may still run
                     k_ring.release(it, t)
                     k0 = it * block_k
