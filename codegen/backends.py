@@ -76,7 +76,7 @@ class CpuBackend(Backend):
         return dataclasses.replace(target, cpu_features=features)
 
     def build(self, lowered: IRModule, target: Target, *, check: bool, fast_math: bool) -> CompiledModule:
-        emitter = CEmitter(check=check, vector_math=_vector_math(lowered))
+        emitter = CEmitter(check=check, vector_math=_vector_math(lowered), own_math=True)
         source, files = emitter.emit_module(lowered), emitter.files  # the source names the files by tokens
         flags = (*DEFAULT_C_FLAGS, *(vector_math.LINK_FLAGS if emitter.vector_math_used else ()))
         with files.in_effect():  # a compiler's diagnostics name the user's files

@@ -17,6 +17,10 @@ plain C operators, portable between GCC and Clang and held to the same flags as 
 never fused), with no intrinsic per operation; the header implements the operations whose meaning must be exact
 (the fused multiply-add, max/min, broadcast) with `<immintrin.h>` intrinsics, and each intrinsic of the IR
 (`f32x8_load`) becomes a call of its helper there (`hl_f32x8_load`).
+
+With `own_math` (the CPU target's emitter), f32 `erf` (and half precision's, computed in float) calls the
+project's `hl_erf_f32` of `hidet_lang/cpu_math.h` instead of the C library's `erff`: straight-line C that the C
+compiler vectorizes in strict code (a GELU epilogue), the same bits in a vector lane as in a scalar call.
 """
 
 from __future__ import annotations
@@ -76,6 +80,9 @@ operator (`rsqrt`, `std`) would collide with."""
 ASSERT_STATUS_SYMBOL = "hidet_lang_assert_status"
 FLUSH_SYMBOL = "hidet_lang_flush"
 
+OWN_MATH = {"erff": "hl_erf_f32"}
+"""The C library's functions that the CPU target's C computes with the project's own (`hidet_lang/cpu_math.h`)."""
+
 _MATH_F32 = {
     "fabs": "fabsf", "exp": "expf", "log": "logf", "sqrt": "sqrtf", "sin": "sinf", "cos": "cosf", "tan": "tanf",
     "tanh": "tanhf",
@@ -128,8 +135,10 @@ class CEmitter:
     conversion_warn = "hl_conversion_warning"  # checking mode: what a float an integer cannot hold calls
 
     def __init__(self, check: bool = False, vector_math: frozenset[str] = frozenset(),
-                 files: SourceFiles | None = None) -> None:
+                 files: SourceFiles | None = None, own_math: bool = False) -> None:
         self.check = check
+        self.own_math = OWN_MATH if own_math else {}  # C math functions computed by the project's (`OWN_MATH`)
+        self.uses_math = False  # whether it calls one of them (it then includes cpu_math.h)
         self.files = SourceFiles() if files is None else files
         self.vector_math = vector_math  # the C math functions with vector versions (`codegen.toolchain.vector_math`)
         self.vector_math_used: set[str] = set()  # those a fast-math function called
@@ -228,10 +237,11 @@ class CEmitter:
         the compiler may read it precompiled: `codegen.toolchain.precompiled_headers`), the project's host runtime
         (headers, the assertion channel), and the parallel loops' thread count where it has one (`emit_module` asks
         after printing the functions)."""
-        vectors = '#include "hidet_lang/cpu_vectors.h"\n' if self.uses_vectors else ""
+        vectors = '#include "hidet_lang/cpu_vectors.h"\n' if self.uses_vectors or self.uses_math else ""
+        math_h = '#include "hidet_lang/cpu_math.h"\n' if self.uses_math else ""
         threads = '#include "hidet_lang/cpu_threads.h"\n' if self.uses_parallel else ""
         bf16 = '#include "hidet_lang/cpu_bfloat16.h"\n' if self.uses_bf16 else ""
-        return vectors + '#include "hidet_lang/host_runtime.h"\n' + bf16 + threads
+        return vectors + '#include "hidet_lang/host_runtime.h"\n' + math_h + bf16 + threads
 
     def helper(self, name: str, t: DataType) -> str:
         """The name of the typed helper `hl_<name>_<type>` (min, max, abs; for floats, mod and floordiv: the
@@ -708,10 +718,14 @@ class CEmitter:
 
     def math_function(self, name: str, t: DataType) -> str:
         """The C math function for `name` on type `t`; in a fast-math function, its alias with vector versions
-        where the C library has them (`codegen.toolchain.vector_math.alias_declaration`)."""
+        where the C library has them (`codegen.toolchain.vector_math.alias_declaration`); otherwise the project's own
+        where it has one (`OWN_MATH`, with `own_math`)."""
         c_name = name if t.nbytes == 8 else _MATH_F32[name]
         if self.in_fast_math() and c_name in self.vector_math:
             self.vector_math_used.add(c_name)
             return alias_name(c_name)
+        if c_name in self.own_math:
+            self.uses_math = True
+            return self.own_math[c_name]
         return c_name
 

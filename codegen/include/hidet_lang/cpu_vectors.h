@@ -124,6 +124,34 @@ static inline hl_f32x16 hl_f32x16_exp_scale(hl_f32x16 p, hl_f32x16 n) { return _
 HL_F32_EXP(hl_f32x16)
 #endif
 
+// One lane, a float: the same exp (hl_f32x1_exp), for the project's scalar math functions (cpu_math.h). It is made
+// of C's own operations, fmaf and integer bit moves (its selects too: GCC 12 and 13 run here without loop
+// if-conversion, `codegen.toolchain.compiler.workaround_flags`, and leave a loop with a `?:` scalar), so the C
+// compiler may vectorize a loop that calls it in strict code; its bits are those of the vector types' exp.
+typedef float hl_f32x1;
+static inline float hl_f32x1_broadcast(float x) { return x; }
+static inline float hl_f32x1_select(int take_a, float a, float b) {  // take_a ? a : b, by bits (no branch)
+    const unsigned mask = -(unsigned)take_a;
+    unsigned ua, ub;
+    memcpy(&ua, &a, sizeof ua);
+    memcpy(&ub, &b, sizeof ub);
+    const unsigned bits = (ua & mask) | (ub & ~mask);
+    float r;
+    memcpy(&r, &bits, sizeof r);
+    return r;
+}
+static inline float hl_f32x1_min(float a, float b) { return hl_f32x1_select(a < b, a, b); }
+static inline float hl_f32x1_max(float a, float b) { return hl_f32x1_select(a > b, a, b); }
+static inline float hl_f32x1_fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+static inline float hl_f32x1_exp_scale(float p, float n) {
+    const int k = (int)n, half = k >> 1, low = (half + 127) << 23, high = (k - half + 127) << 23;
+    float a, b;
+    memcpy(&a, &low, sizeof a);
+    memcpy(&b, &high, sizeof b);
+    return p * a * b;
+}
+HL_F32_EXP(hl_f32x1)
+
 #undef HL_F32_VECTOR
 #undef HL_F32_EXP
 #undef HL_F32_EXP_SCALE_BY_BITS
