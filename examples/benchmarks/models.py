@@ -23,7 +23,7 @@ imported from its ONNX export beside ONNX Runtime's own profile of that export, 
 (`model_profiles.py`), so that the gap between the two is attributed kernel by kernel.
 
 Run: python examples/benchmarks/models.py (`--quick`: small inputs and two layers, a smoke run of the script;
-`--gpu [--dtype float32] [--batch N]`: on a GPU; `--profile [--batch N]`: the profiles)
+`--gpu [--dtype float32] [--batch N]`: on a GPU; `--profile [--batch N]`: the profiles; `--model bert`: one model)
 """
 
 from __future__ import annotations
@@ -70,6 +70,15 @@ def cases(quick: bool) -> dict[str, Callable[[int], tuple[torch.nn.Module, tuple
                 "BERT 2 layers, width 64, seq 32": lambda b: bert(b, sequence=32)}
     return {"ResNet-18 224x224": lambda b: resnet18(b, size=224),
             "BERT-base 12 layers, seq 128": lambda b: bert(b, sequence=128, hidden=768, layers=12, heads=12)}
+
+
+def chosen(models: dict[str, Callable], text: str) -> dict[str, Callable]:
+    """The models whose label contains `text` (case-insensitive; all of them for ''), or a ValueError naming the
+    labels when none does."""
+    picked = {label: make for label, make in models.items() if text.lower() in label.lower()}
+    if not picked:
+        raise ValueError(f"no model's label contains {text!r}; the labels: {', '.join(models)}")
+    return picked
 
 
 def onnx_runtime(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> Callable[[], list[np.ndarray]]:
@@ -177,12 +186,14 @@ def main() -> None:
     parser.add_argument("--batch", type=int, action="append", help="with --gpu or --profile: a batch size "
                         f"(repeatable; default {' and '.join(map(str, GPU_BATCHES))} on the GPU, 1 and 8 to profile)")
     parser.add_argument("--profile", action="store_true", help="our per-kernel profile beside ONNX Runtime's")
+    parser.add_argument("--model", default="", help="on the CPU: only the models whose label contains this text "
+                        "(case-insensitive: 'bert', 'resnet')")
     args = parser.parse_args()
     if args.gpu:
         gpu_main(args.quick, args.dtype, tuple(args.batch or ((1, 2) if args.quick else GPU_BATCHES)))
         return
     if args.profile:
-        profile_main(args.quick, tuple(args.batch or (1, 8)))
+        profile_main(args.quick, tuple(args.batch or (1, 8)), args.model)
         return
     torch.set_num_threads(THREADS)
     print(f"{THREADS} threads each; torch {torch.__version__}")
@@ -191,7 +202,7 @@ def main() -> None:
     print(header + "\n" + "-" * len(header))
     starts = {}
     with torch.no_grad():
-        for label, make in cases(args.quick).items():
+        for label, make in chosen(cases(args.quick), args.model).items():
             for batch in (1, 8):
                 torch._dynamo.reset()
                 times = time_case(*make(batch), 1 if args.quick else RUNS)
@@ -213,7 +224,7 @@ def main() -> None:
 
 
 # ------------------------------------------------------------------------------------------------- profiles
-def profile_main(quick: bool, batches: tuple[int, ...]) -> None:
+def profile_main(quick: bool, batches: tuple[int, ...], model_filter: str = "") -> None:
     """`--profile`: each model's ONNX export built by us (`from_onnx`, `optimize`, `build('cpu')`) and profiled
     kernel by kernel (`CompiledGraph.profile`), beside ONNX Runtime's profile of the same export (outputs checked
     against torch eager first)."""
@@ -224,7 +235,7 @@ def profile_main(quick: bool, batches: tuple[int, ...]) -> None:
     print(f"{THREADS} threads each; torch {torch.__version__}")
     runs = 2 if quick else PROFILE_RUNS
     with torch.no_grad():
-        for label, make in cases(quick).items():
+        for label, make in chosen(cases(quick), model_filter).items():
             for batch in batches:
                 model, inputs = make(batch)
                 exported = onnx_bytes(model, inputs, dynamic_batch=False)
