@@ -10,7 +10,11 @@ its registers in the mapping's order; a kernel writes
     for i, j, r in frags.cells(lane):              # this lane's cells [i, j] of the tile, register r each
         c[m0 + i, n0 + j] = acc[r]
 
-and never spells a lane's row or column. The register of a cell is a constant of the unrolled loop, not an index
+and never spells a lane's row or column. Where a row's or a column's values are shared by its cells (an output
+pixel's coordinates, a column's bias, a softmax row's maximum), `lane_rows(lane)` and `lane_columns(lane)` give a lane's
+rows and columns once each, as `(row, slot)` and `(col, slot)`, and `register(row_slot, col_slot)` the register of
+their cell (`row_registers(slot)` those of a row): a lane holds two rows of each 16-row tile and two columns of each
+8-column tile. The register of a cell is a constant of the unrolled loop, not an index
 computed from the lane (which the CUDA compiler does not fold back into a register: such an array lives in local
 memory). Registers `8 s` to `8 s + 7` of a `[16, cols]` tile of 16-bit elements are the A operand of an
 m16n8k16 at k step `s` (two accumulator tiles side by side are one A fragment), which is how attention's
@@ -21,12 +25,15 @@ swizzled tiles of `async_copy`) by `ldmatrix`: `load_a` the A fragment of a 16 x
 `load_b` two B fragments of 16 x 16 (8 x 8 of 32-bit elements) from a tile with k along a row ([n, k]), and
 `load_b_trans` two from a tile with n along a row ([k, n], 16-bit elements); `load_b_tf32` reads a tf32 B fragment
 of a [k, n] tile with plain loads (`ldmatrix` cannot transpose 32-bit elements). Each takes the lane and gives
-the instruction (or statements) that the kernel writes where it wants them. `WarpMma` puts them together: a warp's
-product of the A and B tiles of one step of a GEMM's k loop into its accumulator tile.
+the instruction (or statements) that the kernel writes where it wants them; `tf32_b_tile` is the layout of the [k, n]
+f32 tile `load_b_tf32` reads without bank conflicts. `WarpMma` puts them together: a warp's product of the A and B
+tiles of one step of a GEMM's k loop into its accumulator tile, or of an A operand held in registers (in the layout
+of a 16-bit accumulator tile: `load_operand`, `multiply_held`) and a B tile.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +44,7 @@ from hidet_lang.cuda import (
     mma_m16n8k16_bf16_f32,
     mma_m16n8k16_f16_f32,
 )
+from hidet_lang.cuda.tiles import padded_tile
 from hidet_lang.frontend import semantics
 from hidet_lang.frontend.builtins import LocalTensorRequest, register_tensor
 from hidet_lang.frontend.builtins import _as_dtype as as_dtype
@@ -45,10 +53,12 @@ from hidet_lang.ir import stmt as S
 from hidet_lang.ir.mapping import TaskMapping, repeat, spatial
 from hidet_lang.ir.types import DataType, TensorType, float32, uint32
 
-__all__ = ["MMA_M", "MMA_N", "Accumulator", "WarpMma", "load_a", "load_b", "load_b_tf32", "load_b_trans"]
+__all__ = ["MMA_M", "MMA_N", "Accumulator", "WarpMma", "load_a", "load_b", "load_b_tf32", "load_b_trans",
+           "tf32_b_tile"]
 
 MMA_M, MMA_N = 16, 8  # an mma's accumulator tile
 ROW_BYTES = 16  # a row of an ldmatrix 8 x 8 matrix
+TF32_B_PAD = 8  # f32s after each row of a tf32 B tile: 4 consecutive rows start 8 banks apart
 
 
 @dataclass(frozen=True)
@@ -87,6 +97,31 @@ class Accumulator:
         column depend on the lane."""
         g, t2 = lane // 4, lane % 4 * 2
         return [(row + g, col + t2, r) for r, (row, col) in enumerate(self.mapping(0))]
+
+    def lane_rows(self, lane: Any) -> list[tuple[Any, int]]:
+        """Lane `lane`'s rows of the tile, each once, as `(row, slot)`: slot `s` is row `8 s + lane / 4` (rows
+        `l / 4` and `l / 4 + 8` of each 16-row mma tile), for loops unrolled while parsing."""
+        g = lane // 4
+        return [(g + 8 * s, s) for s in range(self.rows // 8)]
+
+    def lane_columns(self, lane: Any) -> list[tuple[Any, int]]:
+        """Lane `lane`'s columns of the tile, each once, as `(col, slot)`: slot `c` is column `8 (c / 2) + c % 2 +
+        2 (lane % 4)` (columns `2 (l % 4)` and `2 (l % 4) + 1` of each 8-column mma tile)."""
+        t2 = lane % 4 * 2
+        return [(t2 + 8 * (c // 2) + c % 2, c) for c in range(self.cols // 4)]
+
+    def register(self, row_slot: int, col_slot: int) -> int:
+        """The register of the cell at a lane's row `row_slot` and column `col_slot` (slots of `lane_rows` and
+        `lane_columns`)."""
+        if not (0 <= row_slot < self.rows // 8 and 0 <= col_slot < self.cols // 4):
+            raise ValueError(f"Accumulator.register(): slots within {self.rows // 8} rows and {self.cols // 4} "
+                             f"columns a lane, got ({row_slot!r}, {col_slot!r})")
+        tile = row_slot // 2 * (self.cols // MMA_N) + col_slot // 2
+        return 4 * tile + 2 * (row_slot % 2) + col_slot % 2
+
+    def row_registers(self, row_slot: int) -> list[int]:
+        """The registers of a lane's cells in its row `row_slot`, column slot by column slot."""
+        return [self.register(row_slot, c) for c in range(self.cols // 4)]
 
     def tile(self, acc: Any, row: int, col: int) -> E.Expr:
         """The address of the registers of the mma tile whose first cell is (`row`, `col`) of the warp's tile (a
@@ -135,18 +170,56 @@ class WarpMma:
         for k in range(0, extent, self.k):
             for mi in range(self.tiles_m):
                 stmts.append(S.EvaluateStmt(load_a(_at(ra, mi), a_tile, row + mi * MMA_M, k, lane)))
-            for ni in range(0, self.tiles_n, 1 if self._b_tf32 else 2):
-                n = col + ni * MMA_N
-                if self._b_tf32:
-                    stmts.append(load_b_tf32(_at(rb, ni), b_tile, k, n, lane))
-                elif self.b_k_major:
-                    stmts.append(S.EvaluateStmt(load_b(_at(rb, ni), b_tile, n, k, lane)))
-                else:
-                    stmts.append(S.EvaluateStmt(load_b_trans(_at(rb, ni), b_tile, k, n, lane)))
-            for mi in range(self.tiles_m):
-                for ni in range(self.tiles_n):
-                    stmts.append(S.EvaluateStmt(self.mma(_at(ra, mi), _at(rb, ni),
-                                                         self.accumulator.tile(acc, mi * MMA_M, ni * MMA_N))))
+            stmts.append(self._step(acc, [_at(ra, mi) for mi in range(self.tiles_m)], rb, b_tile, k, col, lane))
+        return S.seq(stmts)
+
+    def operand(self, k: int) -> Accumulator:
+        """The layout of the warp's A operand of k extent `k` held in 16-bit registers: that of a `[warp_m, k]`
+        accumulator tile (the k step `s` of tile row `mi` is registers `tile(regs, 16 mi, 16 s)`), so that
+        products kept in an accumulator and rounded are an A operand as they lie."""
+        if self.k != 16:
+            raise TypeError(f"WarpMma.operand(): held A operands are 16-bit (f16, bf16), not {self.dtype}")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 16 or k % 16:
+            raise ValueError(f"WarpMma.operand(): k is a positive multiple of 16, got {k!r}")
+        return Accumulator(self.accumulator.rows, k)
+
+    def load_operand(self, regs: Any, a_tile: Any, row: Any, lane: Any) -> S.Stmt:
+        """The warp's rows `row` to `row + warp_m` of the shared `a_tile` (k along a row, all its columns) into
+        `regs` (`operand(k).tensor(dtype)`), by `ldmatrix`."""
+        a_type = E.convert(a_tile).type
+        extent = (a_type.base if not isinstance(a_type, TensorType) else a_type).shape[1]
+        layout = self.operand(extent)
+        return S.seq([S.EvaluateStmt(load_a(layout.tile(regs, mi * MMA_M, k), a_tile, row + mi * MMA_M, k, lane))
+                      for k in range(0, extent, self.k) for mi in range(self.tiles_m)])
+
+    def multiply_held(self, acc: Any, layout: Accumulator, regs: Any, rb: Any, b_tile: Any, k0: Any, col: Any,
+                      lane: Any) -> S.Stmt:
+        """`acc += A B` with A held in `regs` in the `layout` of `operand(k)`, its k extent `k` the rows (a `[k, n]`
+        `b_tile`) or columns (`[n, k]`, `b_k_major`) `k0` to `k0 + k` of `b_tile`, and the warp's columns `col` to
+        `col + warp_n`."""
+        if layout.rows != self.accumulator.rows or self.k != 16 or layout.cols % 16:
+            raise ValueError(f"WarpMma.multiply_held(): an operand of operand(k)'s layout ({self.accumulator.rows} "
+                             f"rows of 16-bit elements), got {layout}")
+        return S.seq([self._step(acc, [layout.tile(regs, mi * MMA_M, k) for mi in range(self.tiles_m)], rb,
+                                 b_tile, semantics.binary("+", k0, k) if k else k0, col, lane)
+                      for k in range(0, layout.cols, self.k)])
+
+    def _step(self, acc: Any, a_at: Sequence[E.Expr], rb: Any, b_tile: Any, k: Any, col: Any, lane: Any) -> S.Stmt:
+        """One k step at `k` of `b_tile`: the B fragments of the warp's columns loaded, then the mma instructions
+        with the A fragments at `a_at` (one a tile row)."""
+        stmts: list[S.Stmt] = []
+        for ni in range(0, self.tiles_n, 1 if self._b_tf32 else 2):
+            n = col + ni * MMA_N
+            if self._b_tf32:
+                stmts.append(load_b_tf32(_at(rb, ni), b_tile, k, n, lane))
+            elif self.b_k_major:
+                stmts.append(S.EvaluateStmt(load_b(_at(rb, ni), b_tile, n, k, lane)))
+            else:
+                stmts.append(S.EvaluateStmt(load_b_trans(_at(rb, ni), b_tile, k, n, lane)))
+        for mi in range(self.tiles_m):
+            for ni in range(self.tiles_n):
+                stmts.append(S.EvaluateStmt(self.mma(a_at[mi], _at(rb, ni),
+                                                     self.accumulator.tile(acc, mi * MMA_M, ni * MMA_N))))
         return S.seq(stmts)
 
     @property
@@ -199,6 +272,18 @@ def load_b_tf32(regs: Any, tile: Any, row: Any, col: Any, lane: Any) -> S.Stmt:
         target = semantics.element(regs, (r,))
         stores.append(S.BufferStoreStmt(regs, target.indices, semantics.convert_to(value, target.type)))
     return S.seq(stores)
+
+
+def tf32_b_tile(shape: Sequence[int]) -> TensorType:
+    """The tensor type of a shared `[k, n]` f32 tile that `load_b_tf32` reads without bank conflicts: rows padded
+    by 8 f32s (32 bytes). A fragment load reads 4 consecutive rows at 8 consecutive columns; their rows start 8
+    banks apart, so the 32 lanes read 32 different banks (a 128-byte swizzle, which moves 16-byte chunks, puts two
+    of the 4 rows' pairs of chunks on the same banks). `n` is a multiple of 32 (rows of whole 128-byte lines)."""
+    dims = tuple(shape)
+    if len(dims) != 2 or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims) \
+            or dims[1] % 32:
+        raise ValueError(f"tf32_b_tile(): the shape is [k, n] with n a positive multiple of 32, got {list(dims)!r}")
+    return padded_tile(float32, dims, TF32_B_PAD)
 
 
 def _row_elements(tile: Any, what: str) -> int:

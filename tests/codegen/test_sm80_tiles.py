@@ -1,7 +1,10 @@
 """The sm_80 tile pieces alone (`hidet_lang.cuda.async_copy`, `hidet_lang.cuda.fragments`): the copy mappings cover
 each tile's chunks once and write each 128-byte line with 8 consecutive threads; on the emulator against numpy, a
 tile copied by `TileCopy` through a `CopyPipeline` (odd, unaligned and ragged sizes), and one warp's product of
-swizzled tiles read by `ldmatrix` with the accumulator stored from its cells."""
+swizzled tiles read by `ldmatrix` with the accumulator stored from its cells; a lane's rows and columns of its
+accumulator; tf32 B fragments read from `tf32_b_tile` with no bank conflicts (and from a 128-byte swizzle with two
+ways, counted on the emulator); an accumulator stored through `FragmentStaging` as 16-byte vectors (odd output
+sizes against numpy, no bank conflicts for 16-bit outputs)."""
 
 from __future__ import annotations
 
@@ -12,10 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hidet_lang as hidet
-from hidet_lang import attrs, f16, f32, i32
-from hidet_lang.cuda import threadIdx
+from hidet_lang import attrs, f16, f32, i32, register_tensor
+from hidet_lang.cuda import address_aligned, copy_vector, threadIdx
 from hidet_lang.cuda.async_copy import CopyPipeline, TileCopy, chunk_tile
-from hidet_lang.cuda.fragments import Accumulator, WarpMma, load_b_trans
+from hidet_lang.cuda.fragment_staging import FragmentStaging
+from hidet_lang.cuda.fragments import Accumulator, WarpMma, load_b_tf32, load_b_trans, tf32_b_tile
 from hidet_lang.cuda.tiles import SharedMemoryPlan, padded_tile
 from hidet_lang.frontend.builtins import _as_dtype as as_dtype
 from hidet_lang.ir.expr import Var
@@ -179,3 +183,137 @@ def test_a_warps_product_of_swizzled_tiles_lands_in_its_cells(dtype: str, k_majo
     c = np.full((32, 16), np.nan, np.float32)
     warp_product_module(dtype, k_major)["product"](a, b, c)
     np.testing.assert_array_equal(c, a.astype(np.float32) @ b_kn[:, :16].astype(np.float32))
+
+
+# ------------------------------------------------------------------------------ rows, columns, staging, bank conflicts
+
+
+@pytest.mark.parametrize(("rows", "cols"), [(16, 8), (32, 16), (64, 32), (16, 128)])
+def test_a_lanes_rows_and_columns_name_the_registers_of_its_cells(rows: int, cols: int) -> None:
+    frags = Accumulator(rows, cols)
+    for lane in (0, 5, 31):
+        cells = {(i, j): r for i, j, r in frags.cells(lane)}
+        lane_rows, lane_cols = frags.lane_rows(lane), frags.lane_columns(lane)
+        assert len(lane_rows) == rows // 8 and len(lane_cols) == cols // 4
+        assert {(i, j): frags.register(s, c) for i, s in lane_rows for j, c in lane_cols} == cells
+        assert all(sorted(frags.row_registers(s)) == sorted(r for (i2, _), r in cells.items() if i2 == i)
+                   for i, s in lane_rows)
+    with pytest.raises(ValueError, match="slots within"):
+        frags.register(rows // 8, 0)
+
+
+def tf32_b_module(tile):
+    """A warp reading every tf32 B fragment of a [32, 32] f32 `tile` (`load_b_tf32`) and storing the two values of
+    each lane in order into `out [4, 4, 32, 2]` (k step, 8-column tile, lane, register)."""
+    plan = SharedMemoryPlan()
+    smem = plan.tiles(tile)
+    copy = TileCopy(tile, 32)
+    with hidet.script_module() as module:
+
+        @hidet.script
+        def fragments(b: f32[32, 32], out: f32[4, 4, 32, 2]):
+            attrs.func_kind = "cuda_kernel"
+            attrs.cuda.block_dim = 32
+            attrs.cuda.grid_dim = 1
+            attrs.cuda.dynamic_smem_bytes = plan.nbytes
+            for row, chunk in copy.mapping.on(threadIdx.x):
+                copy.copy(smem.at(), row, chunk, b, [0, 0])
+            CopyPipeline(2).commit()
+            CopyPipeline(2).wait()
+            rb = register_tensor(f32, [2])
+            for k in range(4):
+                for n in range(4):
+                    load_b_tf32(~rb[0], smem.at(), 8 * k, 8 * n, threadIdx.x)  # the line whose reads are counted
+                    out[k, n, threadIdx.x, 0] = rb[0]
+                    out[k, n, threadIdx.x, 1] = rb[1]
+
+    return module.build(check=True)
+
+
+def shared_records(p, line_text: str) -> list:
+    """The profile `p`'s shared-memory records of the line of this file that holds `line_text` (at least one)."""
+    with open(__file__) as source:
+        number = next(n for n, text in enumerate(source, 1) if line_text in text)
+    records = [r for r in p.lines() if r.file == __file__ and r.line == number and r.space == "shared"]
+    assert records, number
+    return records
+
+
+@pytest.mark.parametrize("padded", [True, False])
+def test_tf32_b_fragments_read_their_tile_without_bank_conflicts(padded: bool) -> None:
+    tile = tf32_b_tile([32, 32]) if padded else chunk_tile(f32, [32, 32])
+    b = np.arange(32 * 32, dtype=np.float32).reshape(32, 32)
+    out = np.full((4, 4, 32, 2), np.nan, np.float32)
+    with hidet.cuda.profile() as p:
+        tf32_b_module(tile)["fragments"](b, out)
+    lane = np.arange(32)
+    for k in range(4):
+        for n in range(4):  # B[t, g] and B[t + 4, g] of the 8 x 8 block, g = l / 4, t = l % 4
+            np.testing.assert_array_equal(out[k, n, :, 0], b[8 * k + lane % 4, 8 * n + lane // 4])
+            np.testing.assert_array_equal(out[k, n, :, 1], b[8 * k + lane % 4 + 4, 8 * n + lane // 4])
+    loads = [r for r in shared_records(p, "# the line whose reads are counted") if r.kind == "load"]
+    wavefronts, ideal = sum(r.wavefronts for r in loads), sum(r.ideal for r in loads)
+    # the 128-byte swizzle puts rows t and t ^ 1 of a fragment's 8 columns on the same banks: two ways
+    assert wavefronts == (ideal if padded else 2 * ideal)
+
+
+def staging_module(dtype: str, rows: int, cols: int, warps: int):
+    """`warps` warps, each filling an accumulator tile with `value(cell)` and storing it through `FragmentStaging`
+    into `out [m, n]` at rows `rows * warp`: 16-byte stores where a vector lies inside and aligned, elements
+    otherwise."""
+    frags = Accumulator(rows, cols)
+    dt = as_dtype(dtype)
+    plan = SharedMemoryPlan()
+    staging = FragmentStaging(plan, frags, dt, warps)
+    vector = staging.vector_elements
+    with hidet.script_module() as module:
+
+        @hidet.script
+        def store(m: i32, n: i32, out: dt[m, n]):  # noqa: F821 (parameters)
+            attrs.func_kind = "cuda_kernel"
+            attrs.cuda.block_dim = 32 * warps
+            attrs.cuda.grid_dim = 1
+            attrs.cuda.dynamic_smem_bytes = plan.nbytes
+            lane = threadIdx.x % 32
+            warp = threadIdx.x // 32
+            acc = frags.tensor()
+            for i, j, r in frags.cells(lane):
+                acc[r] = f32((warp * rows + i) * 1000 + j)
+            staging.stage(acc, warp, lane)  # the staging stores
+            held = register_tensor(dt, [vector])
+            for row, vec in staging.lanes.on(lane):
+                copy_vector(~held[0], staging.vector(warp, row, vec), 16)  # the staging loads
+                i = warp * rows + row
+                j = vec * vector
+                if i < m:
+                    if j + vector <= n and address_aligned(~out[i, j], 16):
+                        copy_vector(~out[i, j], ~held[0], 16)
+                    else:
+                        for e in range(vector):
+                            if j + e < n:
+                                out[i, j + e] = held[e]
+
+    return module.build(check=True)
+
+
+@settings(max_examples=example_count(6), deadline=None)
+@given(st.sampled_from([("float16", 64, 32, 2), ("bfloat16", 16, 64, 1), ("float32", 32, 32, 2),
+                        ("float16", 16, 128, 1)]), st.integers(1, 140), st.integers(1, 140))
+def test_an_accumulator_staged_through_shared_memory_lands_in_its_cells(case, m: int, n: int) -> None:
+    dtype, rows, cols, warps = case
+    npt = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}[dtype]
+    out = np.full((m, n), 7, npt)
+    staging_module(dtype, rows, cols, warps)["store"](m, n, out)
+    i, j = np.meshgrid(np.arange(m), np.arange(n), indexing="ij")
+    expected = np.where((i < rows * warps) & (j < cols), (i * 1000 + j).astype(np.float32), 7).astype(npt)
+    np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize(("dtype", "rows", "cols"), [("float16", 64, 32), ("bfloat16", 32, 64), ("float16", 16, 16)])
+def test_staging_16_bit_accumulators_takes_no_bank_conflicts(dtype: str, rows: int, cols: int) -> None:
+    with hidet.cuda.profile() as p:
+        npt = np.float16 if dtype == "float16" else ml_dtypes.bfloat16
+        staging_module(dtype, rows, cols, 2)["store"](rows * 2, cols, np.zeros((rows * 2, cols), npt))
+    for text in ("# the staging stores", "# the staging loads"):
+        records = shared_records(p, text)
+        assert all(r.wavefronts == r.ideal for r in records), (text, records)

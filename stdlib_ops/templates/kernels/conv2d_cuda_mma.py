@@ -25,7 +25,9 @@ sizes and `BLOCK_K`), with these differences:
   tensor cores multiply exactly the rounded operands.
 - **Output.** Blocks go over the group's tiles in groups of `GROUP_M` tile rows (`tile_order`), groups outermost;
   each accumulator inside the output is stored with the bias added at `out[b, o, oy, ox]` (or `out[b, oy, ox, o]`),
-  which is where a fused epilogue lands.
+  which is where a fused epilogue lands. A lane's rows and columns of its accumulator (`Accumulator.lane_rows`,
+  `lane_columns`) give the work shared by a row's or a column's cells once: a row's pixel is decomposed once, a
+  column's bias read once (before any store, which the compiler could not move a read of `bias` across).
 
 The kernel follows the kernel contract: `x`, `weight` and `bias` are only read element by element or as the
 source of a `cp_async`, `out` is only stored element by element. The 16-byte copies assume that the tensors' data
@@ -199,11 +201,17 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
                 if pipe.reads(it):
                     warp.multiply(acc, ra, rb, a_stages.at(pipe.read_stage(it)), w_stages.at(pipe.read_stage(it)),
                                   wm, wn, lane)
-            for i, j, r in frags.cells(lane):
+            shift = register_tensor(f32, [frags.cols // 4])  # the bias of each of the lane's columns
+            for j, cj in frags.lane_columns(lane):
+                shift[cj] = f32(bias[g * og + n0 + wn + j]) if has_bias and n0 + wn + j < og else 0.0
+            for i, ri in frags.lane_rows(lane):  # a row's output pixel worked out once
                 pixel = m0 + wm + i
-                if pixel < m and n0 + wn + j < og:
-                    o = g * og + n0 + wn + j
-                    shift = f32(bias[o]) if has_bias else 0.0
-                    out[geo.out_index(pixel // pixels, o, pixel % pixels // ow, pixel % ow)] = dt(acc[r] + shift)
+                image = pixel // pixels
+                oy = pixel % pixels // ow
+                ox = pixel % ow
+                for j, cj in frags.lane_columns(lane):
+                    if pixel < m and n0 + wn + j < og:
+                        out[geo.out_index(image, g * og + n0 + wn + j, oy, ox)] = dt(acc[frags.register(ri, cj)]
+                                                                                     + shift[cj])
 
     return bind_conv2d(module, batch, has_bias)

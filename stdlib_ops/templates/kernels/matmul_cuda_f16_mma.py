@@ -18,29 +18,32 @@ output; `a` is row-major `[m, k]` and `b` row-major `[k, n]`, as the matmul task
   `cp_async` of 16 bytes (`LDGSTS.128`); a chunk outside is zeros, and where the rows are not a multiple of 8 long
   every element is read on its own (zeros outside the matrix), so every shape is correct. The copy of step
   s + stages - 1 is issued before step s is multiplied (`cp_async_wait_group(stages - 2)` and one barrier a step).
-- **Swizzle.** A row of a tile is a run of 16-byte chunks; chunk `c` of row `r` is stored at chunk
-  `c ^ (r / max(1, 8 / chunks) % min(chunks, 8))` of its row (`swizzled_chunk`), so that the eight rows one
-  8x8 matrix of an `ldmatrix` reads (or the eight chunks a quarter warp copies) fall in eight different groups of
-  four banks: no bank conflicts, where the unswizzled `a` tile (4 chunks a row) has 4-way and `b` 8-way conflicts.
+- **Swizzle.** The tiles are `async_copy.chunk_tile`s: 16-byte chunks swizzled within 128-byte lines, so that the
+  eight rows one 8x8 matrix of an `ldmatrix` reads (or the eight chunks a quarter warp copies) fall in eight
+  different groups of four banks.
 - **Fragments.** For each 16 of the 32 k: `ldmatrix_x4` loads the A fragment of each 16-row mma tile (lane l
   addresses row l % 16, chunk l / 16), `ldmatrix_x4_trans` the B fragments of two 8-column mma tiles at once from
   the row-major `b` tile (lane l addresses k row l % 16, chunk l / 16), then each warp issues its
   `mma_m16n8k16_f16_f32` (or `_bf16_f32`) instructions.
-- **Output.** The accumulators are stored into `c` element by element where they fall inside it, which is where a
-  fused epilogue lands.
+- **Output.** Once the main loop is done, each warp writes its accumulators, rounded to the output type, into a
+  shared tile of its own laid over the stage buffers (`fragment_staging.FragmentStaging`), reads them back as
+  16-byte vectors (consecutive lanes along a row) and stores each into `c` with one 128-bit store where it lies
+  inside `c` and is 16-byte aligned, element by element otherwise: both are where a fused epilogue lands.
 
 The kernel follows the kernel contract: `a` and `b` are only read element by element or as the source of a
-`cp_async` (a fused prologue turns those into element reads), `c` is only stored element by element. The 16-byte
+`cp_async` (a fused prologue turns those into element reads), `c` is only stored element by element or by
+`copy_vector` under `address_aligned`. The 16-byte
 copies assume that the tensors' data start at 16-byte aligned addresses (as every allocation does).
 `MATMUL_CUDA_F16_MMA_SPACE` is what `ops.tune` searches.
 """
 
 from __future__ import annotations
 
-from hidet_lang import attrs, i32, script, script_module
-from hidet_lang.cuda import blockIdx, syncthreads, threadIdx
+from hidet_lang import attrs, i32, meta, register_tensor, script, script_module
+from hidet_lang.cuda import address_aligned, blockIdx, copy_vector, syncthreads, threadIdx
 from hidet_lang.cuda.async_copy import CopyPipeline, TileCopy, chunk_tile
-from hidet_lang.cuda.fragments import WarpMma
+from hidet_lang.cuda.fragment_staging import FragmentStaging
+from hidet_lang.cuda.fragments import WarpMma, tf32_b_tile
 from hidet_lang.cuda.tiles import SharedMemoryPlan
 from hidet_lang.cuda_limits import shared_memory_per_block
 from hidet_lang.frontend.script import ScriptModule
@@ -139,7 +142,8 @@ def mma_matmul(name: str, dt: DataType, out: DataType, batch: Size, m: Size, n: 
     warps_n = block_n // warp_n
     threads = 32 * (block_m // warp_m) * warps_n
     require(threads <= 1024, name, f"{threads} threads a block (at most 1024)")
-    a_tile, b_tile = chunk_tile(dt, [block_m, BLOCK_K]), chunk_tile(dt, [BLOCK_K, block_n])
+    a_tile = chunk_tile(dt, [block_m, BLOCK_K])
+    b_tile = tf32_b_tile([BLOCK_K, block_n]) if tf32 else chunk_tile(dt, [BLOCK_K, block_n])
     plan = SharedMemoryPlan()
     a_stages, b_stages = plan.tiles(a_tile, stages), plan.tiles(b_tile, stages)
     a_copy, b_copy = TileCopy(a_tile, threads), TileCopy(b_tile, threads)
@@ -150,7 +154,12 @@ def mma_matmul(name: str, dt: DataType, out: DataType, batch: Size, m: Size, n: 
     # B fragments, read element by element, need more registers than that cap leaves
     min_blocks = 2 if threads <= 256 and warp_m * warp_n <= 64 * 32 and not tf32 else 1
     vector = a_copy.vector  # elements of a 16-byte chunk
-    require(plan.nbytes <= MAX_SMEM_BYTES, name, f"{plan.nbytes} bytes of shared memory (at most 227 KB)")
+    # the epilogue's staging tiles, one a warp, over the stage buffers once the main loop is done with them
+    staged = SharedMemoryPlan()
+    staging = FragmentStaging(staged, frags, out, threads // 32)
+    out_vector = staging.vector_elements
+    smem_bytes = max(plan.nbytes, staged.nbytes)
+    require(smem_bytes <= MAX_SMEM_BYTES, name, f"{smem_bytes} bytes of shared memory (at most 227 KB)")
 
     with script_module() as module:
 
@@ -160,9 +169,10 @@ def mma_matmul(name: str, dt: DataType, out: DataType, batch: Size, m: Size, n: 
             attrs.cuda.block_dim = threads
             # one grid dimension (x allows 2**31 - 1 blocks; y and z only 65535, fewer than a batch may need)
             attrs.cuda.grid_dim = (n + block_n - 1) // block_n * ((m + block_m - 1) // block_m) * batch
-            attrs.cuda.dynamic_smem_bytes = plan.nbytes
+            attrs.cuda.dynamic_smem_bytes = smem_bytes
             attrs.cuda.min_blocks = min_blocks
             lane = threadIdx.x % 32
+            warp_id = threadIdx.x // 32
             acc = frags.tensor()
             ra = warp.a_registers()
             rb = warp.b_registers()
@@ -177,8 +187,8 @@ def mma_matmul(name: str, dt: DataType, out: DataType, batch: Size, m: Size, n: 
             grouped_tile(blockIdx.x % per_batch, tiles_m, tiles_n, ~tile_row, ~tile_col)
             m0 = tile_row * block_m
             n0 = tile_col * block_n
-            wm = threadIdx.x // 32 // warps_n * warp_m
-            wn = threadIdx.x // 32 % warps_n * warp_n
+            wm = warp_id // warps_n * warp_m
+            wn = warp_id % warps_n * warp_n
             steps = (k + BLOCK_K - 1) // BLOCK_K
             for it in range(pipe.iterations(steps)):  # copy step `it`, multiply step `it - stages + 1`
                 pipe.landed()
@@ -200,9 +210,20 @@ def mma_matmul(name: str, dt: DataType, out: DataType, batch: Size, m: Size, n: 
                 if pipe.reads(it):
                     warp.multiply(acc, ra, rb, a_stages.at(pipe.read_stage(it)), b_stages.at(pipe.read_stage(it)),
                                   wm, wn, lane)
-            for i, j, r in frags.cells(lane):
-                if m0 + wm + i < m and n0 + wn + j < n:
-                    c[bi, m0 + wm + i, n0 + wn + j] = out(acc[r])
+            syncthreads()  # every warp is done with the stage buffers: the staging tiles take them
+            staging.stage(acc, warp_id, lane)
+            held = register_tensor(out, [out_vector])
+            for row, vec in staging.lanes.on(lane):
+                copy_vector(~held[0], staging.vector(warp_id, row, vec), 16)
+                i = m0 + wm + row
+                j = n0 + wn + vec * out_vector
+                if i < m:
+                    if j + out_vector <= n and address_aligned(~c[bi, i, j], 16):
+                        copy_vector(~c[bi, i, j], ~held[0], 16)
+                    else:
+                        for e in meta.range(out_vector):
+                            if j + e < n:
+                                c[bi, i, j + e] = held[e]
 
     return bind_sizes(module, "matmul", {"batch": batch, "m": m, "n": n, "k": k})
 

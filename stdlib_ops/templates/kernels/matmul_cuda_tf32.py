@@ -10,7 +10,8 @@ differs from the f32 product by the inputs' rounding (a relative 2^-11 of each) 
 What differs from the f16 kernel:
 
 - **Tiles.** Steps of `BLOCK_K` = 32 f32s: an `a` row is one 128-byte line, copied in chunks of 4 elements; the
-  `b` tile's rows are 128-byte swizzle atoms side by side (`async_copy.chunk_tile`). No register cap: one block an
+  `b` tile is `fragments.tf32_b_tile`, its rows padded by 32 bytes, so that the 4 rows at 8 columns a B fragment
+  load reads lie on 32 different banks (a 128-byte swizzle puts two rows' chunks on the same banks). No register cap: one block an
   SM (the 96 KB of shared memory of 3 stages fit once on an A100 anyway).
 - **Rounding.** Once the copy of a step has landed, each thread rounds the chunks it copied to TF32 in place
   (`TileCopy.round_tf32`) before the step's barrier: each element is rounded once, where rounding each fragment
@@ -21,7 +22,8 @@ What differs from the f16 kernel:
   (`fragments.load_b_tf32`).
 
 The kernel follows the kernel contract: `a` and `b` are only read element by element or as the source of a
-`cp_async` (a fused prologue turns those into element reads), `c` is only stored element by element. The 16-byte
+`cp_async` (a fused prologue turns those into element reads), `c` is only stored element by element or by
+`copy_vector` under `address_aligned`. The 16-byte
 copies assume that the tensors' data start at 16-byte aligned addresses (as every allocation does).
 `MATMUL_CUDA_TF32_SPACE` is what `ops.tune` searches.
 """

@@ -271,7 +271,8 @@ CUOBJDUMP = find_tool("cuobjdump")
 def test_the_tensor_core_template_for_sm_90_issues_hmma_ldsm_and_ldgsts_without_spills() -> None:
     """ResNet's 3x3 convolution of 64 channels, NHWC (16-byte copies of both operands) and NCHW (element gathers
     of the input), batch symbolic: HMMA and LDSM in both; LDGSTS in both (the weight's rows, K = 576, are
-    16-byte multiples); no local memory."""
+    16-byte multiples); no local memory; the bias read once a column (8 a lane) and the output pixels worked out
+    once a row."""
     for layout in ("NHWC", "NCHW"):
         module = conv2d_cuda_mma("n", 64, 56, 56, 64, (3, 3), padding=(1, 1), bias=True, layout=layout)
         path = Path(f"/tmp/hl_conv2d_mma_{layout}.cubin")
@@ -286,3 +287,7 @@ def test_the_tensor_core_template_for_sm_90_issues_hmma_ldsm_and_ldgsts_without_
         assert not {"LDL", "STL"} & names, layout
         # a warp's 64 x 32 tile: 4 x 4 mma tiles, two k16 steps a k step of 32
         assert sum(op.startswith("HMMA") for op in ops_found) >= 32, layout
+        if layout == "NHWC":  # every input and weight read a cp.async: the loads left are the bias, once a column
+            assert sum(op.split(".")[0] == "LDG" for op in ops_found) <= 8, sorted(ops_found)
+        # the epilogue decomposes a row's pixel once, not once a cell (2600 instructions where it did)
+        assert len(ops_found) < 1400, (layout, len(ops_found))

@@ -174,3 +174,19 @@ def test_large_products_on_the_gpu(m: int, n: int, k: int, dtype: str) -> None:
     c = np.full((1, m, n), np.nan, np.float32)
     matmul_cuda_f16_mma(1, m, n, k, "float32", dtype=dtype).build()(a, b, c)
     check(c, a, b, "float32")
+
+
+@pytest.mark.machine_code
+@pytest.mark.skipif(cuobjdump() is None, reason="needs cuobjdump (pip package nvidia-cuda-cuobjdump)")
+@pytest.mark.parametrize("out_dtype", ["float16", "float32"])
+def test_the_epilogue_stores_128_bit_vectors(out_dtype: str, tmp_path: Path) -> None:
+    # a 64 x 32 warp tile: 8 vectors of 8 f16 (16 of 4 f32) a lane, STG.E.128 in the loop over them; the element
+    # stores left are those of the vectors at an edge (8 f16, or twice 4 f32 where the loop is unrolled twice), not
+    # the 64 cells a lane holds
+    cubin = tmp_path / "matmul.cubin"
+    cubin.write_bytes(matmul_cuda_f16_mma(1, 4096, 4096, 4096, out_dtype).build(target="cuda:sm_80").cubin)
+    sass = subprocess.run([cuobjdump(), "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
+    stores = re.findall(r"\bSTG\.E(?:\.[A-Z0-9]+)*\b", sass)
+    assert "STG.E.128" in stores, stores
+    assert len([s for s in stores if s != "STG.E.128"]) <= 8, stores
+    assert not re.search(r"\b(LDL|STL)\b", sass), "local memory (spills)"
