@@ -51,6 +51,7 @@ BARRIER_BYTES = 8  # an mbarrier
 VECTOR_BYTES = 16  # a 128-bit access
 WARP = 32
 WARPGROUP_WARPS = 4
+WARPGROUP_THREADS = 128
 WARP_ROWS = 16  # the rows of a 64-row wgmma accumulator that one warp of the warpgroup holds
 STAGING_COLUMNS = 64  # the columns of the accumulator a warp stages at a time
 STAGING_PAD = 8  # elements after each staged row: rows 4 (16-bit) or 8 (32-bit) banks apart, no two lanes collide
@@ -253,27 +254,31 @@ class StageRing:
 @dataclass(frozen=True)
 class WarpgroupTurns:
     """Turns that warpgroups take one after another, in the cyclic order of their indices (`groups`: one barrier
-    each): group g's n-th turn starts once group g - 1's n-th turn has been passed on (group 0's first at once).
-    Two consumer warpgroups that take turns issuing their tensor-core work run ping-pong: while one's softmax or
-    epilogue runs on the other units, the other's wgmma have the tensor cores."""
+    each): group g's n-th turn starts once every thread of group g - 1 has passed its n-th turn on (group 0's first
+    at once). Two consumer warpgroups that take turns issuing their tensor-core work run ping-pong: while one's
+    softmax or epilogue runs on the other units, the other's wgmma have the tensor cores.
+
+    Every thread arrives (128 a turn), not one elected thread: a warp still polling for turn n when the others have
+    passed it on would otherwise see the barrier's phase come round to the same parity at turn n + 2 and wait for
+    ever. A turn is passed on only once all of the group's threads have reached it, so no group runs a turn ahead."""
 
     barriers: SharedBarriers
 
     def init(self) -> S.Stmt:
-        """Initialize the turns (one thread; `fence_mbarrier_init` and a block barrier after): group 0's first turn
-        open."""
-        return S.seq([self.barriers.init(1), S.EvaluateStmt(mbarrier_arrive(self.barriers.at(0)))])
+        """Initialize the turns (one thread; `fence_mbarrier_init` and a block barrier after)."""
+        return self.barriers.init(WARPGROUP_THREADS)
 
     def wait(self, turn: Any, group: Any) -> E.Expr:
-        """Group `group`'s wait for its `turn`-th turn (counted from 0)."""
-        return mbarrier_wait(self.barriers.at(group), semantics.cast(semantics.binary("%", _unsigned(turn), 2),
-                                                                     int32))
+        """Group `group`'s wait for its `turn`-th turn (counted from 0): the completion of its barrier's phase
+        `turn`, or for group 0 of phase `turn - 1` (its first turn is open)."""
+        first = semantics.cast(semantics.binary("==", group, 0), int32)
+        phase = semantics.binary("%", _unsigned(semantics.binary("+", turn, first)), 2)
+        return mbarrier_wait(self.barriers.at(group), semantics.cast(phase, int32))
 
-    def pass_on(self, group: Any, thread: Any) -> S.Stmt:
-        """The end of group `group`'s turn, run by its every `thread` (0-127): one arrival, thread 0's, opening the
-        next group's."""
+    def pass_on(self, group: Any) -> E.Expr:
+        """The end of group `group`'s turn, by every thread of it: its arrival on the next group's barrier."""
         following = semantics.binary("%", semantics.binary("+", group, 1), self.barriers.count)
-        return S.IfStmt(semantics.binary("==", thread, 0), S.EvaluateStmt(mbarrier_arrive(self.barriers.at(following))))
+        return mbarrier_arrive(self.barriers.at(following))
 
 
 class AccumulatorStaging:
@@ -298,9 +303,10 @@ class AccumulatorStaging:
         vectors = STAGING_COLUMNS // self.vector_elements  # a row's vectors
         self.lanes: TaskMapping = repeat(WARP_ROWS * vectors // WARP, 1) * spatial(WARP // vectors, vectors)
 
-    def stage(self, acc: Any, warp: Any, lane: Any, part: int) -> S.Stmt:
-        """Write columns `[64 part, 64 part + 64)` of the accumulator (`acc`: a thread's `n / 2` f32 registers) of
-        lane `lane` of the warpgroup's warp whose tile is the `warp`-th into that tile, then sync the warp."""
+    def stage(self, acc: Any, warp: Any, lane: Any, part: int, at: tuple[int, ...] = ()) -> S.Stmt:
+        """Write columns `[64 part, 64 part + 64)` of the accumulator (`acc`: a thread's `n / 2` f32 registers,
+        `acc[*at, r]` where `acc` holds several) of lane `lane` of the warpgroup's warp whose tile is the `warp`-th
+        into that tile, then sync the warp."""
         if not 0 <= part < self.passes:
             raise ValueError(f"AccumulatorStaging.stage(): part is 0 to {self.passes - 1}, got {part!r}")
         tile = self.tiles.at(warp)
@@ -311,7 +317,7 @@ class AccumulatorStaging:
                                    8 * (r // 4 % 8) + r % 2)
             element = semantics.element(tile, (row, col))
             stores.append(S.BufferStoreStmt(tile, element.indices,
-                                            semantics.cast(semantics.element(acc, (r,)), self.dtype)))
+                                            semantics.cast(semantics.element(acc, (*at, r)), self.dtype)))
         stores.append(S.EvaluateStmt(syncwarp()))
         return S.seq(stores)
 

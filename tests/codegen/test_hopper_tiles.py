@@ -236,7 +236,7 @@ def turns_module(groups: int):
                     order[counter[0]] = 100 * group + turn
                     counter[0] = counter[0] + 1
                 syncwarp()
-                turns.pass_on(group, t)
+                turns.pass_on(group)
 
     return module.build(target="cuda:sm_90a")
 

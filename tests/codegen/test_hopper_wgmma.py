@@ -643,3 +643,46 @@ def test_wgmma_is_refused_on_sm_90_at_its_line() -> None:
     with pytest.raises(DSLTypeError) as excinfo:
         specialized_module.build(target="cuda:sm_90")
     assert "needs CUDA architecture sm_90a" in excinfo.value.message
+
+
+def test_a_warpgroups_product_is_complete_for_all_its_threads_when_one_warp_has_waited() -> None:
+    # warp 0 waits for the product, then overwrites A's tile (as a producer refilling a released stage would);
+    # the other warps wait only after a block barrier. On the GPU the first wait returns once the warpgroup's
+    # operation is done for all 128 threads, so every thread's accumulators hold the product of the original tiles
+    with hidet.script_module() as module:
+
+        @hidet.script
+        def first_waiter_releases(a: f16[64, 16], b: f16[16, 8], c: f32[64, 8]):
+            attrs.func_kind = "cuda_kernel"
+            attrs.cuda.block_dim = 128
+            attrs.cuda.grid_dim = 1
+            tile_a = shared_tensor(f16, layout=swizzled_layout([64, 16], f16, swizzle=32))
+            tile_b = shared_tensor(f16, layout=swizzled_layout([8, 16], f16, swizzle=32))  # [n, k]: K-major
+            t = threadIdx.x
+            for e in range(t, 64 * 16, 128):
+                tile_a[e / 16, e % 16] = a[e / 16, e % 16]
+            for e in range(t, 8 * 16, 128):
+                tile_b[e / 16, e % 16] = b[e % 16, e / 16]
+            fence_proxy_async_shared()
+            syncthreads()
+            acc = wgmma_accumulator(8)
+            wgmma_fence()
+            wgmma_mma_async(acc, wgmma_descriptor(tile_a), wgmma_descriptor(tile_b), n=8, scale_d=0)
+            wgmma_commit_group()
+            if t < 32:
+                wgmma_wait_group(0, acc)
+                for e in range(t, 64 * 16, 32):
+                    tile_a[e / 16, e % 16] = f16(0.0)
+            syncthreads()
+            if t >= 32:
+                wgmma_wait_group(0, acc)
+            for r in meta.range(4):
+                i, j = wgmma_accumulator_row(t, r), wgmma_accumulator_col(t, r)
+                c[i, j] = acc[i, j]
+
+    rng = np.random.default_rng(5)
+    a = rng.uniform(-1, 1, (64, 16)).astype(np.float16)
+    b = rng.uniform(-1, 1, (16, 8)).astype(np.float16)
+    c = np.zeros((64, 8), np.float32)
+    module.build(target="cuda:sm_90a")["first_waiter_releases"](a, b, c)
+    np.testing.assert_allclose(c, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-6, atol=1e-6)

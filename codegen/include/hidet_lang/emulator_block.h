@@ -11,6 +11,8 @@
 namespace hl_emu {
 
 enum : uint8_t { F_READY = 0, F_BARRIER = 1, F_WARP = 2, F_DONE = 3 };
+// (4: waiting on an mbarrier, emulator_mbarrier.h; 5: at the cluster barrier, emulator_cluster.h)
+static const uint8_t F_WGMMA = 6;  // waiting for the rest of its warpgroup to issue its wgmma operations
 enum : uint8_t { B_SYNC = 0, B_COUNT = 1, B_AND = 2, B_OR = 3 };
 enum : uint8_t { W_IDX = 0, W_UP, W_DOWN, W_XOR, W_BALLOT, W_ANY, W_ALL, W_SYNCWARP, W_MMA_M16N8K16, W_LDMATRIX_X4,
                W_MMA_M16N8K16_BF16, W_LDMATRIX_X4_TRANS, W_MMA_M16N8K8_TF32 };

@@ -174,6 +174,8 @@ static void describe_states(Text &t, Block *b) {
                 t.add(" wait at %s with mask 0x%08x (generated line %d)", warp_op_name(g_op[g]), g_mask[g], g_line[g]);
                 break;
             case F_DONE: t.add(" have exited"); break;
+            case F_MBARRIER: t.add(" wait on an mbarrier (generated line %d)", g_line[g]); break;
+            case F_WGMMA: t.add(" wait for their warpgroup's wgmma (generated line %d)", g_line[g]); break;
             default: t.add(" are runnable"); break;
         }
     }
@@ -594,6 +596,7 @@ static void cluster_describe_block(Text &t, Block *b) {
             case F_BARRIER: t.add("wait at %s (generated line %d)", barrier_name(s.op), s.line); break;
             case F_WARP: t.add("wait at %s (generated line %d)", warp_op_name(s.op), s.line); break;
             case F_DONE: t.add("have exited"); break;
+            case F_WGMMA: t.add("wait for their warpgroup's wgmma (generated line %d)", s.line); break;
             default: t.add("are runnable"); break;
         }
         start = i;
@@ -851,6 +854,7 @@ static void mbar_describe_waits(Text &t, Block *b) {
             case F_BARRIER: t.add("wait at a __syncthreads (generated line %d)", s.line); break;
             case F_WARP: t.add("wait at a warp-collective operation (generated line %d)", s.line); break;
             case F_DONE: t.add("have exited"); break;
+            case F_WGMMA: t.add("wait for their warpgroup's wgmma (generated line %d)", s.line); break;
             default: t.add("are runnable"); break;
         }
         start = i;

@@ -1,9 +1,11 @@
 // hidet_lang CUDA emulator: Hopper's warpgroup MMA (the emulator bodies of hopper_wgmma.h, which includes this
 // after cuda_emulator.h).
 //
-// - Each thread computes its own accumulator registers: an mma_async is recorded in the thread's queue of pending
-//   operations (with A's fragment gathered from the lanes of its quad by shuffles when A comes from registers),
-//   and computed when a wait_group covers it: D[row][col] = (scale_d ? D : 0) + the 16 products A[row][k] B[k][col]
+// - An mma_async is recorded in the issuing thread's queue of pending operations (with A's fragment gathered from
+//   the lanes of its quad by shuffles when A comes from registers). The first thread of a warpgroup whose
+//   wait_group covers an operation waits until all 128 threads have committed it (a warpgroup's operation runs
+//   once all of them issued it; the hardware's wait_group returns no sooner), then computes it for all of them,
+//   so that no thread reads shared memory later than the hardware would: D[row][col] = (scale_d ? D : 0) + the 16 products A[row][k] B[k][col]
 //   added in k order in f32 (products of f16s and of bf16s are exact in f32; the GPU's order is not specified by
 //   PTX, so results may differ from it in the last bits of f32). Until then the accumulators keep their old
 //   values, as they may on the GPU.
@@ -44,6 +46,7 @@ struct WgmmaOp {
     int n, group, line;
     const char *where;  // checking mode: the DSL line, and shared-memory reads go through the checks
     bool bf16, trans_a, trans_b, scale_d;
+    bool done;  // computed (by the first thread of the warpgroup to wait for it)
     uint16_t a[2][16];  // A from registers: rows g and g + 8 of the warp's 16 rows, all 16 k
 };
 
@@ -276,6 +279,7 @@ static void wgmma_issue(int line, const char *where, int n, bool bf16, bool tran
     op.trans_a = trans_a;
     op.trans_b = trans_b;
     op.scale_d = scale_d != 0;
+    op.done = false;
     if (a_regs) {  // rows g and g + 8 of the warp: registers 0-3 of the 4 lanes of this lane's quad
         int lane = me & 31;
         for (int src = 0; src < 4; ++src)
@@ -302,17 +306,61 @@ static void wgmma_commit_group(int line) {
     (void)line;
     WgmmaThread *s = wgmma_thread(wgmma_block(true));
     ++s->commits;
+    Block *b = hdr()->st->block;
+    if (!b->fibers) return;
+    int first = hdr()->linear & ~127;  // wake the threads of the warpgroup waiting for this one to commit
+    for (int t = first; t < first + 128 && t < b->n; ++t)
+        if (b->fib[t].state == F_WGMMA) push_ready(b, t);
 }
 
-// Complete this thread's operations of every committed group but the newest `groups`.
-static void wgmma_wait(int groups) {
+// The operations of thread `t`'s state `o` in groups below `groups`, computed (each once) as the hardware does
+// once every thread of the warpgroup has issued them.
+static void wgmma_complete(WgmmaThread &o, int groups, int t) {
+    for (int i = 0; i < o.npending && o.pending[i].group < groups; ++i)
+        if (!o.pending[i].done) {
+            wgmma_compute(o.pending[i], t);
+            o.pending[i].done = true;
+        }
+}
+
+// Wait until every thread of the calling thread's warpgroup has committed `groups` groups (a warpgroup's wgmma run
+// once all 128 threads issued them; until then the hardware's wait_group does not return).
+static void wgmma_rendezvous(WgmmaBlock *wb, int groups, int line) {
+    Header *h = hdr();
+    Block *b = h->st->block;
+    int first = h->linear & ~127;
+    for (;;) {
+        int t = first;
+        while (t < first + 128 && t < b->n && wb->threads[t].serial == b->serial && wb->threads[t].commits >= groups)
+            ++t;
+        if (t == first + 128 || t == b->n) return;
+        Fiber *f = &b->fib[h->linear];
+        f->state = F_WGMMA;
+        f->line = line;
+        run_next(b, f);
+    }
+}
+
+// Complete the operations of every committed group but the newest `groups`: this thread's, and (as the hardware
+// runs a warpgroup's operation once for all its threads) those of the rest of its warpgroup, once every thread of
+// it has committed them. A thread whose warpgroup-mates already completed its operations only drops them.
+static void wgmma_wait(int groups, int line) {
     WgmmaBlock *wb = wgmma_block(false);
     if (!wb) return;
     WgmmaThread *s = wgmma_thread(wb);
+    int covered = s->commits - groups;
     int done = 0;
-    while (done < s->npending && s->pending[done].group < s->commits - groups) ++done;
+    while (done < s->npending && s->pending[done].group < covered) ++done;
+    if (done == 0) return;
+    Block *b = hdr()->st->block;
     int me = hdr()->linear;
-    for (int i = 0; i < done; ++i) wgmma_compute(s->pending[i], me);
+    if (b->fibers) {
+        wgmma_rendezvous(wb, covered, line);
+        int first = me & ~127;
+        for (int t = first; t < first + 128; ++t) wgmma_complete(wb->threads[t], covered, t);
+    } else {
+        wgmma_complete(*s, covered, me);  // threads run one after another: each completes its own
+    }
     for (int i = done; i < s->npending; ++i) s->pending[i - done] = s->pending[i];
     s->npending -= done;
 }
@@ -369,13 +417,13 @@ struct WgmmaSite {
     template <int N>
     void wait_group() const {
         static_assert(N >= 0, "wgmma.wait_group takes a group count from 0");
-        wgmma_wait(N);
+        wgmma_wait(N, line);
     }
     template <int G, int N>
     void wait_group_registers(float *d) const {  // the emulator's compiler sees the accumulators escape already
         static_assert(G >= 0 && N % 8 == 0 && N >= 8 && N <= 256, "wgmma.wait_group: a group count, then N");
         (void)d;
-        wgmma_wait(G);
+        wgmma_wait(G, line);
     }
     template <int R>
     void setmaxnreg() const {  // the emulator's threads have no register budget

@@ -305,7 +305,7 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
                     pv = max(it - 1, 0)  # the tile whose P V this step issues
                     product_with_values(pv, acc_o, pa)
                     if consumers > 1:
-                        turns.pass_on(role - 1, t)
+                        turns.pass_on(role - 1)
                     wgmma_wait_group(1, acc_s)  # S is done, P V may still run
                     k_ring.release(it, t)
                     k0 = it * block_k

@@ -113,13 +113,20 @@ PRODUCER_REGISTERS = 40  # the producer's register budget a thread (it only issu
 CONSUMER_REGISTERS = 232  # a consumer's: up to 128 accumulators a thread and the addressing around them
 TMA_ELEMENT_MULTIPLE = 8  # a TMA tensor's rows span multiples of 16 bytes: 8 elements of 16 bits
 
+SCHEDULES = ("cooperative", "pingpong")
+PINGPONG_BLOCK_N = 128  # a ping-pong consumer's tile is 128 x block_n: 2 x block_n / 2 accumulators a thread
+
 MATMUL_CUDA_SM90_SPACE = TuningSpace(
-    {"block_n": (None, 256, 128, 64), "stages": (None, 4, 3), "consumers": (2, 1), "cluster": (1, 2)},
-    default={"block_n": None, "stages": None, "consumers": 2, "cluster": 1},
+    {"block_n": (None, 256, 128, 64), "stages": (None, 4, 3), "consumers": (2, 1), "cluster": (1, 2),
+     "schedule": SCHEDULES},
+    default={"block_n": None, "stages": None, "consumers": 2, "cluster": 1, "schedule": "cooperative"},
+    constraint=lambda p: p["schedule"] == "cooperative" or (
+        p["consumers"] == 2 and p["cluster"] == 1 and p["block_n"] in (None, 128, 64)),
 )
 """The tuning space (`ops.tune`): the tile's columns (None: `default_block_n`), the ring's stages (None: as many as
-shared memory holds), the consumer warpgroups (64 rows of the tile each) and the blocks of a cluster that share `b`'s
-tiles through multicast."""
+shared memory holds), the consumer warpgroups (64 rows of the tile each), the blocks of a cluster that share `b`'s
+tiles through multicast, and the consumers' schedule: cooperative (both on one tile) or ping-pong (each on its own
+128-row tile, their main loops in turn, one's epilogue under the other's main loop)."""
 MAX_STAGES = 8
 
 
@@ -138,8 +145,8 @@ def _registers_fit(consumers: int) -> bool:
 @declare_space(MATMUL_CUDA_SM90_SPACE)
 def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "float16", *,
                      dtype: str | None = None, block_n: int | None = None, stages: int | None = None,
-                     consumers: int = 2,
-                     cluster: int = 1, blocks: int = NUM_SMS) -> ScriptModule:
+                     consumers: int = 2, cluster: int = 1, schedule: str = "cooperative",
+                     blocks: int = NUM_SMS) -> ScriptModule:
     """A module with one kernel `matmul(<symbolic sizes>, a, b, c)` computing `c = a @ b` on Hopper's tensor cores
     (built for 'cuda:sm_90a').
 
@@ -160,10 +167,18 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
     for size_name, size in (("k", k), ("n", n)):
         require(not isinstance(size, int) or size % TMA_ELEMENT_MULTIPLE == 0, name,
                 f"{size_name}={size}: TMA needs rows of a multiple of 16 bytes ({TMA_ELEMENT_MULTIPLE} elements)")
-    block_n = default_block_n(n) if block_n is None else block_n
+    require(schedule in SCHEDULES, name, f"schedule must be one of {SCHEDULES}")
+    pingpong = schedule == "pingpong"
+    require(not pingpong or (consumers == 2 and cluster == 1), name,
+            "the ping-pong schedule takes two consumers and blocks of their own (cluster 1)")
+    if block_n is None:
+        block_n = min(PINGPONG_BLOCK_N, default_block_n(n)) if pingpong else default_block_n(n)
     require(block_n % ATOM == 0 and ATOM <= block_n <= 256, name, "block_n must be 64, 128, 192 or 256")
+    require(not pingpong or block_n <= PINGPONG_BLOCK_N, name,
+            f"a ping-pong consumer's 128 x block_n accumulators fit its registers up to block_n={PINGPONG_BLOCK_N}")
     require(consumers in (1, 2) and _registers_fit(consumers), name, "consumers must be 1 or 2")
-    block_m = ATOM * consumers
+    m_atoms = 2 if pingpong else 1  # the 64-row wgmma a consumer issues a slice: its rows of a tile, 64 at a time
+    block_m = 2 * ATOM if pingpong else ATOM * consumers  # a tile's rows: one consumer's, or every consumer's
     b_rows = BLOCK_K // cluster  # the k rows of a b tile that each block of a cluster loads for both
     everyone = (1 << cluster) - 1  # the multicast mask: every block of the cluster
     a_tile = swizzled_tile(dt, [block_m, BLOCK_K])
@@ -178,7 +193,9 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
     require(blocks >= cluster, name, f"blocks must be at least the cluster's {cluster}")
     a_stages = plan.tiles(a_tile, stages)
     b_stages = plan.tiles(b_tile, stages)
-    ring = plan.ring(stages, releases=cluster * consumers, cluster=cluster)  # every block's consumer warpgroups
+    # a stage is released by the consumers that read it: every one of every block, or the one whose tile it holds
+    ring = plan.ring(stages, releases=cluster * (1 if pingpong else consumers), cluster=cluster)
+    turns = plan.turns(consumers) if pingpong else None
     require(plan.nbytes <= MAX_SMEM_BYTES, name, f"{plan.nbytes} bytes of shared memory (at most "
                                                  f"{MAX_SMEM_BYTES // 1024} KB)")
     threads = WARPGROUP * (1 + consumers)
@@ -206,6 +223,8 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
             attrs.cuda.min_blocks = 1
             if threadIdx.x == 0:
                 ring.init()
+                if pingpong:
+                    turns.init()
                 fence_mbarrier_init()
             if cluster > 1:
                 cluster_sync()  # the other block's barriers are ready before its copies and arrivals reach them
@@ -247,44 +266,56 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
                 t = threadIdx.x % WARPGROUP
                 warp = threadIdx.x // 32 - WARPGROUP_WARPS  # the warp's epilogue tile
                 lane = threadIdx.x % 32
-                rows = (role - 1) * ATOM  # this warpgroup's rows of the tile
-                acc = register_tensor(f32, [block_n // 2])  # the 64 x block_n accumulator of one wgmma
-                it = 0
-                for unit in range(blockIdx.x // cluster, batch * per_batch, gridDim.x // cluster):
+                rows = 0 if pingpong else (role - 1) * ATOM  # this warpgroup's first row of the tile
+                acc = register_tensor(f32, [m_atoms, block_n // 2])  # 64 x block_n accumulators of one wgmma each
+                walkers = gridDim.x // cluster  # the block's units: every `walkers`-th from its own
+                units = (batch * per_batch - 1 - blockIdx.x // cluster + walkers) // walkers
+                # cooperative: every consumer takes every unit; ping-pong: the consumers take them in turn
+                for j in range(role - 1 if pingpong else 0, units, consumers if pingpong else 1):
+                    unit = blockIdx.x // cluster + j * walkers
                     bi = unit // per_batch
                     grouped_tile(unit % per_batch, units_m, tiles_n, ~unit_row, ~tile_col)
                     m0 = (unit_row * cluster + rank) * block_m
                     n0 = tile_col * block_n
-                    for r in meta.range(block_n // 2):
-                        acc[r] = 0.0
+                    for mi in meta.range(m_atoms):
+                        for r in meta.range(block_n // 2):
+                            acc[mi, r] = 0.0
+                    if pingpong:  # this consumer's turn on the tensor cores: the other's epilogue runs meanwhile
+                        turns.wait(j // consumers, role - 1)
                     for step in range(steps):
+                        it = j * steps + step  # the ring's step, as the producer counts them
                         s = ring.stage(it)
                         ring.wait(it)
                         wgmma_fence()  # the accumulators were written (zeroed) or read (stored) before
                         for kk in meta.range(BLOCK_K // WGMMA_K):
-                            wgmma_mma_async(~acc[0], wgmma_descriptor(a_stages.rows(s, rows, ATOM), k=kk * WGMMA_K),
-                                            wgmma_descriptor(b_stages.at(s), k=kk * WGMMA_K, transposed=True),
-                                            dtype=dt, trans_b=True, n=block_n)
+                            for mi in meta.range(m_atoms):
+                                wgmma_mma_async(~acc[mi, 0],
+                                                wgmma_descriptor(a_stages.rows(s, rows + mi * ATOM, ATOM),
+                                                                 k=kk * WGMMA_K),
+                                                wgmma_descriptor(b_stages.at(s), k=kk * WGMMA_K, transposed=True),
+                                                dtype=dt, trans_b=True, n=block_n)
                         wgmma_commit_group()
                         if step > 0:  # one group in flight: the previous step's is done, release its stage
                             wgmma_wait_group(1, acc)
                             ring.release(it - 1, t)
-                        it += 1
+                    if pingpong:
+                        turns.pass_on(role - 1)
                     wgmma_wait_group(0, acc)  # the tile's last step is done: release its stage
-                    ring.release(it - 1, t)
-                    for part in meta.range(block_n // ATOM):  # through shared memory, 64 columns a pass
-                        staging.stage(acc, warp, lane, part)
-                        for row, vec in staging.lanes.on(lane):
-                            i = m0 + rows + 16 * (warp % WARPGROUP_WARPS) + row
-                            j = n0 + part * ATOM + vec * vector
-                            if i < m:
-                                if j + vector <= n and address_aligned(~c[bi, i, j], 16):
-                                    copy_vector(~c[bi, i, j], staging.vector(warp, row, vec), 16)
-                                else:
-                                    for e in meta.range(vector):
-                                        if j + e < n:
-                                            c[bi, i, j + e] = staging.element(warp, row, vec * vector + e)
-                        syncwarp()  # the warp's reads of its tile are done before the next pass writes it
+                    ring.release(j * steps + steps - 1, t)
+                    for mi in meta.range(m_atoms):
+                        for part in meta.range(block_n // ATOM):  # through shared memory, 64 columns a pass
+                            staging.stage(acc, warp, lane, part, (mi,))
+                            for row, vec in staging.lanes.on(lane):
+                                i = m0 + rows + mi * ATOM + 16 * (warp % WARPGROUP_WARPS) + row
+                                jj = n0 + part * ATOM + vec * vector
+                                if i < m:
+                                    if jj + vector <= n and address_aligned(~c[bi, i, jj], 16):
+                                        copy_vector(~c[bi, i, jj], staging.vector(warp, row, vec), 16)
+                                    else:
+                                        for e in meta.range(vector):
+                                            if jj + e < n:
+                                                c[bi, i, jj + e] = staging.element(warp, row, vec * vector + e)
+                            syncwarp()  # the warp's reads of its tile are done before the next pass writes it
             if cluster > 1:
                 cluster_sync()  # neither block leaves while the other may still copy into it or arrive on it
 

@@ -108,7 +108,12 @@ def test_symbolic_sizes_match_numpy(draw: st.DataObject, case: tuple[str, str, i
     ((2, 45, 72, 136), dict(cluster=2, consumers=2, block_n=128, stages=3, blocks=2)),
     # ... and 3 clusters over 2 units of 2 x 64 rows (200 rows: the last tile row ragged) and 3 tile columns
     ((1, 200, 136, 40), dict(cluster=2, consumers=1, block_n=64, stages=2, blocks=7)),
-], ids=["256-wide-one-block", "persistent", "tiny", "cluster-one-walks-all", "cluster-persistent"])
+    # ping-pong: each consumer its own 128-row tiles in turn (one block: 12 tiles, six each, the ring of 3 stages
+    # shared; two blocks of 5 and 4 tiles: the first block's second consumer takes one fewer)
+    ((2, 300, 136, 200), dict(schedule="pingpong", stages=3, blocks=1)),
+    ((1, 300, 136, 200), dict(schedule="pingpong", block_n=64, stages=2, blocks=2)),
+], ids=["256-wide-one-block", "persistent", "tiny", "cluster-one-walks-all", "cluster-persistent", "pingpong",
+        "pingpong-odd"])
 def test_every_accumulator_lands_in_its_place(sizes: tuple[int, ...], params: dict[str, int] | None) -> None:
     # small integers: every product and sum (at most 1200) is exact in f32 and f16, so a misplaced accumulator, a
     # swizzle read wrongly or a stage read in the wrong phase is an exact mismatch
@@ -180,6 +185,12 @@ def test_schedule_parameters_and_sizes_it_cannot_honour_are_refused() -> None:
         matmul_cuda_sm90(1, 8, 8, 8, cluster=4)
     with pytest.raises(ScheduleError, match="blocks must be at least the cluster's 2"):
         matmul_cuda_sm90(1, 8, 8, 8, cluster=2, blocks=1)
+    with pytest.raises(ScheduleError, match="schedule must be one of"):
+        matmul_cuda_sm90(1, 8, 8, 8, schedule="stream-k")
+    with pytest.raises(ScheduleError, match="two consumers and blocks of their own"):
+        matmul_cuda_sm90(1, 8, 8, 8, schedule="pingpong", cluster=2)
+    with pytest.raises(ScheduleError, match="up to block_n=128"):
+        matmul_cuda_sm90(1, 8, 8, 8, schedule="pingpong", block_n=256)
 
 
 def test_an_unaligned_runtime_size_is_refused_at_the_launch() -> None:
@@ -341,3 +352,19 @@ def test_the_operators_4096_cubed_matmul_issues_wide_wgmma_with_one_arrival_a_wa
     # passes across the 256 columns; element stores only where the output is not 16-byte aligned
     assert len(re.findall(r"\bSTG\.E\.128\b", sass)) == 16
     assert len(re.findall(r"\bLDS\.128\b", sass)) == 16
+
+
+@pytest.mark.machine_code
+@pytest.mark.skipif(CUOBJDUMP is None, reason="cuobjdump (pip nvidia-cuda-cuobjdump) is not installed")
+@pytest.mark.skipif(importlib.util.find_spec("cuda") is None, reason="NVRTC (pip cuda-python) is not installed")
+def test_the_pingpong_build_issues_two_wide_wgmma_a_slice_and_spills_nothing(tmp_path: Path) -> None:
+    # a ping-pong consumer's 128 x 128 tile: two m64n128k16 a 16-deep slice (its two 64-row halves), 128
+    # accumulators a thread, as many as a cooperative consumer's 64 x 256
+    ir = matmul_cuda_sm90(1, 4096, 4096, 4096, schedule="pingpong").ir_module()
+    source = emit_cuda(plan_module(lower(ir, Target(TargetKind.CUDA, "sm_90a"))))[0]
+    cubin = tmp_path / "matmul.cubin"
+    cubin.write_bytes(nvrtc.compile_cubin(source, "sm_90a", include_dirs=[str(INCLUDE_DIR)]))
+    sass = subprocess.run([CUOBJDUMP, "-sass", str(cubin)], check=True, capture_output=True, text=True).stdout
+    assert re.findall(r"HGMMA\.64x(\d+)x16", sass) == ["128"] * 8
+    assert not re.search(r"\b(LDL|STL)\b", sass)  # no local memory: no spills
+    assert len(re.findall(r"\bSTG\.E\.128\b", sass)) == 16  # a warp's 16 x 128 f16 rows twice, 16-byte vectors
