@@ -22,6 +22,10 @@ parameters: the caller passes the tensors themselves).
   descriptor), its 64-column atoms side by side (the descriptor's leading byte offset steps from one to the next).
   A step's group stays in flight while the next is issued (`wgmma_wait_group(1)`); a stage is released once its
   group is done.
+- **Schedules.** Cooperative (the default): both consumers on one tile, 64 rows each. Ping-pong (a tuning point):
+  each consumer its own tiles of 128 rows (two m64nNk16 wgmma a slice, N at most 128), taking the block's tiles in
+  turn, their main loops one after the other (`WarpgroupTurns`), so that one's epilogue runs under the other's main
+  loop and the tensor cores do not wait for stores; a stage is then released by the one consumer that read it.
 - **Persistent grid.** At most `blocks` blocks (`NUM_SMS` by default); each cluster of `cluster` blocks walks the
   units of `cluster` vertically neighbouring tiles `c, c + clusters, ...` (c: the cluster's index), the block of
   rank r taking the unit's r-th tile row, in groups of `GROUP_M` unit rows (`tile_order`: a group's blocks share
@@ -156,8 +160,10 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
     `out_dtype` where it is one of them, else float16). The block tile is `64 * consumers` x `block_n` (a multiple
     of 64, at most 256; None: `default_block_n`), computed by `consumers` (1 or 2) consumer warpgroups from a ring
     of `stages` (2 to 8; None: as many as the shared memory of an sm_90 block holds) shared buffers. `cluster` (1
-    or 2) blocks of a cluster share `b`'s tiles (a multicast of half of each from either block). The persistent grid has
-    at most `blocks` blocks (one an SM of the GPU: `NUM_SMS`), a multiple of `cluster`."""
+    or 2) blocks of a cluster share `b`'s tiles (a multicast of half of each from either block). `schedule` is
+    'cooperative' or 'pingpong' (two consumers, cluster 1, block_n at most 128: each consumer its own 128-row
+    tiles, in turn). The persistent grid has at most `blocks` blocks (one an SM of the GPU: `NUM_SMS`), a multiple
+    of `cluster`."""
     name = "matmul_cuda_sm90"
     check_sizes(name, {"batch": batch, "m": m, "n": n, "k": k})
     out = template_dtype(name, out_dtype, OUTPUT_DTYPES)
