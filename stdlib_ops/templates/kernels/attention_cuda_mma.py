@@ -9,24 +9,26 @@ head dimension that is a multiple of 16 (32 to 256), with f32 scores, softmax an
   decoding schedule, for a handful of queries against a long cache) the warps walk different keys of the same 16
   queries and their partial results are combined in shared memory at the end (each warp's running maximum, sum
   and output rescaled to the common maximum).
-- **Q.** The block's q tile is copied into shared memory once (`cp_async`, zeros past `seq_q`) and each warp keeps
-  its 16 rows in registers as `mma_m16n8k16` A fragments (`ldmatrix_x4`), `head_dim / 16` of them; the k and v
-  buffers then take its shared memory.
+- **Q.** The block's q tile is copied into shared memory once (`async_copy.TileCopy`, zeros past `seq_q`) and each
+  warp keeps its 16 rows in registers as the A operand of `S = Q K^T` (`WarpMma.load_operand`: `ldmatrix_x4`);
+  the k and v buffers then take its shared memory (each use of the memory is a `SharedMemoryPlan` from byte 0).
 - **K and V.** The keys go by in tiles of `kv_split * block_k` rows (warp w of a split takes rows
-  `w * block_k ...`), each copied with 16-byte `cp_async` into one of two shared buffers (the copy of tile t + 1
-  runs while tile t is multiplied); rows past `seq_k` are zeros. Shared rows are padded by 16 bytes, so that the
-  eight rows an `ldmatrix` reads lie in eight different bank groups.
-- **Scores.** `S = Q K^T` with K's B fragments from `ldmatrix_x4` (K rows are the columns of K^T), then scaled,
-  the additive mask added, and keys past `seq_k` (or, causally, past the query) set to -inf.
-- **Online softmax.** Each lane holds two rows of its warp's tile (g and g + 8 of the accumulator layout); the
-  tile's row maxima are combined over the quad of lanes sharing a row (`shfl_xor_sync`), the running maximum is
-  raised, the running sum and output are rescaled by `exp(old - new)`; a row that has seen only -inf keeps a
-  shift of 0, so that a fully masked row ends with sum 0 and an output of 0 (as torch's SDPA gives).
-- **P V.** The probabilities are rounded to the input dtype and are, as they lie in the accumulators, the A
-  fragments of `O += P V`, whose B fragments come from `ldmatrix_x4_trans` of the row-major V tile.
+  `w * block_k ...`), copied with 16-byte `cp_async` into one of two stages of K and V tiles (`CopyPipeline(2)`:
+  the copy of tile t + 1 runs while tile t is multiplied); rows past `seq_k` are zeros. Shared rows are padded by
+  16 bytes (`tiles.padded_tile`), so that the eight rows an `ldmatrix` reads lie in eight different bank groups.
+- **Scores.** `S = Q K^T` (`WarpMma.multiply_held`, K's B fragments from `ldmatrix_x4`: K rows are the columns of
+  K^T), then scaled, the additive mask added, and keys past `seq_k` (or, causally, past the query) set to -inf,
+  cell by cell (`Accumulator.cells`).
+- **Online softmax.** Each lane holds two rows of its warp's tile (`Accumulator.lane_rows`, their registers
+  `row_registers`); the tile's row maxima are combined over the quad of lanes sharing a row (`shfl_xor_sync`), the
+  running maximum is raised, the running sum and output are rescaled by `exp(old - new)`; a row that has seen only
+  -inf keeps a shift of 0, so that a fully masked row ends with sum 0 and an output of 0 (as torch's SDPA gives).
+- **P V.** The probabilities are rounded to the input dtype into registers in the layout of S, which is that of
+  the A operand of `O += P V` (`WarpMma.operand`), whose B fragments come from `ldmatrix_x4_trans` of the
+  row-major V tile.
 - **Causal** blocks stop at the tile holding their last query's diagonal (keys after it are never read).
 - **Output.** O times the reciprocal of the row's sum (0 where the sum is 0), rounded to the dtype, stored
-  element by element.
+  element by element, a row's reciprocal and bound check once a row.
 - **Split-k** (`key_splits` = S > 1, for decoding: `attention_decode_cuda`). S blocks share a query tile, block s
   walking keys `s * ceil(seq_k / S)` on (a ragged last split, an empty one past the keys); each stores its
   normalized partial output and its log-sum-exp in f32 in place of the output, for a merge to combine.
@@ -40,33 +42,22 @@ from __future__ import annotations
 
 import math
 
-from hidet_lang import attrs, f32, i32, meta, register_tensor, script, script_module, tensor_pointer, u32
-from hidet_lang.cuda import (
-    FULL_MASK,
-    blockIdx,
-    cp_async,
-    cp_async_commit_group,
-    cp_async_wait_group,
-    dynamic_shared_memory,
-    ldmatrix_x4,
-    ldmatrix_x4_trans,
-    mma_m16n8k16_bf16_f32,
-    mma_m16n8k16_f16_f32,
-    shfl_xor_sync,
-    syncthreads,
-    threadIdx,
-)
+from hidet_lang import attrs, f32, i32, meta, register_tensor, script, script_module
+from hidet_lang.cuda import FULL_MASK, blockIdx, cp_async_wait_group, shfl_xor_sync, syncthreads, threadIdx
+from hidet_lang.cuda.async_copy import CopyPipeline, TileCopy
+from hidet_lang.cuda.fragments import MMA_M, WarpMma
+from hidet_lang.cuda.tiles import SharedMemoryPlan, padded_tile
+from hidet_lang.cuda_limits import shared_memory_per_block
 from hidet_lang.frontend.script import ScriptModule
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.sizes import bind_sizes
 
-MMA_M, MMA_N, MMA_K = 16, 8, 16
-CHUNK = 8  # elements of a 16-byte copy and of an ldmatrix row
+MMA_K = 16  # k of an mma.m16n8k16
 PAD = 8  # elements each shared row is padded by (16 bytes)
 MMA_DTYPES = ("float16", "bfloat16")
 MASK_DTYPES = ("float32", "float16", "bfloat16", "float64")
 HEAD_DIMS = (32, 64, 96, 128, 160, 192, 224, 256)
-MAX_SMEM_BYTES = 160 * 1024  # within an sm_80 block's 163 KB of dynamic shared memory
+MAX_SMEM_BYTES = shared_memory_per_block("sm_80")  # the least a GPU this template runs on gives a block
 
 
 def default_schedule(seq_q: Size, head_dim: int) -> dict[str, int]:
@@ -111,19 +102,23 @@ def attention_cuda_mma(batch_heads: Size, seq_q: Size, seq_k: Size, head_dim: in
     split = key_splits > 1
     threads = 32 * warps
     block_q = MMA_M * warps // kv_split
-    tile_k = kv_split * block_k  # key rows a shared buffer holds
-    row = head_dim + PAD  # elements of a shared row
-    q_bytes = block_q * row * 2
-    kv_bytes = 2 * tile_k * row * 2  # one buffer: a k tile then a v tile
-    combine_bytes = warps * MMA_M * (head_dim + 2) * 4 if kv_split > 1 else 0
-    smem_bytes = max(q_bytes, 2 * kv_bytes, combine_bytes)
+    tile_k = kv_split * block_k  # key rows a shared tile holds
+    scores = WarpMma(dt, MMA_M, block_k, b_k_major=True)  # a warp's S = Q K^T: 16 queries x block_k keys
+    product = WarpMma(dt, MMA_M, head_dim)  # its O += P V: 16 queries x head_dim
+    s_frags, o_frags = scores.accumulator, product.accumulator
+    q_operand, p_operand = scores.operand(head_dim), product.operand(block_k)
+    q_tile, kv_tile = padded_tile(dt, [block_q, head_dim], PAD), padded_tile(dt, [tile_k, head_dim], PAD)
+    q_plan, kv_plan, combine_plan = SharedMemoryPlan(), SharedMemoryPlan(), SharedMemoryPlan()  # each from byte 0
+    q_smem = q_plan.tiles(q_tile)
+    k_smem, v_smem = kv_plan.tiles(kv_tile, 2), kv_plan.tiles(kv_tile, 2)
+    # the splits' partial rows: a warp's output, then its rows' maxima and sums
+    partials = combine_plan.tiles(padded_tile(f32, [MMA_M, head_dim + 2], 0), warps)
+    smem_bytes = max(q_plan.nbytes, kv_plan.nbytes, combine_plan.nbytes if kv_split > 1 else 0)
     require(smem_bytes <= MAX_SMEM_BYTES, name, f"{smem_bytes} bytes of shared memory (at most {MAX_SMEM_BYTES})")
+    q_copy, kv_copy = TileCopy(q_tile, threads), TileCopy(kv_tile, threads)
+    pipe = CopyPipeline(2)
     scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
-    mma = mma_m16n8k16_bf16_f32 if dt.name == "bfloat16" else mma_m16n8k16_f16_f32
-    d_steps, d_tiles = head_dim // MMA_K, head_dim // MMA_N
-    k_steps, k_tiles = block_k // MMA_K, block_k // MMA_N
-    q_chunks, kv_chunks = block_q * head_dim // CHUNK, tile_k * head_dim // CHUNK
-    row_chunks = head_dim // CHUNK
+    lane_rows = len(o_frags.lane_rows(0))  # rows a lane holds
     has_mask = mdt is not None
 
     with script_module() as module:
@@ -141,16 +136,14 @@ def attention_cuda_mma(batch_heads: Size, seq_q: Size, seq_k: Size, head_dim: in
             attrs.cuda.dynamic_smem_bytes = smem_bytes
             attrs.cuda.min_blocks = 1
             o = rest[len(rest) - 1]  # the output (part_lse when split)
-            smem_q = tensor_pointer(dt, [block_q, row], init=dynamic_shared_memory(0, dt))
-            smem_kv = tensor_pointer(dt, [2, 2, tile_k, row], init=dynamic_shared_memory(0, dt))
-            qa = register_tensor(u32, [d_steps, 4])
-            kb = register_tensor(u32, [4])
-            vb = register_tensor(u32, [4])
-            pa = register_tensor(dt, [8])
-            s = register_tensor(f32, [k_tiles, 4])
-            acc = register_tensor(f32, [d_tiles, 4])
-            row_max = register_tensor(f32, [2])
-            row_sum = register_tensor(f32, [2])
+            qa = q_operand.tensor(dt)
+            kb = scores.b_registers()
+            vb = product.b_registers()
+            s = s_frags.tensor()
+            p = p_operand.tensor(dt)
+            acc = o_frags.tensor()
+            row_max = register_tensor(f32, [lane_rows])
+            row_sum = register_tensor(f32, [lane_rows])
             tiles_q = (seq_q + block_q - 1) // block_q
             ks_id = blockIdx.x % key_splits  # the block's split of the keys
             bh = blockIdx.x // key_splits // tiles_q
@@ -159,157 +152,107 @@ def attention_cuda_mma(batch_heads: Size, seq_q: Size, seq_k: Size, head_dim: in
             warp = threadIdx.x // 32
             wq = warp // kv_split * MMA_M  # the warp's first query row in the block
             wk = warp % kv_split * block_k  # the warp's first key row in a shared tile
-            for t in meta.range(-(-q_chunks // threads)):
-                qc = threadIdx.x + t * threads
-                if q_chunks % threads == 0 or qc < q_chunks:
-                    qr = qc // row_chunks
-                    qcol = qc % row_chunks * CHUNK
-                    if q0 + qr < seq_q:
-                        cp_async(~smem_q[qr, qcol], ~q[bh, q0 + qr, qcol], 16)
-                    else:
-                        for e in meta.range(CHUNK):
-                            smem_q[qr, qcol + e] = dt(0.0)
-            cp_async_commit_group()
+            first_col, _ = o_frags.lane_columns(lane)[0]  # 0 for one lane of each row's quad
+            for row, chunk in q_copy.mapping.on(threadIdx.x):
+                q_copy.copy(q_smem.at(), row, chunk, q, [bh, q0, 0])
+            pipe.commit()
             cp_async_wait_group(0)
             syncthreads()
-            for ks in meta.range(d_steps):
-                ldmatrix_x4(~qa[ks, 0], ~smem_q[wq + lane % 16, ks * MMA_K + lane // 16 * CHUNK])
-            for h in meta.range(2):
+            scores.load_operand(qa, q_smem.at(), wq, lane)
+            for h in range(lane_rows):
                 row_max[h] = -math.inf
                 row_sum[h] = 0.0
-            for n in meta.range(d_tiles):
-                for e in meta.range(4):
-                    acc[n, e] = 0.0
-            syncthreads()  # the q tile is in registers: its shared memory takes the first k/v tile
+            for r in range(o_frags.registers):
+                acc[r] = 0.0
             kv_end = min(seq_k, q0 + block_q) if causal else seq_k
             split_len = (seq_k + key_splits - 1) // key_splits  # the block's keys: kv_begin ... kv_stop - 1
             kv_begin = ks_id * split_len
             kv_stop = min(kv_end, kv_begin + split_len)
             tiles = (kv_stop - kv_begin + tile_k - 1) // tile_k if kv_stop > kv_begin else 0
-            for tile in range(tiles + 1):  # copy tile `tile`, multiply tile `tile - 1`
-                if tile < tiles:
-                    fill = tile % 2
-                    fill_k0 = kv_begin + tile * tile_k
-                    for t in meta.range(-(-kv_chunks // threads)):
-                        c = threadIdx.x + t * threads
-                        if kv_chunks % threads == 0 or c < kv_chunks:
-                            r = c // row_chunks
-                            col = c % row_chunks * CHUNK
-                            if fill_k0 + r < kv_stop:
-                                cp_async(~smem_kv[fill, 0, r, col], ~k[bh, fill_k0 + r, col], 16)
-                                cp_async(~smem_kv[fill, 1, r, col], ~v[bh, fill_k0 + r, col], 16)
-                            else:
-                                for e in meta.range(CHUNK):
-                                    smem_kv[fill, 0, r, col + e] = dt(0.0)
-                                    smem_kv[fill, 1, r, col + e] = dt(0.0)
-                cp_async_commit_group()
-                cp_async_wait_group(1)  # all but the copy just issued are in place
-                syncthreads()
-                if tile > 0:
-                    buf = (tile - 1) % 2
-                    k0 = kv_begin + (tile - 1) * tile_k + wk
-                    for n in meta.range(k_tiles):
-                        for e in meta.range(4):
-                            s[n, e] = 0.0
-                    for ks in meta.range(d_steps):
-                        for pair in meta.range(k_tiles // 2):
-                            key = wk + pair * 2 * MMA_N + lane // 16 * 8 + lane % 8
-                            ldmatrix_x4(~kb[0], ~smem_kv[buf, 0, key, ks * MMA_K + lane // 8 % 2 * CHUNK])
-                            mma(~qa[ks, 0], ~kb[0], ~s[2 * pair, 0])
-                            mma(~qa[ks, 0], ~kb[2], ~s[2 * pair + 1, 0])
-                    masked = k0 + block_k > kv_stop or has_mask or (causal and k0 + block_k - 1 > q0 + wq)
-                    for n in meta.range(k_tiles):
-                        for e in meta.range(4):
-                            s[n, e] = s[n, e] * scale
-                    if masked:
-                        for n in meta.range(k_tiles):
-                            for e in meta.range(4):
-                                i = q0 + wq + lane // 4 + e // 2 * 8
-                                j = k0 + n * MMA_N + lane % 4 * 2 + e % 2
-                                if j >= kv_stop or (causal and j > i):
-                                    s[n, e] = -math.inf
-                                elif has_mask:
-                                    if i < seq_q:
-                                        s[n, e] = s[n, e] + f32(rest[0][bh, i, j])
-                    for h in meta.range(2):
+            # copy tile `it`, multiply tile `it - 1`; the first barrier also ends every warp's reads of the q tile
+            for it in range(pipe.iterations(tiles)):
+                pipe.wait()
+                if pipe.fills(it, tiles):
+                    for row, chunk in kv_copy.mapping.on(threadIdx.x):
+                        kv_copy.copy(k_smem.at(pipe.fill_stage(it)), row, chunk, k, [bh, kv_begin + it * tile_k, 0],
+                                     limit=kv_stop)
+                        kv_copy.copy(v_smem.at(pipe.fill_stage(it)), row, chunk, v, [bh, kv_begin + it * tile_k, 0],
+                                     limit=kv_stop)
+                pipe.commit()
+                if pipe.reads(it):
+                    k0 = kv_begin + (it - 1) * tile_k + wk  # the warp's first key
+                    for r in range(s_frags.registers):
+                        s[r] = 0.0
+                    scores.multiply_held(s, q_operand, qa, kb, k_smem.at(pipe.read_stage(it)), 0, wk, lane)
+                    for r in range(s_frags.registers):
+                        s[r] = s[r] * scale
+                    if k0 + block_k > kv_stop or has_mask or (causal and k0 + block_k - 1 > q0 + wq):
+                        for i, j, r in s_frags.cells(lane):
+                            if k0 + j >= kv_stop or (causal and k0 + j > q0 + wq + i):
+                                s[r] = -math.inf
+                            elif has_mask:
+                                if q0 + wq + i < seq_q:
+                                    s[r] = s[r] + f32(rest[0][bh, q0 + wq + i, k0 + j])
+                    for _i, h in s_frags.lane_rows(lane):
                         tile_max: f32 = -math.inf
-                        for n in meta.range(k_tiles):
-                            tile_max = max(tile_max, max(s[n, 2 * h], s[n, 2 * h + 1]))
-                        tile_max = max(tile_max, shfl_xor_sync(FULL_MASK, tile_max, 1))
+                        for r in s_frags.row_registers(h):
+                            tile_max = max(tile_max, s[r])
+                        tile_max = max(tile_max, shfl_xor_sync(FULL_MASK, tile_max, 1))  # the row's quad of lanes
                         tile_max = max(tile_max, shfl_xor_sync(FULL_MASK, tile_max, 2))
                         new_max = max(row_max[h], tile_max)
                         shift = 0.0 if new_max == -math.inf else new_max
                         correction = math.exp(row_max[h] - shift)
                         row_max[h] = new_max
                         total: f32 = 0.0
-                        for n in meta.range(k_tiles):
-                            for e in meta.range(2):
-                                p = math.exp(s[n, 2 * h + e] - shift)
-                                s[n, 2 * h + e] = p
-                                total += p
+                        for r in s_frags.row_registers(h):
+                            e = math.exp(s[r] - shift)
+                            p[r] = dt(e)
+                            total += e
                         row_sum[h] = row_sum[h] * correction + total
-                        for n in meta.range(d_tiles):
-                            acc[n, 2 * h] = acc[n, 2 * h] * correction
-                            acc[n, 2 * h + 1] = acc[n, 2 * h + 1] * correction
-                    for kk in meta.range(k_steps):
-                        for e in meta.range(8):
-                            pa[e] = dt(s[2 * kk + e // 4, e % 4])
-                        for pair in meta.range(d_tiles // 2):
-                            key = wk + kk * MMA_K + lane % 16
-                            ldmatrix_x4_trans(~vb[0], ~smem_kv[buf, 1, key, pair * 2 * MMA_N + lane // 16 * CHUNK])
-                            mma(~pa[0], ~vb[0], ~acc[2 * pair, 0])
-                            mma(~pa[0], ~vb[2], ~acc[2 * pair + 1, 0])
-                syncthreads()  # every warp is done with the buffer the next copy refills
-            for h in meta.range(2):
+                        for r in o_frags.row_registers(h):
+                            acc[r] = acc[r] * correction
+                    product.multiply_held(acc, p_operand, p, vb, v_smem.at(pipe.read_stage(it)), wk, 0, lane)
+            for h in range(lane_rows):
                 row_sum[h] += shfl_xor_sync(FULL_MASK, row_sum[h], 1)
                 row_sum[h] += shfl_xor_sync(FULL_MASK, row_sum[h], 2)
-            if kv_split > 1:  # the first warp of each split combines its split's warps (the buffers are free)
-                part = tensor_pointer(f32, [warps, MMA_M, head_dim + 2], init=dynamic_shared_memory(0, f32))
-                for h in meta.range(2):
-                    pr = lane // 4 + h * 8
-                    if lane % 4 == 0:
-                        part[warp, pr, head_dim] = row_max[h]
-                        part[warp, pr, head_dim + 1] = row_sum[h]
-                    for n in meta.range(d_tiles):
-                        for e in meta.range(2):
-                            part[warp, pr, n * MMA_N + lane % 4 * 2 + e] = acc[n, 2 * h + e]
+            if kv_split > 1:  # the first warp of each split combines its split's warps
+                syncthreads()  # every warp is done with the k and v tiles, which the partial rows take
+                for i, h in o_frags.lane_rows(lane):
+                    if first_col == 0:
+                        partials.at(warp)[i, head_dim] = row_max[h]
+                        partials.at(warp)[i, head_dim + 1] = row_sum[h]
+                    for j, c in o_frags.lane_columns(lane):
+                        partials.at(warp)[i, j] = acc[o_frags.register(h, c)]
                 syncthreads()
                 if warp % kv_split == 0:
-                    for h in meta.range(2):
-                        pr = lane // 4 + h * 8
+                    weight = register_tensor(f32, [kv_split])
+                    for i, h in o_frags.lane_rows(lane):
                         top: f32 = -math.inf
                         for w in meta.range(kv_split):
-                            top = max(top, part[warp + w, pr, head_dim])
+                            top = max(top, partials.at(warp + w)[i, head_dim])
                         top_shift = 0.0 if top == -math.inf else top
                         sum_all: f32 = 0.0
                         for w in meta.range(kv_split):
-                            weight = math.exp(part[warp + w, pr, head_dim] - top_shift)
-                            sum_all += part[warp + w, pr, head_dim + 1] * weight
+                            weight[w] = math.exp(partials.at(warp + w)[i, head_dim] - top_shift)
+                            sum_all += partials.at(warp + w)[i, head_dim + 1] * weight[w]
                         row_sum[h] = sum_all
                         row_max[h] = top
-                        for n in meta.range(d_tiles):
-                            for e in meta.range(2):
-                                out_all: f32 = 0.0
-                                for w in meta.range(kv_split):
-                                    weight2 = math.exp(part[warp + w, pr, head_dim] - top_shift)
-                                    out_all += part[warp + w, pr, n * MMA_N + lane % 4 * 2 + e] * weight2
-                                acc[n, 2 * h + e] = out_all
+                        for j, c in o_frags.lane_columns(lane):
+                            out_all: f32 = 0.0
+                            for w in meta.range(kv_split):
+                                out_all += partials.at(warp + w)[i, j] * weight[w]
+                            acc[o_frags.register(h, c)] = out_all
             if warp % kv_split == 0:
-                if split:  # the split's log-sum-exp, then (below) its partial output
-                    for h in meta.range(2):
-                        li = q0 + wq + lane // 4 + h * 8
-                        if lane % 4 == 0 and li < seq_q:
-                            o[ks_id, bh, li] = row_max[h] + math.log(row_sum[h]) if row_sum[h] > 0.0 else -math.inf
-                for h in meta.range(2):  # row_max now holds the reciprocal of the row's sum (0 for a sum of 0)
-                    row_max[h] = 1.0 / row_sum[h] if row_sum[h] > 0.0 else 0.0
-                for n in meta.range(d_tiles):
-                    for e in meta.range(4):
-                        oi = q0 + wq + lane // 4 + e // 2 * 8
-                        if oi < seq_q:
-                            col = n * MMA_N + lane % 4 * 2 + e % 2
+                for i, h in o_frags.lane_rows(lane):
+                    oi = q0 + wq + i
+                    if oi < seq_q:
+                        if split and first_col == 0:  # the split's log-sum-exp
+                            o[ks_id, bh, oi] = row_max[h] + math.log(row_sum[h]) if row_sum[h] > 0.0 else -math.inf
+                        inverse = 1.0 / row_sum[h] if row_sum[h] > 0.0 else 0.0  # 0 for a sum of 0
+                        for j, c in o_frags.lane_columns(lane):
                             if split:
-                                rest[len(rest) - 2][ks_id, bh, oi, col] = acc[n, e] * row_max[e // 2]
+                                rest[len(rest) - 2][ks_id, bh, oi, j] = acc[o_frags.register(h, c)] * inverse
                             else:
-                                o[bh, oi, col] = dt(acc[n, e] * row_max[e // 2])
+                                o[bh, oi, j] = dt(acc[o_frags.register(h, c)] * inverse)
 
     return bind_sizes(module, "attention", {"batch_heads": batch_heads, "seq_q": seq_q, "seq_k": seq_k})

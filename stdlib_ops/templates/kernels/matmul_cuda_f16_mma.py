@@ -58,7 +58,9 @@ BLOCK_K = 32  # k a step: two mma k steps, a 64-byte row of the a tile
 CHUNK = 8  # elements of a copy chunk and of an ldmatrix row: 16 bytes of f16 or bf16
 INPUT_DTYPES = ("float16", "bfloat16")
 OUTPUT_DTYPES = ("float16", "bfloat16", "float32")
-MAX_SMEM_BYTES = shared_memory_per_block("sm_90")  # a block's most on an sm_90 GPU (sm_80: 163 KB)
+MIN_ARCH = "sm_80"  # mma.sync, ldmatrix, cp.async
+MAX_SMEM_BYTES = shared_memory_per_block(MIN_ARCH)
+"""The most dynamic shared memory a block may have on every GPU the template runs on (the table's for `MIN_ARCH`)."""
 
 TILES = ((128, 128, 64, 32), (64, 64, 32, 32))
 """The tiles `default_tiles` chooses from, largest first: (block_m, block_n, warp_m, warp_n)."""
@@ -159,7 +161,8 @@ def mma_matmul(name: str, dt: DataType, out: DataType, batch: Size, m: Size, n: 
     staging = FragmentStaging(staged, frags, out, threads // 32)
     out_vector = staging.vector_elements
     smem_bytes = max(plan.nbytes, staged.nbytes)
-    require(smem_bytes <= MAX_SMEM_BYTES, name, f"{smem_bytes} bytes of shared memory (at most 227 KB)")
+    require(smem_bytes <= MAX_SMEM_BYTES, name,
+            f"{smem_bytes} bytes of shared memory (at most {MAX_SMEM_BYTES // 1024} KB)")
 
     with script_module() as module:
 

@@ -11,8 +11,8 @@ What differs from the f16 kernel:
 
 - **Tiles.** Steps of `BLOCK_K` = 32 f32s: an `a` row is one 128-byte line, copied in chunks of 4 elements; the
   `b` tile is `fragments.tf32_b_tile`, its rows padded by 32 bytes, so that the 4 rows at 8 columns a B fragment
-  load reads lie on 32 different banks (a 128-byte swizzle puts two rows' chunks on the same banks). No register cap: one block an
-  SM (the 96 KB of shared memory of 3 stages fit once on an A100 anyway).
+  load reads lie on 32 different banks (a 128-byte swizzle puts two rows' chunks on the same banks). No register
+  cap: one block an SM (the 99 KB of shared memory of 3 stages fit once on an A100 anyway).
 - **Rounding.** Once the copy of a step has landed, each thread rounds the chunks it copied to TF32 in place
   (`TileCopy.round_tf32`) before the step's barrier: each element is rounded once, where rounding each fragment
   element would round an `a` element once for every warp column and a `b` element once for every warp row. The

@@ -190,3 +190,28 @@ def test_the_epilogue_stores_128_bit_vectors(out_dtype: str, tmp_path: Path) -> 
     assert "STG.E.128" in stores, stores
     assert len([s for s in stores if s != "STG.E.128"]) <= 8, stores
     assert not re.search(r"\b(LDL|STL)\b", sass), "local memory (spills)"
+
+
+@pytest.mark.machine_code
+@pytest.mark.skipif(cuobjdump() is None, reason="needs cuobjdump (pip package nvidia-cuda-cuobjdump)")
+@pytest.mark.parametrize(("block_m", "block_n", "warp_m", "warp_n", "stages"),
+                         [(128, 256, 64, 32, 4), (256, 128, 64, 32, 3), (128, 256, 64, 64, 3), (256, 128, 64, 64, 4)])
+def test_the_wide_tuning_points_compile_without_spills(block_m: int, block_n: int, warp_m: int, warp_n: int,
+                                                       stages: int, tmp_path: Path) -> None:
+    # 16 warps of 64 x 32, or 8 of 64 x 64 (128 accumulators a thread, one block an SM): HMMA a k step of 32 for
+    # each of a warp's mma tiles, no local memory
+    cubin = tmp_path / "matmul.cubin"
+    module = matmul_cuda_f16_mma(1, 4096, 4096, 4096, block_m=block_m, block_n=block_n, warp_m=warp_m,
+                                 warp_n=warp_n, stages=stages)
+    cubin.write_bytes(module.build(target="cuda:sm_80").cubin)
+    usage = subprocess.run([cuobjdump(), "-res-usage", str(cubin)], capture_output=True, text=True, check=True).stdout
+    sass = subprocess.run([cuobjdump(), "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
+    assert re.search(r"LOCAL:0\b", usage) and not re.search(r"\b(LDL|STL)\b", sass), "local memory (spills)"
+    assert len(re.findall(r"\bHMMA\.16816\.F32\b", sass)) == 2 * (warp_m // 16) * (warp_n // 8)
+    assert "STG.E.128" in sass
+
+
+def test_a_tile_whose_stages_exceed_an_sm_80_blocks_shared_memory_is_refused() -> None:
+    # 256 x 256 tiles, 6 stages: 6 x 32 KB = 192 KB, above the 163 KB an sm_80 block may have
+    with pytest.raises(ScheduleError, match=r"196608 bytes of shared memory \(at most 163 KB\)"):
+        matmul_cuda_f16_mma(1, 512, 512, 512, block_m=256, block_n=256, warp_m=64, warp_n=64, stages=6)
