@@ -64,9 +64,9 @@ def swizzled_tile(dtype: DataType | str, shape: Sequence[int], swizzle: int = 12
     other), as a wgmma descriptor spanning several atoms expects."""
     dt = as_dtype(dtype)
     rows, cols = _pair(shape, "swizzled_tile(): the shape")
-    atom_cols = swizzle // dt.nbytes if swizzle else cols
     if swizzle not in (32, 64, 128):
         raise ValueError(f"swizzled_tile(): swizzle is 32, 64 or 128 (bytes), got {swizzle!r}")
+    atom_cols = swizzle // dt.nbytes
     if rows % 8 or cols % atom_cols:
         raise ValueError(f"swizzled_tile(): a [{rows}, {cols}] tile of {dt} is no whole number of {swizzle}-byte "
                          f"swizzle atoms (8 rows of {atom_cols} columns)")
@@ -101,8 +101,8 @@ def tile_tensor_map(tile: TensorType, shape: Sequence[Any], rows: int | None = N
 class SharedMemoryPlan:
     """A kernel's dynamic shared memory, laid out while its template is built: each request is placed after the
     previous ones at the alignment it needs (a swizzled tile at its swizzle's period), and `nbytes` is what the
-    kernel declares (`attrs.cuda.dynamic_smem_bytes = plan.nbytes`). Tiles come first, barriers after them, so
-    that one plan's tiles stay aligned whatever the barriers' count."""
+    kernel declares (`attrs.cuda.dynamic_smem_bytes = plan.nbytes`). Requesting the tiles before the barriers
+    wastes no bytes on their alignment."""
 
     def __init__(self) -> None:
         self.nbytes = 0
@@ -158,16 +158,21 @@ class SharedTiles:
         take)."""
         return view(self.address(index), self.tile)
 
-    def address(self, index: Any = 0, row: int = 0, atom: Any = 0) -> E.Expr:
+    def address(self, index: Any = 0, row: Any = 0, atom: Any = 0) -> E.Expr:
         """Where row `row` (a multiple of the swizzle atom's 8 rows) of the `atom`-th swizzle atom of columns of the
-        `index`-th tile starts: the destination of a copy that fills those rows."""
+        `index`-th tile starts: the destination of a copy that fills those rows. A tile of another layout is
+        addressed at its start only."""
         layout = _atom_layout(self.tile)
-        atom_rows, atom_cols = self.tile.shape[0], layout.shape[1] if isinstance(layout, SwizzledLayout) else 0
-        if isinstance(layout, SwizzledLayout) and isinstance(row, int) and row % 8:
+        nbytes = self.tile.dtype.nbytes
+        if not isinstance(layout, SwizzledLayout):
+            if not (_is_zero(row) and _is_zero(atom)):
+                raise ValueError("SharedTiles.address(): rows and atoms are addressed in swizzled tiles only")
+            return dynamic_shared_memory(_sum(self.offset, _times(index, self.stride)), self.tile.dtype)
+        if isinstance(row, int) and row % 8:
             raise ValueError(f"SharedTiles.address(): a row of a swizzled tile where a copy starts is a multiple of "
                              f"8, got {row}")
-        row_bytes = (atom_cols if atom_cols else self.tile.shape[1]) * self.tile.dtype.nbytes
-        atom_bytes = atom_rows * row_bytes
+        row_bytes = layout.shape[1] * nbytes  # a row of one atom: the swizzle's bytes
+        atom_bytes = self.tile.shape[0] * row_bytes
         byte = _sum(self.offset, _times(index, self.stride), _times(atom, atom_bytes), _times(row, row_bytes))
         return dynamic_shared_memory(byte, self.tile.dtype)
 
@@ -356,6 +361,10 @@ def _sum(*terms: Any) -> Any:
         if not isinstance(t, int):
             total = semantics.binary("+", total, t) if not (isinstance(total, int) and total == 0) else t
     return total
+
+
+def _is_zero(value: Any) -> bool:
+    return isinstance(value, int) and value == 0
 
 
 def _pair(shape: Sequence[int], what: str) -> tuple[int, int]:

@@ -96,7 +96,14 @@ from hidet_lang.cuda import (
     wgmma_mma_async,
     wgmma_wait_group,
 )
-from hidet_lang.cuda.tiles import BARRIER_BYTES, AccumulatorStaging, SharedMemoryPlan, swizzled_tile, tile_tensor_map
+from hidet_lang.cuda.tiles import (
+    BARRIER_BYTES,
+    WARPGROUP_WARPS,
+    AccumulatorStaging,
+    SharedMemoryPlan,
+    swizzled_tile,
+    tile_tensor_map,
+)
 from hidet_lang.cuda_limits import shared_memory_per_block
 from hidet_lang.frontend import semantics
 from hidet_lang.frontend.script import ScriptModule
@@ -110,7 +117,6 @@ from stdlib_ops.templates.sizes import bind_sizes
 from stdlib_ops.templates.views import Dim, View, broadcast_batch
 
 WARPGROUP = 128  # threads of a warpgroup
-WARPGROUP_WARPS = 4
 LOG2E = math.log2(math.e)
 ROWS = 64  # queries of a consumer (wgmma's M), and head-dimension columns of a tile (one 128-byte swizzle row)
 WGMMA_K = 16

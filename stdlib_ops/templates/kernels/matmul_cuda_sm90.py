@@ -92,7 +92,7 @@ from hidet_lang.cuda import (
     wgmma_mma_async,
     wgmma_wait_group,
 )
-from hidet_lang.cuda.tiles import AccumulatorStaging, SharedMemoryPlan, swizzled_tile, tile_tensor_map
+from hidet_lang.cuda.tiles import WARPGROUP_WARPS, AccumulatorStaging, SharedMemoryPlan, swizzled_tile, tile_tensor_map
 from hidet_lang.cuda_limits import shared_memory_per_block
 from hidet_lang.frontend.script import ScriptModule
 from stdlib_ops.schedule.signature import KernelSignature
@@ -111,7 +111,6 @@ WGMMA_K = 16
 NUM_SMS = 132  # an H100 SXM's and an H200's SMs: the persistent grid's most blocks
 INPUT_DTYPES = ("float16", "bfloat16")
 OUTPUT_DTYPES = ("float16", "bfloat16", "float32")
-WARPGROUP_WARPS = 4
 MAX_SMEM_BYTES = shared_memory_per_block("sm_90")  # the most shared memory a block of an sm_90 GPU may have
 PRODUCER_REGISTERS = 40  # the producer's register budget a thread (it only issues copies)
 CONSUMER_REGISTERS = 232  # a consumer's: up to 128 accumulators a thread and the addressing around them
