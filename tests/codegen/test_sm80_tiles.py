@@ -317,3 +317,18 @@ def test_staging_16_bit_accumulators_takes_no_bank_conflicts(dtype: str, rows: i
     for text in ("# the staging stores", "# the staging loads"):
         records = shared_records(p, text)
         assert all(r.wavefronts == r.ideal for r in records), (text, records)
+
+
+def test_bad_held_operands_and_staging_are_refused_where_they_are_asked_for() -> None:
+    with pytest.raises(TypeError, match="held A operands are 16-bit"):
+        WarpMma("float32", 16, 16).operand(16)
+    with pytest.raises(ValueError, match="k is a positive multiple of 16"):
+        WarpMma("float16", 16, 16).operand(24)
+    with pytest.raises(ValueError, match="an operand of operand"):
+        WarpMma("float16", 32, 16).multiply_held(None, Accumulator(16, 32), None, None, None, 0, 0, 0)
+    with pytest.raises(ValueError, match="n a positive multiple of 32"):
+        tf32_b_tile([32, 48])
+    with pytest.raises(ValueError, match="16- or 32-bit elements"):
+        FragmentStaging(SharedMemoryPlan(), Accumulator(16, 16), "float64", 1)
+    with pytest.raises(ValueError, match="no whole number of 16-byte vectors a lane"):
+        FragmentStaging(SharedMemoryPlan(), Accumulator(16, 8), "float16", 1)
