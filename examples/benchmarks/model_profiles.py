@@ -22,7 +22,8 @@ import numpy as np
 KINDS: dict[str, str] = {
     "conv2d": "convolution", "conv2d_packed": "convolution", "Conv": "convolution", "FusedConv": "convolution",
     "NchwcConv": "convolution",
-    "matmul": "matmul", "linear": "matmul", "MatMul": "matmul", "FusedMatMul": "matmul", "Gemm": "matmul",
+    "matmul": "matmul", "matmul_packed": "matmul", "linear": "matmul", "MatMul": "matmul", "FusedMatMul": "matmul",
+    "Gemm": "matmul",
     "attention": "attention", "Attention": "attention", "MultiHeadAttention": "attention",
     "layer_norm": "normalization", "LayerNormalization": "normalization",
     "SkipLayerNormalization": "normalization", "SimplifiedLayerNormalization": "normalization",

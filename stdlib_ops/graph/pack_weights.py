@@ -1,5 +1,11 @@
 """Constant weights packed once, when a graph is built for the CPU, into the panels its kernels read.
 
+Matrix products by a constant matrix (a linear layer's weights) are packed the same way: `pack_weights_for`
+replaces a matmul that the CPU matmul template computes, whose right operand is a constant f32 or f16 matrix and
+whose left one has rows (not a vector), by `matmul_packed` on the panels `pack_matmul_weights` makes of it; the
+template reads them where they lie instead of packing its block of them in every macro tile of every call, with
+the same products in the same order.
+
 The implicit-GEMM convolution on the CPU (`conv2d_gemm_cpu`) reads its weights as `mr`-row panels along k; packed
 by the kernel, every macro tile gathers them again on every call (strided reads of `mr` rows at a time). Where the
 weights are a constant of the graph, `pack_weights_for` replaces the convolution by `conv2d_packed` on the panels
@@ -18,8 +24,10 @@ from stdlib_ops.graph.partition import partition
 from stdlib_ops.graph.rewrite import replay
 from stdlib_ops.operators.base import Operator
 from stdlib_ops.operators.conv_packed import conv2d_packed
+from stdlib_ops.operators.matmul_packed import matmul_packed
 from stdlib_ops.templates.cpu_lanes import machine_lanes
 from stdlib_ops.templates.kernels.conv2d_cpu import pack_conv2d_weights
+from stdlib_ops.templates.kernels.matmul_cpu import pack_matmul_weights
 from stdlib_ops.templates.registry import template_choice
 from stdlib_ops.tensor import Tensor, asarray
 
@@ -29,16 +37,25 @@ if TYPE_CHECKING:
 
 def pack_weights_for(graph: FlowGraph, target: Target) -> FlowGraph:
     """`graph` with each convolution that the CPU implicit GEMM computes on `target` from constant weights made a
-    `conv2d_packed` on its weights' panels, partitioned again if it was partitioned (the same graph where none is)."""
+    `conv2d_packed` on its weights' panels, and each matmul by a constant matrix that the CPU matmul template
+    computes a `matmul_packed` on the matrix's panels, partitioned again if it was partitioned (the same graph where
+    none is)."""
     if target.is_cuda or machine_lanes() is None:
         return graph
     replaced = {id(op) for op in graph.nodes if _packable(op, target)}
     if not replaced:
         return graph
 
+    matrices: dict[int, Tensor] = {}
+
     def rule(op: Operator, inputs: list[Tensor]) -> list[Tensor] | None:
         if id(op) not in replaced:
             return None
+        if op.name == "matmul":
+            x, weight = inputs
+            if id(weight) not in matrices:  # a matrix that several matmuls read is packed once
+                matrices[id(weight)] = asarray(pack_matmul_weights(weight.numpy()), device=x.device)
+            return [matmul_packed(x, matrices[id(weight)], n=weight.shape[1])]
         x, weight, *bias = inputs
         attrs = op.task.attrs
         panels = asarray(pack_conv2d_weights(weight.numpy(), attrs["groups"]), device=x.device)
@@ -51,8 +68,16 @@ def pack_weights_for(graph: FlowGraph, target: Target) -> FlowGraph:
 
 
 def _packable(op: Operator, target: Target) -> bool:
-    """Whether `op` is a convolution with constant weights that the library's implicit GEMM computes on `target`."""
-    if op.name != "conv2d" or op.inputs[1].is_symbolic:
+    """Whether `op` is a convolution with constant weights that the library's implicit GEMM computes on `target`,
+    or a matmul of rows by a constant f32 or f16 matrix that the library's matmul template computes there."""
+    if op.name not in PACKED_TEMPLATES or op.inputs[1].is_symbolic:
+        return False
+    if op.name == "matmul" and (op.inputs[1].ndim != 2 or op.inputs[1].dtype not in ("float32", "float16")
+                                or op.inputs[0].ndim < 2 or op.task.attrs.get("vector_operands")):
         return False
     binding = template_choice(op.task, target).binding
-    return binding is not None and binding.name == "conv2d_gemm_cpu"
+    return binding is not None and binding.name == PACKED_TEMPLATES[op.name]
+
+
+PACKED_TEMPLATES = {"conv2d": "conv2d_gemm_cpu", "matmul": "matmul_cpu"}
+"""The operators whose constant weights are packed, and the library template that reads the panels."""

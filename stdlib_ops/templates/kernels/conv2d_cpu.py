@@ -253,10 +253,10 @@ def conv2d_gemm_cpu(batch: Size, channels: int, height: int, width: int, out_cha
                                 ci0 += 1
                     if packed:  # the panels of the weights where they lie, k floats x mr apart
                         tile(panels_m, (cols + nr - 1) // nr, cols, depth, ~weight[g * group_panels + m0 // mr, k0, 0],
-                             k * mr, ~packed_b[0], ~acc[0], k0 == 0)
+                             k * mr, ~packed_b[0], pw * depth, ~acc[0], k0 == 0)
                     else:
                         tile(panels_m, (cols + nr - 1) // nr, cols, depth, ~packed_a[0], mr * depth, ~packed_b[0],
-                             ~acc[0], k0 == 0)
+                             pw * depth, ~acc[0], k0 == 0)
                 for i in range(rows):
                     oc = g * og + m0 + i
                     shift = f32(bias[oc]) if has_bias else 0.0

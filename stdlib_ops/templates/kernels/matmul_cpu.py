@@ -26,6 +26,11 @@ micro-kernel of SIMD vectors.
   the padding is zeros; a last panel of `b` one vector wide or less gets a micro-kernel one vector wide. Its loads
   and stores are the unaligned kind, correct at any address; where GCC sees that an address is aligned (it aligns
   these large local arrays to 64 bytes) it emits the aligned instruction.
+- **Weights packed once.** With `packed`, `b` is instead the f32 panels `pack_matmul_weights` made of a constant
+  `[k, n]` matrix when the graph was built (`matmul_packed`): `ceil(n / pw)` panels of `k x pw`, the layout the
+  kernel packs `b` into, for every k at once. The kernel then packs only `a` and hands the micro-kernels the panels
+  where they lie (`k * pw` floats apart); its macro tiles start at whole panels. The products are the same, in the
+  same order: the same bits as packing `b` on every call.
 - **Output.** After the last k block the valid rows and columns of the f32 array are stored into `c` element by
   element, which is where a fused epilogue lands.
 
@@ -39,18 +44,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from hidet_lang import attrs, f32, grid, i32, i64, meta, register_tensor, script, script_module
 from hidet_lang import cpu as vectors
 from hidet_lang.frontend.script import ScriptFunction, ScriptModule
 from stdlib_ops.schedule.signature import kernel_signature
 from stdlib_ops.task import Task
-from stdlib_ops.templates.binding import TemplateBinding, common_dtype
+from stdlib_ops.templates.binding import TemplateBinding, common_dtype, shape_of
 from stdlib_ops.templates.cpu_lanes import machine_lanes, template_lanes
 from stdlib_ops.templates.kernels.matmul_views import matmul_views
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.registry import LIBRARY_CPU, library_template
 from stdlib_ops.templates.sizes import bind_sizes
 from stdlib_ops.templates.space import TuningSpace, declare_space
+from stdlib_ops.templates.views import View, product, unravel
 
 MATMUL_CPU_DTYPES = ("float32", "float16", "bfloat16")
 
@@ -84,6 +92,27 @@ of `b` streams from L2. The three local arrays take 1.25 MB (16 lanes), 1.1 MB (
 stack."""
 
 
+def panel_width(nr: int) -> int:
+    """The width of the packed panels of `b` for micro-tiles `nr` wide: whole micro-panels, at least 32 floats (a
+    copy loop the C compiler vectorizes rather than unrolls)."""
+    return nr * -(-32 // nr)
+
+
+def pack_matmul_weights(weight: np.ndarray, lanes: int | None = None) -> np.ndarray:
+    """The f32 panels of the constant matrix `weight` ([k, n], f32 or f16) that the template reads with `packed`
+    (for the micro-tile of `lanes`; None: the machine's widest): `[ceil(n / pw), k, pw]`, panel `q` holding columns
+    `q * pw ...` of every row, zeros past the last column."""
+    if weight.ndim != 2 or weight.dtype not in (np.float32, np.float16):
+        raise ValueError(f"pack_matmul_weights: expected a float32 or float16 matrix [k, n], got {weight.dtype} "
+                         f"{weight.shape}")
+    pw = panel_width(DEFAULT_BLOCKS[template_lanes("pack_matmul_weights", lanes)].nr)
+    k, n = weight.shape
+    panels = -(-n // pw)
+    padded = np.zeros((k, panels * pw), np.float32)
+    padded[:, :n] = weight
+    return np.ascontiguousarray(padded.reshape(k, panels, pw).transpose(1, 0, 2))
+
+
 def _fits(point: dict[str, int | None]) -> bool:
     """Whether a point's blocks fit in `MAX_LOCAL_BYTES` with the largest defaults (16 lanes) where it keeps them."""
     widest = DEFAULT_BLOCKS[16]
@@ -103,7 +132,7 @@ valid for every vector width (None: the width's default; `nc` a multiple of ever
 @declare_space(MATMUL_CPU_SPACE)
 def matmul_cpu(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *, lanes: int | None = None,
                mr: int | None = None, nr: int | None = None, mc: int | None = None, nc: int | None = None,
-               kc: int | None = None, min_tiles: int = 4) -> ScriptModule:
+               kc: int | None = None, min_tiles: int = 4, packed: bool = False) -> ScriptModule:
     """A module with one CPU kernel `matmul(<symbolic sizes>, a, b, c)` computing `c = a @ b` per batch entry.
 
     `a: dtype[batch, m, k]`, `b: dtype[batch, k, n]`, `c: dtype[batch, m, n]`; each size is an int or a symbolic
@@ -115,7 +144,9 @@ def matmul_cpu(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *
       (`mc` a multiple of `mr`; `nc` of the packed panels of `b`: `nr`, or its smallest multiple of 32 or more);
       `kc`: the k block packed at a time;
     - `min_tiles`: the least number of macro tiles a product is cut into where its size allows (the threads share
-      them).
+      them);
+    - `packed`: `b` is the f32 panels `pack_matmul_weights` makes of a `[k, n]` matrix (`ceil(n / pw)` x k x pw,
+      `pw = panel_width(nr)`), read where they lie; `batch` is then 1 and `n`, `k` ints.
     """
     name = "matmul_cpu"
     check_sizes(name, {"batch": batch, "m": m, "n": n, "k": k})
@@ -128,7 +159,12 @@ def matmul_cpu(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *
                           default.kc if kc is None else kc)
     require(min(mr, nr, mc, nc, kc, min_tiles) >= 1, name, "block sizes must be positive")
     require(nr % lanes == 0, name, f"nr must be a multiple of lanes ({lanes})")
-    pw = nr * -(-32 // nr)  # b is packed in panels of pw columns: whole micro-panels, at least 32 floats wide
+    pw = panel_width(nr)  # b is packed in panels of pw columns
+    require(not packed or (batch == 1 and isinstance(n, int) and isinstance(k, int)), name,
+            "packed weights need batch 1 and known n and k")
+    step_n = pw if packed else nr  # macro tiles start at whole panels of the packed weights
+    panels_shape = (-(-n // pw), k, pw) if packed else None  # b's, when packed
+    b_block = 1 if packed else kc * nc  # the tile's packed block of b (none when packed once)
     require(mc % mr == 0, name, "mc must be a multiple of mr")
     require(nc % pw == 0, name, f"nc must be a multiple of {pw} (nr, at least 32: the packed panels of b)")
     require(4 * (mc * kc + kc * nc + mc * nc) <= MAX_LOCAL_BYTES, name,
@@ -138,7 +174,8 @@ def matmul_cpu(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *
     with script_module() as module:
 
         @script
-        def matmul(batch: i32, m: i32, n: i32, k: i32, a: dt[batch, m, k], b: dt[batch, k, n], c: dt[batch, m, n]):
+        def matmul(batch: i32, m: i32, n: i32, k: i32, a: dt[batch, m, k],
+                   b: f32[panels_shape] if packed else dt[batch, k, n], c: dt[batch, m, n]):
             attrs.func_kind = "cpu_kernel"
             # macro tiles: as large as mc x nc allows, then cut further until there are min_tiles (columns first)
             tiles_m = (m + mc - 1) // mc
@@ -150,7 +187,7 @@ def matmul_cpu(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *
                 cut = (min_tiles + batch * tiles_m * tiles_n - 1) // (batch * tiles_m * tiles_n)
                 tiles_m = min(tiles_m * cut, (m + mr - 1) // mr)
             tile_m = ((m + tiles_m - 1) // tiles_m + mr - 1) // mr * mr  # equal tiles, whole micro-tiles
-            tile_n = ((n + tiles_n - 1) // tiles_n + nr - 1) // nr * nr
+            tile_n = ((n + tiles_n - 1) // tiles_n + step_n - 1) // step_n * step_n
             tiles_m = (m + tile_m - 1) // tile_m
             tiles_n = (n + tile_n - 1) // tile_n
             for t in grid(batch * tiles_m * tiles_n, attrs="p"):
@@ -162,7 +199,7 @@ def matmul_cpu(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *
                 panels_m = (rows + mr - 1) // mr
                 panels_n = (cols + nr - 1) // nr
                 packed_a = register_tensor(f32, [mc * kc])
-                packed_b = register_tensor(f32, [kc * nc])
+                packed_b = register_tensor(f32, [b_block])
                 acc = register_tensor(f32, [mc * nc])  # row-major, nc columns a row
                 if rows < mr:  # fewer rows than a micro-tile (a product of one row): straight from b, unpacked
                     for i in range(rows):
@@ -171,8 +208,13 @@ def matmul_cpu(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *
                     for kk in range(k):
                         for i in range(rows):
                             aik = f32(a[bi, m0 + i, kk])
-                            for j in range(i64(cols)):  # along a row of b: the C compiler vectorizes it
-                                acc[i * nc + j] += aik * f32(b[bi, kk, n0 + j])
+                            if packed:  # along a row of each panel
+                                for q in range((cols + pw - 1) // pw):
+                                    for j in range(i64(min(pw, cols - q * pw))):
+                                        acc[i * nc + q * pw + j] += aik * b[n0 // pw + q, kk, j]
+                            else:
+                                for j in range(i64(cols)):  # along a row of b: the C compiler vectorizes it
+                                    acc[i * nc + j] += aik * f32(b[bi, kk, n0 + j])
                 else:
                     for k0 in range(0, k, kc):
                         depth = min(kc, k - k0)
@@ -188,17 +230,22 @@ def matmul_cpu(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *
                                     for r in meta.range(mr):
                                         inside = i0 + r < m
                                         packed_a[panel + kk * mr + r] = f32(a[bi, i0 + r, k0 + kk]) if inside else 0.0
-                        full_b = cols // pw  # whole panels of b, then one padded with zeros
-                        for kk in range(depth):  # along the rows of b
-                            for q in range(full_b):
-                                for j in range(i64(pw)):
-                                    packed_b[q * pw * depth + kk * pw + j] = f32(b[bi, k0 + kk, n0 + q * pw + j])
-                            if full_b * pw < cols:
-                                for j in range(i64(pw)):
-                                    jj = n0 + full_b * pw + j
-                                    edge = full_b * pw * depth + kk * pw + j
-                                    packed_b[edge] = f32(b[bi, k0 + kk, jj]) if jj < n else 0.0
-                        tile(panels_m, panels_n, cols, depth, ~packed_a[0], mr * depth, ~packed_b[0], ~acc[0], k0 == 0)
+                        if packed:  # the panels of b where they lie, k rows of pw floats apart
+                            tile(panels_m, panels_n, cols, depth, ~packed_a[0], mr * depth, ~b[n0 // pw, k0, 0], k * pw,
+                                 ~acc[0], k0 == 0)
+                        else:
+                            full_b = cols // pw  # whole panels of b, then one padded with zeros
+                            for kk in range(depth):  # along the rows of b
+                                for q in range(full_b):
+                                    for j in range(i64(pw)):
+                                        packed_b[q * pw * depth + kk * pw + j] = f32(b[bi, k0 + kk, n0 + q * pw + j])
+                                if full_b * pw < cols:
+                                    for j in range(i64(pw)):
+                                        jj = n0 + full_b * pw + j
+                                        edge = full_b * pw * depth + kk * pw + j
+                                        packed_b[edge] = f32(b[bi, k0 + kk, jj]) if jj < n else 0.0
+                            tile(panels_m, panels_n, cols, depth, ~packed_a[0], mr * depth, ~packed_b[0], pw * depth,
+                                 ~acc[0], k0 == 0)
                 for i in range(rows):
                     for j in range(i64(cols)):
                         c[bi, m0 + i, n0 + j] = dt(acc[i * nc + j])
@@ -218,15 +265,38 @@ def matmul_on_cpu(task: Task) -> TemplateBinding | None:
     return TemplateBinding("matmul_cpu", matmul_cpu, signature, sizes, views, {"dtype": dtype})
 
 
+@library_template("matmul_packed", LIBRARY_CPU)
+def matmul_packed_on_cpu(task: Task) -> TemplateBinding | None:
+    """The template reading weights packed once (`matmul_packed`), where the panels are as wide as the machine's
+    micro-tile packs them and the input and output share a dtype the template takes. The input's leading axes fold
+    into the rows of one product."""
+    lanes = machine_lanes()
+    signature = kernel_signature(task.inputs, task.outputs)
+    (x, panels), (out,) = signature.inputs, signature.outputs
+    dtype = x.type.dtype.name
+    if lanes is None or dtype not in MATMUL_CPU_DTYPES or out.type.dtype.name != dtype:
+        return None
+    xs, pw = shape_of(x), shape_of(panels)[-1]
+    if pw != panel_width(DEFAULT_BLOCKS[lanes].nr):
+        return None
+    lead = xs[:-1]
+    sizes = {"batch": 1, "m": product(lead), "n": task.attrs["n"], "k": xs[-1]}
+    views = [View(x, lambda i: (*unravel(i[1], lead), i[2])), View(panels, lambda i: i),
+             View(out, lambda i: (*unravel(i[1], lead), i[2]))]
+    return TemplateBinding("matmul_cpu", matmul_cpu, signature, sizes, views,
+                           {"dtype": dtype, "lanes": lanes, "packed": True})
+
+
 def tile_kernel(lanes: int, mr: int, nr: int, pw: int, nc: int) -> ScriptFunction:
     """The `cpu_internal` function `tile_<mr>x<nr>(panels_m, panels_n, cols, depth, packed_a, stride_a, packed_b,
-    acc, first)`: one k block of a macro tile, `acc (+)= packed_a @ packed_b` (from zeros when `first`), micro-tile
-    by micro-tile.
+    stride_b, acc, first)`: one k block of a macro tile, `acc (+)= packed_a @ packed_b` (from zeros when `first`),
+    micro-tile by micro-tile.
 
     `packed_a` holds `panels_m` panels of `depth x mr` (row r of a panel at column r), `stride_a` floats apart
     (`mr * depth` where the block is packed for the tile, more where the panels are cut from weights packed once for
     every k), `packed_b` panels of
-    `depth x pw` (`pw` a multiple of `nr`: `pw / nr` micro-panels side by side), covering `cols` columns in
+    `depth x pw` (`pw` a multiple of `nr`: `pw / nr` micro-panels side by side), `stride_b` floats apart (`pw * depth`,
+    or more where the panels are weights packed once for every k), covering `cols` columns in
     `panels_n` micro-panels; `acc` is row-major, `nc` columns a row. The micro-kernels are `mr x nr`, and one
     vector wide for a last micro-panel that narrow."""
     micro = {cols: micro_kernel(lanes, mr, cols, mr, pw, nc) for cols in {nr, lanes}}
@@ -234,13 +304,13 @@ def tile_kernel(lanes: int, mr: int, nr: int, pw: int, nc: int) -> ScriptFunctio
 
     @script
     def tile(panels_m: i32, panels_n: i32, cols: i32, depth: i32, packed_a: ~f32, stride_a: i32, packed_b: ~f32,
-             acc: ~f32, first: bool):
+             stride_b: i32, acc: ~f32, first: bool):
         attrs.func_kind = "cpu_internal"
         attrs.func_name = name
         for p in range(panels_m):
             for q in range(panels_n):
                 pa = packed_a + p * stride_a
-                pb = packed_b + q * nr // pw * pw * depth + q * nr % pw
+                pb = packed_b + i64(q * nr // pw) * stride_b + q * nr % pw
                 ct = acc + p * mr * nc + q * nr
                 if cols - q * nr <= lanes:  # a last panel of b one vector wide or less
                     micro[lanes](depth, pa, pb, ct, first)

@@ -1,10 +1,11 @@
-"""Constant convolution weights packed once when a graph is built for the CPU (`stdlib_ops.graph.pack_weights`) and
-the `conv2d_packed` operator that reads them.
+"""Constant convolution weights and constant matrices packed once when a graph is built for the CPU
+(`stdlib_ops.graph.pack_weights`), and the `conv2d_packed` and `matmul_packed` operators that read them.
 
 The packed kernel multiplies the same f32 weights in the same order as the kernel that packs them per call, so a
 built graph's results are the same bits as the eager convolution's; the operator's compute definition (what the
 rule-based scheduler computes) is checked against a float64 numpy reference within the dot-product bound of
-`test_template_conv2d_cpu` (K + 1 terms of u = 2^-24, one more for the second-order term)."""
+`test_template_conv2d_cpu` (K + 1 terms of u = 2^-24, one more for the second-order term). The same holds for
+matrix products: the packed template's results are the eager matmul's bits, on odd shapes drawn by hypothesis."""
 
 from __future__ import annotations
 
@@ -12,15 +13,20 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import stdlib_ops as ops
 from codegen.build import build_module
 from hidet_lang.target import Target
+from hidet_lang.testing import example_count
 from stdlib_ops.operators.conv_packed import conv2d_packed
+from stdlib_ops.operators.matmul_packed import matmul_packed
 from stdlib_ops.schedule import auto_schedule
 from stdlib_ops.templates.cpu_lanes import machine_lanes
 from stdlib_ops.templates.cpu_threads import machine_threads
 from stdlib_ops.templates.kernels.conv2d_cpu import pack_conv2d_weights
+from stdlib_ops.templates.kernels.matmul_cpu import pack_matmul_weights
 from stdlib_ops.templates.registry import binding_of
 
 pytestmark = pytest.mark.skipif(machine_lanes() is None, reason="the machine's C compiler has no vector FMA")
@@ -117,7 +123,90 @@ def test_packed_convolutions_cut_as_many_macro_tiles_as_there_are_threads(monkey
     task = conv2d_packed(ops.symbol(["n", 6, 9, 7]), ops.symbol(list(panels.shape)), None, out_channels=19,
                          kernel=3).producer.task
     cores = len(os.sched_getaffinity(0))
-    for given, threads in (("3", 3), ("1", 1), ("", cores), ("x", cores)):
-        monkeypatch.setenv("OMP_NUM_THREADS", given)
+    for setting, threads in (("3", 3), ("1", 1), ("", cores), ("x", cores)):
+        monkeypatch.setenv("OMP_NUM_THREADS", setting)
         assert machine_threads() == threads
         assert binding_of(task, Target.of("cpu")).options["min_tiles"] == threads
+
+
+# ------------------------------------------------------------------------------------------------ matrices
+@settings(max_examples=example_count(6), deadline=None)
+@given(lead=st.lists(st.integers(1, 9), min_size=1, max_size=2), k=st.integers(1, 300), n=st.integers(1, 100),
+       dtype=st.sampled_from(["float32", "float16"]), seed=st.integers(0, 2**16))
+def test_constant_matrices_are_packed_when_built_and_give_the_eager_bits(lead: list[int], k: int, n: int,
+                                                                         dtype: str, seed: int) -> None:
+    """A matmul by a constant matrix, with a fused bias, against the eager matmul and add (odd m, k and n: panels
+    padded with zeros, products of one row computed from the panels unpacked, several k blocks)."""
+    rng = np.random.default_rng(seed)
+    w = rng.uniform(-1, 1, (k, n)).astype(dtype)
+    b = rng.uniform(-1, 1, n).astype(dtype)
+    x = ops.symbol(["s", *lead[1:], k], dtype)
+    compiled = ops.optimize(ops.trace_from(ops.matmul(x, ops.asarray(w)) + ops.asarray(b), [x])).build("cpu")
+    assert compiled.kernels == ["matmul_packed* + add"]
+    xv = rng.uniform(-1, 1, (*lead, k)).astype(dtype)
+    eager = (ops.matmul(ops.asarray(xv), ops.asarray(w)) + ops.asarray(b)).numpy()
+    np.testing.assert_array_equal(compiled(xv).numpy(), eager)
+
+
+def test_packed_matrices_are_saved_with_the_graph_and_shared_by_their_matmuls(tmp_path: object) -> None:
+    w = RNG.uniform(-1, 1, (40, 70)).astype(np.float32)
+    x = ops.symbol(["n", 40])
+    shared = ops.asarray(w)
+    graph = ops.optimize(ops.trace_from(ops.matmul(ops.relu(x), shared) - ops.matmul(x, shared), [x]))
+    compiled = graph.build("cpu")
+    assert [c.shape for c in compiled.constants] == [(3, 40, 32)]  # w's panels, once
+    path = f"{tmp_path}/matmul.hlgraph"
+    compiled.save(path)
+    loaded = ops.load(path)
+    xv = RNG.uniform(-1, 1, (5, 40)).astype(np.float32)
+    np.testing.assert_array_equal(loaded(xv).numpy(), compiled(xv).numpy())
+    np.testing.assert_array_equal(compiled(xv).numpy(), (ops.matmul(ops.asarray(np.maximum(xv, 0)), shared) -
+                                                         ops.matmul(ops.asarray(xv), shared)).numpy())
+
+
+def test_matrices_that_are_no_constants_and_vector_products_are_not_packed() -> None:
+    x, w = ops.symbol(["n", 6]), ops.symbol([6, 5])
+    assert ops.optimize(ops.trace_from(ops.matmul(x, w), [x, w])).build("cpu").kernels == ["matmul"]
+    v = ops.symbol([6])
+    constant = ops.asarray(RNG.uniform(-1, 1, (6, 5)).astype(np.float32))
+    assert ops.optimize(ops.trace_from(ops.matmul(v, constant), [v])).build("cpu").kernels == ["matmul"]
+    batched = ops.asarray(RNG.uniform(-1, 1, (2, 6, 5)).astype(np.float32))
+    assert ops.optimize(ops.trace_from(ops.matmul(x, batched), [x])).build("cpu").kernels == ["matmul"]
+
+
+def test_the_matmul_compute_definition_reads_the_panels() -> None:
+    """The rule-based scheduler's kernel of `matmul_packed` (panels 8 wide) against numpy in float64: each output
+    a sum of K = 13 products, within (K + 1) u of the sum of their magnitudes."""
+    w = RNG.uniform(-1, 1, (13, 19)).astype(np.float32)
+    x = RNG.uniform(-1, 1, (2, 3, 13)).astype(np.float32)
+    padded = np.zeros((13, 24), np.float32)
+    padded[:, :19] = w
+    panels = padded.reshape(13, 3, 8).transpose(1, 0, 2).copy()
+    out = matmul_packed(ops.symbol([2, 3, 13]), ops.symbol([3, 13, 8]), n=19)
+    module = build_module(auto_schedule(out.producer.task, Target.of("cpu")), "cpu")
+    got = np.full((2, 3, 19), np.nan, np.float32)
+    module(x, panels, got)
+    exact = x.astype(np.float64) @ w.astype(np.float64)
+    assert (np.abs(got - exact) <= 14 * U * (np.abs(x).astype(np.float64) @ np.abs(w))).all()
+
+
+def test_the_matmul_panels_are_the_layout_the_template_packs() -> None:
+    w = np.arange(5 * 40, dtype=np.float32).reshape(5, 40)
+    panels = pack_matmul_weights(w, lanes=16)
+    assert panels.shape == (2, 5, 32) and panels.dtype == np.float32
+    np.testing.assert_array_equal(panels[1, :, :8], w[:, 32:])
+    assert not panels[1, :, 8:].any()  # zeros past the last column
+    with pytest.raises(ValueError, match="expected a float32 or float16 matrix"):
+        pack_matmul_weights(np.ones((2, 3, 4), np.float32))
+
+
+def test_panels_that_do_not_fit_the_matmul_are_refused() -> None:
+    x = ops.symbol(["n", 13])
+    with pytest.raises(ValueError, match=r"matmul_packed: panels of shape \(3, 12, 8\) .* do not hold a \[13, 19\]"):
+        matmul_packed(x, ops.symbol([3, 12, 8]), n=19)
+    with pytest.raises(ValueError, match="do not hold"):
+        matmul_packed(x, ops.symbol([3, 13, 8], "float16"), n=19)
+    with pytest.raises(ValueError, match="expected an input"):
+        matmul_packed(ops.symbol([13]), ops.symbol([3, 13, 8]), n=19)
+    with pytest.raises(ValueError, match="expected an input"):
+        matmul_packed(ops.symbol(["n", 13], "int32"), ops.symbol([3, 13, 8]), n=19)

@@ -47,11 +47,11 @@ def test_profile_has_one_row_a_launch_with_its_bytes_and_operations() -> None:
     graph = compiled()
     x = np.random.default_rng(2).standard_normal((5, 48)).astype(np.float32)
     profile = graph.profile(x, runs=3, peak=PEAK)
-    assert [k.title for k in profile.kernels] == graph.kernels == ["matmul* + add + relu", "softmax"]
+    assert [k.title for k in profile.kernels] == graph.kernels == ["matmul_packed* + add + relu", "softmax"]
     assert profile.runs == 3
     matmul, softmax = profile.kernels
-    # x, W, bias, the 5x40 intermediate: each once
-    assert matmul.bytes == 4 * (5 * 48 + 48 * 40 + 40 + 5 * 40)
+    # x, W (packed when the graph was built: 2 panels of 48 x 32 floats), bias, the 5x40 intermediate: each once
+    assert matmul.bytes == 4 * (5 * 48 + 2 * 48 * 32 + 40 + 5 * 40)
     assert matmul.flops == 5 * 40 * (2 * 48 + 2)  # the dot products, the bias and the relu
     assert softmax.bytes == 4 * (5 * 40 + 5 * 40)
     assert softmax.flops > 5 * 40  # at least one operation an element
@@ -66,7 +66,7 @@ def test_profile_has_one_row_a_launch_with_its_bytes_and_operations() -> None:
     assert records[0]["peak_flops_fraction"] == pytest.approx(matmul.gflops / 100.0)
     assert records[0]["peak_bytes_fraction"] == pytest.approx(matmul.gbs / 10.0)
     text = str(profile)
-    assert "matmul* + add + relu" in text and "softmax" in text and "(outside kernels)" in text
+    assert "matmul_packed* + add + relu" in text and "softmax" in text and "(outside kernels)" in text
     assert "100 GFLOP/s" in text and "10.0 GB/s" in text
 
 
@@ -79,7 +79,7 @@ def test_medians_shares_and_the_time_outside_the_kernels() -> None:
     assert profile.total_seconds == 2.0 and profile.outside_seconds == pytest.approx(1.5)
     assert [k.share for k in profile.kernels] == [0.1, 0.15]
     assert profile.kernels[0].gflops == pytest.approx(5 * 40 * 98 / 0.2 / 1e9)
-    assert profile.by_title() == [("softmax", 1, 0.3), ("matmul* + add + relu", 1, 0.2)]
+    assert profile.by_title() == [("softmax", 1, 0.3), ("matmul_packed* + add + relu", 1, 0.2)]
 
 
 def test_operation_counts_survive_save_and_load(tmp_path) -> None:

@@ -138,12 +138,13 @@ def test_the_default_width_is_the_widest_the_machine_has() -> None:
 
 
 def test_relu_of_matmul_plus_bias_is_one_kernel() -> None:
-    """The epilogue lands in the template's element stores: one kernel, equal to numpy."""
+    """The epilogue lands in the template's element stores: one kernel (on the constant weights' panels, packed when
+    the graph is built), equal to numpy."""
     x, w, bias = uniform(1, (70, 300)), uniform(2, (300, 200)), uniform(3, (200,))
     xs = ops.symbol(["m", 300])
     compiled = ops.optimize(ops.trace_from(ops.relu(ops.matmul(xs, ops.asarray(w)) + ops.asarray(bias)),
                                            [xs])).build("cpu")
-    assert compiled.kernels == ["matmul* + add + relu"]
+    assert compiled.kernels == ["matmul_packed* + add + relu"]
     got = compiled(x).numpy()
     exact = x.astype(np.float64) @ w + bias
     # the matmul's bound (as `check`), then one rounding of the bias addition; relu is exact and 1-Lipschitz
