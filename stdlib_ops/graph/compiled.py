@@ -33,7 +33,8 @@ from hidet_lang.ir.functor import collect
 from hidet_lang.ir.stmt import AssertStmt
 from hidet_lang.target import Target
 from stdlib_ops.graph.cpu_peak import Peak, machine_peak
-from stdlib_ops.graph.memory_plan import Plan, Ref, TensorSpec
+from stdlib_ops.graph.direct_launches import DirectLaunches
+from stdlib_ops.graph.memory_plan import Launch, Plan, Ref, TensorSpec
 from stdlib_ops.graph.profile import GraphProfile, make_profile
 from stdlib_ops.graph.save import read_saved, save_compiled
 from stdlib_ops.graph.workspace import Workspace, Workspaces
@@ -182,15 +183,29 @@ class CompiledGraph:
         return values
 
     def _launch(self, values: dict[Ref, Any], sizes: dict[str, int], times: list[float] | None = None) -> None:
-        """Launch the plan's kernels over `values`, in order; with `times`, each launch's seconds appended to it."""
+        """Launch the plan's kernels over `values`, in order (on the CPU as direct C calls where they can be:
+        `direct_launches`); with `times`, each launch's seconds appended to it."""
+        def checked(launch: Launch) -> None:
+            self.modules[launch.kernel](*[sizes[a[1]] if a[0] == "size" else _kernel_argument(values[a])
+                                          for a in launch.args])
+
+        direct = self._direct_launches(sizes) if self.device == "cpu" else None
+        if direct is not None and direct.run(values, checked, times):
+            return
         for launch in self.plan.launches:
-            call = [sizes[a[1]] if a[0] == "size" else _kernel_argument(values[a]) for a in launch.args]
-            if times is None:
-                self.modules[launch.kernel](*call)
-            else:
-                start = time.perf_counter()
-                self.modules[launch.kernel](*call)
+            start = time.perf_counter()
+            checked(launch)
+            if times is not None:
                 times.append(time.perf_counter() - start)
+
+    def _direct_launches(self, sizes: dict[str, int]) -> DirectLaunches:
+        """The launches prepared as direct C calls over the constants and the buffers kept for `sizes` (with them,
+        in their workspace)."""
+        workspace = self._workspace(sizes)
+        if workspace.direct is None:
+            fixed = {("const", k): c for k, c in enumerate(self.constants)}
+            workspace.direct = DirectLaunches(self.plan, self.modules, {**fixed, **workspace.buffers})
+        return workspace.direct
 
     def _output(self, value: Any, spec: TensorSpec, sizes: dict[str, int], ref: Ref) -> Tensor:
         shape = spec.resolve(sizes)

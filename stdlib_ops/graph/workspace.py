@@ -1,6 +1,6 @@
 """What a compiled graph keeps between calls for one set of symbolic sizes: its planned intermediate buffers and,
 on CUDA once captured, the CUDA graph of its launches with the fixed input and output buffers that graph reads and
-writes (a CPU graph keeps its buffers only).
+writes (a CPU graph keeps its buffers and its launches prepared as direct C calls over them: `direct_launches`).
 
 A call with sizes seen before allocates no intermediates. Its first call runs the kernels plainly (so a kernel's
 first launch, which may set its attributes, happens outside any capture); then the launches are captured over
@@ -42,7 +42,9 @@ MAX_WORKSPACES = 8
 class Workspace:
     """The buffers of one set of symbolic sizes (`buffers`: the plan's intermediates by their ref) and, after
     a capture, `graph` with its fixed `inputs` (by input index) and `outputs` (by output ref). `capture_failed`
-    records that the launches cannot be captured, so that calls launch them plainly."""
+    records that the launches cannot be captured, so that calls launch them plainly. On the CPU, `direct` holds the
+    launches prepared as direct C calls over these buffers (`direct_launches.DirectLaunches`; None until the first
+    call), dropped with them."""
 
     buffers: dict[Any, Any]
     inputs: dict[int, Any] = field(default_factory=dict)
@@ -51,6 +53,7 @@ class Workspace:
     capture_failed: bool = False
     home_stream: int = field(default_factory=current_stream_handle)  # where its blocks were allocated
     last_stream: int | None = None
+    direct: Any = None
 
     def order_after_last_use(self) -> None:
         """Order the current stream's work after the work of the last call that used these buffers (on another
