@@ -1,7 +1,8 @@
 """Parallel loops on a shared machine, the mechanism (never wall time): the generated C asks `hl_cpu_threads`
 (cpu_threads.h) for a loop's thread count unless the loop names one, a loop with little work runs on one thread,
-the count leaves out the cores other processes hold and OMP_NUM_THREADS overrides it, and the OpenMP runtime the
-compiled libraries load waits passively unless the user chose a policy, the process environment left as it was."""
+the count leaves out the cores other processes hold and OMP_NUM_THREADS overrides it (caps it, with
+OMP_DYNAMIC=true), and the OpenMP runtime the compiled libraries load waits passively unless the user chose a
+policy, the process environment left as it was."""
 
 from __future__ import annotations
 
@@ -123,3 +124,28 @@ def test_the_users_settings_win() -> None:
     out = _child(PROGRAM, OMP_WAIT_POLICY="active", OMP_NUM_THREADS="3")
     assert "OMP_WAIT_POLICY = 'ACTIVE'" in out
     assert "threads used: 3" in out  # OpenMP's count, as the user set it
+
+
+BUSY_PROGRAM = """
+    import os, subprocess, sys, time
+    sys.path.insert(0, '.')
+    from test_parallel_threads import _call, _module
+    built = _module('p')
+    spinners = [subprocess.Popen([sys.executable, '-c', 'while True: pass'])
+                for _ in range(len(os.sched_getaffinity(0)))]
+    try:
+        time.sleep(0.3)  # every spinner is running: no core is free
+        _call(built)
+        time.sleep(0.02)  # past the count's 10 ms period
+        _call(built)
+        print('threads used:', built.threads_used())
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+"""
+
+
+def test_with_openmps_dynamic_adjustment_the_users_count_is_the_most_a_loop_takes() -> None:
+    assert "threads used: 2" in _child(BUSY_PROGRAM, OMP_NUM_THREADS="2")  # the user's count, cores busy or not
+    assert "threads used: 1" in _child(BUSY_PROGRAM, OMP_NUM_THREADS="2", OMP_DYNAMIC="true")

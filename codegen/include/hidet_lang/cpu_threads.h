@@ -6,7 +6,9 @@
 // process holds: OpenMP's static schedule gives each thread an equal share, and the loop ends when the slowest
 // thread, the one queued behind the other process, has run its share. "Running now" is the kernel's count of
 // runnable threads (/proc/loadavg's fourth field, the calling thread included), read at most every
-// HL_THREADS_PERIOD_NS per library; the count stays OpenMP's where the user set OMP_NUM_THREADS, and off Linux.
+// HL_THREADS_PERIOD_NS per library; the count stays OpenMP's where the user set OMP_NUM_THREADS (unless OpenMP's
+// dynamic adjustment is on, OMP_DYNAMIC=true: OMP_NUM_THREADS is then the most a loop takes, as OpenMP lets a
+// runtime give fewer threads than asked), and off Linux.
 // hidet_lang_threads_used() tells Python what the last parallel loop ran on.
 // Included by the generated C where it has a parallel loop (C, and C++ for the host half of a CUDA module).
 #pragma once
@@ -51,8 +53,14 @@ static inline int hl_cpu_threads_free(void) {
     long long ns = (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
     int chosen = __atomic_load_n(&hl_threads_chosen, __ATOMIC_RELAXED);
     if (chosen > 0 && ns - __atomic_load_n(&hl_threads_when, __ATOMIC_RELAXED) < HL_THREADS_PERIOD_NS) return chosen;
-    static int user_set = -1;  // whether OMP_NUM_THREADS is set (read once)
-    if (user_set < 0) user_set = getenv("OMP_NUM_THREADS") != NULL;
+    static int user_set = -1;  // whether OMP_NUM_THREADS fixes the count (read once)
+    if (user_set < 0) {
+#ifdef _OPENMP
+        user_set = getenv("OMP_NUM_THREADS") != NULL && !omp_get_dynamic();
+#else
+        user_set = getenv("OMP_NUM_THREADS") != NULL;
+#endif
+    }
     chosen = most;
     if (!user_set) {
 #ifdef _OPENMP
