@@ -37,7 +37,8 @@ micro-kernel of SIMD vectors.
 The vector width is the widest the machine's C compiler enables (16 lanes with AVX-512F, 8 with AVX and FMA, 4 with
 SSE and FMA), unless `lanes` says; `DEFAULT_BLOCKS` gives each width its micro-tile and cache blocks,
 `MATMUL_CPU_SPACE` what a tuning run may change. The kernel follows the kernel contract: `a` and `b` are only read
-element by element, `c` only stored element by element.
+element by element, `c` only stored element by element (with `packed`, the panels, a constant of the graph that no
+prologue is fused into, are handed to the micro-kernels by address).
 """
 
 from __future__ import annotations
