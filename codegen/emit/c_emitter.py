@@ -447,12 +447,16 @@ class CEmitter:
         self.line(f"{self.expr(s.expr)};")
 
     def stmt_IfStmt(self, s: S.IfStmt) -> None:
-        self.line(f"if ({self.expr(s.cond)}) {{")
+        self.line(f"if ({self.if_condition(s)}) {{")
         self.body(s.then_body)
         if s.else_body is not None:
             self.line("} else {")
             self.body(s.else_body)
         self.line("}")
+
+    def if_condition(self, s: S.IfStmt) -> str:
+        """The condition the `if` of `s` tests."""
+        return self.expr(s.cond)
 
     def loop_condition(self, s: S.ForStmt) -> str:
         """The condition the `for` of loop `s` tests before each iteration."""

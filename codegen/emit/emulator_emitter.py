@@ -120,16 +120,12 @@ class EmulatorEmitter(CudaDeviceEmitter):
         super().stmt(s)
         self.statements.pop()
 
-    def stmt_IfStmt(self, s: S.IfStmt) -> None:
+    def if_condition(self, s: S.IfStmt) -> str:
+        """The `if`'s condition; in the profile build, a branch counted (unless it is a constant)."""
+        cond = super().if_condition(s)
         if self.profile is None or isinstance(s.cond, E.Constant):
-            super().stmt_IfStmt(s)
-            return
-        self.line(f"if (hl_emu_prof_branch({self.expr(s.cond)}, {self.site('branch')})) {{")
-        self.body(s.then_body)
-        if s.else_body is not None:
-            self.line("} else {")
-            self.body(s.else_body)
-        self.line("}")
+            return cond
+        return f"hl_emu_prof_branch({cond}, {self.site('branch')})"
 
     def loop_condition(self, s: S.ForStmt) -> str:
         """The loop's condition; in the profile build, each test of it is a branch (the `for` of a loop marked
