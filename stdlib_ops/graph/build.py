@@ -45,6 +45,12 @@ _FUSED: ChoiceMemo[str, FusedKernel] = ChoiceMemo()
 anchor schedule key: a memo of the fusion rewrite in front of the kernel cache, emptied when choices change."""
 
 
+def as_built(graph: FlowGraph, target: Target) -> FlowGraph:
+    """`graph` as a build for `target` compiles it: operators decomposed where the target has no template for them,
+    constant weights packed (so that tuning times the tasks the build runs)."""
+    return pack_weights_for(decompose_for(graph, target), target)
+
+
 def build_graph(graph: FlowGraph, target: Target | str = "cpu", kernels: KernelCache = KERNELS) -> CompiledGraph:
     """`graph` compiled for `target` ('cpu', 'cuda' or 'cuda:<arch>', or a `Target`), its kernels compiled once in
     `kernels` (by key; see `stdlib_ops.runtime.kernels`)."""
@@ -52,7 +58,7 @@ def build_graph(graph: FlowGraph, target: Target | str = "cpu", kernels: KernelC
         target = Target.of(target)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"build: {exc}") from None
-    graph = pack_weights_for(decompose_for(graph, target), target)
+    graph = as_built(graph, target)
     schedules = GroupSchedules(target)
     groups = respect_contracts(_groups_of(graph), target, schedules)
     launches: list[tuple[str, FusedKernel]] = []

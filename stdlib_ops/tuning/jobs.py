@@ -143,7 +143,7 @@ def _random_arguments(module: IRModule, seed: int) -> list[np.ndarray]:
         t = param.type
         if not isinstance(t, TensorType):
             raise ValueError(f"tune: a candidate's kernel takes the scalar '{param.name}'; every size must be known")
-        shape = tuple(int(d.value) for d in t.shape)
+        shape = tuple(int(getattr(d, "value", d)) for d in t.shape)  # IR constants, or ints
         arrays.append(rng.uniform(-1.0, 1.0, shape).astype(t.dtype.numpy_name))
     return arrays
 

@@ -61,9 +61,13 @@ class Pending:
 
 def tunable_tasks(subject: FlowGraph | Tensor | Task, target: Target) -> list[tuple[str, TemplateBinding,
                                                                                  TuningSpace]]:
-    """The tasks of `subject` whose library template declares a tuning space on `target`, one a shape class, in
-    order: (shape class, binding, space)."""
+    """The tasks of `subject` whose library template declares a tuning space on `target` (a graph's as its build
+    compiles them: `stdlib_ops.graph.build.as_built`), one a shape class, in order: (shape class, binding, space)."""
     found: dict[str, tuple[str, TemplateBinding, TuningSpace]] = {}
+    if isinstance(getattr(subject, "nodes", None), list):  # a graph: the tasks its build compiles
+        from stdlib_ops.graph.build import as_built
+
+        subject = as_built(subject, target)
     for task in _tasks_of(subject):
         binding = registry.binding_of(task, target)
         space = None if binding is None else binding.space
