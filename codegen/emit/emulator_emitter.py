@@ -62,7 +62,7 @@ class EmulatorEmitter(CudaDeviceEmitter):
         super().__init__(plan, files)
         self.check = check
         self.profile = profile
-        self.printing: E.Intrinsic | None = None  # the intrinsic being printed
+        self.printing: list[E.Intrinsic] = []  # the intrinsics being printed, innermost last
         self.spaces: dict[E.Var, int] = {}  # the memory each tensor variable of the function lives in
         self.statements: list[S.Stmt] = []  # the statements being printed, innermost last (profile build)
 
@@ -170,8 +170,13 @@ class EmulatorEmitter(CudaDeviceEmitter):
         """C text of the kernel's tensor argument that `pointer` (a tensor, a view, or the address of an element of
         one) points into, whose start the profile counts global sectors from as if it were 256-byte aligned (as a
         GPU's allocations are); `nullptr` when it is not one."""
-        if isinstance(pointer, E.Address) and isinstance(pointer.expr, E.TensorElement):
-            pointer = pointer.expr.base
+        while True:  # through element addresses and views (`view(x, ...)`: a Reinterpret of it) to the tensor
+            if isinstance(pointer, E.Address) and isinstance(pointer.expr, E.TensorElement):
+                pointer = pointer.expr.base
+            elif isinstance(pointer, E.Reinterpret):
+                pointer = pointer.expr
+            else:
+                break
         if not isinstance(pointer, E.Var) or self.current is None or self.current.attrs.kind != FuncKind.CUDA_KERNEL:
             return "nullptr"
         origin = self.origins.get(pointer, pointer)
@@ -185,8 +190,11 @@ class EmulatorEmitter(CudaDeviceEmitter):
         return prefix + "__align__(128) " if self.profile is not None and prefix == "__shared__ " else prefix
 
     def expr_Intrinsic(self, e: E.Intrinsic) -> str:
-        self.printing = e  # the memory intrinsics' profile events read their pointers' origins
-        return super().expr_Intrinsic(e)
+        self.printing.append(e)  # the memory intrinsics' profile events read their pointers' origins
+        try:
+            return super().expr_Intrinsic(e)
+        finally:
+            self.printing.pop()
 
     def space_of(self, base: E.Expr) -> int | None:
         """The memory `base` (a tensor or pointer) lives in, as far as the function tells (None: unknown)."""
@@ -257,7 +265,8 @@ class EmulatorEmitter(CudaDeviceEmitter):
         accesses of a copy, made as the call makes it) and after it (those read through what the call checks: a
         tensor map, wgmma descriptors)."""
         rest = name.rpartition("_")[2]
-        ir = self.printing.args if self.printing is not None and self.printing.name == name else ()
+        current = self.printing[-1] if self.printing else None  # not an intrinsic its arguments hold
+        ir = current.args if current is not None and current.name == name else ()
         src, dst = (self.allocation_of(ir[1]), self.allocation_of(ir[0])) if len(ir) >= 2 else ("nullptr", "nullptr")
         if name.startswith("cp_async_") and rest.isdigit():
             load, store = self.site("load", "cp.async"), self.site("store", "cp.async")
