@@ -113,12 +113,21 @@ NOT_RERUN = ("tests/hidet_lang/test_fuzz_programs.py", "tests/hidet_lang/test_fu
              # simulated GPU of its own: a second run would repeat them
              "tests/examples/test_gpu_ops.py", "tests/examples/test_gpu_window.py",
              # the emulator's runtime object and the C compiler are the same on either path
-             "tests/codegen/test_emulator_runtime_object.py", "tests/codegen/test_compiler.py")
+             "tests/codegen/test_emulator_runtime_object.py", "tests/codegen/test_compiler.py",
+             # the tile layer's pieces alone and the row templates' vector paths: what kernels compute (as the
+             # intrinsics' tests above); the profile's counts are the emulator's own (a profile opens only there)
+             "tests/codegen/test_hopper_tiles.py", "tests/codegen/test_sm80_tiles.py",
+             "tests/stdlib_ops/templates/test_template_row_vectors_cuda.py",
+             "tests/codegen/test_emulator_profile.py", "tests/stdlib_ops/templates/test_template_profiles.py",
+             # the kernel reports read the same cubins on either path, and their time bounds come from a profile
+             "tests/stdlib_ops/graph/test_graph_report.py")
 # the benchmarks of the CPU operators, the users' CPU kernels and the emulator against C loops never take the GPU path
 NOT_RERUN_TESTS = (*(f"tests/examples/test_examples.py::test_example_runs[benchmarks/{name}.py --quick]"
                      for name in ("cpu_ops", "user_kernels", "emulator", "parallel_loops")),
                    # its sizes are a GPU's there (minutes on the emulator); the Hopper template's tests launch the same
-                   "tests/examples/test_examples.py::test_example_runs[hopper_matmul.py]")
+                   "tests/examples/test_examples.py::test_example_runs[hopper_matmul.py]",
+                   # a profile opens on the emulator only, as the example says (HIDET_LANG_CUDA=emulator)
+                   "tests/examples/test_examples.py::test_example_runs[profile_matmul.py]")
 
 
 def cpu_only_test_files() -> list[Path]:

@@ -34,8 +34,9 @@ enum : int { ACCESS_READ = 1, ACCESS_WRITE = 2, SPACE_GLOBAL = 4, SPACE_SHARED =
 // The registered shared array of the block `b` that holds `p`, or null.
 SharedArray *find_shared(Block *b, const char *p);
 // At a shared array's declaration: the first thread of a block to get there registers it, fills it with 0xff
-// bytes (NaN for floats) and clears its shadow.
-void shared_declared(const void *array, size_t bytes, const char *name, const char *where);
+// bytes (NaN for floats; not with `fill` false: a TMA copy registering the dynamic shared memory it lands in, whose
+// other bytes, mbarriers among them, may hold what unchecked accesses wrote) and clears its shadow.
+void shared_declared(const void *array, size_t bytes, const char *name, const char *where, bool fill = true);
 // Checking mode: an access of `size` bytes at `p` (ACCESS_* `flags`), checked for uninitialized reads and races
 // when `p` lies in a registered shared array; `op`: the instruction of a bulk access (cp.async, ldmatrix), or null
 // for an element access `a[index]`.

@@ -686,7 +686,7 @@ SharedArray *find_shared(Block *b, const char *p) {
     return nullptr;
 }
 
-void shared_declared(const void *array, size_t bytes, const char *name, const char *where) {
+void shared_declared(const void *array, size_t bytes, const char *name, const char *where, bool fill) {
     Block *b = hdr()->st->block;
     const char *base = (const char *)array;
     SharedArray *a = nullptr;
@@ -711,7 +711,7 @@ void shared_declared(const void *array, size_t bytes, const char *name, const ch
     a->name = name;
     a->where = where;
     a->serial = b->serial;
-    memset((void *)base, 0xff, bytes);
+    if (fill) memset((void *)base, 0xff, bytes);  // garbage, as a GPU's shared memory holds before its writes
     memset(a->shadow, 0, bytes * sizeof(Shadow));
 }
 
@@ -934,7 +934,15 @@ void tma_load(void *dst, const void *map, void *bar, int rank, const int *coords
     const hl_tensor_map *m = tma_map(map, rank, dst, line, where, "tma_load");
     uintptr_t base = (uintptr_t)dst;
     int e = m->elem_bytes, swizzle = m->swizzle;
-    SharedArray *checked = where ? find_shared(shared_owner(dst), (const char *)dst) : nullptr;
+    SharedArray *checked = nullptr;
+    if (where) {  // checking mode: the dynamic shared memory is tracked from its first access, a copy's included
+        State *st = hdr()->st;
+        Block *owner = shared_owner(dst);
+        const char *p = (const char *)dst;
+        if (owner == st->block && p >= st->dyn_smem && p < st->dyn_smem + st->dyn_smem_bytes)
+            shared_declared(st->dyn_smem, st->dyn_smem_bytes, "dynamic_shared_memory", where, false);
+        checked = find_shared(owner, (const char *)dst);
+    }
     tma_for_box(m, coords, [&](size_t off, const char *g) {
         char *d = (char *)tma_swizzle(base + off, swizzle);
         if (g)
