@@ -65,7 +65,7 @@ def tunable_tasks(subject: FlowGraph | Tensor | Task, target: Target) -> list[tu
     compiles them: `stdlib_ops.graph.build.as_built`), one a shape class, in order: (shape class, binding, space)."""
     found: dict[str, tuple[str, TemplateBinding, TuningSpace]] = {}
     if isinstance(getattr(subject, "nodes", None), list):  # a graph: the tasks its build compiles
-        from stdlib_ops.graph.build import as_built
+        from stdlib_ops.graph.build import as_built  # the graph package imports tuning: a cycle at module level
 
         subject = as_built(subject, target)
     for task in _tasks_of(subject):
