@@ -77,8 +77,8 @@ def test_a_loop_with_little_work_runs_on_one_thread() -> None:
         np.testing.assert_array_equal(c, a + 1)
 
 
-def test_cores_other_processes_hold_are_left_to_them() -> None:
-    built = _module("p")
+def threads_with_every_core_busy(built) -> int:
+    """The threads `built`'s parallel loop took, called while a spinning process holds every core."""
     spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
                 for _ in range(len(os.sched_getaffinity(0)))]
     try:
@@ -86,11 +86,15 @@ def test_cores_other_processes_hold_are_left_to_them() -> None:
         _call(built)
         time.sleep(0.02)  # past the count's 10 ms period
         _call(built)
-        assert built.threads_used() == 1
+        return built.threads_used()
     finally:
         for spinner in spinners:
             spinner.kill()
             spinner.wait()
+
+
+def test_cores_other_processes_hold_are_left_to_them() -> None:
+    assert threads_with_every_core_busy(_module("p")) == 1
 
 
 def _child(code: str, **env: str) -> str:
@@ -127,22 +131,10 @@ def test_the_users_settings_win() -> None:
 
 
 BUSY_PROGRAM = """
-    import os, subprocess, sys, time
+    import sys
     sys.path.insert(0, '.')
-    from test_parallel_threads import _call, _module
-    built = _module('p')
-    spinners = [subprocess.Popen([sys.executable, '-c', 'while True: pass'])
-                for _ in range(len(os.sched_getaffinity(0)))]
-    try:
-        time.sleep(0.3)  # every spinner is running: no core is free
-        _call(built)
-        time.sleep(0.02)  # past the count's 10 ms period
-        _call(built)
-        print('threads used:', built.threads_used())
-    finally:
-        for spinner in spinners:
-            spinner.kill()
-            spinner.wait()
+    from test_parallel_threads import _module, threads_with_every_core_busy
+    print('threads used:', threads_with_every_core_busy(_module('p')))
 """
 
 
