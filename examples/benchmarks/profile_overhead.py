@@ -7,16 +7,16 @@ calls of a small element-wise kernel (where a call's fixed costs weigh most) and
 - "plain": the library's own function, called without the module's dispatch (`m.functions[...]`);
 - "module": the module's call, which looks for an open profile first (what every call does);
 - "profiled": inside a profile (the counting build, for scale).
-Medians of repeated runs, and each ratio to "plain". Run: `python examples/benchmarks/profile_overhead.py`.
+Medians of timed loops, "plain" and "module" in alternating turns (`timing.in_turns`), and each ratio to
+"plain". Run: `python examples/benchmarks/profile_overhead.py`.
 """
 
 from __future__ import annotations
 
 import statistics
-import time
-from collections.abc import Callable
 
 import numpy as np
+from timing import in_turns  # examples/benchmarks/timing.py, beside this script
 
 import hidet_lang as hidet
 from hidet_lang import attrs, f32
@@ -56,29 +56,17 @@ with hidet.script_module() as matmul_module:
         c[row, col] = acc
 
 
-def median_seconds(call: Callable[[], None], repeats: int) -> float:
-    """The median time of `call` over `repeats` runs (after one warm-up)."""
-    call()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def main() -> None:
     rows = []
-    for name, module, shape, repeats in (("vec_add", vector_module, (N,), 200), ("tiled matmul", matmul_module,
-                                                                                  (M, M), 50)):
+    for name, module, shape, runs in (("vec_add", vector_module, (N,), 21), ("tiled matmul", matmul_module,
+                                                                               (M, M), 9)):
         m = module.build(target="cuda")
         args = [np.random.rand(*shape).astype(np.float32) for _ in range(3)]
         plain = m.functions[next(iter(m.functions))]
-        times = {"plain": median_seconds(lambda f=plain, a=args: f(*a), repeats),
-                 "module": median_seconds(lambda f=m, a=args: f(*a), repeats)}
+        samples = in_turns({"plain": lambda f=plain, a=args: f(*a), "module": lambda f=m, a=args: f(*a)}, runs)
         with hidet.cuda.profile():
-            times["profiled"] = median_seconds(lambda f=m, a=args: f(*a), max(3, repeats // 20))
-        rows.append((name, times))
+            samples |= in_turns({"profiled": lambda f=m, a=args: f(*a)}, 3)
+        rows.append((name, {key: statistics.median(seconds) for key, seconds in samples.items()}))
     print(f"{'kernel':<14} {'plain (us)':>11} {'module (us)':>12} {'ratio':>7} {'profiled (us)':>14} {'ratio':>8}")
     for name, t in rows:
         print(f"{name:<14} {t['plain'] * 1e6:>11.1f} {t['module'] * 1e6:>12.1f} {t['module'] / t['plain']:>7.3f} "
