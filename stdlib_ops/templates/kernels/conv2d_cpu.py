@@ -62,6 +62,7 @@ from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import TemplateBinding, common_dtype, shape_of
 from stdlib_ops.templates.cpu_lanes import machine_lanes, template_lanes
 from stdlib_ops.templates.cpu_threads import machine_threads
+from stdlib_ops.templates.kernels.conv2d_cpu_channels import band_rows, conv2d_channel_vectors_cpu, panel_channels
 from stdlib_ops.templates.kernels.conv2d_geometry import Pair, bind_conv2d, conv_geometry
 from stdlib_ops.templates.kernels.matmul_cpu import DEFAULT_BLOCKS, MAX_LOCAL_BYTES, tile_kernel
 from stdlib_ops.templates.params import Size, require
@@ -115,18 +116,20 @@ def _panel_width(tile_n: int, nr: int, nc: int) -> int:
     return min(math.gcd(IM2COL_PANEL, nc), -(-tile_n // nr) * nr)
 
 
-def pack_conv2d_weights(weight: np.ndarray, groups: int, lanes: int | None = None) -> np.ndarray:
+def pack_conv2d_weights(weight: np.ndarray, groups: int, lanes: int | None = None,
+                        rows: int | None = None) -> np.ndarray:
     """A convolution's weights `[out_channels, channels / groups, kh, kw]` as the f32 panels the implicit GEMM reads
-    with `packed=True`: per group, its output channels in panels of `mr` (the micro-tile's rows for `lanes`; None:
-    the machine's widest), zero-padded past the last; panel p holds, for each k = `(ci * kh + ky) * kw + kx`, the
-    `mr` weights of its channels (`[groups * panels, k, mr]`)."""
-    mr = DEFAULT_BLOCKS[template_lanes("pack_conv2d_weights", lanes)].mr
+    with `packed=True`: per group, its output channels in panels of `rows` (None: `mr`, the micro-tile's rows for
+    `lanes`; None: the machine's widest), zero-padded past the last; panel p holds, for each
+    k = `(ci * kh + ky) * kw + kx`, the `rows` weights of its channels (`[groups * panels, k, rows]`). The direct
+    template `conv2d_channel_vectors_cpu` reads the same layout with `rows` its vectors' channels."""
+    height = DEFAULT_BLOCKS[template_lanes("pack_conv2d_weights", lanes)].mr if rows is None else rows
     out_channels = weight.shape[0]
     og, k = out_channels // groups, int(np.prod(weight.shape[1:]))
-    panels = -(-og // mr)
-    rows = np.zeros((groups, panels * mr, k), np.float32)
-    rows[:, :og] = weight.reshape(groups, og, k)
-    return np.ascontiguousarray(rows.reshape(groups, panels, mr, k).transpose(0, 1, 3, 2).reshape(-1, k, mr))
+    panels = -(-og // height)
+    padded = np.zeros((groups, panels * height, k), np.float32)
+    padded[:, :og] = weight.reshape(groups, og, k)
+    return np.ascontiguousarray(padded.reshape(groups, panels, height, k).transpose(0, 1, 3, 2).reshape(-1, k, height))
 
 
 def conv2d_gemm_cpu(batch: Size, channels: int, height: int, width: int, out_channels: int, kernel: Pair,
@@ -346,26 +349,47 @@ def conv2d_on_cpu(task: Task) -> TemplateBinding | None:
 
 @library_template("conv2d_packed", LIBRARY_CPU)
 def conv2d_packed_on_cpu(task: Task) -> TemplateBinding | None:
-    """The implicit GEMM reading weights packed once (`conv2d_packed`), where the panels' height is the micro-tile's
-    of the machine's vector width and the input and output share a dtype the template takes. Its macro tiles are
-    as few as keep every thread busy (`min_tiles`: the threads, not 4): with no weights to pack, a tile's cost
-    beyond its arithmetic is the im2col of its columns, which every extra row tile does again. Measured in one
-    process, 2 threads, 7 turns, medians, ratio of ORT's time to ours (machine busy with other work): 0.37 -> 0.50
-    (64 channels on 56x56), 0.41 -> 0.68 (128 on 28x28), 0.47 -> 0.59 (256 on 14x14), 0.61 -> 0.72 (512 on 7x7)."""
+    """The kernel reading weights packed once (`conv2d_packed`), by the panels' height: two vectors of channels, the
+    direct template `conv2d_channel_vectors_cpu` (where its slab fits); the micro-tile's rows, the implicit GEMM
+    (`conv2d_gemm_cpu` with `packed`), with as few macro tiles as keep every thread busy (`min_tiles`: the threads,
+    not 4: with no weights to pack, a tile's cost beyond its arithmetic is the im2col of its columns, which every
+    extra row tile does again). Either way the input and output share a dtype the templates take.
+
+    Which height the graph packs is `suits_channel_vectors`' choice. Measured on ResNet-18's convolutions, batch 1,
+    2 threads (AVX-512), in turns, medians, milliseconds: the implicit GEMM, the direct template, torch (oneDNN):
+
+    ===============================  ======  ======  =====
+    input, weight, stride            GEMM    direct  torch
+    ===============================  ======  ======  =====
+    64x56x56, 64x3x3                 1.251   0.897   1.005
+    64x56x56, 128x3x3, 2             0.645   0.454   0.596
+    128x28x28, 128x3x3               1.122   0.801   0.882
+    128x28x28, 256x3x3, 2            0.711   0.435   0.589
+    256x14x14, 256x3x3               1.318   0.802   0.969
+    256x14x14, 512x3x3, 2            0.751   0.557   0.787
+    512x7x7, 512x3x3                 1.455   1.057   1.291
+    3x224x224, 64x7x7, 2 (pad 3)     1.209   0.854   0.940
+    64x56x56, 128x1x1, 2 (pad 0)     0.088   0.102   0.176
+    ===============================  ======  ======  =====
+    """
     lanes = machine_lanes()
     dtypes = {task.inputs[0].type.dtype.name, *(o.dtype.name for o in task.outputs)}
     dtypes |= {t.type.dtype.name for t in task.inputs[2:]}
     if lanes is None or len(dtypes) != 1 or next(iter(dtypes)) not in CONV2D_CPU_DTYPES:
         return None
     (batch, channels, height, width), rows = shape_of(task.inputs[0]), shape_of(task.inputs[1])[-1]
-    if rows != DEFAULT_BLOCKS[lanes].mr:
-        return None
-    signature = kernel_signature(task.inputs, task.outputs)
     attrs = task.attrs
     options = {"channels": channels, "height": height, "width": width, "out_channels": attrs["out_channels"],
                "kernel": tuple(attrs["kernel"]), "stride": tuple(attrs["stride"]),
                "padding": tuple(attrs["padding"]), "dilation": tuple(attrs["dilation"]), "groups": attrs["groups"],
-               "bias": len(task.inputs) == 3, "dtype": dtypes.pop(), "packed": True, "lanes": lanes,
-               "min_tiles": machine_threads()}
+               "bias": len(task.inputs) == 3, "dtype": dtypes.pop(), "lanes": lanes, "min_tiles": machine_threads()}
+    geometry = [options[key] for key in ("kernel", "stride", "padding", "dilation")]
+    if rows == panel_channels(lanes) and band_rows(channels // attrs["groups"], height, width, *geometry) >= 1:
+        template = conv2d_channel_vectors_cpu
+    elif rows == DEFAULT_BLOCKS[lanes].mr:
+        template, options = conv2d_gemm_cpu, {**options, "packed": True}
+    else:
+        return None
+    signature = kernel_signature(task.inputs, task.outputs)
     views = [View(t, lambda i: i) for t in (*task.inputs, *signature.outputs)]
-    return TemplateBinding(conv2d_gemm_cpu.__name__, conv2d_gemm_cpu, signature, {"batch": batch}, views, options)
+    return TemplateBinding(template.__name__, template, signature, {"batch": batch}, views, options)

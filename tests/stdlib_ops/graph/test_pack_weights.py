@@ -1,7 +1,8 @@
 """Constant convolution weights and constant matrices packed once when a graph is built for the CPU
 (`stdlib_ops.graph.pack_weights`), and the `conv2d_packed` and `matmul_packed` operators that read them.
 
-The packed kernel multiplies the same f32 weights in the same order as the kernel that packs them per call, so a
+The packed kernel (the implicit GEMM's, or the direct template's with vectors along the output channels, as the
+panels' height says) multiplies the same f32 weights in the same order as the kernel that packs them per call, so a
 built graph's results are the same bits as the eager convolution's; the operator's compute definition (what the
 rule-based scheduler computes) is checked against a float64 numpy reference within the dot-product bound of
 `test_template_conv2d_cpu` (K + 1 terms of u = 2^-24, one more for the second-order term). The same holds for
@@ -26,6 +27,7 @@ from stdlib_ops.schedule import auto_schedule
 from stdlib_ops.templates.cpu_lanes import machine_lanes
 from stdlib_ops.templates.cpu_threads import machine_threads
 from stdlib_ops.templates.kernels.conv2d_cpu import pack_conv2d_weights
+from stdlib_ops.templates.kernels.conv2d_cpu_channels import panel_channels
 from stdlib_ops.templates.kernels.matmul_cpu import pack_matmul_weights
 from stdlib_ops.templates.registry import binding_of
 
@@ -65,6 +67,24 @@ def test_constant_weights_are_packed_when_built_and_give_the_eager_bits() -> Non
         rv = RNG.uniform(-1, 1, (n, 19, 9, 7)).astype(np.float32)
         eager = ops.conv2d(ops.asarray(xv), ops.asarray(W), ops.asarray(B), padding=1).numpy()
         np.testing.assert_array_equal(compiled(xv, rv).numpy(), np.maximum(eager + rv, 0))
+
+
+def test_wide_convolutions_are_packed_for_the_channel_vectors_and_give_the_eager_bits() -> None:
+    """64 output channels a group, a 3x3 kernel: panels two vectors high, which the direct template reads; a 1x1
+    kernel keeps the GEMM's panels."""
+    w = RNG.uniform(-1, 1, (128, 5, 3, 3)).astype(np.float32)
+    x = ops.symbol(["n", 10, 9, 7])
+    conv = ops.conv2d(x, ops.asarray(w), ops.asarray(RNG.uniform(-1, 1, 128).astype(np.float32)), padding=1,
+                      groups=2)
+    compiled = ops.optimize(ops.trace_from(ops.relu(conv), [x])).build("cpu")
+    assert compiled.kernels == ["conv2d_packed* + relu"]
+    assert f"pixels_7x{panel_channels(machine_lanes())}" in compiled.modules[0].source()
+    for n in (1, 2):
+        xv = RNG.uniform(-1, 1, (n, 10, 9, 7)).astype(np.float32)
+        eager = ops.relu(ops.conv2d(ops.asarray(xv), ops.asarray(w), conv.producer.inputs[2], padding=1, groups=2))
+        np.testing.assert_array_equal(compiled(xv).numpy(), eager.numpy())
+    pointwise = ops.optimize(ops.trace_from(ops.conv2d(x, ops.asarray(w[:, :, :1, :1].copy()), groups=2), [x]))
+    assert "pixels_" not in pointwise.build("cpu").modules[0].source()
 
 
 def test_the_packed_panels_are_saved_with_the_graph(tmp_path: object) -> None:

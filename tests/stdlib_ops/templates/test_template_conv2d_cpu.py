@@ -1,5 +1,6 @@
-"""The CPU conv2d templates (the implicit GEMM, and the direct schedule of depthwise and narrow grouped
-convolutions) against a float64 numpy reference, the registry's choice between them, and a fused epilogue.
+"""The CPU conv2d templates (the implicit GEMM, the direct schedule of depthwise and narrow grouped convolutions,
+and the direct template of packed weights with vectors along the output channels) against a float64 numpy
+reference, the registry's choice between them, and a fused epilogue.
 
 Error bound, from the arithmetic: an output is a sum of K = (channels / groups) * kh * kw products, plus the bias,
 accumulated in f32 in an order the schedule decides (fused multiply-adds in the implicit GEMM's micro-kernel, a
@@ -31,6 +32,12 @@ from hidet_lang.testing import example_count
 from stdlib_ops.fusion.contract import the_kernel
 from stdlib_ops.templates.cpu_lanes import machine_lanes
 from stdlib_ops.templates.kernels.conv2d_cpu import conv2d_direct_cpu, conv2d_gemm_cpu, pack_conv2d_weights
+from stdlib_ops.templates.kernels.conv2d_cpu_channels import (
+    conv2d_channel_vectors_cpu,
+    panel_channels,
+    slab_shape,
+    suits_channel_vectors,
+)
 from stdlib_ops.templates.params import ScheduleError
 from stdlib_ops.templates.registry import choose_schedule
 
@@ -42,7 +49,7 @@ F16_UNIT = 2.0**-11
 SMALL = st.sampled_from([1, 3, 17]) | st.integers(1, 9)
 """Sizes of channels and spatial axes: the odd edge sizes drawn often."""
 
-TEMPLATES = {"gemm": conv2d_gemm_cpu, "direct": conv2d_direct_cpu}
+TEMPLATES = {"gemm": conv2d_gemm_cpu, "direct": conv2d_direct_cpu, "channels": conv2d_channel_vectors_cpu}
 
 
 @cache
@@ -115,7 +122,8 @@ def convolutions(draw: st.DrawFn, depthwise: bool) -> dict:
 def check_drawn(draw: st.DataObject, schedule: str, params: dict, batches: int = 1, dtype: str = "float32",
                 **blocks: int) -> None:
     """Build `schedule` for `params` (checking mode) and check it on `batches` drawn batch sizes (with `packed`
-    among `blocks`, the kernel is given the weights as `pack_conv2d_weights` packs them)."""
+    among `blocks`, or for the channel vectors' template, the kernel is given the weights as `pack_conv2d_weights`
+    packs them for it)."""
     module = built(schedule, dtype=dtype, **params, **blocks)
     conv = {key: params[key] for key in ("stride", "padding", "dilation", "groups")}
     for _ in range(batches):
@@ -123,8 +131,14 @@ def check_drawn(draw: st.DataObject, schedule: str, params: dict, batches: int =
         x = data(draw.draw, (n, params["channels"], params["height"], params["width"]), dtype)
         w = data(draw.draw, (params["out_channels"], params["channels"] // params["groups"], *params["kernel"]), dtype)
         b = data(draw.draw, (params["out_channels"],), dtype) if params["bias"] else None
-        given_w = pack_conv2d_weights(w, params["groups"]) if blocks.get("packed") else w
+        given_w = packed_for(schedule, w, params["groups"]) if blocks.get("packed") or schedule == "channels" else w
         check(run(module, x, given_w, b, **conv, shape=w.shape), x, w, b, **conv)
+
+
+def packed_for(schedule: str, w: np.ndarray, groups: int) -> np.ndarray:
+    """The panels `schedule` reads: two vectors of channels high for the channel vectors' template, `mr` for the
+    GEMM."""
+    return pack_conv2d_weights(w, groups, rows=panel_channels(machine_lanes()) if schedule == "channels" else None)
 
 
 # ------------------------------------------------------------------------------------------------ the schedules
@@ -175,7 +189,52 @@ def test_direct_schedule_on_drawn_shapes(draw: st.DataObject) -> None:
     check_drawn(draw, "direct", draw.draw(convolutions(depthwise=True)), batches=2)
 
 
-@pytest.mark.parametrize("schedule", ["gemm", "direct"])
+@settings(max_examples=example_count(12), deadline=None)
+@given(st.data())
+def test_channel_vectors_on_drawn_shapes(draw: st.DataObject) -> None:
+    """The default slab (whole images here, so units split by panels and rows only where the threads ask), and
+    slabs of a few output rows, which cut the images into bands, with more units than there are panels."""
+    params = draw.draw(convolutions(depthwise=False))
+    _, tap_rows, cols = slab_shape(params["height"], params["width"], params["kernel"], params["stride"],
+                                   params["padding"], params["dilation"])
+    row_floats = params["channels"] // params["groups"] * cols  # a slab's floats for each of its input rows
+    few_rows = row_floats * (tap_rows + draw.draw(st.integers(0, 2)) * params["stride"][0])
+    blocks = draw.draw(st.sampled_from([{}, {"slab_floats": few_rows, "min_tiles": 5}]))
+    check_drawn(draw, "channels", params, batches=2, **blocks)
+
+
+@settings(max_examples=example_count(8), deadline=None)
+@given(st.data())
+def test_channel_vectors_give_the_implicit_gemms_bits(draw: st.DataObject) -> None:
+    """Both sum an output as one chain of fused multiply-adds over the taps in order, from zero, and add the bias
+    last: the same bits, at any shape (what lets the graph pack either way)."""
+    params = {**draw.draw(convolutions(depthwise=False)), "out_channels": draw.draw(st.sampled_from([32, 48, 64]))}
+    params["out_channels"] *= params["groups"]
+    conv = {key: params[key] for key in ("stride", "padding", "dilation", "groups")}
+    x = data(draw.draw, (2, params["channels"], params["height"], params["width"]), "float32")
+    w = data(draw.draw, (params["out_channels"], params["channels"] // params["groups"], *params["kernel"]),
+             "float32")
+    b = data(draw.draw, (params["out_channels"],), "float32") if params["bias"] else None
+    results = [run(built(schedule, False, **params, **extra), x, packed_for(schedule, w, params["groups"]), b, **conv,
+                   shape=w.shape) for schedule, extra in (("channels", {}), ("gemm", {"packed": True}))]
+    np.testing.assert_array_equal(*results)
+
+
+def test_which_convolutions_suit_the_channel_vectors() -> None:
+    """3x3 and larger kernels whose panels are 3/4 full and whose slab of one output row fits; not 1x1 kernels."""
+    lanes = machine_lanes()
+    nr = panel_channels(lanes)
+    geometry = ((3, 3), (1, 1), (1, 1), (1, 1))
+    assert suits_channel_vectors(64, 56, 56, 2 * nr, *geometry, 1, lanes)
+    assert suits_channel_vectors(64, 56, 56, 3 * nr // 4, *geometry, 1, lanes)
+    assert not suits_channel_vectors(64, 56, 56, 3 * nr // 4 - 1, *geometry, 1, lanes)  # a panel under 3/4 full
+    assert not suits_channel_vectors(64, 56, 56, nr + 1, *geometry, 1, lanes)
+    assert not suits_channel_vectors(64, 56, 56, 2 * nr, (1, 1), (2, 2), (0, 0), (1, 1), 1, lanes)
+    assert not suits_channel_vectors(100_000, 56, 56, 2 * nr, *geometry, 1, lanes)  # one row's slab too large
+    assert suits_channel_vectors(64, 56, 56, 4 * nr, *geometry, 2, lanes)  # 2 * nr a group
+
+
+@pytest.mark.parametrize("schedule", ["gemm", "direct", "channels"])
 @settings(max_examples=example_count(3), deadline=None)
 @given(st.data())
 def test_half_precision_accumulates_in_f32(schedule: str, draw: st.DataObject) -> None:
@@ -185,6 +244,8 @@ def test_half_precision_accumulates_in_f32(schedule: str, draw: st.DataObject) -
 @pytest.mark.parametrize("case", [
     ("gemm", (1, 64, 56, 56), (64, 64, 3, 3), 1),
     ("direct", (1, 64, 56, 56), (64, 1, 3, 3), 64),
+    ("channels", (1, 64, 56, 56), (64, 64, 3, 3), 1),
+    ("channels", (2, 512, 7, 7), (512, 512, 3, 3), 1),
 ], ids=str)
 def test_benchmark_shapes(case: tuple) -> None:
     schedule, xs, ws, groups = case
@@ -193,7 +254,8 @@ def test_benchmark_shapes(case: tuple) -> None:
     conv = {"stride": (1, 1), "padding": (1, 1), "dilation": (1, 1), "groups": groups}
     module = built(schedule, False, channels=xs[1], height=xs[2], width=xs[3], out_channels=ws[0],
                    kernel=ws[2:], bias=True, **conv)
-    check(run(module, x, w, b, **conv), x, w, b, **conv)
+    given_w = packed_for(schedule, w, groups) if schedule == "channels" else w
+    check(run(module, x, given_w, b, **conv, shape=w.shape), x, w, b, **conv)
 
 
 # ---------------------------------------------------------------------------------------- the registry's choice

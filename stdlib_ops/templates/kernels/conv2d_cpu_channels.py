@@ -1,0 +1,239 @@
+"""A direct conv2d template for the CPU over NCHW tensors with weights packed once: vectors along the output
+channels, broadcasts of the input, no im2col (`conv2d_channel_vectors_cpu`).
+
+`out[b, o, y, x] = sum over (ci, ky, kx) of x[b, g * cg + ci, y * sh + ky * dh - ph, x * sw + kx * dw - pw]
+* weight[o, ci, ky, kx] (+ bias[o])`, accumulated in f32, with the weights given as the f32 panels
+`pack_conv2d_weights(weight, groups, rows=nr)` makes of them when the graph is built: per group, `nr` output
+channels a panel (two vectors), their weights for each tap `k = (ci * kh + ky) * kw + kx` side by side.
+
+- **Slabs.** The unit of parallel work is (image, group, band of output rows, chunk of the group's panels). It
+  first copies the input rows its band reads, the group's channels, into a local f32 slab with the padding written
+  as zeros (`slab[ci, row, col]`, `col` counting from the first padding column): the only place `x` is read, one
+  element at a time (where a fused prologue lands; f16 and bf16 convert here). Past that, no bounds are checked.
+- **Micro-kernel.** A `cpu_internal` function kept out of line computes a row of `mr` output pixels by the `nr`
+  channels of a panel over every tap: `mr * 2` vector accumulators in registers (28 of 32 with AVX-512); per tap
+  two vectors of weights (the panel's row, read in order) and `mr` broadcasts of input values from the slab
+  (`sw` apart), `2 * mr` fused multiply-adds. Its loops are the channels and kernel rows; the kernel's columns
+  and the pixels are unrolled. A row of `ow` pixels is cut into `ceil(ow / MAX_PIXELS)` runs as equal as can be
+  (so two micro-kernels, `mr` and `mr + 1` pixels, where `ow` does not divide): 56 -> 4 x 14, 7 -> 7.
+- **Order.** Within a unit, panel by panel and, in a panel, row by row: a panel's weights (`K * nr` floats, 590 KB
+  at 512 channels 3x3) stay in L2 while every pixel of the band passes, and the slab too. Work is split into more
+  bands or more chunks only to give every thread a unit (`min_tiles` of them in all where the sizes allow):
+  bands where the group's weights outweigh its slab (a band reads every weight of its panels again), chunks
+  otherwise (a chunk copies its slab again).
+- **Output.** The micro-kernel leaves its `mr x nr` tile in a local array; the kernel stores it into `out` element
+  by element, with the bias (where a fused epilogue lands): along `x` for each channel.
+
+The padding of the input makes each tap a plain offset: a convolution's bounds are paid once per input element
+(the slab's copy) rather than per tap and pixel, as the implicit GEMM's im2col pays them (its packed panels are
+`K` times the pixels). Measured against the implicit GEMM on ResNet-18's layers (batch 1, 2 threads): see
+`conv2d_packed_on_cpu`.
+
+The kernel follows the kernel contract: `x` and `bias` are only read element by element, `out` only stored element
+by element; the panels (a constant of the graph no prologue is fused into) are handed to the micro-kernel by
+address.
+"""
+
+from __future__ import annotations
+
+from hidet_lang import attrs, f32, grid, i32, i64, meta, register_tensor, script, script_module
+from hidet_lang import cpu as vectors
+from hidet_lang.frontend.script import ScriptFunction, ScriptModule
+from stdlib_ops.templates.cpu_lanes import template_lanes
+from stdlib_ops.templates.kernels.conv2d_geometry import Pair, bind_conv2d, conv_geometry, output_size
+from stdlib_ops.templates.params import Size, require
+
+CONV2D_CHANNELS_DTYPES = ("float32", "float16", "bfloat16")
+
+MAX_PIXELS = {16: 14, 8: 6, 4: 6}
+"""The most output pixels a micro-kernel computes at once, per vector width: `2 * mr` accumulators, two vectors of
+weights and a broadcast in the vector registers (32 with AVX-512, 16 below)."""
+
+SLAB_FLOATS = 256 * 1024
+"""The most floats a unit's slab of padded input holds (1 MB: within a core's L2 beside a panel of weights, and far
+below the local-array limit); a band has as many output rows as fit."""
+
+
+def panel_channels(lanes: int) -> int:
+    """The output channels of a panel, `nr`: two vectors of `lanes` floats."""
+    return 2 * lanes
+
+
+def slab_shape(height: int, width: int, kernel: Pair, stride: Pair, padding: Pair,
+               dilation: Pair) -> tuple[int, int, int]:
+    """`(oh, tap_rows, cols)` of one input channel: the output rows, the input rows one output row reads and the
+    slab's columns (those every output row reads, padding included)."""
+    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
+    oh = output_size(height, kh, sh, padding[0], dh)
+    ow = output_size(width, kw, sw, padding[1], dw)
+    return oh, (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
+
+
+def band_rows(channels: int, height: int, width: int, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair,
+              slab_floats: int = SLAB_FLOATS) -> int:
+    """The most output rows a band may hold for `channels` input channels a group within `slab_floats` (0 where
+    not even one fits)."""
+    oh, tap_rows, cols = slab_shape(height, width, kernel, stride, padding, dilation)
+    slab_rows = slab_floats // (channels * cols)  # (rows - 1) * sh + tap_rows input rows for `rows` output rows
+    return min(oh, (slab_rows - tap_rows) // stride[0] + 1) if slab_rows >= tap_rows else 0
+
+
+def suits_channel_vectors(channels: int, height: int, width: int, out_channels: int, kernel: Pair, stride: Pair,
+                          padding: Pair, dilation: Pair, groups: int, lanes: int) -> bool:
+    """Whether the packed convolution is this template's rather than the implicit GEMM's: a kernel of more than one
+    tap (a 1x1 convolution's micro-kernel would loop over the channels alone and its stores would weigh: the GEMM's
+    is faster, 0.088 vs 0.102 ms at 64 -> 128 channels 56x56 stride 2), a slab of one output row within
+    `SLAB_FLOATS`, and panels at least 3/4 full of a group's channels (the GEMM's panels are 4 times narrower)."""
+    og, nr = out_channels // groups, panel_channels(lanes)
+    return (kernel[0] * kernel[1] > 1 and 4 * og >= 3 * nr * -(-og // nr)
+            and band_rows(channels // groups, height, width, kernel, stride, padding, dilation) >= 1)
+
+
+def _split(units: int, min_tiles: int, bands: int, oh: int, chunks: int, panels: int,
+           weights_first: bool) -> tuple[int, int]:
+    """`(bands, chunks)`: at least `bands` bands (of at most `oh`) and one chunk (of at most `panels`), more of the
+    cheaper kind (chunks when `weights_first`: the weights outweigh the slab) until `units * bands * chunks` reaches
+    `min_tiles`."""
+    for cheap in (("chunks", "bands") if weights_first else ("bands", "chunks")):
+        need = -(-min_tiles // (units * bands * chunks))
+        if cheap == "chunks":
+            chunks = min(panels, chunks * need)
+        else:
+            bands = min(oh, bands * need)
+    return bands, chunks
+
+
+def conv2d_channel_vectors_cpu(batch: Size, channels: int, height: int, width: int, out_channels: int,
+                               kernel: Pair, stride: Pair = (1, 1), padding: Pair = (0, 0),
+                               dilation: Pair = (1, 1), groups: int = 1, bias: bool = False,
+                               dtype: str = "float32", *, lanes: int | None = None, min_tiles: int = 4,
+                               slab_floats: int = SLAB_FLOATS) -> ScriptModule:
+    """A module with one CPU kernel `conv2d(<batch if symbolic>, x, weight[, bias], out)`: the convolution directly
+    from slabs of padded input, vectors along the output channels (see the module's docstring).
+
+    `x: dtype[batch, channels, height, width]`, `weight: f32[groups * ceil(og / nr), cg * kh * kw, nr]` (the
+    panels `pack_conv2d_weights(w, groups, rows=nr)` makes, `nr = 2 * lanes`), `bias: dtype[out_channels]` (when
+    `bias`), `out: dtype[batch, out_channels, oh, ow]`; `batch` is an int or a symbolic name. Schedule parameters:
+    `lanes` (the vector width; None: the machine's widest), `min_tiles` (the least number of units of work where
+    the sizes allow: the threads) and `slab_floats` (the most floats of a slab, which sets the bands' rows)."""
+    name = "conv2d_channel_vectors_cpu"
+    geo, dt = conv_geometry(name, batch, channels, height, width, out_channels, kernel, stride, padding, dilation,
+                            groups, "NCHW", dtype, CONV2D_CHANNELS_DTYPES)
+    lanes = template_lanes(name, lanes)
+    require(lanes in MAX_PIXELS, name, f"lanes must be one of {', '.join(map(str, MAX_PIXELS))}")
+    require(min_tiles >= 1, name, "min_tiles must be positive")
+    oh, ow = geo.out_size
+    h, w, kh, kw = height, width, kernel[0], kernel[1]
+    (sh, sw), (ph, pl), (dh, dw) = stride, padding, dilation
+    cg, og, k = geo.group_channels, geo.group_out_channels, geo.taps
+    most_rows = band_rows(cg, h, w, kernel, stride, padding, dilation, slab_floats)
+    require(most_rows >= 1, name, f"one output row's slab ({cg} channels) exceeds {slab_floats} floats")
+    _, tap_rows, cols = slab_shape(h, w, kernel, stride, padding, dilation)
+    nr = panel_channels(lanes)
+    group_panels = -(-og // nr)
+    weight_floats, band_floats = og * k, cg * cols * ((most_rows - 1) * sh + tap_rows)
+    bands, chunks = _split(groups * (batch if isinstance(batch, int) else 1), min_tiles, -(-oh // most_rows), oh,
+                           1, group_panels, weight_floats > band_floats)
+    rows_per_band = -(-oh // bands)
+    bands = -(-oh // rows_per_band)
+    panels_per_chunk = -(-group_panels // chunks)
+    chunks = -(-group_panels // panels_per_chunk)
+    slab_rows = (rows_per_band - 1) * sh + tap_rows  # input rows of a band
+    channel_floats = slab_rows * cols  # a channel's slab
+    runs = -(-ow // MAX_PIXELS[lanes])  # a row of pixels in runs of mr or mr + 1
+    mr, wide = ow // runs, ow % runs  # the first `wide` runs have mr + 1 pixels
+    micro = {pixels: channel_micro_kernel(lanes, pixels, cg, kh, kw, sw, dh * cols, dw, channel_floats)
+             for pixels in {mr, mr + 1 if wide else mr}}
+    narrow, broad = micro[mr], micro[mr + 1 if wide else mr]
+    tile_floats = (mr + 1) * nr
+    has_bias = bias
+    units = groups * bands * chunks
+
+    with script_module() as module:
+
+        @script
+        def conv2d(batch: i32, x: dt[batch, channels, h, w], weight: f32[groups * group_panels, k, nr],
+                   bias: dt[out_channels], out: dt[batch, out_channels, oh, ow]):
+            attrs.func_kind = "cpu_kernel"
+            for t in grid(batch * units, attrs="p"):
+                bi = t // units
+                g = t // (bands * chunks) % groups
+                y0 = t // chunks % bands * rows_per_band
+                p0 = t % chunks * panels_per_chunk
+                rows = min(rows_per_band, oh - y0)
+                slab = register_tensor(f32, [cg * channel_floats])
+                tile = register_tensor(f32, [tile_floats])
+                iy0 = y0 * sh - ph  # the input row of the slab's first row
+                for ci, r in grid(cg, (rows - 1) * sh + tap_rows):
+                    iy = iy0 + r
+                    base = ci * channel_floats + r * cols
+                    lo = 0
+                    hi = 0
+                    if iy >= 0 and iy < h:  # else a row of padding
+                        lo = min(pl, cols)
+                        hi = min(pl + w, cols)
+                    for j in range(i64(lo)):
+                        slab[base + j] = 0.0
+                    for j in range(i64(lo), i64(hi)):
+                        slab[base + j] = f32(x[bi, g * cg + ci, iy, j - pl])
+                    for j in range(i64(hi), i64(cols)):
+                        slab[base + j] = 0.0
+                for p in range(p0, min(p0 + panels_per_chunk, group_panels)):
+                    oc0 = g * og + p * nr
+                    live = min(nr, og - p * nr)
+                    for y in range(rows):
+                        for run in range(runs):
+                            ox0 = run * mr + min(run, wide)
+                            pixels = ~slab[y * sh * cols + ox0 * sw]
+                            if run < wide:
+                                broad(pixels, ~weight[g * group_panels + p, 0, 0], ~tile[0], kw, dw)
+                            else:
+                                narrow(pixels, ~weight[g * group_panels + p, 0, 0], ~tile[0], kw, dw)
+                            for j in range(live):
+                                shift = f32(bias[oc0 + j]) if has_bias else 0.0
+                                for u in range(i64(mr + 1 if run < wide else mr)):
+                                    out[bi, oc0 + j, y0 + y, ox0 + u] = dt(tile[u * nr + j] + shift)
+
+    return bind_conv2d(module, batch, has_bias)
+
+
+def channel_micro_kernel(lanes: int, pixels: int, channels: int, kh: int, kw: int, sw: int, row_step: int, dw: int,
+                         channel_step: int) -> ScriptFunction:
+    """The `cpu_internal` function `pixels_<pixels>x<nr>(slab, panel, tile)`: for `pixels` output pixels, `sw`
+    floats apart in the slab from `slab`, and the `nr = 2 * lanes` channels of `panel` (`channels * kh * kw` rows of
+    `nr` weights), `tile[u * nr + j] = sum over (ci, ky, kx) of slab[ci * channel_step + ky * row_step + kx * dw +
+    u * sw] * panel[(ci * kh + ky) * kw + kx, j]`.
+
+    The accumulators are a local array read and written only at constant offsets (kept in vector registers by the C
+    compiler); the kernel's columns and the pixels are unrolled while parsing."""
+    load, store, fma, broadcast, setzero = (getattr(vectors, f"f32x{lanes}_{op}") for op in
+                                            ("load", "store", "fma", "broadcast", "setzero"))
+    nr = panel_channels(lanes)
+    name = f"pixels_{pixels}x{nr}"
+
+    @script
+    def micro(slab: ~f32, panel: ~f32, tile: ~f32, taps: i32, tap_step: i32):
+        attrs.func_kind = "cpu_internal"
+        attrs.func_name = name
+        attrs.noinline = True  # compiled on its own: the accumulators get the vector registers
+        regs = register_tensor(f32, [pixels * nr])
+        for u in meta.range(pixels):
+            store(~regs[u * nr], setzero())
+            store(~regs[u * nr + lanes], setzero())
+        for ci in range(channels):
+            for ky in range(kh):
+                tap = slab + ci * channel_step + ky * row_step  # (ci, ky, kx)'s value for the first pixel
+                for _ in range(taps):
+                    low = load(panel)
+                    high = load(panel + lanes)
+                    for u in meta.range(pixels):
+                        value = broadcast(tap[u * sw])
+                        store(~regs[u * nr], fma(value, low, load(~regs[u * nr])))
+                        store(~regs[u * nr + lanes], fma(value, high, load(~regs[u * nr + lanes])))
+                    panel = panel + nr
+                    tap = tap + tap_step
+        for u in meta.range(pixels):
+            store(tile + u * nr, load(~regs[u * nr]))
+            store(tile + u * nr + lanes, load(~regs[u * nr + lanes]))
+
+    return micro
