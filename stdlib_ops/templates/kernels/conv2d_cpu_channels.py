@@ -225,7 +225,9 @@ def channel_micro_kernel(lanes: int, rows: int, cols: int, channels: int, kh: in
     load, store, fma, broadcast, setzero = (getattr(vectors, f"f32x{lanes}_{op}") for op in
                                             ("load", "store", "fma", "broadcast", "setzero"))
     nr = panel_channels(lanes)
+    panel_vectors = nr // lanes
     pixels = rows * cols
+    cells = [(u, v) for u in range(pixels) for v in range(panel_vectors)]  # the accumulators, unrolled while parsing
     offsets = [i * pixel_row + u * sw for i in range(rows) for u in range(cols)]
     name = f"pixels_{rows}x{cols}x{nr}"
 
@@ -235,23 +237,23 @@ def channel_micro_kernel(lanes: int, rows: int, cols: int, channels: int, kh: in
         attrs.func_name = name
         attrs.noinline = True  # compiled on its own: the accumulators get the vector registers
         regs = register_tensor(f32, [pixels * nr])
-        for u in meta.range(pixels):
-            store(~regs[u * nr], setzero())
-            store(~regs[u * nr + lanes], setzero())
+        weights = register_tensor(f32, [nr])  # a tap's weights
+        for u, v in cells:
+            store(~regs[u * nr + v * lanes], setzero())
         for ci in range(channels):
             for ky in range(kh):
                 tap = slab + ci * channel_step + ky * tap_row  # (ci, ky, kx)'s value for the first pixel
                 for _ in range(taps):
-                    low = load(panel)
-                    high = load(panel + lanes)
+                    for v in meta.range(panel_vectors):
+                        store(~weights[v * lanes], load(panel + v * lanes))
                     for u in meta.range(pixels):
                         value = broadcast(tap[offsets[u]])
-                        store(~regs[u * nr], fma(value, low, load(~regs[u * nr])))
-                        store(~regs[u * nr + lanes], fma(value, high, load(~regs[u * nr + lanes])))
+                        for v in meta.range(panel_vectors):
+                            cell = ~regs[u * nr + v * lanes]
+                            store(cell, fma(value, load(~weights[v * lanes]), load(cell)))
                     panel = panel + nr
                     tap = tap + tap_step
-        for u in meta.range(pixels):
-            store(tile + u * nr, load(~regs[u * nr]))
-            store(tile + u * nr + lanes, load(~regs[u * nr + lanes]))
+        for u, v in cells:
+            store(tile + u * nr + v * lanes, load(~regs[u * nr + v * lanes]))
 
     return micro
