@@ -8,6 +8,8 @@ f32 (`~a[i]`, a `~f32` parameter, pointer arithmetic) or an f32 tensor (its firs
 - `load(t, p)`: the lanes `p[0] ... p[lanes - 1]`; `load_aligned` the same from an address that is a multiple of
   the vector's size in bytes (16, 32, 64), which it may assume (a misaligned one is undefined and may fault).
 - `store(t, p, v)`, `store_aligned(t, p, v)`: writes the lanes of `v` to `p[0] ... p[lanes - 1]`.
+- `prefetch(t, p)`: no value; asks the caches to bring in the line holding `p[0]`, for a read soon (a hint: it
+  never faults, whatever `p`; the program computes the same without it).
 - `broadcast(t, x)`: every lane `x`, a scalar (converted to f32) or, as in Hidet, a pointer to one f32.
 - `setzero(t)`: every lane +0.0.
 - `fma(t, a, b, c)`: `a * b + c` lane by lane, fused: rounded once. `a * b + c` written with operators is
@@ -77,6 +79,11 @@ def store_aligned(t: VectorType, pointer: Any, value: Any) -> E.Intrinsic:
     """Write the lanes of `value` to `pointer`, a multiple of `t.nbytes` (a misaligned address is undefined)."""
     return E.Intrinsic(f"{t}_store_aligned", (_f32_pointer(t, "store_aligned", pointer),
                                               _vector(t, "store_aligned", value)), void)
+
+
+def prefetch(t: VectorType, pointer: Any) -> E.Intrinsic:
+    """A hint to bring the cache line holding `pointer[0]` in for a read soon; no value, never a fault."""
+    return E.Intrinsic(f"{t}_prefetch", (_f32_pointer(t, "prefetch", pointer),), void)
 
 
 def broadcast(t: VectorType, value: Any) -> E.Intrinsic:

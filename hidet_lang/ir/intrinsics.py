@@ -37,10 +37,11 @@ from hidet_lang.ir.types import (
 # The operations on the vector types of CPU functions (`hidet_lang.cpu`), named `<type>_<operation>` (f32x8_load):
 # what each computes is documented in `hidet_lang.frontend.vectors`, which builds them.
 VECTOR_LANES = (4, 8, 16)
-VECTOR_OPERATIONS = ("load", "load_aligned", "store", "store_aligned", "broadcast", "setzero", "fma", "exp", "max",
-                     "min", "reduce_sum", "reduce_max", "reduce_min")
+VECTOR_OPERATIONS = ("load", "load_aligned", "store", "store_aligned", "prefetch", "broadcast", "setzero", "fma",
+                     "exp", "max", "min", "reduce_sum", "reduce_max", "reduce_min")
 VECTOR_INTRINSICS = frozenset(f"f32x{lanes}_{op}" for lanes in VECTOR_LANES for op in VECTOR_OPERATIONS)
-_VECTOR_STORES = frozenset(f"f32x{lanes}_{op}" for lanes in VECTOR_LANES for op in ("store", "store_aligned"))
+_VECTOR_EFFECTS = frozenset(f"f32x{lanes}_{op}" for lanes in VECTOR_LANES for op in ("store", "store_aligned",
+                                                                                     "prefetch"))
 
 
 class Effect(enum.Flag):
@@ -411,11 +412,11 @@ def intrinsic(name: str, *operands: E.Expr, element: DataType | None = None) -> 
 
 def has_effects(name: str) -> bool:
     """Whether intrinsic `name` does something besides computing its value (an expression holding one is never
-    dropped): a table entry with effects other than reading memory, `printf`, or a vector store."""
+    dropped): a table entry with effects other than reading memory, `printf`, a vector store or a prefetch."""
     spec = INTRINSICS.get(name)
     if spec is not None:
         return spec.has_effects
-    return name == "printf" or name in _VECTOR_STORES
+    return name == "printf" or name in _VECTOR_EFFECTS
 
 
 def synchronizes(name: str) -> bool:

@@ -46,6 +46,7 @@ def elementwise_module(lanes: int) -> object:
     """Kernels that run each operation over whole vectors of their inputs and the rest with scalar tails."""
     op = _ops(lanes)
     load, load_aligned, store, store_aligned = op["load"], op["load_aligned"], op["store"], op["store_aligned"]
+    prefetch = op["prefetch"]
     vmax, fma, broadcast, setzero = op["max"], op["fma"], op["broadcast"], op["setzero"]
     reduce_sum, reduce_max, reduce_min = op["reduce_sum"], op["reduce_max"], op["reduce_min"]
     W = lanes  # noqa: N806 - the width, a Python int while parsing
@@ -100,6 +101,7 @@ def elementwise_module(lanes: int) -> object:
             attrs.func_kind = "public"
             i = 0
             while i + W <= n:
+                prefetch(a + i + 4096)  # a hint, past the array's end too: it never faults
                 store_aligned(~out[i], load_aligned(~a[i]))
                 i += W
             while i < n:
@@ -216,8 +218,10 @@ def test_aligned_loads_and_stores(lanes: int, data: st.DataObject) -> None:
     n = data.draw(sizes)
     a = _aligned(data.draw(_floats(n)), 4 * lanes)
     out = _aligned(np.zeros(n, np.float32), 4 * lanes)
-    elementwise_module(lanes)["aligned_copy"](n, a, out)
+    module = elementwise_module(lanes)
+    module["aligned_copy"](n, a, out)
     assert out.tobytes() == a.tobytes()
+    assert f"hl_f32x{lanes}_prefetch(" in module.source()  # the hint is kept: it has no value to be used
 
 
 @pytest.mark.parametrize("lanes", LANES)

@@ -1,6 +1,6 @@
 // The vector types of CPU functions (hidet_lang.cpu) and their operations, as the C emitter names them:
-// hl_f32x4, hl_f32x8, hl_f32x16 and hl_<type>_<operation> (load, load_aligned, store, store_aligned, broadcast,
-// setzero, fma, exp, max, min, reduce_sum, reduce_max, reduce_min). Included by generated C that uses a vector type.
+// hl_f32x4, hl_f32x8, hl_f32x16 and hl_<type>_<operation> (load, load_aligned, store, store_aligned, prefetch,
+// broadcast, setzero, fma, exp, max, min, reduce_sum, reduce_max, reduce_min). Included by generated C that uses a vector type.
 //
 // The types are GCC/Clang vector extensions, so `+ - *` are C's own operators, lane by lane, and follow the
 // project's flags like scalar code: with -ffp-contract=off the compiler never fuses `a * b + c`. The operations
@@ -31,6 +31,7 @@
     static inline void T##_store_aligned(float *p, T v) {                                                      \
         memcpy(__builtin_assume_aligned(p, sizeof(T)), &v, sizeof v);                                          \
     }                                                                                                          \
+    static inline void T##_prefetch(const float *p) { __builtin_prefetch(p, 0, 3); }                           \
     static inline T T##_broadcast(float x) { return MM##_set1_ps(x); }                                         \
     static inline T T##_setzero(void) { return MM##_setzero_ps(); }                                            \
     static inline T T##_max(T a, T b) { return MM##_max_ps(a, b); }                                           \

@@ -51,6 +51,13 @@ MAX_PIXELS = {16: 14, 8: 6, 4: 6}
 """The most output pixels a micro-kernel computes at once, per vector width: `2 * mr` accumulators, two vectors of
 weights and a broadcast in the vector registers (32 with AVX-512, 16 below)."""
 
+PREFETCH_TAPS = 64
+"""How far ahead of the taps it multiplies the micro-kernel asks for the panel's weights (a software prefetch a
+cache line): the panels stream from memory where the weights are a graph's (ResNet-18's 9.4 MB at 512 channels
+leave every cache between calls), in 4 KB pages the hardware's prefetcher follows one at a time. 512 channels
+7x7, weights not cached (12 copies in turn): 1.22 -> 0.91 ms; 256 channels 14x14: 1.09 -> 0.70 ms; 16 taps ahead
+gained less, 128 no more."""
+
 SLAB_FLOATS = 256 * 1024
 """The most floats a unit's slab of padded input holds (1 MB: within a core's L2 beside a panel of weights, and far
 below the local-array limit); a band has as many output rows as fit."""
@@ -222,8 +229,8 @@ def channel_micro_kernel(lanes: int, rows: int, cols: int, channels: int, kh: in
     compiler); the pixels are unrolled while parsing. The kernel's columns are a loop whose count and step are
     arguments: known to the C compiler, it unrolls them and carries the input values one tap shares with the next
     in registers (predictive commoning), which spills the accumulators."""
-    load, store, fma, broadcast, setzero = (getattr(vectors, f"f32x{lanes}_{op}") for op in
-                                            ("load", "store", "fma", "broadcast", "setzero"))
+    load, store, fma, broadcast, setzero, prefetch = (getattr(vectors, f"f32x{lanes}_{op}") for op in
+                                                      ("load", "store", "fma", "broadcast", "setzero", "prefetch"))
     nr = panel_channels(lanes)
     panel_vectors = nr // lanes
     pixels = rows * cols
@@ -244,6 +251,8 @@ def channel_micro_kernel(lanes: int, rows: int, cols: int, channels: int, kh: in
             for ky in range(kh):
                 tap = slab + ci * channel_step + ky * tap_row  # (ci, ky, kx)'s value for the first pixel
                 for _ in range(taps):
+                    for line in meta.range(0, nr, 16):  # the weights PREFETCH_TAPS taps ahead, a cache line each
+                        prefetch(panel + PREFETCH_TAPS * nr + line)
                     for v in meta.range(panel_vectors):
                         store(~weights[v * lanes], load(panel + v * lanes))
                     for u in meta.range(pixels):
