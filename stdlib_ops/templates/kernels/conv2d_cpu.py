@@ -24,7 +24,10 @@ size is a constant of the kernel.
   bounds checks and the padding (zeros) costs nothing.
 
 Choosing per shape (`conv2d_schedule`, what `conv2d_on_cpu` applies): the direct schedule when a group has at most 2
-input channels (`cg <= 2`: depthwise convolutions and the narrowest grouped ones), the implicit GEMM otherwise;
+input channels (`cg <= 2`: depthwise convolutions and the narrowest grouped ones), the implicit GEMM otherwise.
+A graph packs constant weights once (`conv2d_packed`); those of a 3x3 or larger kernel with wide groups are read by
+the direct template of `conv2d_cpu_channels` instead (vectors along the output channels, no im2col: 1.3-1.6x the
+implicit GEMM on ResNet-18's layers, see `conv2d_packed_on_cpu`);
 the rule-based scheduler is slower than both everywhere measured, so no shape is declined. The direct schedule
 runs at ~25 GFLOP/s whatever `cg` (a row update per tap), the implicit GEMM's micro-kernel wastes the rows of a
 micro-tile (8) a group lacks and its packing is paid per tap, so the direct one wins only for few channels a group.

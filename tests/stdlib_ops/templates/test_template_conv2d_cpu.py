@@ -30,7 +30,7 @@ import stdlib_ops as ops
 from hidet_lang.target import Target
 from hidet_lang.testing import example_count
 from stdlib_ops.fusion.contract import the_kernel
-from stdlib_ops.templates.cpu_lanes import machine_lanes
+from stdlib_ops.templates.cpu_lanes import VECTOR_LANES, machine_has_lanes, machine_lanes
 from stdlib_ops.templates.kernels.conv2d_cpu import conv2d_direct_cpu, conv2d_gemm_cpu, pack_conv2d_weights
 from stdlib_ops.templates.kernels.conv2d_cpu_channels import (
     conv2d_channel_vectors_cpu,
@@ -131,14 +131,16 @@ def check_drawn(draw: st.DataObject, schedule: str, params: dict, batches: int =
         x = data(draw.draw, (n, params["channels"], params["height"], params["width"]), dtype)
         w = data(draw.draw, (params["out_channels"], params["channels"] // params["groups"], *params["kernel"]), dtype)
         b = data(draw.draw, (params["out_channels"],), dtype) if params["bias"] else None
-        given_w = packed_for(schedule, w, params["groups"]) if blocks.get("packed") or schedule == "channels" else w
+        packs = blocks.get("packed") or schedule == "channels"
+        given_w = packed_for(schedule, w, params["groups"], blocks.get("lanes")) if packs else w
         check(run(module, x, given_w, b, **conv, shape=w.shape), x, w, b, **conv)
 
 
-def packed_for(schedule: str, w: np.ndarray, groups: int) -> np.ndarray:
-    """The panels `schedule` reads: two vectors of channels high for the channel vectors' template, `mr` for the
-    GEMM."""
-    return pack_conv2d_weights(w, groups, rows=panel_channels(machine_lanes()) if schedule == "channels" else None)
+def packed_for(schedule: str, w: np.ndarray, groups: int, lanes: int | None = None) -> np.ndarray:
+    """The panels `schedule` reads: two vectors of `lanes` (None: the machine's widest) channels high for the
+    channel vectors' template, `mr` for the GEMM."""
+    lanes = machine_lanes() if lanes is None else lanes
+    return pack_conv2d_weights(w, groups, rows=panel_channels(lanes) if schedule == "channels" else None)
 
 
 # ------------------------------------------------------------------------------------------------ the schedules
@@ -193,14 +195,16 @@ def test_direct_schedule_on_drawn_shapes(draw: st.DataObject) -> None:
 @given(st.data())
 def test_channel_vectors_on_drawn_shapes(draw: st.DataObject) -> None:
     """The default slab (whole images here, so units split by panels and rows only where the threads ask), and
-    slabs of a few output rows, which cut the images into bands, with more units than there are panels."""
+    slabs of a few output rows, which cut the images into bands, with more units than there are panels; every
+    vector width the machine has (its micro-kernels' pixels and panels differ)."""
     params = draw.draw(convolutions(depthwise=False))
+    lanes = draw.draw(st.sampled_from([n for n in VECTOR_LANES if machine_has_lanes(n)]))
     _, tap_rows, cols = slab_shape(params["height"], params["width"], params["kernel"], params["stride"],
                                    params["padding"], params["dilation"])
     row_floats = params["channels"] // params["groups"] * cols  # a slab's floats for each of its input rows
     few_rows = row_floats * (tap_rows + draw.draw(st.integers(0, 2)) * params["stride"][0])
     blocks = draw.draw(st.sampled_from([{}, {"slab_floats": few_rows, "min_tiles": 5}]))
-    check_drawn(draw, "channels", params, batches=2, **blocks)
+    check_drawn(draw, "channels", params, batches=2, lanes=lanes, **blocks)
 
 
 @settings(max_examples=example_count(8), deadline=None)
