@@ -20,9 +20,9 @@ channels a panel (two vectors), their weights for each tap `k = (ci * kh + ky) *
   took ResNet-18's 512-channel 7x7 layer from 1.06 to 0.84 ms.
 - **Order.** Within a unit, panel by panel and, in a panel, row by row: a panel's weights (`K * nr` floats, 590 KB
   at 512 channels 3x3) stay in L2 while every pixel of the band passes, and the slab too. Work is split into more
-  bands or more chunks only to give every thread a unit (`min_tiles` of them in all where the sizes allow):
-  bands where the group's weights outweigh its slab (a band reads every weight of its panels again), chunks
-  otherwise (a chunk copies its slab again).
+  bands or more chunks only to give every thread a unit (`min_tiles` of them in all where the sizes allow): chunks
+  where the group's weights outweigh its slab (a band reads every weight of its panels again), bands otherwise (a
+  chunk copies its slab again).
 - **Output.** The micro-kernel leaves its `mr x nr` tile in a local array; the kernel stores it into `out` element
   by element, with the bias (where a fused epilogue lands): along `x` for each channel.
 
@@ -98,11 +98,11 @@ def suits_channel_vectors(channels: int, height: int, width: int, out_channels: 
             and band_rows(channels // groups, height, width, kernel, stride, padding, dilation) >= 1)
 
 
-def _split(units: int, min_tiles: int, bands: int, oh: int, chunks: int, panels: int,
-           weights_first: bool) -> tuple[int, int]:
+def _split(units: int, min_tiles: int, bands: int, oh: int, panels: int, weights_first: bool) -> tuple[int, int]:
     """`(bands, chunks)`: at least `bands` bands (of at most `oh`) and one chunk (of at most `panels`), more of the
     cheaper kind (chunks when `weights_first`: the weights outweigh the slab) until `units * bands * chunks` reaches
     `min_tiles`."""
+    chunks = 1
     for cheap in (("chunks", "bands") if weights_first else ("bands", "chunks")):
         need = -(-min_tiles // (units * bands * chunks))
         if cheap == "chunks":
@@ -142,7 +142,7 @@ def conv2d_channel_vectors_cpu(batch: Size, channels: int, height: int, width: i
     group_panels = -(-og // nr)
     weight_floats, band_floats = og * k, cg * cols * ((most_rows - 1) * sh + tap_rows)
     bands, chunks = _split(groups * (batch if isinstance(batch, int) else 1), min_tiles, -(-oh // most_rows), oh,
-                           1, group_panels, weight_floats > band_floats)
+                           group_panels, weight_floats > band_floats)
     rows_per_band = -(-oh // bands)
     bands = -(-oh // rows_per_band)
     panels_per_chunk = -(-group_panels // chunks)
