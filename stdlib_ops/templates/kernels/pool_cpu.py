@@ -2,20 +2,29 @@
 
 `out[b, c, y, x]` is the largest of `x[b, c, y * sh + ky * dh - ph, x * sw + kx * dw - pw]` over the window's
 taps inside the input (padding never wins; a NaN in the window gives NaN, as the operator's compute definition and
-numpy's `max`). The threads share the (image, channel) planes. For an output row, each input row its windows read
-is copied into a local f32 row padded with -inf (the copy loop the C compiler vectorizes), and the window's taps
-along x are taken as whole vectors of `lanes` floats at every input column `j` (`hidet_lang.cpu`'s `max` of the
-loads at `j + kx * dw`), then across the rows; the output row takes every `sw`-th column of the result. The
-comparisons are the vector type's (the C compiler vectorizes no data-dependent select here: its loop if-conversion
-is off, see `codegen.toolchain.compiler`), so a NaN is tracked beside the maxima: `+inf` plus `max(inf, v)` of
-every tap stays `+inf` while the taps are numbers and becomes NaN for good at the first NaN, and `min(maxima,
-that)` gives the maximum, or NaN. Only the batch may be symbolic: every other size is a constant of the kernel.
+numpy's `max`). The threads share the (image, channel) planes. Each input row a window reads is copied once, split
+by column modulo `sw` into phases of a local f32 row padded with -inf (the copy loop, element by element, which the
+C compiler vectorizes with permutes), so that tap `kx` of output column `u` is entry `u + kx * dw // sw` of phase
+`kx * dw % sw`: the taps along x are whole vectors of `lanes` floats at the output columns only (`hidet_lang.cpu`'s
+`max` of the loads). The row's maxima along x go to a ring of `(kh - 1) * dh + 1` rows, from which every output
+row whose window holds that input row takes them (with a 3-row window and stride 2, half the rows serve two output
+rows); the output row is their `max` across the window's rows, stored element by element. The comparisons are the
+vector type's (the C compiler vectorizes no data-dependent select here: its loop if-conversion is off, see
+`codegen.toolchain.compiler`), so a NaN is tracked beside the maxima at both steps: `+inf` plus `max(inf, v)` of
+every tap stays `+inf` while the taps are numbers and becomes NaN for good at the first NaN, and `min(maxima, that)`
+gives the maximum, or NaN. Only the batch may be symbolic: every other size is a constant of the kernel. The
+vectors are 8 floats wide unless asked otherwise (where the machine has them): the compiler's copy loop stores 8
+floats at a time, and a 16-float load of what two such stores wrote waits for them to reach the cache, which made
+16 lanes 1.25x slower than 8 here.
 
-Measured on this project's 2-core AVX-512 machine (shared with other work, which held part of the cores), ResNet-18's
-pooling (64 channels, 112x112, 3x3 stride 2 padding 1), batch 1, 2 threads, 7 turns of 30 calls in one process,
-medians of two runs: this template 0.52-0.53 ms, the rule-based scheduler's kernel (one output a worker) 1.64-1.80
-ms, ONNX Runtime's MaxPool node alone 0.29-0.33 ms (0.11 ms inside its ResNet-18, where it pools the blocked NCHWc
-layout its convolutions leave).
+Measured on this project's 2-core AVX-512 machine (shared with other work, whose load varied while measuring),
+ResNet-18's pooling (64 channels, 112x112, 3x3 stride 2 padding 1), 2 threads, in turns (`timing.in_turns`, 21
+loops of about 10 ms each), medians of several runs, standalone: batch 1, this template 0.19-0.20 ms (before
+this layout, with each row copied for every window and the maxima taken at every input column: 0.45-0.47 ms),
+ONNX Runtime's MaxPool node alone 0.20-0.25 ms while the machine was quiet (up to 1 ms under the other load);
+batch 8, 1.57-2.0 ms (before: 3.5-3.9 ms), ONNX Runtime's node 2.0-2.2 ms while quiet. A stream that reads the
+input once and writes the output once takes 0.115 ms at batch 1 on the same machine; with 8 of the 64 channels
+(the data in cache) it takes 3 us a plane and one thread is as fast as two: the gap is the work per plane.
 
 The kernel follows the kernel contract: `x` is only read element by element and `out` only stored element by
 element.
@@ -47,7 +56,8 @@ def max_pool2d_cpu(batch: Size, channels: int, height: int, width: int, out_size
     """A module with one CPU kernel `max_pool2d(<batch if symbolic>, x, out)`: `x: dtype[batch, channels, height,
     width]`, `out: dtype[batch, channels, *out_size]` (`out_size` as the operator computes it, `ceil_mode`'s last
     window included), the windows of `kernel` taps `dilation` apart, `stride` apart, over the input padded by
-    `padding` (see the module's docstring), with vectors of `lanes` floats (None: the machine's widest)."""
+    `padding` (see the module's docstring), with vectors of `lanes` floats (None: 8, or the machine's widest where
+    narrower)."""
     name = "max_pool2d_cpu"
     check_sizes(name, {"batch": batch})
     dt = template_dtype(name, dtype, MAX_POOL_CPU_DTYPES)
@@ -59,12 +69,17 @@ def max_pool2d_cpu(batch: Size, channels: int, height: int, width: int, out_size
     require(min(padding) >= 0, name, f"padding must not be negative, got {padding}")
     h, w, (oh, ow), (kh, kw) = height, width, out_size, kernel
     (sh, sw), (ph, pl), (dh, dw) = stride, padding, dilation
-    lanes = template_lanes(name, lanes)
+    lanes = template_lanes(name, lanes) if lanes is not None else min(8, template_lanes(name, None))
     load, store, broadcast, vmax, vmin = (getattr(vectors, f"f32x{lanes}_{op}") for op in
                                           ("load", "store", "broadcast", "max", "min"))
-    span = -(-((ow - 1) * sw + 1) // lanes) * lanes  # the input columns an output row's windows start at, rounded
-    padded = span + (kw - 1) * dw  # a padded input row: pl columns of -inf, the row, -inf to the end
-    right = max(0, min(w, padded - pl))  # the input columns the padded row holds
+    span = -(-ow // lanes) * lanes  # the output columns, rounded up to whole vectors
+    taps = [divmod(kx * dw, sw) for kx in range(kw)]  # tap kx of output column u: entry u + q of phase r
+    phases = sorted({r for _, r in taps})  # the phases (padded input columns mod sw) the taps read
+    where = [q + phases.index(r) * (span + taps[-1][0]) for q, r in taps]  # tap kx: its entry for u = 0
+    length = span + taps[-1][0]  # the entries of a phase
+    # phase r's entries q in [first, stop) hold input columns q * sw + r - pl (the others stay -inf)
+    ranges = [(max(0, -(-(pl - r) // sw)), min(length, -(-(w + pl - r) // sw))) for r in phases]
+    rows = (kh - 1) * dh + 1  # the ring of row maxima holds input row iy in slot iy % rows
 
     with script_module() as module:
 
@@ -74,33 +89,45 @@ def max_pool2d_cpu(batch: Size, channels: int, height: int, width: int, out_size
             for t in grid(batch * channels, attrs="p"):  # the (image, channel) planes
                 bi = t // channels
                 c = t % channels
-                source = register_tensor(f32, [padded])
-                best = register_tensor(f32, [span])  # per start column: the window's maximum so far
-                seen = register_tensor(f32, [span])  # +inf, or NaN once the window held a NaN
-                for u in range(i64(padded)):
+                source = register_tensor(f32, [len(phases) * length])  # an input row, phase after phase
+                ring = register_tensor(f32, [rows * span])  # per input row: the maxima of its windows along x
+                held = register_tensor(i32, [rows])  # the input row each slot of the ring holds (-1: none)
+                best = register_tensor(f32, [span])
+                for u in range(i64(len(phases) * length)):
                     source[u] = -math.inf
+                for k in range(rows):
+                    held[k] = -1
                 for y in range(oh):
-                    for j in range(0, span, lanes):
-                        store(~best[j], broadcast(-math.inf))
-                        store(~seen[j], broadcast(math.inf))
-                    for ky in range(kh):
+                    for ky in meta.range(kh):  # the rows of the window not in the ring: split, reduced along x
                         iy = y * sh + ky * dh - ph
-                        if iy >= 0 and iy < h:
-                            for u in range(i64(right)):
-                                source[pl + u] = f32(x[bi, c, iy, u])
+                        if iy >= 0 and iy < h and held[iy % rows] != iy:
+                            slot = iy % rows
+                            held[slot] = iy
+                            for p in meta.range(len(phases)):
+                                for q in range(i64(ranges[p][0]), i64(ranges[p][1])):
+                                    source[p * length + q] = f32(x[bi, c, iy, q * sw + phases[p] - pl])
                             for j in range(0, span, lanes):
-                                m = load(~best[j])
-                                nan = load(~seen[j])
-                                for kx in meta.range(kw):
-                                    v = load(~source[j + kx * dw])
-                                    m = vmax(m, v)
-                                    nan = nan + vmax(broadcast(math.inf), v)  # max(inf, v): v when NaN, else inf
-                                store(~best[j], m)
-                                store(~seen[j], nan)
-                    for j in range(0, span, lanes):
-                        store(~best[j], vmin(load(~best[j]), load(~seen[j])))  # NaN where the window had one
+                                m = load(~source[where[0] + j])
+                                if kw > 1:
+                                    nan = vmax(broadcast(math.inf), m)  # max(inf, v): v when NaN, else inf
+                                    for kx in meta.range(1, kw):
+                                        v = load(~source[where[kx] + j])
+                                        m = vmax(m, v)
+                                        nan = nan + vmax(broadcast(math.inf), v)
+                                    m = vmin(m, nan)  # NaN where a tap was NaN
+                                store(~ring[slot * span + j], m)
+                    for j in range(0, span, lanes):  # across the window's rows
+                        m = broadcast(-math.inf)
+                        nan = broadcast(math.inf)
+                        for ky in meta.range(kh):
+                            iy = y * sh + ky * dh - ph
+                            if iy >= 0 and iy < h:
+                                v = load(~ring[iy % rows * span + j])
+                                m = vmax(m, v)
+                                nan = nan + vmax(broadcast(math.inf), v)
+                        store(~best[j], vmin(m, nan))
                     for u in range(i64(ow)):
-                        out[bi, c, y, u] = dt(best[u * sw])
+                        out[bi, c, y, u] = dt(best[u])
 
     return bind_sizes(module, "max_pool2d", {"batch": batch})
 

@@ -78,6 +78,21 @@ def test_max_pooling_on_drawn_shapes(draw: st.DataObject) -> None:
         np.testing.assert_array_equal(out, reference(x, kernel, stride, padding, dilation, out_size).astype(dtype))
 
 
+def test_resnet_pooling_at_the_default_width_with_nans_in_shared_rows_and_columns() -> None:
+    """ResNet-18's pooling (3x3, stride 2, padding 1) at the default vector width on a smaller plane: a row or column
+    of odd index is in two windows (its row maxima are kept for the second), so NaNs there reach both outputs."""
+    shape, out_size = (2, 3, 14, 13), (7, 7)
+    module = max_pool2d_cpu("n", *shape[1:], out_size, (3, 3), (2, 2), (1, 1)).build(check=True)
+    x = np.random.default_rng(7).uniform(-4, 4, shape).astype("float32")
+    x[0, 0, 3, 7] = x[0, 1, 5, 0] = x[1, 2, 13, 12] = x[1, 0, 0, 5] = np.nan
+    x[1, 1, 7, 7], x[1, 1, 9, 3] = np.inf, -np.inf
+    out = np.full((2, 3, *out_size), 7.0, "float32")
+    module(2, x, out)
+    expected = reference(x, (3, 3), (2, 2), (1, 1), (1, 1), out_size).astype("float32")
+    np.testing.assert_array_equal(out, expected)
+    assert np.isnan(out[0, 0, 1:3, 3:5]).all()  # input row 3 and column 7 are in two windows each
+
+
 def test_the_registry_takes_nchw_inputs_and_leaves_3d_ones_to_the_rules() -> None:
     def name(t: ops.Tensor) -> str:
         return the_kernel(choose_schedule(t.producer.task, Target.of("cpu")).module).name
