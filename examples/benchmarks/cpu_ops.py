@@ -1,19 +1,20 @@
 """stdlib_ops' CPU operators side by side with numpy (OpenBLAS), torch and onnxruntime, two threads each, and as a
 fraction of the machine's FMA peak.
 
-Prints the machine's measured peak (a loop of independent fused multiply-adds written in the DSL with the widest
-vector type the C compiler enables, on both threads), which OpenBLAS kernel numpy runs (threadpoolctl's report),
-then one table row per case: our time, our GFLOP/s and its fraction of the peak, and each peer's time with the
-ratio peer time / our time (above 1: we are faster). Every peer's result is checked against ours before anything
-is timed. The machine is noisy, so the contenders take turns: three times over, each times a block of 7 loops of
-about 10 ms (after its threads are left to settle and a warm-up call); a time is the median of its 21 loops.
+Prints the machine's measured peak on the two threads (`stdlib_ops.graph.cpu_peak.machine_peak`: independent chains
+of fused multiply-adds of the widest vector type the C compiler enables, and a parallel copy), which OpenBLAS kernel
+numpy runs (threadpoolctl's report), then one table row per case: our time, our GFLOP/s and its fraction of the
+peak, and each peer's time with the ratio peer time / our time (above 1: we are faster). Every peer's result is
+checked against ours before anything is timed. The machine is noisy, so the contenders take turns: three times over,
+each times a block of 7 loops of about 10 ms (after its threads are left to settle and a warm-up call); a time is
+the median of its 21 loops.
 
-Rows are produced by the functions in `ROWS` (each returns its `Row`s): matmul, `gelu(x @ w + b)`, the
-memory-bound softmax and norms, whose rate is in GB/s against the machine's measured copy bandwidth (a parallel copy
-written in the DSL), conv2d (a dense 3x3 and a depthwise 3x3), the MLP of examples/mlp.py (onnxruntime runs it
-as an ONNX model the benchmark writes), and attention at sequence 512 (the CPU template, and the same as three of
-our kernels: matmul, softmax, matmul); a new operator is a new row function appended there. Peers that are not
-installed (torch, onnxruntime, threadpoolctl: the `bench` extra) print as missing.
+Rows are produced by the functions in `ROWS` (each returns its `Row`s): matmul, `gelu(x @ w + b)`, the memory-bound
+softmax and norms, whose rate is in GB/s against the machine's measured copy bandwidth, conv2d (a dense 3x3 and a
+depthwise 3x3), the MLP of examples/mlp.py (onnxruntime runs it as an ONNX model the benchmark writes), and
+attention at sequence 512 (the CPU template, and the same as three of our kernels: matmul, softmax, matmul); a new
+operator is a new row function appended there. Peers that are not installed (torch, onnxruntime, threadpoolctl: the
+`bench` extra) print as missing.
 
 Where the environment sets OPENBLAS_CORETYPE or OPENBLAS_L2_SIZE (which pin OpenBLAS to another kernel or cache
 size), the script runs itself again without them, so that numpy runs the kernel OpenBLAS picks for this machine.
@@ -34,18 +35,14 @@ import argparse  # noqa: E402
 import contextlib  # noqa: E402
 import math  # noqa: E402
 import statistics  # noqa: E402
-import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
-from functools import cache  # noqa: E402
 
 import numpy as np  # noqa: E402
-from timing import SETTLE_S, best_time, in_turns  # noqa: E402 - examples/benchmarks/timing.py, beside this script
+from timing import in_turns  # noqa: E402 - examples/benchmarks/timing.py, beside this script
 
-import hidet_lang as hidet  # noqa: E402
 import stdlib_ops as ops  # noqa: E402
-from hidet_lang import attrs, f32, grid, i32, meta, register_tensor  # noqa: E402
-from hidet_lang import cpu as vectors  # noqa: E402
+from stdlib_ops.graph.cpu_peak import machine_peak  # noqa: E402
 from stdlib_ops.templates.cpu_lanes import machine_lanes  # noqa: E402
 
 RUNS = 21
@@ -96,82 +93,6 @@ def timed(ours: Callable[[], object], candidates: dict[str, Callable[[], np.ndar
     samples = in_turns({"ours": ours, **present}, 1 if quick else RUNS)
     return Timing(statistics.median(samples["ours"]),
                   {name: statistics.median(samples[name]) if name in present else None for name in PEERS})
-
-
-# -------------------------------------------------------------------------------------------- the peak
-@cache
-def fma_peak_module(lanes: int, accumulators: int = 12) -> object:
-    """A public function `peak(threads, iters, x, y, out)`: on each thread, `accumulators` independent vectors of
-    `lanes` floats each take `iters` fused multiply-adds `acc * x + y` (more chains than FMA units times their
-    latency, so the units never wait), and the lanes' sum goes to `out[thread]`."""
-    load, store, fma, broadcast, reduce_sum = (getattr(vectors, f"f32x{lanes}_{op}") for op in
-                                               ("load", "store", "fma", "broadcast", "reduce_sum"))
-
-    with hidet.script_module() as module:
-        @hidet.script
-        def chains(iters: i32, x: f32, y: f32) -> f32:
-            attrs.func_kind = "cpu_internal"
-            attrs.noinline = True
-            regs = register_tensor(f32, [accumulators * lanes])  # kept in vector registers by the C compiler
-            vx = broadcast(x)
-            vy = broadcast(y)
-            for i in meta.range(accumulators):
-                store(~regs[i * lanes], broadcast(f32(i)))
-            for _ in range(iters):
-                for i in meta.range(accumulators):
-                    store(~regs[i * lanes], fma(load(~regs[i * lanes]), vx, vy))
-            total = 0.0
-            for i in meta.range(accumulators):
-                total += reduce_sum(load(~regs[i * lanes]))
-            return total
-
-        @hidet.script
-        def peak(threads: i32, iters: i32, x: f32, y: f32, out: ~f32):
-            attrs.func_kind = "public"
-            for t in grid(threads, attrs="p"):
-                out[t] = chains(iters, x, y)
-
-    return module.build(), accumulators
-
-
-def fma_peak(quick: bool) -> tuple[float, int]:
-    """The machine's measured peak in FLOP/s on THREADS threads (the best of several runs), and the width used."""
-    lanes = machine_lanes()
-    if lanes is None:
-        raise SystemExit("this machine's C compiler enables no vector fused multiply-add")
-    module, accumulators = fma_peak_module(lanes)
-    iters = 1_000_000 if quick else 4_000_000
-    out = np.zeros(THREADS, np.float32)
-    module(THREADS, 1000, 0.5, 1.0, out)  # acc * 0.5 + 1 tends to 2: no overflow, no subnormals
-    assert np.allclose(out, 2.0 * lanes * accumulators), out
-    time.sleep(SETTLE_S)
-    best = best_time(lambda: module(THREADS, iters, 0.5, 1.0, out), 3 if quick else 7)
-    return 2.0 * THREADS * iters * accumulators * lanes / best, lanes
-
-
-@cache
-def copy_module() -> object:
-    """A public function `copy(n, src, dst)`: `dst[i] = src[i]`, the elements spread over the threads."""
-    with hidet.script_module() as module:
-        @hidet.script
-        def copy(n: i32, src: ~f32, dst: ~f32):
-            attrs.func_kind = "public"
-            for i in grid(n, attrs="p"):
-                dst[i] = src[i]
-
-    return module.build()
-
-
-def copy_bandwidth(quick: bool) -> float:
-    """The machine's measured copy bandwidth in bytes/s on THREADS threads (a read and a write of 64 MB, or 8 MB
-    with `quick`; the best of several runs)."""
-    n = (2 if quick else 16) * 1024 * 1024
-    src, dst = np.random.default_rng(0).standard_normal(n).astype(np.float32), np.empty(n, np.float32)
-    module = copy_module()
-    module(n, src, dst)
-    assert np.array_equal(src, dst)
-    time.sleep(SETTLE_S)
-    return 2 * 4 * n / best_time(lambda: module(n, src, dst), 3 if quick else 11)
 
 
 # -------------------------------------------------------------------------------------------- the peers
@@ -545,10 +466,11 @@ def main() -> None:
     peers = load_peers()
     limits = peers.threadpoolctl.threadpool_limits(THREADS, user_api="blas") if peers.threadpoolctl else None
     with limits if limits is not None else contextlib.nullcontext():
-        peak, lanes = fma_peak(args.quick)
-        bandwidth = copy_bandwidth(args.quick)
-        print(f"{THREADS} threads each; measured peak {peak / 1e9:.1f} GFLOP/s (f32x{lanes} fused multiply-adds), "
-              f"copy bandwidth {bandwidth / 1e9:.1f} GB/s (a read and a write)")
+        peak = machine_peak(THREADS)
+        if peak.gflops is None:
+            raise SystemExit("this machine's C compiler enables no vector fused multiply-add")
+        print(f"{THREADS} threads each; measured peak {peak.gflops:.1f} GFLOP/s (f32x{machine_lanes()} fused "
+              f"multiply-adds), copy bandwidth {peak.gbs:.1f} GB/s (a read and a write)")
         print(openblas_report(peers))
         for note in peers.notes:
             print(note)
@@ -557,7 +479,7 @@ def main() -> None:
             print(f"not installed: {', '.join(missing)} (the `bench` extra)")
         print()
         rows = [row for make in ROWS for row in make(peers, args.quick)]
-        print_table(rows, peak, bandwidth)
+        print_table(rows, peak.gflops * 1e9, peak.gbs * 1e9)
     print("\nratio: peer time / ours (above 1: stdlib_ops is faster); -: not installed, or no such case; "
           "every peer's result matched ours first")
 

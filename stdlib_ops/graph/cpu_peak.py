@@ -1,37 +1,78 @@
-"""What the CPU this process runs on can do at best, the yardstick of a profile's GFLOP/s and GB/s (`Peak`).
+"""What the CPU this process runs on can do at best, the yardstick of a profile's GFLOP/s and GB/s (`Peak`): both
+measured once a process (per thread count) with kernels written in the DSL, on the threads the kernels run on.
 
-- **Arithmetic**: threads x clock x vector lanes of f32 x 2 (a fused multiply-add is two operations) x 2 (two FMA
-  pipes a core, as every AVX2 and AVX-512 server core since Haswell and Zen 2 has). The clock is the CPU's nominal
-  frequency as the kernel reports it (`/sys/.../cpuinfo_max_freq`, else the largest `cpu MHz` of `/proc/cpuinfo`);
-  the lanes are the widest vector type the CPU templates use here (`cpu_lanes.machine_lanes`).
-- **Memory**: measured once a process: the best of a few copies of 64 MiB (past every cache) with numpy, counting
-  the bytes read and written, an attainable streaming bandwidth rather than the DIMMs' nominal one.
+- **Arithmetic** (`fma_gflops`): on each of `threads` OpenMP threads, `CHAINS` independent vectors of f32 (the
+  widest vector type the CPU templates use here, `cpu_lanes.machine_lanes`) each take a stream of fused
+  multiply-adds, counted as two operations each; the best of a few runs. A figure from the data sheet (threads x
+  clock x lanes x 2 x 2 FMA pipes) misses what the cores really run at: the nominal clock the kernel reports is
+  not the turbo clock an FMA loop runs at, nor the lower clock some cores drop to for wide vectors, and some cores
+  have one FMA pipe rather than two. `nominal_gflops` keeps that figure, as a bound the measurement is checked
+  against. A machine whose C compiler enables no vector FMA gets no arithmetic peak (None: a profile prints the
+  fraction as unknown).
+
+  The loop keeps every accumulator in a vector register with no other instruction than the FMAs and the loop's
+  count, as hand-written intrinsics do (the C compiler's assembly of `fma_module` shows it), given two rules:
+  1. enough chains to hide the FMA's latency: 2 pipes x 4 cycles = 8 FMAs in flight a core, and more for cores
+     of a longer latency; `CHAINS` keeps two registers for the operands and stays below the 32 (AVX-512) or 16
+     vector registers.
+  2. the accumulators' array is only ever read and written as whole vectors: the lanes leave it by a vector store
+     to the output, never lane by lane (a `reduce_sum`). An array also read as single floats is not split into
+     registers by GCC: it stays in memory, GCC moves its loads and stores out of the loop, and the loop then
+     carries two register copies a chain beside its FMA (12 chains: 24 copies and 12 FMAs a step, 200 rather than
+     215 GFLOP/s a thread here), or spills to the stack with 16 chains or more.
+  The loop is parallel on exactly `threads` threads (`grid(..., attrs="pN")`): a plain parallel loop of a few
+  iterations runs on one thread, as too little work to wake the others (`codegen/emit/parallel_work.py`).
+- **Memory** (`copy_gbs`): a copy of `COPY_BYTES` bytes (past every cache) in vectors of the widest type, between
+  arrays aligned to cache lines, the vectors spread over the `threads` threads, counting the bytes read and
+  written; the best of a few, after a first copy that maps the target's pages. One thread alone does not draw a
+  socket's bandwidth (its outstanding misses cap it: 40% of two threads' here), so the copy runs on the threads
+  a kernel runs on: an attainable streaming bandwidth for the kernels' loads and stores rather than the DIMMs'
+  nominal one.
+
+A measurement costs some tens of milliseconds, once a process and thread count (the kernels' compilation comes
+out of the on-disk cache after the first process).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from hidet_lang import attrs, f32, grid, i32, meta, register_tensor, script, script_module
+from hidet_lang import cpu as vectors
 from stdlib_ops.templates.cpu_lanes import machine_lanes
 
 FMA_PIPES = 2
-"""Vector FMA units a core: two on the AVX2 and AVX-512 server cores of the last decade."""
+"""Vector FMA units a core on the AVX2 and AVX-512 server cores of the last decade (for `nominal_gflops`)."""
+
+CHAINS = {16: 24, 8: 12, 4: 12}
+"""Independent accumulators a thread of the FMA loop, per vector width: at least FMA pipes x latency (2 x 4 on
+Intel's cores, 2 x 5 on AMD's would do), with the two operands in registers too: 26 of AVX-512's 32 registers, 14
+of AVX2's 16."""
+
+FMA_ITERATIONS = 1 << 20
+"""Steps of each chain a timed run: about 4 ms for AVX-512's 24 chains at 3 GHz (two FMAs a cycle), half that for
+12."""
 
 COPY_BYTES = 64 * 1024 * 1024
 """The size of the array copied to measure the memory bandwidth: larger than any last-level cache a core sees."""
 
+RUNS = 5
+"""Timed runs of each measurement (after one untimed); the fastest counts."""
+
 
 @dataclass(frozen=True)
 class Peak:
-    """The machine's best f32 arithmetic rate (`gflops`, in 1e9 operations a second; None where the clock is not
-    known) and memory bandwidth (`gbs`, 1e9 bytes a second) for `threads` threads."""
+    """The machine's best f32 arithmetic rate (`gflops`, in 1e9 operations a second; None where the machine has no
+    vector FMA to measure) and memory bandwidth (`gbs`, 1e9 bytes a second) for `threads` threads."""
 
     gflops: float | None
     gbs: float
@@ -39,15 +80,124 @@ class Peak:
 
     def __str__(self) -> str:
         arithmetic = "unknown" if self.gflops is None else f"{self.gflops:.0f} GFLOP/s"
-        return f"peak on {self.threads} threads: {arithmetic} (f32 FMA), {self.gbs:.1f} GB/s (measured copy)"
+        return (f"peak on {self.threads} threads: {arithmetic} (measured f32 FMA), {self.gbs:.1f} GB/s "
+                "(measured copy)")
 
 
 def machine_peak(threads: int | None = None) -> Peak:
-    """The peak of this machine for `threads` threads (None: the cores this process may run on)."""
+    """The measured peak of this machine for `threads` threads (None: the cores this process may run on)."""
     threads = len(os.sched_getaffinity(0)) if threads is None else threads
-    ghz, lanes = clock_ghz(), machine_lanes() or 1
-    gflops = None if ghz is None else threads * ghz * lanes * 2 * FMA_PIPES
-    return Peak(gflops, copy_bandwidth_gbs(), threads)
+    lanes = machine_lanes()
+    return Peak(None if lanes is None else fma_gflops(threads, lanes), copy_gbs(threads, lanes), threads)
+
+
+def fastest(fn: Callable[[], object]) -> float:
+    """The seconds of the fastest of `RUNS` calls of `fn`, after one untimed call."""
+    fn()
+    best = math.inf
+    for _ in range(RUNS):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+@functools.cache
+def fma_module(threads: int, lanes: int) -> object:
+    """The compiled public function `peak(iters, x, y, out)`: on each of `threads` threads `t`, `CHAINS[lanes]`
+    vectors of `lanes` floats (lane values 0, 1, 2, ... a chain, so that no two chains are the same computation)
+    each take `iters` fused multiply-adds `acc * x + y`, then go to `out[t * CHAINS[lanes] * lanes:]` (see the
+    module docstring for how the loop is written)."""
+    chains, parallel = CHAINS[lanes], f"p{threads}"
+    load, store, fma, broadcast = (getattr(vectors, f"f32x{lanes}_{op}") for op in ("load", "store", "fma",
+                                                                                     "broadcast"))
+    with script_module() as module:
+        @script
+        def fma_chains(iters: i32, x: f32, y: f32, out: ~f32):
+            attrs.func_kind = "cpu_internal"
+            attrs.noinline = True  # compiled on its own: the accumulators get the vector registers
+            regs = register_tensor(f32, [chains * lanes])  # whole vectors only: see the module docstring
+            vx = broadcast(x)
+            vy = broadcast(y)
+            for i in meta.range(chains):
+                store(~regs[i * lanes], broadcast(f32(i)))
+            for _ in range(iters):
+                for i in meta.range(chains):
+                    store(~regs[i * lanes], fma(load(~regs[i * lanes]), vx, vy))
+            for i in meta.range(chains):
+                store(out + i * lanes, load(~regs[i * lanes]))
+
+        @script
+        def peak(iters: i32, x: f32, y: f32, out: ~f32):
+            attrs.func_kind = "public"
+            for t in grid(threads, attrs=parallel):
+                fma_chains(iters, x, y, out + t * (chains * lanes))
+
+    return module.build("cpu")
+
+
+@functools.cache
+def fma_gflops(threads: int, lanes: int) -> float:
+    """The measured f32 rate of `threads` threads running `fma_module(threads, lanes)`, in GFLOP/s."""
+    module = fma_module(threads, lanes)
+    out = np.zeros(threads * CHAINS[lanes] * lanes, np.float32)
+    seconds = fastest(lambda: module(FMA_ITERATIONS, 0.5, 1.0, out))
+    # acc * 0.5 + 1 halves acc's distance to 2 a step: every lane is exactly 2 after some 30 steps (no overflow,
+    # no subnormals on the way), which also shows that each chain ran
+    if not (out == 2.0).all():
+        raise RuntimeError(f"the FMA loop of {lanes} lanes on {threads} threads computed wrong values")
+    return 2.0 * threads * FMA_ITERATIONS * CHAINS[lanes] * lanes / seconds / 1e9
+
+
+@functools.cache
+def copy_module(threads: int, lanes: int | None) -> object:
+    """The compiled public function `copy(n, src, dst)`: `dst[i] = src[i]` for `n` elements, in vectors of `lanes`
+    floats (`n` a multiple of it; None: float by float), spread over `threads` threads."""
+    parallel = f"p{threads}"
+    with script_module() as module:
+        if lanes is None:
+            @script
+            def copy(n: i32, src: ~f32, dst: ~f32):
+                attrs.func_kind = "public"
+                for i in grid(n, attrs=parallel):
+                    dst[i] = src[i]
+        else:
+            load, store = getattr(vectors, f"f32x{lanes}_load"), getattr(vectors, f"f32x{lanes}_store")
+
+            @script
+            def copy(n: i32, src: ~f32, dst: ~f32):
+                attrs.func_kind = "public"
+                for i in grid(n // lanes, attrs=parallel):
+                    store(dst + i * lanes, load(src + i * lanes))
+
+    return module.build("cpu")
+
+
+@functools.cache
+def copy_gbs(threads: int, lanes: int | None) -> float:
+    """The measured bandwidth of `threads` threads copying `COPY_BYTES` bytes with `copy_module(threads, lanes)`,
+    in GB/s (read and written bytes both counted)."""
+    module = copy_module(threads, lanes)
+    n = COPY_BYTES // 4
+    source, target = cache_line_aligned(n), cache_line_aligned(n)
+    source[:] = 1.0
+    seconds = fastest(lambda: module(n, source, target))
+    return 2 * COPY_BYTES / seconds / 1e9
+
+
+def cache_line_aligned(n: int) -> np.ndarray:
+    """An uninitialised array of `n` floats that starts on a 64-byte boundary (numpy's large arrays start 16 bytes
+    past a page, which makes every vector load of 64 bytes straddle two cache lines: a copy 20% slower here)."""
+    raw = np.empty(n + 16, np.float32)
+    skip = -raw.ctypes.data % 64 // 4
+    return raw[skip:skip + n]
+
+
+def nominal_gflops(threads: int) -> float | None:
+    """The data sheet's f32 rate for `threads` threads: threads x `clock_ghz` x lanes x 2 x `FMA_PIPES`, in GFLOP/s
+    (None where the clock is not known or the machine has no vector FMA); a bound to check the measurement with."""
+    ghz, lanes = clock_ghz(), machine_lanes()
+    return None if ghz is None or lanes is None else threads * ghz * lanes * 2 * FMA_PIPES
 
 
 def clock_ghz() -> float | None:
@@ -63,16 +213,3 @@ def clock_ghz() -> float | None:
         return None
     found = [float(m) for m in re.findall(r"^cpu MHz\s*:\s*([0-9.]+)", text, re.MULTILINE)]
     return max(found) / 1e3 if found else None
-
-
-@functools.cache
-def copy_bandwidth_gbs() -> float:
-    """The best of five copies of `COPY_BYTES` bytes, in GB/s (read and written bytes both counted)."""
-    source = np.ones(COPY_BYTES // 4, np.float32)
-    target = np.empty_like(source)
-    best = float("inf")
-    for _ in range(5):
-        start = time.perf_counter()
-        np.copyto(target, source)
-        best = min(best, time.perf_counter() - start)
-    return 2 * COPY_BYTES / best / 1e9

@@ -10,7 +10,7 @@ import pytest
 
 import stdlib_ops as ops
 from stdlib_ops.compute import compute, reduce, tensor_input
-from stdlib_ops.graph.cpu_peak import Peak, machine_peak
+from stdlib_ops.graph.cpu_peak import Peak
 from stdlib_ops.graph.flops import add_flops, flops_value, task_flops
 from stdlib_ops.graph.profile import make_profile
 from stdlib_ops.task import Task
@@ -97,9 +97,3 @@ def test_bad_runs_and_inputs_are_refused() -> None:
     with pytest.raises(ValueError, match="size 48 in dimension 1"):
         graph.profile(np.zeros((2, 47), np.float32), peak=PEAK)
 
-
-def test_machine_peak_counts_the_threads() -> None:
-    one, two = machine_peak(1), machine_peak(2)
-    assert one.gbs > 0 and two.threads == 2
-    if one.gflops is not None:
-        assert two.gflops == pytest.approx(2 * one.gflops)
