@@ -171,7 +171,6 @@ def conv2d_gemm_cpu(batch: Size, channels: int, height: int, width: int, out_cha
     m, n, k = og, oh * ow, cg * kh * kw
     tile_m, tile_n = _tiles(groups * (batch if isinstance(batch, int) else 1), m, n, mr, nr, mc, nc, min_tiles)
     tiles_m, tiles_n = -(-m // tile_m), -(-n // tile_n)
-    tiles = groups * tiles_m * tiles_n
     pw = _panel_width(tile_n, nr, nc)
     tile = tile_kernel(lanes, mr, nr, pw, nc)
     has_bias = bias
@@ -185,11 +184,9 @@ def conv2d_gemm_cpu(batch: Size, channels: int, height: int, width: int, out_cha
         def conv2d(batch: i32, x: dt[batch, channels, h, w], weight: weight_type, bias: dt[out_channels],
                    out: dt[batch, out_channels, oh, ow]):
             attrs.func_kind = "cpu_kernel"
-            for t in grid(batch * tiles, attrs="p"):
-                bi = t // tiles
-                g = t // (tiles_m * tiles_n) % groups
-                m0 = t // tiles_n % tiles_m * tile_m
-                n0 = t % tiles_n * tile_n
+            for bi, g, tile_row, tile_col in grid(batch, groups, tiles_m, tiles_n, attrs="pppp"):
+                m0 = tile_row * tile_m
+                n0 = tile_col * tile_n
                 rows = min(tile_m, m - m0)
                 cols = min(tile_n, n - n0)
                 panels_m = (rows + mr - 1) // mr

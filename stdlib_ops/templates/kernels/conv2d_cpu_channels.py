@@ -158,7 +158,6 @@ def conv2d_channel_vectors_cpu(batch: Size, channels: int, height: int, width: i
     broad, narrow, single = micro[ry, mr + 1 if wide else mr], micro[ry, mr], micro[1, mr]
     tile_floats = ry * (mr + 1) * nr
     has_bias = bias
-    units = groups * bands * chunks
 
     with script_module() as module:
 
@@ -166,11 +165,9 @@ def conv2d_channel_vectors_cpu(batch: Size, channels: int, height: int, width: i
         def conv2d(batch: i32, x: dt[batch, channels, h, w], weight: f32[groups * group_panels, k, nr],
                    bias: dt[out_channels], out: dt[batch, out_channels, oh, ow]):
             attrs.func_kind = "cpu_kernel"
-            for t in grid(batch * units, attrs="p"):
-                bi = t // units
-                g = t // (bands * chunks) % groups
-                y0 = t // chunks % bands * rows_per_band
-                p0 = t % chunks * panels_per_chunk
+            for bi, g, band, chunk in grid(batch, groups, bands, chunks, attrs="pppp"):
+                y0 = band * rows_per_band
+                p0 = chunk * panels_per_chunk
                 rows = min(rows_per_band, oh - y0)
                 slab = register_tensor(f32, [cg * channel_floats])
                 tile = register_tensor(f32, [tile_floats])
