@@ -87,6 +87,18 @@ def test_wide_convolutions_are_packed_for_the_channel_vectors_and_give_the_eager
     assert "pixels_" not in pointwise.build("cpu").modules[0].source()
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_convolutions_read_the_channel_vectors_panels_too(dtype: str) -> None:
+    """The slab converts the input to f32 as it copies it; the panels are f32 whatever the weights' dtype."""
+    w = ops.asarray(RNG.uniform(-1, 1, (64, 8, 3, 3)).astype(np.float32)).astype(dtype)
+    x = ops.symbol(["n", 8, 7, 9], dtype)
+    compiled = ops.optimize(ops.trace_from(ops.conv2d(x, w, stride=(1, 2), padding=1), [x])).build("cpu")
+    assert "pixels_" in compiled.modules[0].source()
+    xv = ops.asarray(RNG.uniform(-1, 1, (2, 8, 7, 9)).astype(np.float32)).astype(dtype)
+    eager = ops.conv2d(xv, w, stride=(1, 2), padding=1)
+    np.testing.assert_array_equal(compiled(xv).astype("float32").numpy(), eager.astype("float32").numpy())
+
+
 def test_the_packed_panels_are_saved_with_the_graph(tmp_path: object) -> None:
     x = ops.symbol(["n", 6, 9, 7])
     compiled = ops.optimize(ops.trace_from(ops.conv2d(x, ops.asarray(W), stride=2), [x])).build("cpu")
