@@ -10,7 +10,8 @@ input (the reduced axes in the middle) and `[outer, inner]` of the output: `sum`
   mean first, then the mean of squared deviations (two passes, no cancellation).
 - **Columns** (`reduce_columns_cuda`, leading or middle axes: `inner` above 1). A block takes one `outer` index and
   `COLUMNS` consecutive `inner` positions: a warp's lanes read `COLUMNS` consecutive values of one row (coalesced),
-  the block's warps take rows `w, w + warps, ...`, and the warps' partial results meet in shared memory.
+  the block's warps take rows `w, w + warps, ...`, and the warps' partial results meet in shared memory
+  (`block_reduce.column_reducer`).
 
 Arithmetic is in f32 whatever the storage dtype. `max` and `min` are NaN where a reduced value is (numpy's `max`);
 `argmax` and `argmin` give the first index of the largest (smallest) value, or of the first NaN, as numpy does. Both
@@ -23,12 +24,21 @@ from __future__ import annotations
 import math
 
 from hidet_lang import attrs, f32, i32, i64, meta, register_tensor, script, script_module
-from hidet_lang.cuda import blockIdx, shared_tensor, syncthreads, threadIdx
+from hidet_lang.cuda import blockIdx, shared_tensor, threadIdx
 from hidet_lang.frontend.script import ScriptModule
 from hidet_lang.ir.types import DataType
 from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import TemplateBinding
-from stdlib_ops.templates.kernels.block_reduce import WARP, arg_reducers, block_reducers, extremum_reducers
+from stdlib_ops.templates.kernels.block_reduce import (
+    COLUMNS,
+    WARP,
+    arg_reducers,
+    block_reducers,
+    column_reducer,
+    combiner,
+    extremum_reducers,
+    require_warps,
+)
 from stdlib_ops.templates.kernels.normalization_cuda import row_layout
 from stdlib_ops.templates.kernels.reduction_views import reduction_views
 from stdlib_ops.templates.kernels.row_chunks import RowChunks
@@ -40,8 +50,8 @@ from stdlib_ops.templates.sizes import bind_sizes
 REDUCTION_CUDA_DTYPES = ("float32", "float16", "bfloat16")
 ROW_KINDS = ("sum", "mean", "max", "min", "var", "std", "argmax", "argmin")
 COLUMN_KINDS = ("sum", "mean", "max", "min", "var", "std")
-COLUMNS = 32
-"""The inner positions a block of the columns template takes: one warp's consecutive reads."""
+COMBINED = {"sum": "sum", "mean": "sum", "var": "sum", "std": "sum", "max": "nan_max", "min": "nan_min"}
+"""How each kind but the arg ones combines values (`block_reduce.combiner`)."""
 START = {"sum": 0.0, "mean": 0.0, "var": 0.0, "std": 0.0, "max": -math.inf, "min": math.inf, "argmax": -math.inf,
          "argmin": math.inf}
 NO_INDEX = 2**31 - 1
@@ -53,8 +63,7 @@ def _check(template: str, kind: str, kinds: tuple[str, ...], dtype: str, sizes: 
     check_sizes(template, sizes)
     require(kind in kinds, template, f"kind {kind!r} (supported: {', '.join(kinds)})")
     require(ddof >= 0, template, f"ddof {ddof} (at least 0)")
-    require(threads % WARP == 0 and WARP <= threads <= 1024, template,
-            f"{threads} threads a block (need whole warps, at most 1024)")
+    require_warps(template, threads)
     return template_dtype(template, dtype, REDUCTION_CUDA_DTYPES)
 
 
@@ -76,6 +85,7 @@ def reduce_rows_cuda(outer: Size, extent: Size, kind: str, dtype: str = "float32
     warp_sum, _, block_sum, _ = block_reducers(threads)
     row_sum = warp_sum if width == WARP else block_sum
     if kind in ("max", "min"):
+        combine = combiner(COMBINED[kind])
         warp_ext, block_ext = extremum_reducers(threads, kind)
         row_ext = warp_ext if width == WARP else block_ext
     if kind.startswith("arg"):
@@ -121,8 +131,7 @@ def reduce_rows_cuda(outer: Size, extent: Size, kind: str, dtype: str = "float32
                     for j in range(streamed):
                         share.load(c, 0, x, (row,), j, start)
                         for k in meta.range(lanes):
-                            if best == best:
-                                best = max(best, c[k]) if kind == "max" else min(best, c[k])
+                            best = combine(best, c[k])
                     top = row_ext(best)
                     if lane == 0:
                         y[row] = dt(top)
@@ -151,7 +160,8 @@ def reduce_columns_cuda(outer: Size, extent: Size, inner: Size, kind: str, dtype
     dt = _check(name, kind, COLUMN_KINDS, dtype, {"outer": outer, "extent": extent, "inner": inner}, ddof, threads)
     warps = threads // WARP
     start = START[kind]
-    extreme = kind in ("max", "min")
+    combine = combiner(COMBINED[kind])
+    column_total = column_reducer(threads, COMBINED[kind])
 
     with script_module() as module:
 
@@ -169,20 +179,8 @@ def reduce_columns_cuda(outer: Size, extent: Size, inner: Size, kind: str, dtype
             acc: f32 = start
             if j < inner:
                 for k in range(warp, extent, warps):
-                    if extreme:
-                        if acc == acc:
-                            acc = max(acc, f32(x[o, k, j])) if kind == "max" else min(acc, f32(x[o, k, j]))
-                    else:
-                        acc += f32(x[o, k, j])
-            partials[warp, lane] = acc
-            syncthreads()
-            total = partials[0, lane]
-            for w in range(1, warps):
-                if extreme:
-                    if total == total:
-                        total = max(total, partials[w, lane]) if kind == "max" else min(total, partials[w, lane])
-                else:
-                    total += partials[w, lane]
+                    acc = combine(acc, f32(x[o, k, j]))
+            total = column_total(partials, warp, lane, acc)
             if kind in ("var", "std"):
                 mean = total / f32(extent)
                 squares: f32 = 0.0
@@ -190,13 +188,7 @@ def reduce_columns_cuda(outer: Size, extent: Size, inner: Size, kind: str, dtype
                     for k in range(warp, extent, warps):
                         d = f32(x[o, k, j]) - mean
                         squares += d * d
-                syncthreads()  # every thread has read the sums: the partials are free
-                partials[warp, lane] = squares
-                syncthreads()
-                squares = partials[0, lane]
-                for w in range(1, warps):
-                    squares += partials[w, lane]
-                variance = squares / f32(extent - ddof)
+                variance = column_total(partials, warp, lane, squares) / f32(extent - ddof)
                 if warp == 0 and j < inner:
                     y[o, j] = dt(math.sqrt(variance) if kind == "std" else variance)
             elif warp == 0 and j < inner:

@@ -3,12 +3,12 @@
 
 A block takes one `outer` index and `COLUMNS` consecutive `inner` positions: a warp's lanes read `COLUMNS`
 consecutive values of one row (coalesced), the block's warps take rows `w, w + warps, ...`. Each column's maximum,
-then its sum of `exp(x - max)`, are the warps' partial results met in shared memory (`column_total`). Where a
-thread's values of its column fit `MAX_CACHED` registers (`extent <= MAX_CACHED * warps`, checked at run time), it
-reads them once and keeps their exponentials for the output (each computed once); a longer column is read again each
-pass and its exponentials computed again for the output. Arithmetic is in f32 whatever the storage dtype; inputs are
-only read element by element and the output only stored element by element (the fusion contract). Softmax over the
-last axis goes to the row template (`normalization_cuda`).
+then its sum of `exp(x - max)`, are the warps' partial results met in shared memory (`block_reduce.column_reducer`).
+Where a thread's values of its column fit `MAX_CACHED` registers (`extent <= MAX_CACHED * warps`, checked at run
+time), it reads them once and keeps their exponentials for the output (each computed once); a longer column is read
+again each pass and its exponentials computed again for the output. Arithmetic is in f32 whatever the storage dtype;
+inputs are only read element by element and the output only stored element by element (the fusion contract). Softmax
+over the last axis goes to the row template (`normalization_cuda`).
 """
 
 from __future__ import annotations
@@ -16,21 +16,18 @@ from __future__ import annotations
 import math
 
 from hidet_lang import attrs, f32, i32, meta, register_tensor, script, script_module
-from hidet_lang.cuda import blockIdx, shared_tensor, syncthreads, threadIdx
+from hidet_lang.cuda import blockIdx, shared_tensor, threadIdx
 from hidet_lang.frontend.script import ScriptModule
 from stdlib_ops.schedule.signature import kernel_signature
 from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import TemplateBinding, common_dtype, shape_of
-from stdlib_ops.templates.kernels.block_reduce import WARP
+from stdlib_ops.templates.kernels.block_reduce import COLUMNS, WARP, column_reducer, require_warps
 from stdlib_ops.templates.kernels.normalization_cuda import CUDA_ROWS, MAX_CACHED, NORMALIZATION_DTYPES
 from stdlib_ops.templates.kernels.row_views import softmax_rows
-from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
+from stdlib_ops.templates.params import Size, check_sizes, template_dtype
 from stdlib_ops.templates.registry import LIBRARY_CUDA, library_template
 from stdlib_ops.templates.sizes import bind_sizes
 from stdlib_ops.templates.views import View, product, unravel
-
-COLUMNS = 32
-"""The inner positions a block takes: one warp's consecutive reads."""
 
 
 def softmax_columns_cuda(outer: Size, extent: Size, inner: Size, dtype: str = "float32", *, log: bool = False,
@@ -41,26 +38,9 @@ def softmax_columns_cuda(outer: Size, extent: Size, inner: Size, dtype: str = "f
     `x, y: dtype[outer, extent, inner]`; each size is an int or a symbolic name."""
     name = "softmax_columns_cuda"
     check_sizes(name, {"outer": outer, "extent": extent, "inner": inner})
-    require(threads % WARP == 0 and WARP <= threads <= 1024, name,
-            f"{threads} threads a block (need whole warps, at most 1024)")
+    warps = require_warps(name, threads)
     dt = template_dtype(name, dtype, NORMALIZATION_DTYPES)
-    warps = threads // WARP
-
-    @script
-    def column_total(partials: f32[warps, COLUMNS], warp: i32, lane: i32, value: f32, is_max: bool) -> f32:
-        """The maximum (`is_max`) or sum of the warps' `value`s of column `lane`, met in `partials`; every thread
-        of the block calls it (it has barriers), and the partials are free again when it returns."""
-        attrs.func_kind = "cuda_internal"
-        partials[warp, lane] = value
-        syncthreads()
-        total = partials[0, lane]
-        for w in range(1, warps):
-            if is_max:
-                total = max(total, partials[w, lane])
-            else:
-                total += partials[w, lane]
-        syncthreads()
-        return total
+    column_max, column_sum = column_reducer(threads, "max"), column_reducer(threads, "sum")
 
     with script_module() as module:
 
@@ -84,7 +64,7 @@ def softmax_columns_cuda(outer: Size, extent: Size, inner: Size, dtype: str = "f
                     if j < inner and warp + i * warps < extent:
                         v[i] = f32(x[o, warp + i * warps, j])
                     local_max = max(local_max, v[i])
-                top = column_total(partials, warp, lane, local_max, True)
+                top = column_max(partials, warp, lane, local_max)
                 local_sum: f32 = 0.0
                 for i in meta.range(MAX_CACHED):
                     if log:
@@ -92,7 +72,7 @@ def softmax_columns_cuda(outer: Size, extent: Size, inner: Size, dtype: str = "f
                     else:
                         v[i] = math.exp(v[i] - top)
                         local_sum += v[i]
-                total = column_total(partials, warp, lane, local_sum, False)
+                total = column_sum(partials, warp, lane, local_sum)
                 log_total = math.log(total)
                 scale = 1.0 / total
                 for i in meta.range(MAX_CACHED):
@@ -106,12 +86,12 @@ def softmax_columns_cuda(outer: Size, extent: Size, inner: Size, dtype: str = "f
                 if j < inner:
                     for k in range(warp, extent, warps):
                         local_max = max(local_max, f32(x[o, k, j]))
-                top = column_total(partials, warp, lane, local_max, True)
+                top = column_max(partials, warp, lane, local_max)
                 local_sum: f32 = 0.0
                 if j < inner:
                     for k in range(warp, extent, warps):
                         local_sum += math.exp(f32(x[o, k, j]) - top)
-                log_total = math.log(column_total(partials, warp, lane, local_sum, False))
+                log_total = math.log(column_sum(partials, warp, lane, local_sum))
                 if j < inner:
                     for k in range(warp, extent, warps):
                         if log:
