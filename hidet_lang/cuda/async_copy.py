@@ -1,5 +1,6 @@
-"""Tiles that `cp.async` (sm_80) fills: their swizzled layout, the copy of a tile by a block's threads, and the
-multistage pipeline that overlaps the copies of later steps with the work on the current one.
+"""Tiles that `cp.async` (sm_80) fills: their swizzled layout, the copy of a tile by a block's threads (or its
+element-by-element gather), and the multistage pipeline that overlaps the copies of later steps with the work on the
+current one.
 
 - `chunk_tile(dtype, [rows, cols])`: the tensor type of a shared tile whose 16-byte chunks are swizzled (as
   `tiles.swizzled_tile`, the swizzle as wide as a row up to 128 bytes), so that the eight rows of an `ldmatrix`
@@ -9,12 +10,19 @@ multistage pipeline that overlaps the copies of later steps with the work on the
   16-byte chunks. `mapping` is the task mapping that gives each thread its chunks `(row, chunk)`, consecutive
   threads on consecutive chunks of shared memory (each 128-byte line written by 8 threads at once); `copy(...)`
   builds the copy of one chunk from a tensor whose tile starts at an origin (a `cp_async` where the chunk lies
-  inside it and its rows are 16-byte aligned, zeros outside, element reads where the rows are not aligned), and
-  `zero`, `round_tf32` the chunk's fills and in-place rounding.
+  inside it and its rows are 16-byte aligned, zeros outside, element reads where the rows are not aligned or the
+  tensor holds another type than the tile, converted), and `zero`, `round_tf32` the chunk's fills and in-place
+  rounding.
+- `TileGather(rows, cols, threads, along)`: the cells `(row, col)` of a tile filled element by element, for tiles
+  whose elements come from scattered places (an implicit GEMM's gather of the input) or land transposed: `mapping`
+  puts consecutive threads on consecutive rows or columns (`along`), a thread's row or column the same in all its
+  tasks; `tasks(worker)` numbers a thread's rows (`r`), so that what a row needs is worked out once, into registers
+  indexed by `r` (`rows_of(worker)`); `inside(row, col)` where the tasks run past the tile.
 - `CopyPipeline(stages)`: `stages` buffers of a loop whose iteration `it` copies step `it` into buffer
   `fill_stage(it)` and works on step `it - stages + 1` in buffer `read_stage(it)`; `wait()` starts an iteration
   (the copies of the step worked on are in place and every thread is done with the buffer refilled: `landed()`
-  and a barrier, between which a thread may touch its own copies), `commit()` ends its copies.
+  and a barrier, between which a thread may touch its own copies), `commit()` ends its copies. A gather's element
+  stores are in place once its thread has made them: the barrier of `wait()` is the one they need.
 
 Every statement is built while the kernel is parsed, from the kernel's own tensors: a `cp_async` source or an
 element read of an input is what fusion rewrites, so a template written with these stays fusible.
@@ -35,7 +43,7 @@ from hidet_lang.ir.layout import SwizzledLayout
 from hidet_lang.ir.mapping import ComposedMapping, RepeatMapping, SpatialMapping, TaskMapping, repeat, spatial
 from hidet_lang.ir.types import DataType, TensorType, uint32
 
-__all__ = ["CHUNK_BYTES", "CopyPipeline", "TileCopy", "chunk_tile"]
+__all__ = ["CHUNK_BYTES", "CopyPipeline", "TileCopy", "TileGather", "chunk_tile"]
 
 CHUNK_BYTES = 16  # a cp.async copy, an ldmatrix row
 MAX_SWIZZLE = 128  # bytes: one line of the 32 banks
@@ -78,18 +86,21 @@ class TileCopy:
         unrolled while parsing (`for row, chunk, t in copy.tasks(threadIdx.x)`) whose per-task values live in
         registers indexed by `t`. A thread's tasks are thread 0's moved by its place in the mapping's spatial part.
         A thread past the mapping's workers gets tasks past the tile's rows (its copies are skipped)."""
-        row, chunk = _spatial_coords(self.mapping, E.convert(worker))
-        return [(r + row, c + chunk, t) for t, (r, c) in enumerate(self.mapping(0))]
+        return _worker_tasks(self.mapping, worker)
 
     def copy(self, dst: Any, row: Any, chunk: Any, src: Any, origin: Sequence[Any], aligned: Any = True,
              limit: Any = None) -> S.Stmt:
         """The copy of chunk `chunk` of row `row` of the shared tile `dst` from the tensor `src` whose element
         `origin` (one index a dimension) is the tile's first: one `cp_async` of 16 bytes where `aligned` (a Python
         or IR bool: the rows of `src` are whole chunks) and the chunk starts inside `src`, zeros where it does not,
-        and element reads, zeros outside, where not `aligned`. The rows lie inside below `limit` (an exclusive
-        bound on the row index of `src`; its extent by default)."""
+        and element reads converted to the tile's type, zeros outside, where not `aligned` (always where `src`
+        holds another type: a 16-byte copy moves bytes). The rows lie inside below `limit` (an exclusive bound on
+        the row index of `src`; its extent by default)."""
         src = E.convert(src)
-        shape = src.type.shape if isinstance(src.type, TensorType) else src.type.base.shape
+        src_type = src.type if isinstance(src.type, TensorType) else src.type.base
+        shape = src_type.shape
+        if src_type.dtype != self.tile.dtype:
+            aligned = False
         if len(origin) != len(shape) or len(shape) < 2:
             raise ValueError(f"TileCopy.copy(): origin has one index a dimension of the source ({len(shape)}), "
                              f"got {len(origin)}")
@@ -111,7 +122,7 @@ class TileCopy:
                 here = [*index[:-1], index[-1] + e]
                 ok = row_inside if whole_rows else semantics.logical(
                     "and", row_inside, semantics.binary("<", here[-1], shape[-1]))
-                value = E.IfThenElse(ok, semantics.element(src, tuple(here)),
+                value = E.IfThenElse(ok, semantics.cast(semantics.element(src, tuple(here)), self.tile.dtype),
                                      semantics.cast(0, self.tile.dtype))
                 elements.append(_store(chunk_at, e, value))
             body = S.seq(elements) if isinstance(aligned, bool) else S.IfStmt(semantics.condition(aligned, "aligned"),
@@ -131,6 +142,47 @@ class TileCopy:
         stores = [_store(at, e, cvt_rna_tf32_f32(semantics.element(at, (e,)))) for e in range(self.vector)]
         body = S.seq(stores)
         return S.IfStmt(semantics.binary("<", row, self.tile.shape[0]), body) if self.guarded else body
+
+
+class TileGather:
+    """The element-by-element fill of the cells `(row, col)` of a `[rows, cols]` grid by `threads` threads (see the
+    module's docstring): consecutive threads on consecutive rows (`along="rows"`: a thread's row the same in all its
+    tasks, its columns `threads / rows` apart) or on consecutive columns (`along="cols"`: a thread's column the same
+    in all its tasks, its `thread_rows` rows `threads / cols` apart)."""
+
+    def __init__(self, rows: int, cols: int, threads: int, along: str) -> None:
+        if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in (rows, cols, threads)):
+            raise ValueError(f"TileGather: rows, cols and threads are positive ints, got {(rows, cols, threads)!r}")
+        if along not in ("rows", "cols"):
+            raise ValueError(f"TileGather: along is 'rows' or 'cols', got {along!r}")
+        extent = rows if along == "rows" else cols
+        if threads % extent:
+            raise ValueError(f"TileGather: {threads} threads along {along} of {extent} cells are no whole number of "
+                             f"{along}")
+        at_once = threads // extent  # columns (along rows) or rows (along cols) gathered at once
+        self.rows, self.cols = rows, cols
+        self.thread_rows = 1 if along == "rows" else -(-rows // at_once)
+        self.mapping: TaskMapping = (repeat(1, -(-cols // at_once), attrs="uu") * spatial(rows, at_once, ranks=[1, 0])
+                                     if along == "rows" else
+                                     repeat(self.thread_rows, 1, attrs="uu") * spatial(at_once, cols))
+        self.guarded = self.mapping.task_shape[0] > rows or self.mapping.task_shape[1] > cols
+
+    def tasks(self, worker: Any) -> list[tuple[Any, Any, int]]:
+        """Thread `worker`'s cells as `(row, col, r)`, `r` (a Python int) the index of `row` among the thread's
+        rows, for a loop unrolled while parsing whose per-row values live in registers indexed by `r`."""
+        per_row = len(self.mapping(0)) // self.thread_rows
+        return [(row, col, t // per_row) for row, col, t in _worker_tasks(self.mapping, worker)]
+
+    def rows_of(self, worker: Any) -> list[tuple[Any, int]]:
+        """Thread `worker`'s rows, each once, as `(row, r)` (see `tasks`)."""
+        per_row = len(self.mapping(0)) // self.thread_rows
+        return [(row, r) for row, _col, r in self.tasks(worker)[::per_row]]
+
+    def inside(self, row: Any, col: Any) -> Any:
+        """Whether cell `(row, col)` of a task lies in the grid: True (a Python bool) where every task does."""
+        if not self.guarded:
+            return True
+        return semantics.logical("and", semantics.binary("<", row, self.rows), semantics.binary("<", col, self.cols))
 
 
 class CopyPipeline:
@@ -211,17 +263,26 @@ def _storage_order(rows: int, row_chunks: int, atom_chunks: int, threads: int) -
             * spatial(row_threads, atom_chunks))
 
 
+def _worker_tasks(mapping: TaskMapping, worker: Any) -> list[tuple[Any, Any, int]]:
+    """`worker`'s tasks under a two-dimensional `mapping` as `(row, col, t)`, its `t`-th task: thread 0's moved by
+    its place in the mapping's spatial part (tasks past the mapping's for a worker past its workers)."""
+    row, col = _spatial_coords(mapping, E.convert(worker))
+    return [(r + row, c + col, t) for t, (r, c) in enumerate(mapping(0))]
+
+
 def _spatial_coords(mapping: TaskMapping, worker: E.Expr) -> list[Any]:
     """The coordinates of `worker`'s first task under `mapping` (repeats outside its spatial parts): its offset
     from worker 0's tasks; past the mapping's workers, a row past its tasks'."""
     if isinstance(mapping, RepeatMapping):
         return [0] * len(mapping.shape)
-    if isinstance(mapping, SpatialMapping):
-        coords, stride = [], 1
-        for extent in reversed(mapping.shape):
-            coords.append(worker // stride % extent if stride * extent < mapping.num_workers else worker // stride)
+    if isinstance(mapping, SpatialMapping):  # the dims unravelled fastest (highest rank) first
+        coords: list[Any] = [0] * len(mapping.shape)
+        stride = 1
+        for d in sorted(range(len(mapping.shape)), key=mapping.ranks.__getitem__, reverse=True):
+            extent = mapping.shape[d]
+            coords[d] = worker // stride % extent if stride * extent < mapping.num_workers else worker // stride
             stride *= extent
-        return coords[::-1]
+        return coords
     assert isinstance(mapping, ComposedMapping)
     inner_workers = mapping.inner.num_workers
     outer = _spatial_coords(mapping.outer, worker // inner_workers)

@@ -1,6 +1,8 @@
 """The sm_80 tile pieces alone (`hidet_lang.cuda.async_copy`, `hidet_lang.cuda.fragments`): the copy mappings cover
-each tile's chunks once and write each 128-byte line with 8 consecutive threads; on the emulator against numpy, a
-tile copied by `TileCopy` through a `CopyPipeline` (odd, unaligned and ragged sizes), and one warp's product of
+each tile's chunks once and write each 128-byte line with 8 consecutive threads; a gather's tasks cover each cell
+once, consecutive threads along the rows or the columns asked for; on the emulator against numpy, a
+tile copied by `TileCopy` through a `CopyPipeline` (odd, unaligned and ragged sizes), an f16 source copied into an
+f32 tile (element reads, converted), and one warp's product of
 swizzled tiles read by `ldmatrix` with the accumulator stored from its cells; a lane's rows and columns of its
 accumulator; tf32 B fragments read from `tf32_b_tile` with no bank conflicts (and from a 128-byte swizzle with two
 ways, counted on the emulator); an accumulator stored through `FragmentStaging` as 16-byte vectors (odd output
@@ -17,11 +19,12 @@ from hypothesis import strategies as st
 import hidet_lang as hidet
 from hidet_lang import attrs, f16, f32, i32, register_tensor
 from hidet_lang.cuda import address_aligned, copy_vector, threadIdx
-from hidet_lang.cuda.async_copy import CopyPipeline, TileCopy, chunk_tile
+from hidet_lang.cuda.async_copy import CopyPipeline, TileCopy, TileGather, chunk_tile
 from hidet_lang.cuda.fragment_staging import FragmentStaging
 from hidet_lang.cuda.fragments import Accumulator, WarpMma, load_b_tf32, load_b_trans, tf32_b_tile
 from hidet_lang.cuda.tiles import SharedMemoryPlan, padded_tile
 from hidet_lang.frontend.builtins import _as_dtype as as_dtype
+from hidet_lang.ir.evaluate import evaluate
 from hidet_lang.ir.expr import Var
 from hidet_lang.testing import example_count
 
@@ -47,6 +50,31 @@ def test_a_copy_covers_every_chunk_once_and_writes_whole_lines(dtype, shape, thr
             assert all(len(v) == 1 for v in lines.values()), (k, lines)
 
 
+
+@pytest.mark.parametrize(("rows", "cols", "threads", "along"), [
+    (128, 8, 256, "rows"), (64, 16, 128, "rows"), (128, 8, 256, "cols"), (20, 8, 64, "cols"), (16, 4, 128, "cols")])
+def test_a_gather_gives_each_cell_to_one_thread_in_the_order_asked(rows, cols, threads, along) -> None:
+    gather = TileGather(rows, cols, threads, along)
+    worker = Var("worker", i32)
+    cells = []
+    for t in range(threads):
+        tasks = [(evaluate(r, {worker: t}), evaluate(c, {worker: t}), i) for r, c, i in gather.tasks(worker)]
+        assert [(r, c) for r, c, _ in tasks] == gather.mapping(t)
+        # a thread's row is the same in all its tasks along rows, its column along cols; `r` numbers its rows
+        assert len({r for r, _, _ in tasks} if along == "rows" else {c for _, c, _ in tasks}) == 1
+        assert [(evaluate(r, {worker: t}), i) for r, i in gather.rows_of(worker)] == \
+            sorted({(r, i) for r, _, i in tasks}, key=lambda cell: cell[1])
+        assert [i for _, i in gather.rows_of(worker)] == list(range(gather.thread_rows))
+        for r, c, _ in tasks:
+            inside = gather.inside(r, c)
+            assert (evaluate(inside, {}) if gather.guarded else inside) == (r < rows and c < cols)
+        cells += [(r, c) for r, c, _ in tasks if r < rows and c < cols]
+    assert sorted(cells) == [(r, c) for r in range(rows) for c in range(cols)]
+    first = [gather.mapping(t)[0] for t in range(4)]
+    step = (1, 0) if along == "rows" else (0, 1)  # consecutive threads on consecutive rows or columns
+    assert all((b[0] - a[0], b[1] - a[1]) == step for a, b in zip(first, first[1:]))
+
+
 def test_the_accumulator_cells_are_the_mma_layout() -> None:
     frags = Accumulator(32, 16)
     assert frags.registers == 16
@@ -65,6 +93,10 @@ def test_bad_pieces_are_refused_where_they_are_asked_for() -> None:
         chunk_tile(f16, [64, 8])
     with pytest.raises(ValueError, match="positive multiple of 32"):
         TileCopy(chunk_tile(f16, [64, 32]), 48)
+    with pytest.raises(ValueError, match="no whole number of rows"):
+        TileGather(48, 8, 64, "rows")
+    with pytest.raises(ValueError, match="along is 'rows' or 'cols'"):
+        TileGather(16, 8, 64, "both")
     with pytest.raises(ValueError, match="stages is an int from 2 to 8"):
         CopyPipeline(1)
     with pytest.raises(ValueError, match="rows is a positive multiple of 16"):
@@ -127,6 +159,41 @@ def test_tiles_copied_through_the_pipeline_land_where_their_layout_says(rows: in
     copy_module(stages)["tiles"](rows, cols, a, out)
     np.testing.assert_array_equal(out, a)
 
+
+
+def widening_copy_module():
+    """A kernel that copies an f16 `a [rows, 8]` into an f32 [16, 8] tile (16-byte copies asked for, which a
+    source of another type cannot take) and stores the tile into `out`."""
+    plan = SharedMemoryPlan()
+    tile = padded_tile(f32, [16, 8], 0)
+    buffer = plan.tiles(tile)
+    copy = TileCopy(tile, 32)
+    with hidet.script_module() as module:
+
+        @hidet.script
+        def widen(rows: i32, a: f16[rows, 8], out: f32[16, 8]):  # noqa: F821 (parameters)
+            attrs.func_kind = "cuda_kernel"
+            attrs.cuda.block_dim = 32
+            attrs.cuda.grid_dim = 1
+            attrs.cuda.dynamic_smem_bytes = plan.nbytes
+            smem = buffer.at()
+            for row, chunk in copy.mapping.on(threadIdx.x):
+                copy.copy(smem, row, chunk, a, [0, 0], True)
+            for row, chunk in copy.mapping.on(threadIdx.x):
+                for e in range(4):
+                    out[row, chunk * 4 + e] = smem[row, chunk * 4 + e]
+
+    return module.build(check=True)
+
+
+@pytest.mark.parametrize("rows", [16, 11])
+def test_a_source_of_another_type_is_read_element_by_element_and_converted(rows: int) -> None:
+    a = (np.arange(rows * 8) - 40.5).astype(np.float16).reshape(rows, 8)
+    out = np.full((16, 8), np.nan, np.float32)
+    widening_copy_module()["widen"](rows, a, out)
+    expected = np.zeros((16, 8), np.float32)
+    expected[:rows] = a
+    np.testing.assert_array_equal(out, expected)
 
 def warp_product_module(dtype: str, k_major: bool):
     """One warp's [32, 16] product of a [32, 32] tile and a [32, 16] one (as [16, 32] where `k_major`), copied
