@@ -1,5 +1,6 @@
-"""The batched matmul template for the CUDA cores: shared-memory block tiles fed by 16-byte `cp_async` copies, a
-pipeline of shared buffers, and a register tile a thread indexed only by constants.
+"""The batched matmul template for the CUDA cores, on the tile layer: shared-memory block tiles copied by
+`async_copy.TileCopy` (16-byte `cp_async` copies) through a `CopyPipeline` of shared buffers, and a register tile a
+thread indexed only by constants.
 
 `c[b, i, j] = sum_k a[b, i, k] * b[b, k, j]`, accumulated in f32 with fused multiply-adds.
 
@@ -7,10 +8,12 @@ pipeline of shared buffers, and a register tile a thread indexed only by constan
   `(block_m / thread_m) x (block_n / thread_n)` grid. Blocks go over the tiles in groups of `GROUP_M` tile rows
   (`tile_order`: a group's blocks share their rows of `a` and columns of `b` in L2), batch entries outermost.
 - **Copies.** Along k, steps of `block_k`: the tiles of `a` (`block_m x block_k`, rows as they are in memory) and
-  `b` (`block_k x block_n`) are copied into one of `stages` shared buffers in chunks of 4 elements. A chunk wholly
-  inside the matrix, whose row length is a multiple of 4 (so that its address is 16-byte aligned), is one 16-byte
-  `cp_async` (`LDGSTS.128`, no registers on the way); any other chunk is 4 element reads, each predicated, zeros
-  outside the matrices. The copy of step s + stages - 1 is issued before step s is multiplied.
+  `b` (`block_k x block_n`), row-major `tiles.padded_tile`s without padding in the kernel's `SharedMemoryPlan`, are
+  copied into one of `stages` shared buffers in chunks of 4 elements by `TileCopy`, whose task mapping puts
+  consecutive threads on consecutive chunks. Where the row length is a multiple of 4 (so that a chunk's address is
+  16-byte aligned), a chunk inside the matrix is one 16-byte `cp_async` (`LDGSTS.128`, no registers on the way),
+  zeros outside; otherwise (and for f16 and bf16 operands) a chunk is 4 element reads, each predicated, zeros
+  outside the matrices. The `CopyPipeline` issues the copy of step s + stages - 1 before step s is multiplied.
 - **Register tile.** A thread owns `thread_m` consecutive rows and `thread_n` columns in groups of 4 spread over
   the tile (column `g * block_n / (thread_n / 4) + 4 * tx + c`), so that a warp's reads of a row of `b` are
   consecutive 16-byte words. For every 4 steps of k it reads 4 values along k of each of its rows of `a` and,
@@ -31,15 +34,9 @@ The kernel follows the kernel contract: `a` and `b` are only read element by ele
 from __future__ import annotations
 
 from hidet_lang import attrs, f32, i32, meta, option, register_tensor, script, script_module
-from hidet_lang.cuda import (
-    blockIdx,
-    cp_async,
-    cp_async_commit_group,
-    cp_async_wait_group,
-    shared_tensor,
-    syncthreads,
-    threadIdx,
-)
+from hidet_lang.cuda import blockIdx, threadIdx
+from hidet_lang.cuda.async_copy import CopyPipeline, TileCopy
+from hidet_lang.cuda.tiles import SharedMemoryPlan, padded_tile
 from hidet_lang.cuda_limits import MAX_STATIC_SHARED_BYTES
 from hidet_lang.frontend.script import ScriptModule
 from stdlib_ops.schedule.signature import kernel_signature
@@ -57,7 +54,7 @@ from stdlib_ops.templates.space import Point, TuningSpace, declare_space
 
 MATMUL_CUDA_DTYPES = ("float32", "float16", "bfloat16")
 CHUNK = 4  # elements of a copy chunk and of a shared read: 16 bytes of f32
-MAX_SMEM_BYTES = MAX_STATIC_SHARED_BYTES  # static shared memory a block may declare
+MAX_SMEM_BYTES = MAX_STATIC_SHARED_BYTES  # shared memory a block may have without opting into more
 
 TILES = ((128, 128, 8, 8), (64, 64, 4, 4), (32, 32, 4, 4))
 """The tiles `default_tiles` chooses from, largest first: (block_m, block_n, thread_m, thread_n)."""
@@ -121,13 +118,14 @@ def matmul_cuda(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", 
     threads = (block_m // thread_m) * threads_n
     require(32 <= threads <= 1024 and threads % 32 == 0, name, f"{threads} threads a block (need 32..1024, whole "
             "warps)")
-    smem_bytes = stages * (block_m + block_n) * block_k * 4
-    require(smem_bytes <= MAX_SMEM_BYTES, name, f"{smem_bytes} bytes of shared memory (at most 48 KB)")
     groups_n = thread_n // CHUNK
     group_stride = block_n // groups_n  # the columns of a thread: g * group_stride + CHUNK * tx + c
-    chunks_a = block_m * block_k // CHUNK
-    chunks_b = block_k * block_n // CHUNK
-    copy_async = dt.name == "float32"  # a 16-byte chunk is 4 elements of f32
+    a_tile, b_tile = padded_tile(f32, [block_m, block_k], 0), padded_tile(f32, [block_k, block_n], 0)
+    plan = SharedMemoryPlan()
+    a_stages, b_stages = plan.tiles(a_tile, stages), plan.tiles(b_tile, stages)
+    require(plan.nbytes <= MAX_SMEM_BYTES, name, f"{plan.nbytes} bytes of shared memory (at most 48 KB)")
+    a_copy, b_copy = TileCopy(a_tile, threads), TileCopy(b_tile, threads)
+    pipe = CopyPipeline(stages)
 
     with script_module() as module:
 
@@ -138,8 +136,7 @@ def matmul_cuda(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", 
             attrs.cuda.min_blocks = 2  # at most 128 registers for 256 threads: two blocks an SM hide each other's waits
             # one grid dimension (x allows 2**31 - 1 blocks; y and z only 65535, fewer than a batch may need)
             attrs.cuda.grid_dim = (n + block_n - 1) // block_n * ((m + block_m - 1) // block_m) * batch
-            smem_a = shared_tensor(f32, [stages, block_m, block_k])
-            smem_b = shared_tensor(f32, [stages, block_k, block_n])
+            attrs.cuda.dynamic_smem_bytes = plan.nbytes
             acc = register_tensor(f32, [thread_m, thread_n])
             ra = register_tensor(f32, [thread_m, CHUNK])
             rb = register_tensor(f32, [thread_n])
@@ -158,45 +155,27 @@ def matmul_cuda(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", 
             ty = threadIdx.x // threads_n
             tx = threadIdx.x % threads_n
             steps = (k + block_k - 1) // block_k
-            for step in range(steps + stages - 1):  # copy step `step`, multiply step `step - stages + 1`
-                cp_async_wait_group(stages - 2)  # the copy of the step multiplied now is in place
-                syncthreads()  # ... for every thread, and every thread is done with the buffer refilled now
-                if step < steps:
-                    fill = step % stages
-                    k0 = step * block_k
-                    for t in meta.range(-(-chunks_a // threads)):
-                        q = threadIdx.x + t * threads
-                        if chunks_a % threads == 0 or q < chunks_a:
-                            row = q // (block_k // CHUNK)
-                            kc = q % (block_k // CHUNK) * CHUNK
-                            if copy_async and k % CHUNK == 0 and m0 + row < m and k0 + kc < k:
-                                cp_async(~smem_a[fill, row, kc], ~a[bi, m0 + row, k0 + kc], 16)
-                            else:
-                                for e in meta.range(CHUNK):
-                                    inside = m0 + row < m and k0 + kc + e < k
-                                    smem_a[fill, row, kc + e] = f32(a[bi, m0 + row, k0 + kc + e]) if inside else 0.0
-                    for t in meta.range(-(-chunks_b // threads)):
-                        q = threadIdx.x + t * threads
-                        if chunks_b % threads == 0 or q < chunks_b:
-                            kk = q // (block_n // CHUNK)
-                            col = q % (block_n // CHUNK) * CHUNK
-                            if copy_async and n % CHUNK == 0 and k0 + kk < k and n0 + col < n:
-                                cp_async(~smem_b[fill, kk, col], ~b[bi, k0 + kk, n0 + col], 16)
-                            else:
-                                for e in meta.range(CHUNK):
-                                    inside = k0 + kk < k and n0 + col + e < n
-                                    smem_b[fill, kk, col + e] = f32(b[bi, k0 + kk, n0 + col + e]) if inside else 0.0
-                cp_async_commit_group()
-                if step >= stages - 1:
-                    buf = (step - stages + 1) % stages
+            for it in range(pipe.iterations(steps)):  # copy step `it`, multiply step `it - stages + 1`
+                pipe.wait()
+                if pipe.fills(it, steps):
+                    a_fill = a_stages.at(pipe.fill_stage(it))
+                    b_fill = b_stages.at(pipe.fill_stage(it))
+                    for row, chunk in a_copy.mapping.on(threadIdx.x):
+                        a_copy.copy(a_fill, row, chunk, a, [bi, m0, it * block_k], k % CHUNK == 0)
+                    for row, chunk in b_copy.mapping.on(threadIdx.x):
+                        b_copy.copy(b_fill, row, chunk, b, [bi, it * block_k, n0], n % CHUNK == 0)
+                pipe.commit()
+                if pipe.reads(it):
+                    a_buf = a_stages.at(pipe.read_stage(it))
+                    b_buf = b_stages.at(pipe.read_stage(it))
                     for kg in meta.range(block_k // CHUNK):
                         for i in meta.range(thread_m):
                             for e in meta.range(CHUNK):
-                                ra[i, e] = smem_a[buf, ty * thread_m + i, kg * CHUNK + e]
+                                ra[i, e] = a_buf[ty * thread_m + i, kg * CHUNK + e]
                         for e in meta.range(CHUNK):
                             for g in meta.range(groups_n):
                                 for cc in meta.range(CHUNK):
-                                    rb[g * CHUNK + cc] = smem_b[buf, kg * CHUNK + e, g * group_stride + tx * CHUNK + cc]
+                                    rb[g * CHUNK + cc] = b_buf[kg * CHUNK + e, g * group_stride + tx * CHUNK + cc]
                             for i in meta.range(thread_m):
                                 for j in meta.range(thread_n):
                                     acc[i, j] += ra[i, e] * rb[j]
