@@ -8,13 +8,16 @@ Tensors, layouts and the implicit GEMM's extents are `conv2d_geometry`'s (NCHW, 
   `matmul_cuda`'s register blocking: a block computes a `block_m x block_n` tile (pixels x output channels) with
   `(block_m / thread_m) x (block_n / thread_n)` threads, a thread `thread_m` consecutive pixels and `thread_n`
   channels in groups of 4 spread over the tile, its accumulators, pixels and channels register tensors indexed by
-  constants. Along K, steps of `block_k` taps are gathered into one of `stages` shared buffers, both tiles stored
-  k-major (`[block_k, block_m]`, `[block_k, block_n]`) so that a thread's 4 pixels or 4 channels of one tap are one
-  16-byte shared read. The gather reads an element of the input at `(oy * sh + ky * dh - ph, ox * sw + kx * dw -
+  constants. Along K, steps of `block_k` taps are gathered into one of `stages` shared buffers (the tile layer's
+  `SharedMemoryPlan` and `CopyPipeline`), both tiles stored k-major (`[block_k, block_m]`, `[block_k, block_n]`
+  `tiles.padded_tile`s without padding) so that a thread's 4 pixels or 4 channels of one tap are one 16-byte shared
+  read. The gathers are element by element (`async_copy.TileGather`: an element's place in the input depends on
+  its tap, and it lands transposed): an element of the input at `(oy * sh + ky * dh - ph, ox * sw + kx * dw -
   pw)`, zero outside it (the padding), in NCHW by consecutive threads along the pixels (coalesced along `ox`), in
-  NHWC along k (consecutive channels); the pixels a thread gathers are the same at every step, their image and the
-  input row and column of their first tap computed once, into registers. The accumulators are stored with the
-  bias where they fall inside the output, which is where a fused epilogue lands.
+  NHWC along k (consecutive channels), the weight along k; the pixels a thread gathers are the same at every step,
+  their image and the input row and column of their first tap computed once, into registers indexed by the
+  gather's row numbers. The accumulators are stored with the bias where they fall inside the output, which is
+  where a fused epilogue lands.
 - **Direct** (`conv2d_cuda_direct`), for depthwise convolutions and others of few input channels a group: a thread
   per output element in the output's memory order (consecutive threads: consecutive `ox` in NCHW, consecutive
   output channels in NHWC, so that both the reads and the stores are coalesced) sums its `cg * KH * KW` taps in
@@ -29,7 +32,10 @@ are only read element by element, `out` only stored element by element.
 from __future__ import annotations
 
 from hidet_lang import attrs, f32, i32, meta, option, register_tensor, script, script_module
-from hidet_lang.cuda import blockIdx, shared_tensor, syncthreads, threadIdx
+from hidet_lang.cuda import blockIdx, threadIdx
+from hidet_lang.cuda.async_copy import CopyPipeline, TileGather
+from hidet_lang.cuda.tiles import SharedMemoryPlan, padded_tile
+from hidet_lang.cuda_limits import MAX_STATIC_SHARED_BYTES
 from hidet_lang.frontend.script import ScriptModule
 from stdlib_ops.schedule.signature import kernel_signature
 from stdlib_ops.task import Task
@@ -86,18 +92,27 @@ def conv2d_cuda_gemm(batch: Size, channels: int, height: int, width: int, out_ch
     threads = (block_m // thread_m) * threads_n
     require(32 <= threads <= 1024 and threads % 32 == 0, name, f"{threads} threads a block (need 32..1024, whole "
             "warps)")
-    require(stages * (block_m + block_n) * block_k * 4 <= 48 * 1024, name, "at most 48 KB of shared memory")
     groups_n = thread_n // CHUNK
     group_stride = block_n // groups_n  # the channels of a thread: q * group_stride + CHUNK * tx + c
     nhwc = geo.nhwc
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geo.kernel, geo.stride, geo.padding, geo.dilation
     h, w = geo.height, geo.width
     ci_step, ky_step, kx_step = geo.tap_steps
+    # both tiles k-major: a thread's 4 pixels or 4 channels of one tap are one 16-byte shared read
+    a_tile, w_tile = padded_tile(f32, [block_k, block_m], 0), padded_tile(f32, [block_k, block_n], 0)
+    plan = SharedMemoryPlan()
+    a_stages, w_stages = plan.tiles(a_tile, stages), plan.tiles(w_tile, stages)
+    require(plan.nbytes <= MAX_STATIC_SHARED_BYTES, name, "at most 48 KB of shared memory")
+    pipe = CopyPipeline(stages)
     loads_a = block_m * block_k
     require(loads_a % threads == 0 and threads % block_m == 0 and threads % block_k == 0, name,
             "a block's threads must be a multiple of block_m and of block_k, and divide block_m * block_k")
-    rows_a = loads_a // threads if nhwc else 1  # the pixels a thread gathers
-    loads_w = block_n * block_k
+    # the gathers' cells (pixel or output channel, tap): in NHWC consecutive threads along k (a thread's k fixed,
+    # its pixels `threads / block_k` apart), in NCHW along the pixels (coalesced along `ox`; a thread's pixel fixed),
+    # the weight's along k (its rows)
+    a_gather = TileGather(block_m, block_k, threads, "cols" if nhwc else "rows")
+    w_gather = TileGather(block_n, block_k, threads, "cols")
+    rows_a = a_gather.thread_rows  # the pixels a thread gathers
     pixels = oh * ow
     tiles_n = -(-og // block_n)
     has_bias = bias
@@ -111,8 +126,7 @@ def conv2d_cuda_gemm(batch: Size, channels: int, height: int, width: int, out_ch
             attrs.cuda.block_dim = threads
             attrs.cuda.min_blocks = 2  # at most 128 registers for 256 threads: two blocks an SM hide each other's waits
             attrs.cuda.grid_dim = (batch * pixels + block_m - 1) // block_m * tiles_n * groups
-            smem_a = shared_tensor(f32, [stages, block_k, block_m])
-            smem_w = shared_tensor(f32, [stages, block_k, block_n])
+            attrs.cuda.dynamic_smem_bytes = plan.nbytes
             acc = register_tensor(f32, [thread_m, thread_n])
             ra = register_tensor(f32, [thread_m])
             rb = register_tensor(f32, [thread_n])
@@ -133,48 +147,44 @@ def conv2d_cuda_gemm(batch: Size, channels: int, height: int, width: int, out_ch
             a_image = register_tensor(i32, [rows_a])  # per gathered pixel: its image, and the input's row and
             a_y = register_tensor(i32, [rows_a])  # column under its kernel's first tap (a row above every tap's
             a_x = register_tensor(i32, [rows_a])  # past the last pixel)
-            for r in meta.range(rows_a):
-                pixel = m0 + ((threadIdx.x + r * threads) // block_k if nhwc else threadIdx.x % block_m)
+            for row, r in a_gather.rows_of(threadIdx.x):
+                pixel = m0 + row
                 a_image[r] = pixel // pixels
                 a_y[r] = pixel % pixels // ow * sh - ph if pixel < m else -1 - (kh - 1) * dh
                 a_x[r] = pixel % ow * sw - pw
             steps = (taps + block_k - 1) // block_k
-            for step in range(steps + stages - 1):  # gather step `step`, multiply step `step - stages + 1`
-                syncthreads()  # the step multiplied now is in place, and every thread is done with the one refilled
-                if step < steps:
-                    fill = step % stages
-                    k0 = step * block_k
-                    for t in meta.range(loads_a // threads):
-                        # consecutive threads along k in NHWC (a thread's k fixed, its pixels `rows_a`), along the
-                        # pixels in NCHW (a thread's pixel fixed)
-                        row = (threadIdx.x + t * threads) // block_k if nhwc else threadIdx.x % block_m
-                        col = threadIdx.x % block_k if nhwc else threadIdx.x // block_m + t * (threads // block_m)
+            for it in range(pipe.iterations(steps)):  # gather step `it`, multiply step `it - stages + 1`
+                pipe.wait()
+                if pipe.fills(it, steps):
+                    k0 = it * block_k  # the step's first tap
+                    a_fill = a_stages.at(pipe.fill_stage(it))
+                    w_fill = w_stages.at(pipe.fill_stage(it))
+                    for row, col, r in a_gather.tasks(threadIdx.x):
                         kk = k0 + col
                         channel = g * cg + kk // ci_step % cg
-                        iy = a_y[t if nhwc else 0] + kk // ky_step % kh * dh
-                        ix = a_x[t if nhwc else 0] + kk // kx_step % kw * dw
+                        iy = a_y[r] + kk // ky_step % kh * dh
+                        ix = a_x[r] + kk // kx_step % kw * dw
                         inside = kk < taps and iy >= 0 and iy < h and ix >= 0 and ix < w
-                        image = a_image[t if nhwc else 0]
-                        smem_a[fill, col, row] = x[geo.x_index(image, channel, iy, ix)] if inside else 0.0
-                    for t in meta.range(-(-loads_w // threads)):
-                        q = threadIdx.x + t * threads
-                        if loads_w % threads == 0 or q < loads_w:
-                            row = q // block_k  # consecutive threads: along a row of the weight
-                            kk = k0 + q % block_k
+                        a_fill[col, row] = x[geo.x_index(a_image[r], channel, iy, ix)] if inside else 0.0
+                    for row, col, _r in w_gather.tasks(threadIdx.x):
+                        if w_gather.inside(row, col):
+                            kk = k0 + col
                             ci = kk // ci_step % cg
                             ky = kk // ky_step % kh
                             kx = kk // kx_step % kw
                             o = g * og + n0 + row
                             inside = n0 + row < og and kk < taps
-                            smem_w[fill, q % block_k, row] = weight[geo.weight_index(o, ci, ky, kx)] if inside else 0.0
-                if step >= stages - 1:
-                    buf = (step - stages + 1) % stages
+                            w_fill[col, row] = weight[geo.weight_index(o, ci, ky, kx)] if inside else 0.0
+                pipe.commit()
+                if pipe.reads(it):
+                    a_buf = a_stages.at(pipe.read_stage(it))
+                    w_buf = w_stages.at(pipe.read_stage(it))
                     for kk in meta.range(block_k):
                         for i in meta.range(thread_m):
-                            ra[i] = smem_a[buf, kk, ty * thread_m + i]
+                            ra[i] = a_buf[kk, ty * thread_m + i]
                         for p in meta.range(groups_n):
                             for c in meta.range(CHUNK):
-                                rb[p * CHUNK + c] = smem_w[buf, kk, p * group_stride + tx * CHUNK + c]
+                                rb[p * CHUNK + c] = w_buf[kk, p * group_stride + tx * CHUNK + c]
                         for i in meta.range(thread_m):
                             for j in meta.range(thread_n):
                                 acc[i, j] += ra[i] * rb[j]
