@@ -30,10 +30,10 @@ from hidet_lang.ir import expr as E
 from hidet_lang.ir.types import DataType
 from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import TemplateBinding
-from stdlib_ops.templates.kernels.block_reduce import WARP, block_reducers
+from stdlib_ops.templates.kernels.block_reduce import WARP, block_reducers, require_warps
 from stdlib_ops.templates.kernels.row_chunks import RowChunks
 from stdlib_ops.templates.kernels.row_views import RowTemplates, register_row_templates, rows_binding, trailing_axes
-from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
+from stdlib_ops.templates.params import Size, check_sizes, template_dtype
 from stdlib_ops.templates.registry import LIBRARY_CUDA, library_template
 from stdlib_ops.templates.sizes import bind_sizes, drop_params
 
@@ -72,23 +72,68 @@ def row_layout(cols: Size, threads: int | None = None) -> RowLayout:
     if threads is None:
         fitting = [t for t in BLOCK_SIZES if isinstance(cols, int) and -(-cols // t) <= MAX_CACHED]
         threads = fitting[0] if fitting else BLOCK_SIZES[-1] if isinstance(cols, int) else 512
-    require(threads % WARP == 0 and WARP <= threads <= 1024, "normalization_cuda",
-            f"{threads} threads a block (need whole warps, at most 1024)")
+    require_warps("normalization_cuda", threads)
     if isinstance(cols, int) and cols <= WARP_ROW_MAX_COLS:
         return RowLayout(threads, WARP, threads // WARP, -(-cols // WARP))
     share = -(-cols // threads) if isinstance(cols, int) else MAX_CACHED
     return RowLayout(threads, threads, 1, share if share <= MAX_CACHED else 0)
 
 
-def _prepare(template: str, rows: Size, cols: Size, dtype: str) -> DataType:
-    check_sizes(template, {"rows": rows, "cols": cols})
-    return template_dtype(template, dtype, NORMALIZATION_DTYPES)
+@dataclass(frozen=True)
+class RowPlan:
+    """What a row template knows of its rows at build time: how its threads share them (`layout`), the `chunks` a
+    thread takes a row in, and the sum and the maximum over a row's threads (`block_reduce`: a warp's or the block's).
+    Its methods give a kernel, while it is parsed, its grid and each thread's row and lane."""
+
+    layout: RowLayout
+    chunks: RowChunks
+    row_sum: ScriptFunction
+    row_max: ScriptFunction
+
+    @property
+    def kept(self) -> int:
+        """The chunks of its row a thread keeps in registers (at least one)."""
+        return self.chunks.chunks(self.layout.cached)
+
+    @property
+    def slots(self) -> int:
+        """The registers a thread keeps its share of a row in: `kept` chunks of `lanes` values."""
+        return self.kept * self.chunks.lanes
+
+    @property
+    def capacity(self) -> int:
+        """The longest row the registers hold (0 where the row is read pass by pass)."""
+        return self.slots * self.layout.width if self.layout.cached else 0
+
+    @property
+    def span(self) -> int:
+        """The columns one chunk of each of a row's threads covers."""
+        return self.layout.width * self.chunks.lanes
+
+    def blocks(self, rows: Any) -> Any:
+        """The grid's blocks for `rows` rows (an int or an IR expression)."""
+        per_block = self.layout.rows_per_block
+        return (rows + per_block - 1) // per_block
+
+    def row_and_lane(self) -> tuple[E.Expr, E.Expr]:
+        """The running thread's row, and its lane among the row's `width` threads (IR)."""
+        width = self.layout.width
+        return blockIdx.x * self.layout.rows_per_block + threadIdx.x // width, threadIdx.x % width
 
 
-def _row_reducers(layout: RowLayout) -> tuple[ScriptFunction, ScriptFunction]:
-    """The sum and maximum over the threads sharing a row."""
+def row_plan(dt: DataType, cols: Size, threads: int | None = None, vectors: bool = True) -> RowPlan:
+    """The plan of a row template over rows of `cols` columns of `dt` (`row_layout` for `threads`; `vectors`: whether
+    the rows may be accessed as 16-byte vectors)."""
+    layout = row_layout(cols, threads)
     warp_sum, warp_max, block_sum, block_max = block_reducers(layout.threads)
-    return (warp_sum, warp_max) if layout.width == WARP else (block_sum, block_max)
+    on_warp = layout.width == WARP
+    return RowPlan(layout, RowChunks(dt, layout.width, vectors), warp_sum if on_warp else block_sum,
+                   warp_max if on_warp else block_max)
+
+
+def _prepare(template: str, rows: Size, cols: Size, dtype: str, threads: int | None, vectors: bool) -> RowPlan:
+    check_sizes(template, {"rows": rows, "cols": cols})
+    return row_plan(template_dtype(template, dtype, NORMALIZATION_DTYPES), cols, threads, vectors)
 
 
 def softmax_cuda(rows: Size, cols: Size, dtype: str = "float32", *, threads: int | None = None,
@@ -123,14 +168,9 @@ def shared_row_bytes(cols: Any, capacity: int, span: int) -> Any:
 
 def _softmax(template: str, rows: Size, cols: Size, dtype: str, threads: int | None, vectors: bool,
              log: bool) -> ScriptModule:
-    dt = _prepare(template, rows, cols, dtype)
-    layout = row_layout(cols, threads)
-    threads, width, per_block = layout.threads, layout.width, layout.rows_per_block
-    chunks = RowChunks(dt, width, vectors)
-    lanes, kept = chunks.lanes, chunks.chunks(layout.cached)
-    slots, capacity = kept * lanes, kept * lanes * width if layout.cached else 0
-    span = width * lanes
-    row_sum, row_max = _row_reducers(layout)
+    plan = _prepare(template, rows, cols, dtype, threads, vectors)
+    dt, chunks, width, lanes = plan.chunks.dtype, plan.chunks, plan.layout.width, plan.chunks.lanes
+    kept, slots, capacity, span = plan.kept, plan.slots, plan.capacity, plan.span
     kernel_name = "log_softmax" if log else "softmax"
 
     with script_module() as module:
@@ -139,12 +179,11 @@ def _softmax(template: str, rows: Size, cols: Size, dtype: str, threads: int | N
         def softmax(rows: i32, cols: i32, x: dt[rows, cols], y: dt[rows, cols]):
             attrs.func_name = kernel_name
             attrs.func_kind = "cuda_kernel"
-            attrs.cuda.block_dim = threads
-            attrs.cuda.grid_dim = (rows + per_block - 1) // per_block
+            attrs.cuda.block_dim = plan.layout.threads
+            attrs.cuda.grid_dim = plan.blocks(rows)
             if not log:
                 attrs.cuda.dynamic_smem_bytes = shared_row_bytes(cols, capacity, span)
-            row = blockIdx.x * per_block + threadIdx.x // width
-            lane = threadIdx.x % width
+            row, lane = plan.row_and_lane()
             if row < rows:
                 vector = chunks.vectors(cols, (~x[row, 0], ~y[row, 0]))
                 share = chunks.share(lane, cols, vector)
@@ -155,7 +194,7 @@ def _softmax(template: str, rows: Size, cols: Size, dtype: str, threads: int | N
                     local_max: f32 = -math.inf
                     for s in meta.range(slots):
                         local_max = max(local_max, v[s])
-                    top = row_max(local_max)
+                    top = plan.row_max(local_max)
                     local_sum: f32 = 0.0
                     for s in meta.range(slots):
                         if log:
@@ -163,7 +202,7 @@ def _softmax(template: str, rows: Size, cols: Size, dtype: str, threads: int | N
                         else:
                             v[s] = math.exp(v[s] - top)  # each exponential once: the row keeps them
                             local_sum += v[s]
-                    total = row_sum(local_sum)
+                    total = plan.row_sum(local_sum)
                     if log:
                         log_total = math.log(total)
                         for s in meta.range(slots):
@@ -182,7 +221,7 @@ def _softmax(template: str, rows: Size, cols: Size, dtype: str, threads: int | N
                         share.load(c, 0, x, (row,), j, -math.inf)
                         for k in meta.range(lanes):
                             local_max = max(local_max, c[k])
-                    top = row_max(local_max)
+                    top = plan.row_max(local_max)
                     kept_row = False
                     if not log:
                         kept_row = shared_row_bytes(cols, capacity, span) > 0
@@ -195,7 +234,7 @@ def _softmax(template: str, rows: Size, cols: Size, dtype: str, threads: int | N
                             local_sum += e
                             if kept_row:
                                 exps[(j * lanes + k) * width + lane] = e
-                    total = row_sum(local_sum)
+                    total = plan.row_sum(local_sum)
                     log_total = math.log(total)
                     scale = 1.0 / total
                     for j in range(streamed):
@@ -238,14 +277,9 @@ def rms_norm_cuda(rows: Size, cols: Size, eps: float = 1e-6, dtype: str = "float
 def _norm(template: str, kernel_name: str, rows: Size, cols: Size, eps: float, dtype: str, has_weight: bool,
           has_bias: bool, threads: int | None, vectors: bool, center: bool) -> ScriptModule:
     """Layer norm (`center`) or RMS norm of the rows, times the weight and plus the bias where they are given."""
-    dt = _prepare(template, rows, cols, dtype)
-    layout = row_layout(cols, threads)
-    threads, width, per_block = layout.threads, layout.width, layout.rows_per_block
-    chunks = RowChunks(dt, width, vectors)
-    lanes, kept = chunks.lanes, chunks.chunks(layout.cached)
-    slots, capacity = kept * lanes, kept * lanes * width if layout.cached else 0
-    span = width * lanes
-    row_sum, _ = _row_reducers(layout)
+    plan = _prepare(template, rows, cols, dtype, threads, vectors)
+    dt, chunks, lanes = plan.chunks.dtype, plan.chunks, plan.chunks.lanes
+    kept, slots, capacity, span = plan.kept, plan.slots, plan.capacity, plan.span
 
     with script_module() as module:
 
@@ -253,10 +287,9 @@ def _norm(template: str, kernel_name: str, rows: Size, cols: Size, eps: float, d
         def norm(rows: i32, cols: i32, x: dt[rows, cols], weight: dt[cols], bias: dt[cols], y: dt[rows, cols]):
             attrs.func_name = kernel_name
             attrs.func_kind = "cuda_kernel"
-            attrs.cuda.block_dim = threads
-            attrs.cuda.grid_dim = (rows + per_block - 1) // per_block
-            row = blockIdx.x * per_block + threadIdx.x // width
-            lane = threadIdx.x % width
+            attrs.cuda.block_dim = plan.layout.threads
+            attrs.cuda.grid_dim = plan.blocks(rows)
+            row, lane = plan.row_and_lane()
             if row < rows:
                 rows_aligned = (~x[row, 0], ~y[row, 0])
                 params_aligned = ((~weight[0],) if has_weight else ()) + ((~bias[0],) if has_bias else ())
@@ -272,13 +305,13 @@ def _norm(template: str, kernel_name: str, rows: Size, cols: Size, eps: float, d
                         local_sum: f32 = 0.0
                         for s in meta.range(slots):
                             local_sum += v[s]
-                        mean = row_sum(local_sum) / f32(cols)
+                        mean = plan.row_sum(local_sum) / f32(cols)
                     local_squares: f32 = 0.0
                     for j in meta.range(kept):
                         for k in meta.range(lanes):
                             if share.valid(j, k):
                                 local_squares += (v[j * lanes + k] - mean) * (v[j * lanes + k] - mean)
-                    scale = rsqrt(row_sum(local_squares) / f32(cols) + eps)
+                    scale = rsqrt(plan.row_sum(local_squares) / f32(cols) + eps)
                     for j in meta.range(kept):
                         for k in meta.range(lanes):
                             v[j * lanes + k] = (v[j * lanes + k] - mean) * scale
@@ -301,13 +334,13 @@ def _norm(template: str, kernel_name: str, rows: Size, cols: Size, eps: float, d
                             share.load(c, 0, x, (row,), j, 0.0)
                             for k in meta.range(lanes):
                                 local_sum += c[k]
-                        mean = row_sum(local_sum) / f32(cols)
+                        mean = plan.row_sum(local_sum) / f32(cols)
                     local_squares: f32 = 0.0
                     for j in range(streamed):
                         share.load(c, 0, x, (row,), j, mean)  # (mean - mean)^2 = 0 past the row's end
                         for k in meta.range(lanes):
                             local_squares += (c[k] - mean) * (c[k] - mean)
-                    scale = rsqrt(row_sum(local_squares) / f32(cols) + eps)
+                    scale = rsqrt(plan.row_sum(local_squares) / f32(cols) + eps)
                     for j in range(streamed):
                         share.load(c, 0, x, (row,), j, 0.0)
                         for k in meta.range(lanes):

@@ -33,15 +33,13 @@ from stdlib_ops.templates.kernels.block_reduce import (
     COLUMNS,
     WARP,
     arg_reducers,
-    block_reducers,
     column_reducer,
     combiner,
     extremum_reducers,
     require_warps,
 )
-from stdlib_ops.templates.kernels.normalization_cuda import row_layout
+from stdlib_ops.templates.kernels.normalization_cuda import row_plan
 from stdlib_ops.templates.kernels.reduction_views import reduction_views
-from stdlib_ops.templates.kernels.row_chunks import RowChunks
 from stdlib_ops.templates.kernels.row_views import whole_vectors
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.registry import LIBRARY_CUDA, library_template
@@ -77,13 +75,8 @@ def reduce_rows_cuda(outer: Size, extent: Size, kind: str, dtype: str = "float32
     name = "reduce_rows_cuda"
     dt = _check(name, kind, ROW_KINDS, dtype, {"outer": outer, "extent": extent}, ddof, threads)
     out_dt = i64 if kind.startswith("arg") else dt
-    layout = row_layout(extent, threads)
-    width, per_block = layout.width, layout.rows_per_block
-    chunks = RowChunks(dt, width, vectors)
-    lanes = chunks.lanes
-    span = width * lanes
-    warp_sum, _, block_sum, _ = block_reducers(threads)
-    row_sum = warp_sum if width == WARP else block_sum
+    plan = row_plan(dt, extent, threads, vectors)
+    chunks, lanes, span, width = plan.chunks, plan.chunks.lanes, plan.span, plan.layout.width
     if kind in ("max", "min"):
         combine = combiner(COMBINED[kind])
         warp_ext, block_ext = extremum_reducers(threads, kind)
@@ -99,9 +92,8 @@ def reduce_rows_cuda(outer: Size, extent: Size, kind: str, dtype: str = "float32
         def reduce(outer: i32, extent: i32, x: dt[outer, extent], y: out_dt[outer]):
             attrs.func_kind = "cuda_kernel"
             attrs.cuda.block_dim = threads
-            attrs.cuda.grid_dim = (outer + per_block - 1) // per_block
-            row = blockIdx.x * per_block + threadIdx.x // width
-            lane = threadIdx.x % width
+            attrs.cuda.grid_dim = plan.blocks(outer)
+            row, lane = plan.row_and_lane()
             if row < outer:
                 vector = chunks.vectors(extent, (~x[row, 0],))
                 share = chunks.share(lane, extent, vector)
@@ -113,7 +105,7 @@ def reduce_rows_cuda(outer: Size, extent: Size, kind: str, dtype: str = "float32
                         share.load(c, 0, x, (row,), j, 0.0)
                         for k in meta.range(lanes):
                             local_sum += c[k]
-                    total = row_sum(local_sum)
+                    total = plan.row_sum(local_sum)
                     if kind in ("var", "std"):
                         mean = total / f32(extent)
                         local_squares: f32 = 0.0
@@ -121,7 +113,7 @@ def reduce_rows_cuda(outer: Size, extent: Size, kind: str, dtype: str = "float32
                             share.load(c, 0, x, (row,), j, mean)  # (mean - mean)^2 = 0 past the row's end
                             for k in meta.range(lanes):
                                 local_squares += (c[k] - mean) * (c[k] - mean)
-                        variance = row_sum(local_squares) / f32(extent - ddof)
+                        variance = plan.row_sum(local_squares) / f32(extent - ddof)
                         if lane == 0:
                             y[row] = dt(math.sqrt(variance) if kind == "std" else variance)
                     elif lane == 0:
