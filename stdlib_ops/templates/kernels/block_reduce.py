@@ -7,16 +7,18 @@ memory, and let every thread combine the partials in the same order, so every th
 they end with a barrier, so consecutive calls may reuse the shared partials. Every thread of the block must call
 them (they contain barriers). `extremum_reducers` gives maxima and minima that are NaN where a value is (numpy's
 `max`), and `arg_reducers` the index of the largest or smallest value (numpy's `argmax` and `argmin`).
-`column_reducer` combines the warps' values of a column in the column templates (`reduction_cuda`,
-`softmax_columns_cuda`). Each folds values with one `combiner`, which a thread's own loop over its values may call too.
+`column_blocks`, `column_position` and `column_reducer` give the column templates (`reduction_cuda`,
+`softmax_columns_cuda`) their grid, each thread's place, and the meeting of the warps' values of a column. Every
+reduction folds values with one `combiner`, which a thread's own loop over its values may call too.
 """
 
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 from hidet_lang import attrs, f32, i32, meta, script
-from hidet_lang.cuda import FULL_MASK, shared_tensor, shfl_xor_sync, syncthreads, threadIdx
+from hidet_lang.cuda import FULL_MASK, blockIdx, shared_tensor, shfl_xor_sync, syncthreads, threadIdx
 from hidet_lang.frontend.script import ScriptFunction
 from stdlib_ops.templates.params import require
 
@@ -80,6 +82,21 @@ def _reducers(template: str, threads: int, op: str) -> tuple[ScriptFunction, Scr
         return acc
 
     return warp_reduce, block_reduce
+
+
+def column_blocks(outer: Any, inner: Any) -> Any:
+    """The grid of a column template over `[outer, extent, inner]`: a block for each `outer` index and each strip of
+    `COLUMNS` `inner` positions (the sizes ints or IR expressions)."""
+    return outer * ((inner + COLUMNS - 1) // COLUMNS)
+
+
+def column_position(inner: Any) -> tuple[Any, Any, Any, Any]:
+    """`o, j, warp, lane` of the running thread of a column template's block (IR, while the kernel is parsed): the
+    block's `outer` index, the thread's `inner` position `j` (lane `lane` of its strip of `COLUMNS`), and its warp,
+    which takes rows `warp, warp + warps, ...` of the column."""
+    strips = (inner + COLUMNS - 1) // COLUMNS
+    lane = threadIdx.x % WARP
+    return blockIdx.x // strips, blockIdx.x % strips * COLUMNS + lane, threadIdx.x // WARP, lane
 
 
 def column_reducer(threads: int, op: str) -> ScriptFunction:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 
 from hidet_lang import attrs, f32, i32, i64, meta, register_tensor, script, script_module
-from hidet_lang.cuda import blockIdx, shared_tensor, threadIdx
+from hidet_lang.cuda import shared_tensor
 from hidet_lang.frontend.script import ScriptModule
 from hidet_lang.ir.types import DataType
 from stdlib_ops.task import Task
@@ -33,6 +33,8 @@ from stdlib_ops.templates.kernels.block_reduce import (
     COLUMNS,
     WARP,
     arg_reducers,
+    column_blocks,
+    column_position,
     column_reducer,
     combiner,
     extremum_reducers,
@@ -161,12 +163,8 @@ def reduce_columns_cuda(outer: Size, extent: Size, inner: Size, kind: str, dtype
         def reduce(outer: i32, extent: i32, inner: i32, x: dt[outer, extent, inner], y: dt[outer, inner]):
             attrs.func_kind = "cuda_kernel"
             attrs.cuda.block_dim = threads
-            attrs.cuda.grid_dim = outer * ((inner + COLUMNS - 1) // COLUMNS)
-            strips = (inner + COLUMNS - 1) // COLUMNS
-            o = blockIdx.x // strips
-            lane = threadIdx.x % WARP
-            warp = threadIdx.x // WARP
-            j = blockIdx.x % strips * COLUMNS + lane
+            attrs.cuda.grid_dim = column_blocks(outer, inner)
+            o, j, warp, lane = column_position(inner)
             partials = shared_tensor(f32, [warps, COLUMNS])
             acc: f32 = start
             if j < inner:

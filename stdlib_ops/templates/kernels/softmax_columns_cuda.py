@@ -16,12 +16,18 @@ from __future__ import annotations
 import math
 
 from hidet_lang import attrs, f32, i32, meta, register_tensor, script, script_module
-from hidet_lang.cuda import blockIdx, shared_tensor, threadIdx
+from hidet_lang.cuda import shared_tensor
 from hidet_lang.frontend.script import ScriptModule
 from stdlib_ops.schedule.signature import kernel_signature
 from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import TemplateBinding, common_dtype, shape_of
-from stdlib_ops.templates.kernels.block_reduce import COLUMNS, WARP, column_reducer, require_warps
+from stdlib_ops.templates.kernels.block_reduce import (
+    COLUMNS,
+    column_blocks,
+    column_position,
+    column_reducer,
+    require_warps,
+)
 from stdlib_ops.templates.kernels.normalization_cuda import CUDA_ROWS, MAX_CACHED, NORMALIZATION_DTYPES
 from stdlib_ops.templates.kernels.row_views import softmax_rows
 from stdlib_ops.templates.params import Size, check_sizes, template_dtype
@@ -49,12 +55,8 @@ def softmax_columns_cuda(outer: Size, extent: Size, inner: Size, dtype: str = "f
                             y: dt[outer, extent, inner]):
             attrs.func_kind = "cuda_kernel"
             attrs.cuda.block_dim = threads
-            attrs.cuda.grid_dim = outer * ((inner + COLUMNS - 1) // COLUMNS)
-            strips = (inner + COLUMNS - 1) // COLUMNS
-            o = blockIdx.x // strips
-            lane = threadIdx.x % WARP
-            warp = threadIdx.x // WARP
-            j = blockIdx.x % strips * COLUMNS + lane
+            attrs.cuda.grid_dim = column_blocks(outer, inner)
+            o, j, warp, lane = column_position(inner)
             partials = shared_tensor(f32, [warps, COLUMNS])
             if extent <= MAX_CACHED * warps:  # the thread's values of its column fit the registers: exp once each
                 v = register_tensor(f32, [MAX_CACHED])
