@@ -32,15 +32,13 @@ import math
 from hidet_lang import attrs, f32, grid, i32, meta, register_tensor, script, script_module
 from hidet_lang import cpu as vectors
 from hidet_lang.frontend.script import ScriptFunction, ScriptModule
-from stdlib_ops.schedule.signature import kernel_signature
 from stdlib_ops.task import Task
-from stdlib_ops.templates.binding import TemplateBinding, shape_of
+from stdlib_ops.templates.binding import TemplateBinding
 from stdlib_ops.templates.cpu_lanes import machine_lanes, template_lanes
-from stdlib_ops.templates.kernels.attention_cuda import head_batch_view
+from stdlib_ops.templates.kernels.attention_cuda import head_batch_operands
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.registry import LIBRARY_CPU, library_template
 from stdlib_ops.templates.sizes import bind_sizes
-from stdlib_ops.templates.views import product
 
 ATTENTION_CPU_DTYPES = ("float32", "float16", "bfloat16")
 MASK_CPU_DTYPES = ("float32", "float16", "bfloat16", "float64")
@@ -240,29 +238,12 @@ def attention_on_cpu(task: Task) -> TemplateBinding | None:
     """Scaled dot-product attention over `[..., seq, dim]` f32 or f16 tensors whose batch dimensions broadcast (key
     and value heads shared by groups of query heads with `enable_gqa`), with any scale, causal or not, an
     optional additive mask, head and value dimensions known at build time, where the machine has vector FMA."""
-    if len(task.inputs) not in (3, 4) or len(task.outputs) != 1 or machine_lanes() is None:
+    operands = head_batch_operands(task)
+    if operands is None or machine_lanes() is None:
         return None
-    signature = kernel_signature(task.inputs, task.outputs)
-    q, k, v, *mask = task.inputs
-    out = signature.outputs[0]
-    shapes = [shape_of(t) for t in (q, k, v, out)]
-    if min(len(s) for s in shapes) < 2:
-        return None
-    head_dim, value_dim = shapes[0][-1], shapes[2][-1]
+    head_dim, value_dim, dtype, mask_dtype = operands.head_dim, operands.value_dim, operands.dtype, operands.mask_dtype
     if not (isinstance(head_dim, int) and isinstance(value_dim, int)) or max(head_dim, value_dim) > MAX_HEAD_DIM:
         return None
-    if shapes[1][-1] != head_dim or shapes[3][-1] != value_dim or shapes[1][-2] != shapes[2][-2]:
+    if dtype not in ATTENTION_CPU_DTYPES or (mask_dtype is not None and mask_dtype not in MASK_CPU_DTYPES):
         return None
-    dtypes = {t.type.dtype.name for t in (q, k, v)} | {out.type.dtype.name}
-    dtype = dtypes.pop() if len(dtypes) == 1 else None
-    mask_dtype = mask[0].type.dtype.name if mask else None
-    if dtype not in ATTENTION_CPU_DTYPES or (mask and mask_dtype not in MASK_CPU_DTYPES):
-        return None
-    batch = shapes[3][:-2]
-    group = batch[-1] // shapes[1][-3] if task.attrs.get("enable_gqa", False) else 1
-    sizes = {"batch_heads": product(batch), "seq_q": shapes[0][-2], "seq_k": shapes[1][-2]}
-    views = [head_batch_view(t, s, batch, group if t in (k, v) else 1)
-             for t, s in zip((q, k, v, *mask, out), (*shapes[:3], *map(shape_of, mask), shapes[3]))]
-    options = {"head_dim": head_dim, "value_dim": value_dim, "causal": bool(task.attrs.get("causal", False)),
-               "dtype": dtype, "scale": task.attrs.get("scale"), "mask_dtype": mask_dtype}
-    return TemplateBinding("attention_cpu", attention_cpu, signature, sizes, views, options)
+    return operands.binding("attention_cpu", attention_cpu, {**operands.options, "value_dim": value_dim})

@@ -14,12 +14,15 @@ the output only stored element by element (the kernel contract).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from hidet_lang import attrs, auto_map, f32, i32, register_tensor, script, script_module, spatial
 from hidet_lang.cuda import blockIdx, shared_tensor, syncthreads, threadIdx
 from hidet_lang.frontend.script import ScriptModule
 from hidet_lang.ir import expr as E
-from stdlib_ops.schedule.signature import kernel_signature
+from stdlib_ops.schedule.signature import KernelSignature, kernel_signature
 from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import TemplateBinding, shape_of
 from stdlib_ops.templates.kernels.attention_cuda_mma import HEAD_DIMS, MASK_DTYPES, MMA_DTYPES, attention_cuda_mma
@@ -121,6 +124,51 @@ def attention_on_cuda(task: Task) -> TemplateBinding | None:
     `attention_cuda_mma.HEAD_DIMS` (an additive mask and any scale allowed) go to the tensor-core template
     `attention_cuda_mma` (on sm_90a targets, to the Hopper template `attention_cuda_sm90` where TMA can read q, k and
     v: `hopper_attention_binding`); others without a mask, at the scale 1 / sqrt(head_dim), to this template."""
+    operands = head_batch_operands(task)
+    if operands is None or not isinstance(operands.head_dim, int) or operands.value_dim != operands.head_dim:
+        return None
+    head_dim, dtype, mask_dtype = operands.head_dim, operands.dtype, operands.mask_dtype
+    if dtype in MMA_DTYPES and head_dim in HEAD_DIMS:
+        if mask_dtype is not None and mask_dtype not in MASK_DTYPES:
+            return None
+        tensor_cores = operands.binding("attention_cuda_mma", attention_cuda_mma, operands.options)
+        # on sm_90a, the Hopper template where TMA can read q, k and v as they are
+        return hopper_attention_binding(task, operands.signature, tensor_cores)
+    if mask_dtype is not None or dtype not in ATTENTION_DTYPES:
+        return None
+    scale = operands.options["scale"]
+    if scale is not None and not math.isclose(float(scale), 1.0 / math.sqrt(head_dim), rel_tol=1e-12):
+        return None
+    return operands.binding("attention_cuda", attention_cuda,
+                            {key: operands.options[key] for key in ("head_dim", "causal", "dtype")})
+
+
+@dataclass(frozen=True)
+class HeadBatchOperands:
+    """An attention task's `q, k, v, [mask,] o` as the head-batch templates (`attention_cuda`, `attention_cuda_mma`,
+    `attention_cpu`) take them: `[batch_heads, seq, dim]` views (`head_batch_view`) over the output's batch, their
+    sizes, the one `dtype` of q, k, v and o (None where they differ), the mask's dtype (None without a mask), and the
+    options every such template takes from the task (`options`: head dimension, causality, dtype, scale and mask
+    dtype)."""
+
+    signature: KernelSignature
+    head_dim: Dim
+    value_dim: Dim
+    dtype: str | None
+    mask_dtype: str | None
+    sizes: dict[str, Dim]
+    views: list[View]
+    options: dict[str, Any]
+
+    def binding(self, name: str, template: Callable[..., ScriptModule], options: dict[str, Any]) -> TemplateBinding:
+        """The binding of `template` (named `name`) to the operands, with `options`."""
+        return TemplateBinding(name, template, self.signature, self.sizes, self.views, options)
+
+
+def head_batch_operands(task: Task) -> HeadBatchOperands | None:
+    """The operands of an attention task (`HeadBatchOperands`), or None unless it takes q, k, v and an optional
+    mask to one output, each of two dimensions or more, q and k of one head dimension, v and the output of one value
+    dimension, and k and v of one sequence length."""
     if len(task.inputs) not in (3, 4) or len(task.outputs) != 1:
         return None
     signature = kernel_signature(task.inputs, task.outputs)
@@ -129,34 +177,22 @@ def attention_on_cuda(task: Task) -> TemplateBinding | None:
     shapes = [shape_of(t) for t in (q, k, v, out)]
     if min(len(s) for s in shapes) < 2:
         return None
-    head_dim = shapes[0][-1]
-    if not isinstance(head_dim, int) or any(s[-1] != head_dim for s in shapes) or shapes[1][-2] != shapes[2][-2]:
+    head_dim, value_dim = shapes[0][-1], shapes[2][-1]
+    if shapes[1][-1] != head_dim or shapes[3][-1] != value_dim or shapes[1][-2] != shapes[2][-2]:
         return None
+    dtypes = {t.type.dtype.name for t in (q, k, v)} | {out.type.dtype.name}
+    dtype = dtypes.pop() if len(dtypes) == 1 else None
+    mask_dtype = mask[0].type.dtype.name if mask else None
     batch = shapes[3][:-2]
     group = 1
     if task.attrs.get("enable_gqa", False):
         group = batch[-1] // shapes[1][-3]  # the operator checked that both are ints, one a multiple of the other
-    dtypes = {t.type.dtype.name for t in (q, k, v)} | {out.type.dtype.name}
-    dtype = dtypes.pop() if len(dtypes) == 1 else None
-    scale = task.attrs.get("scale")
     sizes = {"batch_heads": product(batch), "seq_q": shapes[0][-2], "seq_k": shapes[1][-2]}
-    views = [head_batch_view(t, s, batch, group if t in (k, v) else 1) for t, s in zip((q, k, v, *mask, out),
-                                                                             (*shapes[:3], *map(shape_of, mask),
-                                                                              shapes[3]))]
-    if dtype in MMA_DTYPES and head_dim in HEAD_DIMS:
-        options = {"head_dim": head_dim, "causal": bool(task.attrs.get("causal", False)), "dtype": dtype,
-                   "scale": scale, "mask_dtype": mask[0].type.dtype.name if mask else None}
-        if mask and options["mask_dtype"] not in MASK_DTYPES:
-            return None
-        tensor_cores = TemplateBinding("attention_cuda_mma", attention_cuda_mma, signature, sizes, views, options)
-        # on sm_90a, the Hopper template where TMA can read q, k and v as they are
-        return hopper_attention_binding(task, signature, tensor_cores)
-    if mask or dtype not in ATTENTION_DTYPES:
-        return None
-    if scale is not None and not math.isclose(float(scale), 1.0 / math.sqrt(head_dim), rel_tol=1e-12):
-        return None
-    return TemplateBinding("attention_cuda", attention_cuda, signature, sizes, views,
-                           {"head_dim": head_dim, "causal": bool(task.attrs.get("causal", False)), "dtype": dtype})
+    views = [head_batch_view(t, s, batch, group if t in (k, v) else 1)
+             for t, s in zip((q, k, v, *mask, out), (*shapes[:3], *map(shape_of, mask), shapes[3]))]
+    options = {"head_dim": head_dim, "causal": bool(task.attrs.get("causal", False)), "dtype": dtype,
+               "scale": task.attrs.get("scale"), "mask_dtype": mask_dtype}
+    return HeadBatchOperands(signature, head_dim, value_dim, dtype, mask_dtype, sizes, views, options)
 
 
 def head_batch_view(tensor: E.Var, shape: tuple[Dim, ...], batch: tuple[Dim, ...], group: int) -> View:
