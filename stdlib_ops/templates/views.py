@@ -139,6 +139,11 @@ def unravel(flat: E.Expr, dims: Sequence[Dim]) -> list[E.Expr]:
     return coords
 
 
+def same_dim(a: Dim, b: Dim) -> bool:
+    """Whether two dimensions are the same int or the same symbolic size."""
+    return a is b or (isinstance(a, int) and isinstance(b, int) and a == b)
+
+
 def _is_one(d: Dim) -> bool:
     return isinstance(d, int) and d == 1
 

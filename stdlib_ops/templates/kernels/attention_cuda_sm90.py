@@ -64,15 +64,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from hidet_lang import (
-    attrs,
-    f32,
-    i32,
-    meta,
-    register_tensor,
-    script,
-    script_module,
-)
+from hidet_lang import attrs, f32, i32, meta, register_tensor, script, script_module
 from hidet_lang.cuda import (
     FULL_MASK,
     address_aligned,
@@ -104,7 +96,6 @@ from hidet_lang.cuda.tiles import (
     swizzled_tile,
     tile_tensor_map,
 )
-from hidet_lang.cuda_limits import shared_memory_per_block
 from hidet_lang.frontend import semantics
 from hidet_lang.frontend.script import ScriptModule
 from hidet_lang.ir import expr as E
@@ -112,21 +103,18 @@ from hidet_lang.ir import stmt as S
 from stdlib_ops.schedule.signature import KernelSignature
 from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import TemplateBinding, shape_of
+from stdlib_ops.templates.kernels.matmul_cuda_sm90 import MAX_SMEM_BYTES, PRODUCER_REGISTERS, WARPGROUP, WGMMA_K
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.sizes import bind_sizes
-from stdlib_ops.templates.views import Dim, View, broadcast_batch
+from stdlib_ops.templates.views import Dim, View, broadcast_batch, same_dim
 
-WARPGROUP = 128  # threads of a warpgroup
 LOG2E = math.log2(math.e)
 ROWS = 64  # queries of a consumer (wgmma's M), and head-dimension columns of a tile (one 128-byte swizzle row)
-WGMMA_K = 16
 HEAD_DIMS = (64, 128)
 BLOCK_KS = (64, 128)
 DTYPES = ("float16", "bfloat16")
 MASK_DTYPES = ("float32", "float16", "bfloat16", "float64")
 DECODING_QUERIES = 16  # queries the tensor-core template's decoding schedule takes (its warps split the keys)
-MAX_SMEM_BYTES = shared_memory_per_block("sm_90")  # the most shared memory a block of an sm_90 GPU may have
-PRODUCER_REGISTERS = 40  # the producer's register budget a thread (it only issues copies)
 CONSUMER_REGISTERS = {1: 256, 2: 232}  # a consumer's, by consumers: S, its exponentials, P, O and the softmax
 
 
@@ -414,13 +402,13 @@ def hopper_attention_binding(task: Task, signature: KernelSignature, fallback: T
     if (rank not in (3, 4) or any(len(s) != rank for s in (ks, vs, os)) or qs[-1] not in HEAD_DIMS
             or (isinstance(qs[-2], int) and qs[-2] <= DECODING_QUERIES)
             or len(dtypes) != 1 or not dtypes <= set(DTYPES)
-            or not all(_same_dim(a, b) for a, b in [*zip(qs, os), *zip(ks, vs), *zip(qs[:-3], ks[:-3])])
+            or not all(same_dim(a, b) for a, b in [*zip(qs, os), *zip(ks, vs), *zip(qs[:-3], ks[:-3])])
             or (mask and mask[0].type.dtype.name not in MASK_DTYPES)):
         return fallback
     group = 1
     if task.attrs.get("enable_gqa", False):
         group = qs[-3] // ks[-3]  # the operator checked that both are ints, one a multiple of the other
-    elif not _same_dim(qs[-3], ks[-3]):
+    elif not same_dim(qs[-3], ks[-3]):
         return fallback
     batched = rank == 4
     sizes = {"batch": qs[0] if batched else 1, "heads": qs[-3], "kv_heads": ks[-3], "seq_q": qs[-2],
@@ -443,8 +431,3 @@ def _same_indices(indices: tuple[E.Expr, ...]) -> tuple[E.Expr, ...]:
 def _broadcast_to(shape: tuple[Dim, ...]) -> Callable[[tuple[E.Expr, ...]], tuple[E.Expr, ...]]:
     """The index into a tensor of `shape` (a mask broadcast to the scores' shape) of the scores' indices."""
     return lambda indices: tuple(broadcast_batch(list(indices), shape))
-
-
-def _same_dim(a: Dim, b: Dim) -> bool:
-    """Whether two dimensions are the same int or the same symbolic size."""
-    return a is b or (isinstance(a, int) and isinstance(b, int) and a == b)

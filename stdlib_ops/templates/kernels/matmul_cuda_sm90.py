@@ -63,15 +63,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hidet_lang import (
-    attrs,
-    f32,
-    i32,
-    meta,
-    register_tensor,
-    script,
-    script_module,
-)
+from hidet_lang import attrs, f32, i32, meta, register_tensor, script, script_module
 from hidet_lang.cuda import (
     address_aligned,
     blockIdx,
@@ -102,7 +94,7 @@ from stdlib_ops.templates.kernels.tile_order import grouped_tile
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.sizes import bind_sizes
 from stdlib_ops.templates.space import TuningSpace, declare_space
-from stdlib_ops.templates.views import Dim, View
+from stdlib_ops.templates.views import Dim, View, same_dim
 
 WARPGROUP = 128  # threads of a warpgroup
 BLOCK_K = 64  # k a step: 128 bytes of f16 or bf16, one row of the 128-byte swizzle
@@ -347,8 +339,8 @@ def hopper_binding(task: Task, signature: KernelSignature, sizes: Mapping[str, D
     x, y = signature.inputs
     xs, ys = shape_of(x), shape_of(y)
     k, n = sizes["k"], sizes["n"]
-    plain = len(xs) == len(ys) == 2 or (len(xs) == len(ys) == 3 and _same_dim(xs[0], ys[0])
-                                         and _same_dim(xs[0], sizes["batch"]) and not _same_dim(xs[0], 1))
+    plain = len(xs) == len(ys) == 2 or (len(xs) == len(ys) == 3 and same_dim(xs[0], ys[0])
+                                         and same_dim(xs[0], sizes["batch"]) and not same_dim(xs[0], 1))
     aligned = all(isinstance(d, int) and d % TMA_ELEMENT_MULTIPLE == 0 for d in (k, n))
     if any(task.attrs.get("vector_operands", (False, False))) or not plain or not aligned:
         return fallback
@@ -361,8 +353,3 @@ def hopper_binding(task: Task, signature: KernelSignature, sizes: Mapping[str, D
 def matmul_flops(sizes: Mapping[str, int]) -> float:
     """The arithmetic of a batched matmul of `sizes` (batch, m, n, k): a multiply and an add a term."""
     return 2.0 * sizes["batch"] * sizes["m"] * sizes["n"] * sizes["k"]
-
-
-def _same_dim(a: Dim, b: Dim) -> bool:
-    """Whether two dimensions are the same int or the same symbolic size."""
-    return a is b or (isinstance(a, int) and isinstance(b, int) and a == b)
