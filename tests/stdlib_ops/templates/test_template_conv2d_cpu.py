@@ -38,6 +38,7 @@ from stdlib_ops.templates.kernels.conv2d_cpu_channels import (
     slab_shape,
     suits_channel_vectors,
 )
+from stdlib_ops.templates.kernels.conv2d_geometry import output_size
 from stdlib_ops.templates.params import ScheduleError
 from stdlib_ops.templates.registry import choose_schedule
 
@@ -195,15 +196,19 @@ def test_direct_schedule_on_drawn_shapes(draw: st.DataObject) -> None:
 @given(st.data())
 def test_channel_vectors_on_drawn_shapes(draw: st.DataObject) -> None:
     """The default slab (whole images here, so units split by panels and rows only where the threads ask), and
-    slabs of a few output rows, which cut the images into bands, with more units than there are panels; every
-    vector width the machine has (its micro-kernels' pixels and panels differ)."""
+    slabs of a few output rows, which cut the images into bands, with more units than there are panels, and the
+    results stored a row (or a run's rows) at a time; every vector width the machine has (its micro-kernels'
+    pixels and panels differ)."""
     params = draw.draw(convolutions(depthwise=False))
     lanes = draw.draw(st.sampled_from([n for n in VECTOR_LANES if machine_has_lanes(n)]))
     _, tap_rows, cols = slab_shape(params["height"], params["width"], params["kernel"], params["stride"],
                                    params["padding"], params["dilation"])
     row_floats = params["channels"] // params["groups"] * cols  # a slab's floats for each of its input rows
     few_rows = row_floats * (tap_rows + draw.draw(st.integers(0, 2)) * params["stride"][0])
-    blocks = draw.draw(st.sampled_from([{}, {"slab_floats": few_rows, "min_tiles": 5}]))
+    ow = output_size(params["width"], params["kernel"][1], params["stride"][1], params["padding"][1],
+                     params["dilation"][1])
+    one_row = ow * panel_channels(lanes)  # a row of a panel's results
+    blocks = draw.draw(st.sampled_from([{}, {"slab_floats": few_rows, "min_tiles": 5, "store_floats": one_row}]))
     check_drawn(draw, "channels", params, batches=2, lanes=lanes, **blocks)
 
 
