@@ -46,7 +46,7 @@ from stdlib_ops.templates.kernels.matmul_cuda_f16_mma import matmul_cuda_f16_mma
 from stdlib_ops.templates.kernels.matmul_cuda_sm90 import hopper_binding
 from stdlib_ops.templates.kernels.matmul_cuda_tf32 import matmul_cuda_tf32
 from stdlib_ops.templates.kernels.matmul_views import matmul_views
-from stdlib_ops.templates.kernels.tile_order import grouped_tile
+from stdlib_ops.templates.kernels.tile_order import block_tile, tile_blocks
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype, tile_for_blocks
 from stdlib_ops.templates.registry import LIBRARY_CUDA, library_template
 from stdlib_ops.templates.sizes import bind_sizes
@@ -135,7 +135,7 @@ def matmul_cuda(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", 
             attrs.cuda.block_dim = threads
             attrs.cuda.min_blocks = 2  # at most 128 registers for 256 threads: two blocks an SM hide each other's waits
             # one grid dimension (x allows 2**31 - 1 blocks; y and z only 65535, fewer than a batch may need)
-            attrs.cuda.grid_dim = (n + block_n - 1) // block_n * ((m + block_m - 1) // block_m) * batch
+            attrs.cuda.grid_dim = tile_blocks(m, n, block_m, block_n) * batch
             attrs.cuda.dynamic_smem_bytes = plan.nbytes
             acc = register_tensor(f32, [thread_m, thread_n])
             ra = register_tensor(f32, [thread_m, CHUNK])
@@ -143,15 +143,10 @@ def matmul_cuda(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", 
             for i in meta.range(thread_m):
                 for j in meta.range(thread_n):
                     acc[i, j] = 0.0
-            tiles_n = (n + block_n - 1) // block_n
-            tiles_m = (m + block_m - 1) // block_m
-            per_batch = tiles_m * tiles_n
-            bi = blockIdx.x // per_batch
-            tile_row: i32 = 0  # the block's tile: GROUP_M tile rows at a time, column by column (`tile_order`)
-            tile_col: i32 = 0
-            grouped_tile(blockIdx.x % per_batch, tiles_m, tiles_n, ~tile_row, ~tile_col)
-            m0 = tile_row * block_m
-            n0 = tile_col * block_n
+            bi: i32 = 0  # the block's batch entry and tile: GROUP_M tile rows at a time, column by column
+            m0: i32 = 0
+            n0: i32 = 0
+            block_tile(blockIdx.x, m, n, block_m, block_n, ~bi, ~m0, ~n0)
             ty = threadIdx.x // threads_n
             tx = threadIdx.x % threads_n
             steps = (k + block_k - 1) // block_k

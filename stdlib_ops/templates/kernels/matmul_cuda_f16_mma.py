@@ -48,7 +48,7 @@ from hidet_lang.cuda.tiles import SharedMemoryPlan
 from hidet_lang.cuda_limits import shared_memory_per_block
 from hidet_lang.frontend.script import ScriptModule
 from hidet_lang.ir.types import DataType
-from stdlib_ops.templates.kernels.tile_order import grouped_tile
+from stdlib_ops.templates.kernels.tile_order import block_tile, tile_blocks
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype, tile_for_blocks
 from stdlib_ops.templates.sizes import bind_sizes
 from stdlib_ops.templates.space import Point, TuningSpace, declare_space
@@ -74,6 +74,16 @@ def default_tiles(batch: Size, m: Size, n: Size) -> tuple[int, int, int, int]:
     """The tile (block_m, block_n, warp_m, warp_n) for a product of these sizes: the largest of `TILES` that gives
     `ENOUGH_BLOCKS` blocks (the smallest when none does); the largest when a size is symbolic."""
     return tile_for_blocks(TILES, batch, m, n, ENOUGH_BLOCKS)
+
+
+def mma_dtypes(template: str, out_dtype: str, dtype: str | None) -> tuple[DataType, DataType]:
+    """The operands' and the output's data types of a half-precision tensor-core matmul (this template's, and
+    `matmul_cuda_sm90`'s), checked in the name of `template`: `dtype` one of `INPUT_DTYPES` (None: `out_dtype` where
+    it is one of them, else float16), `out_dtype` one of `OUTPUT_DTYPES`."""
+    out = template_dtype(template, out_dtype, OUTPUT_DTYPES)
+    if dtype is None:
+        dtype = out.name if out.name in INPUT_DTYPES else "float16"
+    return template_dtype(template, dtype, INPUT_DTYPES), out
 
 
 def _valid(point: Point) -> bool:
@@ -111,10 +121,7 @@ def matmul_cuda_f16_mma(batch: Size, m: Size, n: Size, k: Size, out_dtype: str =
     `stages` shared buffers (2 to 8) pipeline the copies."""
     name = "matmul_cuda_f16_mma"
     check_sizes(name, {"batch": batch, "m": m, "n": n, "k": k})
-    out = template_dtype(name, out_dtype, OUTPUT_DTYPES)
-    if dtype is None:
-        dtype = out.name if out.name in INPUT_DTYPES else "float16"
-    dt = template_dtype(name, dtype, INPUT_DTYPES)
+    dt, out = mma_dtypes(name, out_dtype, dtype)
     if block_m is None and block_n is None and warp_m is None and warp_n is None:
         block_m, block_n, warp_m, warp_n = default_tiles(batch, m, n)
     return mma_matmul(name, dt, out, batch, m, n, k, (block_m, block_n, warp_m, warp_n), stages)
@@ -171,7 +178,7 @@ def mma_matmul(name: str, dt: DataType, out: DataType, batch: Size, m: Size, n: 
             attrs.func_kind = "cuda_kernel"
             attrs.cuda.block_dim = threads
             # one grid dimension (x allows 2**31 - 1 blocks; y and z only 65535, fewer than a batch may need)
-            attrs.cuda.grid_dim = (n + block_n - 1) // block_n * ((m + block_m - 1) // block_m) * batch
+            attrs.cuda.grid_dim = tile_blocks(m, n, block_m, block_n) * batch
             attrs.cuda.dynamic_smem_bytes = smem_bytes
             attrs.cuda.min_blocks = min_blocks
             lane = threadIdx.x % 32
@@ -181,15 +188,10 @@ def mma_matmul(name: str, dt: DataType, out: DataType, batch: Size, m: Size, n: 
             rb = warp.b_registers()
             for r in range(frags.registers):
                 acc[r] = 0.0
-            tiles_n = (n + block_n - 1) // block_n
-            tiles_m = (m + block_m - 1) // block_m
-            per_batch = tiles_m * tiles_n
-            bi = blockIdx.x // per_batch
-            tile_row: i32 = 0  # the block's tile: GROUP_M tile rows at a time, column by column (`tile_order`)
-            tile_col: i32 = 0
-            grouped_tile(blockIdx.x % per_batch, tiles_m, tiles_n, ~tile_row, ~tile_col)
-            m0 = tile_row * block_m
-            n0 = tile_col * block_n
+            bi: i32 = 0  # the block's batch entry and tile: GROUP_M tile rows at a time, column by column
+            m0: i32 = 0
+            n0: i32 = 0
+            block_tile(blockIdx.x, m, n, block_m, block_n, ~bi, ~m0, ~n0)
             wm = warp_id // warps_n * warp_m
             wn = warp_id % warps_n * warp_n
             steps = (k + BLOCK_K - 1) // BLOCK_K

@@ -90,8 +90,9 @@ from hidet_lang.frontend.script import ScriptModule
 from stdlib_ops.schedule.signature import KernelSignature
 from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import TemplateBinding, shape_of
+from stdlib_ops.templates.kernels.matmul_cuda_f16_mma import mma_dtypes
 from stdlib_ops.templates.kernels.tile_order import grouped_tile
-from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
+from stdlib_ops.templates.params import Size, check_sizes, require
 from stdlib_ops.templates.sizes import bind_sizes
 from stdlib_ops.templates.space import TuningSpace, declare_space
 from stdlib_ops.templates.views import Dim, View, same_dim
@@ -101,8 +102,6 @@ BLOCK_K = 64  # k a step: 128 bytes of f16 or bf16, one row of the 128-byte swiz
 ATOM = 64  # rows of a consumer's share of the tile (wgmma's M) and columns of a b tile (one MN-major atom row)
 WGMMA_K = 16
 NUM_SMS = 132  # an H100 SXM's and an H200's SMs: the persistent grid's most blocks
-INPUT_DTYPES = ("float16", "bfloat16")
-OUTPUT_DTYPES = ("float16", "bfloat16", "float32")
 MAX_SMEM_BYTES = shared_memory_per_block("sm_90")  # the most shared memory a block of an sm_90 GPU may have
 PRODUCER_REGISTERS = 40  # the producer's register budget a thread (it only issues copies)
 CONSUMER_REGISTERS = 232  # a consumer's: up to 128 accumulators a thread and the addressing around them
@@ -157,10 +156,7 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
     of `cluster`."""
     name = "matmul_cuda_sm90"
     check_sizes(name, {"batch": batch, "m": m, "n": n, "k": k})
-    out = template_dtype(name, out_dtype, OUTPUT_DTYPES)
-    if dtype is None:
-        dtype = out.name if out.name in INPUT_DTYPES else "float16"
-    dt = template_dtype(name, dtype, INPUT_DTYPES)
+    dt, out = mma_dtypes(name, out_dtype, dtype)
     for size_name, size in (("k", k), ("n", n)):
         require(not isinstance(size, int) or size % TMA_ELEMENT_MULTIPLE == 0, name,
                 f"{size_name}={size}: TMA needs rows of a multiple of 16 bytes ({TMA_ELEMENT_MULTIPLE} elements)")
