@@ -42,7 +42,7 @@ from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import TemplateBinding, common_dtype, shape_of
 from stdlib_ops.templates.kernels.conv2d_cuda_mma import conv2d_cuda_mma
 from stdlib_ops.templates.kernels.conv2d_geometry import Pair, bind_conv2d, conv_geometry
-from stdlib_ops.templates.kernels.tile_order import grouped_tile
+from stdlib_ops.templates.kernels.tile_order import block_tile, tile_blocks
 from stdlib_ops.templates.params import Size, require, tile_for_blocks
 from stdlib_ops.templates.registry import LIBRARY_CUDA, library_template
 from stdlib_ops.templates.views import View
@@ -81,7 +81,7 @@ def conv2d_cuda_gemm(batch: Size, channels: int, height: int, width: int, out_ch
     geo, dt = conv_geometry(name, batch, channels, height, width, out_channels, kernel, stride, padding, dilation,
                             groups, layout, dtype, ("float32",))
     oh, ow = geo.out_size
-    cg, og, taps = geo.group_channels, geo.group_out_channels, geo.taps
+    og, taps = geo.group_out_channels, geo.taps
     block_m, block_n, thread_m, thread_n = tiles or gemm_tiles(
         groups, batch * oh * ow if isinstance(batch, int) else "m", og)
     require(min(block_m, block_n, thread_m, thread_n, block_k) >= 1, name, "tile sizes must be positive")
@@ -95,9 +95,7 @@ def conv2d_cuda_gemm(batch: Size, channels: int, height: int, width: int, out_ch
     groups_n = thread_n // CHUNK
     group_stride = block_n // groups_n  # the channels of a thread: q * group_stride + CHUNK * tx + c
     nhwc = geo.nhwc
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geo.kernel, geo.stride, geo.padding, geo.dilation
     h, w = geo.height, geo.width
-    ci_step, ky_step, kx_step = geo.tap_steps
     # both tiles k-major: a thread's 4 pixels or 4 channels of one tap are one 16-byte shared read
     a_tile, w_tile = padded_tile(f32, [block_k, block_m], 0), padded_tile(f32, [block_k, block_n], 0)
     plan = SharedMemoryPlan()
@@ -114,7 +112,6 @@ def conv2d_cuda_gemm(batch: Size, channels: int, height: int, width: int, out_ch
     w_gather = TileGather(block_n, block_k, threads, "cols")
     rows_a = a_gather.thread_rows  # the pixels a thread gathers
     pixels = oh * ow
-    tiles_n = -(-og // block_n)
     has_bias = bias
 
     with script_module() as module:
@@ -125,7 +122,7 @@ def conv2d_cuda_gemm(batch: Size, channels: int, height: int, width: int, out_ch
             attrs.func_kind = "cuda_kernel"
             attrs.cuda.block_dim = threads
             attrs.cuda.min_blocks = 2  # at most 128 registers for 256 threads: two blocks an SM hide each other's waits
-            attrs.cuda.grid_dim = (batch * pixels + block_m - 1) // block_m * tiles_n * groups
+            attrs.cuda.grid_dim = tile_blocks(batch * pixels, og, block_m, block_n) * groups
             attrs.cuda.dynamic_smem_bytes = plan.nbytes
             acc = register_tensor(f32, [thread_m, thread_n])
             ra = register_tensor(f32, [thread_m])
@@ -134,24 +131,17 @@ def conv2d_cuda_gemm(batch: Size, channels: int, height: int, width: int, out_ch
                 for j in meta.range(thread_n):
                     acc[i, j] = 0.0
             m = batch * pixels
-            tiles_m = (m + block_m - 1) // block_m
-            per_group = tiles_m * tiles_n
-            g = blockIdx.x // per_group
-            tile_row: i32 = 0  # the block's tile: GROUP_M tile rows at a time, column by column (`tile_order`)
-            tile_col: i32 = 0
-            grouped_tile(blockIdx.x % per_group, tiles_m, tiles_n, ~tile_row, ~tile_col)
-            m0 = tile_row * block_m
-            n0 = tile_col * block_n
+            g: i32 = 0  # the block's group and tile: GROUP_M tile rows at a time, column by column (`tile_order`)
+            m0: i32 = 0
+            n0: i32 = 0
+            block_tile(blockIdx.x, m, og, block_m, block_n, ~g, ~m0, ~n0)
             ty = threadIdx.x // threads_n
             tx = threadIdx.x % threads_n
             a_image = register_tensor(i32, [rows_a])  # per gathered pixel: its image, and the input's row and
-            a_y = register_tensor(i32, [rows_a])  # column under its kernel's first tap (a row above every tap's
-            a_x = register_tensor(i32, [rows_a])  # past the last pixel)
+            a_y = register_tensor(i32, [rows_a])  # column under its kernel's first tap (`ConvGeometry.first_tap`)
+            a_x = register_tensor(i32, [rows_a])
             for row, r in a_gather.rows_of(threadIdx.x):
-                pixel = m0 + row
-                a_image[r] = pixel // pixels
-                a_y[r] = pixel % pixels // ow * sh - ph if pixel < m else -1 - (kh - 1) * dh
-                a_x[r] = pixel % ow * sw - pw
+                a_image[r], a_y[r], a_x[r] = geo.first_tap(m0 + row, m)
             steps = (taps + block_k - 1) // block_k
             for it in range(pipe.iterations(steps)):  # gather step `it`, multiply step `it - stages + 1`
                 pipe.wait()
@@ -161,17 +151,13 @@ def conv2d_cuda_gemm(batch: Size, channels: int, height: int, width: int, out_ch
                     w_fill = w_stages.at(pipe.fill_stage(it))
                     for row, col, r in a_gather.tasks(threadIdx.x):
                         kk = k0 + col
-                        channel = g * cg + kk // ci_step % cg
-                        iy = a_y[r] + kk // ky_step % kh * dh
-                        ix = a_x[r] + kk // kx_step % kw * dw
+                        channel, iy, ix = geo.tap_input(g, a_y[r], a_x[r], kk)
                         inside = kk < taps and iy >= 0 and iy < h and ix >= 0 and ix < w
                         a_fill[col, row] = x[geo.x_index(a_image[r], channel, iy, ix)] if inside else 0.0
                     for row, col, _r in w_gather.tasks(threadIdx.x):
                         if w_gather.inside(row, col):
                             kk = k0 + col
-                            ci = kk // ci_step % cg
-                            ky = kk // ky_step % kh
-                            kx = kk // kx_step % kw
+                            ci, ky, kx = geo.tap_position(kk)
                             o = g * og + n0 + row
                             inside = n0 + row < og and kk < taps
                             w_fill[col, row] = weight[geo.weight_index(o, ci, ky, kx)] if inside else 0.0
@@ -194,9 +180,7 @@ def conv2d_cuda_gemm(batch: Size, channels: int, height: int, width: int, out_ch
                     rb[p * CHUNK + c] = (bias[g * og + j] if j < og else 0.0) if has_bias else 0.0
             for i in meta.range(thread_m):
                 pixel = m0 + ty * thread_m + i
-                bi = pixel // pixels
-                oy = pixel % pixels // ow
-                ox = pixel % ow
+                bi, oy, ox = geo.pixel_position(pixel)
                 for p in meta.range(groups_n):
                     for c in meta.range(CHUNK):
                         j = n0 + p * group_stride + tx * CHUNK + c

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hidet_lang.frontend.script import ScriptModule
+from hidet_lang.ir import expr as E
 from hidet_lang.ir.types import DataType, TensorType
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.sizes import bind_sizes, drop_params
@@ -75,6 +76,30 @@ class ConvGeometry:
         weight, `(ci, ky, kx)` in NCHW's order, `(ky, kx, ci)` in NHWC's."""
         (kh, kw), cg = self.kernel, self.group_channels
         return (1, kw * cg, cg) if self.nhwc else (kh * kw, kw, 1)
+
+    def pixel_position(self, pixel: Any) -> tuple[Any, Any, Any]:
+        """`(image, oy, ox)` of the implicit GEMM's row `pixel` (IR, while a kernel is parsed)."""
+        oh, ow = self.out_size
+        return pixel // (oh * ow), pixel % (oh * ow) // ow, pixel % ow
+
+    def first_tap(self, pixel: Any, m: Any) -> tuple[Any, Any, Any]:
+        """`(image, y, x)` of the implicit GEMM's row `pixel` of `m` (IR, while a kernel is parsed): its image, and
+        the input's row and column under its kernel's first tap; past the last pixel, a row above every tap's reach
+        (so that `tap_input` puts all its taps in the padding)."""
+        image, oy, ox = self.pixel_position(pixel)
+        (kh, _), (sh, sw), (ph, pw), (dh, _) = self.kernel, self.stride, self.padding, self.dilation
+        return image, E.IfThenElse(pixel < m, oy * sh - ph, E.convert(-1 - (kh - 1) * dh)), ox * sw - pw
+
+    def tap_position(self, k: Any) -> tuple[Any, Any, Any]:
+        """`(ci, ky, kx)` of tap `k` of a row of the weight (`tap_steps`; IR, while a kernel is parsed)."""
+        ci_step, ky_step, kx_step = self.tap_steps
+        return k // ci_step % self.group_channels, k // ky_step % self.kernel[0], k // kx_step % self.kernel[1]
+
+    def tap_input(self, group: Any, y: Any, x: Any, k: Any) -> tuple[Any, Any, Any]:
+        """`(channel, iy, ix)`: the input's channel, row and column that tap `k` of group `group` reads for a pixel
+        whose first tap reads row `y` and column `x` (`first_tap`; IR, while a kernel is parsed)."""
+        ci, ky, kx = self.tap_position(k)
+        return group * self.group_channels + ci, y + ky * self.dilation[0], x + kx * self.dilation[1]
 
     def x_index(self, image: Any, channel: Any, iy: Any, ix: Any) -> tuple[Any, ...]:
         """The indices of the input's element `(image, channel, iy, ix)` in the layout (`x[geo.x_index(...)]` in a
