@@ -43,7 +43,7 @@ from hidet_lang.cuda.tiles import SharedMemoryPlan
 from hidet_lang.frontend.script import ScriptModule
 from stdlib_ops.templates.kernels.conv2d_geometry import Pair, bind_conv2d, conv_geometry
 from stdlib_ops.templates.kernels.matmul_cuda_f16_mma import BLOCK_K, CHUNK, ENOUGH_BLOCKS, INPUT_DTYPES, MMA_M, MMA_N
-from stdlib_ops.templates.kernels.tile_order import grouped_tile
+from stdlib_ops.templates.kernels.tile_order import block_tile, tile_blocks
 from stdlib_ops.templates.params import Size, require, tile_for_blocks
 
 ROW_CHUNKS = BLOCK_K // CHUNK
@@ -101,9 +101,7 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
     frags = warp.accumulator
     min_blocks = 2 if threads <= 256 and warp_m * warp_n <= 64 * 32 else 1
     nhwc = geo.nhwc
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geo.kernel, geo.stride, geo.padding, geo.dilation
     h, w = geo.height, geo.width
-    ci_step, ky_step, kx_step = geo.tap_steps
     # 16-byte copies (not for TF32, whose operands are rounded as they are gathered): in NHWC, 8 consecutive k are
     # 8 channels of one tap
     vector_a = nhwc and cg % per_chunk == 0 and not tf32
@@ -116,7 +114,6 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
     gather = repeat(1, elements_a, attrs=f".u{UNROLL}") * spatial(block_m, threads // block_m, ranks=[1, 0])
     rows_a = len(a_copy.mapping(0)) if vector_a else 1  # the pixels a thread gathers
     pixels = oh * ow
-    tiles_n = -(-og // block_n)
     has_bias = bias
 
     with script_module() as module:
@@ -126,7 +123,7 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
                    out: geo.out_type(dt, batch)):
             attrs.func_kind = "cuda_kernel"
             attrs.cuda.block_dim = threads
-            attrs.cuda.grid_dim = (batch * pixels + block_m - 1) // block_m * tiles_n * groups
+            attrs.cuda.grid_dim = tile_blocks(batch * pixels, og, block_m, block_n) * groups
             attrs.cuda.dynamic_smem_bytes = plan.nbytes
             attrs.cuda.min_blocks = min_blocks
             lane = threadIdx.x % 32
@@ -136,24 +133,17 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
             for r in range(frags.registers):
                 acc[r] = 0.0
             m = batch * pixels
-            tiles_m = (m + block_m - 1) // block_m
-            per_group = tiles_m * tiles_n
-            g = blockIdx.x // per_group
-            tile_row: i32 = 0  # the block's tile: GROUP_M tile rows at a time, column by column (`tile_order`)
-            tile_col: i32 = 0
-            grouped_tile(blockIdx.x % per_group, tiles_m, tiles_n, ~tile_row, ~tile_col)
-            m0 = tile_row * block_m
-            n0 = tile_col * block_n
+            g: i32 = 0  # the block's group and tile: GROUP_M tile rows at a time, column by column (`tile_order`)
+            m0: i32 = 0
+            n0: i32 = 0
+            block_tile(blockIdx.x, m, og, block_m, block_n, ~g, ~m0, ~n0)
             wm = threadIdx.x // 32 // warps_n * warp_m
             wn = threadIdx.x // 32 % warps_n * warp_n
             a_image = register_tensor(i32, [rows_a])  # per gathered pixel: its image, and the input's row and
-            a_y = register_tensor(i32, [rows_a])  # column under its kernel's first tap (a row above every tap's
-            a_x = register_tensor(i32, [rows_a])  # past the last pixel)
+            a_y = register_tensor(i32, [rows_a])  # column under its kernel's first tap (`ConvGeometry.first_tap`)
+            a_x = register_tensor(i32, [rows_a])
             for row, _chunk, t in a_copy.tasks(threadIdx.x) if vector_a else [(threadIdx.x % block_m, 0, 0)]:
-                pixel = m0 + row
-                a_image[t] = pixel // pixels
-                a_y[t] = pixel % pixels // ow * sh - ph if pixel < m else -1 - (kh - 1) * dh
-                a_x[t] = pixel % ow * sw - pw
+                a_image[t], a_y[t], a_x[t] = geo.first_tap(m0 + row, m)
             steps = (taps + block_k - 1) // block_k
             for it in range(pipe.iterations(steps)):  # gather step `it`, multiply step `it - stages + 1`
                 pipe.wait()
@@ -164,18 +154,16 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
                     if vector_a:
                         for row, chunk, t in a_copy.tasks(threadIdx.x):
                             kk = k0 + chunk * per_chunk
-                            iy = a_y[t] + kk // ky_step % kh * dh
-                            ix = a_x[t] + kk // kx_step % kw * dw
+                            channel, iy, ix = geo.tap_input(g, a_y[t], a_x[t], kk)
                             if kk < taps and iy >= 0 and iy < h and ix >= 0 and ix < w:
-                                cp_async(~a_fill[row, chunk * per_chunk], ~x[a_image[t], iy, ix, g * cg + kk % cg], 16)
+                                cp_async(~a_fill[row, chunk * per_chunk], ~x[geo.x_index(a_image[t], channel, iy, ix)],
+                                         16)
                             else:
                                 a_copy.zero(a_fill, row, chunk)
                     else:
                         for row, col in gather.on(threadIdx.x):
                             kk = k0 + col
-                            channel = g * cg + kk // ci_step % cg
-                            iy = a_y[0] + kk // ky_step % kh * dh
-                            ix = a_x[0] + kk // kx_step % kw * dw
+                            channel, iy, ix = geo.tap_input(g, a_y[0], a_x[0], kk)
                             inside = kk < taps and iy >= 0 and iy < h and ix >= 0 and ix < w
                             value = x[geo.x_index(a_image[0], channel, iy, ix)] if inside else dt(0.0)
                             a_fill[row, col] = cvt_rna_tf32_f32(value) if tf32 else value
@@ -184,9 +172,7 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
                         live = n0 + row < og
                         for e in meta.range(1 if vector_w else per_chunk):
                             kk = k0 + chunk * per_chunk + e
-                            ci = kk // ci_step % cg
-                            ky = kk // ky_step % kh
-                            kx = kk // kx_step % kw
+                            ci, ky, kx = geo.tap_position(kk)
                             if vector_w:
                                 if live and kk < taps:
                                     cp_async(~w_fill[row, chunk * per_chunk], ~weight[geo.weight_index(o, ci, ky, kx)],
@@ -206,9 +192,7 @@ def conv2d_cuda_mma(batch: Size, channels: int, height: int, width: int, out_cha
                 shift[cj] = f32(bias[g * og + n0 + wn + j]) if has_bias and n0 + wn + j < og else 0.0
             for i, ri in frags.lane_rows(lane):  # a row's output pixel worked out once
                 pixel = m0 + wm + i
-                image = pixel // pixels
-                oy = pixel % pixels // ow
-                ox = pixel % ow
+                image, oy, ox = geo.pixel_position(pixel)
                 for j, cj in frags.lane_columns(lane):
                     if pixel < m and n0 + wn + j < og:
                         out[geo.out_index(image, g * og + n0 + wn + j, oy, ox)] = dt(acc[frags.register(ri, cj)]
