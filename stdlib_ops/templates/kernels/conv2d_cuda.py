@@ -42,13 +42,13 @@ from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import TemplateBinding, common_dtype, shape_of
 from stdlib_ops.templates.kernels.conv2d_cuda_mma import conv2d_cuda_mma
 from stdlib_ops.templates.kernels.conv2d_geometry import Pair, bind_conv2d, conv_geometry
+from stdlib_ops.templates.kernels.register_tile import CHUNK, register_tile
 from stdlib_ops.templates.kernels.tile_order import block_tile, tile_blocks
 from stdlib_ops.templates.params import Size, require, tile_for_blocks
 from stdlib_ops.templates.registry import LIBRARY_CUDA, library_template
 from stdlib_ops.templates.views import View
 
 CONV2D_CUDA_DTYPES = ("float32", "float16", "bfloat16")
-CHUNK = 4  # f32 elements of a 16-byte shared read
 DIRECT_CHANNELS = 2
 """The most input channels a group that `conv2d_on_cuda` gives to the direct kernel (depthwise convolutions have
 one): a GEMM of K = cg * KH * KW that small wastes most of a block's tile."""
@@ -84,16 +84,9 @@ def conv2d_cuda_gemm(batch: Size, channels: int, height: int, width: int, out_ch
     og, taps = geo.group_out_channels, geo.taps
     block_m, block_n, thread_m, thread_n = tiles or gemm_tiles(
         groups, batch * oh * ow if isinstance(batch, int) else "m", og)
-    require(min(block_m, block_n, thread_m, thread_n, block_k) >= 1, name, "tile sizes must be positive")
-    require(block_m % thread_m == 0 and block_n % thread_n == 0, name, "thread tiles must divide the block tile")
-    require(thread_m % CHUNK == 0 and thread_n % CHUNK == 0, name, "thread_m and thread_n must be multiples of 4")
-    require(2 <= stages <= 8, name, "stages must be 2 to 8")
-    threads_n = block_n // thread_n
-    threads = (block_m // thread_m) * threads_n
-    require(32 <= threads <= 1024 and threads % 32 == 0, name, f"{threads} threads a block (need 32..1024, whole "
-            "warps)")
-    groups_n = thread_n // CHUNK
-    group_stride = block_n // groups_n  # the channels of a thread: q * group_stride + CHUNK * tx + c
+    # the channels of a thread: q * group_stride + CHUNK * tx + c
+    threads_n, threads, groups_n, group_stride = register_tile(
+        name, block_m, block_n, thread_m, thread_n, block_k, stages, {"thread_m": thread_m, "thread_n": thread_n})
     nhwc = geo.nhwc
     h, w = geo.height, geo.width
     # both tiles k-major: a thread's 4 pixels or 4 channels of one tap are one 16-byte shared read

@@ -46,6 +46,7 @@ from stdlib_ops.templates.kernels.matmul_cuda_f16_mma import matmul_cuda_f16_mma
 from stdlib_ops.templates.kernels.matmul_cuda_sm90 import hopper_binding
 from stdlib_ops.templates.kernels.matmul_cuda_tf32 import matmul_cuda_tf32
 from stdlib_ops.templates.kernels.matmul_views import matmul_views
+from stdlib_ops.templates.kernels.register_tile import CHUNK, register_tile
 from stdlib_ops.templates.kernels.tile_order import block_tile, tile_blocks
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype, tile_for_blocks
 from stdlib_ops.templates.registry import LIBRARY_CUDA, library_template
@@ -53,7 +54,6 @@ from stdlib_ops.templates.sizes import bind_sizes
 from stdlib_ops.templates.space import Point, TuningSpace, declare_space
 
 MATMUL_CUDA_DTYPES = ("float32", "float16", "bfloat16")
-CHUNK = 4  # elements of a copy chunk and of a shared read: 16 bytes of f32
 MAX_SMEM_BYTES = MAX_STATIC_SHARED_BYTES  # shared memory a block may have without opting into more
 
 TILES = ((128, 128, 8, 8), (64, 64, 4, 4), (32, 32, 4, 4))
@@ -110,16 +110,9 @@ def matmul_cuda(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", 
     require(None not in (block_m, block_n, thread_m, thread_n), name,
             "give all four tile sizes (block_m, block_n, thread_m, thread_n) or none")
     assert block_m is not None and block_n is not None and thread_m is not None and thread_n is not None
-    require(min(block_m, block_n, thread_m, thread_n, block_k) >= 1, name, "tile sizes must be positive")
-    require(block_m % thread_m == 0 and block_n % thread_n == 0, name, "thread tiles must divide the block tile")
-    require(thread_n % CHUNK == 0 and block_k % CHUNK == 0, name, "thread_n and block_k must be multiples of 4")
-    require(2 <= stages <= 8, name, "stages must be 2 to 8")
-    threads_n = block_n // thread_n
-    threads = (block_m // thread_m) * threads_n
-    require(32 <= threads <= 1024 and threads % 32 == 0, name, f"{threads} threads a block (need 32..1024, whole "
-            "warps)")
-    groups_n = thread_n // CHUNK
-    group_stride = block_n // groups_n  # the columns of a thread: g * group_stride + CHUNK * tx + c
+    # the columns of a thread: g * group_stride + CHUNK * tx + c
+    threads_n, threads, groups_n, group_stride = register_tile(
+        name, block_m, block_n, thread_m, thread_n, block_k, stages, {"thread_n": thread_n, "block_k": block_k})
     a_tile, b_tile = padded_tile(f32, [block_m, block_k], 0), padded_tile(f32, [block_k, block_n], 0)
     plan = SharedMemoryPlan()
     a_stages, b_stages = plan.tiles(a_tile, stages), plan.tiles(b_tile, stages)
