@@ -67,7 +67,7 @@ from stdlib_ops.templates.cpu_lanes import machine_lanes, template_lanes
 from stdlib_ops.templates.cpu_threads import machine_threads
 from stdlib_ops.templates.kernels.conv2d_cpu_channels import band_rows, conv2d_channel_vectors_cpu, panel_channels
 from stdlib_ops.templates.kernels.conv2d_geometry import Pair, bind_conv2d, conv_geometry
-from stdlib_ops.templates.kernels.matmul_cpu import DEFAULT_BLOCKS, MAX_LOCAL_BYTES, tile_kernel
+from stdlib_ops.templates.kernels.matmul_cpu import DEFAULT_BLOCKS, MAX_LOCAL_BYTES, row_panels, tile_kernel
 from stdlib_ops.templates.params import Size, require
 from stdlib_ops.templates.registry import LIBRARY_CPU, library_template
 from stdlib_ops.templates.views import View
@@ -127,12 +127,8 @@ def pack_conv2d_weights(weight: np.ndarray, groups: int, lanes: int | None = Non
     k = `(ci * kh + ky) * kw + kx`, the `rows` weights of its channels (`[groups * panels, k, rows]`). The direct
     template `conv2d_channel_vectors_cpu` reads the same layout with `rows` its vectors' channels."""
     height = DEFAULT_BLOCKS[template_lanes("pack_conv2d_weights", lanes)].mr if rows is None else rows
-    out_channels = weight.shape[0]
-    og, k = out_channels // groups, int(np.prod(weight.shape[1:]))
-    panels = -(-og // height)
-    padded = np.zeros((groups, panels * height, k), np.float32)
-    padded[:, :og] = weight.reshape(groups, og, k)
-    return np.ascontiguousarray(padded.reshape(groups, panels, height, k).transpose(0, 1, 3, 2).reshape(-1, k, height))
+    by_group = weight.reshape(groups, weight.shape[0] // groups, -1)  # a group's [og, k] rows
+    return np.concatenate([row_panels(group, height) for group in by_group])
 
 
 def conv2d_gemm_cpu(batch: Size, channels: int, height: int, width: int, out_channels: int, kernel: Pair,

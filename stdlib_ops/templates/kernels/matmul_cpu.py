@@ -107,12 +107,18 @@ def pack_matmul_weights(weight: np.ndarray, lanes: int | None = None) -> np.ndar
     if weight.ndim != 2 or weight.dtype not in (np.float32, np.float16):
         raise ValueError(f"pack_matmul_weights: expected a float32 or float16 matrix [k, n], got {weight.dtype} "
                          f"{weight.shape}")
-    pw = panel_width(DEFAULT_BLOCKS[template_lanes("pack_matmul_weights", lanes)].nr)
-    k, n = weight.shape
-    panels = -(-n // pw)
-    padded = np.zeros((k, panels * pw), np.float32)
-    padded[:, :n] = weight
-    return np.ascontiguousarray(padded.reshape(k, panels, pw).transpose(1, 0, 2))
+    return row_panels(weight.T, panel_width(DEFAULT_BLOCKS[template_lanes("pack_matmul_weights", lanes)].nr))
+
+
+def row_panels(rows: np.ndarray, height: int) -> np.ndarray:
+    """The `[count, k]` matrix `rows` as f32 panels of `height` of its rows, each row a column of its panel:
+    `[ceil(count / height), k, height]`, zeros past the last row (the layout the micro-kernels read a panel in:
+    the `height` values of one step of k side by side)."""
+    count, k = rows.shape
+    panels = -(-count // height)
+    padded = np.zeros((panels * height, k), np.float32)
+    padded[:count] = rows
+    return np.ascontiguousarray(padded.reshape(panels, height, k).transpose(0, 2, 1))
 
 
 def _fits(point: dict[str, int | None]) -> bool:
