@@ -16,6 +16,7 @@ from codegen.emit.kernel_plan import ModulePlan
 from codegen.toolchain.source_files import SourceFiles
 from hidet_lang.ir import expr as E
 from hidet_lang.ir.func import FuncKind, Function, IRModule
+from hidet_lang.ir.intrinsics import CP_ASYNC_COPIES
 from hidet_lang.ir.span import Span
 from hidet_lang.ir.tensor_map import TensorMapType
 from hidet_lang.ir.types import DataType
@@ -123,13 +124,16 @@ class CudaHostEmitter(CEmitter):
 
     def check_alignment(self, f: Function, where: Callable[[Span | None], str]) -> None:
         """Refuse the launch (a launch error at the copy's DSL line) when a tensor argument that an asynchronous
-        copy reads from is not aligned to the copy's size (`KernelPlan.aligned_params`): on a GPU the copy would
-        fault, on the emulator it would work where the GPU does not."""
-        for p, nbytes, span in self.plan.kernel_plans[f.name].aligned_params:
+        copy reads from, or an untested vector copy accesses, is not aligned to the copy's size
+        (`KernelPlan.aligned_params`): on a GPU the copy would fault, on the emulator it would work where the GPU
+        does not."""
+        for p, nbytes, span, copy in self.plan.kernel_plans[f.name].aligned_params:
             name = self.var_name(p)
+            kind = "asynchronous copy (cp_async) reads from" if copy in CP_ASYNC_COPIES else \
+                "vector copy (copy_vector) accesses"
             self.line(f"if ((uintptr_t)({name}) % {nbytes} != 0) {{")
             self.line(f'    hl_launch_error(-1, "{f.name}", {where(span)}, "the argument \'{p.name}\' is at %p, '
-                      f"which a {nbytes}-byte asynchronous copy (cp_async) reads from: it must be {nbytes}-byte "
+                      f"which a {nbytes}-byte {kind}: it must be {nbytes}-byte "
                       f'aligned", (void *)({name}));')
             self.line("    return;")
             self.line("}")

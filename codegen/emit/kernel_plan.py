@@ -18,7 +18,7 @@ from hidet_lang.ir import expr as E
 from hidet_lang.ir import stmt as S
 from hidet_lang.ir.func import DEVICE_KINDS, FuncKind, Function, IRModule
 from hidet_lang.ir.functor import collect
-from hidet_lang.ir.intrinsics import CP_ASYNC_COPIES, synchronizes
+from hidet_lang.ir.intrinsics import ADDRESS_ALIGNED, CP_ASYNC_COPIES, VECTOR_COPIES, synchronizes
 from hidet_lang.ir.span import Span
 from hidet_lang.ir.stmt import DeclScope
 from hidet_lang.ir.types import TensorType
@@ -39,17 +39,18 @@ class KernelPlan:
     `static_smem`: the bytes of the shared tensors it and the device functions it calls declare.
     `local_bytes`: the bytes of the local arrays (`register_tensor`) they declare, all of them together: what a
     thread's stack holds on the emulator besides its frames.
-    `aligned_params`: (parameter, bytes, span) for each parameter that an asynchronous copy of `bytes` bytes reads
-    from (`cp_async`; the largest copy where several do, and its DSL place): the hardware needs each copy's source
-    address to be a multiple of its size, which the copy's offsets keep only if the argument's address is one, so
-    the launcher checks it.
+    `aligned_params`: (parameter, bytes, span, copy) for each parameter that an asynchronous copy of `bytes` bytes
+    reads from (`cp_async`), or that a vector copy (`copy_vector`) reads or writes where the kernel never tests the
+    parameter's alignment itself (`address_aligned`): the largest copy where several do, its DSL place and its
+    name. The hardware needs each copy's global address to be a multiple of its size, which the copy's offsets
+    keep only if the argument's address is one, so the launcher checks it.
     """
 
     needs_fibers: bool
     fast_path: str | None
     static_smem: int
     local_bytes: int
-    aligned_params: tuple[tuple[E.Var, int, Span | None], ...] = ()
+    aligned_params: tuple[tuple[E.Var, int, Span | None, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -122,21 +123,33 @@ def _plan_kernel(module: IRModule, kernel: Function) -> KernelPlan:
     return KernelPlan(fibers, fast, smem, sum(_local_array_bytes(f) for f in functions), _aligned_params(kernel))
 
 
-def _aligned_params(kernel: Function) -> tuple[tuple[E.Var, int, Span | None], ...]:
-    """The parameters of `kernel` its asynchronous copies read from, each with the largest copy's bytes and span."""
+def _aligned_params(kernel: Function) -> tuple[tuple[E.Var, int, Span | None, str], ...]:
+    """The parameters of `kernel` that its asynchronous copies read from, or its vector copies read or write with
+    no alignment test of their own, each with the largest copy's bytes, span and intrinsic."""
     params = set(kernel.params)
     origins = pointer_origins(kernel)
-    needed: dict[E.Var, tuple[int, Span | None]] = {}
-    for copy in collect(kernel.body, E.Intrinsic):
-        nbytes = CP_ASYNC_COPIES.get(copy.name)
-        if nbytes is None:
-            continue
-        source = copy.args[1]
-        base = source.expr.base if isinstance(source, E.Address) and isinstance(source.expr, E.TensorElement) \
-            else source
+
+    def parameter_of(address: E.Expr) -> E.Var | None:
+        base = address.expr.base if isinstance(address, E.Address) and isinstance(address.expr, E.TensorElement) \
+            else address
         base = origins.get(base, base) if isinstance(base, E.Var) else None
-        if base in params and nbytes > needed.get(base, (0, None))[0]:
-            needed[base] = (nbytes, copy.span)
+        return base if base in params else None
+
+    intrinsics = collect(kernel.body, E.Intrinsic)
+    tested = {parameter_of(e.args[0]) for e in intrinsics if e.name == ADDRESS_ALIGNED}
+    needed: dict[E.Var, tuple[int, Span | None, str]] = {}
+    for copy in intrinsics:
+        if copy.name in CP_ASYNC_COPIES:
+            accessed = [parameter_of(copy.args[1])]
+            nbytes = CP_ASYNC_COPIES[copy.name]
+        elif copy.name in VECTOR_COPIES:
+            accessed = [p for p in map(parameter_of, copy.args) if p not in tested]
+            nbytes = VECTOR_COPIES[copy.name]
+        else:
+            continue
+        for p in accessed:
+            if p is not None and nbytes > needed.get(p, (0,))[0]:
+                needed[p] = (nbytes, copy.span, copy.name)
     return tuple((p, *needed[p]) for p in kernel.params if p in needed)
 
 

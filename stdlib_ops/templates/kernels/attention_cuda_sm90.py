@@ -48,7 +48,7 @@ tensors themselves).
   past the query: queries see keys j <= i, as torch's `is_causal`) score -inf, and rows past `seq_q` are stored
   nowhere. The additive mask is read element by element, only on the rows inside `seq_q`.
 - **O** leaves through shared memory (`AccumulatorStaging`): a warp's 16 rows of 64 columns a pass, stored as
-  16-byte vectors (element by element where `o` is not 16-byte aligned).
+  16-byte vectors (`STG.E.128`, no element stores: the launch refuses an `o` that is not 16-byte aligned).
 
 The kernel reads q, k and v only through TMA (no prologue fuses into them; their rows of head_dim 16-bit elements
 are multiples of 16 bytes), the mask by element reads, and stores o by 16-byte vector stores (which a fused epilogue
@@ -67,7 +67,6 @@ from typing import Any
 from hidet_lang import attrs, f32, i32, meta, register_tensor, script, script_module
 from hidet_lang.cuda import (
     FULL_MASK,
-    address_aligned,
     blockIdx,
     copy_vector,
     fence_mbarrier_init,
@@ -357,19 +356,11 @@ def attention_cuda_sm90(batch: Size, heads: Size, kv_heads: Size, seq_q: Size, s
                     for row, vec in staging.lanes.on(lane):
                         oi = q0 + rows + 16 * (warp % WARPGROUP_WARPS) + row
                         oc = part * ROWS + vec * vector
-                        if oi < seq_q:
+                        if oi < seq_q:  # rows of head_dim 16-bit elements: whole 16-byte vectors
                             if batched:
-                                if address_aligned(~o[b, h, oi, oc], 16):
-                                    copy_vector(~o[b, h, oi, oc], staging.vector(warp, row, vec), 16)
-                                else:
-                                    for e in meta.range(vector):
-                                        o[b, h, oi, oc + e] = staging.element(warp, row, vec * vector + e)
+                                copy_vector(~o[b, h, oi, oc], staging.vector(warp, row, vec), 16)
                             else:
-                                if address_aligned(~o[h, oi, oc], 16):
-                                    copy_vector(~o[h, oi, oc], staging.vector(warp, row, vec), 16)
-                                else:
-                                    for e in meta.range(vector):
-                                        o[h, oi, oc + e] = staging.element(warp, row, vec * vector + e)
+                                copy_vector(~o[h, oi, oc], staging.vector(warp, row, vec), 16)
                     syncwarp()  # the warp's reads of its tile are done before the next pass writes it
 
     return bind_sizes(module, "attention", {"batch": batch, "heads": heads, "kv_heads": kv_heads, "seq_q": seq_q,

@@ -43,17 +43,18 @@ parameters: the caller passes the tensors themselves).
   kernel (large n and k), which only a measurement on the GPU can tell; `ops.tune` searches both.
 - **Epilogue.** The accumulators leave through shared memory (`AccumulatorStaging`): each consumer warp writes its
   16 rows, 64 columns a pass, into a padded tile no two lanes of a store share a bank of, and stores them back as
-  16-byte vectors along the rows of `c` (`STG.E.128`), element by element where `c` is not 16-byte aligned.
+  16-byte vectors along the rows of `c` (`STG.E.128`, no element stores: n is a multiple of 8, and the launch
+  refuses a `c` that is not 16-byte aligned, as every allocation is).
 - **Every size.** TMA fills the parts of a box outside the tensor with zeros (ragged m, n and k tiles add nothing);
   rows past `m` are stored nowhere (n is a multiple of 8, so a vector lies inside `c` or past it whole). TMA needs
   rows that span multiples of 16 bytes: k and n must be multiples of 8.
 
 The kernel reads `a` and `b` only through TMA, so no prologue can be fused into it; `c` is only stored by vector
-stores and, where they do not apply, element stores: an epilogue fuses there (the rewrite makes a vector store
-element stores through the epilogue). The CUDA matmul adapter takes this template on sm_90a targets where TMA can read
-the task's tensors themselves (`hopper_binding`), and the tensor-core template otherwise, or where a graph fuses a
-prologue into the matmul (`choose_schedule(..., prologue=True)` names that kernel). Shared memory is all
-dynamic (no static shared memory), so that the tiles start at the 1024-byte boundary the swizzle needs.
+stores: an epilogue fuses there (the rewrite makes a vector store element stores through the epilogue). The CUDA
+matmul adapter takes this template on sm_90a targets where TMA can read the task's tensors themselves
+(`hopper_binding`), and the tensor-core template otherwise, or where a graph fuses a prologue into the matmul
+(`choose_schedule(..., prologue=True)` names that kernel). Shared memory is all dynamic (no static shared memory),
+so that the tiles start at the 1024-byte boundary the swizzle needs.
 `MATMUL_CUDA_SM90_SPACE` is what `ops.tune` searches.
 """
 
@@ -65,7 +66,6 @@ from typing import Any
 
 from hidet_lang import attrs, f32, i32, meta, register_tensor, script, script_module
 from hidet_lang.cuda import (
-    address_aligned,
     blockIdx,
     cluster_sync,
     copy_vector,
@@ -301,13 +301,8 @@ def matmul_cuda_sm90(batch: Size, m: Size, n: Size, k: Size, out_dtype: str = "f
                             for row, vec in staging.lanes.on(lane):
                                 i = m0 + rows + mi * ATOM + 16 * (warp % WARPGROUP_WARPS) + row
                                 jj = n0 + part * ATOM + vec * vector
-                                if i < m:
-                                    if jj + vector <= n and address_aligned(~c[bi, i, jj], 16):
-                                        copy_vector(~c[bi, i, jj], staging.vector(warp, row, vec), 16)
-                                    else:
-                                        for e in meta.range(vector):
-                                            if jj + e < n:
-                                                c[bi, i, jj + e] = staging.element(warp, row, vec * vector + e)
+                                if i < m and jj < n:  # n is a multiple of 8: the vector lies inside c whole
+                                    copy_vector(~c[bi, i, jj], staging.vector(warp, row, vec), 16)
                             syncwarp()  # the warp's reads of its tile are done before the next pass writes it
             if cluster > 1:
                 cluster_sync()  # neither block leaves while the other may still copy into it or arrive on it

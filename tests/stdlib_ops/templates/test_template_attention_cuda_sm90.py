@@ -200,7 +200,8 @@ def test_the_sm90a_cubin_issues_hgmma_and_utmaldg_without_local_memory(head_dim:
 @pytest.mark.parametrize("causal", [False, True])
 def test_the_operators_head_dim_128_attention_takes_128_keys_a_tile_without_spills(causal: bool) -> None:
     # the kernel `ops.attention` takes for cuda:sm_90a, not a hand-picked point: S of a tile by m64n128k16 wgmma
-    # (FlashAttention-3's tile), P V by m64n128k16 too, in a consumer's registers with nothing spilled
+    # (FlashAttention-3's tile), P V by m64n128k16 too, in a consumer's registers with nothing spilled, and O stored
+    # by 16-byte vectors alone
     q, k, v = (ops.symbol([2, 16, "s", 128], "float16") for _ in range(3))
     choice = choose_schedule(ops.attention(q, k, v, causal).producer.task, Target.of(TARGET))
     built_module = choice.module.build(target=TARGET)
@@ -212,3 +213,5 @@ def test_the_operators_head_dim_128_attention_takes_128_keys_a_tile_without_spil
     sass = disassemble(built_module.cubin, command)
     widths = [int(n) for n in re.findall(r"HGMMA\.64x(\d+)x16", sass)]
     assert widths and min(widths) == 128, widths
+    stores = re.findall(r"\bSTG\.E(\.\w+)?\b", sass)  # O as 16-byte vectors only: a warp's 16 x 64 a pass, twice
+    assert stores == [".128"] * 8, stores
