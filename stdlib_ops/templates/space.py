@@ -60,6 +60,21 @@ class TuningSpace:
         return f"TuningSpace({self.choices}, default={self.default})"
 
 
+def consistent_tiles(block: tuple[str, str], part: tuple[str, str], parts: range) -> Callable[[Point], bool]:
+    """A constraint on a point's block tile (its parameters `block`: rows, columns) and the tile of each of the
+    block's parts (`part`: a thread's or a warp's): either all four chosen by size (None) or a tile the parts
+    cover, each side of the block a multiple of the part's, with a number of parts in `parts`."""
+
+    def constraint(point: Point) -> bool:
+        tile = [point[name] for name in (*block, *part)]
+        if any(t is None for t in tile):
+            return all(t is None for t in tile)
+        rows, cols, part_rows, part_cols = tile
+        return rows % part_rows == 0 and cols % part_cols == 0 and (rows // part_rows) * (cols // part_cols) in parts
+
+    return constraint
+
+
 def _is_choice(value: object, values: tuple[Any, ...]) -> bool:
     """`value` equals one of `values` and has its type (JSON's 1 == True must not make True a tile size)."""
     return any(type(value) is type(v) and value == v for v in values)

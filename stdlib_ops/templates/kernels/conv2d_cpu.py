@@ -131,6 +131,20 @@ def pack_conv2d_weights(weight: np.ndarray, groups: int, lanes: int | None = Non
     return np.concatenate([row_panels(group, height) for group in by_group])
 
 
+@script
+def next_tap(ci: ~i32, ky: ~i32, kx: ~i32, kh: i32, kw: i32):
+    """Step (`ci`, `ky`, `kx`), the input channel and the tap of one row of the implicit GEMM's k, to the next row:
+    the tap's column fastest, then its row, then the channel."""
+    attrs.func_kind = "cpu_internal"
+    kx[0] = kx[0] + 1
+    if kx[0] == kw:
+        kx[0] = 0
+        ky[0] = ky[0] + 1
+        if ky[0] == kh:
+            ky[0] = 0
+            ci[0] = ci[0] + 1
+
+
 def conv2d_gemm_cpu(batch: Size, channels: int, height: int, width: int, out_channels: int, kernel: Pair,
                     stride: Pair = (1, 1), padding: Pair = (0, 0), dilation: Pair = (1, 1), groups: int = 1,
                     bias: bool = False, dtype: str = "float32", *, packed: bool = False, lanes: int | None = None,
@@ -192,9 +206,9 @@ def conv2d_gemm_cpu(batch: Size, channels: int, height: int, width: int, out_cha
                 acc = register_tensor(f32, [mc * nc])  # row-major, nc columns a row
                 oy0 = n0 // ow  # the output pixel of the tile's first column
                 ox0 = n0 % ow
-                ci0 = 0  # (ci0, ky0, kx0): the first k of the block
-                ky0 = 0
-                kx0 = 0
+                ci0: i32 = 0  # (ci0, ky0, kx0): the first k of the block
+                ky0: i32 = 0
+                kx0: i32 = 0
                 for k0 in range(0, k, kc):
                     depth = min(kc, k - k0)
                     if not packed:
@@ -202,19 +216,13 @@ def conv2d_gemm_cpu(batch: Size, channels: int, height: int, width: int, out_cha
                             panel = p * mr * depth
                             o0 = g * og + m0 + p * mr
                             live = min(mr, m - m0 - p * mr)
-                            ci = ci0
-                            ky = ky0
-                            kx = kx0
+                            ci: i32 = ci0
+                            ky: i32 = ky0
+                            kx: i32 = kx0
                             for kk in range(depth):
                                 for r in range(mr):
                                     packed_a[panel + kk * mr + r] = f32(weight[o0 + r, ci, ky, kx]) if r < live else 0.0
-                                kx += 1
-                                if kx == kw:
-                                    kx = 0
-                                    ky += 1
-                                    if ky == kh:
-                                        ky = 0
-                                        ci += 1
+                                next_tap(~ci, ~ky, ~kx, kh, kw)
                     for kk in range(depth):  # a row of the panels of b: one (ci, ky, kx), im2col by runs
                         channel = g * cg + ci0
                         dy = ky0 * dh - ph
@@ -243,13 +251,7 @@ def conv2d_gemm_cpu(batch: Size, channels: int, height: int, width: int, out_cha
                                 j += run
                                 y += 1
                                 x1 = 0
-                        kx0 += 1
-                        if kx0 == kw:
-                            kx0 = 0
-                            ky0 += 1
-                            if ky0 == kh:
-                                ky0 = 0
-                                ci0 += 1
+                        next_tap(~ci0, ~ky0, ~kx0, kh, kw)
                     if packed:  # the panels of the weights where they lie, k floats x mr apart
                         tile(panels_m, (cols + nr - 1) // nr, cols, depth, ~weight[g * group_panels + m0 // mr, k0, 0],
                              k * mr, ~packed_b[0], pw * depth, ~acc[0], k0 == 0)

@@ -51,7 +51,7 @@ from stdlib_ops.templates.kernels.tile_order import block_tile, tile_blocks
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype, tile_for_blocks
 from stdlib_ops.templates.registry import LIBRARY_CUDA, library_template
 from stdlib_ops.templates.sizes import bind_sizes
-from stdlib_ops.templates.space import Point, TuningSpace, declare_space
+from stdlib_ops.templates.space import TuningSpace, consistent_tiles, declare_space
 
 MATMUL_CUDA_DTYPES = ("float32", "float16", "bfloat16")
 MAX_SMEM_BYTES = MAX_STATIC_SHARED_BYTES  # shared memory a block may have without opting into more
@@ -70,23 +70,11 @@ def default_tiles(batch: Size, m: Size, n: Size) -> tuple[int, int, int, int]:
     return tile_for_blocks(TILES, batch, m, n, ENOUGH_BLOCKS)
 
 
-def _valid(point: Point) -> bool:
-    """Whether a point's tiles are either all chosen by size (None) or a consistent tile."""
-    tile = (point["block_m"], point["block_n"], point["thread_m"], point["thread_n"])
-    if all(t is None for t in tile):
-        return True
-    if any(t is None for t in tile):
-        return False
-    block_m, block_n, thread_m, thread_n = tile
-    threads = (block_m // thread_m) * (block_n // thread_n)
-    return 64 <= threads <= 256 and block_m % thread_m == 0 and block_n % thread_n == 0
-
-
 MATMUL_CUDA_SPACE = TuningSpace(
     {"block_m": (None, 128, 64, 32), "block_n": (None, 128, 64, 32), "thread_m": (None, 8, 4),
      "thread_n": (None, 8, 4), "block_k": (8, 16), "stages": (2, 3)},
     default={"block_m": None, "block_n": None, "thread_m": None, "thread_n": None, "block_k": 8, "stages": 2},
-    constraint=_valid,
+    constraint=consistent_tiles(("block_m", "block_n"), ("thread_m", "thread_n"), range(64, 257)),  # threads
 )
 """The tuning space (`ops.tune`): the block and thread tiles (None for all four: chosen by the problem's size,
 `default_tiles`), the k step and the number of shared buffers."""

@@ -51,7 +51,7 @@ from hidet_lang.ir.types import DataType
 from stdlib_ops.templates.kernels.tile_order import block_tile, tile_blocks
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype, tile_for_blocks
 from stdlib_ops.templates.sizes import bind_sizes
-from stdlib_ops.templates.space import Point, TuningSpace, declare_space
+from stdlib_ops.templates.space import TuningSpace, consistent_tiles, declare_space
 
 MMA_M, MMA_N, MMA_K = 16, 8, 16
 BLOCK_K = 32  # k a step: two mma k steps, a 64-byte row of the a tile
@@ -86,23 +86,11 @@ def mma_dtypes(template: str, out_dtype: str, dtype: str | None) -> tuple[DataTy
     return template_dtype(template, dtype, INPUT_DTYPES), out
 
 
-def _valid(point: Point) -> bool:
-    """Whether a point's tiles are either all chosen by size (None) or a consistent tile of 4 to 16 warps."""
-    tile = (point["block_m"], point["block_n"], point["warp_m"], point["warp_n"])
-    if all(t is None for t in tile):
-        return True
-    if any(t is None for t in tile):
-        return False
-    block_m, block_n, warp_m, warp_n = tile
-    warps = (block_m // warp_m) * (block_n // warp_n)
-    return block_m % warp_m == 0 and block_n % warp_n == 0 and 4 <= warps <= 16
-
-
 MATMUL_CUDA_F16_MMA_SPACE = TuningSpace(
     {"block_m": (None, 128, 64, 256), "block_n": (None, 128, 64, 256), "warp_m": (None, 64, 32),
      "warp_n": (None, 32, 64), "stages": (4, 3, 5)},
     default={"block_m": None, "block_n": None, "warp_m": None, "warp_n": None, "stages": 4},
-    constraint=_valid,
+    constraint=consistent_tiles(("block_m", "block_n"), ("warp_m", "warp_n"), range(4, 17)),  # warps
 )
 """The tuning space (`ops.tune`): the block and warp tiles (None for all four: chosen by the problem's size,
 `default_tiles`) and the number of shared buffers of the copy pipeline."""
