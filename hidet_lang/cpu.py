@@ -3,7 +3,8 @@
 `from hidet_lang.cpu import f32x8, f32x8_load, f32x8_fma, ...` inside `public`, `cpu_kernel` and `cpu_internal`
 functions. For each type `T` (`f32x4`, `f32x8`, `f32x16`): `T_load(p)`, `T_load_aligned(p)`, `T_store(p, v)`,
 `T_store_aligned(p, v)`, `T_prefetch(p)` (a cache hint), `T_broadcast(x)` (a scalar, or a pointer to one f32),
-`T_setzero()`, `T_fma(a, b, c)` (fused: one rounding), `T_exp(v)` (e^v lane by lane, within 1 ulp),
+`T_setzero()`, `T_fma(a, b, c)` (fused: one rounding), `f32x16_dot_bf16(acc, pair, b)` (bfloat16 pairs' exact
+products added to f32 lanes: AVX512-BF16's dot product), `T_exp(v)` (e^v lane by lane, within 1 ulp),
 `T_max(a, b)`, `T_min(a, b)`, `T_reduce_sum(v)`, `T_reduce_max(v)` and `T_reduce_min(v)` (f32 results); `+ - *` and
 Python's `max`/`min` work on two vectors of one type. What each computes, exactly, is documented in
 `hidet_lang.frontend.vectors`.
@@ -53,7 +54,8 @@ def _bind(t: VectorType, build: Callable[..., E.Expr], name: str, *fixed: Any) -
 _OPERATIONS: dict[str, Callable[..., E.Expr]] = {  # the name after the type prefix: its builder
     "load": vectors.load, "load_aligned": vectors.load_aligned, "store": vectors.store,
     "store_aligned": vectors.store_aligned, "prefetch": vectors.prefetch, "broadcast": vectors.broadcast,
-    "setzero": vectors.setzero, "fma": vectors.fma, "exp": vectors.exp, "max": vectors.maximum, "min": vectors.minimum,
+    "setzero": vectors.setzero, "fma": vectors.fma, "dot_bf16": vectors.dot_bf16, "exp": vectors.exp,
+    "max": vectors.maximum, "min": vectors.minimum,
     "reduce_sum": vectors.reduce_sum, "reduce_max": vectors.reduce_max, "reduce_min": vectors.reduce_min,
 }
 _HIDET_SPELLINGS: dict[str, str] = {  # Hidet's name after `avx_<type>_`: the operation above it stands for

@@ -3,7 +3,8 @@
 The vector types of CPU functions each need one (`hidet_lang.passes.vector_rules`). What counts is what the code
 will be compiled for, so the compiler is asked, with the project's own target flags (`-march=native` of
 `DEFAULT_C_FLAGS`): `cc -march=native -dM -E -x c - < /dev/null` lists the predefined macros, and `__SSE__`,
-`__AVX__`, `__FMA__`, `__AVX512F__` say which extensions are on. The answer is cached per compiler and flags.
+`__AVX__`, `__FMA__`, `__AVX512F__`, `__AVX512BF16__` say which extensions are on. The answer is cached per
+compiler and flags.
 `build_module` puts it in the target (`Target.cpu_features`); tests replace `machine_cpu_features` to see both
 the accepted and the refused path on any machine.
 """
@@ -16,7 +17,8 @@ import subprocess
 from codegen.toolchain.compiler import DEFAULT_C_FLAGS, CompilerInfo, find_c_compiler, run_compiler
 from codegen.toolchain.errors import CCompilationError
 
-FEATURE_MACROS = {"__SSE__": "sse", "__AVX__": "avx", "__FMA__": "fma", "__AVX512F__": "avx512f"}
+FEATURE_MACROS = {"__SSE__": "sse", "__AVX__": "avx", "__FMA__": "fma", "__AVX512F__": "avx512f",
+                  "__AVX512BF16__": "avx512bf16"}
 """The compiler's predefined macro for each extension, and the name `Target.cpu_features` gives it."""
 
 

@@ -1,7 +1,7 @@
 """stdlib_ops' CPU operators side by side with numpy (OpenBLAS), torch and onnxruntime, two threads each, and as a
 fraction of the machine's FMA peak.
 
-Prints the machine's measured peak on the two threads (`stdlib_ops.graph.cpu_peak.machine_peak`: independent chains
+Prints the machine's measured peak on the two threads (`stdlib_ops.templates.cpu_peak.machine_peak`: independent chains
 of fused multiply-adds of the widest vector type the C compiler enables, and a parallel copy), which OpenBLAS kernel
 numpy runs (threadpoolctl's report), then one table row per case: our time, our GFLOP/s and its fraction of the
 peak, and each peer's time with the ratio peer time / our time (above 1: we are faster). Every peer's result is
@@ -9,7 +9,8 @@ checked against ours before anything is timed. The machine is noisy, so the cont
 each times a block of 7 loops of about 10 ms (after its threads are left to settle and a warm-up call); a time is
 the median of its 21 loops.
 
-Rows are produced by the functions in `ROWS` (each returns its `Row`s): matmul, `gelu(x @ w + b)`, the memory-bound
+Rows are produced by the functions in `ROWS` (each returns its `Row`s): matmul, bfloat16 matmul (the operator, and
+the template with AVX512-BF16's dot product forced), `gelu(x @ w + b)`, the memory-bound
 softmax and norms, whose rate is in GB/s against the machine's measured copy bandwidth, conv2d (a dense 3x3 and a
 depthwise 3x3), the MLP of examples/mlp.py (onnxruntime runs it as an ONNX model the benchmark writes), and
 attention at sequence 512 (the CPU template, and the same as three of our kernels: matmul, softmax, matmul); a new
@@ -42,8 +43,8 @@ import numpy as np  # noqa: E402
 from timing import in_turns  # noqa: E402 - examples/benchmarks/timing.py, beside this script
 
 import stdlib_ops as ops  # noqa: E402
-from stdlib_ops.graph.cpu_peak import machine_peak  # noqa: E402
 from stdlib_ops.templates.cpu_lanes import machine_lanes  # noqa: E402
+from stdlib_ops.templates.cpu_peak import machine_peak  # noqa: E402
 
 RUNS = 21
 """Timed runs a measurement (after a warm-up); its median is reported."""
@@ -175,6 +176,45 @@ def matmul_rows(peers: Peers, quick: bool) -> list[Row]:
         timing = timed(lambda a=a, b=b, f=compiled: f(a, b), candidates, ours, sum_bound(a, b), quick)
         label = f"matmul {m}x{k} @ {k}x{n}" if (m, k, n) not in squares else f"matmul {m}^3"
         rows.append(Row(label, 2.0 * m * n * k, timing))
+    return rows
+
+
+def bf16_matmul_rows(peers: Peers, quick: bool) -> list[Row]:
+    """bfloat16 matmul (bf16 in and out, f32 accumulation) through the operator, which takes AVX512-BF16's dot
+    product only where it outruns the f32 FMAs here (`bf16_dot_pays`), and through the template with it forced
+    (`bf16_pairs=True`, where the machine has AVX-512F), against torch's bf16 matmul."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        return []
+    from stdlib_ops.templates.kernels.matmul_cpu import matmul_cpu
+
+    shapes = [(64, 96, 384)] if quick else [(1024, 1024, 1024), (512, 768, 3072)]
+    rng = np.random.default_rng(3)
+    rows = []
+    for m, k, n in shapes:
+        a = rng.uniform(-1, 1, (m, k)).astype(ml_dtypes.bfloat16)
+        b = rng.uniform(-1, 1, (k, n)).astype(ml_dtypes.bfloat16)
+        xs, ws = ops.symbol([m, k], "bfloat16"), ops.symbol([k, n], "bfloat16")
+        compiled = ops.optimize(ops.trace_from(ops.matmul(xs, ws), [xs, ws])).build("cpu")
+        ours = compiled(a, b).numpy().astype(np.float64)
+        candidates: dict[str, Callable[[], np.ndarray] | None] = {}
+        if peers.torch is not None:
+            ta, tb = (peers.torch.from_numpy(v.astype(np.float32)).bfloat16() for v in (a, b))
+            candidates["torch"] = lambda ta=ta, tb=tb: peers.torch.matmul(ta, tb).float().numpy()
+        # f32 sums of k terms, then one rounding to bf16 (2^-8 of the magnitude) each
+        magnitude = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
+        bound = 2 * ((k + 1) * 2.0**-24 + 2.0**-8) * magnitude + 1e-30
+        paths = [("operator", lambda f=compiled, a=a, b=b: f(a, b))]
+        if machine_lanes() == 16:
+            forced = matmul_cpu(1, m, n, k, "bfloat16", bf16_pairs=True).build("cpu")
+            c = np.empty((1, m, n), ml_dtypes.bfloat16)
+            forced(a[None], b[None], c)
+            assert (np.abs(c[0].astype(np.float64) - ours) <= bound).all()
+            paths.append(("vdpbf16ps", lambda f=forced, a=a[None], b=b[None], c=c: f(a, b, c)))
+        for path, call in paths:
+            label = f"matmul bf16 {m}x{k} @ {k}x{n} ({path})"
+            rows.append(Row(label, 2.0 * m * n * k, timed(call, candidates, ours, bound, quick)))
     return rows
 
 
@@ -432,8 +472,8 @@ def attention_rows(peers: Peers, quick: bool) -> list[Row]:
     return rows
 
 
-ROWS: list[Callable[[Peers, bool], list[Row]]] = [matmul_rows, gelu_rows, normalization_rows, conv_rows,
-                                                   mlp_rows, attention_rows]
+ROWS: list[Callable[[Peers, bool], list[Row]]] = [matmul_rows, bf16_matmul_rows, gelu_rows, normalization_rows,
+                                                   conv_rows, mlp_rows, attention_rows]
 """The row functions, in table order; each returns its rows (append a function for a new operator)."""
 
 
@@ -441,7 +481,7 @@ ROWS: list[Callable[[Peers, bool], list[Row]]] = [matmul_rows, gelu_rows, normal
 def print_table(rows: list[Row], peak: float, bandwidth: float) -> None:
     """The table: for each row our time and rate (GFLOP/s against the peak, or GB/s against the copy bandwidth for a
     memory-bound case), then each peer's time and its ratio to ours."""
-    header = f"{'case':34} | {'ours ms':>8} | {'rate':>11} | {'% limit':>7}"
+    header = f"{'case':44} | {'ours ms':>8} | {'rate':>11} | {'% limit':>7}"
     for name in PEERS:
         header += f" | {name + ' ms':>14} | {'ratio':>5}"
     print(header)
@@ -452,7 +492,7 @@ def print_table(rows: list[Row], peak: float, bandwidth: float) -> None:
             rate, limit, unit = row.flops / ours, peak, "GFLOP/s"
         else:
             rate, limit, unit = row.moved_bytes / ours, bandwidth, "GB/s"
-        line = f"{row.label:34} | {ours * 1e3:8.3f} | {rate / 1e9:5.1f} {unit:>5} | {100 * rate / limit:6.1f}%"
+        line = f"{row.label:44} | {ours * 1e3:8.3f} | {rate / 1e9:5.1f} {unit:>5} | {100 * rate / limit:6.1f}%"
         for name in PEERS:
             t = row.timing.peers[name]
             line += f" | {'-':>14} | {'':>5}" if t is None else f" | {t * 1e3:14.3f} | {t / ours:5.2f}"

@@ -14,6 +14,12 @@ f32 (`~a[i]`, a `~f32` parameter, pointer arithmetic) or an f32 tensor (its firs
 - `setzero(t)`: every lane +0.0.
 - `fma(t, a, b, c)`: `a * b + c` lane by lane, fused: rounded once. `a * b + c` written with operators is
   rounded twice, as on scalars (the C code is compiled with `-ffp-contract=off`, so the compiler never fuses it).
+- `dot_bf16(t, acc, pair, b)` (f32x16 only): lane `i` is `(acc[i] + pair[1] * b[2i + 1]) + pair[0] * b[2i]`,
+  where `pair` points to two bfloat16 values (the same two in every lane) and `b` to `2 * lanes` of them (lane `i`
+  takes the `i`-th pair): the products are exact in f32, each addition is rounded once, to nearest even. With
+  AVX512-BF16 it is one `vdpbf16ps`, which treats subnormal inputs and results as zero; elsewhere (AVX-512F) the
+  pairs are widened to f32 and added by two fused multiply-adds, the same bits but for subnormals. The reduction
+  of a matmul's k two at a time (`matmul_cpu`'s bf16 micro-kernel).
 - `exp(t, v)`: e to the power of each lane, within 1 ulp of the exact value (at most 1 ulp from the correctly
   rounded result; results below f32's normal range within 1 ulp of their spacing 2^-149); +inf above about 88.72,
   +0.0 below about -103.97 and for -inf, NaN for NaN. Computed by `cpu_vectors.h` from the vector's own
@@ -39,7 +45,7 @@ from typing import Any
 from hidet_lang.frontend import semantics
 from hidet_lang.frontend.builtins import _pointer_to
 from hidet_lang.ir import expr as E
-from hidet_lang.ir.types import PointerType, VectorType, void
+from hidet_lang.ir.types import PointerType, VectorType, bfloat16, void
 
 
 def _vector(t: VectorType, operation: str, value: Any) -> E.Expr:
@@ -56,6 +62,16 @@ def _f32_pointer(t: VectorType, operation: str, value: Any) -> E.Expr:
     pointee = p.type.dtype if isinstance(p.type, PointerType) else None
     if pointee != t.dtype:
         raise TypeError(f"{t}_{operation} needs a pointer to {t.dtype} (e.g. ~a[i] of an {t.dtype} tensor), got a "
+                        f"pointer to {pointee}")
+    return p
+
+
+def _bf16_pointer(t: VectorType, operation: str, value: Any) -> E.Expr:
+    """`value` as a pointer to bfloat16, or a TypeError naming the operation."""
+    p = _pointer_to(value, f"{t}_{operation}")
+    pointee = p.type.dtype if isinstance(p.type, PointerType) else None
+    if pointee != bfloat16:
+        raise TypeError(f"{t}_{operation} needs a pointer to bfloat16 (e.g. ~a[i] of a bfloat16 tensor), got a "
                         f"pointer to {pointee}")
     return p
 
@@ -106,6 +122,15 @@ def setzero(t: VectorType) -> E.Intrinsic:
 def fma(t: VectorType, a: Any, b: Any, c: Any) -> E.Intrinsic:
     """`a * b + c` lane by lane, rounded once (a fused multiply-add)."""
     return E.Intrinsic(f"{t}_fma", tuple(_vector(t, "fma", x) for x in (a, b, c)), t)
+
+
+def dot_bf16(t: VectorType, acc: Any, pair: Any, b: Any) -> E.Intrinsic:
+    """Lane i: `(acc[i] + pair[1] * b[2i + 1]) + pair[0] * b[2i]` for bfloat16 pointers `pair` (two values) and `b`
+    (a pair a lane), the exact products added in f32, each sum rounded once (f32x16 only)."""
+    if t.lanes != 16:
+        raise TypeError(f"{t}_dot_bf16: the bfloat16 dot product is an f32x16 operation (AVX-512), not one of {t}")
+    return E.Intrinsic(f"{t}_dot_bf16", (_vector(t, "dot_bf16", acc), _bf16_pointer(t, "dot_bf16", pair),
+                                         _bf16_pointer(t, "dot_bf16", b)), t)
 
 
 def exp(t: VectorType, value: Any) -> E.Intrinsic:

@@ -38,7 +38,7 @@ from hidet_lang.ir.types import (
 # what each computes is documented in `hidet_lang.frontend.vectors`, which builds them.
 VECTOR_LANES = (4, 8, 16)
 VECTOR_OPERATIONS = ("load", "load_aligned", "store", "store_aligned", "prefetch", "broadcast", "setzero", "fma",
-                     "exp", "max", "min", "reduce_sum", "reduce_max", "reduce_min")
+                     "dot_bf16", "exp", "max", "min", "reduce_sum", "reduce_max", "reduce_min")
 VECTOR_INTRINSICS = frozenset(f"f32x{lanes}_{op}" for lanes in VECTOR_LANES for op in VECTOR_OPERATIONS)
 _VECTOR_EFFECTS = frozenset(f"f32x{lanes}_{op}" for lanes in VECTOR_LANES for op in ("store", "store_aligned",
                                                                                      "prefetch"))

@@ -32,13 +32,13 @@ from hidet_lang.ir.func import DEVICE_KINDS, IRModule
 from hidet_lang.ir.functor import collect
 from hidet_lang.ir.stmt import AssertStmt
 from hidet_lang.target import Target
-from stdlib_ops.graph.cpu_peak import Peak, machine_peak
 from stdlib_ops.graph.direct_launches import DirectLaunches
 from stdlib_ops.graph.memory_plan import Launch, Plan, Ref, TensorSpec
 from stdlib_ops.graph.profile import GraphProfile, make_profile
 from stdlib_ops.graph.save import read_saved, save_compiled
 from stdlib_ops.graph.workspace import Workspace, Workspaces
 from stdlib_ops.operators.base import shape_str
+from stdlib_ops.templates.cpu_peak import Peak, machine_peak
 from stdlib_ops.tensor import Tensor
 
 

@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from hidet_lang.ir.types import DTYPE_BY_NAME
-from stdlib_ops.graph.cpu_peak import Peak
 from stdlib_ops.graph.flops import flops_value
 from stdlib_ops.graph.memory_plan import Plan, Ref
+from stdlib_ops.templates.cpu_peak import Peak
 
 
 @dataclass(frozen=True)

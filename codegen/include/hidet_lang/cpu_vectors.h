@@ -1,6 +1,7 @@
 // The vector types of CPU functions (hidet_lang.cpu) and their operations, as the C emitter names them:
 // hl_f32x4, hl_f32x8, hl_f32x16 and hl_<type>_<operation> (load, load_aligned, store, store_aligned, prefetch,
-// broadcast, setzero, fma, exp, max, min, reduce_sum, reduce_max, reduce_min). Included by generated C that uses a vector type.
+// broadcast, setzero, fma, dot_bf16 (f32x16), exp, max, min, reduce_sum, reduce_max, reduce_min). Included by
+// generated C that uses a vector type.
 //
 // The types are GCC/Clang vector extensions, so `+ - *` are C's own operators, lane by lane, and follow the
 // project's flags like scalar code: with -ffp-contract=off the compiler never fuses `a * b + c`. The operations
@@ -123,6 +124,25 @@ HL_F32_VECTOR(hl_f32x16, 16, _mm512)
 static inline hl_f32x16 hl_f32x16_fma(hl_f32x16 a, hl_f32x16 b, hl_f32x16 c) { return _mm512_fmadd_ps(a, b, c); }
 static inline hl_f32x16 hl_f32x16_exp_scale(hl_f32x16 p, hl_f32x16 n) { return _mm512_scalef_ps(p, n); }
 HL_F32_EXP(hl_f32x16)
+// Lane i: (acc + pair[1] * b[2i + 1]) + pair[0] * b[2i], for bfloat16 `pair` (two, in every lane) and `b` (a pair a
+// lane). bf16 products are exact in f32, so each step is one rounding: AVX512-BF16's vdpbf16ps (which also treats
+// subnormals as zero), or two fused multiply-adds on the pairs widened to f32 (a bf16 is the top half of its f32).
+static inline hl_f32x16 hl_f32x16_dot_bf16(hl_f32x16 acc, const void *pair, const void *b) {
+    int pair_bits;
+    memcpy(&pair_bits, pair, sizeof pair_bits);
+    __m512i b_bits;
+    memcpy(&b_bits, b, sizeof b_bits);
+    const __m512i a_bits = _mm512_set1_epi32(pair_bits);
+#ifdef __AVX512BF16__
+    return _mm512_dpbf16_ps(acc, (__m512bh)a_bits, (__m512bh)b_bits);
+#else
+    const __m512i high = _mm512_set1_epi32((int)0xffff0000u);
+    acc = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(a_bits, high)),
+                          _mm512_castsi512_ps(_mm512_and_si512(b_bits, high)), acc);
+    return _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(a_bits, 16)),
+                           _mm512_castsi512_ps(_mm512_slli_epi32(b_bits, 16)), acc);
+#endif
+}
 #endif
 
 // One lane, a float: the same exp (hl_f32x1_exp), for the project's scalar math functions (cpu_math.h). It is made

@@ -47,13 +47,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hidet_lang import attrs, f32, grid, i32, i64, meta, register_tensor, script, script_module
+from hidet_lang import attrs, bfloat16, f32, grid, i32, i64, meta, register_tensor, script, script_module
 from hidet_lang import cpu as vectors
 from hidet_lang.frontend.script import ScriptFunction, ScriptModule
 from stdlib_ops.schedule.signature import kernel_signature
 from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import TemplateBinding, common_dtype, shape_of
 from stdlib_ops.templates.cpu_lanes import machine_lanes, template_lanes
+from stdlib_ops.templates.cpu_peak import bf16_dot_pays
 from stdlib_ops.templates.kernels.matmul_views import matmul_views
 from stdlib_ops.templates.params import Size, check_sizes, require, template_dtype
 from stdlib_ops.templates.registry import LIBRARY_CPU, library_template
@@ -62,6 +63,7 @@ from stdlib_ops.templates.space import TuningSpace, declare_space
 from stdlib_ops.templates.views import View, product, unravel
 
 MATMUL_CPU_DTYPES = ("float32", "float16", "bfloat16")
+BF16_DOT_LANES = 16  # the vector width of the bfloat16 pairs' dot product (`f32x16_dot_bf16`)
 
 MAX_LOCAL_BYTES = 2 * 1024 * 1024
 """The most the packed panels and the accumulator tile may take together: they live on the stack of each OpenMP
@@ -140,7 +142,8 @@ valid for every vector width (None: the width's default; `nc` a multiple of ever
 @declare_space(MATMUL_CPU_SPACE)
 def matmul_cpu(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *, lanes: int | None = None,
                mr: int | None = None, nr: int | None = None, mc: int | None = None, nc: int | None = None,
-               kc: int | None = None, min_tiles: int = 4, packed: bool = False) -> ScriptModule:
+               kc: int | None = None, min_tiles: int = 4, packed: bool = False,
+               bf16_pairs: bool | None = None) -> ScriptModule:
     """A module with one CPU kernel `matmul(<symbolic sizes>, a, b, c)` computing `c = a @ b` per batch entry.
 
     `a: dtype[batch, m, k]`, `b: dtype[batch, k, n]`, `c: dtype[batch, m, n]`; each size is an int or a symbolic
@@ -154,7 +157,10 @@ def matmul_cpu(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *
     - `min_tiles`: the least number of macro tiles a product is cut into where its size allows (the threads share
       them);
     - `packed`: `b` is the f32 panels `pack_matmul_weights` makes of a `[k, n]` matrix (`ceil(n / pw)` x k x pw,
-      `pw = panel_width(nr)`), read where they lie; `batch` is then 1 and `n`, `k` ints.
+      `pw = panel_width(nr)`), read where they lie; `batch` is then 1 and `n`, `k` ints;
+    - `bf16_pairs`: bfloat16 operands are packed as they are, two steps of k side by side, and multiplied by
+      `f32x16_dot_bf16` (16 lanes, `kc` even, not with `packed`); None: where the operands are bfloat16, the
+      vector width is 16, `b` is not packed and the dot product outruns f32 FMAs here (`bf16_dot_pays`).
     """
     name = "matmul_cpu"
     check_sizes(name, {"batch": batch, "m": m, "n": n, "k": k})
@@ -167,6 +173,11 @@ def matmul_cpu(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *
                           default.kc if kc is None else kc)
     require(min(mr, nr, mc, nc, kc, min_tiles) >= 1, name, "block sizes must be positive")
     require(nr % lanes == 0, name, f"nr must be a multiple of lanes ({lanes})")
+    if bf16_pairs is None:
+        bf16_pairs = dt == bfloat16 and lanes == BF16_DOT_LANES and not packed and bf16_dot_pays()
+    require(not bf16_pairs or (dt == bfloat16 and lanes == BF16_DOT_LANES and not packed and kc % 2 == 0), name,
+            f"bf16_pairs takes bfloat16 operands, {BF16_DOT_LANES} lanes, an even kc and b not packed")
+    panel_dtype = bfloat16 if bf16_pairs else f32  # what the packed panels of a and b hold
     pw = panel_width(nr)  # b is packed in panels of pw columns
     require(not packed or (batch == 1 and isinstance(n, int) and isinstance(k, int)), name,
             "packed weights need batch 1 and known n and k")
@@ -177,7 +188,7 @@ def matmul_cpu(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *
     require(nc % pw == 0, name, f"nc must be a multiple of {pw} (nr, at least 32: the packed panels of b)")
     require(4 * (mc * kc + kc * nc + mc * nc) <= MAX_LOCAL_BYTES, name,
             f"the packed blocks and the tile must fit in {MAX_LOCAL_BYTES // 1024} KB")
-    tile = tile_kernel(lanes, mr, nr, pw, nc)
+    tile = tile_kernel(lanes, mr, nr, pw, nc, bf16_pairs)
 
     with script_module() as module:
 
@@ -206,8 +217,9 @@ def matmul_cpu(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *
                 cols = min(tile_n, n - n0)
                 panels_m = (rows + mr - 1) // mr
                 panels_n = (cols + nr - 1) // nr
-                packed_a = register_tensor(f32, [mc * kc])
-                packed_b = register_tensor(f32, [b_block])
+                panels_b = (cols + pw - 1) // pw  # the packed panels of b the tile takes
+                packed_a = register_tensor(panel_dtype, [mc * kc])
+                packed_b = register_tensor(panel_dtype, [b_block])
                 acc = register_tensor(f32, [mc * nc])  # row-major, nc columns a row
                 if rows < mr:  # fewer rows than a micro-tile (a product of one row): straight from b, unpacked
                     for i in range(rows):
@@ -223,6 +235,33 @@ def matmul_cpu(batch: Size, m: Size, n: Size, k: Size, dtype: str = "float32", *
                             else:
                                 for j in range(i64(cols)):  # along a row of b: the C compiler vectorizes it
                                     acc[i * nc + j] += aik * f32(b[bi, kk, n0 + j])
+                elif bf16_pairs:  # the operands' bf16 as they are, two steps of k side by side
+                    for k0 in range(0, k, kc):
+                        depth = min(kc, k - k0)
+                        steps = (depth + 1) // 2  # pairs of steps of k; an odd depth's last pair ends in a zero
+                        for p in range(panels_m):  # a panel: steps x mr x 2, row r's pair at columns 2 r, 2 r + 1
+                            for kk in range(i64(steps)):
+                                for r in meta.range(mr):
+                                    for e in meta.range(2):
+                                        inside = m0 + p * mr + r < m and 2 * kk + e < depth
+                                        packed_a[p * mr * 2 * steps + (kk * mr + r) * 2 + e] = \
+                                            a[bi, m0 + p * mr + r, k0 + 2 * kk + e] if inside else bfloat16(0.0)
+                        for kk in range(steps):  # panels of steps x pw x 2: two rows of b interleaved
+                            for q in range(panels_b):
+                                dst = q * pw * 2 * steps + kk * pw * 2
+                                col = n0 + q * pw
+                                if col + pw <= n and 2 * kk + 1 < depth:
+                                    for j in range(i64(pw)):
+                                        packed_b[dst + 2 * j] = b[bi, k0 + 2 * kk, col + j]
+                                        packed_b[dst + 2 * j + 1] = b[bi, k0 + 2 * kk + 1, col + j]
+                                else:  # past the last column or the last step of k: zeros
+                                    for j in range(i64(pw)):
+                                        for e in meta.range(2):
+                                            inside = col + j < n and 2 * kk + e < depth
+                                            packed_b[dst + 2 * j + e] = \
+                                                b[bi, k0 + 2 * kk + e, col + j] if inside else bfloat16(0.0)
+                        tile(panels_m, panels_n, cols, steps, ~packed_a[0], mr * 2 * steps, ~packed_b[0],
+                             pw * 2 * steps, ~acc[0], k0 == 0)
                 else:
                     for k0 in range(0, k, kc):
                         depth = min(kc, k - k0)
@@ -295,30 +334,33 @@ def matmul_packed_on_cpu(task: Task) -> TemplateBinding | None:
                            {"dtype": dtype, "lanes": lanes, "packed": True})
 
 
-def tile_kernel(lanes: int, mr: int, nr: int, pw: int, nc: int) -> ScriptFunction:
+def tile_kernel(lanes: int, mr: int, nr: int, pw: int, nc: int, bf16_pairs: bool = False) -> ScriptFunction:
     """The `cpu_internal` function `tile_<mr>x<nr>(panels_m, panels_n, cols, depth, packed_a, stride_a, packed_b,
     stride_b, acc, first)`: one k block of a macro tile, `acc (+)= packed_a @ packed_b` (from zeros when `first`),
     micro-tile by micro-tile.
 
-    `packed_a` holds `panels_m` panels of `depth x mr` (row r of a panel at column r), `stride_a` floats apart
+    `packed_a` holds `panels_m` panels of `depth x mr` (row r of a panel at column r), `stride_a` elements apart
     (`mr * depth` where the block is packed for the tile, more where the panels are cut from weights packed once for
     every k), `packed_b` panels of
-    `depth x pw` (`pw` a multiple of `nr`: `pw / nr` micro-panels side by side), `stride_b` floats apart (`pw * depth`,
-    or more where the panels are weights packed once for every k), covering `cols` columns in
+    `depth x pw` (`pw` a multiple of `nr`: `pw / nr` micro-panels side by side), `stride_b` elements apart (`pw *
+    depth`, or more where the panels are weights packed once for every k), covering `cols` columns in
     `panels_n` micro-panels; `acc` is row-major, `nc` columns a row. The micro-kernels are `mr x nr`, and one
-    vector wide for a last micro-panel that narrow."""
-    micro = {cols: micro_kernel(lanes, mr, cols, mr, pw, nc) for cols in {nr, lanes}}
-    name = f"tile_{mr}x{nr}"
+    vector wide for a last micro-panel that narrow. With `bf16_pairs` the panels are bfloat16 and each of their
+    `depth` rows holds two steps of k side by side (`depth x mr x 2`, `depth x pw x 2`)."""
+    micro = {cols: micro_kernel(lanes, mr, cols, mr, pw, nc, bf16_pairs) for cols in {nr, lanes}}
+    name = f"tile_{mr}x{nr}" + ("_bf16_pairs" if bf16_pairs else "")
+    pair = 2 if bf16_pairs else 1  # the steps of k a row of a panel holds
+    panel = bfloat16 if bf16_pairs else f32
 
     @script
-    def tile(panels_m: i32, panels_n: i32, cols: i32, depth: i32, packed_a: ~f32, stride_a: i32, packed_b: ~f32,
+    def tile(panels_m: i32, panels_n: i32, cols: i32, depth: i32, packed_a: ~panel, stride_a: i32, packed_b: ~panel,
              stride_b: i32, acc: ~f32, first: bool):
         attrs.func_kind = "cpu_internal"
         attrs.func_name = name
         for q in range(panels_n):  # a micro-panel of b stays in L1 while the panels of a stream past it
             for p in range(panels_m):
                 pa = packed_a + p * stride_a
-                pb = packed_b + i64(q * nr // pw) * stride_b + q * nr % pw
+                pb = packed_b + i64(q * nr // pw) * stride_b + q * nr % pw * pair
                 ct = acc + p * mr * nc + q * nr
                 if cols - q * nr <= lanes:  # a last panel of b one vector wide or less
                     micro[lanes](depth, pa, pb, ct, first)
@@ -328,7 +370,8 @@ def tile_kernel(lanes: int, mr: int, nr: int, pw: int, nc: int) -> ScriptFunctio
     return tile
 
 
-def micro_kernel(lanes: int, rows: int, cols: int, lda: int, ldb: int, ldc: int) -> ScriptFunction:
+def micro_kernel(lanes: int, rows: int, cols: int, lda: int, ldb: int, ldc: int,
+                 bf16_pairs: bool = False) -> ScriptFunction:
     """The `cpu_internal` function `micro_<rows>x<cols>(depth, pa, pb, ct, first)`: `ct[r * ldc + j] (+)= sum over
     kk of pa[kk * lda + r] * pb[kk * ldb + j]` for the `rows x cols` micro-tile at `ct`, starting from zeros when
     `first`.
@@ -336,15 +379,20 @@ def micro_kernel(lanes: int, rows: int, cols: int, lda: int, ldb: int, ldc: int)
     The accumulators are a local array read and written only at constant offsets, one vector at a time, so the C
     compiler keeps them in vector registers (its scalar replacement of aggregates) and the k loop is `rows`
     broadcasts and `rows * cols / lanes` fused multiply-adds on registers, the pointers to the panels advancing by
-    a row a step."""
+    a row a step. With `bf16_pairs` the panels are bfloat16, each row two steps of k side by side (element `2 r + e`
+    of a row of `pa` is step `2 kk + e` of row r), and a row of them is `rows * cols / lanes` `f32x16_dot_bf16`
+    (the broadcast of a row's pair, AVX512-BF16's `vdpbf16ps`)."""
     load, store, fma, broadcast, setzero = (getattr(vectors, f"f32x{lanes}_{op}") for op in
                                             ("load", "store", "fma", "broadcast", "setzero"))
+    dot_bf16 = vectors.f32x16_dot_bf16
     per_row = cols // lanes
     cells = [(r, v) for r in range(rows) for v in range(per_row)]  # the accumulators, unrolled while parsing
-    name = f"micro_{rows}x{cols}"
+    name = f"micro_{rows}x{cols}" + ("_bf16_pairs" if bf16_pairs else "")
+    panel = bfloat16 if bf16_pairs else f32
+    pair = 2 if bf16_pairs else 1
 
     @script
-    def micro(depth: i32, pa: ~f32, pb: ~f32, ct: ~f32, first: bool):
+    def micro(depth: i32, pa: ~panel, pb: ~panel, ct: ~f32, first: bool):
         attrs.func_kind = "cpu_internal"
         attrs.func_name = name
         attrs.noinline = True  # compiled on its own: the accumulators get the vector registers
@@ -358,11 +406,17 @@ def micro_kernel(lanes: int, rows: int, cols: int, lda: int, ldb: int, ldc: int)
             store(~regs[r * cols + v * lanes], load(src + r * stride + v * lanes))
         for _ in range(depth):
             for r in meta.range(rows):
-                ar = broadcast(pa[r])
-                for v in meta.range(per_row):
-                    store(~regs[r * cols + v * lanes], fma(ar, load(pb + v * lanes), load(~regs[r * cols + v * lanes])))
-            pa = pa + lda
-            pb = pb + ldb
+                if bf16_pairs:
+                    for v in meta.range(per_row):
+                        store(~regs[r * cols + v * lanes],
+                              dot_bf16(load(~regs[r * cols + v * lanes]), pa + 2 * r, pb + v * lanes * 2))
+                else:
+                    ar = broadcast(pa[r])
+                    for v in meta.range(per_row):
+                        store(~regs[r * cols + v * lanes],
+                              fma(ar, load(pb + v * lanes), load(~regs[r * cols + v * lanes])))
+            pa = pa + lda * pair
+            pb = pb + ldb * pair
         for r, v in cells:
             store(ct + r * ldc + v * lanes, load(~regs[r * cols + v * lanes]))
 

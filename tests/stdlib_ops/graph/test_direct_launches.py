@@ -9,8 +9,8 @@ import pytest
 
 import stdlib_ops as ops
 from codegen.runtime.module import CompiledModule
-from stdlib_ops.graph.cpu_peak import Peak
 from stdlib_ops.graph.workspace import MAX_WORKSPACES
+from stdlib_ops.templates.cpu_peak import Peak
 
 RNG = np.random.default_rng(3)
 W1 = RNG.uniform(-1, 1, (24, 40)).astype(np.float32)

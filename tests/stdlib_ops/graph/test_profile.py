@@ -10,10 +10,10 @@ import pytest
 
 import stdlib_ops as ops
 from stdlib_ops.compute import compute, reduce, tensor_input
-from stdlib_ops.graph.cpu_peak import Peak
 from stdlib_ops.graph.flops import add_flops, flops_value, task_flops
 from stdlib_ops.graph.profile import make_profile
 from stdlib_ops.task import Task
+from stdlib_ops.templates.cpu_peak import Peak
 
 W = np.random.default_rng(0).standard_normal((48, 40)).astype(np.float32)
 BIAS = np.random.default_rng(1).standard_normal(40).astype(np.float32)

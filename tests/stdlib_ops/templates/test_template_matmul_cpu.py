@@ -9,7 +9,8 @@ term; an f16 result adds one rounding to f16 (2^-11 of the magnitude) and, below
 step.
 
 Sizes of every kind run: 1, 3, 17, 255 and 1000 in every combination (one build with symbolic sizes serves them),
-sizes known at build time, batches, half precision, every vector width the machine has (16, 8 and 4 lanes), small
+sizes known at build time, batches, half precision, bfloat16 pairs multiplied by AVX512-BF16's dot product, every
+vector width the machine has (16, 8 and 4 lanes), small
 blocks (many edge panels and tiles), the benchmark sizes, and a relu(x @ w + b) graph fused into one kernel. The
 small cases run in the checking mode (every element access of the packing and the stores bounds-checked)."""
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import itertools
 from functools import cache
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -25,8 +27,11 @@ from hypothesis import strategies as st
 from template_checks import F16_HALF_SUBNORMAL_STEP, assert_sum_close, data, sizes
 
 import stdlib_ops as ops
+from hidet_lang.ir import expr as E
+from hidet_lang.ir.functor import collect
 from hidet_lang.testing import example_count
 from stdlib_ops.templates.cpu_lanes import LANE_FEATURES, machine_lanes
+from stdlib_ops.templates.kernels import matmul_cpu as matmul_cpu_module
 from stdlib_ops.templates.kernels.matmul_cpu import DEFAULT_BLOCKS, matmul_cpu
 from stdlib_ops.templates.params import ScheduleError
 
@@ -117,6 +122,42 @@ def test_half_precision_accumulates_in_f32(draw: st.DataObject) -> None:
     check(c, a, b, f16=True)
 
 
+BF16_UNIT = 2.0**-8
+"""The relative rounding of a result stored as bfloat16."""
+
+
+@settings(max_examples=example_count(8), deadline=None)
+@given(st.data())
+def test_bfloat16_pairs_accumulate_in_f32(draw: st.DataObject) -> None:
+    # bf16 operands packed as they are, two steps of k a row, multiplied by f32x16_dot_bf16 (the pairs' exact
+    # products added in f32, each sum rounded once): the f32 bound of k terms, then one rounding to bf16; odd k
+    # ends in a pair half zero. Forced here, so that a machine with AVX-512F but not AVX512-BF16 runs it too (the
+    # dot product's two fused multiply-adds); drawn data hold no subnormals, which AVX512-BF16 flushes.
+    lanes_available(16)
+    blocks = draw.draw(st.sampled_from([{}, {**SMALL_BLOCKS[16], "kc": 6}]))
+    batch, m, n, k = draw.draw(sizes(2)), draw.draw(sizes(200)), draw.draw(sizes(200)), draw.draw(sizes(300))
+    a, b = data(draw.draw, (batch, m, k), ml_dtypes.bfloat16), data(draw.draw, (batch, k, n), ml_dtypes.bfloat16)
+    c = run(built_matmul("batch", "m", "n", "k", "bfloat16", bf16_pairs=True, **blocks), a, b, batch, m, k, n)
+    assert c.dtype == ml_dtypes.bfloat16
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    assert_sum_close(c, a64 @ b64, np.abs(a64) @ np.abs(b64), k, 2.0**-24 + BF16_UNIT / (k + 1))
+
+
+@pytest.mark.parametrize("pays", [True, False])
+def test_bfloat16_takes_the_pairs_where_the_dot_product_outruns_the_fmas(monkeypatch: pytest.MonkeyPatch,
+                                                                         pays: bool) -> None:
+    import codegen.toolchain
+
+    monkeypatch.setattr(codegen.toolchain, "machine_cpu_features",
+                        lambda: frozenset({"sse", "avx", "fma", "avx512f", "avx512bf16"}))
+    monkeypatch.setattr(matmul_cpu_module, "bf16_dot_pays", lambda: pays)
+    ir = matmul_cpu(1, "m", "n", "k", "bfloat16").ir_module()
+    dots = [e for f in ir.functions for e in collect(f.body, E.Intrinsic) if e.name == "f32x16_dot_bf16"]
+    assert bool(dots) == pays
+    f32_ir = matmul_cpu(1, "m", "n", "k", "float32").ir_module()
+    assert not [e for f in f32_ir.functions for e in collect(f.body, E.Intrinsic) if e.name == "f32x16_dot_bf16"]
+
+
 @pytest.mark.parametrize("shape", [(1024, 1024, 1024), (64, 3072, 768), (512, 768, 3072)], ids=str)
 def test_benchmark_sizes(shape: tuple[int, int, int]) -> None:
     m, n, k = shape
@@ -172,6 +213,9 @@ def test_unsupported_parameters_are_refused() -> None:
         matmul_cpu(1, 8, 8, 8, lanes=8, mc=1200, nc=512)
     with pytest.raises(ValueError, match="symbolic size 'm' must be an identifier"):
         matmul_cpu(1, "2m", 8, 8)
+    for params in ({"dtype": "float32"}, {"kc": 5}, {"lanes": 8}, {"packed": True}):
+        with pytest.raises(ScheduleError, match="bf16_pairs takes bfloat16 operands, 16 lanes, an even kc"):
+            matmul_cpu(1, 8, 8, 8, **{"dtype": "bfloat16", "lanes": 16, "bf16_pairs": True, **params})
 
 
 def test_a_machine_without_vector_fma_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

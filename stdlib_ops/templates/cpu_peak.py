@@ -22,6 +22,11 @@ measured once a process (per thread count) with kernels written in the DSL, on t
      215 GFLOP/s a thread here), or spills to the stack with 16 chains or more.
   The loop is parallel on exactly `threads` threads (`grid(..., attrs="pN")`): a plain parallel loop of a few
   iterations runs on one thread, as too little work to wake the others (`codegen/emit/parallel_work.py`).
+- **bfloat16 dot products** (`dot_bf16_gflops`): the same loop of `f32x16_dot_bf16` (AVX512-BF16's `vdpbf16ps`:
+  16 lanes of two multiply-adds each, 64 operations). Cores differ in how fast it runs beside their f32 FMAs (on
+  this project's Sapphire Rapids, one a cycle less than half as often as the FMAs, so it computes at half their
+  rate; on cores whose 512-bit FMA is double-pumped it computes at twice theirs), so `bf16_dot_pays` asks the
+  measurement, on one thread, whether `matmul_cpu` should multiply bfloat16 operands by it.
 - **Memory** (`copy_gbs`): a copy of `COPY_BYTES` bytes (past every cache) in vectors of the widest type, between
   arrays aligned to cache lines, the vectors spread over the `threads` threads, counting the bytes read and
   written; the best of a few, after a first copy that maps the target's pages. One thread alone does not draw a
@@ -46,9 +51,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hidet_lang import attrs, f32, grid, i32, meta, register_tensor, script, script_module
+from hidet_lang import attrs, bfloat16, f32, grid, i32, meta, register_tensor, script, script_module
 from hidet_lang import cpu as vectors
-from stdlib_ops.templates.cpu_lanes import machine_lanes
+from stdlib_ops.templates.cpu_lanes import machine_has_bf16_dot, machine_lanes
 
 FMA_PIPES = 2
 """Vector FMA units a core on the AVX2 and AVX-512 server cores of the last decade (for `nominal_gflops`)."""
@@ -147,6 +152,68 @@ def fma_gflops(threads: int, lanes: int) -> float:
     if not (out == 2.0).all():
         raise RuntimeError(f"the FMA loop of {lanes} lanes on {threads} threads computed wrong values")
     return 2.0 * threads * FMA_ITERATIONS * CHAINS[lanes] * lanes / seconds / 1e9
+
+
+DOT_MARGIN = 1.25
+"""How much faster than f32 FMAs the bfloat16 dot product must compute for `bf16_dot_pays`: clear of the noise of
+a measurement (the cores known compute at half or twice the rate)."""
+
+
+@functools.cache
+def dot_bf16_module(threads: int) -> object:
+    """The compiled public function `dot(iters, out)`: on each of `threads` threads `t`, `CHAINS[16]` vectors of 16
+    lanes (lane values 0, 1, 2, ... a chain) each take `iters` `f32x16_dot_bf16` of a pair of ones and pairs of
+    0.25, then go to `out[t * CHAINS[16] * 16:]` (the loop of `fma_module`)."""
+    chains, lanes, parallel = CHAINS[16], 16, f"p{threads}"
+    with script_module() as module:
+        @script
+        def dot_chains(iters: i32, out: ~f32):
+            attrs.func_kind = "cpu_internal"
+            attrs.noinline = True  # compiled on its own: the accumulators get the vector registers
+            pair = register_tensor(bfloat16, [2])
+            b = register_tensor(bfloat16, [2 * lanes])
+            for i in range(2):
+                pair[i] = bfloat16(1.0)
+            for i in range(2 * lanes):
+                b[i] = bfloat16(0.25)
+            regs = register_tensor(f32, [chains * lanes])  # whole vectors only: see the module docstring
+            for i in meta.range(chains):
+                vectors.f32x16_store(~regs[i * lanes], vectors.f32x16_broadcast(f32(i)))
+            for _ in range(iters):
+                for i in meta.range(chains):
+                    vectors.f32x16_store(~regs[i * lanes], vectors.f32x16_dot_bf16(
+                        vectors.f32x16_load(~regs[i * lanes]), ~pair[0], ~b[0]))
+            for i in meta.range(chains):
+                vectors.f32x16_store(out + i * lanes, vectors.f32x16_load(~regs[i * lanes]))
+
+        @script
+        def dot(iters: i32, out: ~f32):
+            attrs.func_kind = "public"
+            for t in grid(threads, attrs=parallel):
+                dot_chains(iters, out + t * (chains * lanes))
+
+    return module.build("cpu")
+
+
+@functools.cache
+def dot_bf16_gflops(threads: int) -> float:
+    """The measured rate of `threads` threads running `dot_bf16_module(threads)`, in GFLOP/s (two operations a
+    multiply-add)."""
+    module = dot_bf16_module(threads)
+    chains = CHAINS[16]
+    out = np.zeros(threads * chains * 16, np.float32)
+    seconds = fastest(lambda: module(FMA_ITERATIONS, out))
+    # each step adds 1 * 0.25 twice to every lane, exactly (the sums stay below 2^22): the last run's values show
+    # that each chain ran
+    if not (out == np.tile(np.arange(chains, dtype=np.float32).repeat(16), threads) + 0.5 * FMA_ITERATIONS).all():
+        raise RuntimeError(f"the bfloat16 dot product loop on {threads} threads computed wrong values")
+    return 4.0 * threads * FMA_ITERATIONS * chains * 16 / seconds / 1e9
+
+
+def bf16_dot_pays() -> bool:
+    """Whether this machine has AVX512-BF16's dot product and it computes `DOT_MARGIN` times as fast as f32 FMAs
+    (one thread of each, measured once a process)."""
+    return machine_has_bf16_dot() and dot_bf16_gflops(1) >= DOT_MARGIN * fma_gflops(1, 16)
 
 
 @functools.cache
