@@ -294,7 +294,7 @@ def asarray(data: Any, dtype: Any = None, device: str = "cpu") -> Tensor:
     if array.dtype == np.float64 and dtype is None and not isinstance(data, np.ndarray):
         array = array.astype(np.float32)  # Python floats make float32 tensors, as in the deep-learning libraries
     _check_dtype(array.dtype)
-    return wrap(runtime.asarray(np.array(array, copy=True), device=device), device)
+    return wrap(runtime.copy_of(array, device), device)  # on 'cpu', cache line aligned
 
 
 def from_dlpack(obj: Any, device: str = "cpu") -> Tensor:

@@ -11,7 +11,7 @@ from hidet_lang.lazy import homes_of, lazy_attributes
 
 _HOMES = {
     **homes_of("codegen.runtime.module", "CompiledModule"),
-    **homes_of("codegen.runtime.arrays", "AnyTensor", "DeviceArray", "HostArray", "asarray", "empty",
+    **homes_of("codegen.runtime.arrays", "AnyTensor", "DeviceArray", "HostArray", "asarray", "copy_of", "empty",
                "from_dlpack_device", "randn", "to_device", "zeros"),
     **homes_of("codegen.runtime.tensor_methods", "TensorMethods"),
     **homes_of("codegen.runtime.cuda_backend", "backend", "uses_gpu"),

@@ -245,16 +245,16 @@ def ones(shape: Any, dtype: Any = "float32", device: str = "cpu") -> HostArray |
 def randn(shape: Any, dtype: Any = "float32", mean: float = 0.0, stddev: float = 1.0,
           device: str = "cpu") -> HostArray | DeviceArray:
     """Normally distributed random values (Hidet's parameters, in Hidet's order)."""
-    return _filled(np.random.normal(mean, stddev, _shape(shape)).astype(numpy_dtype_of(dtype)), device)
+    return copy_of(np.random.normal(mean, stddev, _shape(shape)).astype(numpy_dtype_of(dtype)), device)
 
 
 def rand(shape: Any, dtype: Any = "float32", device: str = "cpu") -> HostArray | DeviceArray:
     """Random values uniform in [0, 1)."""
-    return _filled(np.random.random_sample(_shape(shape)).astype(numpy_dtype_of(dtype)), device)
+    return copy_of(np.random.random_sample(_shape(shape)).astype(numpy_dtype_of(dtype)), device)
 
 
-def _filled(values: np.ndarray, device: str) -> HostArray | DeviceArray:
-    """An array of `device` holding `values` (on 'cpu', a guarded copy)."""
+def copy_of(values: np.ndarray, device: str = "cpu") -> HostArray | DeviceArray:
+    """An array of `device` holding a copy of `values` (on 'cpu', guarded and cache line aligned: `heap_guards`)."""
     if _check_device(device) == "cuda":
         return to_device(values)
     out = guarded_empty(values.shape, values.dtype, HostArray)

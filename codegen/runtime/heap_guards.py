@@ -17,6 +17,11 @@ import numpy as np
 SLACK_UNIT = 4096
 """A guarded array's data and slack take a multiple of this many bytes (one at least)."""
 
+DATA_ALIGNMENT = 64
+"""A guarded array's data starts at a multiple of this many bytes: a cache line, so that a kernel's 64-byte vector
+loads and stores of it (an AVX-512 register) each touch one line, not two (numpy starts a large array 16 bytes past
+a page boundary, which made a matmul's weight panels 15% slower to stream)."""
+
 CANARY = bytes((37 * k + 0xA7) % 256 for k in range(256))
 """The bytes that follow the slack; a write past the slack changes them."""
 
@@ -31,18 +36,22 @@ class GuardedBuffer(np.ndarray):
 
     def canary_intact(self) -> bool:
         """Whether the canary still holds its pattern."""
-        return self.base[-len(CANARY):].tobytes() == CANARY  # the plain array owning the bytes slices fastest
+        return self.view(np.ndarray)[-len(CANARY):].tobytes() == CANARY  # a plain array slices faster
 
 
 def guarded_empty(shape: tuple[int, ...], dtype: np.dtype, array_type: type[np.ndarray] = np.ndarray) -> np.ndarray:
-    """An uninitialized C-contiguous array of `array_type`, `shape` and `dtype` in a guarded buffer (its `base`)."""
+    """An uninitialized C-contiguous array of `array_type`, `shape` and `dtype` in a guarded buffer (its `base`),
+    its data starting at a multiple of `DATA_ALIGNMENT` bytes."""
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     rounded = max(SLACK_UNIT, -(-nbytes // SLACK_UNIT) * SLACK_UNIT)
-    raw = np.empty(rounded + len(CANARY), np.uint8).view(GuardedBuffer)
-    raw[rounded:] = np.frombuffer(CANARY, np.uint8)
+    owner = np.empty(rounded + len(CANARY) + DATA_ALIGNMENT, np.uint8)
+    start = -owner.ctypes.data % DATA_ALIGNMENT
+    canary = owner[start + rounded:start + rounded + len(CANARY)]
+    canary[:] = np.frombuffer(CANARY, np.uint8)
+    raw = owner[start:start + rounded + len(CANARY)].view(GuardedBuffer)
     array = array_type(shape, dtype, buffer=raw)  # its base is `raw`, whose base is the plain array owning the bytes
     if hasattr(array, "__dict__"):  # a subclass's array keeps a view of its canary, checked without a search
-        array.heap_canary = raw.base[rounded:]  # (of the owner, not of `raw`: no reference cycle)
+        array.heap_canary = canary  # (of the owner, not of `raw`: no reference cycle)
     return array
 
 

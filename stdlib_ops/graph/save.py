@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from codegen import CompiledModule, PortableEntry, asarray, build_module, resolve_target
+from codegen import CompiledModule, PortableEntry, build_module, resolve_target
+from codegen.runtime import copy_of
 from hidet_lang.ir.serialize import SerializationError, from_json, to_json
 from hidet_lang.target import Target
 from hidet_lang.version import __version__
@@ -131,8 +132,8 @@ def _load(archive: zipfile.ZipFile, path: str) -> dict[str, Any]:
         else:
             modules.append(build_module(ir, target))
         irs.append(ir)
-    constants = [asarray(np.load(io.BytesIO(archive.read(f"const{k}.npy")), allow_pickle=False),
-                         device=here.device) for k in range(header["constants"])]
+    constants = [copy_of(np.load(io.BytesIO(archive.read(f"const{k}.npy")), allow_pickle=False), here.device)
+                 for k in range(header["constants"])]  # on 'cpu', cache line aligned, as when built
     return {"target": here, "plan": _plan_of(header["plan"]), "kernels": modules, "titles": header["titles"],
             "constants": constants, "description": header["description"], "ir_modules": irs,
             "kernel_schedules": header["schedules"]}

@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 
 import hidet_lang as hidet
 import stdlib_ops as ops
-from codegen.runtime.heap_guards import CANARY, SLACK_UNIT, GuardedBuffer, HeapOverrunError, guard_of
+from codegen.runtime.heap_guards import (
+    CANARY,
+    DATA_ALIGNMENT,
+    SLACK_UNIT,
+    GuardedBuffer,
+    HeapOverrunError,
+    guard_of,
+)
 from codegen.toolchain.headers import INCLUDE_DIR
 from hidet_lang import attrs, f32, grid, i32, printf
 from hidet_lang.ir import types as T
@@ -309,8 +316,20 @@ def test_host_arrays_have_slack_to_a_page_multiple_and_an_intact_canary(shape: l
     data = len(guard) - len(CANARY)
     assert data % SLACK_UNIT == 0 and data >= max(array.nbytes, 1) and data - max(array.nbytes, 1) < SLACK_UNIT
     assert array.ctypes.data == guard.ctypes.data
+    assert array.ctypes.data % DATA_ALIGNMENT == 0  # a cache line's start: vector accesses touch one line each
     assert guard_of(array.reshape(-1)[1:]) is guard and guard_of(array.reshape(-1)) is guard
     assert guard_of(np.ones(3)) is None
+
+
+def test_a_tensors_copy_of_an_array_starts_on_a_cache_line() -> None:
+    # the operator library's constants (a graph's packed weights) are such copies: numpy's own start a large
+    # array 16 bytes past a page, which made every 64-byte vector load of a weight panel touch two cache lines
+    import stdlib_ops as ops
+
+    source = np.arange(100_000, dtype=np.float32)
+    storage = ops.asarray(source).storage  # the tensor's own array, not a copy
+    assert storage.ctypes.data % DATA_ALIGNMENT == 0 and guard_of(storage) is not None
+    np.testing.assert_array_equal(storage, source)
 
 
 def test_writing_a_little_past_the_end_runs_as_in_hidet() -> None:
