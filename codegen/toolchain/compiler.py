@@ -47,8 +47,13 @@ SEMANTICS_FLAGS: tuple[str, ...] = ("-fwrapv", "-ffp-contract=off")
 """The DSL's arithmetic, which C leaves to the compiler otherwise: signed integers wrap around, and `a * b + c` is
 rounded twice (never contracted into a fused multiply-add), as the IR evaluator computes it."""
 
-DEFAULT_C_FLAGS: tuple[str, ...] = ("-O3", "-march=native", "-fopenmp", *SEMANTICS_FLAGS, "-fexcess-precision=standard")
-"""Flags for the CPU target (added after `-shared -fPIC`); `_Float16` arithmetic rounds after every operation."""
+DEFAULT_C_FLAGS: tuple[str, ...] = ("-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp", *SEMANTICS_FLAGS,
+                                    "-fexcess-precision=standard")
+"""Flags for the CPU target (added after `-shared -fPIC`); `_Float16` arithmetic rounds after every operation. GCC
+vectorizes for 256-bit registers on the AVX-512 cores it knows unless told otherwise; the loops it vectorizes here
+(epilogues such as GELU's, packing, element-wise kernels) are the kernels' own, so they take the 512-bit ones
+(BERT-base, batch 1, in turns: 111/109 -> 104/105 ms; ResNet-18 15.9/16.3 -> 15.4/15.5; a machine without AVX-512
+is unaffected)."""
 
 COMPILE_TIMEOUT_S: float = 300.0
 """Wall-clock limit for one compiler invocation, in seconds."""
