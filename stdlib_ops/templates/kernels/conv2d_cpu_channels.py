@@ -24,10 +24,11 @@ channels a panel (two vectors), their weights for each tap `k = (ci * kh + ky) *
   where the group's weights outweigh its slab (a band reads every weight of its panels again), bands otherwise (a
   chunk copies its slab again).
 - **Output.** The micro-kernels leave their tiles side by side in a local array, a block of whole output rows of a
-  panel (`STORE_FLOATS`); the kernel then stores the block into `out` element by element, with the bias (where a
-  fused epilogue lands), channel by channel: each channel's rows of the block are one run of `out`, and so are a
-  fused residual's reads (a run of 14 pixels at a time had the residual's lines fetched 14 floats at a time: ResNet's
-  64-channel 3x3 layer with its residual add and ReLU, batch 8, 9.6 -> 8.0 ms; batch 1 1.23 -> 1.12 ms).
+  panel (`STORE_FLOATS`, or within L1 for few taps: `FEW_TAPS`); the kernel then stores the block into `out`
+  element by element, with the bias (where a fused epilogue lands), channel by channel: each channel's rows of the
+  block are one run of `out`, and so are a fused residual's reads (a run of 14 pixels at a time had the residual's
+  lines fetched 14 floats at a time: ResNet's 64-channel 3x3 layer with its residual add and ReLU, batch 8, 9.6 ->
+  8.0 ms; batch 1 1.23 -> 1.12 ms).
 
 The padding of the input makes each tap a plain offset: a convolution's bounds are paid once per input element
 (the slab's copy) rather than per tap and pixel, as the implicit GEMM's im2col pays them (its packed panels are
@@ -64,6 +65,16 @@ gained less, 128 no more."""
 STORE_FLOATS = 16 * 1024
 """About the most floats of results a unit keeps before storing them (64 KB): whole output rows, so that each
 channel's stores, and the reads of a fused epilogue's other inputs (a residual), are runs of several rows."""
+
+FEW_TAPS = 256
+"""Below this many taps (input channels x kernel taps: ResNet's stem has 3 x 49 = 147), a call of the micro-kernel
+computes too little to hide its results' copy-out: the block of results is then kept within L1 (`L1_STORE_FLOATS`),
+whose channel-by-channel reads of the pixels' vectors (32 floats apart) otherwise wait on L2. The stem, batch 1:
+1.20 -> 1.08 ms, batch 8: 9.8 -> 8.8; a 64-channel 3x3 layer with a fused residual, batch 8, lost 5% that way
+(shorter runs of the residual's reads), so the other convolutions keep `STORE_FLOATS`."""
+
+L1_STORE_FLOATS = 8 * 1024
+"""The block of results of a convolution of `FEW_TAPS` (32 KB, within a core's L1 beside the slab's lines)."""
 
 SLAB_FLOATS = 256 * 1024
 """The most floats a unit's slab of padded input holds (1 MB: within a core's L2 beside a panel of weights, and far
@@ -123,7 +134,7 @@ def conv2d_channel_vectors_cpu(batch: Size, channels: int, height: int, width: i
                                kernel: Pair, stride: Pair = (1, 1), padding: Pair = (0, 0),
                                dilation: Pair = (1, 1), groups: int = 1, bias: bool = False,
                                dtype: str = "float32", *, lanes: int | None = None, min_tiles: int = 4,
-                               slab_floats: int = SLAB_FLOATS, store_floats: int = STORE_FLOATS) -> ScriptModule:
+                               slab_floats: int = SLAB_FLOATS, store_floats: int | None = None) -> ScriptModule:
     """A module with one CPU kernel `conv2d(<batch if symbolic>, x, weight[, bias], out)`: the convolution directly
     from slabs of padded input, vectors along the output channels (see the module's docstring).
 
@@ -132,7 +143,8 @@ def conv2d_channel_vectors_cpu(batch: Size, channels: int, height: int, width: i
     `bias`), `out: dtype[batch, out_channels, oh, ow]`; `batch` is an int or a symbolic name. Schedule parameters:
     `lanes` (the vector width; None: the machine's widest), `min_tiles` (the least number of units of work where
     the sizes allow: the threads), `slab_floats` (the most floats of a slab, which sets the bands' rows) and
-    `store_floats` (about the most floats of results kept before they are stored)."""
+    `store_floats` (about the most floats of results kept before they are stored; None: `L1_STORE_FLOATS` for fewer
+    than `FEW_TAPS` taps, else `STORE_FLOATS`)."""
     name = "conv2d_channel_vectors_cpu"
     geo, dt = conv_geometry(name, batch, channels, height, width, out_channels, kernel, stride, padding, dilation,
                             groups, "NCHW", dtype, CONV2D_CHANNELS_DTYPES)
@@ -164,6 +176,8 @@ def conv2d_channel_vectors_cpu(batch: Size, channels: int, height: int, width: i
     micro = {shape: channel_micro_kernel(lanes, *shape, cg, kh, kw, sw, sh * cols, dh * cols, dw, channel_floats)
              for shape in {(ry, mr), (1, mr), (ry, mr + 1 if wide else mr)}}
     broad, narrow, single = micro[ry, mr + 1 if wide else mr], micro[ry, mr], micro[1, mr]
+    if store_floats is None:
+        store_floats = L1_STORE_FLOATS if k < FEW_TAPS else STORE_FLOATS
     block_rows = max(ry, min(rows_per_band, store_floats // (ow * nr) // ry * ry))  # rows stored at once
     tile_floats = block_rows * ow * nr
     has_bias = bias
