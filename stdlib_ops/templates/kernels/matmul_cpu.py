@@ -31,6 +31,11 @@ micro-kernel of SIMD vectors.
   kernel packs `b` into, for every k at once. The kernel then packs only `a` and hands the micro-kernels the panels
   where they lie (`k * pw` floats apart); its macro tiles start at whole panels. The products are the same, in the
   same order: the same bits as packing `b` on every call.
+- **bfloat16 pairs.** Where `bf16_pairs` (bf16 operands, 16 lanes, and the machine's AVX512-BF16 dot product
+  measured faster than its f32 FMAs: `cpu_peak.bf16_dot_pays`), `a` and `b` are packed as the bf16 they are, two
+  steps of k side by side in each row of a panel (an odd k's last pair ends in a zero), and the micro-kernel takes
+  a pair of steps at a time with `f32x16_dot_bf16`: the pair's exact products added to the f32 accumulators, each
+  sum rounded once. Elsewhere bf16 converts to f32 as it is packed, as f16 does.
 - **Output.** After the last k block the valid rows and columns of the f32 array are stored into `c` element by
   element, which is where a fused epilogue lands.
 
@@ -386,9 +391,9 @@ def micro_kernel(lanes: int, rows: int, cols: int, lda: int, ldb: int, ldc: int,
     compiler keeps them in vector registers (its scalar replacement of aggregates) and the k loop is `rows`
     broadcasts and `rows * cols / lanes` fused multiply-adds on registers, the pointers to the panels advancing by
     a row a step, asking for `b`'s row `PREFETCH_STEPS` steps ahead (a software prefetch). With `bf16_pairs` the
-    panels are bfloat16, each row two steps of k side by side (element `2 r + e`
-    of a row of `pa` is step `2 kk + e` of row r), and a row of them is `rows * cols / lanes` `f32x16_dot_bf16`
-    (the broadcast of a row's pair, AVX512-BF16's `vdpbf16ps`)."""
+    panels are bfloat16, each row two steps of k side by side (element `2 r + e` of a row of `pa` is step `2 kk + e`
+    of row r), and a row of them is `rows * cols / lanes` `f32x16_dot_bf16` (the broadcast of a row's pair,
+    AVX512-BF16's `vdpbf16ps`)."""
     load, store, fma, broadcast, setzero, prefetch = (getattr(vectors, f"f32x{lanes}_{op}") for op in
                                                       ("load", "store", "fma", "broadcast", "setzero", "prefetch"))
     dot_bf16 = vectors.f32x16_dot_bf16
