@@ -681,25 +681,30 @@ class CEmitter:
         args = [self.expr(a) for a in e.args]
         if e.name in VECTOR_INTRINSICS:  # a helper of cpu_vectors.h
             self.uses_vectors = True
-            checked = self.vector_access_checked(e)
-            if checked is not None:
-                args[0] = checked
+            for index, checked in self.vector_accesses_checked(e).items():
+                args[index] = checked
             return f"{self.helper_prefix}{e.name}({', '.join(args)})"
         return self.intrinsic(e.name, args, e.ret_type)
 
-    def vector_access_checked(self, e: E.Intrinsic) -> str | None:
-        """In checking mode, the pointer of a vector load or store into a tensor (`~a[i]`, or the tensor itself)
-        behind a check that covers every lane; None for other operations and raw pointers."""
+    def vector_accesses_checked(self, e: E.Intrinsic) -> dict[int, str]:
+        """In checking mode, each pointer a vector operation reads or writes through into a tensor (`~a[i]`, or the
+        tensor itself) behind a check that covers every element it touches, by the pointer's argument index (a
+        load's or a store's lanes, `dot_bf16`'s pair and its pair a lane); none for other operations and raw
+        pointers."""
         vector, operation = e.name.split("_", 1)
-        if operation not in ("load", "load_aligned", "store", "store_aligned"):
-            return None
         lanes = int(vector.split("x")[1])
-        pointer = e.args[0]
-        if isinstance(pointer, E.Address) and isinstance(pointer.expr, E.TensorElement):
-            return self.span_checked(pointer.expr.base, pointer.expr.indices[0], lanes)
-        if isinstance(pointer, E.Var) and isinstance(pointer.type, TensorType):
-            return self.span_checked(pointer, E.convert(0), lanes)
-        return None
+        spans = {"load": ((0, lanes),), "load_aligned": ((0, lanes),), "store": ((0, lanes),),
+                 "store_aligned": ((0, lanes),), "dot_bf16": ((1, 2), (2, 2 * lanes))}.get(operation, ())
+        checked: dict[int, str] = {}
+        for index, elements in spans:
+            pointer, text = e.args[index], None
+            if isinstance(pointer, E.Address) and isinstance(pointer.expr, E.TensorElement):
+                text = self.span_checked(pointer.expr.base, pointer.expr.indices[0], elements)
+            elif isinstance(pointer, E.Var) and isinstance(pointer.type, TensorType):
+                text = self.span_checked(pointer, E.convert(0), elements)
+            if text is not None:
+                checked[index] = text
+        return checked
 
     def intrinsic(self, name: str, args: list[str], t: Type) -> str:
         """The C text of a built-in operation on already-printed arguments."""
