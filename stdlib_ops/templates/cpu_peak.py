@@ -11,7 +11,7 @@ measured once a process (per thread count) with kernels written in the DSL, on t
   fraction as unknown).
 
   The loop keeps every accumulator in a vector register with no other instruction than the FMAs and the loop's
-  count, as hand-written intrinsics do (the C compiler's assembly of `fma_module` shows it), given two rules:
+  count, as hand-written intrinsics do (the C compiler's assembly of `chains_module` shows it), given two rules:
   1. enough chains to hide the FMA's latency: 2 pipes x 4 cycles = 8 FMAs in flight a core, and more for cores
      of a longer latency; `CHAINS` keeps two registers for the operands and stays below the 32 (AVX-512) or 16
      vector registers.
@@ -23,10 +23,11 @@ measured once a process (per thread count) with kernels written in the DSL, on t
   The loop is parallel on exactly `threads` threads (`grid(..., attrs="pN")`): a plain parallel loop of a few
   iterations runs on one thread, as too little work to wake the others (`codegen/emit/parallel_work.py`).
 - **bfloat16 dot products** (`dot_bf16_gflops`): the same loop of `f32x16_dot_bf16` (AVX512-BF16's `vdpbf16ps`:
-  16 lanes of two multiply-adds each, 64 operations). Cores differ in how fast it runs beside their f32 FMAs (on
-  this project's Sapphire Rapids, one a cycle less than half as often as the FMAs, so it computes at half their
-  rate; on cores whose 512-bit FMA is double-pumped it computes at twice theirs), so `bf16_dot_pays` asks the
-  measurement, on one thread, whether `matmul_cpu` should multiply bfloat16 operands by it.
+  16 lanes of two multiply-adds each, 64 operations). Cores differ in how fast it runs beside their f32 FMAs (this
+  project's Sapphire Rapids issues it at a quarter of the FMAs' rate, so it computes at half theirs: 104 against
+  210 GFLOP/s on one core; by their documented rates, cores whose 512-bit FMA is double-pumped compute it at twice
+  theirs), so `bf16_dot_pays` asks the measurement, on one thread, whether `matmul_cpu` should multiply bfloat16
+  operands by it.
 - **Memory** (`copy_gbs`): a copy of `COPY_BYTES` bytes (past every cache) in vectors of the widest type, between
   arrays aligned to cache lines, the vectors spread over the `threads` threads, counting the bytes read and
   written; the best of a few, after a first copy that maps the target's pages. One thread alone does not draw a
@@ -51,6 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
+from codegen.runtime import empty
 from hidet_lang import attrs, bfloat16, f32, grid, i32, meta, register_tensor, script, script_module
 from hidet_lang import cpu as vectors
 from stdlib_ops.templates.cpu_lanes import machine_has_bf16_dot, machine_lanes
@@ -107,107 +109,93 @@ def fastest(fn: Callable[[], object]) -> float:
     return best
 
 
+CHAIN_OPERATIONS = ("fma", "dot_bf16")
+"""The steps a chain of `chains_module` may take: `acc * 0.5 + 1` by a fused multiply-add, or `f32x16_dot_bf16` of a
+pair of ones and pairs of 0.25 (2 and 4 operations a lane)."""
+
+
 @functools.cache
-def fma_module(threads: int, lanes: int) -> object:
-    """The compiled public function `peak(iters, x, y, out)`: on each of `threads` threads `t`, `CHAINS[lanes]`
-    vectors of `lanes` floats (lane values 0, 1, 2, ... a chain, so that no two chains are the same computation)
-    each take `iters` fused multiply-adds `acc * x + y`, then go to `out[t * CHAINS[lanes] * lanes:]` (see the
+def chains_module(threads: int, lanes: int, operation: str) -> object:
+    """The compiled public function `run(iters, out)`: on each of `threads` threads `t`, `CHAINS[lanes]` vectors of
+    `lanes` floats (lane values 0, 1, 2, ... a chain, so that no two chains are the same computation) each take
+    `iters` steps of `operation` (one of `CHAIN_OPERATIONS`), then go to `out[t * CHAINS[lanes] * lanes:]` (see the
     module docstring for how the loop is written)."""
+    if operation not in CHAIN_OPERATIONS or (operation == "dot_bf16" and lanes != 16):
+        raise ValueError(f"chains_module: {operation!r} on {lanes} lanes is not a step it measures")
     chains, parallel = CHAINS[lanes], f"p{threads}"
     load, store, fma, broadcast = (getattr(vectors, f"f32x{lanes}_{op}") for op in ("load", "store", "fma",
                                                                                      "broadcast"))
     with script_module() as module:
         @script
-        def fma_chains(iters: i32, x: f32, y: f32, out: ~f32):
+        def chains_of_steps(iters: i32, out: ~f32):
             attrs.func_kind = "cpu_internal"
             attrs.noinline = True  # compiled on its own: the accumulators get the vector registers
+            half = broadcast(0.5)
+            one = broadcast(1.0)
+            pair = register_tensor(bfloat16, [2])  # the dot product's operands
+            b = register_tensor(bfloat16, [2 * lanes])
+            if operation == "dot_bf16":
+                for i in range(2):
+                    pair[i] = bfloat16(1.0)
+                for i in range(2 * lanes):
+                    b[i] = bfloat16(0.25)
             regs = register_tensor(f32, [chains * lanes])  # whole vectors only: see the module docstring
-            vx = broadcast(x)
-            vy = broadcast(y)
             for i in meta.range(chains):
                 store(~regs[i * lanes], broadcast(f32(i)))
             for _ in range(iters):
                 for i in meta.range(chains):
-                    store(~regs[i * lanes], fma(load(~regs[i * lanes]), vx, vy))
+                    if operation == "fma":
+                        store(~regs[i * lanes], fma(load(~regs[i * lanes]), half, one))
+                    else:
+                        store(~regs[i * lanes], vectors.f32x16_dot_bf16(load(~regs[i * lanes]), ~pair[0], ~b[0]))
             for i in meta.range(chains):
                 store(out + i * lanes, load(~regs[i * lanes]))
 
         @script
-        def peak(iters: i32, x: f32, y: f32, out: ~f32):
+        def run(iters: i32, out: ~f32):
             attrs.func_kind = "public"
             for t in grid(threads, attrs=parallel):
-                fma_chains(iters, x, y, out + t * (chains * lanes))
+                chains_of_steps(iters, out + t * (chains * lanes))
 
     return module.build("cpu")
 
 
+def chains_gflops(threads: int, lanes: int, operation: str) -> float:
+    """The measured rate of `threads` threads running `chains_module(threads, lanes, operation)`, in GFLOP/s (two
+    operations a multiply-add), after checking every lane's value."""
+    module = chains_module(threads, lanes, operation)
+    chains = CHAINS[lanes]
+    out = np.zeros(threads * chains * lanes, np.float32)
+    seconds = fastest(lambda: module(FMA_ITERATIONS, out))
+    if operation == "fma":
+        # acc * 0.5 + 1 halves acc's distance to 2 a step: every lane is exactly 2 after some 30 steps (no
+        # overflow, no subnormals on the way), which also shows that each chain ran
+        expected, per_lane = np.float32(2.0), 2
+    else:
+        # each step adds 1 * 0.25 twice to every lane, exactly (the sums stay below 2^22)
+        start = np.tile(np.arange(chains, dtype=np.float32).repeat(lanes), threads)
+        expected, per_lane = start + 0.5 * FMA_ITERATIONS, 4
+    if not (out == expected).all():
+        raise RuntimeError(f"the {operation} loop of {lanes} lanes on {threads} threads computed wrong values")
+    return per_lane * threads * FMA_ITERATIONS * chains * lanes / seconds / 1e9
+
+
 @functools.cache
 def fma_gflops(threads: int, lanes: int) -> float:
-    """The measured f32 rate of `threads` threads running `fma_module(threads, lanes)`, in GFLOP/s."""
-    module = fma_module(threads, lanes)
-    out = np.zeros(threads * CHAINS[lanes] * lanes, np.float32)
-    seconds = fastest(lambda: module(FMA_ITERATIONS, 0.5, 1.0, out))
-    # acc * 0.5 + 1 halves acc's distance to 2 a step: every lane is exactly 2 after some 30 steps (no overflow,
-    # no subnormals on the way), which also shows that each chain ran
-    if not (out == 2.0).all():
-        raise RuntimeError(f"the FMA loop of {lanes} lanes on {threads} threads computed wrong values")
-    return 2.0 * threads * FMA_ITERATIONS * CHAINS[lanes] * lanes / seconds / 1e9
+    """The measured f32 FMA rate of `threads` threads (`chains_gflops` of 'fma'), in GFLOP/s."""
+    return chains_gflops(threads, lanes, "fma")
+
+
+@functools.cache
+def dot_bf16_gflops(threads: int) -> float:
+    """The measured rate of `threads` threads taking `f32x16_dot_bf16` steps (`chains_gflops` of 'dot_bf16'), in
+    GFLOP/s."""
+    return chains_gflops(threads, 16, "dot_bf16")
 
 
 DOT_MARGIN = 1.25
 """How much faster than f32 FMAs the bfloat16 dot product must compute for `bf16_dot_pays`: clear of the noise of
 a measurement (the cores known compute at half or twice the rate)."""
-
-
-@functools.cache
-def dot_bf16_module(threads: int) -> object:
-    """The compiled public function `dot(iters, out)`: on each of `threads` threads `t`, `CHAINS[16]` vectors of 16
-    lanes (lane values 0, 1, 2, ... a chain) each take `iters` `f32x16_dot_bf16` of a pair of ones and pairs of
-    0.25, then go to `out[t * CHAINS[16] * 16:]` (the loop of `fma_module`)."""
-    chains, lanes, parallel = CHAINS[16], 16, f"p{threads}"
-    with script_module() as module:
-        @script
-        def dot_chains(iters: i32, out: ~f32):
-            attrs.func_kind = "cpu_internal"
-            attrs.noinline = True  # compiled on its own: the accumulators get the vector registers
-            pair = register_tensor(bfloat16, [2])
-            b = register_tensor(bfloat16, [2 * lanes])
-            for i in range(2):
-                pair[i] = bfloat16(1.0)
-            for i in range(2 * lanes):
-                b[i] = bfloat16(0.25)
-            regs = register_tensor(f32, [chains * lanes])  # whole vectors only: see the module docstring
-            for i in meta.range(chains):
-                vectors.f32x16_store(~regs[i * lanes], vectors.f32x16_broadcast(f32(i)))
-            for _ in range(iters):
-                for i in meta.range(chains):
-                    vectors.f32x16_store(~regs[i * lanes], vectors.f32x16_dot_bf16(
-                        vectors.f32x16_load(~regs[i * lanes]), ~pair[0], ~b[0]))
-            for i in meta.range(chains):
-                vectors.f32x16_store(out + i * lanes, vectors.f32x16_load(~regs[i * lanes]))
-
-        @script
-        def dot(iters: i32, out: ~f32):
-            attrs.func_kind = "public"
-            for t in grid(threads, attrs=parallel):
-                dot_chains(iters, out + t * (chains * lanes))
-
-    return module.build("cpu")
-
-
-@functools.cache
-def dot_bf16_gflops(threads: int) -> float:
-    """The measured rate of `threads` threads running `dot_bf16_module(threads)`, in GFLOP/s (two operations a
-    multiply-add)."""
-    module = dot_bf16_module(threads)
-    chains = CHAINS[16]
-    out = np.zeros(threads * chains * 16, np.float32)
-    seconds = fastest(lambda: module(FMA_ITERATIONS, out))
-    # each step adds 1 * 0.25 twice to every lane, exactly (the sums stay below 2^22): the last run's values show
-    # that each chain ran
-    if not (out == np.tile(np.arange(chains, dtype=np.float32).repeat(16), threads) + 0.5 * FMA_ITERATIONS).all():
-        raise RuntimeError(f"the bfloat16 dot product loop on {threads} threads computed wrong values")
-    return 4.0 * threads * FMA_ITERATIONS * chains * 16 / seconds / 1e9
 
 
 def bf16_dot_pays() -> bool:
@@ -246,18 +234,10 @@ def copy_gbs(threads: int, lanes: int | None) -> float:
     in GB/s (read and written bytes both counted)."""
     module = copy_module(threads, lanes)
     n = COPY_BYTES // 4
-    source, target = cache_line_aligned(n), cache_line_aligned(n)
+    source, target = empty(n), empty(n)  # on cache lines: numpy's own start 16 bytes past a page
     source[:] = 1.0
     seconds = fastest(lambda: module(n, source, target))
     return 2 * COPY_BYTES / seconds / 1e9
-
-
-def cache_line_aligned(n: int) -> np.ndarray:
-    """An uninitialised array of `n` floats that starts on a 64-byte boundary (numpy's large arrays start 16 bytes
-    past a page, which makes every vector load of 64 bytes straddle two cache lines: a copy 20% slower here)."""
-    raw = np.empty(n + 16, np.float32)
-    skip = -raw.ctypes.data % 64 // 4
-    return raw[skip:skip + n]
 
 
 def nominal_gflops(threads: int) -> float | None:

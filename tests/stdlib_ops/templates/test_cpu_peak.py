@@ -74,7 +74,7 @@ def test_the_fma_loop_holds_only_the_multiply_adds_in_registers() -> None:
     lanes = machine_lanes()
     if lanes is None:
         pytest.skip("the machine's C compiler enables no vector FMA")
-    loop = loop_assembly(cpu_peak.fma_module(1, lanes).source(), "fma_chains", "vfmadd")
+    loop = loop_assembly(cpu_peak.chains_module(1, lanes, "fma").source(), "chains_of_steps", "vfmadd")
     assert_only_chains_in_registers(loop, "vfmadd", CHAINS[lanes])
 
 
@@ -82,7 +82,7 @@ def test_the_fma_loop_holds_only_the_multiply_adds_in_registers() -> None:
 def test_the_bf16_dot_loop_holds_only_the_dot_products_in_registers_and_is_measured() -> None:
     if not machine_has_bf16_dot():
         pytest.skip("the machine's C compiler does not enable AVX512-BF16")
-    loop = loop_assembly(cpu_peak.dot_bf16_module(1).source(), "dot_chains", "vdpbf16ps")
+    loop = loop_assembly(cpu_peak.chains_module(1, 16, "dot_bf16").source(), "chains_of_steps", "vdpbf16ps")
     assert_only_chains_in_registers(loop, "vdpbf16ps", CHAINS[16])
     rate = cpu_peak.dot_bf16_gflops(1)  # which checks every chain's values
     assert 0 < rate <= FASTEST_CLOCK_GHZ * 16 * 4 * FMA_PIPES
