@@ -1,6 +1,8 @@
 """Pooling over the last two axes of (N, C, H, W) or (C, H, W) tensors, with torch.nn.functional's signatures:
 `max_pool2d`, `avg_pool2d` (stride defaults to the kernel size; padding counted in the average unless
-`count_include_pad=False`; `ceil_mode`, `divisor_override`), `adaptive_avg_pool2d`; each one task."""
+`count_include_pad=False`; `ceil_mode`, `divisor_override`), `adaptive_avg_pool2d`; each one task. And
+`max_pool2d_blocked`, max_pool2d over the blocked channel layout the graph gives convolutions' outputs
+([N, C/c, H, W, c]: the spatial axes are -3 and -2, a block of c channels is the last axis)."""
 
 from __future__ import annotations
 
@@ -14,9 +16,22 @@ from stdlib_ops.operators.base import apply, as_tensors, shape_str
 from stdlib_ops.operators.conv import all_of, float_dtypes, in_range, pair, require_static
 from stdlib_ops.tensor import Tensor
 
+NCHW_SPATIAL = (-2, -1)
+"""The axes of H and W in (N, C, H, W) and (C, H, W) tensors."""
+BLOCKED_SPATIAL = (-3, -2)
+"""The axes of H and W in blocked (N, C/c, H, W, c) tensors."""
 
-def _spatial_input(name: str, x: Any) -> Tensor:
+
+def _spatial_input(name: str, x: Any, spatial: tuple[int, int] = NCHW_SPATIAL) -> Tensor:
+    """`x` as a tensor, checked to be (C, H, W) or (N, C, H, W) (`NCHW_SPATIAL`) or (N, C/c, H, W, c)
+    (`BLOCKED_SPATIAL`), with every size but the batch known."""
     (x,) = as_tensors(name, x)
+    if spatial == BLOCKED_SPATIAL:
+        if x.ndim != 5:
+            raise ValueError(f"{name}: expected a 5-D (N, C/c, H, W, c) input (channels in blocks of c), got shape "
+                             f"{shape_str(x.shape)}")
+        require_static(name, x, range(1, 5))
+        return x
     if x.ndim not in (3, 4):
         raise ValueError(f"{name}: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape {shape_str(x.shape)}")
     require_static(name, x, range(x.ndim - 3 + 1, x.ndim))
@@ -24,15 +39,16 @@ def _spatial_input(name: str, x: Any) -> Tensor:
 
 
 def _window(name: str, x: Tensor, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
-            ceil_mode: bool) -> tuple[tuple[int, int], ...]:
-    """(kernel, stride, padding, dilation, output size) of a pooling window, checked as torch checks them."""
+            ceil_mode: bool, spatial: tuple[int, int] = NCHW_SPATIAL) -> tuple[tuple[int, int], ...]:
+    """(kernel, stride, padding, dilation, output size) of a pooling window over the axes `spatial` of `x`, checked
+    as torch checks them."""
     k = pair(name, "kernel_size", kernel_size, 1)
     s = pair(name, "stride", stride, 1) if stride is not None else k
     p = pair(name, "padding", padding, 0)
     d = pair(name, "dilation", dilation, 1)
     if p[0] * 2 > k[0] or p[1] * 2 > k[1]:
         raise ValueError(f"{name}: padding {p} should be at most half of the kernel size {k}")
-    h, w = x.shape[-2:]
+    h, w = (x.shape[a] for a in spatial)
     extent = [d[a] * (k[a] - 1) + 1 for a in range(2)]
     if h + 2 * p[0] < extent[0] or w + 2 * p[1] < extent[1]:
         raise ValueError(f"{name}: the window ({extent[0]} x {extent[1]}) is larger than the padded input "
@@ -58,22 +74,30 @@ def _overhangs(out: tuple[int, int], d: tuple[int, int], k: tuple[int, int], s: 
 
 
 def _pool(name: str, x: Tensor, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool,
-          kind: str, count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
-    x = _spatial_input(name, x)
+          kind: str, count_include_pad: bool = True, divisor_override: int | None = None,
+          spatial: tuple[int, int] = NCHW_SPATIAL) -> Tensor:
+    """The task pooling `x` (max or avg, `kind`) over its axes `spatial` (`NCHW_SPATIAL` or `BLOCKED_SPATIAL`);
+    the other axes index the windows' planes."""
+    x = _spatial_input(name, x, spatial)
     out_dtype, acc = float_dtypes(name, [x])
     (kh, kw), (sh, sw), (ph, pw), (dh, dw), (oh, ow) = _window(name, x, kernel_size, stride, padding, dilation,
-                                                               ceil_mode)
-    h, w = x.shape[-2:]
+                                                               ceil_mode, spatial)
+    h, w = (x.shape[a] for a in spatial)
     at_type = as_dtype(acc)
     overhang = _overhangs((oh, ow), (dh, dw), (kh, kw), (sh, sw), (ph, pw), (h, w))
+    axis_y, axis_x = (a % x.ndim for a in spatial)
+    out_shape = [*x.shape]
+    out_shape[axis_y], out_shape[axis_x] = oh, ow
 
     def define(xv: Var) -> Any:
         def at(*i: Expr) -> Expr:
-            lead, y, xx = i[:-2], i[-2], i[-1]
+            y, xx = i[axis_y], i[axis_x]
 
             def term(ky: Expr, kx: Expr) -> Expr:
                 iy, ix = y * sh + ky * dh - ph, xx * sw + kx * dw - pw
-                read = cast_to(xv[(*lead, iy, ix)], acc)
+                index = [*i]
+                index[axis_y], index[axis_x] = iy, ix
+                read = cast_to(xv[tuple(index)], acc)
                 if (ph, pw) == (0, 0) and not overhang:
                     return read
                 pad_value = -math.inf if kind == "max" else 0.0
@@ -87,7 +111,7 @@ def _pool(name: str, x: Tensor, kernel_size: Any, stride: Any, padding: Any, dil
                 total = total / divisor
             return cast_to(total, out_dtype)
 
-        return compute("out", [*x.shape[:-2], oh, ow], at)
+        return compute("out", out_shape, at)
 
     attrs = {"kernel_size": (kh, kw), "stride": (sh, sw), "padding": (ph, pw), "dilation": (dh, dw),
              "ceil_mode": ceil_mode}
@@ -119,6 +143,17 @@ def max_pool2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0
     if return_indices:
         raise ValueError("max_pool2d: return_indices=True is not supported")
     return _pool("max_pool2d", x, kernel_size, stride, padding, dilation, ceil_mode, "max")
+
+
+def max_pool2d_blocked(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
+                       ceil_mode: bool = False) -> Tensor:
+    """`max_pool2d` over a blocked channel layout: `x` is [N, C/c, H, W, c] (N may be symbolic, the other sizes
+    are known), channel `ch` of image `b` at [b, ch // c, :, :, ch % c], and so is the result, [N, C/c, OH, OW, c]:
+    `out[b, k, y, x, j]` is the largest of `x[b, k, iy, ix, j]` over the window of output (y, x), with max_pool2d's
+    arguments and semantics (padding never wins, a NaN in the window gives NaN, `ceil_mode`'s last, partial
+    window). The graph gives convolutions' outputs this layout, and the pooling after them reads and writes it."""
+    return _pool("max_pool2d_blocked", x, kernel_size, stride, padding, dilation, ceil_mode, "max",
+                 spatial=BLOCKED_SPATIAL)
 
 
 def avg_pool2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,

@@ -47,7 +47,7 @@ def unravel(flat: Expr, shape: tuple) -> tuple:
     return tuple(reversed(out)) or (_c(0),)
 
 
-def _inverse(rank: int, out_index: Any) -> Any:
+def index_inverse(rank: int, out_index: Any) -> Any:
     """The inverse-map maker of a one-input task whose input element at index `a` lands at `out_index(a)`."""
 
     def make(xs: list[Var], outs: list[Any]) -> dict[int, InverseMap]:
@@ -70,7 +70,7 @@ def reshape(x: Tensor, shape: Any) -> Tensor:
     new = _reshaped(x.shape, shape)
     return apply("reshape", {"shape": new}, [x], lambda xv: compute(
         "out", new, lambda *i: xv[unravel(_row_major(i, new), x.shape)]),
-        _inverse(x.ndim, lambda a: unravel(_row_major(a, x.shape), new) if new else ()))[0]
+        index_inverse(x.ndim, lambda a: unravel(_row_major(a, x.shape), new) if new else ()))[0]
 
 
 def _reshaped(old: tuple, shape: list) -> tuple:
@@ -104,7 +104,7 @@ def transpose(x: Tensor, axes: Any = None) -> Tensor:
         return tuple(idx) or (_c(0),)
 
     return apply("transpose", {"axes": perm}, [x], lambda xv: compute("out", out_shape, lambda *i: xv[index(i)]),
-                 _inverse(x.ndim, lambda a: tuple(a[p] for p in perm)))[0]
+                 index_inverse(x.ndim, lambda a: tuple(a[p] for p in perm)))[0]
 
 
 permute = transpose
@@ -161,7 +161,7 @@ def _symbolic_view(x: Tensor, shape: list) -> Tensor:
         return tuple(next(coords) if d != 1 else _c(0) for d in shape)
 
     return apply("view", {"shape": new}, [x], lambda xv: compute("out", new, lambda *i: xv[index(i)]),
-                 _inverse(x.ndim, out_index))[0]
+                 index_inverse(x.ndim, out_index))[0]
 
 
 def flatten(x: Tensor, start_axis: int = 0, end_axis: int = -1) -> Tensor:

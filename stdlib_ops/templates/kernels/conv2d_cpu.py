@@ -65,7 +65,12 @@ from stdlib_ops.task import Task
 from stdlib_ops.templates.binding import TemplateBinding, common_dtype, shape_of
 from stdlib_ops.templates.cpu_lanes import machine_lanes, template_lanes
 from stdlib_ops.templates.cpu_threads import machine_threads
-from stdlib_ops.templates.kernels.conv2d_cpu_channels import band_rows, conv2d_channel_vectors_cpu, panel_channels
+from stdlib_ops.templates.kernels.conv2d_cpu_channels import (
+    band_rows,
+    blocks_fit,
+    conv2d_channel_vectors_cpu,
+    panel_channels,
+)
 from stdlib_ops.templates.kernels.conv2d_geometry import Pair, bind_conv2d, conv_geometry
 from stdlib_ops.templates.kernels.matmul_cpu import DEFAULT_BLOCKS, MAX_LOCAL_BYTES, row_panels, tile_kernel
 from stdlib_ops.templates.params import Size, require
@@ -375,15 +380,21 @@ def conv2d_packed_on_cpu(task: Task) -> TemplateBinding | None:
     dtypes |= {t.type.dtype.name for t in task.inputs[2:]}
     if lanes is None or len(dtypes) != 1 or next(iter(dtypes)) not in CONV2D_CPU_DTYPES:
         return None
-    (batch, channels, height, width), rows = shape_of(task.inputs[0]), shape_of(task.inputs[1])[-1]
-    attrs = task.attrs
+    x_shape, rows, attrs = shape_of(task.inputs[0]), shape_of(task.inputs[1])[-1], task.attrs
+    batch, height, width = x_shape[0], x_shape[2], x_shape[3]
+    in_block, out_block = (x_shape[4] if len(x_shape) == 5 else 0), attrs.get("out_block", 0)
+    channels = x_shape[1] * max(in_block, 1)
     options = {"channels": channels, "height": height, "width": width, "out_channels": attrs["out_channels"],
                "kernel": tuple(attrs["kernel"]), "stride": tuple(attrs["stride"]),
                "padding": tuple(attrs["padding"]), "dilation": tuple(attrs["dilation"]), "groups": attrs["groups"],
                "bias": len(task.inputs) == 3, "dtype": dtypes.pop(), "lanes": lanes, "min_tiles": machine_threads()}
     geometry = [options[key] for key in ("kernel", "stride", "padding", "dilation")]
-    if rows == panel_channels(lanes) and band_rows(channels // attrs["groups"], height, width, *geometry) >= 1:
+    if (rows == panel_channels(lanes) and band_rows(channels // attrs["groups"], height, width, *geometry) >= 1
+            and blocks_fit(channels, attrs["out_channels"], attrs["groups"], in_block, out_block, lanes)):
         template = conv2d_channel_vectors_cpu
+        options.update(in_block=in_block, out_block=out_block)
+    elif in_block or out_block:  # only the channel vectors' template reads and writes blocks of channels
+        return None
     elif rows == DEFAULT_BLOCKS[lanes].mr:
         template, options = conv2d_gemm_cpu, {**options, "packed": True}
     else:

@@ -138,6 +138,26 @@ def test_the_compute_definition_reads_the_panels(rows: int) -> None:
     assert (np.abs(got - exact) <= 21 * U * magnitude).all()
 
 
+@pytest.mark.parametrize(("in_block", "out_block"), [(3, 0), (0, 5), (2, 5)])
+def test_the_compute_definition_reads_and_writes_blocks_of_channels(in_block: int, out_block: int) -> None:
+    """The rule-based scheduler's kernel of `conv2d_packed` with its input in blocks of `in_block` channels and its
+    output in blocks of `out_block` (sizes no template takes) against numpy, in NCHW after the blocks."""
+    w = RNG.uniform(-1, 1, (10, 6, 2, 3)).astype(np.float32)
+    x = RNG.uniform(-1, 1, (2, 6, 5, 6)).astype(np.float32)
+    panels = pack_conv2d_weights(w, 1, rows=4)
+    x_in = x.reshape(2, 6 // in_block, in_block, 5, 6).transpose(0, 1, 3, 4, 2).copy() if in_block else x
+    out = conv2d_packed(ops.symbol(list(x_in.shape)), ops.symbol(list(panels.shape)), ops.symbol([10]),
+                        out_channels=10, kernel=(2, 3), stride=2, padding=1, out_block=out_block)
+    assert out.shape == ((2, 10 // out_block, 3, 3, out_block) if out_block else (2, 10, 3, 3))
+    module = build_module(auto_schedule(out.producer.task, Target.of("cpu")), "cpu")
+    got = np.full(out.shape, np.nan, np.float32)
+    module(x_in, panels, B[:10], got)
+    got = got.transpose(0, 1, 4, 2, 3).reshape(2, 10, 3, 3) if out_block else got
+    exact = reference(x, w, B[:10], stride=2, padding=1, groups=1)
+    magnitude = reference(np.abs(x), np.abs(w), np.abs(B[:10]), stride=2, padding=1, groups=1)
+    assert (np.abs(got - exact) <= 38 * U * magnitude).all()  # K = 36 terms and the bias, one more (module doc)
+
+
 def test_panels_that_do_not_fit_the_convolution_are_refused() -> None:
     x = ops.symbol(["n", 6, 9, 7])
     with pytest.raises(ValueError, match=r"conv2d_packed: panels of shape \(3, 54, 8\) .* do not hold the weights"):
@@ -146,6 +166,10 @@ def test_panels_that_do_not_fit_the_convolution_are_refused() -> None:
         conv2d_packed(x, ops.symbol([3, 54, 8], "float16"), None, out_channels=19, kernel=3)
     with pytest.raises(ValueError, match="bias of shape"):
         conv2d_packed(x, ops.symbol([3, 54, 8]), ops.symbol([20]), out_channels=19, kernel=3)
+    with pytest.raises(ValueError, match="19 output channels do not split into blocks of 8"):
+        conv2d_packed(x, ops.symbol([3, 54, 8]), None, out_channels=19, kernel=3, out_block=8)
+    with pytest.raises(ValueError, match=r"expected an input \[N, C, H, W\] or \[N, C / c, H, W, c\]"):
+        conv2d_packed(ops.symbol([2, 6, 9]), ops.symbol([3, 54, 8]), None, out_channels=19, kernel=3)
 
 
 def test_packed_convolutions_cut_as_many_macro_tiles_as_there_are_threads(monkeypatch: pytest.MonkeyPatch) -> None:

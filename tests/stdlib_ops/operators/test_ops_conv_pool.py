@@ -1,5 +1,6 @@
 """Convolutions and pooling against numpy references written out from torch's definitions (stride, padding,
-dilation, groups, output_padding, count_include_pad, adaptive bins); on cpu and cuda."""
+dilation, groups, output_padding, count_include_pad, adaptive bins), max pooling over channels in blocks too; on cpu
+and cuda."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from operator_cases import DEVICES, SETTINGS, assert_ulps, data, run
 from references import conv2d_reference
 
 import stdlib_ops as ops
+from stdlib_ops.operators.pool import max_pool2d_blocked
 
 
 def conv_transpose2d_reference(x: np.ndarray, w: np.ndarray, stride: tuple, padding: tuple, output_padding: tuple,
@@ -117,6 +119,22 @@ def test_max_pool_propagates_nan(device: str, x: np.ndarray) -> None:
     # -inf, never wins over a value, -inf included. Values only: -0.0 == 0.0
     got = run(ops.max_pool2d, x, device=device, kernel_size=3, stride=2, padding=1)
     np.testing.assert_array_equal(got, _windows(x, (3, 3), (2, 2), (1, 1), (1, 1), -np.inf).max((-1, -2)))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@SETTINGS
+@given(x=data((2, 6, 7, 9), edges=True))
+def test_max_pool_over_channel_blocks(device: str, x: np.ndarray) -> None:
+    # (N, C, H, W) as (N, C / 3, H, W, 3): blocks of 3 channels, a multiple of no vector width, so that the CPU's
+    # blocked template declines and the generic schedule computes it
+    def blocked(a: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(a.reshape(2, 2, 3, *a.shape[2:]).transpose(0, 1, 3, 4, 2))
+
+    got = run(max_pool2d_blocked, blocked(x), device=device, kernel_size=3, stride=2, padding=1)
+    np.testing.assert_array_equal(got, blocked(_windows(x, (3, 3), (2, 2), (1, 1), (1, 1), -np.inf).max((-1, -2))))
+    got = run(max_pool2d_blocked, blocked(x), device=device, kernel_size=(2, 3), stride=1, padding=(1, 0),
+              dilation=(2, 1))
+    np.testing.assert_array_equal(got, blocked(_windows(x, (2, 3), (1, 1), (1, 0), (2, 1), -np.inf).max((-1, -2))))
 
 
 def adaptive_reference(x: np.ndarray, oh: int, ow: int) -> np.ndarray:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import stdlib_ops as ops
+from stdlib_ops.operators.pool import max_pool2d_blocked
 from stdlib_ops.runtime import KERNELS
 
 
@@ -133,6 +134,21 @@ def test_convolutions_and_pools() -> None:
         ops.avg_pool2d(x, 3, padding=2)
     with pytest.raises(ValueError, match=r"adaptive_avg_pool2d: expected a 3-D .*\(5, 5\)"):
         ops.adaptive_avg_pool2d(ops.zeros([5, 5]), 2)
+    with pytest.raises(ValueError, match=r"^max_pool2d_blocked: expected a 5-D \(N, C/c, H, W, c\) input .*"
+                                         r"\(1, 4, 5, 5\)"):
+        max_pool2d_blocked(x, 3)
+    blocked = ops.zeros([1, 2, 5, 5, 8])
+    with pytest.raises(ValueError, match=r"^max_pool2d_blocked: kernel_size must be at least 1, got 0"):
+        max_pool2d_blocked(blocked, 0)
+    with pytest.raises(ValueError, match=r"^max_pool2d_blocked: kernel_size must be an int or a pair of ints"):
+        max_pool2d_blocked(blocked, (3, 3, 3))
+    with pytest.raises(ValueError, match=r"^max_pool2d_blocked: the window \(7 x 7\) is larger than the padded "
+                                         r"input \(5 x 5\); input shape \(1, 2, 5, 5, 8\)"):
+        max_pool2d_blocked(blocked, 7)
+    with pytest.raises(ValueError, match=r"^max_pool2d_blocked: padding \(2, 2\) should be at most half"):
+        max_pool2d_blocked(blocked, 3, padding=2)
+    with pytest.raises(ValueError, match=r"^max_pool2d_blocked: only the batch dimension may be symbolic"):
+        max_pool2d_blocked(ops.symbol(["n", "c", 5, 5, 8]), 3)
 
 
 def test_attention() -> None:

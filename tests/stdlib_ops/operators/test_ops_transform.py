@@ -14,6 +14,7 @@ from operator_cases import DEVICES, SETTINGS, data, ints
 
 import stdlib_ops as ops
 from hidet_lang.ir.evaluate import evaluate
+from stdlib_ops.operators.channel_blocks import from_channel_blocks, to_channel_blocks
 
 SHAPE = (3, 1, 7)
 
@@ -100,6 +101,30 @@ def test_inverse_maps() -> None:
     _check_inverse("cast", (3, 4), lambda t: ops.cast(t, "int32"))
     _check_inverse("relu", (3, 4), ops.relu)
     _check_inverse("add", (3, 4), lambda t: t + ops.zeros([4]))
+    _check_inverse("to_channel_blocks", (2, 6, 2, 3), lambda t: to_channel_blocks(t, 3))
+    _check_inverse("from_channel_blocks", (2, 2, 3, 1, 4), from_channel_blocks)
+
+
+@pytest.mark.parametrize("block", [1, 4, 12])
+def test_channel_blocks_against_numpy(block: int) -> None:
+    """[N, C, H, W] -> [N, C / c, H, W, c] and back, with a symbolic batch in the graph."""
+    x = np.arange(2 * 12 * 3 * 5, dtype=np.float32).reshape(2, 12, 3, 5)
+    want = x.reshape(2, 12 // block, block, 3, 5).transpose(0, 1, 3, 4, 2)
+    blocks = to_channel_blocks(ops.asarray(x), block)
+    np.testing.assert_array_equal(blocks.numpy(), want)
+    np.testing.assert_array_equal(from_channel_blocks(blocks).numpy(), x)
+    s = ops.symbol(["n", 12, 3, 5])
+    compiled = ops.trace_from(from_channel_blocks(to_channel_blocks(s, block)) + 1, [s]).build("cpu")
+    np.testing.assert_array_equal(compiled(x).numpy(), x + 1)
+
+
+def test_channel_blocks_refuse_what_does_not_split() -> None:
+    with pytest.raises(ValueError, match="12 channels do not split into blocks of 5"):
+        to_channel_blocks(ops.symbol([2, 12, 3, 5]), 5)
+    with pytest.raises(ValueError, match=r"expected an input \[N, C, H, W\] with C known"):
+        to_channel_blocks(ops.symbol([2, 12, 3]), 4)
+    with pytest.raises(ValueError, match=r"expected an input \[N, C / c, H, W, c\]"):
+        from_channel_blocks(ops.symbol([2, 12, 3, 5]))
 
 
 def test_symbolic_views_have_inverse_maps() -> None:

@@ -229,6 +229,57 @@ def test_channel_vectors_give_the_implicit_gemms_bits(draw: st.DataObject) -> No
     np.testing.assert_array_equal(*results)
 
 
+def to_blocks(a: np.ndarray, block: int) -> np.ndarray:
+    """NCHW `a` in blocks of `block` channels: `[N, C / block, H, W, block]`."""
+    n, c, h, w = a.shape
+    return np.ascontiguousarray(a.reshape(n, c // block, block, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def from_blocks(a: np.ndarray) -> np.ndarray:
+    """`[N, C / c, H, W, c]` `a` back in NCHW."""
+    n, blocks, h, w, block = a.shape
+    return np.ascontiguousarray(a.transpose(0, 1, 4, 2, 3).reshape(n, blocks * block, h, w))
+
+
+@settings(max_examples=example_count(10), deadline=None)
+@given(st.data())
+def test_channel_vectors_in_blocks_of_channels_give_the_nchw_bits(draw: st.DataObject) -> None:
+    """Input in blocks of 1 to 32 channels (within a group), output in blocks of a panel's channels, either or both,
+    f32 or f16: the same products summed in the same order as on NCHW, so the same bits (bounds-checked); strided
+    1x1 kernels, whose slab keeps only the pixels the taps read, among them."""
+    lanes = draw.draw(st.sampled_from([n for n in VECTOR_LANES if machine_has_lanes(n)]))
+    nr = panel_channels(lanes)
+    params = draw.draw(convolutions(depthwise=False))
+    groups = params["groups"] = draw.draw(st.integers(1, 2))
+    in_block = draw.draw(st.sampled_from([0, 1, 3, 8, 32]))
+    params["channels"] = groups * max(in_block, 1) * draw.draw(st.integers(1, 3))
+    params["out_channels"] = groups * nr * draw.draw(st.integers(1, 2))
+    out_block = draw.draw(st.sampled_from([0, nr]))
+    assume(in_block or out_block)
+    dtype = draw.draw(st.sampled_from(["float32", "float16"]))
+    conv = {key: params[key] for key in ("stride", "padding", "dilation", "groups")}
+    x = data(draw.draw, (2, params["channels"], params["height"], params["width"]), dtype)
+    w = data(draw.draw, (params["out_channels"], params["channels"] // groups, *params["kernel"]), dtype)
+    b = data(draw.draw, (params["out_channels"],), dtype) if params["bias"] else None
+    panels = packed_for("channels", w, groups, lanes)
+    want = run(built("channels", False, **params, lanes=lanes, dtype=dtype), x, panels, b, **conv, shape=w.shape)
+    module = built("channels", **params, lanes=lanes, dtype=dtype, in_block=in_block, out_block=out_block,
+                   min_tiles=3)
+    out = np.full(want.shape if not out_block else to_blocks(want, nr).shape, np.nan, dtype)
+    module(2, to_blocks(x, in_block) if in_block else x, panels, *([] if b is None else [b]), out)
+    np.testing.assert_array_equal(from_blocks(out) if out_block else out, want)
+
+
+def test_blocks_that_do_not_fit_the_panels_or_groups_are_refused() -> None:
+    nr = panel_channels(machine_lanes())
+    with pytest.raises(ScheduleError, match="blocks of 8 input"):
+        conv2d_channel_vectors_cpu(1, 12, 5, 5, nr, (3, 3), in_block=8)
+    with pytest.raises(ScheduleError, match=f"blocks of 0 input and {nr // 2} output"):
+        conv2d_channel_vectors_cpu(1, 8, 5, 5, nr, (3, 3), out_block=nr // 2)
+    with pytest.raises(ScheduleError, match=f"blocks of 0 input and {nr} output"):
+        conv2d_channel_vectors_cpu(1, 8, 5, 5, 2 * nr, (3, 3), groups=4, out_block=nr)  # nr / 2 channels a group
+
+
 def test_which_convolutions_suit_the_channel_vectors() -> None:
     """3x3 and larger kernels whose panels are 3/4 full and whose slab of one output row fits; not 1x1 kernels."""
     lanes = machine_lanes()
