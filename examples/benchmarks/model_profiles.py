@@ -30,7 +30,9 @@ KINDS: dict[str, str] = {
     "softmax": "softmax", "Softmax": "softmax",
     "max_pool2d": "pooling", "avg_pool2d": "pooling", "adaptive_avg_pool2d": "pooling", "MaxPool": "pooling",
     "GlobalAveragePool": "pooling", "AveragePool": "pooling", "NchwcMaxPool": "pooling",
+    "max_pool2d_blocked": "pooling",
     "ReorderInput": "layout", "ReorderOutput": "layout", "Transpose": "layout", "transpose": "layout",
+    "to_channel_blocks": "layout", "from_channel_blocks": "layout",
     "Reshape": "layout", "reshape": "layout",
 }
 """The kind of work of an operator, ours and ORT's; any other is 'element-wise and other'."""
