@@ -28,6 +28,8 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
+
 from codegen.emit.bf16_in_float import BF16_STRUCT, bf16_bits, is_bf16, through_float
 from codegen.emit.float_to_int import float_to_int_call, is_float_to_int, known_to_fit
 from codegen.emit.int_division import guarded_division, needs_guard
@@ -111,6 +113,13 @@ def shift_in_range(t: DataType, count: E.Expr) -> bool:
     other count goes through the shift helper (`CEmitter.helper`), which gives numpy's results beyond the width."""
     return isinstance(count, E.Constant) and 0 <= int(count.value) < 8 * t.nbytes
 
+
+def float_in_single(value: float) -> float:
+    """`value` rounded to the nearest single-precision float (past its range: an infinity), which a literal of a
+    32-bit or narrower float type spells: C rejects or warns of a float literal out of range (`1e300f`), where the
+    IR's constant of that type is infinite."""
+    with np.errstate(over="ignore"):
+        return float(np.float32(value))
 
 class CEmitter:
     """Prints an IRModule as C.
@@ -558,20 +567,22 @@ class CEmitter:
         if is_bf16(t) and self.bf16_in_float():
             return f"(({BF16_STRUCT}){{{hex(bf16_bits(float(value)))}}})"
         if t.is_float:
-            v = float(value)
-            if math.isnan(v):
-                text = "NAN"
-            elif math.isinf(v):
-                text = "INFINITY" if v > 0 else "(-INFINITY)"
-            else:
-                text = repr(v) + ("f" if t.nbytes <= 4 else "")
-            return text if t.nbytes in (4, 8) and text[0] != "(" else f"(({self.scalar(t)}){text})"
+            v = float(value) if t.nbytes == 8 else float_in_single(float(value))
+            if not math.isfinite(v):
+                return self.non_finite(v, t)
+            text = repr(v) + ("f" if t.nbytes <= 4 else "")
+            return text if t.nbytes in (4, 8) else f"(({self.scalar(t)}){text})"
         v = int(value)
         if t.kind == "int" and v == -(2 ** (t.nbytes * 8 - 1)):
             return f"(({self.scalar(t)})({v + 1} - 1))"
         suffix = {("int", 8): "LL", ("uint", 8): "ULL", ("uint", 4): "U"}.get((t.kind, t.nbytes), "")
         text = f"{v}{suffix}"
         return text if t.nbytes >= 4 and v >= 0 else f"(({self.scalar(t)}){text})"
+
+    def non_finite(self, value: float, t: DataType) -> str:
+        """The C text of a NaN or an infinity of float type `t` (math.h's macros)."""
+        text = "NAN" if math.isnan(value) else "INFINITY" if value > 0 else "(-INFINITY)"
+        return text if t.nbytes in (4, 8) and text[0] != "(" else f"(({self.scalar(t)}){text})"
 
     def expr_StringLiteral(self, e: E.StringLiteral) -> str:
         return c_string(e.value)
@@ -737,4 +748,3 @@ class CEmitter:
             self.uses_math = True
             return self.own_math[c_name]
         return c_name
-

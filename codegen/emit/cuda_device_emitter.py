@@ -149,12 +149,11 @@ class CudaDeviceEmitter(CEmitter):
         self.depth -= 1
         self.line("}")
 
-    def constant(self, value: int | float | bool, t: DataType) -> str:
-        if t.is_float and value != value:
+    def non_finite(self, value: float, t: DataType) -> str:
+        """A NaN or an infinity as a division by zero (NVRTC has no math.h macros)."""
+        if value != value:
             return f"(({self.scalar(t)})(0.0f / 0.0f))"
-        if t.is_float and value in (float("inf"), float("-inf")):
-            return f"(({self.scalar(t)})({'-' if value < 0 else ''}1.0f / 0.0f))"
-        return super().constant(value, t)
+        return f"(({self.scalar(t)})({'-' if value < 0 else ''}1.0f / 0.0f))"
 
     def intrinsic(self, name: str, args: list[str], t: Type) -> str:
         """A CUDA intrinsic in its spelling of the intrinsic table; the math functions and printf as in C."""

@@ -71,6 +71,26 @@ def test_half_with_integer_operand_in_cuda(tmp_path: Path) -> None:
     assert out.tolist() == [3.0, 1.0]
 
 
+@pytest.mark.parametrize("kind", ["public", "cuda_kernel"])
+def test_float_constants_past_single_precision_are_infinite(kind: str, tmp_path: Path) -> None:
+    """An f32 or f16 constant beyond f32's range is infinite, as the interpreter and numpy have it: its C literal
+    is `INFINITY`, not `1e+300f` (which NVRTC rejects: 'floating constant is out of range'); one that rounds to
+    f32's largest value stays finite."""
+    launch = "        attrs.cuda.grid_dim = 1\n        attrs.cuda.block_dim = 1\n" if kind == "cuda_kernel" else ""
+    body = ["o[0] = f64(f32(x[0]) * f32(1e300))", "o[1] = f64(f16(x[0]) * f16(-1e300))",
+            "o[2] = f64(f32(x[0]) * f32(3.4028235e38))", "o[3] = f64(f32(x[1]) * f32(1e300))"]
+    head = f"    def k(x: f64[2], o: f64[4]):\n        attrs.func_kind = '{kind}'\n"
+    source = _HEADER.replace("f16,", "f16, f32,") + head + launch + "".join(f"        {line}\n" for line in body)
+    module = load_module(source, str(tmp_path))
+    x = np.array([1.0, 0.0])
+    compiled, interpreted = np.zeros(4), np.zeros(4)
+    module.build()(x, compiled)
+    run_function(module.ir_module(), "k", x, interpreted)
+    expected = [np.inf, -np.inf, float(np.finfo(np.float32).max), np.nan]
+    np.testing.assert_array_equal(compiled, expected)
+    np.testing.assert_array_equal(interpreted, expected)
+
+
 def test_oversized_register_tensor_is_a_dsl_error(tmp_path: Path) -> None:
     source = (_HEADER.replace("attrs,", "attrs, register_tensor,") + "    def k(o: f64[1]):\n"
               "        attrs.func_kind = 'public'\n        a = register_tensor(f64, [10 ** 30])\n"
