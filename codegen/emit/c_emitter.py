@@ -114,12 +114,13 @@ def shift_in_range(t: DataType, count: E.Expr) -> bool:
     return isinstance(count, E.Constant) and 0 <= int(count.value) < 8 * t.nbytes
 
 
-def float_in_single(value: float) -> float:
+def as_single(value: float) -> np.float32:
     """`value` rounded to the nearest single-precision float (past its range: an infinity), which a literal of a
     32-bit or narrower float type spells: C rejects or warns of a float literal out of range (`1e300f`), where the
-    IR's constant of that type is infinite."""
+    IR's constant of that type is infinite; and a decimal rounded straight to float can differ from the double the
+    constant holds rounded to float."""
     with np.errstate(over="ignore"):
-        return float(np.float32(value))
+        return np.float32(value)
 
 class CEmitter:
     """Prints an IRModule as C.
@@ -567,10 +568,11 @@ class CEmitter:
         if is_bf16(t) and self.bf16_in_float():
             return f"(({BF16_STRUCT}){{{hex(bf16_bits(float(value)))}}})"
         if t.is_float:
-            v = float(value) if t.nbytes == 8 else float_in_single(float(value))
+            single = None if t.nbytes == 8 else as_single(float(value))
+            v = float(value) if single is None else float(single)
             if not math.isfinite(v):
                 return self.non_finite(v, t)
-            text = repr(v) + ("f" if t.nbytes <= 4 else "")
+            text = repr(v) if single is None else f"{str(single)}f"  # the shortest text of the f32 value
             return text if t.nbytes in (4, 8) else f"(({self.scalar(t)}){text})"
         v = int(value)
         if t.kind == "int" and v == -(2 ** (t.nbytes * 8 - 1)):

@@ -77,14 +77,13 @@ def pack_weights_for(graph: FlowGraph, target: Target) -> FlowGraph:
             return [matmul_packed(x, matrices[id(weight)], n=weight.shape[1])]
         x, weight, *bias = inputs
         attrs = op.task.attrs
-        reads = id(op) in blocks.reads
-        rows = nr if reads or blocks.writes(op) or _channel_vectors(op, lanes) else None
+        writes = blocks.writes(op)  # only a convolution of the channel vectors' template writes blocks
+        rows = nr if id(op) in blocks.reads or _channel_vectors(op, lanes) else None  # (a 1x1 one reads them)
         panels = asarray(pack_conv2d_weights(weight.numpy(), attrs["groups"], rows=rows), device=x.device)
         out = conv2d_packed(blocks.input_of(op, x), panels, bias[0] if bias else None, out_channels=weight.shape[0],
                             kernel=tuple(weight.shape[2:]), stride=attrs["stride"], padding=attrs["padding"],
-                            dilation=attrs["dilation"], groups=attrs["groups"],
-                            out_block=nr if blocks.writes(op) else 0)
-        return blocks.result(out) if blocks.writes(op) else [out]
+                            dilation=attrs["dilation"], groups=attrs["groups"], out_block=nr if writes else 0)
+        return blocks.result(out) if writes else [out]
 
     rewritten = replay(graph, rule=rule, fold=False)
     return partition(rewritten) if graph.groups is not None else rewritten

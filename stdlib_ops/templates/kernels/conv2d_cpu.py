@@ -382,7 +382,7 @@ def conv2d_packed_on_cpu(task: Task) -> TemplateBinding | None:
         return None
     x_shape, rows, attrs = shape_of(task.inputs[0]), shape_of(task.inputs[1])[-1], task.attrs
     batch, height, width = x_shape[0], x_shape[2], x_shape[3]
-    in_block, out_block = (x_shape[4] if len(x_shape) == 5 else 0), attrs.get("out_block", 0)
+    in_block, out_block = (x_shape[4] if len(x_shape) == 5 else 0), attrs["out_block"]
     channels = x_shape[1] * max(in_block, 1)
     options = {"channels": channels, "height": height, "width": width, "out_channels": attrs["out_channels"],
                "kernel": tuple(attrs["kernel"]), "stride": tuple(attrs["stride"]),

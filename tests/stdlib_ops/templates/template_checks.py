@@ -1,5 +1,5 @@
-"""What the template tests share: hypothesis strategies for sizes and data, the error bounds of f32 sums, and the
-softmax reference with its bound."""
+"""What the template tests share: hypothesis strategies for sizes and data, the error bounds of f32 sums, the
+softmax reference with its bound, and numpy's spelling of the blocked channel layout."""
 
 from __future__ import annotations
 
@@ -58,3 +58,15 @@ def assert_softmax_close(y: np.ndarray, x: np.ndarray, extra_rtol: float = 0.0, 
     bound = expected * ((cols + 8) * U + 2 * U * np.abs(shifted) + extra_rtol) + atol
     worst = np.unravel_index(np.argmax(np.abs(y - expected) - bound), y.shape)
     assert (np.abs(y - expected) <= bound).all(), f"{y[worst]} != {expected[worst]} at {worst}"
+
+
+def to_blocks(a: np.ndarray, block: int) -> np.ndarray:
+    """NCHW `a` in blocks of `block` channels: `[N, C / block, H, W, block]`."""
+    n, c, h, w = a.shape
+    return np.ascontiguousarray(a.reshape(n, c // block, block, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def from_blocks(a: np.ndarray) -> np.ndarray:
+    """`[N, C / c, H, W, c]` `a` back in NCHW."""
+    n, blocks, h, w, block = a.shape
+    return np.ascontiguousarray(a.transpose(0, 1, 4, 2, 3).reshape(n, blocks * block, h, w))

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from template_checks import F16_HALF_SUBNORMAL_STEP, U, assert_sum_close, data
+from template_checks import F16_HALF_SUBNORMAL_STEP, U, assert_sum_close, data, from_blocks, to_blocks
 
 import stdlib_ops as ops
 from hidet_lang.target import Target
@@ -227,18 +227,6 @@ def test_channel_vectors_give_the_implicit_gemms_bits(draw: st.DataObject) -> No
     results = [run(built(schedule, False, **params, **extra), x, packed_for(schedule, w, params["groups"]), b, **conv,
                    shape=w.shape) for schedule, extra in (("channels", {}), ("gemm", {"packed": True}))]
     np.testing.assert_array_equal(*results)
-
-
-def to_blocks(a: np.ndarray, block: int) -> np.ndarray:
-    """NCHW `a` in blocks of `block` channels: `[N, C / block, H, W, block]`."""
-    n, c, h, w = a.shape
-    return np.ascontiguousarray(a.reshape(n, c // block, block, h, w).transpose(0, 1, 3, 4, 2))
-
-
-def from_blocks(a: np.ndarray) -> np.ndarray:
-    """`[N, C / c, H, W, c]` `a` back in NCHW."""
-    n, blocks, h, w, block = a.shape
-    return np.ascontiguousarray(a.transpose(0, 1, 4, 2, 3).reshape(n, blocks * block, h, w))
 
 
 @settings(max_examples=example_count(10), deadline=None)

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from template_checks import to_blocks
 
 import stdlib_ops as ops
 from hidet_lang.target import Target
@@ -45,12 +46,6 @@ def built_blocked(**params: object) -> object:
     return max_pool2d_blocked_cpu("n", **params).build(check=True)
 
 
-def to_blocks(x: np.ndarray, block: int) -> np.ndarray:
-    """The (N, C, H, W) array `x` in the blocked layout (N, C / block, H, W, block)."""
-    n, c, h, w = x.shape
-    return np.ascontiguousarray(x.reshape(n, c // block, block, h, w).transpose(0, 1, 3, 4, 2))
-
-
 def reference(x: np.ndarray, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple,
               out_size: tuple) -> np.ndarray:
     """numpy's `max` over each window of `x` padded with -inf (enough on the right for `ceil_mode`'s last one)."""
@@ -72,16 +67,24 @@ def drawn_data(draw: st.DrawFn, shape: tuple, dtype: str) -> np.ndarray:
     return x.astype(dtype)
 
 
+@st.composite
+def windows(draw: st.DrawFn) -> tuple:
+    """`(height, width, kernel, stride, padding, dilation, ceil_mode)` of a pooling whose window fits the padded
+    plane: odd sizes, kernels up to 4, strides up to 3, paddings up to half the kernel, dilations up to 2."""
+    kernel = (draw(st.integers(1, 4)), draw(st.integers(1, 4)))
+    stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    padding = (draw(st.integers(0, kernel[0] // 2)), draw(st.integers(0, kernel[1] // 2)))
+    dilation = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    height, width = draw(SMALL), draw(SMALL)
+    assume(all(n + 2 * p >= d * (k - 1) + 1 for n, p, d, k in zip((height, width), padding, dilation, kernel)))
+    return height, width, kernel, stride, padding, dilation, draw(st.booleans())
+
+
 @settings(max_examples=example_count(25), deadline=None)
 @given(st.data())
 def test_max_pooling_on_drawn_shapes(draw: st.DataObject) -> None:
-    kernel = (draw.draw(st.integers(1, 4)), draw.draw(st.integers(1, 4)))
-    stride = (draw.draw(st.integers(1, 3)), draw.draw(st.integers(1, 3)))
-    padding = (draw.draw(st.integers(0, kernel[0] // 2)), draw.draw(st.integers(0, kernel[1] // 2)))
-    dilation = (draw.draw(st.integers(1, 2)), draw.draw(st.integers(1, 2)))
-    channels, height, width = draw.draw(SMALL), draw.draw(SMALL), draw.draw(SMALL)
-    assume(all(n + 2 * p >= d * (k - 1) + 1 for n, p, d, k in zip((height, width), padding, dilation, kernel)))
-    ceil_mode = draw.draw(st.booleans())
+    height, width, kernel, stride, padding, dilation, ceil_mode = draw.draw(windows())
+    channels = draw.draw(SMALL)
     dtype = draw.draw(st.sampled_from(["float32", "float32", "float16"]))
     lanes = draw.draw(st.sampled_from([lanes for lanes in VECTOR_LANES if machine_has_lanes(lanes)]))
     symbol = ops.max_pool2d(ops.symbol(["n", channels, height, width], dtype), kernel, stride, padding, dilation,
@@ -99,13 +102,8 @@ def test_max_pooling_on_drawn_shapes(draw: st.DataObject) -> None:
 @settings(max_examples=example_count(20), deadline=None)
 @given(st.data())
 def test_blocked_max_pooling_on_drawn_shapes(draw: st.DataObject) -> None:
-    kernel = (draw.draw(st.integers(1, 4)), draw.draw(st.integers(1, 4)))
-    stride = (draw.draw(st.integers(1, 3)), draw.draw(st.integers(1, 3)))
-    padding = (draw.draw(st.integers(0, kernel[0] // 2)), draw.draw(st.integers(0, kernel[1] // 2)))
-    dilation = (draw.draw(st.integers(1, 2)), draw.draw(st.integers(1, 2)))
-    blocks, height, width = draw.draw(st.integers(1, 3)), draw.draw(SMALL), draw.draw(SMALL)
-    assume(all(n + 2 * p >= d * (k - 1) + 1 for n, p, d, k in zip((height, width), padding, dilation, kernel)))
-    ceil_mode = draw.draw(st.booleans())
+    height, width, kernel, stride, padding, dilation, ceil_mode = draw.draw(windows())
+    blocks = draw.draw(st.integers(1, 3))
     block = draw.draw(st.sampled_from([8, 16, 32]))
     lanes = draw.draw(st.sampled_from([n for n in VECTOR_LANES if machine_has_lanes(n) and block % n == 0]))
     dtype = draw.draw(st.sampled_from(["float32", "float32", "float16", "bfloat16"]))
